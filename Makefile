@@ -1,0 +1,31 @@
+# Set-up and the two everyday jobs. Needs only Python >= 3.11 and make.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+DEMO   := build/demo
+
+.PHONY: install demo test test-all clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test,mpi]'
+	touch $@
+
+install: $(VENV)/.installed
+
+# Build a small noisy corpus, enhance one file, score input against output.
+demo: install
+	$(BIN)/sepsti corpus synth $(DEMO)/corpus --seed 0 --overwrite
+	$(BIN)/sepsti enhance $(DEMO)/corpus/noisy/babble_5dB/sp21_babble_sn5.wav -o $(DEMO)/sp21_enhanced.wav --overwrite
+	$(BIN)/sepsti evaluate --corpus $(DEMO)/corpus --noise babble --snr 5 --json $(DEMO)/evaluate.json
+
+test: install
+	$(BIN)/python -m pytest -q
+
+# Everything, the slow statistical tests and the MPI tests included.
+test-all: install
+	$(BIN)/python -m pytest -q -m ''
+
+clean:
+	rm -rf $(VENV) build .pytest_cache

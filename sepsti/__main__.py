@@ -1,0 +1,3 @@
+from sepsti.cli import main
+
+main()

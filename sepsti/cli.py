@@ -1,0 +1,108 @@
+"""The ``sepsti`` command line.
+
+Subcommands live in ``sepsti/commands/<name>.py`` and are imported only when
+invoked, so ``sepsti --help`` starts fast. Errors a user can fix
+(:class:`core.errors.ParameterError`, unreadable or unwritable files) exit
+with status 2 and one line ``Error: <what>: <why>``; anything else exits 1.
+"""
+
+import importlib
+import os
+
+import click
+
+from core.errors import ParameterError
+
+__all__ = ["cli", "main", "InputError"]
+
+_COMMANDS = {
+    "enhance": ("sepsti.commands.enhance", "enhance", "Remove noise from speech files."),
+    "train": ("sepsti.commands.train", "train", "Train a speech dictionary on a corpus."),
+    "evaluate": ("sepsti.commands.evaluate", "evaluate", "Score enhancement on a corpus (SDR/SIR/SAR)."),
+    "select-rank": ("sepsti.commands.select_rank", "select_rank",
+                    "Choose the dictionary rank by marginal likelihood (STI)."),
+    "corpus": ("sepsti.commands.corpus", "corpus", "Make or inspect NOIZEUS-style corpora."),
+}
+
+
+class InputError(click.ClickException):
+    """Bad usage or bad input: one line on stderr, exit status 2."""
+
+    exit_code = 2
+
+
+class InternalError(click.ClickException):
+    """An unexpected failure: one line on stderr, exit status 1."""
+
+    exit_code = 1
+
+
+def _describe_os_error(error):
+    where = error.filename if error.filename is not None else "file"
+    why = error.strerror or str(error)
+    return f"{where}: {why}"
+
+
+class _LazyGroup(click.Group):
+    """A group that imports a subcommand's module only when it runs."""
+
+    def list_commands(self, ctx):
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in _COMMANDS:
+            return None
+        module, attribute, help_text = _COMMANDS[name]
+        return _LazyCommand(name, module, attribute, help_text)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except ParameterError as error:
+            raise InputError(str(error)) from None
+        except OSError as error:
+            raise InputError(_describe_os_error(error)) from None
+        except Exception as error:
+            if os.environ.get("SEPSTI_DEBUG"):
+                raise
+            raise InternalError(f"internal failure: {type(error).__name__}: {error}") from None
+
+
+class _LazyCommand(click.Command):
+    """Stands in for a subcommand in listings; loads the real one when used."""
+
+    def __init__(self, name, module, attribute, help_text):
+        super().__init__(name, help=help_text, short_help=help_text)
+        self._target = (module, attribute)
+        self._real = None
+
+    def _load(self):
+        if self._real is None:
+            module, attribute = self._target
+            self._real = getattr(importlib.import_module(module), attribute)
+        return self._real
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        return self._load().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx):
+        return self._load().invoke(ctx)
+
+    def get_help(self, ctx):
+        return self._load().get_help(ctx)
+
+    def get_params(self, ctx):
+        return self._load().get_params(ctx)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sepsti")
+def cli():
+    """sepsti: Bayesian NMF speech enhancement with rank selection by STI."""
+
+
+def main():
+    """Entry point of the console script."""
+    cli(prog_name="sepsti")

@@ -1,0 +1,1 @@
+"""One module per ``sepsti`` subcommand; each defines a click command."""

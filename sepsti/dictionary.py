@@ -1,0 +1,252 @@
+"""Speech dictionary files (``.npz``): what they hold, saving, and checked loading.
+
+Conventions
+-----------
+``W`` is ``(n_bins, rank)``, non-negative and finite, with ``n_bins = n_fft // 2 + 1``;
+its columns are spectral atoms on the magnitude scale of :mod:`sepsti.features`
+(``scale`` = int16 full scale). A file holds, besides ``W``: ``rank``,
+``sample_rate``, ``n_fft``, ``hop_length``, ``window``, ``scale``, ``prior_rate``
+(the exponential prior rate on the factors the training used; 0 for plain
+maximum likelihood) and provenance: ``corpus``, ``files``, ``iterations``,
+``seed``, ``version``. Everything is stored as plain arrays, so files load with
+``allow_pickle=False``.
+"""
+
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from core.errors import ParameterError
+
+__all__ = ["Dictionary", "save_dictionary", "load_dictionary", "validate_dictionary",
+           "default_dictionary_path", "FIELDS"]
+
+FIELDS = ("W", "rank", "sample_rate", "n_fft", "hop_length", "window", "scale", "prior_rate",
+          "corpus", "files", "iterations", "seed", "version")
+
+
+class Dictionary(NamedTuple):
+    """A speech dictionary and how it was made.
+
+    Attributes
+    ----------
+    W : ndarray, shape (n_bins, rank)
+        Non-negative spectral atoms.
+    rank : int
+    sample_rate : int
+        Rate of the audio the atoms describe (Hz).
+    n_fft, hop_length : int
+        STFT framing of the atoms.
+    window : str
+        STFT window name.
+    scale : float
+        Amplitude scale of the magnitudes (signal in [-1, 1) times ``scale``).
+    prior_rate : float
+        Rate of the exponential prior on the factors during training (0: none).
+    corpus : str
+        The training corpus folder.
+    files : tuple of str
+        Identifiers of the training files.
+    iterations : int
+        EM iterations run.
+    seed : int
+        Seed of the initialization.
+    version : str
+        sepsti version that trained it.
+    """
+
+    W: np.ndarray
+    rank: int
+    sample_rate: int
+    n_fft: int
+    hop_length: int
+    window: str
+    scale: float
+    prior_rate: float
+    corpus: str
+    files: tuple
+    iterations: int
+    seed: int
+    version: str
+
+
+def default_dictionary_path():
+    """Path of the dictionary shipped with the package (rank 256, NOIZEUS sp01–sp20)."""
+    return Path(__file__).resolve().parent / "data" / "default_dictionary.npz"
+
+
+def save_dictionary(path, dictionary):
+    """Write a dictionary atomically (temporary file beside ``path``, then rename).
+
+    Parameters
+    ----------
+    path : str or Path
+        Target ``.npz`` file; it is replaced if it exists (check beforehand
+        with :func:`core.io.check_output_path`).
+    dictionary : Dictionary
+        Validated before writing.
+
+    Raises
+    ------
+    ParameterError
+        If a field is invalid.
+    """
+    from core.io import atomic_path
+
+    dictionary = validate_dictionary(dictionary, name=str(path))
+    arrays = {
+        "W": np.ascontiguousarray(dictionary.W, dtype=np.float64),
+        "rank": np.int64(dictionary.rank),
+        "sample_rate": np.int64(dictionary.sample_rate),
+        "n_fft": np.int64(dictionary.n_fft),
+        "hop_length": np.int64(dictionary.hop_length),
+        "window": np.str_(dictionary.window),
+        "scale": np.float64(dictionary.scale),
+        "prior_rate": np.float64(dictionary.prior_rate),
+        "corpus": np.str_(dictionary.corpus),
+        "files": np.array(list(dictionary.files), dtype=np.str_).reshape(-1),
+        "iterations": np.int64(dictionary.iterations),
+        "seed": np.int64(dictionary.seed),
+        "version": np.str_(dictionary.version),
+    }
+    with atomic_path(path, suffix=".npz") as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez_compressed(handle, **arrays)
+
+
+def load_dictionary(path, *, features=True):
+    """Read a dictionary file and check every field.
+
+    Parameters
+    ----------
+    path : str or Path
+        A file written by :func:`save_dictionary`.
+    features : bool
+        Also require the framing (rate, ``n_fft``, hop, window, scale) to be
+        that of :mod:`sepsti.features`, which the enhancer uses.
+
+    Returns
+    -------
+    Dictionary
+
+    Raises
+    ------
+    ParameterError
+        If the file is missing, not an ``.npz``, corrupt, lacks a field, or a
+        field has the wrong type, shape or value; the message names the field.
+    """
+    path = Path(path)
+    name = f"dictionary {path}"
+    if not path.exists():
+        raise ParameterError(f"{name}: no such file")
+    if path.is_dir():
+        raise ParameterError(f"{name}: is a directory, not a dictionary file")
+    with open(path, "rb") as handle:
+        magic = handle.read(4)
+    if not magic:
+        raise ParameterError(f"{name}: empty file, not a dictionary")
+    if magic != b"PK\x03\x04":
+        raise ParameterError(f"{name}: not a dictionary file (expected an .npz archive written by `sepsti train`)")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [field for field in FIELDS if field not in archive.files]
+            if missing:
+                raise ParameterError(f"{name}: field {missing[0]!r} is missing (a dictionary holds "
+                                     f"{', '.join(FIELDS)}); retrain it with `sepsti train`")
+            raw = {field: archive[field] for field in FIELDS}
+    except ParameterError:
+        raise
+    except Exception as error:  # noqa: BLE001  any failure to parse the archive means a corrupt file
+        why = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ParameterError(f"{name}: not a readable dictionary file (.npz): {why}") from None
+
+    fields = {}
+    for field in ("rank", "sample_rate", "n_fft", "hop_length", "iterations", "seed"):
+        fields[field] = _scalar(raw[field], field, name, kind="i")
+    for field in ("scale", "prior_rate"):
+        fields[field] = _scalar(raw[field], field, name, kind="f")
+    for field in ("window", "corpus", "version"):
+        fields[field] = _scalar(raw[field], field, name, kind="U")
+    files = raw["files"]
+    if files.dtype.kind != "U" or files.ndim != 1:
+        raise ParameterError(f"{name}: field 'files' must be a 1-D array of strings, got dtype {files.dtype} "
+                             f"and shape {files.shape}")
+    fields["files"] = tuple(str(f) for f in files)
+    fields["W"] = raw["W"]
+    return validate_dictionary(Dictionary(**fields), name=name, features=features)
+
+
+def validate_dictionary(dictionary, *, name="dictionary", features=False):
+    """Check the fields of a :class:`Dictionary` and return it with ``W`` as float64.
+
+    Parameters
+    ----------
+    dictionary : Dictionary
+    name : str
+        How to name it in messages.
+    features : bool
+        Require the framing of :mod:`sepsti.features`.
+
+    Raises
+    ------
+    ParameterError
+        Naming the first invalid field.
+    """
+    W = np.asarray(dictionary.W)
+    if W.dtype.kind not in "fiu":
+        raise ParameterError(f"{name}: field 'W' must be a real array, got dtype {W.dtype}")
+    W = W.astype(np.float64, copy=False)
+    if W.ndim != 2:
+        raise ParameterError(f"{name}: field 'W' must be 2-D (bins, rank), got shape {W.shape}")
+    for field in ("n_fft", "hop_length", "sample_rate", "rank"):
+        value = getattr(dictionary, field)
+        if int(value) < 1:
+            raise ParameterError(f"{name}: field {field!r}={value} must be a positive integer")
+    bins = dictionary.n_fft // 2 + 1
+    if W.shape[0] != bins:
+        raise ParameterError(f"{name}: field 'W' has {W.shape[0]} rows (frequency bins) but n_fft="
+                             f"{dictionary.n_fft} gives {bins}")
+    if W.shape[1] != dictionary.rank:
+        raise ParameterError(f"{name}: field 'W' has {W.shape[1]} columns but rank={dictionary.rank}")
+    if not np.all(np.isfinite(W)):
+        raise ParameterError(f"{name}: field 'W' has {int(np.sum(~np.isfinite(W)))} NaN or infinite entries")
+    if np.any(W < 0):
+        raise ParameterError(f"{name}: field 'W' has negative entries (min {W.min():.3g}); atoms must be "
+                             "non-negative")
+    if not np.any(W > 0):
+        raise ParameterError(f"{name}: field 'W' is all zero")
+    if not np.isfinite(dictionary.scale) or dictionary.scale <= 0:
+        raise ParameterError(f"{name}: field 'scale'={dictionary.scale} must be positive")
+    if not np.isfinite(dictionary.prior_rate) or dictionary.prior_rate < 0:
+        raise ParameterError(f"{name}: field 'prior_rate'={dictionary.prior_rate} must be >= 0")
+    if dictionary.iterations < 0:
+        raise ParameterError(f"{name}: field 'iterations'={dictionary.iterations} must be >= 0")
+    if features:
+        from sepsti import features as feat
+
+        expected = {"sample_rate": feat.SAMPLE_RATE, "n_fft": feat.N_FFT, "hop_length": feat.HOP_LENGTH,
+                    "window": feat.WINDOW, "scale": feat.AMPLITUDE_SCALE}
+        for field, want in expected.items():
+            value = getattr(dictionary, field)
+            if value != want:
+                raise ParameterError(f"{name}: field {field!r}={value!r} does not match the features "
+                                     f"({field}={want!r}); retrain the dictionary with `sepsti train`")
+    return dictionary._replace(W=W, files=tuple(dictionary.files))
+
+
+def _scalar(array, field, name, *, kind):
+    if array.ndim != 0:
+        raise ParameterError(f"{name}: field {field!r} must be a scalar, got shape {array.shape}")
+    value = array[()]
+    if kind == "i":
+        if array.dtype.kind not in "iu":
+            raise ParameterError(f"{name}: field {field!r} must be an integer, got dtype {array.dtype}")
+        return int(value)
+    if kind == "f":
+        if array.dtype.kind not in "fiu":
+            raise ParameterError(f"{name}: field {field!r} must be a number, got dtype {array.dtype}")
+        return float(value)
+    if array.dtype.kind != "U":
+        raise ParameterError(f"{name}: field {field!r} must be a string, got dtype {array.dtype}")
+    return str(value)

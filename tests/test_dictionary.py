@@ -1,0 +1,143 @@
+"""Dictionary files: round trip, atomic writing, and one named error per bad field."""
+
+import os
+import zipfile
+
+import numpy as np
+import pytest
+
+from core.errors import ParameterError
+from sepsti import features
+from sepsti.dictionary import (FIELDS, Dictionary, default_dictionary_path, load_dictionary,
+                               save_dictionary)
+
+
+def _dictionary(rng, rank=4):
+    return Dictionary(W=rng.gamma(1.0, 1.0, (257, rank)), rank=rank, sample_rate=8000, n_fft=512,
+                      hop_length=256, window="hamming", scale=32768.0, prior_rate=0.0, corpus="corpus",
+                      files=("sp01", "sp02"), iterations=10, seed=3, version="0.1.0")
+
+
+def _fields(dictionary):
+    return {"W": dictionary.W, "rank": np.int64(dictionary.rank), "sample_rate": np.int64(dictionary.sample_rate),
+            "n_fft": np.int64(dictionary.n_fft), "hop_length": np.int64(dictionary.hop_length),
+            "window": np.str_(dictionary.window), "scale": np.float64(dictionary.scale),
+            "prior_rate": np.float64(dictionary.prior_rate), "corpus": np.str_(dictionary.corpus),
+            "files": np.array(dictionary.files), "iterations": np.int64(dictionary.iterations),
+            "seed": np.int64(dictionary.seed), "version": np.str_(dictionary.version)}
+
+
+def test_round_trip(tmp_path, rng):
+    original = _dictionary(rng)
+    path = tmp_path / "d.npz"
+    save_dictionary(path, original)
+    loaded = load_dictionary(path)
+    np.testing.assert_array_equal(loaded.W, original.W)
+    for field in FIELDS[1:]:
+        assert getattr(loaded, field) == getattr(original, field), field
+    assert os.listdir(tmp_path) == ["d.npz"]
+    with np.load(path, allow_pickle=False) as archive:
+        assert set(archive.files) == set(FIELDS)
+
+
+def test_save_rejects_bad_dictionary_and_leaves_nothing(tmp_path, rng):
+    bad = _dictionary(rng)._replace(W=-np.ones((257, 4)))
+    with pytest.raises(ParameterError, match="'W' has negative"):
+        save_dictionary(tmp_path / "d.npz", bad)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_missing_field_is_named(tmp_path, rng, field):
+    arrays = _fields(_dictionary(rng))
+    del arrays[field]
+    np.savez(tmp_path / "d.npz", **arrays)
+    with pytest.raises(ParameterError, match=f"field '{field}' is missing"):
+        load_dictionary(tmp_path / "d.npz")
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("W", np.ones((256, 4)), "'W' has 256 rows .* n_fft=512 gives 257"),
+    ("W", np.ones((257, 3)), "'W' has 3 columns but rank=4"),
+    ("W", np.ones(257), "'W' must be 2-D"),
+    ("W", np.full((257, 4), np.nan), "'W' has 1028 NaN or infinite"),
+    ("W", -np.ones((257, 4)), "'W' has negative"),
+    ("W", np.zeros((257, 4)), "'W' is all zero"),
+    ("W", np.array([["a"] * 4] * 257), "'W' must be a real array"),
+    ("rank", np.float64(4.0), "'rank' must be an integer"),
+    ("rank", np.array([4]), "'rank' must be a scalar"),
+    ("sample_rate", np.int64(16000), "'sample_rate'=16000 does not match the features"),
+    ("n_fft", np.int64(510), "'W' has 257 rows .* n_fft=510 gives 256"),
+    ("hop_length", np.int64(128), "'hop_length'=128 does not match"),
+    ("window", np.str_("hann"), "'window'='hann' does not match"),
+    ("window", np.int64(3), "'window' must be a string"),
+    ("scale", np.float64(1.0), "'scale'=1.0 does not match"),
+    ("scale", np.float64(-1.0), "'scale'=-1.0 must be positive"),
+    ("prior_rate", np.float64(np.nan), "'prior_rate'=nan must be >= 0"),
+    ("iterations", np.int64(-1), "'iterations'=-1 must be >= 0"),
+    ("files", np.array([[1, 2]]), "'files' must be a 1-D array of strings"),
+])
+def test_bad_field_is_named(tmp_path, rng, field, value, message):
+    arrays = _fields(_dictionary(rng))
+    arrays[field] = value
+    np.savez(tmp_path / "d.npz", **arrays)
+    with pytest.raises(ParameterError, match=message):
+        load_dictionary(tmp_path / "d.npz")
+
+
+def test_other_framing_loads_when_features_not_required(tmp_path, rng):
+    arrays = _fields(_dictionary(rng))
+    arrays["sample_rate"] = np.int64(16000)
+    np.savez(tmp_path / "d.npz", **arrays)
+    assert load_dictionary(tmp_path / "d.npz", features=False).sample_rate == 16000
+
+
+def test_not_a_dictionary_file(tmp_path, rng):
+    cases = {"missing.npz": None, "empty.npz": b"", "text.npz": b"hello, not numpy\n"}
+    for name, content in cases.items():
+        if content is not None:
+            (tmp_path / name).write_bytes(content)
+    with pytest.raises(ParameterError, match="no such file"):
+        load_dictionary(tmp_path / "missing.npz")
+    with pytest.raises(ParameterError, match="empty file"):
+        load_dictionary(tmp_path / "empty.npz")
+    with pytest.raises(ParameterError, match="not a dictionary file"):
+        load_dictionary(tmp_path / "text.npz")
+    with pytest.raises(ParameterError, match="is a directory"):
+        load_dictionary(tmp_path)
+    np.save(tmp_path / "array.npy", np.ones(3))
+    with pytest.raises(ParameterError, match="not a dictionary file"):
+        load_dictionary(tmp_path / "array.npy")
+
+
+def test_truncated_and_corrupt_archives(tmp_path, rng):
+    path = tmp_path / "d.npz"
+    save_dictionary(path, _dictionary(rng, rank=64))
+    data = path.read_bytes()
+    (tmp_path / "truncated.npz").write_bytes(data[:len(data) // 2])
+    with pytest.raises(ParameterError, match="not a readable dictionary file"):
+        load_dictionary(tmp_path / "truncated.npz")
+    # Flip bytes inside the compressed W member: the zip CRC or zlib catches it.
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo("W.npy")
+    corrupt = bytearray(data)
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra) + 100
+    corrupt[start:start + 50] = bytes(50)
+    (tmp_path / "corrupt.npz").write_bytes(bytes(corrupt))
+    with pytest.raises(ParameterError, match="not a readable dictionary file"):
+        load_dictionary(tmp_path / "corrupt.npz")
+
+
+def test_default_dictionary_path_is_package_data():
+    path = default_dictionary_path()
+    assert path.name == "default_dictionary.npz"
+    assert path.parent.name == "data" and path.parent.parent.name == "sepsti"
+
+
+def test_default_dictionary_is_valid():
+    path = default_dictionary_path()
+    if not path.exists():
+        pytest.skip("default dictionary not built yet")
+    dictionary = load_dictionary(path)
+    assert dictionary.W.shape == (features.N_BINS, 256)
+    assert dictionary.files == tuple(f"sp{i:02d}" for i in range(1, 21))

@@ -1,0 +1,103 @@
+"""Application audio: resampling by exact ratios, the one-frame check, atomic writing."""
+
+import os
+
+import numpy as np
+import pytest
+import soundfile
+
+from core.errors import ParameterError
+from sepsti.audio import load_audio, output_format, resample, validate_frames, write_audio
+
+
+@pytest.mark.parametrize("orig, target", [(16000, 8000), (44100, 8000), (8000, 22050), (11025, 8000)])
+def test_resample_length_and_tone(orig, target):
+    n = orig  # one second
+    t = np.arange(n) / orig
+    tone = 0.5 * np.sin(2 * np.pi * 440.0 * t)
+    out = resample(tone, orig, target)
+    assert len(out) == int(np.ceil(n * target / orig))
+    expected = 0.5 * np.sin(2 * np.pi * 440.0 * np.arange(len(out)) / target)
+    middle = slice(len(out) // 10, -len(out) // 10)  # away from the filter's edge transients
+    np.testing.assert_allclose(out[middle], expected[middle], atol=5e-3)
+
+
+def test_resample_round_trip_keeps_length_and_band(rng):
+    # Band-limited signal (below 4 kHz): 8 kHz -> 44.1 kHz -> 8 kHz is near the identity.
+    t = np.arange(8000) / 8000
+    y = sum(0.1 * np.sin(2 * np.pi * f * t + p) for f, p in zip((200, 900, 2500), rng.uniform(0, 6, 3)))
+    up = resample(y, 8000, 44100)
+    back = resample(up, 44100, 8000, length=len(y))
+    assert len(back) == len(y)
+    np.testing.assert_allclose(back[400:-400], y[400:-400], atol=5e-3)
+
+
+def test_resample_same_rate_is_identity_and_length_pads(rng):
+    y = rng.uniform(-1, 1, 1000)
+    np.testing.assert_array_equal(resample(y, 8000, 8000), y)
+    np.testing.assert_array_equal(resample(y, 8000, 8000, length=1200)[1000:], np.zeros(200))
+    np.testing.assert_array_equal(resample(y, 8000, 8000, length=10), y[:10])
+    assert not np.any(resample(np.zeros(4410), 44100, 8000))
+
+
+def test_resample_rejects_bad_rates():
+    with pytest.raises(ParameterError, match="rates must be positive"):
+        resample(np.zeros(10), 0, 8000)
+
+
+def test_validate_frames():
+    validate_frames(np.zeros(512), 8000)
+    with pytest.raises(ParameterError, match=r"x.wav: audio shorter than one frame \(63.9 ms; at least 64 ms"):
+        validate_frames(np.zeros(511), 8000, name="x.wav")
+
+
+def test_load_audio_resamples_downmixes_and_keeps_original_shape(tmp_path, rng):
+    stereo = rng.uniform(-0.5, 0.5, (16000, 2))
+    soundfile.write(tmp_path / "s.wav", stereo, 16000, subtype="FLOAT")
+    recording = load_audio(tmp_path / "s.wav", sample_rate=8000)
+    assert recording.sample_rate == 16000 and recording.length == 16000
+    assert len(recording.samples) == 8000
+    np.testing.assert_allclose(recording.samples, resample(stereo.mean(axis=1), 16000, 8000), atol=1e-6)  # float32 file
+
+
+def test_load_audio_too_short_after_resampling(tmp_path):
+    soundfile.write(tmp_path / "short.wav", np.zeros(1000), 16000)  # 500 samples at 8 kHz
+    with pytest.raises(ParameterError, match="short.wav: audio shorter than one frame"):
+        load_audio(tmp_path / "short.wav", sample_rate=8000)
+
+
+def test_load_audio_passes_reader_errors(tmp_path):
+    (tmp_path / "empty.wav").write_bytes(b"")
+    with pytest.raises(ParameterError, match="empty.wav: empty file"):
+        load_audio(tmp_path / "empty.wav", sample_rate=8000)
+
+
+def test_output_format():
+    assert output_format("a.wav") == ("WAV", "PCM_16")
+    assert output_format("a.FLAC") == ("FLAC", "PCM_16")
+    assert output_format("a.ogg") == ("OGG", "VORBIS")
+    for bad in ("a.xyz", "noextension"):
+        with pytest.raises(ParameterError, match="cannot write audio with extension"):
+            output_format(bad)
+
+
+def test_write_audio_pcm16_atomic_and_clipped(tmp_path, rng):
+    y = rng.uniform(-1, 1, 4000)
+    y[0], y[1] = 1.7, -3.0
+    write_audio(tmp_path / "out.wav", y, 16000)
+    assert os.listdir(tmp_path) == ["out.wav"]
+    info = soundfile.info(tmp_path / "out.wav")
+    assert (info.samplerate, info.subtype, info.frames) == (16000, "PCM_16", 4000)
+    back, _ = soundfile.read(tmp_path / "out.wav")
+    assert back[0] > 0.999 and back[1] == -1.0  # saturated, not wrapped
+    np.testing.assert_allclose(back[2:], y[2:], atol=1 / 32768)
+
+
+def test_write_audio_failure_leaves_nothing(tmp_path):
+    with pytest.raises(ParameterError):
+        write_audio(tmp_path / "out.xyz", np.zeros(10), 8000)
+    target = tmp_path / "out.wav"
+    target.write_bytes(b"old")
+    with pytest.raises(Exception):
+        write_audio(target, np.zeros(10), -5)  # libsndfile refuses the rate
+    assert os.listdir(tmp_path) == ["out.wav"] and target.read_bytes() == b"old"

@@ -1,0 +1,379 @@
+"""Poisson PARAFAC with exponential priors (PARAFAC'18 eq. 11).
+
+Model::
+
+    a_ir ~ Exp(λ_a),  b_jr ~ Exp(λ_b),  c_kr ~ Exp(λ_c)
+    x_ijk | A, B, C ~ Poisson(x̂_ijk),   x̂_ijk = Σ_r a_ir b_jr c_kr
+
+Conventions: the data ``X`` is a dense array of shape ``(I, J, K)`` or a
+:class:`core.sparse_tensor.SparseTensor` of that shape; ``theta`` is
+:class:`ParafacFactors` ``(A, B, C)`` with shapes ``(I, R)``, ``(J, R)``,
+``(K, R)``, non-negative. A data point is one tensor entry (zeros included),
+so ``n_data = I J K``.
+
+Subsets: ``None`` (all entries), a :class:`core.parallel.tensor_blocks.TensorBlocks`
+(blocks, e.g. one part of the block-parallel scheme) or an integer array of
+row-major flat entry indices (dense data). Log-likelihoods and gradients are
+plain sums over the subset: the subsample scaling N/N_s and the temperature
+are applied by the caller.
+
+For a sparse block the Σ x̂ term is Σ_r (Σ_i a_ir)(Σ_j b_jr)(Σ_k c_kr) over
+the block's index ranges and the x log x̂ terms run over the stored non-zeros
+only; the same holds for the gradients (the −1 part of ∂/∂a_ir over a block
+is (Σ_j b_jr)(Σ_k c_kr)). Nothing is densified.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.special import gammaln, xlogy
+
+from core.errors import ParameterError
+from core.parallel.tensor_blocks import TensorBlocks
+from core.sparse_tensor import SparseTensor, validate_sparse_tensor
+
+__all__ = ["ParafacFactors", "PoissonParafac", "reconstruct"]
+
+
+class ParafacFactors(NamedTuple):
+    """Factor matrices of a three-way PARAFAC model.
+
+    Attributes
+    ----------
+    A : ndarray, shape (I, R)
+    B : ndarray, shape (J, R)
+    C : ndarray, shape (K, R)
+    """
+
+    A: np.ndarray
+    B: np.ndarray
+    C: np.ndarray
+
+
+def reconstruct(theta):
+    """Dense x̂ = Σ_r a_r ∘ b_r ∘ c_r, shape (I, J, K) (small tensors only)."""
+    return np.einsum("ir,jr,kr->ijk", theta.A, theta.B, theta.C)
+
+
+class PoissonParafac:
+    """Poisson PARAFAC likelihood with exponential priors on the three factors.
+
+    Parameters
+    ----------
+    data : ndarray, shape (I, J, K), or SparseTensor
+        Non-negative counts (non-integer values are allowed: the Poisson
+        density is evaluated with ``lgamma(x + 1)``).
+    rank : int
+        R, the number of components.
+    prior_rate : float or sequence of 3 floats
+        λ, or (λ_a, λ_b, λ_c).
+
+    References
+    ----------
+    Nguyen, Şimşekli, Richard, Cemgil, "Efficient Bayesian model selection in
+    PARAFAC via stochastic thermodynamic integration", IEEE SPL 2018, eq. 11.
+    """
+
+    def __init__(self, data, rank, *, prior_rate=1.0):
+        if isinstance(data, SparseTensor):
+            data = validate_sparse_tensor(data, nonnegative=True, name="data")
+            if data.ndim != 3:
+                raise ParameterError(f"data has shape {data.shape}; Poisson PARAFAC needs a three-way tensor")
+            self.is_sparse = True
+        else:
+            data = np.asarray(data, dtype=np.float64)
+            if data.ndim != 3:
+                raise ParameterError(f"data has shape {data.shape}; Poisson PARAFAC needs a three-way tensor")
+            if not np.all(np.isfinite(data)) or (data.size and data.min() < 0):
+                raise ParameterError("data must hold finite non-negative counts")
+            self.is_sparse = False
+        if int(rank) != rank or rank < 1:
+            raise ParameterError(f"rank={rank} must be a positive integer")
+        rates = np.broadcast_to(np.asarray(prior_rate, dtype=np.float64), (3,)).copy()
+        if not np.all(np.isfinite(rates)) or np.any(rates <= 0):
+            raise ParameterError(f"prior_rate={prior_rate} must be positive (one value or three)")
+        self.data = data
+        self.rank = int(rank)
+        self.prior_rates = rates
+        self.shape = tuple(int(n) for n in data.shape)
+        self.n_data = self.shape[0] * self.shape[1] * self.shape[2]
+        self._full_blocks = None
+
+    # ------------------------------------------------------------------ prior
+    def sample_prior(self, rng):
+        """Draw factors from the exponential priors."""
+        return ParafacFactors(*(rng.exponential(1.0 / rate, size=(n, self.rank))
+                                for rate, n in zip(self.prior_rates, self.shape)))
+
+    def log_prior(self, theta):
+        """Σ log Exp(θ | λ) over the three factors; −inf if any entry is negative."""
+        total = 0.0
+        for factor, rate in zip(theta, self.prior_rates):
+            if np.any(factor < 0):
+                return -np.inf
+            total += factor.size * np.log(rate) - rate * float(np.sum(factor))
+        return total
+
+    def grad_log_prior(self, theta):
+        """−λ for every entry (the gradient inside the non-negative orthant)."""
+        return ParafacFactors(*(np.full(f.shape, -rate) for f, rate in zip(theta, self.prior_rates)))
+
+    # ------------------------------------------------------------- likelihood
+    def subset_size(self, subset):
+        """N_s: the number of tensor entries (zeros included) in ``subset``."""
+        if subset is None:
+            return self.n_data
+        if isinstance(subset, TensorBlocks):
+            return subset.num_entries
+        return int(np.asarray(subset).size)
+
+    def log_likelihood(self, theta, subset=None):
+        """Σ log Poisson(x | x̂) over the entries of ``subset`` (unscaled)."""
+        return self.log_likelihood_and_grad(theta, subset, want_grad=False)[0]
+
+    def grad_log_likelihood(self, theta, subset=None):
+        """Gradient of :meth:`log_likelihood` w.r.t. (A, B, C), full shapes (zero off the subset)."""
+        return self.log_likelihood_and_grad(theta, subset)[1]
+
+    def log_likelihood_and_grad(self, theta, subset=None, *, want_grad=True):
+        """Log-likelihood over ``subset`` and its gradient in one pass.
+
+        Parameters
+        ----------
+        theta : ParafacFactors
+        subset : None, TensorBlocks or ndarray of int
+            All entries, a set of blocks, or flat row-major entry indices (dense data).
+        want_grad : bool
+            If False the gradient is None.
+
+        Returns
+        -------
+        log_likelihood : float
+        grad : ParafacFactors or None
+        """
+        A, B, C = (np.ascontiguousarray(f, dtype=np.float64) for f in theta)
+        if want_grad:
+            grads = ParafacFactors(np.zeros_like(A), np.zeros_like(B), np.zeros_like(C))
+        else:
+            grads = None
+        if isinstance(subset, TensorBlocks) or (subset is None and self.is_sparse):
+            blocks = self._all_blocks() if subset is None else subset
+            if self.is_sparse:
+                if blocks.coords is None:
+                    raise ParameterError("subset blocks come from a dense index but the data is sparse; "
+                                         "build the index from the SparseTensor")
+                logl = sparse_blocks_log_likelihood(A, B, C, blocks, grads)
+            else:
+                logl = _dense_blocks(self.data, A, B, C, blocks, grads)
+            return logl, grads
+        if subset is None:
+            return _dense_block(self.data, A, B, C, grads), grads
+        if self.is_sparse:
+            raise ParameterError("entry-index subsets need dense data; use blocks for a SparseTensor")
+        flat = np.ascontiguousarray(subset, dtype=np.int64).ravel()
+        if flat.size and (flat.min() < 0 or flat.max() >= self.n_data):
+            raise ParameterError(f"subset indices must be in 0..{self.n_data - 1}")
+        i, j, k = np.unravel_index(flat, self.shape)
+        x = self.data.reshape(-1)[flat]
+        kernel = _entries_kernel()
+        if grads is None:
+            dummy = np.zeros((1, 1))
+            logl = kernel(A, B, C, i, j, k, x, dummy, dummy, dummy, False)
+        else:
+            logl = kernel(A, B, C, i, j, k, x, grads.A, grads.B, grads.C, True)
+        return float(logl), grads
+
+    def _all_blocks(self):
+        if self._full_blocks is None:
+            nnz = self.data.nnz if self.is_sparse else 0
+            ranges = np.array([[[0, n] for n in self.shape]], dtype=np.int64)
+            self._full_blocks = TensorBlocks(
+                np.zeros((1, 3), dtype=np.int64), ranges, np.zeros(1, dtype=np.int64),
+                np.array([nnz], dtype=np.int64),
+                self.data.coords if self.is_sparse else None, self.data.values if self.is_sparse else None)
+        return self._full_blocks
+
+
+# ---------------------------------------------------------------- dense path
+def _dense_block(X, A, B, C, grads):
+    """Reference computation on a dense (sub)tensor; accumulates into ``grads``."""
+    Xhat = np.einsum("ir,jr,kr->ijk", A, B, C)
+    logl = float(np.sum(xlogy(X, Xhat) - Xhat - gammaln(X + 1.0)))
+    if grads is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            W = np.where(X > 0, X / Xhat, 0.0) - 1.0
+        grads.A[...] += np.einsum("ijk,jr,kr->ir", W, B, C)
+        grads.B[...] += np.einsum("ijk,ir,kr->jr", W, A, C)
+        grads.C[...] += np.einsum("ijk,ir,jr->kr", W, A, B)
+    return logl
+
+
+def _dense_blocks(X, A, B, C, blocks, grads):
+    total = 0.0
+    for (i0, i1), (j0, j1), (k0, k1) in blocks.ranges:
+        sub = None
+        if grads is not None:
+            sub = ParafacFactors(grads.A[i0:i1], grads.B[j0:j1], grads.C[k0:k1])
+        total += _dense_block(X[i0:i1, j0:j1, k0:k1], A[i0:i1], B[j0:j1], C[k0:k1], sub)
+    return total
+
+
+# --------------------------------------------------------------- sparse path
+def _is_disjoint(blocks):
+    keys = blocks.keys
+    return all(np.unique(keys[:, m]).size == keys.shape[0] for m in range(3))
+
+
+def sparse_blocks_log_likelihood(A, B, C, blocks, grads=None):
+    """Log-likelihood of sparse blocks from column sums and non-zeros; gradients accumulated.
+
+    Parameters
+    ----------
+    A, B, C : ndarray of float64, C-contiguous, shapes (I, R), (J, R), (K, R)
+    blocks : TensorBlocks
+        Blocks with global coordinates. When they share no index range in any
+        mode (a part) they are processed in parallel threads.
+    grads : ParafacFactors or None
+        Arrays of the factors' shapes to which the gradient is added.
+
+    Returns
+    -------
+    float
+    """
+    want_grad = grads is not None
+    if not want_grad:
+        dummy = np.zeros((1, 1))
+        gA = gB = gC = dummy
+    else:
+        gA, gB, gC = grads
+    parallel = blocks.keys.shape[0] > 1 and _is_disjoint(blocks)
+    kernel = _sparse_kernels()[1 if parallel else 0]
+    per_block = kernel(A, B, C, blocks.coords, blocks.values, blocks.starts, blocks.stops,
+                       blocks.ranges, gA, gB, gC, want_grad)
+    return float(np.sum(per_block))
+
+
+_KERNELS = {}
+
+
+def _sparse_kernels():
+    """Compile (once, cached on disk) the serial and the block-parallel sparse kernels."""
+    if "sparse" in _KERNELS:
+        return _KERNELS["sparse"]
+    import math
+
+    import numba
+
+    @numba.njit(cache=True, nogil=True)
+    def block_terms(A, B, C, coords, values, start, stop, rng_, gA, gB, gC, want_grad):
+        R = A.shape[1]
+        i0, i1 = rng_[0, 0], rng_[0, 1]
+        j0, j1 = rng_[1, 0], rng_[1, 1]
+        k0, k1 = rng_[2, 0], rng_[2, 1]
+        sa = np.zeros(R)
+        sb = np.zeros(R)
+        sc = np.zeros(R)
+        for i in range(i0, i1):
+            for r in range(R):
+                sa[r] += A[i, r]
+        for j in range(j0, j1):
+            for r in range(R):
+                sb[r] += B[j, r]
+        for k in range(k0, k1):
+            for r in range(R):
+                sc[r] += C[k, r]
+        total = 0.0
+        for r in range(R):
+            total -= sa[r] * sb[r] * sc[r]
+        for n in range(start, stop):
+            i = coords[n, 0]
+            j = coords[n, 1]
+            k = coords[n, 2]
+            x = values[n]
+            xhat = 0.0
+            for r in range(R):
+                xhat += A[i, r] * B[j, r] * C[k, r]
+            total += x * math.log(xhat)
+            if x != 1.0:
+                total -= math.lgamma(x + 1.0)
+            if want_grad:
+                w = x / xhat
+                for r in range(R):
+                    a = A[i, r]
+                    b = B[j, r]
+                    c = C[k, r]
+                    gA[i, r] += w * b * c
+                    gB[j, r] += w * a * c
+                    gC[k, r] += w * a * b
+        if want_grad:
+            for r in range(R):
+                bc = sb[r] * sc[r]
+                ac = sa[r] * sc[r]
+                ab = sa[r] * sb[r]
+                for i in range(i0, i1):
+                    gA[i, r] -= bc
+                for j in range(j0, j1):
+                    gB[j, r] -= ac
+                for k in range(k0, k1):
+                    gC[k, r] -= ab
+        return total
+
+    @numba.njit(cache=True, nogil=True)
+    def serial(A, B, C, coords, values, starts, stops, ranges, gA, gB, gC, want_grad):
+        out = np.empty(starts.shape[0])
+        for blk in range(starts.shape[0]):
+            out[blk] = block_terms(A, B, C, coords, values, starts[blk], stops[blk], ranges[blk],
+                                   gA, gB, gC, want_grad)
+        return out
+
+    @numba.njit(cache=True, nogil=True, parallel=True)
+    def parallel(A, B, C, coords, values, starts, stops, ranges, gA, gB, gC, want_grad):
+        # Blocks of one part share no index range in any mode, so each thread
+        # writes gradient rows no other thread touches.
+        out = np.empty(starts.shape[0])
+        for blk in numba.prange(starts.shape[0]):
+            out[blk] = block_terms(A, B, C, coords, values, starts[blk], stops[blk], ranges[blk],
+                                   gA, gB, gC, want_grad)
+        return out
+
+    _KERNELS["sparse"] = (serial, parallel)
+    return _KERNELS["sparse"]
+
+
+def _entries_kernel():
+    """Compile (once, cached on disk) the kernel for explicit entry subsets of dense data."""
+    if "entries" in _KERNELS:
+        return _KERNELS["entries"]
+    import math
+
+    import numba
+
+    @numba.njit(cache=True, nogil=True)
+    def entries(A, B, C, ii, jj, kk, x, gA, gB, gC, want_grad):
+        R = A.shape[1]
+        total = 0.0
+        for n in range(ii.shape[0]):
+            i = ii[n]
+            j = jj[n]
+            k = kk[n]
+            xhat = 0.0
+            for r in range(R):
+                xhat += A[i, r] * B[j, r] * C[k, r]
+            total -= xhat
+            if x[n] > 0.0:
+                total += x[n] * math.log(xhat) - math.lgamma(x[n] + 1.0)
+                w = x[n] / xhat - 1.0
+            else:
+                w = -1.0
+            if want_grad:
+                for r in range(R):
+                    a = A[i, r]
+                    b = B[j, r]
+                    c = C[k, r]
+                    gA[i, r] += w * b * c
+                    gB[j, r] += w * a * c
+                    gC[k, r] += w * a * b
+        return total
+
+    _KERNELS["entries"] = entries
+    return entries

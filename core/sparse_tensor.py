@@ -1,0 +1,145 @@
+"""Sparse tensors in coordinate (COO) form.
+
+Conventions: a tensor of shape ``(I, J, K, ...)`` with ``nnz`` stored entries
+is ``coords`` (int64, shape ``(nnz, ndim)``, 0-based) and ``values`` (float64,
+shape ``(nnz,)``). Stored entries are distinct coordinates; every other entry
+is zero. Nothing in this module densifies a tensor unless asked to
+(``to_dense``, meant for small tensors and tests).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from core.errors import ParameterError
+
+__all__ = ["SparseTensor", "validate_sparse_tensor", "from_dense", "to_dense", "coalesce"]
+
+
+class SparseTensor(NamedTuple):
+    """A sparse tensor in coordinate form.
+
+    Attributes
+    ----------
+    coords : ndarray of int64, shape (nnz, ndim)
+        0-based coordinates of the stored entries.
+    values : ndarray of float64, shape (nnz,)
+        Their values.
+    shape : tuple of int
+        Shape of the full tensor.
+    """
+
+    coords: np.ndarray
+    values: np.ndarray
+    shape: tuple
+
+    @property
+    def nnz(self):
+        """Number of stored entries."""
+        return int(self.values.shape[0])
+
+    @property
+    def ndim(self):
+        """Number of modes."""
+        return len(self.shape)
+
+    @property
+    def size(self):
+        """Number of entries of the full tensor (Python int, no overflow)."""
+        size = 1
+        for n in self.shape:
+            size *= int(n)
+        return size
+
+
+def validate_sparse_tensor(tensor, *, nonnegative=False, name="tensor"):
+    """Check a sparse tensor and return it with canonical dtypes.
+
+    Parameters
+    ----------
+    tensor : SparseTensor
+    nonnegative : bool
+        Require finite non-negative values (count models).
+    name : str
+        Name used in messages.
+
+    Returns
+    -------
+    SparseTensor
+
+    Raises
+    ------
+    ParameterError
+        On inconsistent shapes, out-of-range or duplicate coordinates, or bad values.
+    """
+    if not isinstance(tensor, SparseTensor):
+        raise ParameterError(f"{name}: expected a SparseTensor, got {type(tensor).__name__}")
+    shape = tuple(int(n) for n in tensor.shape)
+    if not shape or any(n < 1 for n in shape):
+        raise ParameterError(f"{name}: shape={tensor.shape} must be a non-empty tuple of positive sizes")
+    coords = np.ascontiguousarray(tensor.coords, dtype=np.int64)
+    values = np.ascontiguousarray(tensor.values, dtype=np.float64)
+    if coords.ndim != 2 or coords.shape[1] != len(shape):
+        raise ParameterError(f"{name}: coords has shape {coords.shape}; expected (nnz, {len(shape)})")
+    if values.shape != (coords.shape[0],):
+        raise ParameterError(f"{name}: values has shape {values.shape}; expected ({coords.shape[0]},)")
+    if coords.size and ((coords.min(axis=0) < 0).any() or (coords.max(axis=0) >= shape).any()):
+        raise ParameterError(f"{name}: coordinates out of range for shape {shape}")
+    if not np.all(np.isfinite(values)):
+        raise ParameterError(f"{name}: values contain NaN or infinity")
+    if nonnegative and values.size and values.min() < 0:
+        raise ParameterError(f"{name}: values must be non-negative counts; smallest is {values.min()}")
+    linear = _linear_index(coords, shape)
+    if linear.size > 1:
+        ordered = np.sort(linear)
+        if np.any(ordered[1:] == ordered[:-1]):
+            raise ParameterError(f"{name}: duplicate coordinates; use coalesce() to sum duplicates")
+    return SparseTensor(coords, values, shape)
+
+
+def _linear_index(coords, shape):
+    """Row-major linear index of each coordinate (int64; shapes up to 2**63 entries)."""
+    linear = np.zeros(coords.shape[0], dtype=np.int64)
+    for mode, n in enumerate(shape):
+        linear *= n
+        linear += coords[:, mode]
+    return linear
+
+
+def coalesce(coords, values, shape):
+    """Sum duplicate coordinates and drop zeros.
+
+    Parameters
+    ----------
+    coords : array_like of int, shape (n, ndim)
+    values : array_like, shape (n,)
+    shape : tuple of int
+
+    Returns
+    -------
+    SparseTensor
+        Entries sorted in row-major order.
+    """
+    shape = tuple(int(n) for n in shape)
+    coords = np.asarray(coords, dtype=np.int64).reshape(-1, len(shape))
+    values = np.asarray(values, dtype=np.float64)
+    linear = _linear_index(coords, shape)
+    unique, inverse = np.unique(linear, return_inverse=True)
+    summed = np.bincount(inverse, weights=values, minlength=unique.size)
+    keep = summed != 0
+    unique, summed = unique[keep], summed[keep]
+    return SparseTensor(np.stack(np.unravel_index(unique, shape), axis=1).astype(np.int64), summed, shape)
+
+
+def from_dense(array):
+    """Return the non-zero entries of a dense array as a SparseTensor (row-major order)."""
+    array = np.asarray(array, dtype=np.float64)
+    coords = np.argwhere(array != 0).astype(np.int64)
+    return SparseTensor(np.ascontiguousarray(coords), array[tuple(coords.T)], tuple(array.shape))
+
+
+def to_dense(tensor):
+    """Return the dense array of a SparseTensor (small tensors only)."""
+    out = np.zeros(tensor.shape, dtype=np.float64)
+    out[tuple(np.asarray(tensor.coords).T)] = tensor.values
+    return out

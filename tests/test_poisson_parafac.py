@@ -1,0 +1,165 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from core.errors import ParameterError
+from core.models.poisson_parafac import ParafacFactors, PoissonParafac, reconstruct
+from core.parallel.tensor_blocks import build_block_index
+from core.sparse_tensor import from_dense
+
+SHAPE = (6, 7, 8)
+RANK = 3
+
+
+@pytest.fixture
+def problem(rng):
+    theta = ParafacFactors(*(rng.exponential(1.0, size=(n, RANK)) for n in SHAPE))
+    X = rng.poisson(reconstruct(theta)).astype(float)
+    X[0, 0, 0] = 7.0  # a count > 1 exercises the lgamma term of the sparse kernel
+    init = ParafacFactors(*(rng.exponential(1.0, size=(n, RANK)) + 0.1 for n in SHAPE))
+    return X, init
+
+
+def _reference_log_likelihood(X, theta):
+    return float(np.sum(stats.poisson.logpmf(X, reconstruct(theta))))
+
+
+def _finite_difference(fn, theta, h=1e-6):
+    grads = []
+    for which, factor in enumerate(theta):
+        g = np.zeros_like(factor)
+        for idx in np.ndindex(factor.shape):
+            up = [f.copy() for f in theta]
+            down = [f.copy() for f in theta]
+            up[which][idx] += h
+            down[which][idx] -= h
+            g[idx] = (fn(ParafacFactors(*up)) - fn(ParafacFactors(*down))) / (2 * h)
+        grads.append(g)
+    return grads
+
+
+def test_dense_log_likelihood_matches_scipy(problem):
+    X, theta = problem
+    model = PoissonParafac(X, RANK)
+    assert model.log_likelihood(theta) == pytest.approx(_reference_log_likelihood(X, theta), rel=1e-12)
+    assert model.n_data == X.size
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse", "entries", "sparse_part"])
+def test_gradient_matches_finite_differences(problem, rng, kind):
+    X, theta = problem
+    if kind in ("sparse", "sparse_part"):
+        model = PoissonParafac(from_dense(X), RANK)
+    else:
+        model = PoissonParafac(X, RANK)
+    if kind == "entries":
+        subset = rng.choice(X.size, size=X.size // 4, replace=False)
+    elif kind == "sparse_part":
+        subset = build_block_index(model.data, 3).part(4)
+    else:
+        subset = None
+    grad = model.grad_log_likelihood(theta, subset)
+    numeric = _finite_difference(lambda th: model.log_likelihood(th, subset), theta)
+    for g, n in zip(grad, numeric):
+        np.testing.assert_allclose(g, n, rtol=1e-5, atol=1e-5)
+
+
+def test_sparse_parts_equal_dense_blocks(problem):
+    X, theta = problem
+    dense, sparse = PoissonParafac(X, RANK), PoissonParafac(from_dense(X), RANK)
+    dense_index, sparse_index = build_block_index(X, 3), build_block_index(sparse.data, 3)
+    total = 0.0
+    for p in range(sparse_index.num_parts):
+        ls, gs = sparse.log_likelihood_and_grad(theta, sparse_index.part(p))
+        ld, gd = dense.log_likelihood_and_grad(theta, dense_index.part(p))
+        assert ls == pytest.approx(ld, rel=1e-12, abs=1e-10)
+        for a, b in zip(gs, gd):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+        total += ls
+    # the parts cover the tensor once, so their sum is the full log-likelihood
+    assert total == pytest.approx(dense.log_likelihood(theta), rel=1e-12)
+    full_sparse, full_dense = sparse.log_likelihood_and_grad(theta), dense.log_likelihood_and_grad(theta)
+    assert full_sparse[0] == pytest.approx(full_dense[0], rel=1e-12)
+    for a, b in zip(full_sparse[1], full_dense[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_single_block_and_parallel_part_agree_with_serial(problem):
+    X, theta = problem
+    sparse = PoissonParafac(from_dense(X), RANK)
+    index = build_block_index(sparse.data, 3)
+    part = index.part(5)
+    logl_part, grad_part = sparse.log_likelihood_and_grad(theta, part)  # parallel kernel
+    logl_sum = 0.0
+    grad_sum = [np.zeros_like(f) for f in theta]
+    for key in part.keys:
+        logl, grad = sparse.log_likelihood_and_grad(theta, index.block(*key))  # serial kernel
+        logl_sum += logl
+        for acc, g in zip(grad_sum, grad):
+            acc += g
+    assert logl_part == pytest.approx(logl_sum, rel=1e-13)
+    for a, b in zip(grad_part, grad_sum):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+
+
+def test_entry_subset_of_everything_equals_full(problem):
+    X, theta = problem
+    model = PoissonParafac(X, RANK)
+    logl, grad = model.log_likelihood_and_grad(theta, np.arange(X.size))
+    full_logl, full_grad = model.log_likelihood_and_grad(theta)
+    assert logl == pytest.approx(full_logl, rel=1e-12)
+    for a, b in zip(grad, full_grad):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-11)
+    assert model.subset_size(np.arange(10)) == 10
+
+
+def test_subset_size_counts_zeros(problem):
+    X, _ = problem
+    sparse = PoissonParafac(from_dense(X), RANK)
+    index = build_block_index(sparse.data, 2)
+    assert sum(sparse.subset_size(index.part(p)) for p in range(index.num_parts)) == X.size
+    assert sparse.subset_size(None) == X.size
+
+
+def test_zero_counts_with_tiny_rate_are_exact(rng):
+    theta = ParafacFactors(np.full((2, 1), 1e-200), np.ones((3, 1)), np.ones((4, 1)))
+    X = np.zeros((2, 3, 4))
+    model = PoissonParafac(X, 1)
+    logl, grad = model.log_likelihood_and_grad(theta)
+    assert logl == pytest.approx(-24e-200, rel=1e-12)
+    assert np.all(np.isfinite(grad.A))
+
+
+def test_prior_matches_scipy(problem):
+    _, theta = problem
+    model = PoissonParafac(np.zeros(SHAPE), RANK, prior_rate=(2.0, 3.0, 0.5))
+    expected = sum(stats.expon.logpdf(f, scale=1 / rate).sum() for f, rate in zip(theta, (2.0, 3.0, 0.5)))
+    assert model.log_prior(theta) == pytest.approx(expected, rel=1e-12)
+    grad = model.grad_log_prior(theta)
+    assert np.all(grad.B == -3.0)
+    negative = ParafacFactors(-theta.A, theta.B, theta.C)
+    assert model.log_prior(negative) == -np.inf
+
+
+def test_sample_prior_mean(rng):
+    model = PoissonParafac(np.zeros((400, 5, 5)), 10, prior_rate=4.0)
+    A = model.sample_prior(rng).A
+    # mean of 4000 Exp(4) draws: SE = 0.25 / sqrt(4000)
+    assert abs(A.mean() - 0.25) < 4 * 0.25 / np.sqrt(A.size)
+
+
+@pytest.mark.parametrize("data, rank, rate, match", [
+    (np.zeros((3, 4)), 2, 1.0, "three-way"),
+    (-np.ones((2, 2, 2)), 2, 1.0, "non-negative"),
+    (np.zeros((2, 2, 2)), 0, 1.0, "rank"),
+    (np.zeros((2, 2, 2)), 2, -1.0, "prior_rate"),
+])
+def test_invalid_input(data, rank, rate, match):
+    with pytest.raises(ParameterError, match=match):
+        PoissonParafac(data, rank, prior_rate=rate)
+
+
+def test_entry_subset_rejected_for_sparse(problem):
+    X, theta = problem
+    with pytest.raises(ParameterError, match="dense data"):
+        PoissonParafac(from_dense(X), RANK).log_likelihood(theta, np.arange(3))

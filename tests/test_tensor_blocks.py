@@ -1,0 +1,80 @@
+import itertools
+
+import numpy as np
+import pytest
+
+from core.errors import ParameterError
+from core.parallel.tensor_blocks import block_bounds, build_block_index, num_parts, part_keys
+from core.sparse_tensor import SparseTensor, from_dense
+
+
+@pytest.mark.parametrize("num_blocks", [1, 2, 3, 5, 12])
+def test_parts_share_no_index_and_cover_every_block_once(num_blocks):
+    seen = np.zeros((num_blocks,) * 3, dtype=int)
+    for p in range(num_parts(num_blocks)):
+        keys = part_keys(p, num_blocks)
+        assert keys.shape == (num_blocks, 3)
+        for mode in range(3):
+            assert np.unique(keys[:, mode]).size == num_blocks
+        for key in keys:
+            seen[tuple(key)] += 1
+    assert np.all(seen == 1)
+
+
+@pytest.mark.parametrize("shape, num_blocks", [((7, 9, 11), 3), ((12, 12, 13), 4), ((5, 6, 5), 5)])
+def test_part_entries_are_disjoint_and_cover_the_tensor(rng, shape, num_blocks):
+    X = rng.poisson(0.3, size=shape).astype(float)
+    index = build_block_index(from_dense(X), num_blocks)
+    cover = np.zeros(shape, dtype=int)
+    nonzeros = np.zeros(shape, dtype=int)
+    for p in range(index.num_parts):
+        part = index.part(p)
+        for mode in range(3):
+            touched = np.concatenate([np.arange(lo, hi) for lo, hi in part.ranges[:, mode]])
+            assert np.unique(touched).size == touched.size, "a part touches one index twice"
+        for (i0, i1), (j0, j1), (k0, k1) in part.ranges:
+            cover[i0:i1, j0:j1, k0:k1] += 1
+        for start, stop, rng_ in zip(part.starts, part.stops, part.ranges):
+            coords = index.coords[start:stop]
+            assert np.all((coords >= rng_[:, 0]) & (coords < rng_[:, 1]))
+            nonzeros[tuple(coords.T)] += 1
+        assert part.num_entries == sum(
+            (i1 - i0) * (j1 - j0) * (k1 - k0) for (i0, i1), (j0, j1), (k0, k1) in part.ranges)
+    assert np.all(cover == 1)
+    np.testing.assert_array_equal(nonzeros, (X != 0).astype(int))
+    values = np.zeros(shape)
+    values[tuple(index.coords.T)] = index.values
+    np.testing.assert_array_equal(values, X)
+
+
+def test_block_bounds_are_balanced():
+    bounds = block_bounds(42390, 12)
+    sizes = np.diff(bounds)
+    assert bounds[0] == 0 and bounds[-1] == 42390
+    assert sizes.max() - sizes.min() <= 1
+
+
+def test_single_block_lookup(rng):
+    X = rng.poisson(0.5, size=(6, 6, 6)).astype(float)
+    index = build_block_index(from_dense(X), 2)
+    for key in itertools.product(range(2), repeat=3):
+        blocks = index.block(*key)
+        (i0, i1), (j0, j1), (k0, k1) = blocks.ranges[0]
+        assert blocks.nnz == np.count_nonzero(X[i0:i1, j0:j1, k0:k1])
+
+
+def test_dense_index_has_ranges_only():
+    index = build_block_index(np.zeros((4, 5, 6)), 2)
+    assert index.coords is None
+    # part 3 of B = 2 is blocks (0, 1, 1) and (1, 0, 0): 2 * 3 * 3 + 2 * 2 * 3 entries
+    assert index.part(3).num_entries == 30
+    assert index.part(3).nnz == 0
+
+
+def test_invalid_arguments():
+    with pytest.raises(ParameterError, match="num_blocks"):
+        build_block_index(np.zeros((3, 4, 5)), 4)
+    with pytest.raises(ParameterError, match="three-way"):
+        build_block_index(SparseTensor(np.zeros((0, 2), dtype=np.int64), np.zeros(0), (3, 3)), 1)
+    with pytest.raises(ParameterError, match="part"):
+        part_keys(9, 3)

@@ -1,0 +1,5 @@
+"""Factorization by EM / MAP: Poisson NMF (KL multiplicative updates) with optional priors."""
+
+from core.factorization.em import EMResult, initialize_nmf, poisson_log_likelihood, poisson_nmf_em
+
+__all__ = ["EMResult", "initialize_nmf", "poisson_log_likelihood", "poisson_nmf_em"]

@@ -1,0 +1,431 @@
+"""EM (MAP-EM) for Poisson NMF: the KL multiplicative updates, with optional exponential priors.
+
+Conventions
+-----------
+``X`` is ``(n_rows, n_cols)`` and non-negative (for spectrograms: ``(n_bins, n_frames)``);
+``W`` is ``(n_rows, rank)`` and ``H`` is ``(rank, n_cols)``, both non-negative. The model
+(MLSP'12 §1.1, ICASSP'16 eq. 13) is
+
+    X_ij ~ Poisson((W H)_ij),    W_ir ~ Exponential(λ^W_ir),    H_rj ~ Exponential(λ^H_rj),
+
+and a rate of 0 means a flat (improper) prior on that entry. The EM algorithm of this model,
+with the latent Poisson components integrated out, is the pair of multiplicative updates
+
+    W ← W ∘ ((X / WH) Hᵀ) / (1 Hᵀ + λ^W),      H ← H ∘ (Wᵀ (X / WH)) / (Wᵀ 1 + λ^H),
+
+applied alternately (W first, then H, as scikit-learn's ``solver='mu'``). Each update never
+decreases the log-posterior. With all rates 0 they are the Lee–Seung KL updates.
+
+The log-likelihood is ``Σ xlogy(x, λ) − λ − gammaln(x + 1)`` (x = 0 is exact); with priors
+the log-prior ``Σ log λ − λ w`` over the entries with a positive rate is added. Any factor,
+or any subset of the columns of ``W`` (rows of ``H``), can be held fixed: a fixed speech
+dictionary next to a learned noise dictionary is ``update_W=mask``.
+
+Computation is in the dtype of ``X`` (float32 or float64; anything else is converted to
+float64). Products are BLAS matrix products into preallocated buffers; the ratio ``X / WH``
+and the ``x log λ`` sum are in-place numpy passes over one buffer.
+"""
+
+from typing import NamedTuple
+import warnings
+
+import numpy as np
+from scipy.special import gammaln
+
+from core.errors import ConvergenceWarning, ParameterError
+
+__all__ = ["EMResult", "poisson_nmf_em", "initialize_nmf", "poisson_log_likelihood"]
+
+
+class EMResult(NamedTuple):
+    """Result of :func:`poisson_nmf_em`.
+
+    Attributes
+    ----------
+    W : ndarray, shape (n_rows, rank)
+    H : ndarray, shape (rank, n_cols)
+    log_likelihood : ndarray, shape (n_iter + 1,)
+        Log-posterior (log-likelihood plus log-prior; the log-likelihood alone without priors)
+        at the start and after each iteration, in float64. When it is not tracked
+        (``track_log_likelihood=False``) only the first and last entries are finite; the
+        others are NaN.
+    n_iter : int
+        Number of iterations run.
+    """
+
+    W: np.ndarray
+    H: np.ndarray
+    log_likelihood: np.ndarray
+    n_iter: int
+
+
+# --------------------------------------------------------------------------------------------
+# elementwise passes
+#
+# Plain in-place numpy: its SIMD loops run as fast as a serial numba loop here, and a parallel
+# numba kernel is slower in practice, because its threads contend with OpenBLAS's threads, which
+# keep spinning for a while after each matrix product. Keeping numba out also keeps imports light.
+
+def _ratio(X, P, floor, log_buffer=None):
+    """P <- X / max(P, floor) in place; with ``log_buffer``, return Σ x log max(P, floor)."""
+    np.maximum(P, floor, out=P)
+    xlogp = None
+    if log_buffer is not None:
+        np.log(P, out=log_buffer)
+        xlogp = _xdot(X, log_buffer)
+    np.divide(X, P, out=P)
+    return xlogp
+
+
+def _xdot(X, log_values):
+    """Σ x · log λ, accumulated in float64 (log_values is overwritten for float32)."""
+    if X.dtype == np.float64:
+        return float(np.vdot(X.ravel(), log_values.ravel()))
+    np.multiply(X, log_values, out=log_values)
+    return float(log_values.sum(dtype=np.float64))
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+
+def _as_float_matrix(value, name, dtype=None):
+    try:
+        array = np.asarray(value)
+    except Exception as exc:  # pragma: no cover - exotic inputs
+        raise ParameterError(f"{name}: could not be read as an array ({exc})") from exc
+    if array.ndim != 2:
+        raise ParameterError(f"{name}: expected a 2-D array, got shape {array.shape}")
+    if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool) or np.iscomplexobj(array):
+        raise ParameterError(f"{name}: expected real numbers, got dtype {array.dtype}")
+    if dtype is None:
+        dtype = array.dtype if array.dtype in (np.float32, np.float64) else np.float64
+    array = np.array(array, dtype=dtype, order="C", copy=True)
+    if not np.all(np.isfinite(array)):
+        raise ParameterError(f"{name}: contains NaN or Inf values; remove or replace them")
+    if array.size and array.min() < 0:
+        raise ParameterError(f"{name}: must be non-negative, got minimum {array.min():g}")
+    return array
+
+
+def _validate_mask(update, rank, name):
+    if isinstance(update, (bool, np.bool_)):
+        return np.full(rank, bool(update))
+    mask = np.asarray(update)
+    if mask.dtype != bool or mask.shape != (rank,):
+        raise ParameterError(f"{name}: expected a bool or a boolean mask of shape ({rank},), "
+                             f"got {mask.dtype} array of shape {mask.shape}")
+    return mask.copy()
+
+
+def _validate_rate(rate, shape, name, dtype):
+    try:
+        array = np.asarray(rate, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(f"{name}: expected a non-negative number or array, got {rate!r}") from exc
+    if not np.all(np.isfinite(array)) or (array.size and array.min() < 0):
+        raise ParameterError(f"{name}: prior rates must be finite and non-negative, got {rate!r}")
+    try:
+        array = np.broadcast_to(array, shape)
+    except ValueError:
+        raise ParameterError(f"{name}: shape {array.shape} does not broadcast to the factor's "
+                             f"shape {shape}; use a scalar, a per-row or a per-column array") from None
+    return np.ascontiguousarray(array, dtype=dtype)
+
+
+def _log_prior(factor, rate):
+    """Σ log λ − λ w over the entries with λ > 0 (exponential prior), in float64."""
+    if rate is None:
+        return 0.0
+    positive = rate > 0
+    if not positive.any():
+        return 0.0
+    r = rate[positive].astype(np.float64)
+    return float(np.sum(np.log(r)) - np.dot(r, factor[positive].astype(np.float64)))
+
+
+def poisson_log_likelihood(X, W, H):
+    """Poisson log-likelihood ``Σ xlogy(x, WH) − WH − gammaln(x + 1)`` (dense reference).
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_rows, n_cols)
+    W : ndarray, shape (n_rows, rank)
+    H : ndarray, shape (rank, n_cols)
+
+    Returns
+    -------
+    float
+    """
+    from scipy.special import xlogy
+
+    X = np.asarray(X, dtype=np.float64)
+    rate = np.asarray(W, dtype=np.float64) @ np.asarray(H, dtype=np.float64)
+    return float(np.sum(xlogy(X, rate) - rate - gammaln(X + 1)))
+
+
+# --------------------------------------------------------------------------------------------
+# initialisation
+
+def initialize_nmf(X, rank, rng=None, *, method="random", scale=None):
+    """Starting factors for :func:`poisson_nmf_em`.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_rows, n_cols)
+        Non-negative data.
+    rank : int
+        Number of components.
+    rng : numpy.random.Generator or int, optional
+        Random stream (an int is used as a seed). Default: seed 0.
+    method : {"random", "columns"}
+        ``"random"``: ``W`` and ``H`` entries ``s·u`` with ``u ~ Uniform(0.5, 1.5)`` and
+        ``s = sqrt(mean(X) / rank)``, so that ``WH`` starts at the data's mean level.
+        ``"columns"``: the columns of ``W`` are randomly chosen columns of ``X`` (plus 1 % of
+        the mean, so none is zero), each rescaled to sum 1 with ``H`` random as above at the
+        matching level; a data-driven start for dictionaries.
+    scale : float, optional
+        Overrides ``s`` (the entries' typical size).
+
+    Returns
+    -------
+    W : ndarray, shape (n_rows, rank)
+    H : ndarray, shape (rank, n_cols)
+        In the dtype of ``X`` (float32 or float64).
+    """
+    X = _as_float_matrix(X, "X")
+    rank = _validate_rank(rank)
+    if not isinstance(rng, np.random.Generator):
+        rng = np.random.default_rng(0 if rng is None else rng)
+    n_rows, n_cols = X.shape
+    mean = float(X.mean()) if X.size else 0.0
+    if scale is None:
+        scale = np.sqrt(mean / rank) if mean > 0 else 1.0
+    elif not (np.isfinite(scale) and scale > 0):
+        raise ParameterError(f"scale: expected a positive number, got {scale!r}")
+    if method == "random":
+        W = scale * rng.uniform(0.5, 1.5, size=(n_rows, rank))
+        H = scale * rng.uniform(0.5, 1.5, size=(rank, n_cols))
+    elif method == "columns":
+        if n_cols == 0:
+            raise ParameterError("X: method='columns' needs at least one column")
+        picks = rng.choice(n_cols, size=rank, replace=rank > n_cols)
+        W = X[:, picks].astype(np.float64) + 0.01 * max(mean, np.finfo(np.float64).tiny)
+        W /= W.sum(axis=0, keepdims=True)
+        level = X.sum(axis=0).mean() / rank if mean > 0 else 1.0
+        H = level * rng.uniform(0.5, 1.5, size=(rank, n_cols))
+    else:
+        raise ParameterError(f"method: expected 'random' or 'columns', got {method!r}")
+    return W.astype(X.dtype), H.astype(X.dtype)
+
+
+def _validate_rank(rank):
+    if isinstance(rank, (bool, np.bool_)) or not isinstance(rank, (int, np.integer)) or rank < 1:
+        raise ParameterError(f"rank: expected a positive integer, got {rank!r}")
+    return int(rank)
+
+
+# --------------------------------------------------------------------------------------------
+# EM
+
+def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, prior_rate_H=0.0,
+                   max_iter=200, tol=1e-4, track_log_likelihood=None, progress=False, desc="EM"):
+    """Fit ``X ≈ W H`` under the Poisson model by (MAP-)EM: alternating KL multiplicative updates.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_rows, n_cols)
+        Non-negative data (need not be integer). Its dtype (float32 or float64) is kept.
+    W : ndarray, shape (n_rows, rank)
+        Starting dictionary (not modified).
+    H : ndarray, shape (rank, n_cols)
+        Starting activations (not modified).
+    update_W : bool or ndarray of bool, shape (rank,)
+        Which columns of ``W`` are learned; the others come back bit-identical to the input.
+    update_H : bool or ndarray of bool, shape (rank,)
+        Which rows of ``H`` are learned.
+    prior_rate_W, prior_rate_H : float or array_like
+        Rates of exponential priors (MAP-EM); 0 is a flat prior. Anything broadcastable to
+        the factor's shape: a scalar, a per-component rate (shape ``(rank,)`` for ``W``,
+        ``(rank, 1)`` for ``H``), a per-row or per-entry array.
+    max_iter : int
+        Iteration cap (≥ 0). One iteration updates ``W`` then ``H``.
+    tol : float
+        Stop when the objective ``D = −(log-likelihood + log-prior) + const`` (the KL
+        divergence plus the prior penalty, ≥ 0) decreases by less than ``tol · D`` in one
+        iteration. ``tol=0`` runs exactly ``max_iter`` iterations.
+    track_log_likelihood : bool, optional
+        Record the log-posterior after every iteration. Default: True when ``tol > 0``
+        (the criterion needs it), False when ``tol == 0``, where only the initial and final
+        values are computed (a log per entry saved per iteration).
+    progress : bool
+        Show a progress bar on stderr.
+    desc : str
+        Label of the progress bar.
+
+    Returns
+    -------
+    EMResult
+        ``(W, H, log_likelihood, n_iter)``.
+
+    Raises
+    ------
+    ParameterError
+        Shapes that disagree, negative or non-finite entries, bad masks or rates.
+
+    Warns
+    -----
+    ConvergenceWarning
+        ``tol > 0`` and ``max_iter`` reached before the tolerance was met.
+
+    References
+    ----------
+    MLSP'12 §1.1 (Poisson/KL model, Gamma priors); ICASSP'16 eq. 13–14; Lee & Seung (2001).
+    """
+    X = _as_float_matrix(X, "X")
+    dtype = X.dtype
+    W = _as_float_matrix(W, "W", dtype)
+    H = _as_float_matrix(H, "H", dtype)
+    n_rows, n_cols = X.shape
+    if W.shape[0] != n_rows or H.shape[1] != n_cols or W.shape[1] != H.shape[0]:
+        raise ParameterError(f"shapes do not agree: X {X.shape}, W {W.shape}, H {H.shape}; "
+                             "expected W (n_rows, rank) and H (rank, n_cols)")
+    rank = W.shape[1]
+    if rank < 1:
+        raise ParameterError(f"W: rank must be at least 1, got shape {W.shape}")
+    mask_W = _validate_mask(update_W, rank, "update_W")
+    mask_H = _validate_mask(update_H, rank, "update_H")
+    rate_W = _validate_rate(prior_rate_W, W.shape, "prior_rate_W", dtype)
+    rate_H = _validate_rate(prior_rate_H, H.shape, "prior_rate_H", dtype)
+    if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
+        raise ParameterError(f"max_iter: expected a non-negative integer, got {max_iter!r}")
+    if not (isinstance(tol, (int, float, np.floating, np.integer)) and np.isfinite(tol) and tol >= 0):
+        raise ParameterError(f"tol: expected a finite number >= 0, got {tol!r}")
+    if track_log_likelihood is None:
+        track_log_likelihood = tol > 0
+    elif tol > 0 and not track_log_likelihood:
+        raise ParameterError("track_log_likelihood=False needs tol=0: the stopping rule uses it")
+    max_iter = int(max_iter)
+
+    floor = dtype.type(np.finfo(dtype).eps)
+    lgamma_sum = float(np.sum(gammaln(X.astype(np.float64) + 1)))
+    # x log x - x: the saturated model's log-likelihood minus the lgamma term, for the criterion
+    X64 = X.astype(np.float64)
+    positive = X64 > 0
+    saturated = float(np.sum(X64[positive] * np.log(X64[positive])) - X64.sum()) - lgamma_sum
+    has_prior_W = bool(np.any(rate_W > 0))
+    has_prior_H = bool(np.any(rate_H > 0))
+    use_rate_W = rate_W if has_prior_W else None
+    use_rate_H = rate_H if has_prior_H else None
+    # the criterion's objective leaves out the priors' constant Σ log λ, so it stays >= 0
+    saturated += sum(float(np.sum(np.log(r[r > 0].astype(np.float64))))
+                     for r in (use_rate_W, use_rate_H) if r is not None)
+
+    learn_W = mask_W.any()
+    learn_H = mask_H.any()
+    all_W = mask_W.all()
+    all_H = mask_H.all()
+    cols_W = np.flatnonzero(mask_W)
+    rows_H = np.flatnonzero(mask_H)
+
+    P = np.empty((n_rows, n_cols), dtype=dtype)
+    L = np.empty((n_rows, n_cols), dtype=dtype)
+
+    def log_posterior(xlogp):
+        # Σλ = Σ_r (Σ_i W_ir)(Σ_j H_rj): no need for W H itself.
+        total_rate = float(np.dot(W.sum(axis=0, dtype=np.float64), H.sum(axis=1, dtype=np.float64)))
+        value = xlogp - total_rate - lgamma_sum
+        return value + _log_prior(W, use_rate_W) + _log_prior(H, use_rate_H)
+
+    def full_log_posterior():
+        np.dot(W, H, out=P)
+        np.maximum(P, floor, out=P)
+        np.log(P, out=L)
+        return log_posterior(_xdot(X, L))
+
+    history = np.full(max_iter + 1, np.nan)
+    if max_iter == 0 or not (learn_W or learn_H):
+        history[0] = full_log_posterior()
+        return EMResult(W, H, history[:1], 0)
+
+    from core.progress import progress_bar
+
+    converged = False
+    n_iter = 0
+    with progress_bar(max_iter, desc=desc, enabled=progress) as bar:
+        for iteration in range(1, max_iter + 1):
+            want_log = track_log_likelihood or iteration == 1
+            first = True
+            if learn_W:
+                np.dot(W, H, out=P)
+                xlogp = _ratio(X, P, floor, L if want_log else None)
+                if want_log:
+                    history[iteration - 1] = log_posterior(xlogp)
+                    first = False
+                    if _converged(history, iteration - 1, saturated, tol):
+                        converged = True
+                        break
+                if all_W:
+                    numerator = P @ H.T
+                    denominator = H.sum(axis=1)[None, :] + rate_W if has_prior_W else H.sum(axis=1)[None, :]
+                    _mu_step(W, numerator, denominator, floor)
+                else:
+                    Hs = H[cols_W]
+                    numerator = P @ Hs.T
+                    denominator = Hs.sum(axis=1)[None, :]
+                    if has_prior_W:
+                        denominator = denominator + rate_W[:, cols_W]
+                    block = W[:, cols_W]
+                    _mu_step(block, numerator, denominator, floor)
+                    W[:, cols_W] = block
+            if learn_H:
+                np.dot(W, H, out=P)
+                take_log = want_log and first
+                xlogp = _ratio(X, P, floor, L if take_log else None)
+                if take_log:
+                    history[iteration - 1] = log_posterior(xlogp)
+                    if _converged(history, iteration - 1, saturated, tol):
+                        converged = True
+                        break
+                if all_H:
+                    numerator = W.T @ P
+                    denominator = W.sum(axis=0)[:, None] + rate_H if has_prior_H else W.sum(axis=0)[:, None]
+                    _mu_step(H, numerator, denominator, floor)
+                else:
+                    Ws = W[:, rows_H]
+                    numerator = Ws.T @ P
+                    denominator = Ws.sum(axis=0)[:, None]
+                    if has_prior_H:
+                        denominator = denominator + rate_H[rows_H]
+                    block = H[rows_H]
+                    _mu_step(block, numerator, denominator, floor)
+                    H[rows_H] = block
+            n_iter = iteration
+            bar.update(1)
+
+    if converged:
+        # the state was not updated in the iteration that detected convergence
+        history = history[:n_iter + 1]
+    else:
+        history = history[:n_iter + 1]
+        history[n_iter] = full_log_posterior()
+        if tol > 0 and not _converged(history, n_iter, saturated, tol):
+            warnings.warn(f"EM stopped at max_iter={max_iter} before reaching tol={tol:g}; "
+                          "raise max_iter or tol", ConvergenceWarning, stacklevel=2)
+    return EMResult(W, H, history, n_iter)
+
+
+def _mu_step(factor, numerator, denominator, floor):
+    """factor <- factor * max(numerator, floor) / max(denominator, floor), in place."""
+    np.maximum(numerator, floor, out=numerator)
+    denominator = np.maximum(denominator, floor)
+    numerator /= denominator
+    factor *= numerator
+
+
+def _converged(history, index, saturated, tol):
+    """Relative decrease of the objective D = saturated − log-posterior below tol."""
+    if index == 0 or tol <= 0:
+        return False
+    previous, current = history[index - 1], history[index]
+    objective = abs(saturated - previous)
+    return (current - previous) <= tol * objective

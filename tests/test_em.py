@@ -1,0 +1,293 @@
+"""Tests of core.factorization.em: monotone EM, fixed factors, recovery, sklearn agreement, priors."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.special import gammaln, xlogy
+
+from core.errors import ConvergenceWarning, ParameterError
+from core.factorization import EMResult, initialize_nmf, poisson_log_likelihood, poisson_nmf_em
+
+
+def planted(rng, n_rows=30, n_cols=40, rank=4, scale=20.0):
+    W = rng.gamma(1.0, 1.0, (n_rows, rank))
+    H = rng.gamma(1.0, 1.0, (rank, n_cols))
+    X = rng.poisson(scale * W @ H).astype(np.float64)
+    return X, W, H
+
+
+def reference_em(X, W, H, rate_W, rate_H, num_iter):
+    """Dense textbook MAP-EM updates (W then H), float64, no buffers."""
+    W, H = W.astype(np.float64).copy(), H.astype(np.float64).copy()
+    for _ in range(num_iter):
+        W = W * ((X / (W @ H)) @ H.T) / (H.sum(axis=1)[None, :] + rate_W)
+        H = H * (W.T @ (X / (W @ H))) / (W.sum(axis=0)[:, None] + rate_H)
+    return W, H
+
+
+def reference_log_posterior(X, W, H, rate_W, rate_H):
+    rate = W @ H
+    value = np.sum(xlogy(X, rate) - rate - gammaln(X + 1))
+    for factor, r in ((W, rate_W), (H, rate_H)):
+        r = np.broadcast_to(r, factor.shape)
+        positive = r > 0
+        value += np.sum(np.log(r[positive]) - r[positive] * factor[positive])
+    return value
+
+
+def test_log_likelihood_matches_dense_formula(rng):
+    X, W, H = planted(rng)
+    X[0, :5] = 0.0
+    result = poisson_nmf_em(X, W, H, max_iter=0)
+    assert isinstance(result, EMResult)
+    assert result.n_iter == 0
+    np.testing.assert_allclose(result.log_likelihood[0], poisson_log_likelihood(X, W, H), rtol=1e-12)
+    np.testing.assert_allclose(result.log_likelihood[0], reference_log_posterior(X, W, H, 0, 0), rtol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n_rows=st.integers(1, 12), n_cols=st.integers(1, 12), rank=st.integers(1, 6),
+       seed=st.integers(0, 2**31 - 1), sparsity=st.floats(0.0, 0.9),
+       rate=st.sampled_from([0.0, 0.1, 3.0]))
+def test_log_posterior_never_decreases(n_rows, n_cols, rank, seed, sparsity, rate):
+    rng = np.random.default_rng(seed)
+    X = rng.poisson(5.0, (n_rows, n_cols)).astype(np.float64)
+    X[rng.random(X.shape) < sparsity] = 0.0
+    W, H = initialize_nmf(X + 1.0, rank, rng)
+    result = poisson_nmf_em(X, W, H, prior_rate_W=rate, prior_rate_H=rate, max_iter=60, tol=0,
+                            track_log_likelihood=True)
+    history = result.log_likelihood
+    assert history.shape == (61,)
+    assert np.all(np.isfinite(history))
+    # EM increases the log-posterior; allow float64 rounding of the sums only
+    slack = 1e-10 * np.abs(history).max() + 1e-9
+    assert np.diff(history).min() >= -slack, np.diff(history).min()
+    assert np.all(result.W >= 0) and np.all(result.H >= 0)
+
+
+def test_agrees_with_reference_updates_and_priors(rng):
+    X, W0, H0 = planted(rng, rank=3)
+    W, H = initialize_nmf(X, 3, rng)
+    rate_W = rng.uniform(0.0, 2.0, (1, 3))       # per component
+    rate_H = rng.uniform(0.0, 2.0, (3, X.shape[1]))  # per entry
+    result = poisson_nmf_em(X, W, H, prior_rate_W=rate_W, prior_rate_H=rate_H, max_iter=40, tol=0,
+                            track_log_likelihood=True)
+    W_ref, H_ref = reference_em(X, W, H, rate_W, rate_H, 40)
+    np.testing.assert_allclose(result.W, W_ref, rtol=1e-10)
+    np.testing.assert_allclose(result.H, H_ref, rtol=1e-10)
+    np.testing.assert_allclose(result.log_likelihood[-1],
+                               reference_log_posterior(X, W_ref, H_ref, rate_W, rate_H), rtol=1e-12)
+
+
+def test_agrees_with_sklearn_kl_mu(rng):
+    from sklearn.decomposition import NMF
+
+    X, _, _ = planted(rng, n_rows=25, n_cols=35, rank=4)
+    X += 0.5
+    W, H = initialize_nmf(X, 4, rng)
+    model = NMF(4, init="custom", beta_loss="kullback-leibler", solver="mu", max_iter=100, tol=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        W_sk = model.fit_transform(X, W=W.copy(), H=H.copy())
+    result = poisson_nmf_em(X, W, H, max_iter=100, tol=0)
+    np.testing.assert_allclose(result.W, W_sk, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(result.H, model.components_, rtol=1e-9, atol=1e-12)
+
+
+def test_fixed_factors_are_bit_identical_and_inputs_untouched(rng):
+    X, _, _ = planted(rng, rank=5)
+    W, H = initialize_nmf(X, 5, rng)
+    W_copy, H_copy, X_copy = W.copy(), H.copy(), X.copy()
+    fixed_W = poisson_nmf_em(X, W, H, update_W=False, max_iter=20, tol=0)
+    assert np.array_equal(fixed_W.W, W_copy) and fixed_W.W is not W
+    assert not np.array_equal(fixed_W.H, H_copy)
+    fixed_H = poisson_nmf_em(X, W, H, update_H=False, max_iter=20, tol=0)
+    assert np.array_equal(fixed_H.H, H_copy)
+    mask = np.array([True, False, True, False, False])
+    partial = poisson_nmf_em(X, W, H, update_W=mask, update_H=~mask, max_iter=20, tol=0,
+                             track_log_likelihood=True)
+    assert np.array_equal(partial.W[:, ~mask], W_copy[:, ~mask])
+    assert np.array_equal(partial.H[mask], H_copy[mask])
+    assert not np.array_equal(partial.W[:, mask], W_copy[:, mask])
+    assert np.diff(partial.log_likelihood).min() >= -1e-9 * abs(partial.log_likelihood[-1])
+    for original, copy in ((W, W_copy), (H, H_copy), (X, X_copy)):
+        assert np.array_equal(original, copy)
+
+
+def test_masked_update_equals_reference(rng):
+    """A column mask on W is the same EM as updating those columns alone."""
+    X, _, _ = planted(rng, rank=4)
+    W, H = initialize_nmf(X, 4, rng)
+    mask = np.array([False, False, True, True])
+    result = poisson_nmf_em(X, W, H, update_W=mask, prior_rate_H=0.5, max_iter=15, tol=0)
+    W_ref, H_ref = W.copy(), H.copy()
+    for _ in range(15):
+        ratio = X / (W_ref @ H_ref)
+        W_ref[:, mask] *= (ratio @ H_ref[mask].T) / H_ref[mask].sum(axis=1)[None, :]
+        H_ref *= (W_ref.T @ (X / (W_ref @ H_ref))) / (W_ref.sum(axis=0)[:, None] + 0.5)
+    np.testing.assert_allclose(result.W, W_ref, rtol=1e-10)
+    np.testing.assert_allclose(result.H, H_ref, rtol=1e-10)
+
+
+def test_recovers_planted_factorization(rng):
+    W_true = rng.gamma(0.5, 1.0, (40, 3))
+    H_true = rng.gamma(0.5, 1.0, (3, 60))
+    rate = 200.0 * W_true @ H_true
+    X = rng.poisson(rate).astype(np.float64)
+    W, H = initialize_nmf(X, 3, rng)
+    result = poisson_nmf_em(X, W, H, max_iter=3000, tol=1e-9)
+    fit = result.W @ result.H
+    error = np.linalg.norm(fit - rate) / np.linalg.norm(rate)
+    # a Poisson sample's own noise level: ||X - rate|| / ||rate||
+    noise = np.linalg.norm(X - rate) / np.linalg.norm(rate)
+    assert error < 0.5 * noise, f"relative error {error:.4f} vs noise level {noise:.4f}"
+    # the components themselves, up to order and scale
+    W_n = result.W / result.W.sum(axis=0)
+    T_n = W_true / W_true.sum(axis=0)
+    corr = np.corrcoef(W_n.T, T_n.T)[:3, 3:]
+    assert np.all(corr.max(axis=0) > 0.98), corr
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dtype_is_preserved(rng, dtype):
+    X, _, _ = planted(rng)
+    W, H = initialize_nmf(X.astype(dtype), 4, rng)
+    assert W.dtype == dtype and H.dtype == dtype
+    result = poisson_nmf_em(X.astype(dtype), W, H, max_iter=30, tol=0, track_log_likelihood=True)
+    assert result.W.dtype == dtype and result.H.dtype == dtype
+    assert result.log_likelihood.dtype == np.float64
+    reference = poisson_nmf_em(X, W.astype(np.float64), H.astype(np.float64), max_iter=30, tol=0)
+    np.testing.assert_allclose(result.W, reference.W, rtol=1e-3 if dtype == np.float32 else 1e-12)
+    history = result.log_likelihood
+    # float32 products round at ~6e-8 relative per entry: allow that much noise only
+    slack = (1e-5 if dtype == np.float32 else 1e-12) * np.abs(history).max()
+    assert np.diff(history).min() >= -slack
+
+
+def test_integer_input_becomes_float64(rng):
+    X = rng.poisson(3.0, (6, 7))
+    W, H = initialize_nmf(X, 2, rng)
+    assert W.dtype == np.float64
+    assert poisson_nmf_em(X, W, H, max_iter=3, tol=0).W.dtype == np.float64
+
+
+def test_zeros_and_underflow_give_no_nan(rng):
+    # rows and columns of zeros, and tiny values whose products underflow
+    X = rng.poisson(2.0, (20, 30)).astype(np.float64)
+    X[3] = 0.0
+    X[:, 7] = 0.0
+    X[5, 5] = 1e-300
+    W, H = initialize_nmf(X, 3, rng)
+    W[:, 0] = 1e-200
+    H[0] = 1e-200
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        result = poisson_nmf_em(X, W, H, max_iter=200, tol=0, track_log_likelihood=True)
+    assert np.all(np.isfinite(result.W)) and np.all(np.isfinite(result.H))
+    assert np.all(np.isfinite(result.log_likelihood))
+    assert np.diff(result.log_likelihood).min() >= -1e-9 * abs(result.log_likelihood[-1])
+    # an all-zero matrix: the fit goes to zero and stays finite
+    zeros = np.zeros((5, 6))
+    result = poisson_nmf_em(zeros, *initialize_nmf(np.ones((5, 6)), 2, rng), max_iter=20, tol=0)
+    assert np.all(np.isfinite(result.W)) and np.all(np.isfinite(result.H))
+    assert (result.W @ result.H).max() < 1e-3
+
+
+def test_float32_underflow_regression(rng):
+    X = np.zeros((10, 12), dtype=np.float32)
+    X[0, 0] = 1e-30
+    W = np.full((10, 2), 1e-20, dtype=np.float32)
+    H = np.full((2, 12), 1e-20, dtype=np.float32)
+    result = poisson_nmf_em(X, W, H, max_iter=10, tol=0, track_log_likelihood=True)
+    assert np.all(np.isfinite(result.W)) and np.all(np.isfinite(result.H))
+    assert np.all(np.isfinite(result.log_likelihood))
+
+
+def test_tolerance_and_iteration_count(rng):
+    X, _, _ = planted(rng)
+    W, H = initialize_nmf(X, 4, rng)
+    exact = poisson_nmf_em(X, W, H, max_iter=17, tol=0)
+    assert exact.n_iter == 17 and exact.log_likelihood.shape == (18,)
+    assert np.isfinite(exact.log_likelihood[[0, -1]]).all()
+    loose = poisson_nmf_em(X, W, H, max_iter=5000, tol=1e-3)
+    assert 1 < loose.n_iter < 5000
+    history = loose.log_likelihood
+    assert history.shape == (loose.n_iter + 1,) and np.all(np.isfinite(history))
+    # stopped at the first iteration whose gain fell below tol times the objective
+    saturated = np.sum(xlogy(X, X) - X - gammaln(X + 1))
+    objective = saturated - history
+    gains = np.diff(history)
+    assert gains[-1] <= 1e-3 * objective[-2]
+    assert np.all(gains[:-1] > 1e-3 * objective[:-2])
+    # same result when continuing is deterministic
+    again = poisson_nmf_em(X, W, H, max_iter=5000, tol=1e-3)
+    assert np.array_equal(again.W, loose.W)
+
+
+def test_convergence_warning_at_cap(rng):
+    X, _, _ = planted(rng)
+    W, H = initialize_nmf(X, 4, rng)
+    with pytest.warns(ConvergenceWarning, match="max_iter=3"):
+        poisson_nmf_em(X, W, H, max_iter=3, tol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        poisson_nmf_em(X, W, H, max_iter=3, tol=0)
+
+
+def test_priors_shrink_factors(rng):
+    X, _, _ = planted(rng)
+    W, H = initialize_nmf(X, 4, rng)
+    free = poisson_nmf_em(X, W, H, update_W=False, max_iter=200, tol=0)
+    sparse = poisson_nmf_em(X, W, H, update_W=False, prior_rate_H=5.0, max_iter=3000, tol=0)
+    assert sparse.H.sum() < free.H.sum()
+    # with W fixed the problem in H is convex: the MAP H meets the KKT conditions
+    # (gradient 0 where H > 0, gradient <= 0 where H = 0), relative to the terms' size
+    scale = sparse.W.sum(axis=0)[:, None] + 5.0
+    gradient = (sparse.W.T @ (X / (sparse.W @ sparse.H)) - scale) / scale
+    active = sparse.H > 1e-3 * sparse.H.max()
+    assert np.abs(gradient[active]).max() < 1e-3
+    assert gradient[~active].max() < 1e-3
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(update_W=np.ones(3, dtype=bool)), "update_W"),
+    (dict(prior_rate_W=-1.0), "prior_rate_W"),
+    (dict(prior_rate_H=np.ones((2, 2))), "prior_rate_H"),
+    (dict(max_iter=-1), "max_iter"),
+    (dict(tol=np.nan), "tol"),
+    (dict(tol=1e-3, track_log_likelihood=False), "track_log_likelihood"),
+])
+def test_bad_options(rng, kwargs, match):
+    X, _, _ = planted(rng)
+    W, H = initialize_nmf(X, 4, rng)
+    with pytest.raises(ParameterError, match=match):
+        poisson_nmf_em(X, W, H, **kwargs)
+
+
+def test_bad_arrays(rng):
+    X, _, _ = planted(rng)
+    W, H = initialize_nmf(X, 4, rng)
+    with pytest.raises(ParameterError, match="shapes do not agree"):
+        poisson_nmf_em(X, W[:-1], H)
+    with pytest.raises(ParameterError, match="non-negative"):
+        poisson_nmf_em(-X, W, H)
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ParameterError, match="NaN"):
+        poisson_nmf_em(bad, W, H)
+    with pytest.raises(ParameterError, match="rank"):
+        initialize_nmf(X, 0, rng)
+    with pytest.raises(ParameterError, match="method"):
+        initialize_nmf(X, 2, rng, method="nndsvd")
+
+
+def test_initialization_is_deterministic(rng):
+    X, _, _ = planted(rng)
+    a = initialize_nmf(X, 4, 7)
+    b = initialize_nmf(X, 4, np.random.default_rng(7))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    W, H = initialize_nmf(X, 4, 7, method="columns")
+    np.testing.assert_allclose(W.sum(axis=0), 1.0)
+    assert np.all(W > 0) and np.all(H > 0)

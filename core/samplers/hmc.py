@@ -1,0 +1,165 @@
+"""Hamiltonian Monte Carlo with a leapfrog integrator and a diagonal mass matrix.
+
+Conventions: the position is a flat float array of shape ``(dim,)``; the
+target is ``logdensity_and_grad_fn(position) -> (logdensity, gradient)``; the
+mass matrix is diagonal, passed as its inverse (shape ``(dim,)``, default ones).
+
+References
+----------
+Neal, "MCMC using Hamiltonian dynamics" (2011); Hoffman & Gelman, "The No-U-Turn
+Sampler", JMLR 15 (2014), Algorithm 4 (initial step size).
+"""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from core.errors import ParameterError
+from core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
+
+__all__ = ["HMCState", "HMCInfo", "init", "build_kernel", "sample_momentum", "find_reasonable_step_size"]
+
+
+class HMCState(NamedTuple):
+    """Position with its cached log density and gradient (shared by HMC and NUTS)."""
+
+    position: np.ndarray
+    logdensity: float
+    logdensity_grad: np.ndarray
+
+
+class HMCInfo(NamedTuple):
+    """Diagnostics of one HMC transition.
+
+    ``acceptance_rate`` is min(1, exp(-ΔH)); ``energy`` is the Hamiltonian of
+    the returned state; ``tree_depth`` is 0 (no tree) and kept for a uniform
+    shape with NUTS.
+    """
+
+    acceptance_rate: float
+    is_accepted: bool
+    is_divergent: bool
+    energy: float
+    step_size: float
+    tree_depth: int
+    num_integration_steps: int
+
+
+def init(position, logdensity_and_grad_fn):
+    """Return the initial state at ``position``.
+
+    Raises
+    ------
+    ParameterError
+        If the position is not a finite 1-D array or its log density is not finite.
+    """
+    position = np.asarray(position, dtype=float)
+    if position.ndim != 1 or not np.all(np.isfinite(position)):
+        raise ParameterError(f"position must be a finite 1-D array, got shape {position.shape}")
+    logdensity, grad = logdensity_and_grad_fn(position)
+    if not np.isfinite(logdensity):
+        raise ParameterError(f"initial log density is {logdensity}: start where the density is finite")
+    return HMCState(position, float(logdensity), np.asarray(grad, dtype=float))
+
+
+def sample_momentum(rng, inverse_mass_matrix):
+    """Draw p ~ N(0, M) for the diagonal mass M = 1 / inverse_mass_matrix."""
+    return rng.standard_normal(inverse_mass_matrix.shape) / np.sqrt(inverse_mass_matrix)
+
+
+def build_kernel(logdensity_and_grad_fn, *, num_integration_steps, divergence_threshold=1000.0,
+                 jitter_steps=False):
+    """Build an HMC transition kernel.
+
+    Parameters
+    ----------
+    logdensity_and_grad_fn : callable
+        ``position -> (logdensity, gradient)``.
+    num_integration_steps : int
+        Leapfrog steps L per proposal (the maximum when ``jitter_steps``).
+    divergence_threshold : float
+        A proposal whose energy rises by more than this (Δ_max) is divergent.
+    jitter_steps : bool
+        Draw L uniformly from 1..num_integration_steps at each transition,
+        which avoids periodic trajectories on near-Gaussian targets.
+
+    Returns
+    -------
+    callable
+        ``kernel(rng, state, step_size, inverse_mass_matrix=None) -> (HMCState, HMCInfo)``.
+    """
+    if int(num_integration_steps) < 1:
+        raise ParameterError(f"num_integration_steps={num_integration_steps} must be a positive integer")
+    num_integration_steps = int(num_integration_steps)
+
+    def kernel(rng, state, step_size, inverse_mass_matrix=None):
+        if inverse_mass_matrix is None:
+            inverse_mass_matrix = np.ones_like(state.position)
+        momentum = sample_momentum(rng, inverse_mass_matrix)
+        energy0 = -state.logdensity + kinetic_energy(momentum, inverse_mass_matrix)
+        num_steps = int(rng.integers(1, num_integration_steps + 1)) if jitter_steps else num_integration_steps
+        point = IntegratorState(state.position, momentum, state.logdensity, state.logdensity_grad)
+        for _ in range(num_steps):
+            point = leapfrog(point, step_size, logdensity_and_grad_fn, inverse_mass_matrix)
+        energy = -point.logdensity + kinetic_energy(point.momentum, inverse_mass_matrix)
+        delta = energy - energy0
+        if not np.isfinite(delta):
+            delta = np.inf
+        is_divergent = bool(delta > divergence_threshold)
+        acceptance = math.exp(-delta) if delta > 0 else 1.0
+        # Momentum flip is implicit: the kinetic energy is symmetric and momentum is resampled.
+        is_accepted = bool(np.log(rng.uniform()) < -delta)
+        if is_accepted:
+            state = HMCState(point.position, point.logdensity, point.logdensity_grad)
+        else:
+            energy = energy0
+        return state, HMCInfo(acceptance, is_accepted, is_divergent, float(energy), float(step_size), 0, num_steps)
+
+    return kernel
+
+
+def find_reasonable_step_size(rng, state, logdensity_and_grad_fn, inverse_mass_matrix=None, *,
+                              initial_step_size=1.0, target=0.5, max_doublings=100):
+    """Initial step size heuristic (Hoffman & Gelman Algorithm 4; paper appendix E).
+
+    Doubles or halves the step until the one-step acceptance ratio
+    ``p(θ*, r*) / p(θ, r)`` crosses ``target`` (1/2).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    state : HMCState
+    logdensity_and_grad_fn : callable
+    inverse_mass_matrix : ndarray, shape (dim,), optional
+    initial_step_size : float
+    target : float
+    max_doublings : int
+        Safety cap on the number of doublings or halvings.
+
+    Returns
+    -------
+    float
+    """
+    if inverse_mass_matrix is None:
+        inverse_mass_matrix = np.ones_like(state.position)
+    momentum = sample_momentum(rng, inverse_mass_matrix)
+    energy0 = -state.logdensity + kinetic_energy(momentum, inverse_mass_matrix)
+    start = IntegratorState(state.position, momentum, state.logdensity, state.logdensity_grad)
+    log_target = math.log(target)
+
+    def log_ratio(step_size):
+        point = leapfrog(start, step_size, logdensity_and_grad_fn, inverse_mass_matrix)
+        value = energy0 - (-point.logdensity + kinetic_energy(point.momentum, inverse_mass_matrix))
+        return value if np.isfinite(value) else -np.inf
+
+    step_size = float(initial_step_size)
+    direction = 1 if log_ratio(step_size) > log_target else -1
+    for _ in range(max_doublings):
+        candidate = step_size * (2.0 ** direction)
+        above = log_ratio(candidate) > log_target
+        if (direction == 1 and not above) or (direction == -1 and above):
+            # As in Algorithm 4: the first step whose ratio crosses the target.
+            return candidate
+        step_size = candidate
+    return step_size

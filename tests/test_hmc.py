@@ -1,0 +1,126 @@
+"""HMC and the leapfrog integrator: reversibility, second-order energy error, known Gaussian posteriors."""
+
+import numpy as np
+import pytest
+
+from core.errors import ParameterError
+from core.random import stream
+from core.samplers import diagnostics, hmc
+from core.samplers.driver import run_chain
+from core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
+from core.samplers.warmup import window_adaptation
+
+
+def gaussian(scales, correlation=None):
+    """Zero-mean Gaussian target with the given marginal scales (and 2-D correlation)."""
+    scales = np.asarray(scales, dtype=float)
+    cov = np.diag(scales ** 2)
+    if correlation is not None:
+        cov[0, 1] = cov[1, 0] = correlation * scales[0] * scales[1]
+    precision = np.linalg.inv(cov)
+
+    def logdensity_and_grad(x):
+        px = precision @ x
+        return -0.5 * float(x @ px), -px
+
+    return logdensity_and_grad, np.diag(cov)
+
+
+def assert_moments(draws, true_mean, true_var, *, k=4.0, min_ess=100.0):
+    """Means and variances within k Monte-Carlo standard errors, after an ESS gate."""
+    ess = diagnostics.effective_sample_size(draws, method="mean")
+    assert ess.min() >= min_ess, f"ESS too small for a meaningful check: {ess.min():.0f}"
+    flat = draws.reshape(-1, draws.shape[-1])
+    z_mean = (flat.mean(0) - true_mean) / diagnostics.mcse_mean(draws)
+    z_var = (flat.var(0) - true_var) / diagnostics.mcse_variance(draws)
+    assert np.abs(z_mean).max() < k, f"worst mean error {np.abs(z_mean).max():.2f} MCSE"
+    assert np.abs(z_var).max() < k, f"worst variance error {np.abs(z_var).max():.2f} MCSE"
+
+
+def sample(kernel, target_fn, position, seed, *, num_warmup, num_draws, num_chains=2, target=0.8):
+    chains = []
+    for chain in range(num_chains):
+        rng = stream(seed, chain)
+        warm = window_adaptation(kernel, hmc.init(position, target_fn), rng, target_fn, num_steps=num_warmup,
+                                 target=target)
+        result = run_chain(lambda r, s, i: kernel(r, s, warm.step_size, warm.inverse_mass_matrix), warm.state, rng,
+                           num_steps=num_draws)
+        chains.append(result.samples)
+    return np.stack(chains)
+
+
+def test_leapfrog_is_reversible(rng):
+    fn, _ = gaussian([0.5, 2.0, 1.0])
+    inverse_mass = np.array([1.0, 3.0, 0.5])
+    position = rng.standard_normal(3)
+    logp, grad = fn(position)
+    point = start = IntegratorState(position, rng.standard_normal(3), logp, grad)
+    for _ in range(25):
+        point = leapfrog(point, 0.1, fn, inverse_mass)
+    point = point._replace(momentum=-point.momentum)
+    for _ in range(25):
+        point = leapfrog(point, 0.1, fn, inverse_mass)
+    np.testing.assert_allclose(point.position, start.position, atol=1e-12)
+    np.testing.assert_allclose(-point.momentum, start.momentum, atol=1e-12)
+
+
+def test_leapfrog_energy_error_is_second_order(rng):
+    fn, _ = gaussian([1.0, 2.0])
+    position, momentum = rng.standard_normal(2), rng.standard_normal(2)
+    inverse_mass = np.ones(2)
+
+    def max_energy_error(step):
+        logp, grad = fn(position)
+        point = IntegratorState(position, momentum, logp, grad)
+        energy0 = -logp + kinetic_energy(momentum, inverse_mass)
+        errors = []
+        for _ in range(int(round(2.0 / step))):
+            point = leapfrog(point, step, fn, inverse_mass)
+            errors.append(abs(-point.logdensity + kinetic_energy(point.momentum, inverse_mass) - energy0))
+        return max(errors)
+
+    ratio = max_energy_error(0.1) / max_energy_error(0.05)
+    assert 3.5 < ratio < 4.5
+
+
+def test_init_rejects_non_finite_density():
+    with pytest.raises(ParameterError, match="log density"):
+        hmc.init(np.zeros(2), lambda x: (np.nan, np.zeros(2)))
+    with pytest.raises(ParameterError, match="num_integration_steps"):
+        hmc.build_kernel(lambda x: (0.0, x), num_integration_steps=0)
+
+
+def test_huge_step_is_divergent_and_rejected(rng):
+    fn, _ = gaussian([1.0, 1.0])
+    kernel = hmc.build_kernel(fn, num_integration_steps=10)
+    state = hmc.init(np.array([0.5, 0.5]), fn)
+    new, info = kernel(rng, state, 100.0)
+    assert info.is_divergent and not info.is_accepted
+    np.testing.assert_array_equal(new.position, state.position)
+
+
+def test_hmc_100d_gaussian_scales_over_two_orders():
+    scales = np.logspace(-1, 1, 100)
+    fn, variances = gaussian(scales)
+    kernel = hmc.build_kernel(fn, num_integration_steps=8, jitter_steps=True)
+    draws = sample(kernel, fn, np.ones(100), 11, num_warmup=500, num_draws=1500)
+    assert_moments(draws, 0.0, variances)
+
+
+def test_hmc_correlated_2d_gaussian():
+    fn, variances = gaussian([1.0, 2.0], correlation=0.95)
+    kernel = hmc.build_kernel(fn, num_integration_steps=30, jitter_steps=True)
+    draws = sample(kernel, fn, np.array([1.0, -1.0]), 12, num_warmup=500, num_draws=2000)
+    assert_moments(draws, 0.0, variances)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_hmc_gaussians_over_seeds(seed):
+    scales = np.logspace(-1, 1, 100)
+    fn, variances = gaussian(scales)
+    kernel = hmc.build_kernel(fn, num_integration_steps=8, jitter_steps=True)
+    assert_moments(sample(kernel, fn, np.ones(100), seed, num_warmup=1000, num_draws=3000), 0.0, variances)
+    fn, variances = gaussian([1.0, 2.0], correlation=0.95)
+    kernel = hmc.build_kernel(fn, num_integration_steps=30, jitter_steps=True)
+    assert_moments(sample(kernel, fn, np.array([1.0, -1.0]), seed, num_warmup=1000, num_draws=3000), 0.0, variances)

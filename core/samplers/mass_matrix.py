@@ -1,0 +1,103 @@
+"""Diagonal mass-matrix estimation in warm-up windows.
+
+The inverse mass matrix is the diagonal of the posterior covariance,
+estimated by Welford's running variance over the draws of one window and
+shrunk towards 1e-3 (Stan's regularisation). Windows follow Stan's schedule:
+a fast initial buffer (step size only), slow windows that double in length,
+and a fast final buffer. Positions are flat arrays of shape ``(dim,)``.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from core.errors import ParameterError
+
+__all__ = ["WelfordState", "welford_variance", "warmup_schedule"]
+
+
+class WelfordState(NamedTuple):
+    """Running count, mean and sum of squared deviations."""
+
+    count: int
+    mean: np.ndarray
+    m2: np.ndarray
+
+
+def welford_variance(*, regularize=True):
+    """Return ``(init, update, final)`` for a running diagonal variance.
+
+    Parameters
+    ----------
+    regularize : bool
+        Shrink as ``n/(n+5) var + 1e-3 · 5/(n+5)`` so short windows stay well
+        conditioned.
+
+    Returns
+    -------
+    init : callable
+        ``init(dim) -> WelfordState``.
+    update : callable
+        ``update(state, position) -> WelfordState``.
+    final : callable
+        ``final(state) -> ndarray, shape (dim,)``, the inverse mass matrix.
+    """
+
+    def init(dim):
+        return WelfordState(0, np.zeros(dim), np.zeros(dim))
+
+    def update(state, position):
+        count = state.count + 1
+        delta = position - state.mean
+        mean = state.mean + delta / count
+        return WelfordState(count, mean, state.m2 + delta * (position - mean))
+
+    def final(state):
+        if state.count < 2:
+            return np.ones_like(state.mean)
+        variance = state.m2 / (state.count - 1)
+        if regularize:
+            n = state.count
+            variance = (n / (n + 5.0)) * variance + 1e-3 * (5.0 / (n + 5.0))
+        return variance
+
+    return init, update, final
+
+
+def warmup_schedule(num_steps, *, initial_buffer=75, first_window=25, final_buffer=50):
+    """Return, for each warm-up iteration, whether it feeds the mass matrix and whether a window ends.
+
+    Parameters
+    ----------
+    num_steps : int
+        Warm-up iterations.
+    initial_buffer, first_window, final_buffer : int
+        Stan's defaults; when they do not fit, 15 % / 75 % / 10 % of ``num_steps``.
+
+    Returns
+    -------
+    is_slow : ndarray of bool, shape (num_steps,)
+        The iteration's draw enters the variance estimate.
+    is_window_end : ndarray of bool, shape (num_steps,)
+        The mass matrix is updated after this iteration.
+    """
+    if num_steps < 0:
+        raise ParameterError(f"num_steps={num_steps} must be non-negative")
+    is_slow = np.zeros(num_steps, dtype=bool)
+    is_window_end = np.zeros(num_steps, dtype=bool)
+    if num_steps < 20:
+        return is_slow, is_window_end
+    if initial_buffer + first_window + final_buffer > num_steps:
+        initial_buffer = int(0.15 * num_steps)
+        final_buffer = int(0.1 * num_steps)
+        first_window = num_steps - initial_buffer - final_buffer
+    end_slow = num_steps - final_buffer
+    start, size = initial_buffer, first_window
+    while start < end_slow:
+        stop = start + size
+        if stop + 2 * size > end_slow:  # the next window would not fit: stretch this one
+            stop = end_slow
+        is_slow[start:stop] = True
+        is_window_end[stop - 1] = True
+        start, size = stop, 2 * size
+    return is_slow, is_window_end

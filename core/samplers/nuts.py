@@ -1,0 +1,181 @@
+"""The efficient No-U-Turn Sampler, iterative, with multinomial sampling in the tree.
+
+Conventions: the position is a flat float array of shape ``(dim,)``; the
+target is ``logdensity_and_grad_fn(position) -> (logdensity, gradient)``; the
+mass matrix is diagonal, passed as its inverse (shape ``(dim,)``). NUTS reuses
+HMC's state (:class:`core.samplers.hmc.HMCState`) and ``init``.
+
+The trajectory doubles, in a random direction each time, until the
+generalised U-turn criterion ``ρ · M⁻¹p± ≤ 0`` holds for the whole tree or for
+any balanced sub-tree of the last doubling, until the energy error exceeds
+Δ_max (a divergence), or until ``max_tree_depth`` doublings. States are drawn
+from the trajectory in proportion to exp(−H) (multinomial sampling): uniformly
+within each new sub-tree and, at each doubling, biased towards the new
+sub-tree as in Hoffman & Gelman's Algorithm 6 (their transition kernel eq. 17).
+
+References
+----------
+Hoffman & Gelman, "The No-U-Turn Sampler", JMLR 15 (2014), Algorithms 3 and 6;
+Betancourt, "A Conceptual Introduction to Hamiltonian Monte Carlo" (2017), for
+the multinomial variant and the generalised criterion.
+"""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from core.errors import ParameterError
+from core.samplers.hmc import HMCState, init, sample_momentum
+from core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
+
+__all__ = ["NUTSInfo", "init", "build_kernel"]
+
+
+class NUTSInfo(NamedTuple):
+    """Diagnostics of one NUTS transition.
+
+    ``acceptance_rate`` is the mean of min(1, exp(−ΔH)) over the states of the
+    last doubling (paper eq. 12), the statistic dual averaging drives to δ.
+    """
+
+    acceptance_rate: float
+    is_divergent: bool
+    is_turning: bool
+    energy: float
+    step_size: float
+    tree_depth: int
+    num_integration_steps: int
+
+
+class _Subtree(NamedTuple):
+    edge: IntegratorState       # the leaf furthest from the start
+    proposal: IntegratorState   # a leaf drawn in proportion to exp(-H)
+    log_weight: float           # log sum of exp(H0 - H) over the leaves
+    momentum_sum: np.ndarray    # ρ, the sum of the leaves' momenta
+    acceptance_sum: float
+    num_leaves: int
+    is_divergent: bool
+    is_turning: bool
+
+
+def _is_turning(velocity_left, velocity_right, momentum_sum):
+    """Generalised U-turn criterion (the mass-matrix form of paper eq. 8–9)."""
+    return float(np.dot(velocity_left, momentum_sum)) <= 0.0 or float(np.dot(velocity_right, momentum_sum)) <= 0.0
+
+
+def _trailing_ones(n):
+    count = 0
+    while n & 1:
+        n >>= 1
+        count += 1
+    return count
+
+
+def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_threshold=1000.0):
+    """Build a NUTS transition kernel.
+
+    Parameters
+    ----------
+    logdensity_and_grad_fn : callable
+        ``position -> (logdensity, gradient)``.
+    max_tree_depth : int
+        Maximum number of doublings (at most 2**max_tree_depth − 1 leapfrog steps).
+    divergence_threshold : float
+        Δ_max: a leaf whose energy exceeds the initial one by more is divergent
+        (paper eq. 10).
+
+    Returns
+    -------
+    callable
+        ``kernel(rng, state, step_size, inverse_mass_matrix=None) -> (HMCState, NUTSInfo)``.
+    """
+    if int(max_tree_depth) < 1:
+        raise ParameterError(f"max_tree_depth={max_tree_depth} must be a positive integer")
+    max_tree_depth = int(max_tree_depth)
+
+    def build_subtree(rng, start, signed_step, depth, energy0, inverse_mass_matrix):
+        # Iterative rather than recursive: leaves are produced in time order and,
+        # after each odd leaf, the balanced sub-trees that end there are checked
+        # for a U-turn against checkpoints stored at their first leaf (the same
+        # checks the recursive Algorithm 3 makes, with O(depth) memory).
+        dim = start.position.shape[0]
+        checkpoint_velocity = np.empty((depth, dim))
+        checkpoint_sum_before = np.empty((depth, dim))
+        momentum_sum = np.zeros(dim)
+        point = start
+        proposal = None
+        log_weight = -math.inf
+        acceptance_sum = 0.0
+        for n in range(2 ** depth):
+            point = leapfrog(point, signed_step, logdensity_and_grad_fn, inverse_mass_matrix)
+            delta = -point.logdensity + kinetic_energy(point.momentum, inverse_mass_matrix) - energy0
+            if not delta <= divergence_threshold:  # also catches NaN
+                return _Subtree(point, proposal, log_weight, momentum_sum, acceptance_sum, n + 1, True, False)
+            acceptance_sum += 1.0 if delta <= 0 else math.exp(-delta)
+            new_log_weight = np.logaddexp(log_weight, -delta)
+            if proposal is None or math.log(rng.random()) < -delta - new_log_weight:
+                proposal = point
+            log_weight = new_log_weight
+            velocity = inverse_mass_matrix * point.momentum
+            if depth > 0:
+                index_max = bin(n >> 1).count("1")
+                if n % 2 == 0:
+                    checkpoint_velocity[index_max] = velocity
+                    checkpoint_sum_before[index_max] = momentum_sum
+                    momentum_sum = momentum_sum + point.momentum
+                else:
+                    momentum_sum = momentum_sum + point.momentum
+                    index_min = index_max - _trailing_ones(n) + 1
+                    for i in range(index_max, index_min - 1, -1):
+                        if _is_turning(checkpoint_velocity[i], velocity, momentum_sum - checkpoint_sum_before[i]):
+                            return _Subtree(point, proposal, log_weight, momentum_sum, acceptance_sum, n + 1,
+                                            False, True)
+            else:
+                momentum_sum = momentum_sum + point.momentum
+        return _Subtree(point, proposal, log_weight, momentum_sum, acceptance_sum, 2 ** depth, False, False)
+
+    def kernel(rng, state, step_size, inverse_mass_matrix=None):
+        if inverse_mass_matrix is None:
+            inverse_mass_matrix = np.ones_like(state.position)
+        momentum = sample_momentum(rng, inverse_mass_matrix)
+        energy0 = -state.logdensity + kinetic_energy(momentum, inverse_mass_matrix)
+        start = IntegratorState(state.position, momentum, state.logdensity, state.logdensity_grad)
+        left = right = start
+        proposal, proposal_energy = start, energy0
+        log_weight = 0.0
+        momentum_sum = momentum.copy()
+        num_steps = 0
+        depth = 0
+        is_divergent = is_turning = False
+        acceptance_rate = 0.0
+        while depth < max_tree_depth:
+            direction = 1 if rng.random() < 0.5 else -1
+            subtree = build_subtree(rng, right if direction > 0 else left, direction * step_size, depth,
+                                    energy0, inverse_mass_matrix)
+            num_steps += subtree.num_leaves
+            depth += 1
+            acceptance_rate = subtree.acceptance_sum / subtree.num_leaves
+            if subtree.is_divergent or subtree.is_turning:
+                # The unfinished doubling is discarded (paper appendix C).
+                is_divergent, is_turning = subtree.is_divergent, subtree.is_turning
+                break
+            if direction > 0:
+                right = subtree.edge
+            else:
+                left = subtree.edge
+            if math.log(rng.random()) < subtree.log_weight - log_weight:
+                proposal = subtree.proposal
+                proposal_energy = None
+            log_weight = float(np.logaddexp(log_weight, subtree.log_weight))
+            momentum_sum = momentum_sum + subtree.momentum_sum
+            if _is_turning(inverse_mass_matrix * left.momentum, inverse_mass_matrix * right.momentum, momentum_sum):
+                is_turning = True
+                break
+        if proposal_energy is None:
+            proposal_energy = -proposal.logdensity + kinetic_energy(proposal.momentum, inverse_mass_matrix)
+        new_state = HMCState(proposal.position, proposal.logdensity, proposal.logdensity_grad)
+        return new_state, NUTSInfo(float(acceptance_rate), is_divergent, is_turning, float(proposal_energy),
+                                   float(step_size), depth, num_steps)
+
+    return kernel

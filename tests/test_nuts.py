@@ -1,0 +1,138 @@
+"""NUTS: known Gaussian posteriors, a peer sampler (emcee), simulation-based calibration, tree limits."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from core.random import stream
+from core.samplers import diagnostics, hmc, nuts
+from core.samplers.driver import run_chain
+from core.samplers.warmup import window_adaptation
+
+from test_hmc import assert_moments, gaussian, sample
+
+
+def test_nuts_100d_gaussian_scales_over_two_orders():
+    scales = np.logspace(-1, 1, 100)
+    fn, variances = gaussian(scales)
+    draws = sample(nuts.build_kernel(fn), fn, np.ones(100), 21, num_warmup=500, num_draws=1000)
+    assert_moments(draws, 0.0, variances)
+    assert diagnostics.split_rhat(draws).max() < 1.05
+
+
+def test_nuts_strongly_correlated_2d_gaussian():
+    fn, variances = gaussian([1.0, 3.0], correlation=0.99)
+    draws = sample(nuts.build_kernel(fn), fn, np.array([2.0, -2.0]), 22, num_warmup=500, num_draws=2000)
+    assert_moments(draws, 0.0, variances)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_nuts_gaussians_over_seeds(seed):
+    scales = np.logspace(-1, 1, 100)
+    fn, variances = gaussian(scales)
+    assert_moments(sample(nuts.build_kernel(fn), fn, np.ones(100), seed, num_warmup=1000, num_draws=2000),
+                   0.0, variances)
+    fn, variances = gaussian([1.0, 3.0], correlation=0.99)
+    assert_moments(sample(nuts.build_kernel(fn), fn, np.array([2.0, -2.0]), seed, num_warmup=1000,
+                          num_draws=4000), 0.0, variances)
+
+
+def test_max_tree_depth_caps_the_trajectory(rng):
+    fn, _ = gaussian([1.0, 1.0])
+    kernel = nuts.build_kernel(fn, max_tree_depth=3)
+    state = hmc.init(np.array([0.1, 0.2]), fn)
+    for _ in range(20):
+        state, info = kernel(rng, state, 1e-3)  # far too small a step to U-turn
+        assert info.tree_depth == 3 and info.num_integration_steps == 7 and not info.is_turning
+
+
+def test_divergence_is_flagged_and_the_state_stays_finite(rng):
+    fn, _ = gaussian([1.0, 1.0])
+    kernel = nuts.build_kernel(fn)
+    state = hmc.init(np.array([0.1, 0.2]), fn)
+    new, info = kernel(rng, state, 100.0)
+    assert info.is_divergent
+    np.testing.assert_array_equal(new.position, state.position)  # the divergent first leaf is never a proposal
+
+
+def logistic_posterior(seed):
+    """Posterior of a 3-coefficient logistic regression (N(0, 2²) prior): non-Gaussian, no closed form."""
+    rng = stream(seed, 99)
+    features = np.column_stack([np.ones(40), rng.standard_normal((40, 2))])
+    labels = (rng.uniform(size=40) < 1 / (1 + np.exp(-features @ np.array([0.5, 1.5, -1.0])))).astype(float)
+
+    def logdensity_and_grad(beta):
+        logits = features @ beta
+        logp = labels @ logits - np.logaddexp(0, logits).sum() - 0.125 * beta @ beta
+        return float(logp), features.T @ (labels - 1 / (1 + np.exp(-logits))) - 0.25 * beta
+
+    return logdensity_and_grad
+
+
+def test_nuts_agrees_with_emcee_on_logistic_regression():
+    emcee = pytest.importorskip("emcee")
+    fn = logistic_posterior(5)
+    draws = sample(nuts.build_kernel(fn), fn, np.zeros(3), 31, num_warmup=500, num_draws=2000)
+    flat = draws.reshape(-1, 3)
+
+    walkers = 24
+    ensemble = emcee.EnsembleSampler(walkers, 3, lambda b: fn(b)[0])
+    ensemble.random_state = np.random.RandomState(7).get_state()  # emcee draws from a legacy RandomState
+    ensemble.run_mcmc(stream(7, 1).normal(0, 0.1, (walkers, 3)), 4000)
+    chain = ensemble.get_chain(discard=1000)                  # (steps, walkers, 3)
+    tau = ensemble.get_autocorr_time(discard=1000, tol=50)
+    peer = chain.reshape(-1, 3)
+    peer_ess = peer.shape[0] / tau
+    centred = peer - peer.mean(0)
+    tau_sq = emcee.autocorr.integrated_time((centred ** 2).reshape(chain.shape), tol=0)
+
+    se_mean = np.sqrt(diagnostics.mcse_mean(draws) ** 2 + peer.var(0) / peer_ess)
+    se_var = np.sqrt(diagnostics.mcse_variance(draws) ** 2 + (centred ** 2).var(0) * tau_sq / peer.shape[0])
+    z_mean = (flat.mean(0) - peer.mean(0)) / se_mean
+    z_var = (flat.var(0) - peer.var(0)) / se_var
+    assert np.abs(z_mean).max() < 4, z_mean
+    assert np.abs(z_var).max() < 4, z_var
+
+
+def simulation_based_calibration(num_replications, num_draws, seed, *, thin=2):
+    """Ranks of the true parameter among posterior draws in a conjugate normal model.
+
+    θ ~ N(0, diag(1, 4)), y_i ~ N(θ, I) for 3 observations. NUTS starts far
+    from the truth, adapts, then keeps ``num_draws`` draws thinned by ``thin``.
+    """
+    prior_sd = np.array([1.0, 2.0])
+    ranks = []
+    for rep in range(num_replications):
+        rng = stream(seed, rep)
+        theta = prior_sd * rng.standard_normal(2)
+        data = theta + rng.standard_normal((3, 2))
+        total = data.sum(0)
+
+        def fn(x, total=total):
+            return (-0.5 * np.sum((x / prior_sd) ** 2) - 0.5 * np.sum((data - x) ** 2),
+                    -x / prior_sd ** 2 + total - 3 * x)
+
+        kernel = nuts.build_kernel(fn)
+        warm = window_adaptation(kernel, hmc.init(np.array([3.0, -3.0]), fn), rng, fn, num_steps=150,
+                                 adapt_mass_matrix=False)
+        result = run_chain(lambda r, s, i: kernel(r, s, warm.step_size), warm.state, rng,
+                           num_steps=num_draws * thin, thin=thin)
+        ranks.append((result.samples < theta).sum(0))
+    return np.array(ranks)
+
+
+def assert_uniform_ranks(ranks, num_draws, *, bins=10, alpha=1e-3):
+    for j in range(ranks.shape[1]):
+        counts = np.bincount(ranks[:, j] * bins // (num_draws + 1), minlength=bins)
+        p_value = stats.chisquare(counts).pvalue
+        assert p_value > alpha, f"parameter {j}: rank histogram {counts} (p = {p_value:.2g})"
+
+
+def test_simulation_based_calibration_fast():
+    assert_uniform_ranks(simulation_based_calibration(100, 99, 41), 99)
+
+
+@pytest.mark.slow
+def test_simulation_based_calibration_long():
+    assert_uniform_ranks(simulation_based_calibration(1000, 99, 42), 99)

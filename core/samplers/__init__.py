@@ -1,0 +1,18 @@
+"""Samplers: kernels over an explicit state, one driver, adaptation and diagnostics."""
+
+# HMC / NUTS: kernels share HMCState; import the modules for their init/build_kernel.
+from core.samplers import hmc, nuts  # noqa: E402
+from core.samplers.diagnostics import (effective_sample_size, mcse_mean, mcse_variance,  # noqa: E402
+                                       split_rhat, to_inference_data)
+from core.samplers.dual_averaging import DualAveragingState, dual_averaging  # noqa: E402
+from core.samplers.hmc import HMCInfo, HMCState, find_reasonable_step_size  # noqa: E402
+from core.samplers.integrators import IntegratorState, leapfrog  # noqa: E402
+from core.samplers.mass_matrix import WelfordState, warmup_schedule, welford_variance  # noqa: E402
+from core.samplers.nuts import NUTSInfo  # noqa: E402
+from core.samplers.warmup import WarmupResult, window_adaptation  # noqa: E402
+
+__all__ = [*globals().get("__all__", []),
+           "hmc", "nuts", "HMCState", "HMCInfo", "NUTSInfo", "IntegratorState", "leapfrog",
+           "find_reasonable_step_size", "DualAveragingState", "dual_averaging", "WelfordState",
+           "welford_variance", "warmup_schedule", "WarmupResult", "window_adaptation",
+           "effective_sample_size", "split_rhat", "mcse_mean", "mcse_variance", "to_inference_data"]

@@ -1,0 +1,72 @@
+"""ESS, split-R̂ and MCSE: closed forms for AR(1) chains and agreement with ArviZ."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from core.errors import ParameterError
+from core.samplers import diagnostics
+
+
+def ar1(rng, phi, shape):
+    """AR(1) chains with unit stationary variance, shape (num_chains, num_draws)."""
+    noise = rng.standard_normal(shape) * np.sqrt(1 - phi ** 2)
+    x = np.empty(shape)
+    x[:, 0] = rng.standard_normal(shape[0])
+    for t in range(1, shape[1]):
+        x[:, t] = phi * x[:, t - 1] + noise[:, t]
+    return x
+
+
+def test_ess_of_ar1_matches_its_autocorrelation_time(rng):
+    phi = 0.8
+    draws = ar1(rng, phi, (4, 5000))
+    expected = draws.size * (1 - phi) / (1 + phi)  # N / τ with τ = (1 + φ) / (1 − φ)
+    assert diagnostics.effective_sample_size(draws, method="mean") == pytest.approx(expected, rel=0.15)
+    independent = rng.standard_normal((4, 1000))
+    assert diagnostics.effective_sample_size(independent) == pytest.approx(4000, rel=0.15)
+
+
+def test_rhat_detects_chains_that_disagree(rng):
+    draws = rng.standard_normal((4, 1000))
+    assert diagnostics.split_rhat(draws) < 1.01
+    draws[0] += 1.0
+    assert diagnostics.split_rhat(draws) > 1.05
+    trend = rng.standard_normal((2, 1000)) + np.linspace(0, 2, 1000)  # non-stationary within chains
+    assert diagnostics.split_rhat(trend, method="split") > 1.1
+
+
+def test_shapes_and_errors(rng):
+    draws = rng.standard_normal((2, 100, 3, 4))
+    assert diagnostics.effective_sample_size(draws).shape == (3, 4)
+    assert diagnostics.split_rhat(draws).shape == (3, 4)
+    assert diagnostics.mcse_variance(draws).shape == (3, 4)
+    with pytest.raises(ParameterError, match="at least 2 chains"):
+        diagnostics.split_rhat(draws[:1])
+    with pytest.raises(ParameterError, match="method"):
+        diagnostics.effective_sample_size(draws, method="tail")
+
+
+def test_mcse_mean_of_independent_draws(rng):
+    draws = 3.0 * rng.standard_normal((4, 2500))
+    assert diagnostics.mcse_mean(draws) == pytest.approx(3.0 / 100, rel=0.1)
+
+
+def test_agrees_with_arviz(rng):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        arviz = pytest.importorskip("arviz")
+    draws = np.stack([rng.standard_normal((3, 400)), ar1(rng, 0.9, (3, 400)),
+                      np.cumsum(rng.standard_normal((3, 400)), axis=1)], axis=-1)
+    dataset = arviz.convert_to_dataset(draws)
+    np.testing.assert_allclose(diagnostics.effective_sample_size(draws), arviz.ess(dataset).x.values, rtol=1e-10)
+    np.testing.assert_allclose(diagnostics.effective_sample_size(draws, method="mean"),
+                               arviz.ess(dataset, method="mean").x.values, rtol=1e-10)
+    np.testing.assert_allclose(diagnostics.split_rhat(draws), arviz.rhat(dataset).x.values, rtol=1e-10)
+    np.testing.assert_allclose(diagnostics.split_rhat(draws, method="split"),
+                               arviz.rhat(dataset, method="split").x.values, rtol=1e-10)
+    np.testing.assert_allclose(diagnostics.mcse_mean(draws), arviz.mcse(dataset).x.values, rtol=1e-10)
+    data = diagnostics.to_inference_data({"theta": draws}, sample_stats={"diverging": np.zeros((3, 400), bool)})
+    assert data.posterior["theta"].shape == (3, 400, 3)
+    assert "diverging" in data.sample_stats

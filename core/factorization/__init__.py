@@ -1,5 +1,7 @@
-"""Factorization by EM / MAP: Poisson NMF (KL multiplicative updates) with optional priors."""
+"""Factorization by EM / MAP: Poisson NMF (KL multiplicative updates) with optional priors; CORCONDIA."""
 
+from core.factorization.corcondia import CorcondiaResult, core_consistency, corcondia
 from core.factorization.em import EMResult, initialize_nmf, poisson_log_likelihood, poisson_nmf_em
 
-__all__ = ["EMResult", "initialize_nmf", "poisson_log_likelihood", "poisson_nmf_em"]
+__all__ = ["EMResult", "initialize_nmf", "poisson_log_likelihood", "poisson_nmf_em",
+           "CorcondiaResult", "core_consistency", "corcondia"]

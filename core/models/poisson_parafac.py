@@ -306,16 +306,18 @@ def _sparse_kernels():
                     gB[j, r] += w * a * c
                     gC[k, r] += w * a * b
         if want_grad:
-            for r in range(R):
-                bc = sb[r] * sc[r]
-                ac = sa[r] * sc[r]
-                ab = sa[r] * sb[r]
-                for i in range(i0, i1):
-                    gA[i, r] -= bc
-                for j in range(j0, j1):
-                    gB[j, r] -= ac
-                for k in range(k0, k1):
-                    gC[k, r] -= ab
+            bc = sb * sc
+            ac = sa * sc
+            ab = sa * sb
+            for i in range(i0, i1):
+                for r in range(R):
+                    gA[i, r] -= bc[r]
+            for j in range(j0, j1):
+                for r in range(R):
+                    gB[j, r] -= ac[r]
+            for k in range(k0, k1):
+                for r in range(R):
+                    gC[k, r] -= ab[r]
         return total
 
     @numba.njit(cache=True, nogil=True)

@@ -1,0 +1,200 @@
+"""Reading and writing FROSTT ``.tns`` sparse tensor files.
+
+Format: one stored entry per line, ``i_1 i_2 ... i_N value``, whitespace
+separated, coordinates 1-based. ``#`` starts a comment (to the end of the
+line); blank lines are ignored. Files ending in ``.gz`` are read and written
+through gzip.
+
+Conventions: the result is a :class:`core.sparse_tensor.SparseTensor` with
+0-based int64 ``coords`` of shape (nnz, N) and float64 ``values``. The file is
+read in chunks of lines, each converted to arrays at once, so memory holds
+the arrays and one chunk of text, never the whole file as Python objects.
+"""
+
+import gzip
+import itertools
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from core.errors import ParameterError
+from core.io import atomic_path
+from core.sparse_tensor import SparseTensor, coalesce
+
+__all__ = ["read_tns", "write_tns"]
+
+_CHUNK_LINES = 1 << 18
+
+
+def _open_text(path, mode):
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, mode + "t", encoding="utf-8")
+    return open(path, mode, encoding="utf-8")
+
+
+def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
+    """Read a FROSTT ``.tns`` file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file (``.gz`` is decompressed on the fly).
+    shape : tuple of int, optional
+        Shape of the tensor. Default: the largest coordinate in each mode.
+        Its length fixes the number of modes; otherwise the first data line does.
+    counts : bool
+        Require non-negative values (count models such as Poisson PARAFAC).
+        NaN and infinite values are always rejected.
+    chunk_lines : int
+        Lines converted at once.
+
+    Returns
+    -------
+    SparseTensor
+        Duplicate coordinates are summed (with a warning) and zero values dropped.
+
+    Raises
+    ------
+    ParameterError
+        On a malformed line (the message names the file and line number), on
+        coordinates beyond ``shape``, or when the file holds no entries.
+    OSError
+        If the file cannot be read.
+    """
+    path = Path(path)
+    ndim = None
+    if shape is not None:
+        shape = tuple(int(n) for n in shape)
+        if not shape or any(n < 1 for n in shape):
+            raise ParameterError(f"shape={shape} must be a non-empty tuple of positive sizes")
+        ndim = len(shape)
+    if int(chunk_lines) < 1:
+        raise ParameterError(f"chunk_lines={chunk_lines} must be a positive integer")
+    coord_chunks, value_chunks = [], []
+    line_offset = 0
+    with _open_text(path, "r") as handle:
+        while True:
+            lines = list(itertools.islice(handle, int(chunk_lines)))
+            if not lines:
+                break
+            result = _parse_chunk(path, lines, line_offset, ndim, shape, counts)
+            line_offset += len(lines)
+            if result is None:
+                continue
+            coords, values = result
+            ndim = coords.shape[1]
+            coord_chunks.append(coords)
+            value_chunks.append(values)
+    if not coord_chunks:
+        raise ParameterError(f"{path}: no entries found (only blank or comment lines)")
+    coords = np.concatenate(coord_chunks)
+    values = np.concatenate(value_chunks)
+    del coord_chunks, value_chunks
+    if shape is None:
+        shape = tuple(int(n) + 1 for n in coords.max(axis=0))
+    tensor = coalesce(coords, values, shape)
+    # coalesce drops zero-valued lines too; only merged coordinates count as duplicates
+    num_merged = coords.shape[0] - int(np.count_nonzero(values == 0)) - tensor.nnz
+    if num_merged > 0:
+        warnings.warn(f"{path}: {num_merged} lines repeat an earlier coordinate; their values were summed",
+                      UserWarning, stacklevel=2)
+    return tensor
+
+
+def _parse_chunk(path, lines, line_offset, ndim, shape, counts):
+    """Convert one chunk of lines to (coords, values) or None if it has no data lines."""
+    numbers, tokens = [], []
+    for n, line in enumerate(lines, start=line_offset + 1):
+        fields = line.split("#", 1)[0].split()
+        if fields:
+            numbers.append(n)
+            tokens.append(fields)
+    if not tokens:
+        return None
+    if ndim is None:
+        ndim = len(tokens[0]) - 1
+        if ndim < 1:
+            raise ParameterError(f"{path}:{numbers[0]}: a line needs at least one index and a value, "
+                                 f"found {len(tokens[0])} column")
+    widths = np.fromiter((len(t) for t in tokens), dtype=np.int64, count=len(tokens))
+    bad = np.flatnonzero(widths != ndim + 1)
+    if bad.size:
+        first = bad[0]
+        raise ParameterError(f"{path}:{numbers[first]}: expected {ndim + 1} columns ({ndim} indices and a "
+                             f"value), found {widths[first]}")
+    table = np.array(list(itertools.chain.from_iterable(tokens))).reshape(len(tokens), ndim + 1)
+    try:
+        coords = table[:, :ndim].astype(np.int64)
+    except (ValueError, OverflowError):
+        coords = None
+    if coords is None:
+        for n, fields in zip(numbers, tokens):
+            for column, token in enumerate(fields[:ndim], start=1):
+                try:
+                    int(token)
+                except ValueError:
+                    raise ParameterError(f"{path}:{n}: index '{token}' in column {column} is not an "
+                                         "integer") from None
+        raise ParameterError(f"{path}: an index does not fit in a 64-bit integer")  # pragma: no cover
+    try:
+        values = table[:, ndim].astype(np.float64)
+    except ValueError:
+        for n, fields in zip(numbers, tokens):
+            try:
+                float(fields[ndim])
+            except ValueError:
+                raise ParameterError(f"{path}:{n}: value '{fields[ndim]}' is not a number") from None
+        raise  # pragma: no cover
+    low = coords < 1
+    if low.any():
+        row, column = np.argwhere(low)[0]
+        raise ParameterError(f"{path}:{numbers[row]}: index {coords[row, column]} in column {column + 1} "
+                             "is below 1 (FROSTT coordinates are 1-based)")
+    if shape is not None:
+        high = coords > np.asarray(shape)
+        if high.any():
+            row, column = np.argwhere(high)[0]
+            raise ParameterError(f"{path}:{numbers[row]}: index {coords[row, column]} in column {column + 1} "
+                                 f"exceeds the given shape {shape}")
+    bad = np.flatnonzero(~np.isfinite(values) | ((values < 0) if counts else False))
+    if bad.size:
+        row = bad[0]
+        what = "is not finite" if not np.isfinite(values[row]) else "is negative; counts must be >= 0"
+        raise ParameterError(f"{path}:{numbers[row]}: value '{tokens[row][ndim]}' {what}")
+    coords -= 1
+    return coords, values
+
+
+def write_tns(path, tensor, *, comment=None, overwrite=False):
+    """Write a SparseTensor as a FROSTT ``.tns`` file (1-based coordinates), atomically.
+
+    Parameters
+    ----------
+    path : str or Path
+    tensor : SparseTensor
+    comment : str, optional
+        Written as ``#`` lines at the top.
+    overwrite : bool
+        Replace an existing file.
+    """
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise ParameterError(f"{path}: output exists; pass overwrite=True to replace it")
+    coords = np.asarray(tensor.coords, dtype=np.int64) + 1
+    values = np.asarray(tensor.values, dtype=np.float64)
+    integral = bool(np.all(values == np.round(values)))
+    with atomic_path(path) as tmp:
+        with _open_text(tmp, "w") as handle:
+            if comment:
+                for line in str(comment).splitlines():
+                    handle.write(f"# {line}\n")
+            step = _CHUNK_LINES
+            for start in range(0, values.shape[0], step):
+                block = coords[start:start + step]
+                vals = values[start:start + step]
+                columns = [block[:, m].astype(str) for m in range(block.shape[1])]
+                columns.append(vals.astype(np.int64).astype(str) if integral else np.char.mod("%.17g", vals))
+                handle.write("\n".join(" ".join(row) for row in zip(*columns)) + "\n")
+    return path

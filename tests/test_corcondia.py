@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+from core.errors import ParameterError
+from core.factorization.corcondia import core_consistency, corcondia
+
+pytest.importorskip("tensorly")
+
+
+def _low_rank(rng, shape=(10, 12, 14), rank=3, noise=0.01):
+    A, B, C = (rng.standard_normal((n, rank)) for n in shape)
+    X = np.einsum("ir,jr,kr->ijk", A, B, C)
+    return X + noise * X.std() * rng.standard_normal(X.shape), (A, B, C)
+
+
+def test_exact_factors_have_full_consistency(rng):
+    X, factors = _low_rank(rng, noise=0.0)
+    assert core_consistency(X, factors) == pytest.approx(100.0, abs=1e-8)
+    # the diagnostic does not depend on how the components are scaled between modes
+    A, B, C = factors
+    d = np.array([2.0, 0.5, 3.0])
+    assert core_consistency(X, (A * d, B / d, C)) == pytest.approx(100.0, abs=1e-8)
+
+
+def test_wrong_core_lowers_consistency(rng):
+    X, (A, B, C) = _low_rank(rng, noise=0.0)
+    # a rank-3 model whose third component is replaced by noise cannot explain X
+    C_bad = C.copy()
+    C_bad[:, 2] = rng.standard_normal(C.shape[0])
+    assert core_consistency(X, (A, B, C_bad)) < 90.0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_consistency_is_high_up_to_the_true_rank_and_drops_above(seed):
+    X, _ = _low_rank(np.random.default_rng(seed))
+    result = corcondia(X, [1, 2, 3, 4, 5], num_starts=3, seed=seed)
+    assert np.all(result.consistency[:3] > 99.0), result.consistency
+    assert result.consistency[3] < 50.0, result.consistency
+    assert result.selected_rank == 3
+    # the fit error stops improving once the true rank is reached
+    assert result.relative_error[2] < 0.02 < result.relative_error[1]
+
+
+def test_same_seed_same_result(rng):
+    X, _ = _low_rank(rng)
+    a = corcondia(X, [2, 4], num_starts=2, seed=5)
+    b = corcondia(X, [2, 4], num_starts=2, seed=5)
+    np.testing.assert_array_equal(a.consistency, b.consistency)
+
+
+@pytest.mark.parametrize("X, ranks, match", [
+    (np.zeros((3, 4)), [1], "three-way"),
+    (np.full((2, 2, 2), np.nan), [1], "NaN"),
+    (np.ones((2, 2, 2)), [0], "ranks"),
+])
+def test_invalid_input(X, ranks, match):
+    with pytest.raises(ParameterError, match=match):
+        corcondia(X, ranks)

@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+
+from core.errors import ParameterError
+from core.models.poisson_parafac import reconstruct
+from core.random import stream
+from core.sparse_tensor import to_dense, validate_sparse_tensor
+from corpora.tensors import FACEBOOK_SHAPE, prior_rate_for_count, simulate_dense, simulate_sparse
+
+
+def _pearson_within_bounds(X, mean):
+    """Pearson statistic Σ (x − μ)²/μ of Poisson data: mean n, variance 2n + Σ 1/μ."""
+    chi2 = np.sum((X - mean) ** 2 / mean)
+    n = mean.size
+    sd = np.sqrt(2 * n + np.sum(1.0 / mean))
+    return abs(chi2 - n) < 5 * sd, chi2, n, sd
+
+
+def test_dense_counts_follow_the_model(rng):
+    X, theta = simulate_dense((10, 15, 20), 4, prior_rate=0.8, rng=rng)
+    assert X.shape == (10, 15, 20) and theta.A.shape == (10, 4) and theta.C.shape == (20, 4)
+    assert np.all(X >= 0) and np.all(X == np.round(X))
+    ok, chi2, n, sd = _pearson_within_bounds(X, reconstruct(theta))
+    assert ok, f"Pearson {chi2:.1f} vs expected {n} ± {sd:.1f}"
+
+
+def test_sparse_counts_follow_the_model(rng):
+    X, theta = simulate_sparse((20, 25, 30), 3, prior_rate=0.7, rng=rng)
+    X = validate_sparse_tensor(X, nonnegative=True)
+    dense = to_dense(X)
+    ok, chi2, n, sd = _pearson_within_bounds(dense, reconstruct(theta))
+    assert ok, f"Pearson {chi2:.1f} vs expected {n} ± {sd:.1f}"
+    # the mode-0 marginals are independent Poisson too
+    marginal = reconstruct(theta).sum(axis=(1, 2))
+    ok, chi2, n, sd = _pearson_within_bounds(dense.sum(axis=(1, 2)), marginal)
+    assert ok, f"marginal Pearson {chi2:.1f} vs expected {n} ± {sd:.1f}"
+
+
+def test_sparse_is_sorted_distinct_and_reproducible():
+    X1, theta1 = simulate_sparse((50, 40, 30), 2, prior_rate=1.0, rng=stream(3, 1))
+    X2, theta2 = simulate_sparse((50, 40, 30), 2, prior_rate=1.0, rng=stream(3, 1))
+    np.testing.assert_array_equal(X1.coords, X2.coords)
+    np.testing.assert_array_equal(X1.values, X2.values)
+    np.testing.assert_array_equal(theta1.A, theta2.A)
+    linear = np.ravel_multi_index(tuple(X1.coords.T), X1.shape)
+    assert np.all(np.diff(linear) > 0)
+
+
+def test_facebook_shaped_tensor_without_densifying(rng):
+    target = 100_000
+    rate = prior_rate_for_count(FACEBOOK_SHAPE, 5, target)
+    X, theta = simulate_sparse(FACEBOOK_SHAPE, 5, prior_rate=rate, rng=rng)
+    assert X.shape == FACEBOOK_SHAPE
+    expected = float(np.prod([f.sum(axis=0) for f in theta], axis=0).sum())
+    total = X.values.sum()
+    assert abs(total - expected) < 5 * np.sqrt(expected)
+    # the prior's expected count is the target; the draw of the factors varies it by a few percent
+    assert 0.8 * target < expected < 1.2 * target
+    assert X.coords.max(axis=0).tolist() < list(FACEBOOK_SHAPE)
+
+
+def test_guard_against_huge_counts(rng):
+    with pytest.raises(ParameterError, match="max_count"):
+        simulate_sparse(FACEBOOK_SHAPE, 3, prior_rate=1.0, rng=rng)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(shape=(3, 4), rank=2, prior_rate=1.0), "shape"),
+    (dict(shape=(3, 4, 5), rank=0, prior_rate=1.0), "rank"),
+    (dict(shape=(3, 4, 5), rank=2, prior_rate=0.0), "prior_rate"),
+])
+def test_invalid_arguments(rng, kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        simulate_dense(rng=rng, **kwargs)

@@ -1,0 +1,119 @@
+"""Whole-process time of ``sepsti enhance`` against a whole-process noisereduce run.
+
+Both read the same 3-second 8 kHz file, denoise it and write the result, each
+in a fresh Python process (start-up and imports included, as a user sees it).
+Each is run once to warm caches (file system, numba's on-disk cache), then
+``--repeats`` times alternating; the medians and their ratio are printed and
+written to ``DIR/enhance_startup.json`` and ``.png``.
+
+The input is a synthetic speech-like signal (harmonics with a gliding pitch and
+syllable-like envelope) plus white noise at 5 dB SNR, or ``--input FILE``.
+
+Run: ``python recipes/benchmarks/enhance_startup.py [--quick] [--out DIR] [--input FILE]``.
+"""
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _common import ROOT, recipe_parser, write_results  # noqa: E402
+
+NOISEREDUCE = ("import sys, soundfile, noisereduce\n"
+               "y, sr = soundfile.read(sys.argv[1])\n"
+               "soundfile.write(sys.argv[2], noisereduce.reduce_noise(y=y, sr=sr), sr)\n")
+
+
+def make_input(path, seed):
+    import numpy as np
+    import soundfile
+
+    rate, n = 8000, 3 * 8000
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / rate
+    f0 = 140 * (1 + 0.2 * np.sin(2 * np.pi * 0.7 * t))
+    phase = 2 * np.pi * np.cumsum(f0) / rate
+    speech = sum(np.sin(k * phase) / k for k in range(1, 20))
+    speech *= (np.sin(2 * np.pi * 2.5 * t) > -0.2)
+    speech *= 0.3 / np.max(np.abs(speech))
+    noise = rng.standard_normal(n)
+    noise *= np.sqrt(np.sum(speech ** 2) / np.sum(noise ** 2) / 10 ** 0.5)
+    soundfile.write(path, speech + noise, rate, subtype="PCM_16")
+
+
+def sepsti_command():
+    """The installed console script if there is one, else ``python -m sepsti`` from the checkout."""
+    script = Path(sys.executable).with_name("sepsti")
+    if script.exists():
+        return [str(script)], dict(os.environ)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return [sys.executable, "-m", "sepsti"], env
+
+
+def timed(command, env):
+    start = time.perf_counter()
+    completed = subprocess.run(command, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if completed.returncode != 0:
+        raise SystemExit(f"failed ({completed.returncode}): {' '.join(command)}\n{completed.stderr}")
+    return elapsed
+
+
+def main():
+    parser = recipe_parser("enhance_startup", __doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=None, help="timed runs of each (default 9, quick 3)")
+    parser.add_argument("--input", type=Path, default=None, help="input file (default: synthetic 3 s at 8 kHz)")
+    args = parser.parse_args()
+    repeats = args.repeats or (3 if args.quick else 9)
+
+    folder = Path(tempfile.mkdtemp(prefix="enhance_startup."))
+    try:
+        source = args.input or folder / "noisy.wav"
+        if args.input is None:
+            make_input(source, args.seed)
+        prefix, env = sepsti_command()
+        ours = [*prefix, "enhance", str(source), "-o", str(folder / "sepsti.wav"), "--overwrite"]
+        peer = [sys.executable, "-c", NOISEREDUCE, str(source), str(folder / "noisereduce.wav")]
+        timed(ours, env)
+        timed(peer, env)
+        times = {"sepsti": [], "noisereduce": []}
+        for _ in range(repeats):
+            times["sepsti"].append(timed(ours, env))
+            times["noisereduce"].append(timed(peer, env))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    median = {name: statistics.median(values) for name, values in times.items()}
+    ratio = median["sepsti"] / median["noisereduce"]
+    print(f"sepsti enhance (whole process): median {median['sepsti']:.3f} s over {repeats} runs")
+    print(f"noisereduce    (whole process): median {median['noisereduce']:.3f} s over {repeats} runs")
+    print(f"ratio sepsti / noisereduce: {ratio:.2f} ({'faster' if ratio < 1 else 'slower'})")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(5, 3))
+    names = list(times)
+    axis.boxplot([times[name] for name in names])
+    axis.set_xticks(range(1, len(names) + 1), names)
+    axis.set_ylabel("seconds, whole process")
+    axis.set_title(f"3 s at 8 kHz: ratio {ratio:.2f}")
+    figure.tight_layout()
+    write_results(args.out, "enhance_startup", {
+        "seconds": times, "median": median, "ratio": ratio, "repeats": repeats,
+        "command": " ".join(ours[:-4] + ["enhance", "IN", "-o", "OUT", "--overwrite"]),
+        "input": str(args.input) if args.input else "synthetic 3 s, 8 kHz, white noise at 5 dB",
+    }, figure)
+
+
+if __name__ == "__main__":
+    main()

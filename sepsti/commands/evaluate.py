@@ -1,0 +1,234 @@
+"""``sepsti evaluate``: enhance the test mixtures of a corpus and score input and output.
+
+Scores are BSS Eval SDR/SIR/SAR in dB (:func:`sepsti.metrics.bss_eval`,
+references ``[clean, noisy − clean]``, estimates ``[speech, noisy − speech]``;
+for the input, ``speech = noisy``). The table on stdout gives, per SNR, the
+mean over the mixtures of the input's scores, the enhanced scores and their
+difference. The JSON file is::
+
+    {"results": [{"file": "sp21", "noise": "car", "snr": 5,
+                  "input": {"sdr", "sir", "sar"}, "enhanced": {"sdr", "sir", "sar"}}, ...],
+     "summary": {"by_snr": [{"snr", "count", "input", "enhanced", "improvement"}, ...],
+                 "overall": {"count", "input", "enhanced", "improvement"},
+                 "corpus", "dictionary", "noises", "snrs", "settings"}}
+
+All mixtures and the dictionary are read and checked, and the outputs
+checked, before any enhancement starts.
+"""
+
+from pathlib import Path
+
+import click
+
+__all__ = ["evaluate", "summarize", "format_table", "parse_list"]
+
+METRICS = ("sdr", "sir", "sar")
+_PLOT_EXTENSIONS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def parse_list(text, name, convert=str):
+    """Split ``"a,b"`` into ``[convert("a"), convert("b")]``; None stays None.
+
+    Raises
+    ------
+    ParameterError
+        If an item is empty or ``convert`` rejects it.
+    """
+    from core.errors import ParameterError
+
+    if text is None:
+        return None
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise ParameterError(f"--{name} {text!r}: empty item; give a comma-separated list like "
+                             f"{'car,babble' if name == 'noise' else '0,5'}")
+    try:
+        return [convert(item) for item in items]
+    except ValueError:
+        raise ParameterError(f"--{name} {text!r}: expected comma-separated integers like 0,5") from None
+
+
+def _mean(rows, key):
+    """Mean over the rows with a finite score (silent estimates score NaN; a noiseless mixture's SIR is inf)."""
+    import numpy as np
+
+    means = {}
+    for metric in METRICS:
+        values = np.array([row[key][metric] for row in rows], dtype=float)
+        finite = values[np.isfinite(values)]
+        means[metric] = float(finite.mean()) if finite.size else float("nan")
+    return means
+
+
+def _json_safe(value):
+    """NaN and infinities become null: JSON has no such numbers."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def _group(rows):
+    enhanced = _mean(rows, "enhanced")
+    unprocessed = _mean(rows, "input")
+    return {"count": len(rows), "input": unprocessed, "enhanced": enhanced,
+            "improvement": {metric: enhanced[metric] - unprocessed[metric] for metric in METRICS}}
+
+
+def summarize(results):
+    """Mean scores per SNR and overall.
+
+    Parameters
+    ----------
+    results : list of dict
+        Rows with ``snr``, ``input`` and ``enhanced`` (each ``{"sdr", "sir", "sar"}``).
+
+    Returns
+    -------
+    dict
+        ``{"by_snr": [{"snr", "count", "input", "enhanced", "improvement"}], "overall": {...}}``.
+    """
+    snrs = sorted({row["snr"] for row in results})
+    by_snr = [{"snr": snr, **_group([row for row in results if row["snr"] == snr])} for snr in snrs]
+    return {"by_snr": by_snr, "overall": _group(results)}
+
+
+def format_table(summary):
+    """The stdout table: one line per SNR and one for all, input / enhanced / difference."""
+    header = (f"{'SNR':>6} {'files':>5} | {'input SDR':>9} {'SIR':>6} {'SAR':>6} | "
+              f"{'enhanced SDR':>12} {'SIR':>6} {'SAR':>6} | {'ΔSDR':>6} {'ΔSIR':>6} {'ΔSAR':>6}")
+    lines = [header, "-" * len(header)]
+    groups = [(f"{entry['snr']} dB", entry) for entry in summary["by_snr"]] + [("all", summary["overall"])]
+    for label, entry in groups:
+        unprocessed, enhanced, gain = entry["input"], entry["enhanced"], entry["improvement"]
+        lines.append(f"{label:>6} {entry['count']:>5} | {unprocessed['sdr']:>9.2f} {unprocessed['sir']:>6.2f} "
+                     f"{unprocessed['sar']:>6.2f} | {enhanced['sdr']:>12.2f} {enhanced['sir']:>6.2f} "
+                     f"{enhanced['sar']:>6.2f} | {gain['sdr']:>+6.2f} {gain['sir']:>+6.2f} {gain['sar']:>+6.2f}")
+    return "\n".join(lines)
+
+
+def _plot(summary, path, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from core.io import atomic_path
+
+    snrs = [entry["snr"] for entry in summary["by_snr"]]
+    figure, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharex=True)
+    for axis, metric in zip(axes, METRICS):
+        for key, style in (("input", "o--"), ("enhanced", "s-")):
+            axis.plot(snrs, [entry[key][metric] for entry in summary["by_snr"]], style, label=key)
+        axis.set_title(metric.upper())
+        axis.set_xlabel("input SNR (dB)")
+        axis.set_ylabel("dB")
+        axis.set_xticks(snrs)
+        axis.grid(alpha=0.3)
+    axes[0].legend()
+    figure.suptitle(title)
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120, format=Path(path).suffix[1:].lower())
+    plt.close(figure)
+
+
+@click.command("evaluate")
+@click.option("--corpus", required=True, type=click.Path(path_type=Path),
+              help="NOIZEUS-style corpus folder; its test split (sp21-sp30) is scored.")
+@click.option("--dictionary", type=click.Path(path_type=Path), default=None,
+              help="Speech dictionary (.npz). Default: the one shipped with sepsti.")
+@click.option("--noise", "noises", default=None, help="Noise types to score, e.g. car,babble (default: all).")
+@click.option("--snr", "snrs", default=None, help="SNRs in dB to score, e.g. 0,5 (default: all).")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the scores as JSON.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
+              help="Plot SDR/SIR/SAR against SNR, input vs enhanced (.png, .pdf, .svg).")
+@click.option("--noise-rank", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Number of noise atoms learned on each mixture.")
+@click.option("--iterations", type=click.IntRange(min=1), default=None,
+              help="Cap on EM iterations per mixture (default: the enhancer's own).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the noise-dictionary initialization.")
+@click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
+def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank, iterations, seed, overwrite):
+    """Enhance every test-split mixture of a corpus and score it (SDR/SIR/SAR, dB)."""
+    import json
+
+    import numpy as np
+
+    from core.errors import ParameterError
+    from core.io import atomic_path, check_output_path
+    from corpora.noizeus import corpus_index, mixtures
+    from sepsti.audio import resample, validate_frames
+    from sepsti.dictionary import default_dictionary_path, load_dictionary
+
+    noise_list = parse_list(noises, "noise", lambda item: item.lower())
+    snr_list = parse_list(snrs, "snr", int)
+    dictionary_path = Path(dictionary) if dictionary is not None else default_dictionary_path()
+
+    # --- validation: outputs, dictionary, every mixture ---
+    outputs = [path for path in (json_path, plot_path) if path is not None]
+    if json_path is not None and plot_path is not None and Path(json_path).resolve() == Path(plot_path).resolve():
+        raise ParameterError(f"--json and --plot are the same file {json_path}")
+    if plot_path is not None and Path(plot_path).suffix.lower() not in _PLOT_EXTENSIONS:
+        raise ParameterError(f"--plot {plot_path}: unknown image format; use one of {', '.join(_PLOT_EXTENSIONS)}")
+    index = corpus_index(corpus)
+    for path in outputs:
+        check_output_path(path, overwrite=overwrite,
+                          inputs=[dictionary_path, *index.clean.values(), *index.noisy.values()])
+    speech_dictionary = load_dictionary(dictionary_path)
+    rate = speech_dictionary.sample_rate
+    selected = mixtures(index, split="test", noises=noise_list, snrs=snr_list)
+    corpus_root = Path(corpus).resolve()
+    for mixture in selected:
+        validate_frames(resample(mixture.noisy, mixture.sample_rate, rate), rate, name=str(mixture.path))
+
+    # --- enhancement and scoring ---
+    from core.progress import progress_bar
+    from sepsti.denoise import denoise
+    from sepsti.metrics import bss_eval
+
+    options = {"noise_rank": noise_rank, "seed": seed}
+    if iterations is not None:
+        options["max_iter"] = iterations
+    results = []
+    with progress_bar(len(selected), desc="evaluate", unit="file") as bar:
+        for mixture in selected:
+            noisy = resample(mixture.noisy, mixture.sample_rate, rate)
+            if np.any(noisy):
+                speech = denoise(noisy, speech_dictionary.W, **options)
+            else:
+                speech = np.zeros_like(noisy)
+            speech = resample(speech, rate, mixture.sample_rate, length=len(mixture.noisy))
+            results.append({
+                "file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr),
+                "input": _scores(bss_eval(mixture.clean, mixture.noisy, mixture.noisy)),
+                "enhanced": _scores(bss_eval(mixture.clean, mixture.noisy, speech)),
+            })
+            bar.update(1)
+
+    summary = summarize(results)
+    click.echo(format_table(summary))
+    summary.update({
+        "corpus": str(Path(corpus)), "dictionary": str(dictionary_path),
+        "noises": sorted({row["noise"] for row in results}), "snrs": sorted({row["snr"] for row in results}),
+        "settings": {"noise_rank": noise_rank, "iterations": iterations, "seed": seed,
+                     "rank": speech_dictionary.rank},
+    })
+    if json_path is not None:
+        with atomic_path(json_path) as tmp:
+            tmp.write_text(json.dumps(_json_safe({"results": results, "summary": summary}), indent=2, allow_nan=False) + "\n")
+        click.echo(f"wrote {json_path}")
+    if plot_path is not None:
+        _plot(summary, plot_path, f"{corpus_root.name}: {len(results)} mixtures, rank-{speech_dictionary.rank} "
+                                  "dictionary")
+        click.echo(f"wrote {plot_path}")
+
+
+def _scores(scores):
+    return {metric: float(scores[metric]) for metric in METRICS}

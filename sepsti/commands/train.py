@@ -1,0 +1,91 @@
+"""``sepsti train``: learn a speech dictionary by EM on the clean train split of a corpus.
+
+The training matrix is the concatenation of the STFT magnitudes
+(:func:`sepsti.features.training_matrix`, ``(257, frames)``; 257 × 1661 on
+NOIZEUS sp01–sp20) of every clean file of the train split; files at another
+rate are resampled to 8 kHz first. The output is checked before training and
+written atomically.
+"""
+
+from pathlib import Path
+
+import click
+
+__all__ = ["train"]
+
+
+@click.command("train")
+@click.option("--corpus", required=True, type=click.Path(path_type=Path),
+              help="NOIZEUS-style corpus folder; its clean train split (sp01-sp20) is used.")
+@click.option("--rank", required=True, type=click.IntRange(min=1), help="Number of dictionary atoms.")
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="Dictionary file (.npz).")
+@click.option("--iterations", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Cap on EM iterations.")
+@click.option("--tol", type=click.FloatRange(min=0.0), default=None,
+              help="Relative log-likelihood change that stops EM (default: the trainer's; 0 runs "
+                   "exactly --iterations).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the random initialization.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
+def train(corpus, rank, output, iterations, tol, seed, overwrite):
+    """Train a speech dictionary of RANK atoms on the clean train split of a corpus."""
+    import warnings
+
+    from core.errors import ConvergenceWarning
+    from corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
+    from core.io import check_output_path
+    from sepsti import features
+    from sepsti.audio import resample, validate_frames
+    from sepsti.dictionary import Dictionary, save_dictionary
+
+    index = corpus_index(corpus)
+    check_output_path(output, overwrite=overwrite,
+                      inputs=[index.clean[utterance] for utterance in TRAIN_IDS if utterance in index.clean])
+    signals = []
+    ids = []
+    for utterance, y, sample_rate in clean_signals(index, split="train"):
+        y = resample(y, sample_rate, features.SAMPLE_RATE)
+        signals.append(validate_frames(y, features.SAMPLE_RATE, name=f"{corpus}: {utterance}"))
+        ids.append(utterance)
+    X = features.training_matrix(signals)
+
+    from sepsti.denoise import train_dictionary
+
+    options = {"max_iter": iterations, "seed": seed, "progress": True}
+    if tol is not None:
+        options["tol"] = tol
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        W, result = train_dictionary(X, rank, **options)
+    for warning in caught:
+        if issubclass(warning.category, ConvergenceWarning):
+            click.echo(f"note: EM stopped at --iterations {iterations} before the log-likelihood met "
+                       f"--tol; raise --iterations for a tighter fit", err=True)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    dictionary = Dictionary(
+        W=W, rank=rank, sample_rate=features.SAMPLE_RATE, n_fft=features.N_FFT,
+        hop_length=features.HOP_LENGTH, window=features.WINDOW, scale=features.AMPLITUDE_SCALE,
+        prior_rate=_prior_rate(train_dictionary), corpus=str(Path(corpus)), files=tuple(ids),
+        iterations=int(result.n_iter), seed=seed, version=_version())
+    save_dictionary(output, dictionary)
+    log_likelihood = float(result.log_likelihood[-1])
+    click.echo(f"trained a rank-{rank} dictionary on {len(ids)} files ({X.shape[0]} x {X.shape[1]}), "
+               f"{result.n_iter} EM iterations, log-likelihood {log_likelihood:.6g}: wrote {output}")
+
+
+def _prior_rate(train_dictionary):
+    """The activation prior rate the trainer used: its default, as no option overrides it."""
+    import inspect
+
+    parameter = inspect.signature(train_dictionary).parameters.get("prior_rate")
+    return float(parameter.default) if parameter is not None and parameter.default is not parameter.empty else 0.0
+
+
+def _version():
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sepsti")
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,165 @@
+"""``sepsti evaluate``: table, JSON contract, plot, selection, options, and bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+from test_cli_train import (NOISES, SNRS, TEST, assert_one_line_error, make_corpus, no_temp_files, run,  # noqa: F401
+                            snapshot, tiny_corpus, tiny_dictionary)
+
+
+@pytest.fixture(scope="module")
+def evaluated(tiny_corpus, tiny_dictionary, tmp_path_factory):
+    out = tmp_path_factory.mktemp("evaluate")
+    result = run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary,
+                  "--json", out / "scores.json", "--plot", out / "scores.png"])
+    return result, out
+
+
+def test_json_follows_the_contract(evaluated):
+    result, out = evaluated
+    assert result.exit_code == 0, result.stderr
+    scores = json.loads((out / "scores.json").read_text())
+    assert set(scores) == {"results", "summary"}
+    rows = scores["results"]
+    assert len(rows) == len(TEST) * len(NOISES) * len(SNRS)
+    assert {(row["file"], row["noise"], row["snr"]) for row in rows} == {
+        (utterance, noise, snr) for utterance in TEST for noise in NOISES for snr in SNRS}
+    for row in rows:
+        assert set(row) == {"file", "noise", "snr", "input", "enhanced"}
+        for key in ("input", "enhanced"):
+            assert set(row[key]) == {"sdr", "sir", "sar"}
+            assert all(np.isfinite(value) for value in row[key].values())
+    summary = scores["summary"]
+    assert [entry["snr"] for entry in summary["by_snr"]] == sorted(SNRS)
+    for entry in summary["by_snr"]:
+        matching = [row for row in rows if row["snr"] == entry["snr"]]
+        assert entry["count"] == len(matching)
+        for metric in ("sdr", "sir", "sar"):
+            mean_in = np.mean([row["input"][metric] for row in matching])
+            mean_out = np.mean([row["enhanced"][metric] for row in matching])
+            assert entry["input"][metric] == pytest.approx(mean_in)
+            assert entry["enhanced"][metric] == pytest.approx(mean_out)
+            assert entry["improvement"][metric] == pytest.approx(mean_out - mean_in)
+    assert summary["overall"]["count"] == len(rows)
+
+
+def test_input_scores_follow_the_mixing_snr_and_enhancement_helps(evaluated):
+    _, out = evaluated
+    summary = json.loads((out / "scores.json").read_text())["summary"]
+    by_snr = {entry["snr"]: entry for entry in summary["by_snr"]}
+    for snr, entry in by_snr.items():
+        # The unprocessed input's SDR is close to its SNR (BSS Eval's 512-tap filters absorb a little noise).
+        assert entry["input"]["sdr"] == pytest.approx(snr, abs=1.0)
+    assert summary["overall"]["improvement"]["sdr"] > 0
+
+
+def test_table_and_plot(evaluated):
+    result, out = evaluated
+    lines = result.stdout.splitlines()
+    assert "input SDR" in lines[0] and "enhanced SDR" in lines[0]
+    for snr in SNRS:
+        assert any(line.strip().startswith(f"{snr} dB") for line in lines), result.stdout
+    assert any(line.strip().startswith("all") for line in lines)
+    assert (out / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert no_temp_files(out)
+
+
+def test_selection_by_noise_and_snr(tiny_corpus, tiny_dictionary, tmp_path):
+    result = run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary, "--noise", "hum",
+                  "--snr", "5", "--json", tmp_path / "s.json", "--iterations", 5])
+    assert result.exit_code == 0, result.stderr
+    rows = json.loads((tmp_path / "s.json").read_text())["results"]
+    assert {(row["noise"], row["snr"]) for row in rows} == {("hum", 5)}
+    assert len(rows) == len(TEST)
+
+
+def test_options_reach_the_core(tiny_corpus, tiny_dictionary, tmp_path, monkeypatch):
+    import sepsti.denoise
+    import sepsti.metrics
+
+    calls, scored = [], []
+
+    def recorder(y, W, **options):
+        calls.append(options)
+        return 0.5 * y
+
+    def metrics(clean, noisy, speech):
+        scored.append(np.allclose(speech, noisy))
+        return {"sdr": 1.0, "sir": 2.0, "sar": 3.0}
+
+    monkeypatch.setattr(sepsti.denoise, "denoise", recorder)
+    monkeypatch.setattr(sepsti.metrics, "bss_eval", metrics)
+    result = run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary, "--noise", "white",
+                  "--noise-rank", 2, "--iterations", 9, "--seed", 7])
+    assert result.exit_code == 0, result.stderr
+    assert calls == [{"noise_rank": 2, "max_iter": 9, "seed": 7}] * (len(TEST) * len(SNRS))
+    assert scored == [True, False] * (len(TEST) * len(SNRS))  # the input, then the enhanced speech
+
+
+# --------------------------------------------------------------------------------------------
+# bad input
+
+
+def test_nothing_matches(tiny_corpus, tiny_dictionary, tmp_path):
+    cases = [(["--noise", "jet"], "jet"), (["--snr", "20"], "20"), (["--snr", "a"], "--snr"),
+             (["--noise", "white,"], "--noise")]
+    for options, fragment in cases:
+        result = run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary,
+                      "--json", tmp_path / "s.json", *options])
+        assert_one_line_error(result, fragment)
+    train_only = make_corpus(tmp_path / "train_only", test=(), noises=(), snrs=())
+    assert_one_line_error(run(["evaluate", "--corpus", train_only, "--dictionary", tiny_dictionary]), "no noisy")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_one_line_error(run(["evaluate", "--corpus", empty, "--dictionary", tiny_dictionary]), "no NOIZEUS")
+    assert_one_line_error(run(["evaluate", "--corpus", tmp_path / "nowhere", "--dictionary", tiny_dictionary]),
+                          "no such corpus")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["empty", "train_only"]
+
+
+@pytest.mark.parametrize("kind", ["truncated", "empty", "short", "nan"])
+def test_a_bad_mixture_stops_before_any_output(tmp_path, tiny_dictionary, kind):
+    import soundfile
+
+    corpus = make_corpus(tmp_path / "corpus", train=(), test=TEST, noises=("white",), snrs=(5,))
+    bad = corpus / "noisy" / "white_5dB" / "sp22_white_sn5.wav"
+    if kind == "truncated":
+        bad.write_bytes(bad.read_bytes()[:1000])
+    elif kind == "empty":
+        bad.write_bytes(b"")
+    elif kind == "short":
+        soundfile.write(corpus / "clean" / "sp22.wav", np.zeros(300), 8000, subtype="PCM_16")
+        soundfile.write(bad, np.full(300, 0.1), 8000, subtype="PCM_16")
+    elif kind == "nan":
+        soundfile.write(bad, np.full(6400, np.nan), 8000, subtype="FLOAT")
+    before = snapshot(tmp_path)
+    result = run(["evaluate", "--corpus", corpus, "--dictionary", tiny_dictionary, "--json", tmp_path / "s.json",
+                  "--plot", tmp_path / "s.png"])
+    assert_one_line_error(result, "sp22")
+    assert snapshot(tmp_path) == before
+
+
+def test_bad_outputs_and_dictionary(tiny_corpus, tiny_dictionary, tmp_path):
+    (tmp_path / "s.json").write_text("keep")
+    (tmp_path / "broken.npz").write_bytes(tiny_dictionary.read_bytes()[:500])
+    base = ["evaluate", "--corpus", tiny_corpus]
+    cases = [
+        (["--dictionary", tiny_dictionary, "--json", tmp_path / "s.json"], ("s.json", "--overwrite")),
+        (["--dictionary", tiny_dictionary, "--json", tmp_path / "no" / "s.json"], ("does not exist",)),
+        (["--dictionary", tiny_dictionary, "--plot", tmp_path / "s.gif"], ("s.gif", "image format")),
+        (["--dictionary", tiny_dictionary, "--json", tmp_path / "x.png", "--plot", tmp_path / "x.png"], ("same",)),
+        (["--dictionary", tiny_dictionary, "--json", tiny_dictionary, "--overwrite"], ("also an input",)),
+        (["--dictionary", tmp_path / "broken.npz"], ("broken.npz", "not a readable dictionary")),
+    ]
+    before = snapshot(tmp_path)
+    corpus_before = snapshot(tiny_corpus)
+    for options, fragments in cases:
+        assert_one_line_error(run([*base, *options]), *fragments)
+    assert snapshot(tmp_path) == before
+    assert snapshot(tiny_corpus) == corpus_before
+    noisy = tiny_corpus / "noisy" / "white_0dB" / "sp21_white_sn0.wav"
+    assert_one_line_error(run([*base, "--dictionary", tiny_dictionary, "--json", noisy, "--overwrite"]),
+                          "also an input")
+    assert snapshot(tiny_corpus) == corpus_before

@@ -1,0 +1,266 @@
+"""``sepsti train``: a dictionary from a tiny synthetic corpus, options, and bad input.
+
+The helpers here (a tiny NOIZEUS-style corpus and the CLI checks) are shared
+with ``test_cli_enhance.py`` and ``test_cli_evaluate.py``.
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+from click.testing import CliRunner
+
+from sepsti.cli import cli
+
+TRAIN = ("sp01", "sp02", "sp03")
+TEST = ("sp21", "sp22")
+NOISES = ("white", "hum")
+SNRS = (0, 5)
+RATE = 8000
+RANK = 16
+
+
+def speech_like(rng, seconds=0.8, rate=RATE):
+    """Voiced segments with a gliding pitch and a few formant-like peaks, separated by pauses."""
+    n = int(seconds * rate)
+    t = np.arange(n) / rate
+    # One synthetic "speaker": a pitch range and formant regions shared by all utterances.
+    f0 = rng.uniform(110, 150) * (1 + 0.15 * np.sin(2 * np.pi * rng.uniform(0.5, 2) * t))
+    phase = 2 * np.pi * np.cumsum(f0) / rate
+    formants = rng.uniform([500, 1200, 2400], [700, 1400, 2600])
+    y = np.zeros(n)
+    for k in range(1, 25):
+        harmonic = k * f0
+        gain = sum(np.exp(-0.5 * ((harmonic - f) / 150.0) ** 2) for f in formants) / k ** 0.5
+        y += np.where(harmonic < rate / 2, gain, 0.0) * np.sin(k * phase)
+    envelope = (np.sin(2 * np.pi * rng.uniform(1.5, 3) * t) > -0.3).astype(float)
+    envelope = np.convolve(envelope, np.hanning(401) / np.hanning(401).sum(), mode="same")
+    y *= envelope
+    return 0.3 * y / np.max(np.abs(y))
+
+
+def noise_signal(kind, rng, n, rate=RATE):
+    if kind == "white":
+        return rng.standard_normal(n)
+    t = np.arange(n) / rate
+    return sum(np.sin(2 * np.pi * 60 * k * t + rng.uniform(0, 6)) / k for k in range(1, 6)) \
+        + 0.1 * rng.standard_normal(n)
+
+
+def make_corpus(root, seed=0, *, train=TRAIN, test=TEST, noises=NOISES, snrs=SNRS):
+    """Write a NOIZEUS-style corpus: clean/spNN.wav and noisy/<noise>_<snr>dB/spNN_<noise>_sn<snr>.wav."""
+    rng = np.random.default_rng(seed)
+    root = Path(root)
+    (root / "clean").mkdir(parents=True, exist_ok=True)
+    for utterance in (*train, *test):
+        clean = speech_like(rng)
+        soundfile.write(root / "clean" / f"{utterance}.wav", clean, RATE, subtype="PCM_16")
+        clean, _ = soundfile.read(root / "clean" / f"{utterance}.wav")
+        for noise in noises:
+            for snr in snrs:
+                folder = root / "noisy" / f"{noise}_{snr}dB"
+                folder.mkdir(parents=True, exist_ok=True)
+                raw = noise_signal(noise, rng, len(clean))
+                raw *= np.sqrt(np.sum(clean ** 2) / np.sum(raw ** 2) / 10 ** (snr / 10))
+                soundfile.write(folder / f"{utterance}_{noise}_sn{snr}.wav", clean + raw, RATE, subtype="PCM_16")
+    return root
+
+
+def run(args):
+    """Run the CLI in-process; returns click's Result (stdout and stderr apart)."""
+    return CliRunner().invoke(cli, [str(arg) for arg in args])
+
+
+def assert_one_line_error(result, *fragments):
+    """Exit status 2, exactly one stderr line ``Error: ...`` containing every fragment, no traceback."""
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: "), lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def snapshot(folder):
+    """Every file below ``folder`` with its bytes (to check inputs stay untouched, nothing is left)."""
+    folder = Path(folder)
+    return {str(path.relative_to(folder)): path.read_bytes()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def no_temp_files(folder):
+    return [path.name for path in Path(folder).rglob(".*") if path.is_file()] == []
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory):
+    return make_corpus(tmp_path_factory.mktemp("corpus") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_dictionary(tiny_corpus, tmp_path_factory):
+    path = tmp_path_factory.mktemp("dictionary") / "tiny.npz"
+    result = run(["train", "--corpus", tiny_corpus, "--rank", RANK, "-o", path, "--iterations", 60])
+    assert result.exit_code == 0, result.stderr
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# success
+
+
+def test_train_writes_a_checked_dictionary(tiny_corpus, tiny_dictionary):
+    from sepsti.dictionary import load_dictionary
+
+    dictionary = load_dictionary(tiny_dictionary)
+    assert dictionary.W.shape == (257, RANK)
+    assert dictionary.files == TRAIN  # the test split is never used for training
+    assert dictionary.corpus == str(tiny_corpus)
+    assert 1 <= dictionary.iterations <= 60
+    assert (dictionary.seed, dictionary.sample_rate, dictionary.rank) == (0, 8000, RANK)
+    assert np.all(dictionary.W >= 0) and np.all(dictionary.W.sum(axis=0) > 0)
+
+
+def test_tol_zero_runs_exactly_the_iterations_and_seed_repeats(tiny_corpus, tmp_path):
+    from sepsti.dictionary import load_dictionary
+
+    for name in ("a.npz", "b.npz"):
+        result = run(["train", "--corpus", tiny_corpus, "--rank", 4, "-o", tmp_path / name,
+                      "--iterations", 7, "--tol", 0, "--seed", 5])
+        assert result.exit_code == 0, result.stderr
+        assert "wrote" in result.stdout
+    a, b = load_dictionary(tmp_path / "a.npz"), load_dictionary(tmp_path / "b.npz")
+    assert a.iterations == 7 and a.seed == 5
+    np.testing.assert_array_equal(a.W, b.W)
+    result = run(["train", "--corpus", tiny_corpus, "--rank", 4, "-o", tmp_path / "c.npz",
+                  "--iterations", 7, "--tol", 0, "--seed", 6])
+    assert result.exit_code == 0
+    assert not np.array_equal(load_dictionary(tmp_path / "c.npz").W, a.W)
+    assert no_temp_files(tmp_path)
+
+
+def test_options_reach_the_trainer(tiny_corpus, tmp_path, monkeypatch):
+    import sepsti.denoise
+    from sepsti.features import training_matrix
+
+    calls = []
+    real = sepsti.denoise.train_dictionary
+
+    def recorder(X, rank, **options):
+        calls.append((X.shape, rank, options))
+        return real(X, rank, **{**options, "max_iter": 2})
+
+    monkeypatch.setattr(sepsti.denoise, "train_dictionary", recorder)
+    result = run(["train", "--corpus", tiny_corpus, "--rank", 3, "-o", tmp_path / "d.npz",
+                  "--iterations", 11, "--tol", 0.25, "--seed", 9])
+    assert result.exit_code == 0, result.stderr
+    from corpora.noizeus import clean_signals
+
+    expected_shape = training_matrix([y for _, y, _ in clean_signals(tiny_corpus, "train")]).shape
+    assert calls == [(expected_shape, 3, {"max_iter": 11, "tol": 0.25, "seed": 9, "progress": True})]
+
+
+def test_other_sample_rate_is_resampled(tmp_path):
+    from sepsti.dictionary import load_dictionary
+
+    corpus = tmp_path / "corpus"
+    (corpus / "clean").mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    for utterance in TRAIN:
+        soundfile.write(corpus / "clean" / f"{utterance}.wav", speech_like(rng, rate=16000), 16000)
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 3])
+    assert result.exit_code == 0, result.stderr
+    assert load_dictionary(tmp_path / "d.npz").sample_rate == 8000
+
+
+# --------------------------------------------------------------------------------------------
+# bad input
+
+
+def _corpus_with(tmp_path, bad_name, content):
+    """A training corpus whose sp02 is replaced by ``content`` (bytes or a callable writing it)."""
+    corpus = make_corpus(tmp_path / "corpus", train=TRAIN, test=(), noises=(), snrs=())
+    target = corpus / "clean" / bad_name
+    if callable(content):
+        content(target)
+    else:
+        target.write_bytes(content)
+    return corpus
+
+
+def _truncated(target):
+    soundfile.write(target, np.zeros(4000), RATE, subtype="PCM_16")
+    target.write_bytes(target.read_bytes()[:3000])
+
+
+def _float_wav(values):
+    return lambda target: soundfile.write(target, values, RATE, subtype="FLOAT")
+
+
+@pytest.mark.parametrize("content, fragments", [
+    (b"", ("sp02.wav", "empty")),
+    (b"this is not audio at all" * 10, ("sp02.wav", "not a readable audio file")),
+    (_truncated, ("sp02.wav", "truncated")),
+    (_float_wav(np.zeros(0)), ("sp02.wav", "zero-length")),
+    (_float_wav(np.zeros(100)), ("sp02", "shorter than one frame")),
+    (_float_wav(np.r_[np.zeros(600), np.nan]), ("sp02.wav", "NaN or Inf")),
+    (_float_wav(np.r_[np.zeros(600), np.inf]), ("sp02.wav", "NaN or Inf")),
+], ids=["empty", "not-audio", "truncated", "zero-length", "short", "nan", "inf"])
+def test_bad_training_file(tmp_path, content, fragments):
+    corpus = _corpus_with(tmp_path, "sp02.wav", content)
+    before = snapshot(tmp_path)
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 2])
+    assert_one_line_error(result, *fragments)
+    assert snapshot(tmp_path) == before
+
+
+def test_all_zero_training_file_is_valid(tmp_path):
+    corpus = _corpus_with(tmp_path, "sp02.wav", _float_wav(np.zeros(3000)))
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 2])
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize("case", ["missing", "file", "empty", "test-only"])
+def test_bad_corpus_folder(tmp_path, case):
+    corpus = tmp_path / "corpus"
+    if case == "file":
+        corpus.write_bytes(b"x")
+    elif case == "empty":
+        corpus.mkdir()
+        (corpus / "notes.txt").write_text("nothing here")
+    elif case == "test-only":
+        make_corpus(corpus, train=(), test=TEST, noises=(), snrs=())
+    before = snapshot(tmp_path)
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz"])
+    assert_one_line_error(result, str(corpus))
+    assert snapshot(tmp_path) == before
+
+
+def test_bad_output(tiny_corpus, tmp_path):
+    existing = tmp_path / "d.npz"
+    existing.write_bytes(b"keep me")
+    assert_one_line_error(run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", existing]),
+                          "exists", "--overwrite")
+    assert existing.read_bytes() == b"keep me"
+    assert_one_line_error(run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", tmp_path / "no" / "d.npz"]),
+                          "does not exist")
+    assert_one_line_error(run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", existing / "d.npz"]),
+                          "does not exist")
+    assert_one_line_error(run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", tmp_path]), "directory")
+    clean = tiny_corpus / "clean" / "sp01.wav"
+    before = clean.read_bytes()
+    assert_one_line_error(run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", clean, "--overwrite"]),
+                          "input")
+    assert clean.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["d.npz"]
+
+
+def test_overwrite_replaces(tiny_corpus, tmp_path):
+    existing = tmp_path / "d.npz"
+    existing.write_bytes(b"old")
+    result = run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", existing, "--iterations", 2, "--overwrite"])
+    assert result.exit_code == 0, result.stderr
+    assert existing.read_bytes()[:2] == b"PK"

@@ -3,3 +3,7 @@
 from core.models.poisson_parafac import ParafacFactors, PoissonParafac, reconstruct
 
 __all__ = ["ParafacFactors", "PoissonParafac", "reconstruct"]
+
+from core.models.pltf import Contraction, PLTFModel, SourceLayout, gamma_log_pdf, parse_spec, pltf_model  # noqa: E402
+
+__all__ += ["Contraction", "PLTFModel", "SourceLayout", "gamma_log_pdf", "parse_spec", "pltf_model"]

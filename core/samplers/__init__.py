@@ -16,3 +16,9 @@ __all__ = [*globals().get("__all__", []),
            "find_reasonable_step_size", "DualAveragingState", "dual_averaging", "WelfordState",
            "welford_variance", "warmup_schedule", "WarmupResult", "window_adaptation",
            "effective_sample_size", "split_rhat", "mcse_mean", "mcse_variance", "to_inference_data"]
+
+# PLTF block Gibbs: import the module for its init/build_kernel.
+from core.samplers import gibbs  # noqa: E402
+from core.samplers.gibbs import GibbsInfo, GibbsState  # noqa: E402
+
+__all__ += ["gibbs", "GibbsState", "GibbsInfo"]

@@ -1,0 +1,75 @@
+"""Tests for core.evidence.chib against evidences computed exactly by enumerating the sources."""
+
+import numpy as np
+import pytest
+
+from _pltf_closed_form import TinyModel
+from core.errors import ParameterError
+from core.evidence.chib import chib_log_marginal_likelihood, chib_poisson_nmf, log_mean_exp
+from core.models.pltf import pltf_model
+
+A_W, B_W, A_H, B_H = np.array([2.0, 3.0]), np.array([1.0, 2.0]), 2.0, 1.5
+X_TINY = np.array([0, 2, 6, 6])
+W_FIXED = np.array([0.7, 1.6])
+
+
+def two_factor_model():
+    return pltf_model("k,kj->j", dict(k=2, j=4), prior_shape=[A_W, A_H], prior_rate=[B_W, B_H])
+
+
+def one_factor_model():
+    return pltf_model("k,kj->j", dict(j=4), prior_shape=[1.0, A_H], prior_rate=[1.0, B_H], fixed={0: W_FIXED})
+
+
+def check_against_truth(model, truth, seed, k=3.0):
+    result = chib_log_marginal_likelihood(model, X_TINY, num_burn_in=300, num_samples=3000, seed=seed)
+    # the estimate must be informative for the comparison to mean anything
+    assert result.stderr < 0.3
+    assert abs(result.log_marginal_likelihood - truth) < k * result.stderr, (
+        f"Chib {result.log_marginal_likelihood:.4f} +- {result.stderr:.4f}, exact {truth:.4f}")
+    return result
+
+
+def test_chib_two_free_factors_matches_enumeration():
+    truth = TinyModel(X_TINY, A_W, B_W, A_H, B_H).log_evidence
+    result = check_against_truth(two_factor_model(), truth, seed=0)
+    assert result.log_factor_ordinates.shape == (2,)
+    assert result.ordinate_stderr[1] == 0.0  # the first ordinate is exact
+    assert len(result.reduced_log_ordinates) == 1 and result.reduced_log_ordinates[0].shape == (3000,)
+    pieces = result.log_joint - result.log_source_ordinate - result.log_factor_ordinates.sum()
+    assert result.log_marginal_likelihood == pytest.approx(pieces)
+
+
+def test_chib_one_free_factor_matches_negative_binomial_sum():
+    truth = TinyModel(X_TINY, A_W, B_W, A_H, B_H, w_fixed=W_FIXED).log_evidence
+    result = check_against_truth(one_factor_model(), truth, seed=0)
+    assert result.reduced_log_ordinates == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(1, 6))
+def test_chib_across_seeds(seed):
+    check_against_truth(two_factor_model(), TinyModel(X_TINY, A_W, B_W, A_H, B_H).log_evidence, seed)
+    check_against_truth(one_factor_model(), TinyModel(X_TINY, A_W, B_W, A_H, B_H, w_fixed=W_FIXED).log_evidence,
+                        seed)
+
+
+def test_same_seed_same_estimate():
+    a = chib_poisson_nmf(np.array([[1, 0, 2], [0, 3, 1]]), 2, 1.0, num_burn_in=20, num_samples=30, seed=4)
+    b = chib_poisson_nmf(np.array([[1, 0, 2], [0, 3, 1]]), 2, 1.0, num_burn_in=20, num_samples=30, seed=4)
+    assert a.log_marginal_likelihood == b.log_marginal_likelihood
+
+
+def test_log_mean_exp(rng):
+    values = rng.normal(size=4000)
+    estimate, se = log_mean_exp(values)
+    assert 0 < se < 0.05
+    assert abs(estimate - 0.5) < 4 * se  # E exp(N(0,1)) = e^{1/2}
+    assert log_mean_exp(np.full(10, -3.0)) == (-3.0, 0.0)
+
+
+def test_errors():
+    with pytest.raises(ParameterError, match="num_samples"):
+        chib_poisson_nmf(np.ones((2, 2), dtype=int), 1, 1.0, num_burn_in=1, num_samples=1)
+    with pytest.raises(ParameterError, match="rank"):
+        chib_poisson_nmf(np.ones((2, 2), dtype=int), 0, 1.0, num_burn_in=1, num_samples=5)

@@ -1,0 +1,120 @@
+"""Tests for core.samplers.gibbs: exact posterior means, invariants and simulation-based calibration."""
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+from _pltf_closed_form import TinyModel
+from core.errors import ParameterError
+from core.models.pltf import pltf_model
+from core.samplers import gibbs
+from core.samplers.diagnostics import effective_sample_size
+from core.samplers.driver import run_chain
+
+A_W, B_W, A_H, B_H = np.array([2.0, 3.0]), np.array([1.0, 2.0]), 2.0, 1.5
+X_TINY = np.array([0, 2, 6, 6])
+
+
+def tiny_model():
+    return pltf_model("k,kj->j", dict(k=2, j=4), prior_shape=[A_W, A_H], prior_rate=[B_W, B_H])
+
+
+def assert_means_within_mcse(draws, truth, *, k=4.0, min_ess=300):
+    """ESS-gated check: every |mean - truth| below k Monte-Carlo standard errors."""
+    draws = draws.reshape(len(draws), -1)
+    truth = np.ravel(truth)
+    for column, target in zip(draws.T, truth):
+        ess = float(effective_sample_size(column, method="mean"))
+        assert ess >= min_ess, f"ESS {ess:.0f} below {min_ess}"
+        se = column.std(ddof=1) / np.sqrt(ess)
+        assert abs(column.mean() - target) < k * se, f"mean {column.mean():.4f}, truth {target:.4f}, se {se:.4f}"
+
+
+def run(model, X, seed, num_steps, burn_in, **kernel_options):
+    rng = np.random.default_rng(seed)
+    state = gibbs.init(model, X, rng=rng)
+    kernel = gibbs.build_kernel(model, X, **kernel_options)
+    return run_chain(kernel, state, rng, num_steps=num_steps, burn_in=burn_in, transform=lambda s: s.factors)
+
+
+def test_block_gibbs_matches_exact_posterior_means():
+    exact = TinyModel(X_TINY, A_W, B_W, A_H, B_H)
+    result = run(tiny_model(), X_TINY, 1, 12000, 500)
+    assert_means_within_mcse(result.samples[0], exact.posterior_w)
+    assert_means_within_mcse(result.samples[1], exact.posterior_H)
+
+
+def test_fixed_factor_comes_back_bit_identical_and_same_seed_same_chain(rng):
+    W = rng.random((5, 2))
+    model = pltf_model("ik,kj->ij", dict(j=4), prior_shape=1.0, prior_rate=1.0, fixed={0: W})
+    X = model.sample_data(rng, model.sample_prior(rng))
+    first = run(model, X, 7, 50, 10)
+    second = run(model, X, 7, 50, 10)
+    assert first.state.factors[0] is W
+    np.testing.assert_array_equal(first.samples[1], second.samples[1])
+    np.testing.assert_array_equal(first.info.log_joint, second.info.log_joint)
+
+
+def test_sources_sum_to_data_and_statistics_agree(rng):
+    model = pltf_model("fi,ik,kt->ft", dict(f=6, i=3, k=2, t=5), prior_shape=1.0, prior_rate=0.5)
+    factors = model.sample_prior(rng)
+    X = model.sample_data(rng, factors) * 7  # large counts take the binomial-chain path
+    kernel = gibbs.build_kernel(model, X, keep_sources=True)
+    state, _ = kernel(rng, gibbs.init(model, X, factors))
+    layout = kernel.layout
+    np.testing.assert_array_equal(state.sources.sum(axis=1), layout.counts)
+    full = np.zeros((X.size, model.num_latent))
+    full[layout.entries] = state.sources
+    full = full.reshape(model.output_shape + tuple(model.dims[c] for c in model.latent))
+    letters = model.output + model.latent
+    for a, indices in enumerate(model.factor_indices):
+        np.testing.assert_allclose(state.source_stats[a], np.einsum(f"{letters}->{indices}", full))
+    # log p(S, Z, X) from the statistics equals the direct sum over sources
+    lam = model.intensity(state.factors)
+    from scipy.special import gammaln, xlogy
+    direct = np.sum(xlogy(full, lam) - lam - gammaln(full + 1)) + model.log_prior(state.factors)
+    assert state.logdensity == pytest.approx(direct)
+
+
+def test_clamping_and_errors(rng):
+    model = tiny_model()
+    with pytest.raises(ParameterError, match="not free"):
+        gibbs.build_kernel(model, X_TINY, clamped_factors=(5,))
+    with pytest.raises(ParameterError, match="integer counts"):
+        gibbs.init(model, X_TINY + 0.5, rng=rng)
+    state = gibbs.init(model, X_TINY, rng=rng)
+    kernel = gibbs.build_kernel(model, X_TINY, clamped_factors=(0,))
+    new, _ = kernel(rng, state)
+    assert new.factors[0] is state.factors[0]
+
+
+def sbc_ranks(num_replicates, num_steps, thin, seed):
+    """Rank of the true w_0 and H_00 among thinned posterior draws, for data simulated from the prior."""
+    model = pltf_model("k,kj->j", dict(k=2, j=3), prior_shape=[A_W, A_H], prior_rate=[B_W, B_H])
+    rng = np.random.default_rng(seed)
+    ranks = []
+    for _ in range(num_replicates):
+        truth = model.sample_prior(rng)
+        X = model.sample_data(rng, truth)
+        # an independent start and a burn-in, so the thinned draws and the truth are exchangeable
+        result = run_chain(gibbs.build_kernel(model, X), gibbs.init(model, X, rng=rng), rng,
+                           num_steps=num_steps + 5 * thin, burn_in=5 * thin, thin=thin, transform=lambda s: (s.factors[0][0], s.factors[1][0, 0]))
+        ranks.append([np.sum(result.samples[0] < truth[0][0]), np.sum(result.samples[1] < truth[1][0, 0])])
+    return np.array(ranks), num_steps // thin
+
+
+def check_uniform_ranks(ranks, num_draws, num_bins):
+    for column in ranks.T:
+        counts = np.bincount(column * num_bins // (num_draws + 1), minlength=num_bins)
+        assert chisquare(counts).pvalue > 1e-3, f"rank histogram {counts} is not uniform"
+
+
+def test_simulation_based_calibration_small():
+    ranks, num_draws = sbc_ranks(200, 190, 10, seed=11)
+    check_uniform_ranks(ranks, num_draws, 4)
+
+
+@pytest.mark.slow
+def test_simulation_based_calibration():
+    ranks, num_draws = sbc_ranks(1000, 399, 20, seed=12)
+    check_uniform_ranks(ranks, num_draws, 10)

@@ -1,0 +1,125 @@
+"""Tests for core.models.pltf: index sets, the contraction engine, densities and the source layout."""
+
+import numpy as np
+import pytest
+from scipy.special import gammaln
+from scipy.stats import gamma as gamma_dist, poisson
+
+from core.errors import ParameterError
+from core.models.pltf import gamma_log_pdf, parse_spec, pltf_model
+
+SPECS = [
+    ("ik,kj->ij", dict(i=4, k=3, j=5)),
+    ("ir,jr,kr->ijk", dict(i=3, j=2, k=4, r=2)),
+    ("fi,ik,kt->ft", dict(f=5, i=3, k=2, t=4)),
+    ("r,d,dtr->t", dict(r=3, d=4, t=6)),
+]
+
+
+def brute_intensity(model, factors):
+    """Lambda(v) by explicit broadcasting over all indices, axes ordered output + latent."""
+    letters = model.output + model.latent
+    total = np.ones([model.dims[c] for c in letters])
+    for indices, z in zip(model.factor_indices, factors):
+        perm = [indices.index(c) for c in letters if c in indices]
+        shape = [model.dims[c] if c in indices else 1 for c in letters]
+        total = total * np.transpose(z, perm).reshape(shape)
+    return total
+
+
+@pytest.mark.parametrize("spec,dims", SPECS)
+def test_xhat_and_phi_match_brute_force(spec, dims, rng):
+    model = pltf_model(spec, dims)
+    factors = model.sample_prior(rng)
+    lam = brute_intensity(model, factors)
+    n_out = len(model.output)
+    np.testing.assert_allclose(model.xhat(factors), lam.sum(axis=tuple(range(n_out, lam.ndim))))
+    np.testing.assert_allclose(model.intensity(factors), lam)
+    weight = rng.random(model.output_shape)
+    letters = model.output + model.latent
+    for a, indices in enumerate(model.factor_indices):
+        safe = [np.where(z > 0, z, 1.0) for z in factors]
+        others = brute_intensity(model, [np.ones_like(z) if b == a else safe[b] for b, z in enumerate(factors)])
+        weighted = others * weight.reshape(weight.shape + (1,) * len(model.latent))
+        expected = np.einsum(f"{letters}->{indices}", weighted)
+        np.testing.assert_allclose(model.phi(safe, a, weight), expected, rtol=1e-10)
+        unweighted = np.einsum(f"{letters}->{indices}", others)
+        np.testing.assert_allclose(model.phi(safe, a), unweighted, rtol=1e-10)
+
+
+def test_source_layout_addresses_the_intensity(rng):
+    model = pltf_model("fi,ik,kt->ft", dict(f=4, i=3, k=2, t=5))
+    factors = model.sample_prior(rng)
+    X = model.sample_data(rng, factors) + 1
+    layout = model.source_layout(X)
+    flat = np.concatenate([z.ravel() for z in factors])
+    lam = model.intensity(factors).reshape(X.size, -1)
+    for n, entry in enumerate(layout.entries):
+        for u in range(model.num_latent):
+            p = np.prod([flat[layout.starts[a] + layout.obs_offsets[a, n] + layout.lat_offsets[a, u]]
+                         for a in range(model.num_factors)])
+            assert p == pytest.approx(lam[entry, u])
+    np.testing.assert_array_equal(layout.counts, X.ravel()[layout.entries])
+
+
+def test_log_likelihood_is_poisson_with_mask(rng):
+    mask = rng.random((4, 5)) < 0.7
+    model = pltf_model("ik,kj->ij", dict(i=4, k=2, j=5), mask=mask)
+    factors = model.sample_prior(rng)
+    X = rng.poisson(3.0, size=(4, 5))
+    expected = poisson.logpmf(X, model.xhat(factors))[mask].sum()
+    assert model.log_likelihood(factors, X) == pytest.approx(expected)
+    # non-integer data use gammaln(x + 1) as the normaliser
+    Y = X + 0.5
+    lam = model.xhat(factors)
+    expected = (Y * np.log(lam) - lam - gammaln(Y + 1))[mask].sum()
+    assert model.log_likelihood(factors, Y) == pytest.approx(expected)
+
+
+def test_zero_data_and_zero_intensity_underflow():
+    model = pltf_model("ik,kj->ij", dict(i=2, k=1, j=2))
+    factors = (np.array([[0.0], [1.0]]), np.array([[1.0, 1e-300]]))
+    X = np.array([[0, 0], [3, 0]])
+    assert np.isfinite(model.log_likelihood(factors, X))
+    assert model.log_likelihood(factors, np.array([[1, 0], [0, 0]])) == -np.inf
+
+
+def test_priors_and_fixed_factors(rng):
+    W = rng.random((4, 2))
+    model = pltf_model("ik,kj->ij", dict(j=3), prior_shape=[None, np.array([[1.0], [2.0]])],
+                       prior_rate=[None, 3.0], fixed={0: W})
+    assert model.free == (1,)
+    assert model.dims == dict(i=4, k=2, j=3)
+    np.testing.assert_array_equal(model.prior_shape[1], [[1, 1, 1], [2, 2, 2]])
+    factors = model.sample_prior(rng)
+    assert factors[0] is W
+    expected = gamma_dist.logpdf(factors[1], model.prior_shape[1], scale=1 / 3.0).sum()
+    assert model.log_prior(factors) == pytest.approx(expected)
+    np.testing.assert_allclose(gamma_log_pdf(2.0, 3.0, 0.5), gamma_dist.logpdf(2.0, 3.0, scale=2.0))
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("ik,kj", "one '->'"),
+    ("ii,kj->ij", "repeated"),
+    ("ik,kj->iz", "appear in no factor"),
+    ("i1,kj->ij", "ASCII letters"),
+])
+def test_parse_errors(spec, match):
+    with pytest.raises(ParameterError, match=match):
+        parse_spec(spec)
+
+
+def test_model_errors():
+    with pytest.raises(ParameterError, match="lacks the size"):
+        pltf_model("ik,kj->ij", dict(i=2, k=2))
+    with pytest.raises(ParameterError, match="not broadcastable"):
+        pltf_model("ik,kj->ij", dict(i=2, k=2, j=3), prior_rate=[np.ones(3), 1.0])
+    with pytest.raises(ParameterError, match="positive"):
+        pltf_model("ik,kj->ij", dict(i=2, k=2, j=3), prior_shape=0.0)
+    with pytest.raises(ParameterError, match="every factor is fixed"):
+        pltf_model("i,j->ij", fixed={0: np.ones(2), 1: np.ones(3)})
+    model = pltf_model("ik,kj->ij", dict(i=2, k=2, j=3))
+    with pytest.raises(ParameterError, match="shape"):
+        model.validate_data(np.ones((3, 2)))
+    with pytest.raises(ParameterError, match="integer counts"):
+        model.validate_data(np.full((2, 3), 0.5), integer=True)

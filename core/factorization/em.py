@@ -415,11 +415,16 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
 
 
 def _mu_step(factor, numerator, denominator, floor):
-    """factor <- factor * max(numerator, floor) / max(denominator, floor), in place."""
+    """factor <- factor * max(numerator, floor) / max(denominator, floor), in place.
+
+    Entries are kept at or above the smallest normal number: factors that shrink
+    geometrically would otherwise reach subnormal values, which make BLAS products slow.
+    """
     np.maximum(numerator, floor, out=numerator)
     denominator = np.maximum(denominator, floor)
     numerator /= denominator
     factor *= numerator
+    np.maximum(factor, np.finfo(factor.dtype).tiny, out=factor)
 
 
 def _converged(history, index, saturated, tol):

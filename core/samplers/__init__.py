@@ -22,3 +22,13 @@ from core.samplers import gibbs  # noqa: E402
 from core.samplers.gibbs import GibbsInfo, GibbsState  # noqa: E402
 
 __all__ += ["gibbs", "GibbsState", "GibbsInfo"]
+
+# SGLD / pSGLD: import the modules for their init/build_kernel.
+from core.samplers import psgld, sgld  # noqa: E402
+from core.samplers.langevin import langevin_step, mirror  # noqa: E402
+from core.samplers.psgld import PSGLDInfo, PSGLDState  # noqa: E402
+from core.samplers.sgld import SGLDInfo, SGLDState  # noqa: E402
+from core.samplers.step_size import PolynomialDecayState, polynomial_decay, step_sizes  # noqa: E402
+
+__all__ += ["sgld", "psgld", "SGLDState", "SGLDInfo", "PSGLDState", "PSGLDInfo", "langevin_step", "mirror",
+            "PolynomialDecayState", "polynomial_decay", "step_sizes"]

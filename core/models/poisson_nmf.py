@@ -1,0 +1,143 @@
+"""Poisson NMF with exponential priors (ICASSP'16 eq. 13).
+
+Conventions
+-----------
+X is (n_rows, n_cols) and non-negative (real-valued magnitudes allowed);
+``theta`` is a :class:`NMFTheta` with W (n_rows, rank) and H (rank, n_cols),
+both non-negative. A ``subset`` is ``None`` (all of X) or a sequence of
+blocks ``(row_slice, col_slice)``; sums run over the union of the blocks,
+unscaled (the N/N_s scaling lives in :mod:`core.models.subsample`).
+
+    W_ir ~ Exp(rate_W),  H_rj ~ Exp(rate_H),
+    log p(X_ij | W, H) = X_ij log (WH)_ij - (WH)_ij - lgamma(X_ij + 1).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.special import gammaln, xlogy
+
+from core.errors import ParameterError
+
+__all__ = ["NMFTheta", "PoissonNMF", "validate_nonnegative_matrix"]
+
+
+class NMFTheta(NamedTuple):
+    """Position of an NMF model: W (n_rows, rank) and H (rank, n_cols)."""
+
+    W: np.ndarray
+    H: np.ndarray
+
+
+def validate_nonnegative_matrix(X, name="X", dtype=None):
+    """Return ``X`` as a finite, non-negative 2-d float array, or raise ParameterError."""
+    X = np.asarray(X)
+    if dtype is None:
+        dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
+    X = X.astype(dtype, copy=False)
+    if X.ndim != 2 or X.size == 0:
+        raise ParameterError(f"{name} has shape {X.shape}: expected a non-empty 2-d array")
+    if not np.all(np.isfinite(X)):
+        raise ParameterError(f"{name} contains NaN or infinite values")
+    if X.min() < 0:
+        raise ParameterError(f"{name} has minimum {X.min()}: entries must be non-negative")
+    return X
+
+
+class PoissonNMF:
+    """Poisson likelihood on WH with independent exponential priors on W and H.
+
+    Parameters
+    ----------
+    X : array_like, shape (n_rows, n_cols)
+        Non-negative data; float32 input stays float32.
+    rank : int
+        Number of components R.
+    rate_W, rate_H : float
+        Rates of the exponential priors (mean 1/rate).
+
+    References
+    ----------
+    ICASSP'16 eq. 13; Cemgil (2009), Bayesian inference in NMF models.
+    """
+
+    nonnegative = (True, True)
+
+    def __init__(self, X, rank, *, rate_W=1.0, rate_H=1.0):
+        X = validate_nonnegative_matrix(X)
+        if int(rank) != rank or rank < 1:
+            raise ParameterError(f"rank={rank} must be a positive integer")
+        if not (rate_W > 0 and rate_H > 0):
+            raise ParameterError(f"rate_W={rate_W}, rate_H={rate_H}: prior rates must be positive")
+        self.X = X
+        self.rank = int(rank)
+        self.rate_W = float(rate_W)
+        self.rate_H = float(rate_H)
+        self.n_data = X.size
+        self.log_factorial = gammaln(X.astype(np.float64) + 1.0)
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    def _blocks(self, subset):
+        return ((slice(None), slice(None)),) if subset is None else subset
+
+    def subset_size(self, subset):
+        """Number of entries of X in ``subset``."""
+        if subset is None:
+            return self.n_data
+        return sum(self.X[rows, cols].size for rows, cols in subset)
+
+    def log_likelihood(self, theta, subset=None):
+        """Sum of log p(X_ij | W, H) over ``subset``."""
+        total = 0.0
+        for rows, cols in self._blocks(subset):
+            rate = (theta.W[rows] @ theta.H[:, cols]).astype(np.float64)
+            x = self.X[rows, cols].astype(np.float64)
+            total += float(np.sum(xlogy(x, rate) - rate - self.log_factorial[rows, cols]))
+        return total
+
+    def log_likelihood_and_grad(self, theta, subset=None):
+        """:meth:`log_likelihood` and its gradient with respect to (W, H)."""
+        W, H = theta
+        grad_W = np.zeros_like(W)
+        grad_H = np.zeros_like(H)
+        total = 0.0
+        for rows, cols in self._blocks(subset):
+            rate = W[rows] @ H[:, cols]
+            x = self.X[rows, cols]
+            total += float(np.sum(xlogy(x.astype(np.float64), rate) - rate - self.log_factorial[rows, cols]))
+            # x = 0 contributes -rate whatever the rate, so its ratio is 0 even where rate underflows
+            ratio = np.divide(x, rate, out=np.zeros_like(rate), where=x != 0) - 1.0
+            grad_W[rows] += ratio @ H[:, cols].T
+            grad_H[:, cols] += W[rows].T @ ratio
+        return total, NMFTheta(grad_W, grad_H)
+
+    def grad_log_likelihood(self, theta, subset=None):
+        """Gradient of :meth:`log_likelihood` with respect to (W, H)."""
+        return self.log_likelihood_and_grad(theta, subset)[1]
+
+    def log_prior(self, theta):
+        """log p(W) + log p(H) (exponential densities on the non-negative orthant)."""
+        W, H = theta
+        return (W.size * np.log(self.rate_W) - self.rate_W * float(W.sum())
+                + H.size * np.log(self.rate_H) - self.rate_H * float(H.sum()))
+
+    def grad_log_prior(self, theta):
+        """Gradient of :meth:`log_prior`: the constants -rate_W and -rate_H."""
+        W, H = theta
+        return NMFTheta(np.full_like(W, -self.rate_W), np.full_like(H, -self.rate_H))
+
+    def sample_prior(self, rng):
+        """One draw of (W, H) from the prior, in the data's dtype."""
+        W = rng.exponential(1.0 / self.rate_W, size=(self.X.shape[0], self.rank)).astype(self.dtype)
+        H = rng.exponential(1.0 / self.rate_H, size=(self.rank, self.X.shape[1])).astype(self.dtype)
+        return NMFTheta(W, H)
+
+    @staticmethod
+    def sample(rng, shape, rank, *, rate_W=1.0, rate_H=1.0):
+        """Draw (W, H, X) from the generative model; X is integer-valued float64."""
+        W = rng.exponential(1.0 / rate_W, size=(shape[0], rank))
+        H = rng.exponential(1.0 / rate_H, size=(rank, shape[1]))
+        return W, H, rng.poisson(W @ H).astype(np.float64)

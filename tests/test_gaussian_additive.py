@@ -1,0 +1,53 @@
+import numpy as np
+import pytest
+from scipy.integrate import quad
+from scipy.stats import multivariate_normal
+
+from core.errors import ParameterError
+from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
+
+
+@pytest.mark.parametrize("rank", [1, 3, 7])
+def test_exact_evidence_matches_dense_multivariate_normal(rng, rank):
+    _, x = GaussianAdditiveModel.sample(rng, 40, 2)
+    model = GaussianAdditiveModel(x, rank)
+    cov = 5.0 * np.eye(40) + rank * 3.0 * np.ones((40, 40))
+    dense = multivariate_normal(mean=np.full(40, rank * 5.0), cov=cov).logpdf(x)
+    assert model.log_marginal_likelihood() == pytest.approx(dense, rel=1e-12, abs=1e-9)
+
+
+def test_gradients_match_finite_differences(rng):
+    _, x = GaussianAdditiveModel.sample(rng, 30, 2)
+    model = GaussianAdditiveModel(x, 3)
+    theta = GaussianAdditiveTheta(rng.normal(5, 1, 3))
+    subset = rng.integers(0, 30, 10)
+    h = 1e-6
+    for fn, grad in ((lambda th: model.log_likelihood(th, subset), model.grad_log_likelihood(theta, subset).theta),
+                     (model.log_prior, model.grad_log_prior(theta).theta)):
+        numeric = [(fn(GaussianAdditiveTheta(theta.theta + h * e)) - fn(GaussianAdditiveTheta(theta.theta - h * e)))
+                   / (2 * h) for e in np.eye(3)]
+        np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-6)
+
+
+def test_thermodynamic_identity_of_closed_form_integrand(rng):
+    # log p(x) = int_0^1 E_t[log p(x|theta)] dt: the two closed forms must agree.
+    _, x = GaussianAdditiveModel.sample(rng, 200, 2)
+    model = GaussianAdditiveModel(x, 4)
+    # integrate in u with t = u^5 where the integrand is smooth
+    value, _ = quad(lambda u: 5 * u ** 4 * model.expected_log_likelihood(u ** 5), 0, 1, limit=200, epsabs=1e-10)
+    assert value == pytest.approx(model.log_marginal_likelihood(), abs=1e-6)
+
+
+def test_expected_log_likelihood_at_zero_is_prior_average(rng):
+    _, x = GaussianAdditiveModel.sample(rng, 50, 2)
+    model = GaussianAdditiveModel(x, 3)
+    draws = np.array([model.log_likelihood(model.sample_prior(rng)) for _ in range(4000)])
+    se = draws.std(ddof=1) / np.sqrt(draws.size)
+    assert abs(draws.mean() - model.expected_log_likelihood(0.0)) < 4 * se
+
+
+def test_validation():
+    with pytest.raises(ParameterError, match="rank=0"):
+        GaussianAdditiveModel(np.zeros(3), 0)
+    with pytest.raises(ParameterError, match="1-d"):
+        GaussianAdditiveModel(np.zeros((2, 2)), 1)

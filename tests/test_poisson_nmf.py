@@ -1,0 +1,67 @@
+import numpy as np
+import pytest
+from scipy.stats import poisson
+
+from core.errors import ParameterError
+from core.models.poisson_nmf import NMFTheta, PoissonNMF
+
+
+def _blocks():
+    return ((slice(0, 4), slice(3, 6)), (slice(4, 7), slice(0, 3)))
+
+
+def test_log_likelihood_matches_scipy_poisson_on_integers(rng):
+    W, H, X = PoissonNMF.sample(rng, (7, 6), 2, rate_W=1.0, rate_H=1.0)
+    model = PoissonNMF(X, 2)
+    theta = NMFTheta(W, H)
+    assert model.log_likelihood(theta) == pytest.approx(poisson.logpmf(X, W @ H).sum(), rel=1e-12)
+    expected = sum(poisson.logpmf(X[r, c], (W @ H)[r, c]).sum() for r, c in _blocks())
+    assert model.log_likelihood(theta, _blocks()) == pytest.approx(expected, rel=1e-12)
+    assert model.subset_size(_blocks()) == 12 + 9
+
+
+def test_gradients_match_finite_differences(rng):
+    X = rng.gamma(2.0, 3.0, size=(7, 6))  # real-valued magnitudes
+    model = PoissonNMF(X, 3, rate_W=0.5, rate_H=2.0)
+    theta = NMFTheta(rng.uniform(0.5, 2, (7, 3)), rng.uniform(0.5, 2, (3, 6)))
+    value, grad = model.log_likelihood_and_grad(theta, _blocks())
+    assert value == pytest.approx(model.log_likelihood(theta, _blocks()))
+    h = 1e-6
+    for leaf in range(2):
+        for index in [(0, 0), (2, 1), (5, 2)] if leaf == 0 else [(0, 0), (1, 4), (2, 5)]:
+            plus = [x.copy() for x in theta]
+            minus = [x.copy() for x in theta]
+            plus[leaf][index] += h
+            minus[leaf][index] -= h
+            numeric = (model.log_likelihood(NMFTheta(*plus), _blocks())
+                       - model.log_likelihood(NMFTheta(*minus), _blocks())) / (2 * h)
+            assert grad[leaf][index] == pytest.approx(numeric, rel=1e-5, abs=1e-6)
+            numeric = (model.log_prior(NMFTheta(*plus)) - model.log_prior(NMFTheta(*minus))) / (2 * h)
+            assert model.grad_log_prior(theta)[leaf][index] == pytest.approx(numeric, rel=1e-6)
+
+
+def test_zero_data_with_tiny_rate_is_exact():
+    # x = 0 must give log p = -rate exactly, even when the rate underflows log.
+    model = PoissonNMF(np.zeros((2, 2)), 1)
+    theta = NMFTheta(np.full((2, 1), 1e-200), np.full((1, 2), 1e-200))
+    assert model.log_likelihood(theta) == 0.0
+    value, grad = model.log_likelihood_and_grad(theta)
+    assert np.all(np.isfinite(grad.W)) and np.all(np.isfinite(grad.H))
+
+
+def test_float32_preserved(rng):
+    X = rng.gamma(2.0, 3.0, size=(5, 4)).astype(np.float32)
+    model = PoissonNMF(X, 2)
+    theta = model.sample_prior(rng)
+    assert theta.W.dtype == np.float32
+    _, grad = model.log_likelihood_and_grad(theta)
+    assert grad.W.dtype == np.float32 and grad.H.dtype == np.float32
+
+
+def test_validation():
+    with pytest.raises(ParameterError, match="non-negative"):
+        PoissonNMF(-np.ones((2, 2)), 1)
+    with pytest.raises(ParameterError, match="rank=1.5"):
+        PoissonNMF(np.ones((2, 2)), 1.5)
+    with pytest.raises(ParameterError, match="rates must be positive"):
+        PoissonNMF(np.ones((2, 2)), 1, rate_W=0)

@@ -1,0 +1,38 @@
+import numpy as np
+from scipy.stats import kstest
+
+from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
+from core.models.poisson_nmf import NMFTheta, PoissonNMF
+from core.samplers import psgld
+
+
+def test_preconditioner_average_follows_eq9(rng):
+    _, x = GaussianAdditiveModel.sample(rng, 50, 1)
+    model = GaussianAdditiveModel(x, 2)
+    kernel = psgld.build_kernel(alpha=0.9, sigma=1e-3)
+    state = psgld.init(GaussianAdditiveTheta(np.array([3.0, 4.0])))
+    subset = np.arange(10)
+    new, _ = kernel(rng, state, model, 1e-4, subset, 0.5)
+    g_bar = 0.5 / 10 * model.grad_log_likelihood(state.position, subset).theta
+    np.testing.assert_allclose(new.v.theta, 0.1 * g_bar ** 2)
+    np.testing.assert_allclose(psgld.preconditioner(new.v, 1e-3).theta, 1 / (1e-3 + np.sqrt(0.1) * np.abs(g_bar)))
+
+
+def test_zero_temperature_samples_the_prior(rng):
+    model = PoissonNMF(rng.poisson(3.0, (200, 150)).astype(float), 3, rate_W=1.0, rate_H=1.0)
+    kernel = psgld.build_kernel(alpha=0.99, sigma=1.0)  # G = 1 at t = 0
+    state = psgld.init(NMFTheta(np.ones((200, 3)), np.ones((3, 150))))
+    for _ in range(2000):
+        state, _ = kernel(rng, state, model, 2e-3, None, 0.0)
+    assert not np.any(state.v.W)
+    assert kstest(np.concatenate([state.position.W.ravel(), state.position.H.ravel()]), "expon").pvalue > 1e-3
+
+
+def test_zero_gradient_at_zero_temperature_without_prior_pull_stays_nonnegative(rng):
+    model = PoissonNMF(rng.poisson(3.0, (20, 10)).astype(float), 2, rate_W=1e-9, rate_H=1e-9)
+    kernel = psgld.build_kernel()
+    state = psgld.init(model.sample_prior(rng))
+    for _ in range(20):
+        state, info = kernel(rng, state, model, 1e-6, None, 0.0)
+        assert not info.is_divergent
+    assert state.position.W.min() >= 0

@@ -1,0 +1,53 @@
+import numpy as np
+from scipy.stats import kstest
+
+from core.evidence.sti import integrated_time
+from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
+from core.models.poisson_nmf import NMFTheta, PoissonNMF
+from core.samplers import sgld
+
+
+def _run(kernel, state, model, rng, num_steps, step_size, temperature, subset=None):
+    for _ in range(num_steps):
+        state, info = kernel(rng, state, model, step_size, subset, temperature)
+    return state
+
+
+def test_zero_temperature_samples_the_exponential_prior_with_mirroring(rng):
+    # 300 x 4 + 4 x 250 independent coordinates under a reflected Langevin
+    # diffusion on Exp(rate): final positions are i.i.d. draws.
+    model = PoissonNMF(rng.poisson(3.0, (300, 250)).astype(float), 4, rate_W=2.0, rate_H=0.5)
+    start = NMFTheta(np.full((300, 4), 0.5), np.full((4, 250), 2.0))
+    state = _run(sgld.build_kernel(), sgld.init(start), model, rng, 3000, 2e-3, 0.0)
+    assert state.position.W.min() >= 0 and state.position.H.min() >= 0
+    assert kstest(state.position.W.ravel(), "expon", args=(0, 1 / 2.0)).pvalue > 1e-3
+    assert kstest(state.position.H.ravel(), "expon", args=(0, 1 / 0.5)).pvalue > 1e-3
+
+
+def test_small_step_sgld_recovers_gaussian_posterior(rng):
+    _, x = GaussianAdditiveModel.sample(rng, 20, 1)
+    model = GaussianAdditiveModel(x, 1)
+    precision = 1 / 3.0 + 20 / 5.0
+    mean = (5.0 / 3.0 + x.sum() / 5.0) / precision
+    kernel = sgld.build_kernel()
+    state = sgld.init(GaussianAdditiveTheta(np.array([mean])))
+    step = 0.02
+    trace = np.empty(40000)
+    for k in range(trace.size):
+        state, _ = kernel(rng, state, model, step, None, 1.0)
+        trace[k] = state.position.theta[0]
+    tau = integrated_time(trace)
+    ess = trace.size / tau
+    assert ess > 1000, f"ESS {ess:.0f} too small for the test"
+    se = trace.std(ddof=1) / np.sqrt(ess)
+    assert abs(trace.mean() - mean) < 4 * se
+    # Euler-Maruyama's stationary variance is 1 / (P (1 - step P / 2)); MC error ~ sqrt(2/ess)
+    assert abs(trace.var() * precision * (1 - step * precision / 2) - 1) < 4 * np.sqrt(2 / ess)
+
+
+def test_same_seed_same_chain(rng):
+    model = PoissonNMF(rng.poisson(3.0, (6, 5)).astype(float), 2)
+    start = model.sample_prior(rng)
+    runs = [_run(sgld.build_kernel(), sgld.init(start), model, np.random.default_rng(7), 50, 1e-3, 1.0)
+            for _ in range(2)]
+    np.testing.assert_array_equal(runs[0].position.W, runs[1].position.W)

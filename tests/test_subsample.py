@@ -1,0 +1,41 @@
+import numpy as np
+import pytest
+
+from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
+from core.models.subsample import log_likelihood_estimate, subset_scale, tempered_gradient
+
+
+@pytest.fixture
+def model(rng):
+    _, x = GaussianAdditiveModel.sample(rng, 100, 2)
+    return GaussianAdditiveModel(x, 2)
+
+
+def test_tempered_gradient_combines_prior_scale_and_temperature(model, rng):
+    theta = GaussianAdditiveTheta(np.array([4.0, 6.5]))
+    subset = rng.integers(0, 100, 20)
+    gradient, mean = tempered_gradient(model, theta, subset, 0.3)
+    expected = model.grad_log_prior(theta).theta + 0.3 * 5.0 * model.grad_log_likelihood(theta, subset).theta
+    np.testing.assert_allclose(gradient.theta, expected)
+    np.testing.assert_allclose(mean.theta, 0.3 / 20 * model.grad_log_likelihood(theta, subset).theta)
+    assert subset_scale(model, subset) == 5.0
+
+
+def test_zero_temperature_is_the_prior_gradient(model):
+    theta = GaussianAdditiveTheta(np.array([4.0, 6.5]))
+    gradient, mean = tempered_gradient(model, theta, None, 0.0)
+    np.testing.assert_array_equal(gradient.theta, model.grad_log_prior(theta).theta)
+    assert mean is None
+
+
+@pytest.mark.parametrize("with_reference", [False, True])
+def test_estimates_are_unbiased(model, rng, with_reference):
+    theta = GaussianAdditiveTheta(np.array([4.0, 6.5]))
+    reference = None
+    if with_reference:
+        theta_ref = GaussianAdditiveTheta(np.array([4.1, 6.3]))
+        reference = (theta_ref, model.log_likelihood(theta_ref))
+    values = np.array([log_likelihood_estimate(model, theta, rng.integers(0, 100, 10), reference=reference)
+                       for _ in range(4000)])
+    se = values.std(ddof=1) / np.sqrt(values.size)
+    assert abs(values.mean() - model.log_likelihood(theta)) < 4 * se + 1e-9

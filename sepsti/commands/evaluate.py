@@ -157,6 +157,9 @@ def _plot(summary, path, title):
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
 def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank, iterations, seed, overwrite):
     """Enhance every test-split mixture of a corpus and score it (SDR/SIR/SAR, dB)."""
+    from sepsti.commands.enhance import _single_threaded_blas
+
+    _single_threaded_blas()
     import json
 
     import numpy as np

@@ -91,27 +91,43 @@ class Contraction:
         constant along them); summed indices carried by no operand multiply
         the result by their size, as the sum over an implicit ones tensor would.
         """
+        if not arrays:
+            raise ParameterError("nothing to contract")
         key = (tuple(operand_indices), output, tuple(a.shape for a in arrays))
         plan = self._plans.get(key)
         if plan is None:
-            present = set("".join(operand_indices))
-            inner = "".join(c for c in output if c in present)
-            subscripts = ",".join(operand_indices) + "->" + inner
-            if len(arrays) > 1:
-                path = np.einsum_path(subscripts, *arrays, optimize="optimal")[0]
-            else:
-                path = False
-            broadcast_shape = tuple(self.dims[c] if c in present else 1 for c in output)
-            plan = (subscripts, path, broadcast_shape, inner != output)
+            plan = self._plan(list(operand_indices), arrays, output)
             self._plans[key] = plan
-        subscripts, path, broadcast_shape, needs_broadcast = plan
-        if not arrays:
-            raise ParameterError("nothing to contract")
-        result = np.einsum(subscripts, *arrays, optimize=path)
+        steps, final, broadcast_shape, needs_broadcast = plan
+        work = list(arrays)
+        for positions, subscripts in steps:
+            taken = [work[p] for p in positions]
+            for p in sorted(positions, reverse=True):
+                del work[p]
+            work.append(np.einsum(subscripts, *taken))
+        result = np.einsum(final, work[0]) if final else work[0]
         if needs_broadcast:
-            result = np.broadcast_to(result.reshape(broadcast_shape),
-                                     tuple(self.dims[c] for c in output))
+            result = np.broadcast_to(np.reshape(result, broadcast_shape), tuple(self.dims[c] for c in output))
         return result
+
+    def _plan(self, indices, arrays, output):
+        # The pairwise order comes from np.einsum_path once; executing the pairs with the C einsum
+        # avoids re-planning on every call, which dominates for the small tensors of a Gibbs sweep.
+        present = set("".join(indices))
+        inner = "".join(c for c in output if c in present)
+        steps = []
+        if len(arrays) > 1:
+            path = np.einsum_path(",".join(indices) + "->" + inner, *arrays, optimize="optimal")[0][1:]
+            for positions in path:
+                taken = [indices[p] for p in positions]
+                rest = [c for p, c in enumerate(indices) if p not in positions]
+                needed = set("".join(rest)) | set(inner)
+                result = "".join(c for c in dict.fromkeys("".join(taken)) if c in needed)
+                steps.append((tuple(positions), ",".join(taken) + "->" + result))
+                indices = rest + [result]
+        final = f"{indices[0]}->{inner}" if indices[0] != inner else None
+        broadcast_shape = tuple(self.dims[c] if c in present else 1 for c in output)
+        return steps, final, broadcast_shape, inner != output
 
 
 class SourceLayout(NamedTuple):

@@ -32,3 +32,9 @@ from core.samplers.step_size import PolynomialDecayState, polynomial_decay, step
 
 __all__ += ["sgld", "psgld", "SGLDState", "SGLDInfo", "PSGLDState", "PSGLDInfo", "langevin_step", "mirror",
             "PolynomialDecayState", "polynomial_decay", "step_sizes"]
+
+# PLTF SADA: import the module for its init/build_kernel.
+from core.samplers import sada  # noqa: E402
+from core.samplers.sada import SADAInfo, SADAState  # noqa: E402
+
+__all__ += ["sada", "SADAState", "SADAInfo"]

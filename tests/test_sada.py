@@ -1,0 +1,85 @@
+"""Tests for core.samplers.sada: exact posterior means and agreement with the block Gibbs sampler."""
+
+import numpy as np
+import pytest
+
+from _pltf_closed_form import TinyModel
+from core.errors import ParameterError
+from core.models.pltf import pltf_model
+from core.samplers import gibbs, sada
+from core.samplers.diagnostics import effective_sample_size
+from core.samplers.driver import run_chain
+
+A_W, B_W, A_H, B_H = np.array([2.0, 3.0]), np.array([1.0, 2.0]), 2.0, 1.5
+X_TINY = np.array([0, 2, 6, 6])
+
+
+def run(module, model, X, seed, num_steps, burn_in):
+    rng = np.random.default_rng(seed)
+    return run_chain(module.build_kernel(model, X), module.init(model, X, rng=rng), rng, num_steps=num_steps,
+                     burn_in=burn_in, transform=lambda s: s.factors)
+
+
+def mean_and_se(draws, min_ess=200):
+    draws = draws.reshape(len(draws), -1)
+    ess = np.asarray(effective_sample_size(draws[None], method="mean"))
+    assert np.all(ess >= min_ess), f"ESS {ess.min():.0f} below {min_ess}"
+    return draws.mean(axis=0), draws.std(axis=0, ddof=1) / np.sqrt(ess)
+
+
+def assert_agree(a, b, k=4.0):
+    (mean_a, se_a), (mean_b, se_b) = a, b
+    z = np.abs(mean_a - mean_b) / np.hypot(se_a, se_b)
+    assert np.all(z < k), f"means differ by {z.max():.2f} combined standard errors"
+
+
+def test_sada_matches_exact_posterior_means():
+    model = pltf_model("k,kj->j", dict(k=2, j=4), prior_shape=[A_W, A_H], prior_rate=[B_W, B_H])
+    exact = TinyModel(X_TINY, A_W, B_W, A_H, B_H)
+    result = run(sada, model, X_TINY, 3, 6000, 300)
+    for draws, truth in [(result.samples[0], exact.posterior_w), (result.samples[1], exact.posterior_H)]:
+        mean, se = mean_and_se(draws)
+        assert np.all(np.abs(mean - np.ravel(truth)) < 4 * se), (mean, truth, se)
+
+
+@pytest.mark.parametrize("case", ["nmf_fixed_dictionary", "deconvolution"])
+def test_sada_block_gibbs_and_long_reference_agree(case):
+    rng = np.random.default_rng(21)
+    if case == "nmf_fixed_dictionary":
+        model = pltf_model("ik,kj->ij", dict(j=4), prior_shape=2.0, prior_rate=1.0,
+                           fixed={0: rng.gamma(2.0, 1.0, size=(6, 3))})
+    else:
+        delta = np.zeros((4, 6, 3))  # Z3(d, t, r) = delta(d - t + r)
+        for t in range(6):
+            for r in range(3):
+                if 0 <= t - r < 4:
+                    delta[t - r, t, r] = 1.0
+        model = pltf_model("r,d,dtr->t", prior_shape=2.0, prior_rate=1.0, fixed={2: delta})
+    X = model.sample_data(rng, model.sample_prior(rng))
+    block = run(gibbs, model, X, 1, 3000, 200)
+    slices = run(sada, model, X, 2, 3000, 200)
+    reference = run(gibbs, model, X, 3, 12000, 200)
+    for a in model.free:
+        stats = [mean_and_se(r.samples[a]) for r in (block, slices, reference)]
+        assert_agree(stats[0], stats[1])
+        assert_agree(stats[1], stats[2])
+        assert_agree(stats[0], stats[2])
+
+
+def test_sada_log_likelihood_rises_and_same_seed_same_chain(rng):
+    model = pltf_model("fi,ik,kt->ft", dict(i=3, k=2, t=30), prior_shape=1.0, prior_rate=1.0,
+                       fixed={0: rng.gamma(1.0, 5.0, size=(20, 3))})
+    X = model.sample_data(rng, model.sample_prior(rng))
+    first = run(sada, model, X, 5, 60, 1)
+    second = run(sada, model, X, 5, 60, 1)
+    np.testing.assert_array_equal(first.info.log_likelihood, second.info.log_likelihood)
+    assert np.mean(first.info.log_likelihood[-10:]) > first.info.log_likelihood[0]
+    assert first.state.factors[0] is model.fixed[0]
+
+
+def test_errors(rng):
+    model = pltf_model("ik,kj->ij", dict(i=2, k=2, j=2))
+    with pytest.raises(ParameterError, match="integer counts"):
+        sada.build_kernel(model, np.full((2, 2), 0.5))
+    with pytest.raises(ParameterError, match="factors or an rng"):
+        sada.init(model, np.ones((2, 2), dtype=int))

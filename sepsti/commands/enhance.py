@@ -98,7 +98,7 @@ def _single_threaded_blas():
 
 
 @click.command("enhance")
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
+@click.argument("inputs", nargs=-1, required=True, metavar="IN...", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Output file (one input). The extension picks the format; .wav is 16-bit PCM.")
 @click.option("--out-dir", type=click.Path(path_type=Path), default=None,

@@ -5,3 +5,7 @@ from core.factorization.em import EMResult, initialize_nmf, poisson_log_likeliho
 
 __all__ = ["EMResult", "initialize_nmf", "poisson_log_likelihood", "poisson_nmf_em",
            "CorcondiaResult", "core_consistency", "corcondia"]
+
+from core.factorization.pltf_em import PLTFEMResult, initialize_pltf, pltf_em  # noqa: E402
+
+__all__ += ["PLTFEMResult", "initialize_pltf", "pltf_em"]

@@ -74,6 +74,9 @@ class PoissonParafac:
     PARAFAC via stochastic thermodynamic integration", IEEE SPL 2018, eq. 11.
     """
 
+    #: All three factors are non-negative: samplers mirror them (PARAFAC'18 §III, remark).
+    nonnegative = (True, True, True)
+
     def __init__(self, data, rank, *, prior_rate=1.0):
         if isinstance(data, SparseTensor):
             data = validate_sparse_tensor(data, nonnegative=True, name="data")
@@ -253,129 +256,15 @@ def sparse_blocks_log_likelihood(A, B, C, blocks, grads=None):
     return float(np.sum(per_block))
 
 
-_KERNELS = {}
-
-
 def _sparse_kernels():
-    """Compile (once, cached on disk) the serial and the block-parallel sparse kernels."""
-    if "sparse" in _KERNELS:
-        return _KERNELS["sparse"]
-    import math
+    """The serial and block-parallel sparse kernels (numba, compiled once and cached on disk)."""
+    from core.models import _parafac_kernels
 
-    import numba
-
-    @numba.njit(cache=True, nogil=True)
-    def block_terms(A, B, C, coords, values, start, stop, rng_, gA, gB, gC, want_grad):
-        R = A.shape[1]
-        i0, i1 = rng_[0, 0], rng_[0, 1]
-        j0, j1 = rng_[1, 0], rng_[1, 1]
-        k0, k1 = rng_[2, 0], rng_[2, 1]
-        sa = np.zeros(R)
-        sb = np.zeros(R)
-        sc = np.zeros(R)
-        for i in range(i0, i1):
-            for r in range(R):
-                sa[r] += A[i, r]
-        for j in range(j0, j1):
-            for r in range(R):
-                sb[r] += B[j, r]
-        for k in range(k0, k1):
-            for r in range(R):
-                sc[r] += C[k, r]
-        total = 0.0
-        for r in range(R):
-            total -= sa[r] * sb[r] * sc[r]
-        for n in range(start, stop):
-            i = coords[n, 0]
-            j = coords[n, 1]
-            k = coords[n, 2]
-            x = values[n]
-            xhat = 0.0
-            for r in range(R):
-                xhat += A[i, r] * B[j, r] * C[k, r]
-            total += x * math.log(xhat)
-            if x != 1.0:
-                total -= math.lgamma(x + 1.0)
-            if want_grad:
-                w = x / xhat
-                for r in range(R):
-                    a = A[i, r]
-                    b = B[j, r]
-                    c = C[k, r]
-                    gA[i, r] += w * b * c
-                    gB[j, r] += w * a * c
-                    gC[k, r] += w * a * b
-        if want_grad:
-            bc = sb * sc
-            ac = sa * sc
-            ab = sa * sb
-            for i in range(i0, i1):
-                for r in range(R):
-                    gA[i, r] -= bc[r]
-            for j in range(j0, j1):
-                for r in range(R):
-                    gB[j, r] -= ac[r]
-            for k in range(k0, k1):
-                for r in range(R):
-                    gC[k, r] -= ab[r]
-        return total
-
-    @numba.njit(cache=True, nogil=True)
-    def serial(A, B, C, coords, values, starts, stops, ranges, gA, gB, gC, want_grad):
-        out = np.empty(starts.shape[0])
-        for blk in range(starts.shape[0]):
-            out[blk] = block_terms(A, B, C, coords, values, starts[blk], stops[blk], ranges[blk],
-                                   gA, gB, gC, want_grad)
-        return out
-
-    @numba.njit(cache=True, nogil=True, parallel=True)
-    def parallel(A, B, C, coords, values, starts, stops, ranges, gA, gB, gC, want_grad):
-        # Blocks of one part share no index range in any mode, so each thread
-        # writes gradient rows no other thread touches.
-        out = np.empty(starts.shape[0])
-        for blk in numba.prange(starts.shape[0]):
-            out[blk] = block_terms(A, B, C, coords, values, starts[blk], stops[blk], ranges[blk],
-                                   gA, gB, gC, want_grad)
-        return out
-
-    _KERNELS["sparse"] = (serial, parallel)
-    return _KERNELS["sparse"]
+    return _parafac_kernels.sparse_serial, _parafac_kernels.sparse_parallel
 
 
 def _entries_kernel():
-    """Compile (once, cached on disk) the kernel for explicit entry subsets of dense data."""
-    if "entries" in _KERNELS:
-        return _KERNELS["entries"]
-    import math
+    """The kernel for explicit entry subsets of dense data (numba, cached on disk)."""
+    from core.models import _parafac_kernels
 
-    import numba
-
-    @numba.njit(cache=True, nogil=True)
-    def entries(A, B, C, ii, jj, kk, x, gA, gB, gC, want_grad):
-        R = A.shape[1]
-        total = 0.0
-        for n in range(ii.shape[0]):
-            i = ii[n]
-            j = jj[n]
-            k = kk[n]
-            xhat = 0.0
-            for r in range(R):
-                xhat += A[i, r] * B[j, r] * C[k, r]
-            total -= xhat
-            if x[n] > 0.0:
-                total += x[n] * math.log(xhat) - math.lgamma(x[n] + 1.0)
-                w = x[n] / xhat - 1.0
-            else:
-                w = -1.0
-            if want_grad:
-                for r in range(R):
-                    a = A[i, r]
-                    b = B[j, r]
-                    c = C[k, r]
-                    gA[i, r] += w * b * c
-                    gB[j, r] += w * a * c
-                    gC[k, r] += w * a * b
-        return total
-
-    _KERNELS["entries"] = entries
-    return entries
+    return _parafac_kernels.entries

@@ -1,0 +1,125 @@
+"""numba kernels of :mod:`core.models.poisson_parafac` (imported lazily: numba loads only when used).
+
+Conventions: factors ``A, B, C`` are C-contiguous float64 ``(I, R)``, ``(J, R)``,
+``(K, R)``; ``coords`` (nnz, 3) int64 global 0-based coordinates sorted by
+block, ``values`` (nnz,) float64; block ``b`` owns rows ``starts[b]:stops[b]``
+and the index ranges ``ranges[b]`` (3, 2) ``[lo, hi)``. Gradients are
+*added* to ``gA, gB, gC``. Kernels check nothing (the model validates).
+"""
+
+import math
+
+import numba
+import numpy as np
+
+__all__ = ["block_terms", "sparse_serial", "sparse_parallel", "entries"]
+
+
+@numba.njit(cache=True, nogil=True)
+def block_terms(A, B, C, coords, values, start, stop, ranges, gA, gB, gC, want_grad):
+    """Log-likelihood of one sparse block: x log x̂ − lgamma(x + 1) over its non-zeros,
+    minus Σ_r (Σ_i a_ir)(Σ_j b_jr)(Σ_k c_kr) over its ranges; gradients likewise."""
+    R = A.shape[1]
+    i0, i1 = ranges[0, 0], ranges[0, 1]
+    j0, j1 = ranges[1, 0], ranges[1, 1]
+    k0, k1 = ranges[2, 0], ranges[2, 1]
+    sa = np.zeros(R)
+    sb = np.zeros(R)
+    sc = np.zeros(R)
+    for i in range(i0, i1):
+        for r in range(R):
+            sa[r] += A[i, r]
+    for j in range(j0, j1):
+        for r in range(R):
+            sb[r] += B[j, r]
+    for k in range(k0, k1):
+        for r in range(R):
+            sc[r] += C[k, r]
+    total = 0.0
+    for r in range(R):
+        total -= sa[r] * sb[r] * sc[r]
+    for n in range(start, stop):
+        i = coords[n, 0]
+        j = coords[n, 1]
+        k = coords[n, 2]
+        x = values[n]
+        xhat = 0.0
+        for r in range(R):
+            xhat += A[i, r] * B[j, r] * C[k, r]
+        total += x * math.log(xhat)
+        if x != 1.0:  # most counts of sparse data are 1, whose lgamma(2) is 0
+            total -= math.lgamma(x + 1.0)
+        if want_grad:
+            w = x / xhat
+            for r in range(R):
+                a = A[i, r]
+                b = B[j, r]
+                c = C[k, r]
+                gA[i, r] += w * b * c
+                gB[j, r] += w * a * c
+                gC[k, r] += w * a * b
+    if want_grad:
+        bc = sb * sc
+        ac = sa * sc
+        ab = sa * sb
+        for i in range(i0, i1):
+            for r in range(R):
+                gA[i, r] -= bc[r]
+        for j in range(j0, j1):
+            for r in range(R):
+                gB[j, r] -= ac[r]
+        for k in range(k0, k1):
+            for r in range(R):
+                gC[k, r] -= ab[r]
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def sparse_serial(A, B, C, coords, values, starts, stops, ranges, gA, gB, gC, want_grad):
+    """:func:`block_terms` of each block in turn; returns the per-block log-likelihoods."""
+    out = np.empty(starts.shape[0])
+    for blk in range(starts.shape[0]):
+        out[blk] = block_terms(A, B, C, coords, values, starts[blk], stops[blk], ranges[blk],
+                               gA, gB, gC, want_grad)
+    return out
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def sparse_parallel(A, B, C, coords, values, starts, stops, ranges, gA, gB, gC, want_grad):
+    """:func:`sparse_serial` with one thread per block; the blocks must share no index range."""
+    # Blocks of one part share no index range in any mode, so each thread
+    # writes gradient rows no other thread touches.
+    out = np.empty(starts.shape[0])
+    for blk in numba.prange(starts.shape[0]):
+        out[blk] = block_terms(A, B, C, coords, values, starts[blk], stops[blk], ranges[blk],
+                               gA, gB, gC, want_grad)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def entries(A, B, C, ii, jj, kk, x, gA, gB, gC, want_grad):
+    """Full Poisson terms x log x̂ − x̂ − lgamma(x + 1) over explicit entries (repeats allowed)."""
+    R = A.shape[1]
+    total = 0.0
+    for n in range(ii.shape[0]):
+        i = ii[n]
+        j = jj[n]
+        k = kk[n]
+        xhat = 0.0
+        for r in range(R):
+            xhat += A[i, r] * B[j, r] * C[k, r]
+        total -= xhat
+        if x[n] > 0.0:
+            total += x[n] * math.log(xhat) - math.lgamma(x[n] + 1.0)
+            w = x[n] / xhat - 1.0
+        else:
+            w = -1.0
+        if want_grad:
+            for r in range(R):
+                a = A[i, r]
+                b = B[j, r]
+                c = C[k, r]
+                gA[i, r] += w * b * c
+                gB[j, r] += w * a * c
+                gC[k, r] += w * a * b
+    return total

@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+
+from core.errors import ParameterError
+from core.factorization.parafac_map import poisson_parafac_map
+from core.models.poisson_parafac import PoissonParafac
+from core.sparse_tensor import from_dense
+from corpora.tensors import simulate_dense
+
+
+def test_log_posterior_never_decreases(rng):
+    X, _ = simulate_dense((8, 9, 10), 3, prior_rate=0.7, rng=rng)
+    model = PoissonParafac(X, 4, prior_rate=0.7)
+    result = poisson_parafac_map(model, model.sample_prior(rng), max_iter=60)
+    steps = np.diff(result.log_posterior)
+    assert np.all(steps >= -1e-9 * np.abs(result.log_posterior[1:])), steps.min()
+    assert result.log_posterior[-1] > result.log_posterior[0]
+    assert all(np.all(f > 0) for f in result.theta)
+
+
+def test_sparse_and_dense_agree(rng):
+    X, _ = simulate_dense((6, 7, 8), 2, prior_rate=1.0, rng=rng)
+    dense, sparse = PoissonParafac(X, 3), PoissonParafac(from_dense(X), 3)
+    start = dense.sample_prior(rng)
+    a = poisson_parafac_map(dense, start, max_iter=20)
+    b = poisson_parafac_map(sparse, start, max_iter=20)
+    for x, y in zip(a.theta, b.theta):
+        np.testing.assert_allclose(x, y, rtol=1e-9)
+    np.testing.assert_allclose(a.log_posterior, b.log_posterior, rtol=1e-12)
+
+
+def test_stationary_point_of_the_posterior(rng):
+    # at a MAP point the gradient of the log posterior vanishes wherever a factor is positive
+    X, _ = simulate_dense((5, 6, 7), 1, prior_rate=0.5, rng=rng)
+    model = PoissonParafac(X, 1, prior_rate=0.5)
+    start = model.sample_prior(rng)
+
+    def max_gradient(theta):
+        grad = model.grad_log_likelihood(theta)
+        return max(np.max(np.abs(g - rate)[f > 1e-6]) for g, f, rate in zip(grad, theta, model.prior_rates))
+
+    theta = poisson_parafac_map(model, start, max_iter=1500, record=False).theta
+    assert max_gradient(theta) < 1e-4 * max_gradient(start)
+
+
+def test_start_must_be_positive(rng):
+    model = PoissonParafac(np.ones((2, 2, 2)), 1)
+    theta = model.sample_prior(rng)
+    theta.A[0, 0] = 0.0
+    with pytest.raises(ParameterError, match="strictly positive"):
+        poisson_parafac_map(model, theta)

@@ -11,3 +11,7 @@ from core.evidence.sti import (STIResult, integration_weights, stochastic_thermo
 
 __all__ += ["STIResult", "integration_weights", "stochastic_thermodynamic_integration", "temperature_grid",
             "thermodynamic_integral"]
+
+from core.evidence.parafac_rank import RankSelection, select_parafac_rank  # noqa: E402
+
+__all__ += ["RankSelection", "select_parafac_rank"]

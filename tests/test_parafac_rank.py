@@ -1,0 +1,85 @@
+import warnings
+
+import numpy as np
+import pytest
+
+from core.errors import ParameterError
+from core.evidence.parafac_rank import prior_trace, select_parafac_rank
+from core.models.poisson_parafac import PoissonParafac
+from core.random import stream
+from core.sparse_tensor import from_dense
+from corpora.tensors import simulate_dense
+
+FAST = dict(num_intervals=2, num_steps=40, num_keep=20, map_iter=5, progress=False)
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # short traces: MCSE warnings
+        yield
+
+
+@pytest.fixture
+def small(rng):
+    X, _ = simulate_dense((6, 7, 8), 2, prior_rate=0.6, rng=rng)
+    return X
+
+
+def test_result_shapes_and_selection(small):
+    result = select_parafac_rank(small, [3, 1, 2], prior_rate=0.6, subset_size=50, **FAST)
+    np.testing.assert_array_equal(result.ranks, [1, 2, 3])
+    assert result.log_marginal_likelihood.shape == (3,) and np.all(np.isfinite(result.log_marginal_likelihood))
+    assert np.all(result.stderr > 0)
+    assert result.selected_rank == result.ranks[np.argmax(result.log_marginal_likelihood)]
+    assert len(result.results) == 3 and result.results[0].temperatures.size == 3
+    assert result.settings["subset_size"] == 50
+
+
+def test_same_seed_same_estimates(small):
+    a = select_parafac_rank(small, [1, 2], prior_rate=0.6, sampler="sgld", subset_size=50, seed=3, **FAST)
+    b = select_parafac_rank(small, [1, 2], prior_rate=0.6, sampler="sgld", subset_size=50, seed=3, **FAST)
+    np.testing.assert_array_equal(a.log_marginal_likelihood, b.log_marginal_likelihood)
+
+
+def test_sparse_blocks_match_dense_blocks(small):
+    # the same parts in the same order: the chains agree up to the kernels' rounding
+    dense = select_parafac_rank(small, [2], prior_rate=0.6, num_blocks=2, **FAST)
+    sparse = select_parafac_rank(from_dense(small), [2], prior_rate=0.6, num_blocks=2, **FAST)
+    np.testing.assert_allclose(sparse.log_marginal_likelihood, dense.log_marginal_likelihood, rtol=1e-8)
+
+
+def test_checkpoint_resumes_and_refuses_other_settings(small, tmp_path):
+    first = select_parafac_rank(small, [1, 2], prior_rate=0.6, subset_size=50, checkpoint=tmp_path, **FAST)
+    assert len(list(tmp_path.glob("rank*_t*.npy"))) == 2 * 3
+    # remove one chain: the rerun recomputes it and reloads the others, with identical results
+    (tmp_path / "rank2_t1.npy").unlink()
+    second = select_parafac_rank(small, [1, 2], prior_rate=0.6, subset_size=50, checkpoint=tmp_path, **FAST)
+    np.testing.assert_array_equal(first.log_marginal_likelihood, second.log_marginal_likelihood)
+    with pytest.raises(ParameterError, match="other settings.*prior_rate"):
+        select_parafac_rank(small, [1, 2], prior_rate=0.7, subset_size=50, checkpoint=tmp_path, **FAST)
+
+
+def test_exact_prior_trace_matches_prior_expectation(small):
+    # E_prior[log p(X | θ)] by direct Monte Carlo, against the t = 0 trace on full data
+    model = PoissonParafac(small, 2, prior_rate=0.6)
+    trace = prior_trace(model, stream(1), num_keep=400, subset_fn=lambda rng, it: None)
+    reference = np.array([model.log_likelihood(model.sample_prior(stream(2, n))) for n in range(4000)])
+    se = np.sqrt(trace.var() / trace.size + reference.var() / reference.size)
+    assert abs(trace.mean() - reference.mean()) < 4 * se
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(sparse=True), "num_blocks is required"),
+    (dict(num_blocks=2, subset_size=10), "not both"),
+    (dict(sampler="hmc"), "sampler"),
+    (dict(init="zero"), "init"),
+    (dict(ranks=[0]), "ranks"),
+    (dict(subset_size=10_000), "subset_size"),
+])
+def test_invalid_settings(small, kwargs, match):
+    kwargs = dict(kwargs)
+    data = from_dense(small) if kwargs.pop("sparse", False) else small
+    ranks = kwargs.pop("ranks", [1])
+    with pytest.raises(ParameterError, match=match):
+        select_parafac_rank(data, ranks, **dict(FAST, **kwargs))

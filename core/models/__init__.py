@@ -14,3 +14,7 @@ from core.models.subsample import log_likelihood_estimate, subset_scale, tempere
 
 __all__ += ["GaussianAdditiveModel", "GaussianAdditiveTheta", "NMFTheta", "PoissonNMF", "log_likelihood_estimate",
             "subset_scale", "tempered_gradient"]
+
+from core.models.nmf_gpp import NMFGPP, NMFGPPParams  # noqa: E402
+
+__all__ += ["NMFGPP", "NMFGPPParams"]

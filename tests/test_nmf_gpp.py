@@ -1,0 +1,102 @@
+"""NMF-GPP: kernels, the exponential-to-Gaussian link at extreme values, gradients against finite differences."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from core.errors import ParameterError
+from core.models.nmf_gpp import (NMFGPP, exp_to_gauss, exp_to_gauss_derivative, exponential_kernel_2d,
+                                 gauss_to_exp, squared_exponential_kernel)
+
+
+@pytest.fixture
+def small_model(rng):
+    D = rng.uniform(0, 1, (6 * 5, 2))
+    H = rng.uniform(0, 1, (2, 12))
+    return NMFGPP(D @ H + 0.05 * rng.standard_normal((30, 12)), num_components=2, plate_shape=(6, 5), beta=3.0,
+                  noise_std=0.1, rate_d=1.5, rate_h=0.7)
+
+
+def test_kernels_match_the_paper_forms():
+    K = squared_exponential_kernel(5, 2.0)
+    assert K[0, 3] == pytest.approx(np.exp(-9 / 4))
+    K2 = exponential_kernel_2d((3, 4), 2.0)  # positions row-major: (0,0), (0,1), ..., (2,3)
+    assert K2[0, 11] == pytest.approx(np.exp(-np.hypot(2, 3) / 4))
+    assert np.allclose(np.diag(K2), 1.0) and np.allclose(K2, K2.T)
+
+
+def test_link_maps_gaussian_to_exponential(rng):
+    h = 2.0 * rng.standard_normal(4000)
+    values = exp_to_gauss(h, 2.0, 3.0)
+    assert stats.kstest(values, stats.expon(scale=1 / 3.0).cdf).pvalue > 1e-3
+    np.testing.assert_allclose(gauss_to_exp(exp_to_gauss(h[:50], 2.0, 3.0), 2.0, 3.0), h[:50], rtol=1e-6, atol=1e-6)
+
+
+def test_link_is_finite_and_accurate_at_extreme_arguments():
+    h = np.array([-1e300, -1e8, -1e3, -40.0, -5.0, 0.0, 5.0, 40.0, 1e3, 1e8, 1e150])
+    with np.errstate(all="raise"):
+        value = exp_to_gauss(h, 1.0, 2.0)
+        slope = exp_to_gauss_derivative(h, 1.0, 2.0)
+    assert np.all(np.isfinite(value)) and np.all(value >= 0)
+    assert np.all(np.isfinite(slope)) and np.all(slope >= 0)
+    # Far left: the factor vanishes. Far right: −log Φ(−z) ≈ z²/2 + log(z √(2π)) and the slope ≈ z / λ.
+    assert value[0] == 0.0 and value[1] == 0.0
+    z = h[8:10]
+    np.testing.assert_allclose(value[8:10], (z ** 2 / 2 + np.log(z * np.sqrt(2 * np.pi))) / 2.0, rtol=1e-6)
+    np.testing.assert_allclose(slope[8:10], z / 2.0, rtol=1e-6)
+    # Eq. 23 in its literal form agrees where it does not overflow.
+    moderate = np.array([-5.0, 0.0, 5.0])
+    literal = np.exp(2.0 * exp_to_gauss(moderate, 1.0, 2.0) - moderate ** 2 / 2) / (np.sqrt(2 * np.pi) * 2.0)
+    np.testing.assert_allclose(exp_to_gauss_derivative(moderate, 1.0, 2.0), literal, rtol=1e-12)
+    # The derivative is the derivative, including at large arguments.
+    for point in (-30.0, -3.0, 0.5, 30.0, 3e4):
+        step = 1e-6 * max(1.0, abs(point))
+        numeric = (exp_to_gauss(point + step, 1.3, 0.8) - exp_to_gauss(point - step, 1.3, 0.8)) / (2 * step)
+        assert exp_to_gauss_derivative(point, 1.3, 0.8) == pytest.approx(numeric, rel=1e-5, abs=1e-300)
+
+
+@pytest.mark.parametrize("scale", [0.3, 3.0])
+def test_gradient_matches_finite_differences(small_model, rng, scale):
+    model = small_model
+    theta = scale * rng.standard_normal(model.dim)
+    _, grad = model.logdensity_and_grad(theta)
+    numeric = np.empty(model.dim)
+    for i in range(model.dim):
+        step = np.zeros(model.dim)
+        step[i] = 1e-6
+        numeric[i] = (model.logdensity_and_grad(theta + step)[0] - model.logdensity_and_grad(theta - step)[0]) / 2e-6
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-5 * np.abs(numeric).max())
+
+
+def test_log_density_is_eq_19_and_parts_agree(small_model, rng):
+    model = small_model
+    theta = rng.standard_normal(model.dim)
+    D, H = model.factors(theta)
+    expected = -0.5 * (np.sum((model.X - D @ H) ** 2) / 0.01 + theta @ theta)
+    logp, grad = model.logdensity_and_grad(theta)
+    assert logp == pytest.approx(expected, rel=1e-12)
+    constant = model.log_likelihood(theta) + model.log_prior(theta) - logp
+    assert constant == pytest.approx(-model.n_data * np.log(0.1 * np.sqrt(2 * np.pi)) - 0.5 * model.dim * np.log(2 * np.pi))
+    np.testing.assert_allclose(model.grad_log_likelihood(theta) + model.grad_log_prior(theta), grad, rtol=1e-12)
+    params = model.split(theta)
+    assert params.delta.shape == (30, 2) and params.eta.shape == (2, 12)
+    np.testing.assert_array_equal(model.join(params), theta)
+
+
+def test_latent_from_factors_round_trips(small_model, rng):
+    D = rng.uniform(0.1, 2.0, (30, 2))
+    H = rng.uniform(0.1, 2.0, (2, 12))
+    D2, H2 = small_model.factors(small_model.latent_from_factors(D, H))
+    np.testing.assert_allclose(D2, D, rtol=1e-6)
+    np.testing.assert_allclose(H2, H, rtol=1e-6)
+
+
+def test_validation(rng):
+    X = rng.uniform(size=(30, 12))
+    with pytest.raises(ParameterError, match="plate_shape"):
+        NMFGPP(X, num_components=2, plate_shape=(5, 5), beta=3.0, noise_std=0.1)
+    with pytest.raises(ParameterError, match="noise_std"):
+        NMFGPP(X, num_components=2, plate_shape=(6, 5), beta=3.0, noise_std=0.0)
+    model = NMFGPP(X, num_components=2, plate_shape=(6, 5), beta=3.0, noise_std=0.1)
+    with pytest.raises(ParameterError, match="theta has shape"):
+        model.logdensity_and_grad(np.zeros(3))

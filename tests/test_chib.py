@@ -21,8 +21,9 @@ def one_factor_model():
     return pltf_model("k,kj->j", dict(j=4), prior_shape=[1.0, A_H], prior_rate=[1.0, B_H], fixed={0: W_FIXED})
 
 
-def check_against_truth(model, truth, seed, k=3.0):
-    result = chib_log_marginal_likelihood(model, X_TINY, num_burn_in=300, num_samples=3000, seed=seed)
+def check_against_truth(model, truth, seed, method="sources", k=3.0):
+    result = chib_log_marginal_likelihood(model, X_TINY, num_burn_in=300, num_samples=3000, seed=seed,
+                                          method=method)
     # the estimate must be informative for the comparison to mean anything
     assert result.stderr < 0.3
     assert abs(result.log_marginal_likelihood - truth) < k * result.stderr, (
@@ -30,28 +31,36 @@ def check_against_truth(model, truth, seed, k=3.0):
     return result
 
 
-def test_chib_two_free_factors_matches_enumeration():
+def test_chib_sources_two_free_factors_matches_enumeration():
     truth = TinyModel(X_TINY, A_W, B_W, A_H, B_H).log_evidence
     result = check_against_truth(two_factor_model(), truth, seed=0)
-    assert result.log_factor_ordinates.shape == (2,)
-    assert result.ordinate_stderr[1] == 0.0  # the first ordinate is exact
-    assert len(result.reduced_log_ordinates) == 1 and result.reduced_log_ordinates[0].shape == (3000,)
-    pieces = result.log_joint - result.log_source_ordinate - result.log_factor_ordinates.sum()
-    assert result.log_marginal_likelihood == pytest.approx(pieces)
+    assert result.ordinate_names == ("S", "k", "kj")
+    assert result.ordinate_stderr[1] == 0.0 and result.ordinate_samples[1] is None  # exact first ordinate
+    assert result.ordinate_samples[0].shape == (3000,) and result.ordinate_samples[2].shape == (3000,)
+    assert result.log_marginal_likelihood == pytest.approx(result.log_joint - result.log_ordinates.sum())
 
 
-def test_chib_one_free_factor_matches_negative_binomial_sum():
+def test_chib_factors_two_free_factors_matches_enumeration():
+    truth = TinyModel(X_TINY, A_W, B_W, A_H, B_H).log_evidence
+    result = check_against_truth(two_factor_model(), truth, seed=0, method="factors")
+    assert result.ordinate_names == ("k", "kj")
+    assert np.all(result.ordinate_stderr > 0)
+
+
+@pytest.mark.parametrize("method", ["sources", "factors"])
+def test_chib_one_free_factor_matches_negative_binomial_sum(method):
     truth = TinyModel(X_TINY, A_W, B_W, A_H, B_H, w_fixed=W_FIXED).log_evidence
-    result = check_against_truth(one_factor_model(), truth, seed=0)
-    assert result.reduced_log_ordinates == []
+    result = check_against_truth(one_factor_model(), truth, seed=0, method=method)
+    assert len(result.log_ordinates) == (2 if method == "sources" else 1)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("method", ["sources", "factors"])
 @pytest.mark.parametrize("seed", range(1, 6))
-def test_chib_across_seeds(seed):
-    check_against_truth(two_factor_model(), TinyModel(X_TINY, A_W, B_W, A_H, B_H).log_evidence, seed)
+def test_chib_across_seeds(seed, method):
+    check_against_truth(two_factor_model(), TinyModel(X_TINY, A_W, B_W, A_H, B_H).log_evidence, seed, method)
     check_against_truth(one_factor_model(), TinyModel(X_TINY, A_W, B_W, A_H, B_H, w_fixed=W_FIXED).log_evidence,
-                        seed)
+                        seed, method)
 
 
 def test_same_seed_same_estimate():
@@ -71,5 +80,7 @@ def test_log_mean_exp(rng):
 def test_errors():
     with pytest.raises(ParameterError, match="num_samples"):
         chib_poisson_nmf(np.ones((2, 2), dtype=int), 1, 1.0, num_burn_in=1, num_samples=1)
+    with pytest.raises(ParameterError, match="method"):
+        chib_poisson_nmf(np.ones((2, 2), dtype=int), 1, 1.0, num_burn_in=1, num_samples=5, method="nope")
     with pytest.raises(ParameterError, match="rank"):
         chib_poisson_nmf(np.ones((2, 2), dtype=int), 0, 1.0, num_burn_in=1, num_samples=5)

@@ -1,21 +1,38 @@
-"""Chib's marginal likelihood estimate from the Gibbs output of a PLTF model (MLSP'12 eqs. 19-28).
+"""Chib's marginal likelihood estimate from the Gibbs output of a PLTF model.
 
-At a high-density point ``(S~, Z~)`` of the main run,
+Two decompositions of ``log p(X) = log p(X, point) - log p(point | X)`` are offered.
+
+``method="sources"`` (MLSP'12 eqs. 19-28). At a high-density point ``(S~, Z~)``
+of the main run,
 
     log p(X) = log p(S~, Z~, X) - log p(Z~_1 | Z~_2:K, S~) - log p(S~ | X)
                - sum_{a=2..K} log p(Z~_a | Z~_a+1:K, S~)
 
 where the first ordinate is an exact Gamma density, ``p(S~ | X)`` is the mean
-of the multinomial full conditional over the main run's samples (eq. 23), and
-each remaining ordinate is the mean of a Gamma full conditional over a reduced
-run that clamps ``S~`` and ``Z~_a+1:K`` (eqs. 25-26). Means are taken in log
-space with log-sum-exp, each divided by its own number of samples (eq. 28
-writes this normaliser as ``log (K-1)MN``). ``Z_1 .. Z_K`` are the model's free
-factors in spec order; fixed factors are constants of every term.
+of the multinomial full conditional over the main run (eq. 23), and each other
+ordinate is the mean of a Gamma full conditional over a reduced run that clamps
+``S~`` and ``Z~_a+1:K`` (eqs. 25-26).
 
-The Monte-Carlo standard error adds, over the estimated ordinates, the
-delta-method variance of ``log mean w``, ``(MCSE(mean w) / mean w)^2``, with the
-MCSE from the effective sample size of ``w`` (autocorrelation-aware).
+``method="factors"`` (Chib 1995 with the sources as latent data). At a
+high-density ``Z~``,
+
+    log p(X) = log p(X | Z~) + log p(Z~) - sum_{a=1..K} log p(Z~_a | Z~_1:a-1, X),
+
+each ordinate the mean of ``p(Z~_a | S, Z_a+1:K, Z~_1:a-1)`` over a run that
+clamps ``Z~_1:a-1`` and samples the sources and ``Z_a:K`` (the main run for
+``a = 1``). The sources are averaged over instead of being held at one draw,
+so no ordinate is a density over the huge discrete space of ``S``: this is
+the estimator to use once ``X`` holds more than a few dozen counts, where the
+mean of ``p(S~ | Z, X)`` is carried by the one sample next to ``S~`` and eq. 23
+is off by tens to hundreds of nats.
+
+Means are taken in log space with log-sum-exp, each divided by its own number
+of samples (eq. 28 writes this normaliser as ``log (K-1)MN``). ``Z_1 .. Z_K``
+are the model's free factors in spec order; fixed factors are constants. The
+Monte-Carlo standard error adds over the estimated ordinates the delta-method
+variance of ``log mean w``, ``(MCSE(mean w) / mean w)^2``, with the MCSE from
+the effective sample size of ``w``; when one sample carries the mean it is
+itself unreliable (the ``max_weight_fraction`` of each ordinate shows it).
 
 Conventions: ``X`` is an integer count array shaped like the model output.
 """
@@ -34,6 +51,8 @@ from core.samplers.driver import run_chain
 
 __all__ = ["ChibResult", "chib_log_marginal_likelihood", "chib_poisson_nmf", "log_mean_exp"]
 
+METHODS = ("sources", "factors")
+
 
 class ChibResult(NamedTuple):
     """Chib's estimate and the pieces it sums.
@@ -44,41 +63,46 @@ class ChibResult(NamedTuple):
         ``log p(X)``.
     stderr : float
         Monte-Carlo standard error of the estimate.
+    method : str
+        ``"sources"`` or ``"factors"``.
     log_joint : float
-        ``log p(S~, Z~, X)`` at the chosen point.
-    log_source_ordinate : float
-        Estimate of ``log p(S~ | X)`` (eq. 23).
-    log_factor_ordinates : ndarray, shape (K,)
-        ``log p(Z~_a | Z~_a+1:K, S~)`` for the free factors in order; the first is exact (eq. 21).
-    ordinate_stderr : ndarray, shape (K + 1,)
-        MCSE of the source ordinate then of each factor ordinate (0 for the exact one).
+        ``log p(S~, Z~, X)`` ("sources") or ``log p(X | Z~) + log p(Z~)`` ("factors").
+    ordinate_names : tuple of str
+        ``"S"`` and the factors' index strings, in the order of ``log_ordinates``.
+    log_ordinates : ndarray
+        The subtracted log ordinates: ("sources") ``log p(S~ | X)``, then
+        ``log p(Z~_a | Z~_a+1:K, S~)`` for ``a = 1..K`` (the first exact);
+        ("factors") ``log p(Z~_a | Z~_1:a-1, X)`` for ``a = 1..K``.
+    ordinate_stderr : ndarray
+        MCSE of each ordinate (0 for an exact one).
+    max_weight_fraction : ndarray
+        Largest share of one sample in each ordinate's mean (1/n is ideal, near 1 is unreliable).
+    ordinate_samples : list of ndarray or None
+        The log values averaged for each ordinate (None for an exact one).
     factor_order : tuple of int
-        Positions of the free factors, the order ``Z_1 .. Z_K`` of eq. 20.
+        Positions of the free factors ``Z_1 .. Z_K``.
     point : tuple of ndarray
         ``Z~`` (all factors).
-    source_log_probs : ndarray, shape (N,)
-        ``log p(S~ | Z^(i), X)`` over the main run.
-    reduced_log_ordinates : list of ndarray
-        For ``a = 2..K``, ``log p(Z~_a | Z^(m)_1:a-1, Z~_a+1:K, S~)`` over its reduced run.
-    log_likelihood_trace : ndarray, shape (burn-in + N,)
+    log_likelihood_trace : ndarray
         ``log p(X | Z)`` of every sweep of the main run.
     """
 
     log_marginal_likelihood: float
     stderr: float
+    method: str
     log_joint: float
-    log_source_ordinate: float
-    log_factor_ordinates: np.ndarray
+    ordinate_names: tuple
+    log_ordinates: np.ndarray
     ordinate_stderr: np.ndarray
+    max_weight_fraction: np.ndarray
+    ordinate_samples: list
     factor_order: tuple
     point: tuple
-    source_log_probs: np.ndarray
-    reduced_log_ordinates: list
     log_likelihood_trace: np.ndarray
 
 
 def log_mean_exp(log_values):
-    """``log mean exp(log_values)`` and its MCSE (delta method, autocorrelation-corrected)."""
+    """``log mean exp(log_values)`` and its MCSE (delta method, autocorrelation-aware)."""
     log_values = np.asarray(log_values, dtype=float)
     n = log_values.size
     estimate = float(logsumexp(log_values) - np.log(n))
@@ -90,15 +114,21 @@ def log_mean_exp(log_values):
     return estimate, float(mcse_mean(weights) / weights.mean())
 
 
+def _max_fraction(log_values):
+    if log_values is None:
+        return 0.0
+    return float(np.exp(np.max(log_values) - logsumexp(log_values)))
+
+
 def _validate_counts(name, value, minimum):
-    if not isinstance(value, (int, np.integer)) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ParameterError(f"{name}={value!r} must be an integer >= {minimum}")
     return int(value)
 
 
-def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_reduced=None, seed=0,
-                                 factors=None, progress=False):
-    """Estimate ``log p(X)`` under a PLTF model by Chib's method (MLSP'12 eqs. 19-28).
+def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_reduced=None, method="sources",
+                                 seed=0, factors=None, progress=False):
+    """Estimate ``log p(X)`` under a PLTF model by Chib's method.
 
     Parameters
     ----------
@@ -108,9 +138,12 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
     num_burn_in : int
         Gibbs sweeps discarded before the ``num_samples`` kept ones.
     num_samples : int
-        Kept sweeps N of the main run (the source ordinate averages over them).
+        Kept sweeps N of the main run.
     num_reduced : int, optional
         Sweeps M of each reduced run (default ``num_samples``).
+    method : {"sources", "factors"}
+        The decomposition (see the module docstring): MLSP'12 eq. 28, or the
+        ordinates of the factors with the sources averaged over.
     seed : int
         Streams ``stream(seed, 0)`` (main run) and ``stream(seed, a)`` (reduced run a).
     factors : tuple of ndarray, optional
@@ -125,78 +158,110 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
     Raises
     ------
     ParameterError
-        On invalid counts or data.
+        On invalid counts, method or data.
 
     References
     ----------
-    S. Chib, "Marginal likelihood from the Gibbs output", JASA 1995. MLSP'12 eqs. 19-28.
+    S. Chib, "Marginal likelihood from the Gibbs output", JASA 90 (1995). MLSP'12 eqs. 19-28.
     """
     num_burn_in = _validate_counts("num_burn_in", num_burn_in, 0)
     num_samples = _validate_counts("num_samples", num_samples, 4)
     num_reduced = num_samples if num_reduced is None else _validate_counts("num_reduced", num_reduced, 4)
+    if method not in METHODS:
+        raise ParameterError(f"method={method!r}: expected one of {METHODS}")
     X = model.validate_data(X, integer=True)
     order = model.free
     rng = stream(seed, 0)
     state = gibbs.init(model, X, factors, rng=rng)
     kernel = gibbs.build_kernel(model, X)
-
-    best = {"logdensity": -np.inf}
+    first = order[0]
+    best = {"score": -np.inf}
 
     def keep(s):
-        # The point of eq. 19 is the highest-density (S, Z) seen after burn-in.
-        if s.logdensity > best["logdensity"]:
-            best.update(logdensity=s.logdensity, factors=s.factors, stats=s.source_stats,
-                        log_factorial=s.log_source_factorial)
-        return tuple(s.factors[a] for a in order)
+        # The point is the highest-density sample after burn-in: of (S, Z) for eq. 19, of Z for "factors".
+        score = s.logdensity if method == "sources" else s.log_likelihood + model.log_prior(s.factors)
+        if score > best["score"]:
+            best.update(score=score, factors=s.factors, stats=s.source_stats, log_factorial=s.log_source_factorial)
+        if method == "sources":
+            return tuple(s.factors[a] for a in order)
+        # what the first ordinate needs: the Gamma shape and rate of Z_1 at this sample
+        return (model.prior_shape[first] + s.source_stats[first], model.prior_rate[first] + model.phi(s.factors, first))
 
     result = run_chain(kernel, state, rng, num_steps=num_burn_in + num_samples, burn_in=num_burn_in,
-                       transform=keep, progress=progress, desc="Chib: Gibbs")
-    point, stats, log_factorial = best["factors"], best["stats"], best["log_factorial"]
-    log_joint = gibbs.log_joint(model, point, stats, log_factorial)
+                       transform=keep, progress=progress, desc=f"Chib ({method}): Gibbs")
+    point = best["factors"]
+    names = tuple(model.factor_indices[a] for a in order)
+    if method == "sources":
+        log_joint, values = _sources(model, X, order, point, best["stats"], best["log_factorial"], result.samples,
+                                     num_samples, num_reduced, seed, progress)
+        names = ("S",) + names
+    else:
+        log_joint = model.log_likelihood(point, X) + model.log_prior(point)
+        first_values = np.array([np.sum(gamma_log_pdf(point[first], shape, rate))
+                                 for shape, rate in zip(*result.samples)])
+        values = [first_values] + _factor_runs(model, X, order, point, num_reduced, seed, progress)
+    estimates, errors = zip(*[(v, 0.0) if np.isscalar(v) else log_mean_exp(v) for v in values])
+    log_ordinates = np.asarray(estimates, dtype=float)
+    ordinate_se = np.asarray(errors, dtype=float)
+    samples = [None if np.isscalar(v) else v for v in values]
+    value = log_joint - float(np.sum(log_ordinates))
+    return ChibResult(float(value), float(np.sqrt(np.sum(ordinate_se ** 2))), method, float(log_joint), names,
+                      log_ordinates, ordinate_se, np.array([_max_fraction(v) for v in samples]), samples, order,
+                      point, np.asarray(result.info.log_likelihood))
 
-    # eq. 23: p(S~ | X) ~ mean_i p(S~ | Z^(i), X)
-    log_factorial_X = float(np.sum(gammaln(X[model.mask] + 1.0) if model.mask is not None else gammaln(X + 1.0)))
-    source_log_probs = np.empty(num_samples)
+
+def _gamma_ordinate(model, factors, point, a, stats):
+    shape = model.prior_shape[a] + stats
+    rate = model.prior_rate[a] + model.phi(factors, a)
+    return float(np.sum(gamma_log_pdf(point[a], shape, rate)))
+
+
+def _sources(model, X, order, point, stats, log_factorial, samples, num_samples, num_reduced, seed, progress):
+    """MLSP'12 eqs. 21-26: exact first ordinate, S ordinate over the main run, clamped reduced runs."""
+    log_joint = gibbs.log_joint(model, point, stats, log_factorial)
+    observed = X[model.mask] if model.mask is not None else X
+    log_factorial_X = float(np.sum(gammaln(observed + 1.0)))
+    source_values = np.empty(num_samples)
     current = list(point)
     for i in range(num_samples):
         for j, a in enumerate(order):
-            current[a] = result.samples[j][i]
-        source_log_probs[i] = gibbs.source_log_prob(model, current, stats, log_factorial, log_factorial_X, X)
-    log_source, se_source = log_mean_exp(source_log_probs)
-
-    def ordinate(factors, a):
-        shape = model.prior_shape[a] + stats[a]
-        rate = model.prior_rate[a] + model.phi(factors, a)
-        return float(np.sum(gamma_log_pdf(point[a], shape, rate)))
-
-    # eq. 21: the first factor's ordinate is an exact full conditional
-    log_ordinates = [ordinate(point, order[0])]
-    ordinate_se = [se_source, 0.0]
+            current[a] = samples[j][i]
+        source_values[i] = gibbs.source_log_prob(model, current, stats, log_factorial, log_factorial_X, X)
+    values = [source_values, _gamma_ordinate(model, point, point, order[0], stats[order[0]])]
     reduced = []
-    # eqs. 24-26: for a = K..2, clamp S~ and Z~_a+1:K, sample Z_1:a, average p(Z~_a | Z_1:a-1, ...)
     for j in range(len(order) - 1, 0, -1):
         a = order[j]
         run_rng = stream(seed, j)
-        reduced_kernel = gibbs.build_kernel(model, X, clamped_sources=(stats, log_factorial),
-                                            clamped_factors=order[j + 1:])
-        run_state = gibbs.GibbsState(point, stats, log_factorial, 0.0, 0.0)
-        values = np.empty(num_reduced)
+        kernel = gibbs.build_kernel(model, X, clamped_sources=(stats, log_factorial), clamped_factors=order[j + 1:],
+                                    track_density=False)
+        state = gibbs.GibbsState(point, stats, log_factorial, 0.0, 0.0)
+        run = np.empty(num_reduced)
         for m in range(num_reduced):
-            run_state, _ = reduced_kernel(run_rng, run_state)
-            values[m] = ordinate(run_state.factors, a)
-        reduced.insert(0, values)
-        estimate, se = log_mean_exp(values)
-        log_ordinates.insert(1, estimate)
-        ordinate_se.insert(2, se)
-    log_ordinates = np.asarray(log_ordinates)
-    ordinate_se = np.asarray(ordinate_se)
-    value = log_joint - log_source - float(np.sum(log_ordinates))
-    return ChibResult(float(value), float(np.sqrt(np.sum(ordinate_se ** 2))), float(log_joint), float(log_source),
-                      log_ordinates, ordinate_se, order, point, source_log_probs, reduced,
-                      np.asarray(result.info.log_likelihood))
+            state, _ = kernel(run_rng, state)
+            run[m] = _gamma_ordinate(model, state.factors, point, a, stats[a])
+        reduced.insert(0, run)
+    return log_joint, values + reduced
 
 
-def chib_poisson_nmf(X, rank, prior_rate, *, num_burn_in, num_samples, num_reduced=None, seed=0, progress=False):
+def _factor_runs(model, X, order, point, num_reduced, seed, progress):
+    """Ordinates a = 2..K: clamp Z~_1:a-1, sample S and Z_a:K, average p(Z~_a | S, Z_a+1:K, Z~_1:a-1)."""
+    runs = []
+    for j in range(1, len(order)):
+        a = order[j]
+        run_rng = stream(seed, j)
+        kernel = gibbs.build_kernel(model, X, clamped_factors=order[:j], track_density=False)
+        state = gibbs.GibbsState(point, tuple(np.zeros(s) for s in model.shapes), 0.0, 0.0, 0.0)
+        run = np.empty(num_reduced)
+        for m in range(num_reduced):
+            state, _ = kernel(run_rng, state)
+            # the rate of Z_a does not involve Z_a, so the current state gives p(Z~_a | S, Z_a+1:K, Z~_1:a-1)
+            run[m] = _gamma_ordinate(model, state.factors, point, a, state.source_stats[a])
+        runs.append(run)
+    return runs
+
+
+def chib_poisson_nmf(X, rank, prior_rate, *, num_burn_in, num_samples, num_reduced=None, method="sources", seed=0,
+                     progress=False):
     """Chib's ``log p(X | rank)`` for Poisson NMF with exponential priors (ICASSP'16 §4.1.2, eq. 13).
 
     ``W_ik ~ Exp(prior_rate)``, ``H_kj ~ Exp(prior_rate)``, ``X_ij ~ Poisson((WH)_ij)``.
@@ -207,8 +272,8 @@ def chib_poisson_nmf(X, rank, prior_rate, *, num_burn_in, num_samples, num_reduc
     rank : int
     prior_rate : float or (float, float)
         Rate of the exponential priors (one for both, or ``(rate_W, rate_H)``).
-    num_burn_in, num_samples, num_reduced, seed, progress
-        As in :func:`chib_log_marginal_likelihood` (the paper: 7000, 2000, 5000).
+    num_burn_in, num_samples, num_reduced, method, seed, progress
+        As in :func:`chib_log_marginal_likelihood` (ICASSP'16: 7000, 2000, 5000).
 
     Returns
     -------
@@ -222,4 +287,4 @@ def chib_poisson_nmf(X, rank, prior_rate, *, num_burn_in, num_samples, num_reduc
     rates = (prior_rate, prior_rate) if np.isscalar(prior_rate) else tuple(prior_rate)
     model = pltf_model("ik,kj->ij", dict(i=X.shape[0], k=rank, j=X.shape[1]), prior_shape=1.0, prior_rate=rates)
     return chib_log_marginal_likelihood(model, X, num_burn_in=num_burn_in, num_samples=num_samples,
-                                        num_reduced=num_reduced, seed=seed, progress=progress)
+                                        num_reduced=num_reduced, method=method, seed=seed, progress=progress)

@@ -235,7 +235,7 @@ def init(model, X, factors=None, *, rng=None):
     return GibbsState(factors, stats, 0.0, log_likelihood, log_likelihood + model.log_prior(factors))
 
 
-def build_kernel(model, X, *, clamped_sources=None, clamped_factors=(), keep_sources=False):
+def build_kernel(model, X, *, clamped_sources=None, clamped_factors=(), keep_sources=False, track_density=True):
     """Return one sweep ``kernel(rng, state, iteration=None) -> (state, info)``.
 
     Parameters
@@ -250,6 +250,9 @@ def build_kernel(model, X, *, clamped_sources=None, clamped_factors=(), keep_sou
         Free factors held at their current value.
     keep_sources : bool
         Store each source draw in ``state.sources`` (|V| memory, as in Alg. 1).
+    track_density : bool
+        Compute ``log p(X | Z)`` and ``log p(S, Z, X)`` after each sweep (NaN
+        when False: the reduced runs of Chib's method do not need them).
 
     Returns
     -------
@@ -276,9 +279,12 @@ def build_kernel(model, X, *, clamped_sources=None, clamped_factors=(), keep_sou
         for a in updated:
             factors[a] = draw_factor(rng, model, factors, a, stats[a])
         factors = tuple(factors)
-        xhat = model.xhat(factors)
-        log_likelihood = model.log_likelihood(factors, X, xhat)
-        joint = log_joint(model, factors, stats, log_factorial, xhat)
+        if track_density:
+            xhat = model.xhat(factors)
+            log_likelihood = model.log_likelihood(factors, X, xhat)
+            joint = log_joint(model, factors, stats, log_factorial, xhat)
+        else:
+            log_likelihood = joint = float("nan")
         return (GibbsState(factors, stats, log_factorial, log_likelihood, joint, sources),
                 GibbsInfo(log_likelihood, joint))
 

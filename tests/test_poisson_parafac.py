@@ -86,7 +86,7 @@ def test_sparse_parts_equal_dense_blocks(problem):
 
 def test_single_block_and_parallel_part_agree_with_serial(problem):
     X, theta = problem
-    sparse = PoissonParafac(from_dense(X), RANK)
+    sparse = PoissonParafac(from_dense(X), RANK, parallel=True)
     index = build_block_index(sparse.data, 3)
     part = index.part(5)
     logl_part, grad_part = sparse.log_likelihood_and_grad(theta, part)  # parallel kernel

@@ -130,8 +130,9 @@ def _open_checkpoint(folder, settings):
 
 def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_intervals=5, schedule="uniform",
                         power=5.0, num_steps=3000, num_keep=500, num_blocks=None, subset_size=None,
-                        step_a=1e-8, step_b=0.51, alpha=0.99, sigma=1e-5, evaluate="after_update", rule="trapezoid",
-                        exact_prior=True, init="map", map_iter=50, seed=0, checkpoint=None, progress=True):
+                        step_a=1e-8, step_b=0.51, alpha=0.99, sigma=1e-5, evaluate="before_update",
+                        rule="trapezoid", exact_prior=True, init="prior", map_iter=50, parallel=False, seed=0,
+                        checkpoint=None, progress=True):
     """Estimate log p(X | R) for each rank by STI and select the best rank.
 
     Parameters
@@ -158,19 +159,27 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
         Step size (a/l)^b during burn-in, then fixed.
     alpha, sigma : float
         pSGLD settings (PARAFAC'18 eq. 9).
-    evaluate : {"after_update", "before_update"}
-        See :func:`core.evidence.sti.power_posterior_chain`.
+    evaluate : {"before_update", "after_update"}
+        Which sample the iteration's subsample scores (see
+        :func:`core.evidence.sti.power_posterior_chain`). ``after_update`` is
+        PARAFAC'18 eq. 7 verbatim but biased upwards, since the new sample has
+        just moved towards that subsample; ``before_update`` scores the
+        previous sample on the same subsample, which is unbiased.
     rule : {"trapezoid", "simpson"}
         Quadrature over the grid (:func:`core.evidence.sti.integration_weights`).
     exact_prior : bool
         At t = 0 use ``num_keep`` independent prior draws (:func:`prior_trace`)
         instead of a chain.
-    init : {"map", "prior"}
+    init : {"prior", "map"}
         Start of each chain: a prior draw, or that draw improved by
-        ``map_iter`` multiplicative MAP updates (:mod:`core.factorization.parafac_map`),
-        which keeps chains out of the poor modes a random start can stall in.
+        ``map_iter`` multiplicative MAP updates (:mod:`core.factorization.parafac_map`).
+        MAP starts put some entries near zero, where pSGLD's first steps are
+        erratic; prior starts are the default.
     map_iter : int
         MAP sweeps for ``init="map"``.
+    parallel : bool
+        Process the blocks of a part in parallel threads (see
+        :class:`core.models.poisson_parafac.PoissonParafac`).
     seed : int
     checkpoint : str or Path, optional
         Folder where finished chains are saved and from which they are reloaded.
@@ -224,7 +233,7 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
     traces = {}
     with progress_bar(ranks.size * temperatures.size, desc="STI chains", enabled=progress, unit="chain") as bar:
         for rank in ranks:
-            model = PoissonParafac(data, int(rank), prior_rate=prior_rate)
+            model = PoissonParafac(data, int(rank), prior_rate=prior_rate, parallel=parallel)
             for i, t in enumerate(temperatures):
                 path = None if folder is None else folder / f"rank{rank}_t{i}.npy"
                 if path is not None and path.exists():

@@ -67,6 +67,10 @@ class PoissonParafac:
         R, the number of components.
     prior_rate : float or sequence of 3 floats
         λ, or (λ_a, λ_b, λ_c).
+    parallel : bool
+        Process the blocks of a part in parallel numba threads (their number is
+        ``NUMBA_NUM_THREADS``). Off by default: on a machine whose cores are
+        busy, a parallel region waits for its slowest thread's time slice.
 
     References
     ----------
@@ -77,7 +81,7 @@ class PoissonParafac:
     #: All three factors are non-negative: samplers mirror them (PARAFAC'18 §III, remark).
     nonnegative = (True, True, True)
 
-    def __init__(self, data, rank, *, prior_rate=1.0):
+    def __init__(self, data, rank, *, prior_rate=1.0, parallel=False):
         if isinstance(data, SparseTensor):
             data = validate_sparse_tensor(data, nonnegative=True, name="data")
             if data.ndim != 3:
@@ -96,6 +100,7 @@ class PoissonParafac:
         if not np.all(np.isfinite(rates)) or np.any(rates <= 0):
             raise ParameterError(f"prior_rate={prior_rate} must be positive (one value or three)")
         self.data = data
+        self.parallel = bool(parallel)
         self.rank = int(rank)
         self.prior_rates = rates
         self.shape = tuple(int(n) for n in data.shape)
@@ -165,7 +170,7 @@ class PoissonParafac:
                 if blocks.coords is None:
                     raise ParameterError("subset blocks come from a dense index but the data is sparse; "
                                          "build the index from the SparseTensor")
-                logl = sparse_blocks_log_likelihood(A, B, C, blocks, grads)
+                logl = sparse_blocks_log_likelihood(A, B, C, blocks, grads, parallel=self.parallel)
             else:
                 logl = _dense_blocks(self.data, A, B, C, blocks, grads)
             return logl, grads
@@ -227,17 +232,19 @@ def _is_disjoint(blocks):
     return all(np.unique(keys[:, m]).size == keys.shape[0] for m in range(3))
 
 
-def sparse_blocks_log_likelihood(A, B, C, blocks, grads=None):
+def sparse_blocks_log_likelihood(A, B, C, blocks, grads=None, *, parallel=False):
     """Log-likelihood of sparse blocks from column sums and non-zeros; gradients accumulated.
 
     Parameters
     ----------
     A, B, C : ndarray of float64, C-contiguous, shapes (I, R), (J, R), (K, R)
     blocks : TensorBlocks
-        Blocks with global coordinates. When they share no index range in any
-        mode (a part) they are processed in parallel threads.
+        Blocks with global coordinates.
     grads : ParafacFactors or None
         Arrays of the factors' shapes to which the gradient is added.
+    parallel : bool
+        Process the blocks in parallel threads when they share no index range
+        in any mode (a part).
 
     Returns
     -------
@@ -249,7 +256,7 @@ def sparse_blocks_log_likelihood(A, B, C, blocks, grads=None):
         gA = gB = gC = dummy
     else:
         gA, gB, gC = grads
-    parallel = blocks.keys.shape[0] > 1 and _is_disjoint(blocks)
+    parallel = parallel and blocks.keys.shape[0] > 1 and _is_disjoint(blocks)
     kernel = _sparse_kernels()[1 if parallel else 0]
     per_block = kernel(A, B, C, blocks.coords, blocks.values, blocks.starts, blocks.stops,
                        blocks.ranges, gA, gB, gC, want_grad)

@@ -1,0 +1,151 @@
+"""Reading audio files, validated at the entrance.
+
+Conventions
+-----------
+Signals are 1-D float64 arrays (``n_samples,``). Integer formats (16-bit PCM
+and the like) come back in [-1, 1) (soundfile's scaling: int16 / 32768);
+floating-point files come back as stored. Multichannel files are downmixed to
+mono by the mean over channels. Every problem with a file is reported as
+:class:`core.errors.ParameterError` with a one-line message ``<path>: <why>``.
+"""
+
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from core.errors import ParameterError
+
+__all__ = ["AudioInfo", "audio_info", "read_audio"]
+
+
+class AudioInfo(NamedTuple):
+    """What a file's header says, without reading its samples."""
+
+    sample_rate: int
+    num_samples: int
+    channels: int
+    format: str
+    subtype: str
+
+    @property
+    def duration(self):
+        """Length in seconds."""
+        return self.num_samples / self.sample_rate
+
+
+def _check_file(path):
+    path = Path(path)
+    if not path.exists():
+        raise ParameterError(f"{path}: no such file")
+    if path.is_dir():
+        raise ParameterError(f"{path}: is a directory, expected an audio file")
+    if not path.is_file():
+        raise ParameterError(f"{path}: not a regular file")
+    if path.stat().st_size == 0:
+        raise ParameterError(f"{path}: empty file (0 bytes)")
+    return path
+
+
+def _describe(error):
+    # libsndfile's messages start with "Error opening '<path>': "; keep only the reason.
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if text.startswith("Error opening") and "': " in text:
+        text = text.split("': ", 1)[1]
+    return text
+
+
+def _wav_data_shortfall(path):
+    """Bytes missing from a RIFF/WAVE file's data chunk (0 when complete or not a WAV file).
+
+    libsndfile silently reads a truncated WAV up to where the bytes stop, so the
+    declared size of the ``data`` chunk is compared with what the file holds.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        header = handle.read(12)
+        if len(header) < 12 or header[:4] not in (b"RIFF", b"RIFX") or header[8:12] != b"WAVE":
+            return 0
+        order = "<" if header[:4] == b"RIFF" else ">"
+        position = 12
+        while position + 8 <= size:
+            handle.seek(position)
+            chunk_id, chunk_size = struct.unpack(order + "4sI", handle.read(8))
+            if chunk_id == b"data":
+                if chunk_size == 0xFFFFFFFF:  # size unknown (streamed or RF64-style writers)
+                    return 0
+                return max(0, chunk_size - (size - position - 8))
+            position += 8 + chunk_size + (chunk_size & 1)
+    return 0
+
+
+def audio_info(path):
+    """Read a file's header.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    AudioInfo
+
+    Raises
+    ------
+    ParameterError
+        If the file is missing, a directory, empty, not audio or truncated.
+    """
+    import soundfile
+
+    path = _check_file(path)
+    try:
+        info = soundfile.info(str(path))
+    except (RuntimeError, soundfile.SoundFileError, TypeError) as error:
+        raise ParameterError(f"{path}: not a readable audio file ({_describe(error)})") from None
+    missing = _wav_data_shortfall(path)
+    if missing:
+        raise ParameterError(f"{path}: truncated WAV file ({missing} bytes of audio data missing)")
+    return AudioInfo(int(info.samplerate), int(info.frames), int(info.channels), info.format, info.subtype)
+
+
+def read_audio(path):
+    """Read an audio file as a mono float64 signal.
+
+    Parameters
+    ----------
+    path : str or Path
+        Any format soundfile reads (WAV, FLAC, OGG, ...).
+
+    Returns
+    -------
+    y : ndarray, shape (n_samples,)
+        float64; integer formats in [-1, 1), multichannel downmixed by the mean.
+        All-zero audio is valid and returned as it is.
+    sample_rate : int
+
+    Raises
+    ------
+    ParameterError
+        ``<path>: <why>`` for a missing file, a directory, an empty file, bytes
+        that are not audio, a truncated or corrupt file, zero-length audio, and
+        NaN or Inf samples.
+    """
+    import soundfile
+
+    info = audio_info(path)
+    path = Path(path)
+    try:
+        data, sample_rate = soundfile.read(str(path), dtype="float64", always_2d=True)
+    except (RuntimeError, soundfile.SoundFileError, TypeError, ValueError) as error:
+        raise ParameterError(f"{path}: corrupt audio file ({_describe(error)})") from None
+    if data.shape[0] != info.num_samples:
+        raise ParameterError(f"{path}: corrupt audio file (header says {info.num_samples} samples, "
+                             f"{data.shape[0]} could be read)")
+    if data.shape[0] == 0:
+        raise ParameterError(f"{path}: zero-length audio (no samples)")
+    y = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+    if not np.all(np.isfinite(y)):
+        bad = int(np.count_nonzero(~np.isfinite(y)))
+        raise ParameterError(f"{path}: {bad} sample(s) are NaN or Inf")
+    return np.ascontiguousarray(y), int(sample_rate)

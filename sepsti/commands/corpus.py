@@ -1,0 +1,101 @@
+"""``sepsti corpus``: make a synthetic NOIZEUS-style corpus, or describe a corpus folder."""
+
+import re
+from pathlib import Path
+
+import click
+
+from core.errors import ParameterError
+
+__all__ = ["corpus", "parse_utterances"]
+
+
+def parse_utterances(text):
+    """``"30"`` -> 30 (the first N ids); ``"sp01-sp04,sp21"`` or ``"1-4,21"`` -> a list of ids."""
+    text = text.strip()
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    ids = []
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        match = re.fullmatch(r"(?:sp)?(\d+)(?:-(?:sp)?(\d+))?", part, re.IGNORECASE)
+        if match is None:
+            raise ParameterError(f"--utterances {text}: expected a count or ids like sp01-sp04,sp21")
+        first = int(match[1])
+        last = int(match[2]) if match[2] else first
+        if last < first:
+            raise ParameterError(f"--utterances {text}: range {part} runs backwards")
+        ids.extend(f"sp{number:02d}" for number in range(first, last + 1))
+    if not ids:
+        raise ParameterError(f"--utterances {text!r}: expected a count or ids like sp01-sp04,sp21")
+    return ids
+
+
+def _split_list(text, option):
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise ParameterError(f"{option} {text!r}: expected a comma-separated list")
+    return items
+
+
+def _parse_snrs(text):
+    try:
+        return [int(item) for item in _split_list(text, "--snr")]
+    except ValueError:
+        raise ParameterError(f"--snr {text}: expected integers in dB, e.g. 0,5,10,15") from None
+
+
+@click.group("corpus")
+def corpus():
+    """Make or inspect NOIZEUS-style corpora."""
+
+
+@corpus.command("synth")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Random seed.")
+@click.option("--overwrite", is_flag=True, help="Replace the corpus in a non-empty DIRECTORY.")
+@click.option("--utterances", default="30", show_default=True,
+              help="How many utterances (sp01..spN), or ids such as sp01-sp04,sp21-sp22.")
+@click.option("--noise", "noises", default="white,pink,babble,car,street", show_default=True,
+              help="Noise types, comma-separated.")
+@click.option("--snr", "snrs", default="0,5,10,15", show_default=True, help="SNRs in dB, comma-separated.")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr.")
+def synth(directory, seed, overwrite, utterances, noises, snrs, progress):
+    """Write a synthetic NOIZEUS-style corpus to DIRECTORY.
+
+    Clean files go to DIRECTORY/clean/spNN.wav and mixtures to
+    DIRECTORY/noisy/<noise>_<snr>dB/spNN_<noise>_sn<snr>.wav (8 kHz, 16-bit).
+    """
+    from corpora.synth import write_corpus
+
+    settings = write_corpus(directory, seed=seed, utterances=parse_utterances(utterances),
+                            noises=_split_list(noises, "--noise"), snrs=_parse_snrs(snrs), overwrite=overwrite,
+                            progress=progress)
+    click.echo(f"wrote {settings['files']} files to {directory}: {len(settings['ids'])} utterances, "
+               f"noises {', '.join(settings['noises'])}, SNRs {', '.join(map(str, settings['snrs']))} dB, "
+               f"seed {settings['seed']}")
+
+
+@corpus.command("info")
+@click.argument("directory", type=click.Path(path_type=Path))
+def info(directory):
+    """Describe the NOIZEUS-style files found below DIRECTORY."""
+    from corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
+
+    index = corpus_index(directory)
+    click.echo(index.describe())
+    if index.noisy:
+        snrs = index.snrs
+        width = max(len(noise) for noise in index.noises) + 2
+        click.echo("noisy files per noise and SNR (dB):")
+        click.echo(" " * width + "".join(f"{snr:>6}" for snr in snrs))
+        for noise in index.noises:
+            counts = [sum(1 for key in index.noisy if key[1] == noise and key[2] == snr) for snr in snrs]
+            click.echo(f"{noise:<{width}}" + "".join(f"{count:>6}" for count in counts))
+    if any(utterance in index.clean for utterance in TRAIN_IDS):
+        from sepsti.features import training_matrix
+
+        signals = clean_signals(index, "train")
+        shape = training_matrix([y for _, y, _ in signals]).shape
+        click.echo(f"training matrix (train split, {len(signals)} files): {shape[0]} x {shape[1]}")
+    else:
+        click.echo("training matrix: no clean files of the train split (sp01-sp20)")

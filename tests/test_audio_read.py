@@ -1,0 +1,89 @@
+"""corpora.audio: reading audio, and every bad file it must refuse with one line."""
+
+import numpy as np
+import pytest
+import soundfile
+
+from core.errors import ParameterError
+from corpora.audio import audio_info, read_audio
+
+
+def _write(path, y, sample_rate=8000, subtype="PCM_16", **kwargs):
+    soundfile.write(str(path), y, sample_rate, subtype=subtype, **kwargs)
+    return path
+
+
+def test_reads_int16_exactly(tmp_path, rng):
+    samples = rng.integers(-32768, 32768, size=1000).astype(np.int16)
+    path = _write(tmp_path / "a.wav", samples)
+    y, sample_rate = read_audio(path)
+    assert sample_rate == 8000
+    assert y.dtype == np.float64 and y.shape == (1000,)
+    np.testing.assert_array_equal(y, samples / 32768.0)
+    assert y.min() >= -1.0 and y.max() < 1.0
+
+
+def test_stereo_is_downmixed_by_mean(tmp_path, rng):
+    stereo = rng.uniform(-0.5, 0.5, size=(800, 2))
+    path = _write(tmp_path / "s.wav", stereo, subtype="FLOAT")
+    y, _ = read_audio(path)
+    np.testing.assert_allclose(y, stereo.astype(np.float32).astype(np.float64).mean(axis=1))
+
+
+@pytest.mark.parametrize("extension, subtype", [("flac", "PCM_16"), ("ogg", "VORBIS")])
+def test_reads_other_formats(tmp_path, extension, subtype):
+    t = np.arange(16000) / 16000
+    path = _write(tmp_path / f"x.{extension}", 0.3 * np.sin(2 * np.pi * 440 * t), 16000, subtype)
+    y, sample_rate = read_audio(path)
+    assert sample_rate == 16000 and len(y) == 16000
+    assert abs(np.sqrt(np.mean(y ** 2)) - 0.3 / np.sqrt(2)) < 0.02
+
+
+def test_all_zero_audio_is_valid(tmp_path):
+    y, _ = read_audio(_write(tmp_path / "z.wav", np.zeros(500)))
+    assert y.shape == (500,) and not y.any()
+
+
+def test_info_matches_header(tmp_path):
+    info = audio_info(_write(tmp_path / "i.wav", np.zeros((1200, 2)), 16000))
+    assert (info.sample_rate, info.num_samples, info.channels) == (16000, 1200, 2)
+    assert info.duration == pytest.approx(0.075)
+
+
+def _raw(path, data):
+    path.write_bytes(data)
+    return path
+
+
+def _truncated(tmp_path):
+    path = _write(tmp_path / "t.wav", np.full(8000, 0.1))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+def _header_only(tmp_path):
+    path = _write(tmp_path / "h.wav", np.full(100, 0.1))
+    path.write_bytes(path.read_bytes()[:30])
+    return path
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda d: d / "missing.wav", "no such file"),
+    (lambda d: d, "is a directory"),
+    (lambda d: _raw(d / "e.wav", b""), "empty file"),
+    (lambda d: _raw(d / "n.wav", b"this is not audio at all\n" * 20), "not a readable audio file"),
+    (_truncated, "truncated WAV"),
+    (_header_only, "not a readable audio file"),
+    (lambda d: _write(d / "zero.wav", np.zeros(0)), "zero-length audio"),
+    (lambda d: _write(d / "nan.wav", np.array([0.1, np.nan, 0.2]), subtype="FLOAT"), "NaN or Inf"),
+    (lambda d: _write(d / "inf.wav", np.array([0.1, np.inf, -np.inf]), subtype="DOUBLE"), "NaN or Inf"),
+    (lambda d: _write(d / "nan2.wav", np.array([[0.1, 0.2], [np.nan, 0.0]]), subtype="FLOAT"), "NaN or Inf"),
+])
+def test_bad_files_raise_one_line(tmp_path, make, why):
+    path = make(tmp_path)
+    with pytest.raises(ParameterError, match=why) as caught:
+        read_audio(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ")
+    assert "\n" not in message

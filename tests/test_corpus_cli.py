@@ -1,0 +1,119 @@
+"""``sepsti corpus synth`` and ``sepsti corpus info`` through the real CLI."""
+
+import pytest
+from click.testing import CliRunner
+
+from sepsti.cli import cli
+from sepsti.commands.corpus import parse_utterances
+
+try:
+    RUNNER = CliRunner(mix_stderr=False)
+except TypeError:  # click >= 8.2 always keeps stderr apart
+    RUNNER = CliRunner()
+
+
+def _run(*args):
+    return RUNNER.invoke(cli, ["corpus", *map(str, args)])
+
+
+def _one_error_line(result):
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli") / "corpus"
+    result = _run("synth", root, "--seed", 3, "--utterances", "sp01-sp02,21", "--noise", "white,car",
+                  "--snr", "0,5", "--no-progress")
+    assert result.exit_code == 0, result.output + result.stderr
+    return root, result
+
+
+def test_synth_writes_what_was_asked(made):
+    root, result = made
+    assert "wrote 15 files" in result.stdout and "seed 3" in result.stdout
+    assert sorted(p.name for p in (root / "clean").iterdir()) == ["sp01.wav", "sp02.wav", "sp21.wav"]
+    assert sorted(p.name for p in (root / "noisy").iterdir()) == ["car_0dB", "car_5dB", "white_0dB", "white_5dB"]
+    assert (root / "noisy" / "car_5dB" / "sp21_car_sn5.wav").is_file()
+
+
+def test_info_describes_the_corpus(made):
+    root, _ = made
+    result = _run("info", root)
+    assert result.exit_code == 0, result.stderr
+    text = result.stdout
+    assert "clean files: 3 (sp01-sp02, sp21)" in text
+    assert "noises: car, white" in text and "snrs (dB): 0, 5" in text
+    assert "train split: 2 of 20 clean files (missing sp03-sp20)" in text
+    table = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith(("car", "white"))}
+    assert table == {"car": ["3", "3"], "white": ["3", "3"]}
+    assert "training matrix (train split, 2 files): 257 x" in text
+
+
+def test_synth_refuses_a_non_empty_folder(made):
+    root, _ = made
+    before = sorted(path.name for path in root.rglob("*"))
+    line = _one_error_line(_run("synth", root, "--utterances", 1, "--noise", "white", "--snr", 0))
+    assert "not empty; pass --overwrite" in line
+    assert sorted(path.name for path in root.rglob("*")) == before
+
+
+def test_overwrite_replaces(tmp_path):
+    root = tmp_path / "c"
+    assert _run("synth", root, "--utterances", 1, "--noise", "white", "--snr", 0, "--no-progress").exit_code == 0
+    result = _run("synth", root, "--utterances", "sp21", "--noise", "pink", "--snr", "-5", "--overwrite",
+                  "--no-progress")
+    assert result.exit_code == 0, result.stderr
+    assert {path.name for path in root.rglob("*.wav")} == {"sp21.wav", "sp21_pink_sn-5.wav"}
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--noise", "airport"], "noise 'airport': unknown noise type"),
+    (["--snr", "loud"], "--snr loud: expected integers"),
+    (["--utterances", "sp5-sp2"], "runs backwards"),
+    (["--utterances", "x"], "--utterances x"),
+    (["--utterances", "0"], "utterances=0"),
+    (["--utterances", "sp31"], "sp31 not in sp01..sp30"),
+])
+def test_synth_bad_options(tmp_path, args, why):
+    line = _one_error_line(_run("synth", tmp_path / "c", *args))
+    assert why in line
+    assert not (tmp_path / "c").exists()
+
+
+def test_synth_seed_must_be_non_negative(tmp_path):
+    result = _run("synth", tmp_path / "c", "--seed", -1)
+    assert result.exit_code == 2 and "-1" in result.stderr
+
+
+def test_synth_into_a_file(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("x")
+    assert "not a folder" in _one_error_line(_run("synth", path))
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda root: root.mkdir(), "no NOIZEUS-style files found"),
+    (lambda root: None, "no such corpus folder"),
+])
+def test_info_bad_folders(tmp_path, make, why):
+    root = tmp_path / "c"
+    make(root)
+    assert why in _one_error_line(_run("info", root))
+
+
+def test_parse_utterances():
+    assert parse_utterances("30") == 30
+    assert parse_utterances("sp01-sp03, 21") == ["sp01", "sp02", "sp03", "sp21"]
+
+
+@pytest.mark.noizeus
+def test_info_on_real_noizeus(noizeus_root):
+    result = _run("info", noizeus_root)
+    assert result.exit_code == 0, result.stderr
+    assert "noises: babble, car, street, train" in result.stdout
+    assert "training matrix (train split, 20 files): 257 x 1661" in result.stdout

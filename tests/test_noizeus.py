@@ -1,0 +1,198 @@
+"""corpora.noizeus: finding, pairing and loading NOIZEUS-style files; errors that name what is missing."""
+
+import numpy as np
+import pytest
+import soundfile
+
+from core.errors import ParameterError
+from corpora import noizeus
+from corpora.noizeus import (TEST_IDS, TRAIN_IDS, clean_signals, corpus_index, iter_mixtures, mixtures,
+                             select)
+
+IDS = ("sp01", "sp02", "sp21", "sp22")
+NOISES = ("babble", "car")
+SNRS = (0, 5)
+
+
+def _int16(path, samples, sample_rate=8000):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    soundfile.write(str(path), np.asarray(samples, dtype=np.int16), sample_rate, subtype="PCM_16")
+
+
+def _make_corpus(root, layout, rng, ids=IDS, noises=NOISES, snrs=SNRS):
+    """Clean and noisy files of random int16 samples; returns {(id, noise, snr): noise samples}."""
+    truth = {}
+    for utterance in ids:
+        length = int(rng.integers(900, 1100))
+        clean = rng.integers(-8000, 8000, length)
+        _int16(root / "clean" / f"{utterance}.wav", clean)
+        for noise in noises:
+            for snr in snrs:
+                noise_samples = rng.integers(-4000, 4000, length) // (1 + snr)
+                name = f"{utterance}_{noise}_sn{snr}.wav"
+                # The original distribution nests folders, copies are flat.
+                folder = root / f"{noise}_{snr}dB" / f"{snr}dB" if layout == "nested" else root
+                _int16(folder / name, clean + noise_samples)
+                truth[utterance, noise, snr] = noise_samples
+    return truth
+
+
+@pytest.fixture(params=["flat", "nested"])
+def corpus(request, tmp_path, rng):
+    root = tmp_path / "corpus"
+    truth = _make_corpus(root, request.param, rng)
+    return root, truth
+
+
+def test_index_finds_files_in_any_layout(corpus):
+    root, _ = corpus
+    index = corpus_index(root)
+    assert index.ids == list(IDS)
+    assert index.noises == list(NOISES)
+    assert index.snrs == list(SNRS)
+    assert len(index.noisy) == len(IDS) * len(NOISES) * len(SNRS)
+    text = index.describe()
+    assert "noises: babble, car" in text and "train split: 2 of 20" in text and "missing sp03-sp20" in text
+
+
+def test_mixtures_pair_files_and_derive_the_noise_exactly(corpus):
+    root, truth = corpus
+    loaded = mixtures(root)  # default: test split, every noise and SNR
+    assert [(m.utterance, m.noise, m.snr) for m in loaded] == sorted(
+        key for key in truth if key[0] in TEST_IDS)
+    for mixture in loaded:
+        assert mixture.sample_rate == 8000
+        assert mixture.clean.shape == mixture.noisy.shape == mixture.noise_signal.shape
+        np.testing.assert_array_equal(mixture.noise_signal * 32768, truth[mixture.utterance, mixture.noise,
+                                                                          mixture.snr])
+        assert mixture.path.name == f"{mixture.utterance}_{mixture.noise}_sn{mixture.snr}.wav"
+
+
+def test_filters_by_split_noise_and_snr(corpus):
+    root, _ = corpus
+    keys = select(root, split="train", noises="car", snrs=[5])
+    assert keys == [("sp01", "car", 5), ("sp02", "car", 5)]
+    assert select(root, split=["sp21"], noises=["BABBLE"], snrs=0) == [("sp21", "babble", 0)]
+    assert len(select(root, split="all")) == 16
+
+
+def test_clean_signals_of_the_default_train_split(corpus):
+    root, _ = corpus
+    signals = clean_signals(root)
+    assert [utterance for utterance, _, _ in signals] == ["sp01", "sp02"]
+    assert all(sample_rate == 8000 and y.dtype == np.float64 for _, y, sample_rate in signals)
+
+
+def test_paper_split():
+    assert TRAIN_IDS == tuple(f"sp{n:02d}" for n in range(1, 21))
+    assert TEST_IDS == tuple(f"sp{n:02d}" for n in range(21, 31))
+
+
+def test_unknown_noise_names_what_exists(corpus):
+    root, _ = corpus
+    with pytest.raises(ParameterError, match=r"no noisy files for noise 'airport'; found: babble, car"):
+        mixtures(root, noises=["airport"])
+    with pytest.raises(ParameterError, match=r"no noisy files at SNR -5 dB; found: 0, 5 dB"):
+        mixtures(root, snrs=[-5])
+
+
+def test_iter_mixtures_checks_the_selection_before_loading(corpus):
+    root, _ = corpus
+    with pytest.raises(ParameterError, match="airport"):
+        iter_mixtures(root, noises="airport")  # raises without iterating
+    first = next(iter_mixtures(root))
+    assert (first.utterance, first.noise, first.snr) == ("sp21", "babble", 0)
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda root: root.mkdir(), "no NOIZEUS-style files found"),
+    (lambda root: (root.mkdir(), (root / "notes.txt").write_text("x")), "no NOIZEUS-style files found"),
+    (lambda root: None, "no such corpus folder"),
+    (lambda root: root.write_text("x"), "not a folder"),
+])
+def test_unusable_corpus_folders(tmp_path, make, why):
+    root = tmp_path / "corpus"
+    make(root)
+    with pytest.raises(ParameterError, match=why):
+        corpus_index(root)
+
+
+def test_noisy_file_without_clean_file(tmp_path, rng):
+    root = tmp_path / "c"
+    _make_corpus(root, "flat", rng)
+    (root / "clean" / "sp22.wav").unlink()
+    with pytest.raises(ParameterError, match=r"sp22_babble_sn0.wav: no clean file sp22.wav"):
+        mixtures(root)
+    assert len(mixtures(root, split=["sp21"])) == 4
+
+
+def test_split_without_clean_files(tmp_path, rng):
+    root = tmp_path / "c"
+    _make_corpus(root, "flat", rng, ids=("sp21",))
+    with pytest.raises(ParameterError, match=r"no clean files for the 'train' split \(sp01-sp20\); found clean: sp21"):
+        clean_signals(root)
+    with pytest.raises(ParameterError, match=r"no noisy files for the 'train' split"):
+        mixtures(root, split="train")
+
+
+def test_length_mismatch_names_the_file(tmp_path, rng):
+    root = tmp_path / "c"
+    _make_corpus(root, "flat", rng, ids=("sp21",), noises=("car",), snrs=(5,))
+    _int16(root / "sp21_car_sn5.wav", np.zeros(10))
+    with pytest.raises(ParameterError, match=r"sp21_car_sn5.wav: 10 samples but its clean file .*sp21.wav has"):
+        mixtures(root)
+
+
+def test_sample_rate_mismatch_names_the_file(tmp_path, rng):
+    root = tmp_path / "c"
+    _make_corpus(root, "flat", rng, ids=("sp21",), noises=("car",), snrs=(5,))
+    clean = soundfile.read(str(root / "clean" / "sp21.wav"), dtype="int16")[0]
+    _int16(root / "sp21_car_sn5.wav", clean, sample_rate=16000)
+    with pytest.raises(ParameterError, match=r"sp21_car_sn5.wav: sample rate 16000 Hz differs from 8000 Hz"):
+        mixtures(root)
+
+
+def test_corrupt_member_file_names_the_file(tmp_path, rng):
+    root = tmp_path / "c"
+    _make_corpus(root, "flat", rng, ids=("sp21",), noises=("car",), snrs=(5,))
+    (root / "sp21_car_sn5.wav").write_bytes(b"garbage")
+    with pytest.raises(ParameterError, match=r"sp21_car_sn5.wav: not a readable audio file"):
+        mixtures(root)
+
+
+def test_duplicate_names_are_refused(tmp_path, rng):
+    root = tmp_path / "c"
+    _make_corpus(root, "flat", rng, ids=("sp21",), noises=("car",), snrs=(5,))
+    _int16(root / "copy" / "sp21.wav", np.zeros(10))
+    with pytest.raises(ParameterError, match="same name as"):
+        corpus_index(root)
+
+
+def test_bad_split_name():
+    with pytest.raises(ParameterError, match="split='dev'"):
+        noizeus.split_ids("dev")
+    assert noizeus.split_ids([21, "SP22", "sp3"]) == ["sp21", "sp22", "sp03"]
+
+
+@pytest.mark.noizeus
+def test_real_corpus_layout_and_training_matrix(noizeus_root):
+    from sepsti.features import training_matrix
+
+    index = corpus_index(noizeus_root)
+    assert index.ids == [f"sp{n:02d}" for n in range(1, 31)]
+    keys = select(index)  # test split, every noise and SNR
+    assert len(keys) == 10 * 4 * 4
+    assert {key[0] for key in keys} == set(TEST_IDS)
+    assert index.noises == ["babble", "car", "street", "train"] and index.snrs == [0, 5, 10, 15]
+    signals = clean_signals(index)
+    assert len(signals) == 20
+    assert training_matrix([y for _, y, _ in signals]).shape == (257, 1661)
+
+
+@pytest.mark.noizeus
+def test_real_mixtures_are_aligned(noizeus_root):
+    for mixture in mixtures(noizeus_root, split=["sp21", "sp30"], noises="car"):
+        np.testing.assert_array_equal(mixture.clean + mixture.noise_signal, mixture.noisy)
+        energy_ratio = 10 * np.log10(np.sum(mixture.clean ** 2) / np.sum(mixture.noise_signal ** 2))
+        # Labels use active speech level (P.56); the plain energy ratio is within a dB or two.
+        assert abs(energy_ratio - mixture.snr) < 2.0, (mixture.path, energy_ratio)

@@ -264,3 +264,17 @@ def test_overwrite_replaces(tiny_corpus, tmp_path):
     result = run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", existing, "--iterations", 2, "--overwrite"])
     assert result.exit_code == 0, result.stderr
     assert existing.read_bytes()[:2] == b"PK"
+
+
+@pytest.mark.slow
+@pytest.mark.noizeus
+def test_default_dictionary_is_what_the_documented_command_builds(noizeus_root, tmp_path):
+    from sepsti.dictionary import default_dictionary_path, load_dictionary
+
+    shipped = load_dictionary(default_dictionary_path())
+    result = run(["train", "--corpus", noizeus_root, "--rank", 256, "-o", tmp_path / "d.npz"])
+    assert result.exit_code == 0, result.stderr
+    rebuilt = load_dictionary(tmp_path / "d.npz")
+    assert (rebuilt.files, rebuilt.iterations, rebuilt.seed) == (shipped.files, shipped.iterations, shipped.seed)
+    # BLAS may sum in another order on another machine: equal up to rounding growth over 200 iterations.
+    np.testing.assert_allclose(rebuilt.W, shipped.W, rtol=1e-6, atol=1e-9 * shipped.W.max())

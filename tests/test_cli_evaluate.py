@@ -92,6 +92,16 @@ def test_selection_by_noise_and_snr(tiny_corpus, tiny_dictionary, tmp_path):
     assert len(rows) == len(TEST)
 
 
+def test_corpus_at_another_rate(tmp_path, tiny_dictionary):
+    corpus = make_corpus(tmp_path / "corpus", seed=2, train=(), test=("sp21",), noises=("white",), snrs=(0,),
+                         rate=16000)
+    result = run(["evaluate", "--corpus", corpus, "--dictionary", tiny_dictionary, "--json", tmp_path / "s.json"])
+    assert result.exit_code == 0, result.stderr
+    (row,) = json.loads((tmp_path / "s.json").read_text())["results"]
+    assert row["input"]["sdr"] == pytest.approx(0.0, abs=1.0)
+    assert row["enhanced"]["sdr"] > row["input"]["sdr"]
+
+
 def test_options_reach_the_core(tiny_corpus, tiny_dictionary, tmp_path, monkeypatch):
     import sepsti.denoise
     import sepsti.metrics

@@ -49,22 +49,22 @@ def noise_signal(kind, rng, n, rate=RATE):
         + 0.1 * rng.standard_normal(n)
 
 
-def make_corpus(root, seed=0, *, train=TRAIN, test=TEST, noises=NOISES, snrs=SNRS):
+def make_corpus(root, seed=0, *, train=TRAIN, test=TEST, noises=NOISES, snrs=SNRS, rate=RATE):
     """Write a NOIZEUS-style corpus: clean/spNN.wav and noisy/<noise>_<snr>dB/spNN_<noise>_sn<snr>.wav."""
     rng = np.random.default_rng(seed)
     root = Path(root)
     (root / "clean").mkdir(parents=True, exist_ok=True)
     for utterance in (*train, *test):
-        clean = speech_like(rng)
-        soundfile.write(root / "clean" / f"{utterance}.wav", clean, RATE, subtype="PCM_16")
+        clean = speech_like(rng, rate=rate)
+        soundfile.write(root / "clean" / f"{utterance}.wav", clean, rate, subtype="PCM_16")
         clean, _ = soundfile.read(root / "clean" / f"{utterance}.wav")
         for noise in noises:
             for snr in snrs:
                 folder = root / "noisy" / f"{noise}_{snr}dB"
                 folder.mkdir(parents=True, exist_ok=True)
-                raw = noise_signal(noise, rng, len(clean))
+                raw = noise_signal(noise, rng, len(clean), rate)
                 raw *= np.sqrt(np.sum(clean ** 2) / np.sum(raw ** 2) / 10 ** (snr / 10))
-                soundfile.write(folder / f"{utterance}_{noise}_sn{snr}.wav", clean + raw, RATE, subtype="PCM_16")
+                soundfile.write(folder / f"{utterance}_{noise}_sn{snr}.wav", clean + raw, rate, subtype="PCM_16")
     return root
 
 

@@ -10,8 +10,10 @@ Chib's method from Gibbs output (800 kept sweeps after 400 burn-in).
 
 Settings chosen where the paper is silent: T counts intervals (11 chains per
 rank); t = 0 uses 500 independent prior draws (the power posterior at t = 0
-is the prior); each chain starts from a prior draw improved by 50
-multiplicative MAP sweeps; the trapezoid rule in t.
+is the prior); each chain starts from a prior draw; each kept iteration
+scores the sample *before* the update on the update's subsample (unbiased;
+eq. 7 read literally scores the sample after it, which is biased upwards);
+the trapezoid rule in t.
 
 With ``--data-seeds N`` (default 5) the STI-pSGLD (L = 2000) and Chib
 selections are repeated on N − 1 further data draws.
@@ -117,8 +119,8 @@ def main():
         "psgld_closer_than_sgld_at_short_L": gaps["psgld"][short] < gaps["sgld"][short],
     }
     results["settings"] = dict(settings, lengths=list(lengths), chib_samples=chib_samples,
-                               chib_burn_in=chib_samples // 2, schedule="uniform", init="map", map_iter=50,
-                               exact_prior=True, quick=args.quick)
+                               chib_burn_in=chib_samples // 2, schedule="uniform", init="prior",
+                               evaluate="before_update", exact_prior=True, quick=args.quick)
     results["seconds"] = time.perf_counter() - started
 
     print(f"{'R':>3} " + " ".join(f"{'SGLD L=' + L:>13} {'PSGLD L=' + L:>13}" for L in map(str, lengths))

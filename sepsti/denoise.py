@@ -6,10 +6,15 @@ Magnitudes are ``(n_bins, n_frames)`` STFT magnitudes from :mod:`sepsti.features
 on the int16 amplitude scale). A speech dictionary ``W`` is ``(n_bins, rank)``, non-negative.
 Signals are float arrays at :data:`sepsti.features.SAMPLE_RATE`.
 
-The noisy magnitude is modelled as ``V ≈ W_sp H_sp + W_no H_no`` (Poisson). The speech
-dictionary is trained on clean speech and held fixed; the noise dictionary and all
-activations are learned by EM on the noisy magnitudes; the speech is rebuilt with a
-Wiener-style mask ``S / (S + N)`` applied to the complex noisy STFT.
+The noisy magnitude is modelled as ``V ≈ W_sp H_sp + W_no H_no`` (Poisson, ICASSP'16 eq. 14)
+with exponential priors on the speech activations. The speech dictionary is trained on
+clean speech and held fixed. The noise dictionary is learned on the quietest frames of the
+noisy signal itself and then held fixed too, so that it cannot absorb speech. All
+activations are learned by MAP-EM on the noisy magnitudes; the prior rate of a frame's speech
+activations grows with the frame's estimated noise share, so that content the noise
+dictionary can explain goes to the noise part, while frames well above the noise floor are
+left alone. The speech is rebuilt with the Wiener-style mask ``S / (S + N)`` applied to the
+complex noisy STFT.
 """
 
 import numpy as np
@@ -19,7 +24,7 @@ from core.factorization import initialize_nmf, poisson_nmf_em
 from core.random import stream
 from sepsti import features
 
-__all__ = ["train_dictionary", "denoise", "separate"]
+__all__ = ["train_dictionary", "denoise", "separate", "quiet_noise_dictionary", "speech_prior_rates"]
 
 
 def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0, progress=False):
@@ -81,21 +86,90 @@ def _validate_signal(y):
     return y
 
 
-def separate(V, W, *, noise_rank=5, max_iter=200, seed=0):
+def quiet_noise_dictionary(V, noise_rank, rng, *, quiet_fraction=0.2, max_iter=50):
+    """A noise dictionary learned on the quietest frames of a noisy spectrogram.
+
+    Speech is absent or weak in the quietest frames (pauses, leading and trailing silence):
+    a rank-``noise_rank`` Poisson NMF of those frames gives noise spectra only.
+
+    Parameters
+    ----------
+    V : ndarray, shape (n_bins, n_frames)
+        Noisy magnitudes.
+    noise_rank : int
+    rng : numpy.random.Generator
+    quiet_fraction : float
+        Share of the frames, lowest total magnitude first (at least ``2 * noise_rank`` frames).
+    max_iter : int
+        EM iterations.
+
+    Returns
+    -------
+    W_noise : ndarray, shape (n_bins, noise_rank)
+        Columns summing to 1.
+    noise_floor : ndarray, shape (n_bins,)
+        Mean magnitude of the quiet frames, per bin.
+    """
+    n_frames = V.shape[1]
+    count = min(n_frames, max(2 * noise_rank, int(np.ceil(quiet_fraction * n_frames))))
+    quiet = np.argsort(V.sum(axis=0), kind="stable")[:count]
+    Vq = V[:, quiet]
+    noise_floor = Vq.mean(axis=1)
+    # a small offset keeps bins that are exactly zero in the quiet frames learnable
+    Vq = Vq + 1e-3 * max(float(V.mean()), np.finfo(np.float64).tiny)
+    W0, H0 = initialize_nmf(Vq, noise_rank, rng)
+    result = poisson_nmf_em(Vq, W0, H0, max_iter=max_iter, tol=0)
+    W_noise = result.W / result.W.sum(axis=0, keepdims=True)
+    return W_noise, noise_floor
+
+
+def speech_prior_rates(V, noise_floor, sparsity):
+    """Per-frame rates of the exponential prior on the speech activations.
+
+    ``λ_j = sparsity · ρ_j / (1 − ρ_j)`` with ``ρ_j = Σ_f min(n_f, V_fj) / Σ_f V_fj`` the
+    frame's estimated noise share (``n`` the quiet-frame noise floor): frames that the noise
+    floor explains get a strong pull of their speech activations towards 0, frames well above
+    it (clean-ish speech) almost none. With unit-sum dictionary columns, the rate is the
+    price of one unit of speech magnitude relative to noise magnitude.
+
+    Returns
+    -------
+    ndarray, shape (n_frames,)
+    """
+    total = V.sum(axis=0)
+    share = np.minimum(noise_floor[:, None], V).sum(axis=0) / np.maximum(total, np.finfo(np.float64).tiny)
+    share = np.clip(share, 0.0, _MAX_NOISE_SHARE)
+    return sparsity * share / (1.0 - share)
+
+
+_MAX_NOISE_SHARE = 0.9
+
+
+def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=0.3, quiet_fraction=0.2, seed=0):
     """Split noisy magnitudes into speech and noise parts with a fixed speech dictionary.
+
+    The noise dictionary is learned on the quietest frames (:func:`quiet_noise_dictionary`)
+    and then held fixed with the speech dictionary; the activations of both are learned by
+    MAP-EM on all frames, with exponential priors on the speech activations whose rates
+    follow each frame's estimated noise share (:func:`speech_prior_rates`).
 
     Parameters
     ----------
     V : ndarray, shape (n_bins, n_frames)
         Noisy magnitudes.
     W : ndarray, shape (n_bins, rank)
-        Speech dictionary (fixed).
+        Speech dictionary (fixed), columns summing to 1.
     noise_rank : int
-        Columns of the learned noise dictionary.
+        Columns of the noise dictionary.
     max_iter : int
         EM iterations (run exactly).
+    sparsity : float
+        Scale of the speech-activation prior rates (0: maximum likelihood, the plain method
+        with a fixed quiet-frame noise dictionary).
+    quiet_fraction : float
+        Share of frames used to learn the noise dictionary and noise floor.
     seed : int
-        Seed of the initialisation.
+        Seed of the initialisations.
 
     Returns
     -------
@@ -103,18 +177,22 @@ def separate(V, W, *, noise_rank=5, max_iter=200, seed=0):
         ``W_sp H_sp`` and ``W_no H_no``.
     """
     rank = W.shape[1]
-    rng = stream(seed, 1)
-    W_noise, H = initialize_nmf(V, rank + noise_rank, rng)
-    W_all = np.concatenate([W, W_noise[:, :noise_rank] / W.shape[0]], axis=1)
-    update_W = np.zeros(rank + noise_rank, dtype=bool)
-    update_W[rank:] = True
-    result = poisson_nmf_em(V, W_all, H, update_W=update_W, max_iter=max_iter, tol=0)
+    n_frames = V.shape[1]
+    W_noise, noise_floor = quiet_noise_dictionary(V, noise_rank, stream(seed, 1),
+                                                  quiet_fraction=quiet_fraction)
+    W_all = np.concatenate([W, W_noise], axis=1)
+    level = max(float(V.sum(axis=0).mean()), np.finfo(np.float64).tiny)
+    H = level / (rank + noise_rank) * stream(seed, 2).uniform(0.5, 1.5, (rank + noise_rank, n_frames))
+    rates = np.zeros((rank + noise_rank, n_frames))
+    if sparsity > 0:
+        rates[:rank] = speech_prior_rates(V, noise_floor, sparsity)[None, :]
+    result = poisson_nmf_em(V, W_all, H, update_W=False, prior_rate_H=rates, max_iter=max_iter, tol=0)
     speech = result.W[:, :rank] @ result.H[:rank]
     noise = result.W[:, rank:] @ result.H[rank:]
     return speech, noise
 
 
-def denoise(y, W, *, noise_rank=5, max_iter=200, seed=0):
+def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.3, seed=0):
     """Enhance a noisy speech signal.
 
     Parameters
@@ -127,6 +205,9 @@ def denoise(y, W, *, noise_rank=5, max_iter=200, seed=0):
         Rank of the noise dictionary learned on the signal itself.
     max_iter : int
         EM iterations.
+    sparsity : float
+        Scale of the exponential prior rates on the speech activations (see :func:`separate`);
+        0 gives the maximum-likelihood fit.
     seed : int
         Seed of the initialisation (the output is deterministic for a seed).
 
@@ -150,7 +231,11 @@ def denoise(y, W, *, noise_rank=5, max_iter=200, seed=0):
         return np.zeros_like(y)
     S = features.stft(y)
     V = np.abs(S)
-    speech, noise = separate(V, W, noise_rank=int(noise_rank), max_iter=int(max_iter), seed=seed)
+    if not (isinstance(sparsity, (int, float, np.integer, np.floating)) and np.isfinite(sparsity) and sparsity >= 0):
+        raise ParameterError(f"sparsity: expected a finite number >= 0, got {sparsity!r}")
+    W = W / np.maximum(W.sum(axis=0, keepdims=True), np.finfo(np.float64).tiny)
+    speech, noise = separate(V, W, noise_rank=int(noise_rank), max_iter=int(max_iter),
+                             sparsity=float(sparsity), seed=seed)
     total = speech + noise
     mask = np.divide(speech, total, out=np.zeros_like(speech), where=total > 0)
     return features.istft(mask * S, y.size)

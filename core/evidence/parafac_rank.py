@@ -17,7 +17,9 @@ threads. Without ``num_blocks`` (dense data only), each iteration draws
 experiment, or uses all entries.
 
 Chain (R, i) draws from ``core.random.stream(seed, R, i)``, so the result does
-not depend on the order or the process chains run in. With a checkpoint
+not depend on the order or the process chains run in: with an MPI
+communicator the chains are spread over the processes and the result is the
+same for any number of processes. With a checkpoint
 folder, each finished chain's trace is saved and a rerun with the same
 settings skips it.
 
@@ -132,7 +134,7 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
                         power=5.0, num_steps=3000, num_keep=500, num_blocks=None, subset_size=None,
                         step_a=1e-8, step_b=0.51, alpha=0.99, sigma=1e-5, evaluate="before_update",
                         rule="trapezoid", exact_prior=True, init="prior", map_iter=50, parallel=False, seed=0,
-                        checkpoint=None, progress=True):
+                        checkpoint=None, progress=True, comm=None):
     """Estimate log p(X | R) for each rank by STI and select the best rank.
 
     Parameters
@@ -184,7 +186,11 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
     checkpoint : str or Path, optional
         Folder where finished chains are saved and from which they are reloaded.
     progress : bool
-        Progress bar over the chains on stderr.
+        Progress bar over the chains on stderr (process 0 only).
+    comm : MPI communicator, optional
+        E.g. from :mod:`core.parallel.mpi`. The (rank, temperature) chains are
+        spread over its processes and gathered on all of them; every process
+        returns the same result, identical to a one-process run.
 
     Returns
     -------
@@ -228,35 +234,46 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
                     step_b=float(step_b), alpha=float(alpha), sigma=float(sigma), evaluate=evaluate, rule=rule, exact_prior=bool(exact_prior), init=init,
                     map_iter=int(map_iter) if init == "map" else 0,
                     seed=int(seed), shape=list(probe.shape), data=_fingerprint(data))
+    # every process checks the manifest; concurrent first writes are atomic and identical
     folder = _open_checkpoint(checkpoint, settings) if checkpoint is not None else None
 
+    # Chain (R, i) runs on process n mod P, where n is its position in rank-major
+    # order; its stream depends on (seed, R, i) only, so any P gives the same traces.
+    process, num_processes = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
+    chains = [(int(rank), i) for rank in ranks for i in range(temperatures.size)]
+    mine = chains[process::num_processes]
     traces = {}
-    with progress_bar(ranks.size * temperatures.size, desc="STI chains", enabled=progress, unit="chain") as bar:
-        for rank in ranks:
-            model = PoissonParafac(data, int(rank), prior_rate=prior_rate, parallel=parallel)
-            for i, t in enumerate(temperatures):
-                path = None if folder is None else folder / f"rank{rank}_t{i}.npy"
-                if path is not None and path.exists():
-                    traces[rank, i] = np.load(path)
-                elif t == 0.0 and exact_prior:
-                    traces[rank, i] = prior_trace(model, stream(seed, int(rank), i), num_keep=num_keep,
-                                                  subset_fn=subset_fn)
-                else:
-                    rng = stream(seed, int(rank), i)
-                    start = model.sample_prior(rng)
-                    if init == "map":
-                        start = poisson_parafac_map(model, start, max_iter=map_iter, record=False).theta
-                    trace, _ = power_posterior_chain(
-                        model, start, rng, temperature=float(t), num_steps=int(num_steps),
-                        num_keep=int(num_keep), subset_fn=subset_fn, sampler=sampler, step_a=step_a,
-                        step_b=step_b, alpha=alpha, sigma=sigma, evaluate=evaluate)
-                    traces[rank, i] = trace
-                if path is not None and not path.exists():
-                    with atomic_path(path) as tmp:
-                        with open(tmp, "wb") as handle:
-                            np.save(handle, traces[rank, i])
-                bar.set_postfix(R=int(rank), t=f"{t:.3g}")
-                bar.update()
+    models = {}
+    with progress_bar(len(mine), desc="STI chains", enabled=progress and process == 0, unit="chain") as bar:
+        for rank, i in mine:
+            t = float(temperatures[i])
+            if rank not in models:
+                models = {rank: PoissonParafac(data, rank, prior_rate=prior_rate, parallel=parallel)}
+            model = models[rank]
+            path = None if folder is None else folder / f"rank{rank}_t{i}.npy"
+            if path is not None and path.exists():
+                traces[rank, i] = np.load(path)
+            elif t == 0.0 and exact_prior:
+                traces[rank, i] = prior_trace(model, stream(seed, rank, i), num_keep=num_keep, subset_fn=subset_fn)
+            else:
+                rng = stream(seed, rank, i)
+                start = model.sample_prior(rng)
+                if init == "map":
+                    start = poisson_parafac_map(model, start, max_iter=map_iter, record=False).theta
+                trace, _ = power_posterior_chain(
+                    model, start, rng, temperature=t, num_steps=int(num_steps), num_keep=int(num_keep),
+                    subset_fn=subset_fn, sampler=sampler, step_a=step_a, step_b=step_b, alpha=alpha, sigma=sigma,
+                    evaluate=evaluate)
+                traces[rank, i] = trace
+            if path is not None and not path.exists():
+                with atomic_path(path) as tmp:
+                    with open(tmp, "wb") as handle:
+                        np.save(handle, traces[rank, i])
+            bar.set_postfix(R=rank, t=f"{t:.3g}")
+            bar.update()
+    if comm is not None:
+        for part in comm.allgather(traces):
+            traces.update(part)
 
     grid_power = float(power) if schedule == "power" else 1.0
     results = [thermodynamic_integral(temperatures, [traces[rank, i] for i in range(temperatures.size)],

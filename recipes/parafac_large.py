@@ -20,7 +20,9 @@ this rule gives ε ≈ 1.1e−6, the paper's (1e−8/1500)^0.51 ≈ 2e−6. As i
 :mod:`core.evidence.parafac_rank`: t = 0 uses independent prior draws, chains
 start at prior draws, kept iterations score the pre-update sample.
 
-Run: ``python recipes/parafac_large.py [--quick] [--out DIR] [--seed S] [--tns FILE]``.
+Run: ``python recipes/parafac_large.py [--quick] [--out DIR] [--seed S] [--tns FILE]``, or under
+``mpiexec -n P`` to spread the (rank, temperature) chains over P processes
+(same result for any P; process 0 writes the outputs).
 JSON keys: ``shape``, ``nnz``, ``ranks``, ``lambdas``, ``log_marginal_likelihood``
 (λ → list), ``stderr`` (λ → list), ``selected_rank`` (λ → R), ``true_R``,
 ``seconds``, ``peak_rss_mb``, ``processes``, ``settings``.
@@ -40,6 +42,17 @@ from corpora.frostt import read_tns
 from corpora.tensors import FACEBOOK_SHAPE, prior_rate_for_count, simulate_sparse
 
 NAME = "parafac_large"
+
+
+def world():
+    """The MPI communicator when launched by mpiexec with several processes, else None."""
+    import os
+
+    if int(os.environ.get("PMI_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))) <= 1:
+        return None
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
 
 
 def step_a_for(prior_rate, n_data, num_burn_in, step_b):
@@ -62,6 +75,8 @@ def main():
     args = parser.parse_args()
     started = time.perf_counter()
     warnings.simplefilter("ignore", RuntimeWarning)  # short-trace MCSE warnings: the stderr is reported anyway
+    comm = world()
+    is_root = comm is None or comm.Get_rank() == 0
 
     if args.tns:
         if not args.lambdas:
@@ -84,12 +99,14 @@ def main():
     num_steps = args.steps or (250 if args.quick else 3000)
     num_keep = args.keep or (100 if args.quick else 500)
     n_data = int(np.prod(X.shape, dtype=np.float64))
-    print(f"tensor {X.shape}, nnz={X.nnz}, ranks={ranks}, lambdas={[round(v, 4) for v in lambdas]}, "
-          f"K={num_steps} (keep {num_keep}), B={args.blocks}", flush=True)
+    if is_root:
+        print(f"tensor {X.shape}, nnz={X.nnz}, ranks={ranks}, lambdas={[round(v, 4) for v in lambdas]}, "
+              f"K={num_steps} (keep {num_keep}), B={args.blocks}, processes={1 if comm is None else comm.Get_size()}",
+              flush=True)
 
     results = {"shape": list(X.shape), "nnz": X.nnz, "ranks": ranks, "lambdas": lambdas, "true_R": true_rank,
                "data_prior_rate": own_rate, "log_marginal_likelihood": {}, "stderr": {}, "selected_rank": {},
-               "per_lambda_seconds": {}, "processes": 1}
+               "per_lambda_seconds": {}, "processes": 1 if comm is None else comm.Get_size()}
     settings = {}
     for rate in lambdas:
         step_a = step_a_for(rate, n_data, num_steps - num_keep, 0.51)
@@ -97,21 +114,25 @@ def main():
         result = select_parafac_rank(X, ranks, prior_rate=rate, sampler="psgld", num_intervals=5,
                                      num_steps=num_steps, num_keep=num_keep, num_blocks=args.blocks,
                                      step_a=step_a, step_b=0.51, alpha=0.99, sigma=1e-5, seed=args.seed,
-                                     checkpoint=checkpoint, progress=True)
+                                     checkpoint=checkpoint, progress=is_root, comm=comm)
         key = f"{rate:.6g}"
         results["log_marginal_likelihood"][key] = result.log_marginal_likelihood
         results["stderr"][key] = result.stderr
         results["selected_rank"][key] = result.selected_rank
         results["per_lambda_seconds"][key] = result.seconds
         settings[key] = {k: v for k, v in result.settings.items() if k != "data"}
-        print(f"λ={key}: " + " ".join(f"R={r}:{v:.4g}±{e:.2g}" for r, v, e in
-                                      zip(ranks, result.log_marginal_likelihood, result.stderr))
-              + f" -> R={result.selected_rank} ({result.seconds:.0f} s)", flush=True)
+        if is_root:
+            print(f"λ={key}: " + " ".join(f"R={r}:{v:.4g}±{e:.2g}" for r, v, e in
+                                          zip(ranks, result.log_marginal_likelihood, result.stderr))
+                  + f" -> R={result.selected_rank} ({result.seconds:.0f} s)", flush=True)
     results["settings"] = settings
     results["seconds"] = time.perf_counter() - started
-    results["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(f"total {results['seconds']:.0f} s, peak RSS {results['peak_rss_mb']:.0f} MB")
-    write_results(args.out, NAME, results, figure(results))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    # peak RSS of the largest process (each holds the tensor and its chains' state)
+    results["peak_rss_mb"] = peak if comm is None else max(comm.allgather(peak))
+    if is_root:
+        print(f"total {results['seconds']:.0f} s, peak RSS {results['peak_rss_mb']:.0f} MB per process")
+        write_results(args.out, NAME, results, figure(results))
 
 
 def figure(results):

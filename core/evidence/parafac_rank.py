@@ -237,10 +237,13 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
     # every process checks the manifest; concurrent first writes are atomic and identical
     folder = _open_checkpoint(checkpoint, settings) if checkpoint is not None else None
 
-    # Chain (R, i) runs on process n mod P, where n is its position in rank-major
-    # order; its stream depends on (seed, R, i) only, so any P gives the same traces.
+    # Chain n of the list (Markov chains in rank-major order, then the cheap exact
+    # t = 0 traces) runs on process n mod P; its stream depends on (seed, R, i)
+    # only, so any P gives the same traces.
     process, num_processes = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
     chains = [(int(rank), i) for rank in ranks for i in range(temperatures.size)]
+    cheap = [(rank, i) for rank, i in chains if exact_prior and temperatures[i] == 0.0]
+    chains = [c for c in chains if c not in cheap] + cheap
     mine = chains[process::num_processes]
     traces = {}
     models = {}

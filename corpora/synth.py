@@ -25,8 +25,8 @@ both sexes on each side.
 
 Noise
 -----
-``white``; ``pink`` (1/f power); ``babble`` (six overlapping synthetic talkers
-from speakers not in the corpus); ``car`` (brown-ish low-frequency rumble,
+``white``; ``pink`` (1/f power); ``babble`` (seven overlapping synthetic talkers
+from speakers not in the corpus, in a reverberant room); ``car`` (brown-ish low-frequency rumble,
 engine harmonics at a drifting firing rate, low-passed road noise);
 ``street`` (non-stationary: a fluctuating traffic background, passing
 vehicles swelling and fading, horn and siren tones, impulsive knocks). Each
@@ -379,7 +379,7 @@ def synth_utterance(rng, speaker, *, duration=None):
 
     source = _glottal_source(rng, speaker, f0, n)
     noise = rng.standard_normal(n)
-    excitation = voicing * (source + speaker.breath * noise) + aspiration * noise * 1
+    excitation = voicing * (source + speaker.breath * noise) + aspiration * noise
     num_blocks = -(-n // _BLOCK)
     block_formants = _smooth(formants[::_BLOCK][:num_blocks], 12)
     block_bandwidths = _smooth(bandwidths[::_BLOCK][:num_blocks], 12)
@@ -391,15 +391,17 @@ def synth_utterance(rng, speaker, *, duration=None):
     bands = track([list(_BANDS).index(segment[3]) if segment[3] else -1 for segment in segments], -1.0)
     amplitudes = track([segment[4] for segment in segments], 0.0) * stress
     hiss = rng.standard_normal(n)
-    for index, (kind, frequency) in enumerate(_BANDS.values()):
-        envelope = _smooth(np.where(bands == index, amplitudes, 0.0), 24 if index >= 3 else 120)
+    for index, (name, (kind, frequency)) in enumerate(_BANDS.items()):
+        # Bursts start abruptly (3 ms ramps), fricatives fade in and out (15 ms).
+        envelope = _smooth(np.where(bands == index, amplitudes, 0.0), 24 if name.startswith("burst") else 120)
         if envelope.any():
             band = sosfilt(_sos(kind, frequency, order=3), hiss)
             frication += envelope * band / max(np.std(band), 1e-12) * 2.0
     y = voiced + frication
     y *= 0.05 / max(np.sqrt(np.mean(y ** 2)), 1e-12)
     # A recording noise floor about 48 dB below the speech, as in real recordings.
-    y += _pink(rng, n) * (0.05 * 10 ** (-48 / 20) / np.sqrt(np.mean(_pink(rng, 4096) ** 2)))
+    floor = _pink(rng, n)
+    y += floor * (0.05 * 10 ** (-48 / 20) / max(np.std(floor), 1e-12))
     y = telephone_band(y)
     return y * (0.05 / max(np.sqrt(np.mean(y ** 2)), 1e-12))
 
@@ -411,7 +413,7 @@ def _pink(rng, n):
     return np.fft.irfft(spectrum, n)
 
 
-def _babble(rng, n, talkers=6):
+def _babble(rng, n, talkers=7):
     total = np.zeros(n)
     for _ in range(talkers):
         speaker = make_speaker(rng, "male" if rng.random() < 0.5 else "female")
@@ -427,7 +429,17 @@ def _babble(rng, n, talkers=6):
         voice = np.concatenate(pieces)
         offset = rng.integers(0, len(voice) - n + 1)
         total += voice[offset:offset + n]
-    return total
+    return _reverberate(rng, total, rng.uniform(0.3, 0.6))
+
+
+def _reverberate(rng, y, seconds):
+    """Convolve with a synthetic room response: direct sound plus a noise tail decaying 60 dB in ``seconds``."""
+    from scipy.signal import fftconvolve
+
+    t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
+    response = rng.standard_normal(len(t)) * np.exp(-6.9 * t / seconds) * 0.1
+    response[0] = 1.0
+    return fftconvolve(y, response)[:len(y)]
 
 
 def _car(rng, n):

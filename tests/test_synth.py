@@ -143,7 +143,7 @@ def test_telephone_band_keeps_the_voice_band():
 @pytest.fixture(scope="module")
 def small_corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("synth") / "corpus"
-    settings = write_corpus(root, seed=7, utterances=["sp01", "sp21"], noises=["white", "babble"], snrs=[0, 15])
+    settings = write_corpus(root, seed=7, utterances=["sp01", "sp21"], noises=["white", "street"], snrs=[0, 15])
     return root, settings
 
 
@@ -151,12 +151,12 @@ def test_layout_and_names(small_corpus):
     root, settings = small_corpus
     assert settings["files"] == 2 + 2 * 2 * 2
     assert (root / "clean" / "sp21.wav").is_file()
-    assert (root / "noisy" / "babble_15dB" / "sp21_babble_sn15.wav").is_file()
+    assert (root / "noisy" / "street_15dB" / "sp21_street_sn15.wav").is_file()
     assert (root / "synth.json").is_file()
     info = soundfile.info(str(root / "noisy" / "white_0dB" / "sp01_white_sn0.wav"))
     assert (info.samplerate, info.subtype, info.channels) == (8000, "PCM_16", 1)
     index = corpus_index(root)
-    assert index.ids == ["sp01", "sp21"] and index.noises == ["babble", "white"] and index.snrs == [0, 15]
+    assert index.ids == ["sp01", "sp21"] and index.noises == ["street", "white"] and index.snrs == [0, 15]
     assert not list(root.rglob(".*"))  # no temporary files left
 
 

@@ -199,6 +199,10 @@ class PLTFModel:
         self.free = tuple(a for a, value in enumerate(fixed) if value is None)
         self.mask = mask
         self.engine = Contraction(dims)
+        # constant part of each free factor's Gamma log density, and whether the z-power term vanishes
+        self._prior_constant = {a: float(np.sum(prior_shape[a] * np.log(prior_rate[a]) - gammaln(prior_shape[a])))
+                                for a in self.free}
+        self._prior_exponential = {a: bool(np.all(prior_shape[a] == 1.0)) for a in self.free}
 
     @property
     def num_factors(self):
@@ -310,8 +314,16 @@ class PLTFModel:
 
     def log_prior(self, factors):
         """Sum of the Gamma log densities of the free factors."""
-        return float(sum(np.sum(gamma_log_pdf(factors[a], self.prior_shape[a], self.prior_rate[a]))
-                         for a in self.free))
+        value = 0.0
+        for a in self.free:
+            z = factors[a]
+            if np.any(z < 0):
+                return -np.inf
+            value += self._prior_constant[a] - float(np.vdot(self.prior_rate[a], z))
+            if not self._prior_exponential[a]:
+                with np.errstate(divide="ignore"):
+                    value += float(np.sum(xlogy(self.prior_shape[a] - 1.0, z)))
+        return value
 
     def sample_data(self, rng, factors):
         """Draw ``X ~ Poisson(Xhat)`` (int64, unobserved entries set to 0)."""

@@ -15,11 +15,10 @@ Conventions: ``X`` holds integer counts with the axes of the model's output;
 statistics are per factor, fixed factors included (they enter ``log p(S | Z)``).
 """
 
-import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy.special import xlogy
+from scipy.special import gammaln, xlogy
 
 from core.errors import ParameterError
 
@@ -63,7 +62,7 @@ class GibbsInfo(NamedTuple):
     log_joint: float
 
 
-def _draw_sources_impl(rng, counts, obs_offsets, lat_offsets, flat, starts, stats, sources, keep):
+def _draw_sources_impl(rng, counts, obs_offsets, lat_offsets, flat, starts, stats, sources, keep, log_factorials):
     num_factors, num_latent = lat_offsets.shape
     cumulative = np.empty(num_latent)
     local = np.zeros(num_latent, dtype=np.int64)
@@ -107,7 +106,7 @@ def _draw_sources_impl(rng, counts, obs_offsets, lat_offsets, flat, starts, stat
             s = local[u]
             if s > 0:
                 local[u] = 0
-                log_factorial += math.lgamma(s + 1.0)
+                log_factorial += log_factorials[s]
                 for a in range(num_factors):
                     stats[starts[a] + obs_offsets[a, n] + lat_offsets[a, u]] += s
                 if keep:
@@ -116,6 +115,19 @@ def _draw_sources_impl(rng, counts, obs_offsets, lat_offsets, flat, starts, stat
 
 
 _COMPILED = {}
+_TABLES = {}
+
+
+def _log_factorials(layout):
+    """log s! for s = 0 .. max count (a source never exceeds its entry's count), cached per layout."""
+    key = id(layout.counts)
+    table = _TABLES.get(key)
+    if table is None or table[0] is not layout.counts:
+        top = int(layout.counts.max()) if layout.counts.size else 0
+        table = (layout.counts, gammaln(np.arange(top + 1) + 1.0))
+        _TABLES.clear()
+        _TABLES[key] = table
+    return table[1]
 
 
 def _compiled(name):
@@ -153,7 +165,7 @@ def draw_sources(rng, model, layout, factors, *, sources=None):
     keep = sources is not None
     buffer = sources if keep else np.zeros((1, 1), dtype=np.int64)
     log_factorial = _compiled("_draw_sources")(rng, layout.counts, layout.obs_offsets, layout.lat_offsets, flat,
-                                               layout.starts, flat_stats, buffer, keep)
+                                               layout.starts, flat_stats, buffer, keep, _log_factorials(layout))
     stats = tuple(flat_stats[layout.starts[a]:layout.starts[a + 1]].reshape(model.shapes[a])
                   for a in range(model.num_factors))
     return stats, float(log_factorial)
@@ -261,6 +273,8 @@ def build_kernel(model, X, *, clamped_sources=None, clamped_factors=(), keep_sou
     """
     X = model.validate_data(X, integer=True)
     layout = model.source_layout(X)
+    observed = X if model.mask is None else X[model.mask]
+    log_factorial_X = float(np.sum(gammaln(observed + 1.0)))
     clamped = set(int(a) for a in clamped_factors)
     unknown = clamped - set(model.free)
     if unknown:
@@ -281,7 +295,10 @@ def build_kernel(model, X, *, clamped_sources=None, clamped_factors=(), keep_sou
         factors = tuple(factors)
         if track_density:
             xhat = model.xhat(factors)
-            log_likelihood = model.log_likelihood(factors, X, xhat)
+            # the Poisson log-likelihood from the non-zero entries only (log X! is a constant)
+            with np.errstate(divide="ignore"):
+                log_rates = np.log(np.ravel(xhat)[layout.entries])
+            log_likelihood = float(np.dot(layout.counts, log_rates)) - _observed_sum(model, xhat) - log_factorial_X
             joint = log_joint(model, factors, stats, log_factorial, xhat)
         else:
             log_likelihood = joint = float("nan")

@@ -6,10 +6,15 @@ For each free factor ``Z_a`` and each setting ``l`` of its latent indices
 then the elements ``Z_a(l, .)`` from their Gamma conditional given that slice.
 The other sources are integrated out: the remaining components of ``X(v0)``
 have intensity ``Xhat - Lambda_l``, which does not involve ``Z_a(l, .)``, so
-this is a valid partially collapsed Gibbs move. Only ``|V0|``-sized arrays are
-held (the slice, its intensity, ``Xhat``), never the ``|V|``-sized source tensor
-of the block sampler. ``Xhat`` is updated in place after each slice and
-recomputed from scratch at the start of every sweep so rounding cannot drift.
+this is a valid partially collapsed Gibbs move.
+
+Memory: one compiled loop per factor computes each entry's slice intensity
+from the factors on the fly (the entry's multi-index is recovered from its
+flat position), draws the binomial and adds it into the Gamma statistics; a
+second pass updates ``Xhat`` with the change of ``Z_a(l, .)``. Besides ``X``
+the sampler holds ``Xhat`` (|V0|) and factor-sized arrays: no slice, intensity
+or source tensor is ever stored. ``Xhat`` is recomputed from scratch at the
+start of every sweep so rounding cannot drift.
 
 Conventions as in :mod:`core.samplers.gibbs`: integer ``X`` shaped like the
 model output; ``factors`` is the tuple of all factors.
@@ -39,81 +44,109 @@ class SADAInfo(NamedTuple):
     log_joint: float
 
 
-def _binomial_slice_impl(rng, entries, counts, intensity, xhat, out):
-    for n in range(entries.shape[0]):
-        e = entries[n]
-        total = xhat[e]
-        p = intensity[e] / total if total > 0.0 else 0.0
-        if p >= 1.0:
-            out[e] = counts[n]
-        elif p > 0.0:
-            out[e] = rng.binomial(counts[n], p)
-        else:
-            out[e] = 0.0
+def _sada_factor_impl(rng, counts, observed, has_mask, xhat, flat, starts, out_shape, obs_strides, lat_offsets,
+                      slice_configs, slice_elements, alpha, shape_prior, rate, stats, change):
+    num_factors = starts.size - 1
+    num_axes = out_shape.size
+    offsets = np.zeros(num_factors, dtype=np.int64)
+    base = starts[alpha]
+    for sl in range(slice_configs.shape[0]):
+        configs = slice_configs[sl]
+        own_latent = lat_offsets[alpha, configs[0]]
+        for m in slice_elements[sl]:
+            stats[m] = 0.0
+        for sweep_pass in range(2):
+            for e in range(counts.size):
+                x = counts[e]
+                if x <= 0 or (has_mask and not observed[e]):
+                    continue
+                remaining = e
+                for b in range(num_factors):
+                    offsets[b] = 0
+                for axis in range(num_axes - 1, -1, -1):
+                    coordinate = remaining % out_shape[axis]
+                    remaining //= out_shape[axis]
+                    for b in range(num_factors):
+                        offsets[b] += coordinate * obs_strides[b, axis]
+                psi = 0.0
+                for u in configs:
+                    p = 1.0
+                    for b in range(num_factors):
+                        if b != alpha:
+                            p *= flat[starts[b] + offsets[b] + lat_offsets[b, u]]
+                    psi += p
+                own = offsets[alpha] + own_latent
+                if sweep_pass == 0:
+                    # the slice's binomial (MLSP'12 Alg. 2), straight into the Gamma statistics
+                    total = xhat[e]
+                    prob = psi * flat[base + own] / total if total > 0.0 else 0.0
+                    if prob >= 1.0:
+                        stats[own] += x
+                    elif prob > 0.0:
+                        stats[own] += rng.binomial(x, prob)
+                else:
+                    xhat[e] += psi * change[own]
+            if sweep_pass == 0:
+                for m in slice_elements[sl]:
+                    new = rng.standard_gamma(shape_prior[m] + stats[m]) / rate[m]
+                    change[m] = new - flat[base + m]
+                    flat[base + m] = new
 
 
 _COMPILED = {}
 
 
-def _binomial_slice():
-    if "binomial" not in _COMPILED:
+def _sada_factor():
+    if "factor" not in _COMPILED:
         import numba
 
-        _COMPILED["binomial"] = numba.njit(cache=True)(_binomial_slice_impl)
-    return _COMPILED["binomial"]
+        _COMPILED["factor"] = numba.njit(cache=True)(_sada_factor_impl)
+    return _COMPILED["factor"]
 
 
-class _SlicePlan(NamedTuple):
+class _Plan(NamedTuple):
     alpha: int
-    latent: str            # latent indices of factor alpha
-    observed: str          # observed indices of factor alpha
-    permutation: tuple     # axes of Z_alpha to (latent..., observed...)
-    inverse: tuple
-    latent_shape: tuple
-    others: tuple          # (position, index string after slicing, letters fixed)
-    to_output: tuple       # axes order taking Z_a(l, .) to the output's order of its indices
-    output_shape: tuple    # shape of Z_a(l, .) broadcast against the output (1 where absent)
-    summed_axes: tuple     # output axes a slice is summed over to reach Z_a(l, .)
-    from_output: tuple     # axes order from the output's order back to Z_a's observed order
+    slice_configs: np.ndarray   # (num_slices, configs per slice): latent configurations u of each slice
+    slice_elements: np.ndarray  # (num_slices, elements per slice): flat indices within Z_alpha
 
 
-def _plan(model, alpha):
+def _layout(model):
+    """Strides of every factor along the output axes and offsets of every latent configuration."""
+    out_position = {c: i for i, c in enumerate(model.output)}
+    latent_shape = tuple(model.dims[c] for c in model.latent)
+    num_latent = max(model.num_latent, 1)
+    latent_coords = np.unravel_index(np.arange(num_latent), latent_shape) if model.latent else ()
+    latent_of = dict(zip(model.latent, latent_coords))
+    obs_strides = np.zeros((model.num_factors, len(model.output)), dtype=np.int64)
+    lat_offsets = np.zeros((model.num_factors, num_latent), dtype=np.int64)
+    for a, (indices, shape) in enumerate(zip(model.factor_indices, model.shapes)):
+        strides = np.cumprod((shape[1:] + (1,))[::-1])[::-1]
+        for c, stride in zip(indices, strides):
+            if c in out_position:
+                obs_strides[a, out_position[c]] = stride
+            else:
+                lat_offsets[a] += stride * latent_of[c]
+    return obs_strides, lat_offsets, latent_of
+
+
+def _plan(model, alpha, latent_of):
     indices = model.factor_indices[alpha]
-    latent = "".join(c for c in indices if c in model.latent)
-    observed = "".join(c for c in indices if c not in model.latent)
-    order = latent + observed
-    permutation = tuple(indices.index(c) for c in order)
-    inverse = tuple(int(i) for i in np.argsort(permutation))
-    others = []
-    for b, other in enumerate(model.factor_indices):
-        if b == alpha:
-            continue
-        fixed_letters = tuple(c for c in other if c in latent)
-        remaining = "".join(c for c in other if c not in latent)
-        others.append((b, remaining, fixed_letters))
-    in_output_order = "".join(c for c in model.output if c in observed)
-    to_output = tuple(observed.index(c) for c in in_output_order)
-    output_shape = tuple(model.dims[c] if c in observed else 1 for c in model.output)
-    summed_axes = tuple(i for i, c in enumerate(model.output) if c not in observed)
-    from_output = tuple(in_output_order.index(c) for c in observed)
-    return _SlicePlan(alpha, latent, observed, permutation, inverse, tuple(model.dims[c] for c in latent),
-                      tuple(others), to_output, output_shape, summed_axes, from_output)
-
-
-def _slice_intensity_without(model, plan, factors, setting):
-    """``Psi_l(v0) = sum_{latent not in V_a} prod_{b != a} Z_b`` with Z_a's latent indices fixed at ``l``."""
-    value_of = dict(zip(plan.latent, setting))
-    indices, arrays = [], []
-    for b, remaining, fixed_letters in plan.others:
-        z = factors[b]
-        if fixed_letters:
-            selector = tuple(value_of[c] if c in value_of else slice(None) for c in model.factor_indices[b])
-            z = z[selector]
-        indices.append(remaining)
-        arrays.append(z)
-    if not indices:
-        return np.ones(model.output_shape)
-    return model.engine(indices, arrays, model.output)
+    own_latent = [c for c in indices if c in model.latent]
+    own_shape = tuple(model.dims[c] for c in own_latent)
+    num_latent = max(model.num_latent, 1)
+    if own_latent:
+        slice_of_config = np.ravel_multi_index(tuple(latent_of[c] for c in own_latent), own_shape)
+    else:
+        slice_of_config = np.zeros(num_latent, dtype=np.int64)
+    num_slices = int(np.prod(own_shape, dtype=np.int64))
+    configs = np.stack([np.flatnonzero(slice_of_config == s) for s in range(num_slices)]).astype(np.int64)
+    grid = np.indices(model.shapes[alpha]).reshape(len(indices), -1)
+    if own_latent:
+        element_slice = np.ravel_multi_index(tuple(grid[indices.index(c)] for c in own_latent), own_shape)
+    else:
+        element_slice = np.zeros(grid.shape[1], dtype=np.int64)
+    elements = np.stack([np.flatnonzero(element_slice == s) for s in range(num_slices)]).astype(np.int64)
+    return _Plan(alpha, configs, elements)
 
 
 def init(model, X, factors=None, *, rng=None):
@@ -145,36 +178,29 @@ def build_kernel(model, X):
         Usable directly as ``step_fn`` of :func:`core.samplers.driver.run_chain`.
     """
     X = model.validate_data(X, integer=True)
-    observed = X > 0 if model.mask is None else (X > 0) & model.mask
-    entries = np.flatnonzero(observed).astype(np.int64)
-    counts = X.ravel()[entries].astype(np.int64)
-    plans = [_plan(model, a) for a in model.free]
-    draw = _binomial_slice()
+    counts = np.ascontiguousarray(X.ravel())
+    has_mask = model.mask is not None
+    observed = np.ascontiguousarray(model.mask.ravel()) if has_mask else np.zeros(1, dtype=bool)
+    obs_strides, lat_offsets, latent_of = _layout(model)
+    plans = [_plan(model, a, latent_of) for a in model.free]
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in model.shapes]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    out_shape = np.asarray(model.output_shape, dtype=np.int64)
+    update = _sada_factor()
 
     def kernel(rng, state, iteration=None):
         factors = list(state.factors)
         xhat = np.array(model.xhat(factors), dtype=float).ravel()
-        slice_sources = np.zeros(xhat.size)
+        flat = np.concatenate([np.ravel(z) for z in factors]).astype(float)
         for plan in plans:
             a = plan.alpha
-            rate = model.prior_rate[a] + model.phi(factors, a)
-            shape_prior = model.prior_shape[a]
-            z = np.array(np.transpose(factors[a], plan.permutation))
-            rate = np.transpose(rate, plan.permutation)
-            shape_prior = np.transpose(shape_prior, plan.permutation)
-            for setting in np.ndindex(*plan.latent_shape):
-                psi = np.asarray(_slice_intensity_without(model, plan, factors, setting), dtype=float)
-                old = np.asarray(z[setting])
-                # Z_a(l, .) broadcast over the output indices it does not carry
-                intensity = (psi * np.transpose(old, plan.to_output).reshape(plan.output_shape)).ravel()
-                draw(rng, entries, counts, intensity, xhat, slice_sources)
-                totals = slice_sources.reshape(model.output_shape).sum(axis=plan.summed_axes)
-                totals = np.transpose(totals, plan.from_output)
-                new = rng.gamma(shape_prior[setting] + totals, 1.0 / rate[setting])
-                z[setting] = new
-                change = np.transpose(np.asarray(new) - old, plan.to_output).reshape(plan.output_shape)
-                xhat += (psi * change).ravel()
-            factors[a] = np.ascontiguousarray(np.transpose(z, plan.inverse))
+            rate = np.ascontiguousarray((model.prior_rate[a] + model.phi(factors, a)).ravel())
+            shape_prior = np.ascontiguousarray(model.prior_shape[a].ravel())
+            stats = np.zeros(sizes[a])
+            change = np.zeros(sizes[a])
+            update(rng, counts, observed, has_mask, xhat, flat, starts, out_shape, obs_strides, lat_offsets,
+                   plan.slice_configs, plan.slice_elements, a, shape_prior, rate, stats, change)
+            factors[a] = flat[starts[a]:starts[a + 1]].reshape(model.shapes[a]).copy()
         factors = tuple(factors)
         log_likelihood = model.log_likelihood(factors, X)
         joint = log_likelihood + model.log_prior(factors)

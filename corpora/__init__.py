@@ -13,3 +13,7 @@ __all__ = ["AudioInfo", "audio_info", "read_audio",
            "ALL_IDS", "TRAIN_IDS", "TEST_IDS", "CorpusIndex", "Mixture", "corpus_index", "split_ids",
            "clean_signals", "select", "mixtures", "iter_mixtures"]
 __all__ += ["read_tns", "write_tns", "FACEBOOK_SHAPE", "prior_rate_for_count", "simulate_dense", "simulate_sparse"]
+
+from corpora.raman import RamanData, hotspot_map, simulate_raman, voigt_spectrum  # noqa: E402
+
+__all__ += ["RamanData", "hotspot_map", "simulate_raman", "voigt_spectrum"]

@@ -1,0 +1,47 @@
+"""Raman simulator: shapes, determinism, Voigt peaks, hotspots, noise level."""
+
+import numpy as np
+import pytest
+from scipy.special import voigt_profile
+
+from core.errors import ParameterError
+from corpora.raman import hotspot_map, simulate_raman, voigt_spectrum
+
+
+@pytest.mark.parametrize("experiment", [1, 2])
+def test_shapes_truth_and_noise(experiment):
+    data = simulate_raman(experiment, seed=3)
+    assert data.X.shape == (625, 50) and data.D.shape == (625, 2) and data.H.shape == (2, 50)
+    assert np.all(data.D >= 0) and np.all(data.H >= 0)
+    np.testing.assert_allclose(data.H.max(axis=1), 1.0)
+    residual = data.X - data.D @ data.H
+    assert residual.std() == pytest.approx(0.05, rel=0.05)
+    assert len(data.peaks) == experiment and len(data.hotspots) == 2
+
+
+def test_deterministic_from_the_seed():
+    a, b, c = simulate_raman(1, seed=5), simulate_raman(1, seed=5), simulate_raman(1, seed=6)
+    np.testing.assert_array_equal(a.X, b.X)
+    assert not np.array_equal(a.X, c.X)
+
+
+def test_experiment_2_has_two_close_peaks():
+    data = simulate_raman(2, seed=0)
+    centers = sorted(p["center"] for p in data.peaks)
+    assert 2.5 < centers[1] - centers[0] < 5.5
+
+
+def test_voigt_and_hotspot_building_blocks():
+    peak = {"center": 10.0, "sigma": 1.5, "gamma": 1.0, "amplitude": 2.0}
+    spectrum = voigt_spectrum(21, [peak])
+    assert spectrum.argmax() == 10 and spectrum[10] == pytest.approx(2.0)
+    np.testing.assert_allclose(spectrum[7] / spectrum[10], voigt_profile(3.0, 1.5, 1.0) / voigt_profile(0.0, 1.5, 1.0))
+    loading = hotspot_map((9, 9), [{"center": (4, 4), "radius": 1.0, "amplitude": 1.0}]).reshape(9, 9)
+    assert loading[4, 4] == pytest.approx(1.0) and loading[4, 5] == pytest.approx(np.exp(-0.5))
+
+
+def test_validation():
+    with pytest.raises(ParameterError, match="experiment"):
+        simulate_raman(3)
+    with pytest.raises(ParameterError, match="noise_std"):
+        simulate_raman(1, noise_std=-1.0)

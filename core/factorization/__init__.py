@@ -9,3 +9,7 @@ __all__ = ["EMResult", "initialize_nmf", "poisson_log_likelihood", "poisson_nmf_
 from core.factorization.pltf_em import PLTFEMResult, initialize_pltf, pltf_em  # noqa: E402
 
 __all__ += ["PLTFEMResult", "initialize_pltf", "pltf_em"]
+
+from core.factorization.map import MAPResult, initialize_nmf_gpp, limit_blas_threads, map_nmf_gpp  # noqa: E402
+
+__all__ += ["MAPResult", "initialize_nmf_gpp", "limit_blas_threads", "map_nmf_gpp"]

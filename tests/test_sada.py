@@ -75,6 +75,7 @@ def test_sada_log_likelihood_rises_and_same_seed_same_chain(rng):
     np.testing.assert_array_equal(first.info.log_likelihood, second.info.log_likelihood)
     assert np.mean(first.info.log_likelihood[-10:]) > first.info.log_likelihood[0]
     assert first.state.factors[0] is model.fixed[0]
+    assert first.state.log_likelihood == pytest.approx(model.log_likelihood(first.state.factors, X), rel=1e-12)
 
 
 def test_errors(rng):

@@ -127,7 +127,7 @@ def _validate_counts(name, value, minimum):
 
 
 def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_reduced=None, method="sources",
-                                 seed=0, factors=None, progress=False):
+                                 order=None, seed=0, factors=None, progress=False):
     """Estimate ``log p(X)`` under a PLTF model by Chib's method.
 
     Parameters
@@ -144,6 +144,11 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
     method : {"sources", "factors"}
         The decomposition (see the module docstring): MLSP'12 eq. 28, or the
         ordinates of the factors with the sources averaged over.
+    order : sequence of int, optional
+        The free factors' positions in the order ``Z_1 .. Z_K`` of the
+        decomposition (default: spec order). Any order is valid; the
+        estimator's variance is usually lowest with the smallest factor
+        first for "factors" (its ordinate averages over the whole posterior).
     seed : int
         Streams ``stream(seed, 0)`` (main run) and ``stream(seed, a)`` (reduced run a).
     factors : tuple of ndarray, optional
@@ -170,7 +175,12 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
     if method not in METHODS:
         raise ParameterError(f"method={method!r}: expected one of {METHODS}")
     X = model.validate_data(X, integer=True)
-    order = model.free
+    if order is None:
+        order = model.free
+    else:
+        order = tuple(int(a) for a in order)
+        if sorted(order) != sorted(model.free):
+            raise ParameterError(f"order={order} must be a permutation of the free factors {model.free}")
     rng = stream(seed, 0)
     state = gibbs.init(model, X, factors, rng=rng)
     kernel = gibbs.build_kernel(model, X)

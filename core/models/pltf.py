@@ -251,10 +251,17 @@ class PLTFModel:
         return tuple(out)
 
     def validate_data(self, X, *, integer=False):
-        """Check the shape and values of ``X``; with ``integer=True`` require counts (for the samplers)."""
+        """Check the shape and values of ``X``; with ``integer=True`` require counts (for the samplers).
+
+        Integer input comes back as int64 without a copy when it already is.
+        """
         X = np.asarray(X)
         if X.shape != self.output_shape:
             raise ParameterError(f"X has shape {X.shape}, expected {self.output_shape} for output {self.output!r}")
+        if np.issubdtype(X.dtype, np.integer) or X.dtype == bool:
+            if X.size and X.min() < 0:
+                raise ParameterError("X must be finite and non-negative")
+            return np.asarray(X, dtype=np.int64) if integer else X.astype(float)
         if not np.all(np.isfinite(X)) or np.any(X < 0):
             raise ParameterError("X must be finite and non-negative")
         if integer:

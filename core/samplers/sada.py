@@ -93,15 +93,28 @@ def _sada_factor_impl(rng, counts, observed, has_mask, xhat, flat, starts, out_s
                     flat[base + m] = new
 
 
+def _log_likelihood_impl(counts, observed, has_mask, xhat, log_factorials):
+    # one pass, no |V0|-sized temporaries: sum over observed entries of x log xhat - xhat - log x!
+    value = 0.0
+    for e in range(counts.size):
+        if has_mask and not observed[e]:
+            continue
+        x = counts[e]
+        value -= xhat[e]
+        if x > 0:
+            value += x * np.log(xhat[e]) - log_factorials[x]
+    return value
+
+
 _COMPILED = {}
 
 
-def _sada_factor():
-    if "factor" not in _COMPILED:
+def _compiled(name):
+    if name not in _COMPILED:
         import numba
 
-        _COMPILED["factor"] = numba.njit(cache=True)(_sada_factor_impl)
-    return _COMPILED["factor"]
+        _COMPILED[name] = numba.njit(cache=True)(globals()[name + "_impl"])
+    return _COMPILED[name]
 
 
 class _Plan(NamedTuple):
@@ -186,11 +199,16 @@ def build_kernel(model, X):
     sizes = [int(np.prod(s, dtype=np.int64)) for s in model.shapes]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     out_shape = np.asarray(model.output_shape, dtype=np.int64)
-    update = _sada_factor()
+    update = _compiled("_sada_factor")
+    log_likelihood_of = _compiled("_log_likelihood")
+    from scipy.special import gammaln
+
+    log_factorials = gammaln(np.arange(int(counts.max(initial=0)) + 1) + 1.0)
 
     def kernel(rng, state, iteration=None):
         factors = list(state.factors)
-        xhat = np.array(model.xhat(factors), dtype=float).ravel()
+        # einsum returns a fresh array: take it as is rather than holding a second |V0| copy
+        xhat = np.require(model.xhat(factors), dtype=float, requirements=["C", "W", "O"]).ravel()
         flat = np.concatenate([np.ravel(z) for z in factors]).astype(float)
         for plan in plans:
             a = plan.alpha
@@ -202,7 +220,9 @@ def build_kernel(model, X):
                    plan.slice_configs, plan.slice_elements, a, shape_prior, rate, stats, change)
             factors[a] = flat[starts[a]:starts[a + 1]].reshape(model.shapes[a]).copy()
         factors = tuple(factors)
-        log_likelihood = model.log_likelihood(factors, X)
+        del xhat, flat
+        xhat = np.require(model.xhat(factors), dtype=float, requirements=["C"]).ravel()
+        log_likelihood = float(log_likelihood_of(counts, observed, has_mask, xhat, log_factorials))
         joint = log_likelihood + model.log_prior(factors)
         return SADAState(factors, log_likelihood, joint), SADAInfo(log_likelihood, joint)
 

@@ -21,6 +21,7 @@ Finding files (:func:`corpus_index`) reads no audio; signals are loaded by
 what exists.
 """
 
+import filecmp
 import os
 import re
 from pathlib import Path
@@ -130,8 +131,12 @@ def _ranges(ids):
 
 
 def _add(table, key, path):
-    if key in table and table[key] != path:
-        raise ParameterError(f"{path}: same name as {table[key]}; keep one copy of each file below the corpus root")
+    if key in table:
+        # Identical copies (a corpus unpacked twice, say) are harmless; different files are ambiguous.
+        if not filecmp.cmp(table[key], path, shallow=False):
+            raise ParameterError(f"{path}: same name as {table[key]} but different content; "
+                                 f"keep one copy of each file below the corpus root")
+        return
     table[key] = path
 
 

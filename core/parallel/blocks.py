@@ -37,6 +37,9 @@ __all__ = ["BlockChainResult", "NMFBlockState", "init_state", "part_update", "de
            "run_block_chain", "initial_factors", "block_log_factorials",
            "single_threaded_blas"]
 
+# parts with fewer (entries x rank) than this run their blocks serially
+PARALLEL_THRESHOLD = 200_000
+
 _EVALUATE = {"none": 0, "before_update": 1, "after_update": 2}
 
 
@@ -125,7 +128,7 @@ def part_update(X, state, schedule, part, *, step_size, temperature, rate_W, rat
     float
         (N/N_s) x the part's log-likelihood (NaN when ``evaluate="none"``).
     """
-    from core.parallel._kernels import nmf_part_kernel
+    from core.parallel._kernels import nmf_part_kernel, nmf_part_kernel_serial
 
     groups = schedule.part_groups(part)
     columns = np.ascontiguousarray(groups[:, 1])
@@ -133,7 +136,9 @@ def part_update(X, state, schedule, part, *, step_size, temperature, rate_W, rat
     n_s = schedule.part_size(part)
     scale = X.size / n_s
     code = _EVALUATE[evaluate]
-    nmf_part_kernel(X, state.W, state.H, state.v_W, state.v_H, schedule.edges[0], schedule.edges[1], columns,
+    # a parallel region costs more than it saves on small parts (and much more on a busy machine)
+    kernel = nmf_part_kernel if n_s * state.W.shape[1] >= PARALLEL_THRESHOLD else nmf_part_kernel_serial
+    kernel(X, state.W, state.H, state.v_W, state.v_H, schedule.edges[0], schedule.edges[1], columns,
                       state.states_W, state.states_H, float(step_size), float(temperature), float(scale),
                       float(rate_W), float(rate_H), sampler == "psgld", float(alpha), float(sigma), float(n_s), code,
                       out)

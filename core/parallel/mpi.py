@@ -1,0 +1,87 @@
+"""The MPI backend: the only module that imports mpi4py.
+
+Conventions
+-----------
+Everything runs without MPI: :func:`world` returns None unless the process
+was started by an MPI launcher with more than one process. Work items are
+dealt round-robin (item i to process i mod P) and gathered on process 0,
+which alone writes outputs. Results never depend on P, because every item
+draws its randomness from its own (seed, chain, block) streams.
+"""
+
+import contextlib
+import os
+import sys
+import traceback
+
+__all__ = ["world", "is_root", "distribute", "abort_on_error", "launched_size"]
+
+_LAUNCHER_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE")
+
+
+def launched_size():
+    """Number of processes an MPI launcher reports in the environment (1 when not launched)."""
+    for name in _LAUNCHER_SIZE_VARIABLES:
+        value = os.environ.get(name)
+        if value and value.isdigit():
+            return int(value)
+    return 1
+
+
+def world():
+    """``MPI.COMM_WORLD`` when running under an MPI launcher with P > 1, else None."""
+    if launched_size() <= 1:
+        return None
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    return comm if comm.Get_size() > 1 else None
+
+
+def is_root(comm):
+    """True on process 0 (and without MPI)."""
+    return comm is None or comm.Get_rank() == 0
+
+
+def distribute(items, run_fn, comm):
+    """Run ``run_fn(item)`` for this process's share of ``items``; gather all results on process 0.
+
+    Returns
+    -------
+    list or None
+        On process 0 (or without MPI) the results in the order of ``items``;
+        None on the other processes.
+    """
+    items = list(items)
+    if comm is None:
+        return [run_fn(item) for item in items]
+    rank, size = comm.Get_rank(), comm.Get_size()
+    mine = {index: run_fn(item) for index, item in enumerate(items) if index % size == rank}
+    gathered = comm.gather(mine, root=0)
+    if rank != 0:
+        return None
+    merged = {}
+    for part in gathered:
+        merged.update(part)
+    return [merged[index] for index in range(len(items))]
+
+
+@contextlib.contextmanager
+def abort_on_error(comm):
+    """Turn an exception on any process into ``COMM_WORLD.Abort(1)``, so that no process hangs.
+
+    Without MPI the exception propagates unchanged (the CLI maps it to an exit status).
+    """
+    if comm is None:
+        yield
+        return
+    try:
+        yield
+    except BaseException as error:  # noqa: BLE001 -- every failure must end the whole job
+        if isinstance(error, SystemExit) and not error.code:
+            raise
+        sys.stderr.write(f"process {comm.Get_rank()}: {type(error).__name__}: {error}\n")
+        if os.environ.get("SEPSTI_DEBUG"):
+            traceback.print_exc()
+        sys.stderr.flush()
+        comm.Abort(2 if type(error).__name__ == "ParameterError" else 1)

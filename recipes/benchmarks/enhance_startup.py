@@ -75,6 +75,7 @@ def main():
     args = parser.parse_args()
     repeats = args.repeats or (3 if args.quick else 9)
 
+    load_before = os.getloadavg()[0]
     folder = Path(tempfile.mkdtemp(prefix="enhance_startup."))
     try:
         source = args.input or folder / "noisy.wav"
@@ -103,6 +104,8 @@ def main():
         print(f"{name + ' (whole process):':<44} median {median[name]:.3f} s over {repeats} runs")
     print(f"ratio sepsti / noisereduce (its faster configuration): {ratio:.2f} "
           f"({'faster' if ratio < 1 else 'slower'})")
+    load = (load_before, os.getloadavg()[0])
+    print(f"1-minute load average before / after: {load[0]:.1f} / {load[1]:.1f} on {os.cpu_count()} CPUs")
 
     import matplotlib
 
@@ -118,6 +121,7 @@ def main():
     figure.tight_layout()
     write_results(args.out, "enhance_startup", {
         "seconds": times, "median": median, "ratio": ratio, "repeats": repeats,
+        "load_average": load, "cpus": os.cpu_count(),
         "command": " ".join(ours[:-4] + ["enhance", "IN", "-o", "OUT", "--overwrite"]),
         "input": str(args.input) if args.input else "synthetic 3 s, 8 kHz, white noise at 5 dB",
     }, figure)

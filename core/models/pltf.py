@@ -123,6 +123,8 @@ class Contraction:
                 rest = [c for p, c in enumerate(indices) if p not in positions]
                 needed = set("".join(rest)) | set(inner)
                 result = "".join(c for c in dict.fromkeys("".join(taken)) if c in needed)
+                if not rest and set(result) == set(inner):
+                    result = inner  # the last step writes the output's axis order: no transposed view
                 steps.append((tuple(positions), ",".join(taken) + "->" + result))
                 indices = rest + [result]
         final = f"{indices[0]}->{inner}" if indices[0] != inner else None

@@ -1,0 +1,49 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from sepsti.cli import cli
+
+TINY = ["--ranks", "2,3", "--temperatures", "1", "--samples", "12", "--keep", "6", "--blocks", "2", "--quiet"]
+
+
+def _invoke(*args):
+    return CliRunner().invoke(cli, ["select-rank", *map(str, args)])
+
+
+@pytest.mark.noizeus
+def test_json_plot_and_resume(noizeus_root, tmp_path):
+    first = _invoke("--corpus", noizeus_root, *TINY, "--json", tmp_path / "a.json", "--plot", tmp_path / "a.png",
+                    "--checkpoint", tmp_path / "ck")
+    assert first.exit_code == 0, first.output
+    doc = json.loads((tmp_path / "a.json").read_text())
+    assert {"ranks", "log_marginal_likelihood", "stderr", "selected_rank", "seconds", "settings",
+            "per_temperature"} <= set(doc)
+    assert doc["ranks"] == [2, 3] and doc["selected_rank"] in (2, 3)
+    assert doc["settings"]["num_steps"] == 12 and doc["settings"]["num_blocks"] == 2  # options reach core
+    assert (tmp_path / "a.png").stat().st_size > 0
+    chains = sorted((tmp_path / "ck").glob("chain-*.npz"))
+    assert len(chains) == 4
+    chains[1].unlink()
+    again = _invoke("--corpus", noizeus_root, *TINY, "--json", tmp_path / "b.json", "--checkpoint", tmp_path / "ck")
+    assert again.exit_code == 0, again.output
+    resumed = json.loads((tmp_path / "b.json").read_text())
+    for key in doc:
+        if key not in ("seconds", "timing"):
+            assert resumed[key] == doc[key], key
+
+
+def test_bad_input_is_one_line_and_status_2(tmp_path):
+    result = _invoke("--corpus", tmp_path, *TINY, "--step-b", "0.3")
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0 and "step_b=0.3" in result.output
+    missing = _invoke("--corpus", tmp_path / "nowhere", *TINY)
+    assert missing.exit_code == 2 and missing.output.startswith("Error:")
+
+
+def test_existing_output_needs_overwrite(tmp_path):
+    (tmp_path / "out.json").write_text("{}")
+    result = _invoke("--corpus", tmp_path, *TINY, "--json", tmp_path / "out.json")
+    assert result.exit_code == 2 and "--overwrite" in result.output
+    assert (tmp_path / "out.json").read_text() == "{}"

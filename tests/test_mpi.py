@@ -1,0 +1,76 @@
+"""MPI backend: real ``mpiexec -n 2`` processes (marked ``mpi``, deselected by default)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.parallel import mpi
+
+ROOT = Path(__file__).resolve().parents[1]
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+
+SCRIPT = r"""
+import json, sys
+import numpy as np
+from core.evidence.sti_nmf import select_rank_sti
+from core.models.poisson_nmf import PoissonNMF
+from core.parallel import mpi
+
+comm = mpi.world()
+with mpi.abort_on_error(comm):
+    if sys.argv[2] == "fail" and comm is not None and comm.Get_rank() == 1:
+        raise RuntimeError("failure on process 1")
+    X = PoissonNMF.sample(np.random.default_rng(3), (24, 21), 2, rate_W=0.5, rate_H=0.5)[2]
+    result = select_rank_sti(X, [1, 2, 3], num_intervals=2, num_steps=30, num_keep=10, num_blocks=3,
+                             step_a=1e-4, prior_rate=0.5, comm=comm)
+    if sys.argv[2] == "fail":
+        import time
+        time.sleep(120)  # the job must end long before this
+    if mpi.is_root(comm):
+        json.dump({"log_evidence": [r.log_evidence for r in result.results],
+                   "means": [r.mean_log_likelihood.tolist() for r in result.results]}, open(sys.argv[1], "w"))
+"""
+
+
+def _run(tmp_path, processes, mode="ok", timeout=300):
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / f"out-{processes}.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, str(script), str(out), mode]
+    if processes > 1:
+        command = [str(MPIEXEC), "-n", str(processes)] + command
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    return completed, out
+
+
+def test_without_launcher_there_is_no_world(monkeypatch):
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    assert mpi.world() is None
+    assert mpi.distribute([1, 2, 3], lambda x: x * x, None) == [1, 4, 9]
+
+
+@pytest.mark.mpi
+def test_results_identical_for_one_and_two_processes(tmp_path):
+    single, out1 = _run(tmp_path, 1)
+    assert single.returncode == 0, single.stderr
+    double, out2 = _run(tmp_path, 2)
+    assert double.returncode == 0, double.stderr
+    assert json.loads(out1.read_text()) == json.loads(out2.read_text())
+
+
+@pytest.mark.mpi
+def test_exception_on_one_process_ends_the_job(tmp_path):
+    start = time.monotonic()
+    completed, out = _run(tmp_path, 2, mode="fail", timeout=100)
+    assert completed.returncode != 0
+    assert time.monotonic() - start < 60
+    assert "failure on process 1" in completed.stderr
+    assert not out.exists()

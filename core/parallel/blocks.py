@@ -38,7 +38,7 @@ __all__ = ["BlockChainResult", "NMFBlockState", "init_state", "part_update", "de
            "single_threaded_blas"]
 
 # parts with fewer (entries x rank) than this run their blocks serially
-PARALLEL_THRESHOLD = 200_000
+PARALLEL_THRESHOLD = 2_000_000
 
 _EVALUATE = {"none": 0, "before_update": 1, "after_update": 2}
 

@@ -74,3 +74,45 @@ def test_exception_on_one_process_ends_the_job(tmp_path):
     assert time.monotonic() - start < 60
     assert "failure on process 1" in completed.stderr
     assert not out.exists()
+
+
+DISTRIBUTED = r"""
+import json, sys
+import numpy as np
+from core.models.poisson_nmf import PoissonNMF
+from core.parallel import mpi
+from core.parallel.blocks import init_state, initial_factors, run_block_chain
+from core.parallel.distributed import run_distributed_block_chain
+
+comm = mpi.world()
+with mpi.abort_on_error(comm):
+    X = PoissonNMF.sample(np.random.default_rng(3), (37, 29), 3, rate_W=0.5, rate_H=0.5)[2]
+    W, H = initial_factors(X, 3, np.random.default_rng(4))
+    report = {}
+    for sampler in ("sgld", "psgld"):
+        settings = dict(temperature=0.8, num_steps=13, num_keep=6, num_blocks=4, sampler=sampler, step_a=1e-3,
+                        rate_W=0.5, rate_H=0.5)
+        spread = run_distributed_block_chain(X, W, H, comm, seed=7, chain=2, **settings)
+        if mpi.is_root(comm):
+            single = run_block_chain(X, init_state(W, H, seed=7, chain=2, num_blocks=4), **settings)
+            report[sampler] = {"W": bool(np.array_equal(spread.state.W, single.state.W)),
+                               "H": bool(np.array_equal(spread.state.H, single.state.H)),
+                               "trace": bool(np.allclose(spread.trace, single.trace, rtol=1e-12, atol=0)),
+                               "streams": bool(np.array_equal(spread.state.states_H, single.state.states_H))}
+    if mpi.is_root(comm):
+        json.dump(report, open(sys.argv[1], "w"))
+"""
+
+
+@pytest.mark.mpi
+def test_block_distributed_sampler_gives_the_single_process_samples(tmp_path):
+    script = tmp_path / "distributed.py"
+    script.write_text(DISTRIBUTED)
+    out = tmp_path / "report.json"
+    completed = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, str(script), str(out)],
+                               env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                               timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(out.read_text())
+    assert report == {sampler: {"W": True, "H": True, "trace": True, "streams": True}
+                      for sampler in ("sgld", "psgld")}

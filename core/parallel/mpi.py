@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 
-__all__ = ["world", "is_root", "distribute", "abort_on_error", "launched_size"]
+__all__ = ["world", "is_root", "distribute", "abort_on_error", "launched_size", "reduction"]
 
 _LAUNCHER_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE")
 
@@ -85,3 +85,10 @@ def abort_on_error(comm):
             traceback.print_exc()
         sys.stderr.flush()
         comm.Abort(2 if type(error).__name__ == "ParameterError" else 1)
+
+
+def reduction(name):
+    """The MPI reduction operator ``name`` ("min", "max", "sum", "land") for ``comm.allreduce``."""
+    from mpi4py import MPI
+
+    return {"min": MPI.MIN, "max": MPI.MAX, "sum": MPI.SUM, "land": MPI.LAND}[name]

@@ -36,8 +36,6 @@ def main():
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    import numpy as np
-
     from core.evidence.sti_nmf import select_rank_sti
     from core.parallel import mpi
     from sepsti.commands.select_rank import _training_matrix
@@ -74,7 +72,6 @@ def main():
                 "per_temperature": {str(r): res.mean_log_likelihood.tolist()
                                     for r, res in zip(ranks, selection.results)},
                 "num_steps": num_steps, "num_keep": num_keep, "dtype": args.dtype}, indent=2))
-        del np
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def select_rank(corpus, ranks, num_intervals, schedule, power, rule, num_steps, 
     comm = mpi.world()
     with mpi.abort_on_error(comm):
         if mpi.is_root(comm):
-            _check_outputs(corpus, json_path, plot_path, overwrite)
+            _check_outputs(json_path, plot_path, overwrite)
         X = _training_matrix(corpus).astype(np.dtype(dtype))
         from core.evidence.sti_nmf import select_rank_sti
 
@@ -108,7 +108,7 @@ def select_rank(corpus, ranks, num_intervals, schedule, power, rule, num_steps, 
             _write_plot(plot_path, selection)
 
 
-def _check_outputs(corpus, json_path, plot_path, overwrite):
+def _check_outputs(json_path, plot_path, overwrite):
     from core.io import check_output_path
 
     for path in (json_path, plot_path):

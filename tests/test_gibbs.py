@@ -110,7 +110,7 @@ def check_uniform_ranks(ranks, num_draws, num_bins):
 
 
 def test_simulation_based_calibration_small():
-    ranks, num_draws = sbc_ranks(200, 190, 10, seed=11)
+    ranks, num_draws = sbc_ranks(120, 190, 10, seed=11)
     check_uniform_ranks(ranks, num_draws, 4)
 
 

@@ -145,7 +145,7 @@ def speech_prior_rates(V, noise_floor, sparsity):
 _MAX_NOISE_SHARE = 0.9
 
 
-def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=0.3, quiet_fraction=0.2, seed=0):
+def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=0.6, quiet_fraction=0.2, seed=0):
     """Split noisy magnitudes into speech and noise parts with a fixed speech dictionary.
 
     The noise dictionary is learned on the quietest frames (:func:`quiet_noise_dictionary`)
@@ -192,7 +192,7 @@ def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=0.3, quiet_fraction=0
     return speech, noise
 
 
-def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.3, seed=0):
+def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0):
     """Enhance a noisy speech signal.
 
     Parameters

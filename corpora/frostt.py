@@ -20,7 +20,7 @@ import numpy as np
 
 from core.errors import ParameterError
 from core.io import atomic_path
-from core.sparse_tensor import SparseTensor, coalesce
+from core.sparse_tensor import coalesce
 
 __all__ = ["read_tns", "write_tns"]
 

@@ -231,7 +231,8 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
                     temperatures=temperatures.tolist(), num_steps=int(num_steps), num_keep=int(num_keep),
                     num_blocks=None if num_blocks is None else int(num_blocks),
                     subset_size=None if subset_size is None else int(subset_size), step_a=float(step_a),
-                    step_b=float(step_b), alpha=float(alpha), sigma=float(sigma), evaluate=evaluate, rule=rule, exact_prior=bool(exact_prior), init=init,
+                    step_b=float(step_b), alpha=float(alpha), sigma=float(sigma), evaluate=evaluate, rule=rule,
+                    exact_prior=bool(exact_prior), init=init,
                     map_iter=int(map_iter) if init == "map" else 0,
                     seed=int(seed), shape=list(probe.shape), data=_fingerprint(data))
     # every process checks the manifest; concurrent first writes are atomic and identical

@@ -115,7 +115,8 @@ def main():
                                   num_keep=steps, subset_fn=subset_fn, sampler="psgld")
             iteration = (time.perf_counter() - start) / steps
             row = dict(nnz=X.nnz, num_blocks=num_blocks, part_nnz=int(np.mean([p.nnz for p in parts])),
-                       kernel_ms=kernel * 1e3, threads_ms=kernel_threads * 1e3, numpy_ms=peer * 1e3, speedup=peer / kernel, agree=agree,
+                       kernel_ms=kernel * 1e3, threads_ms=kernel_threads * 1e3, numpy_ms=peer * 1e3,
+                       speedup=peer / kernel, agree=agree,
                        iteration_ms=iteration * 1e3, index_seconds=index_seconds,
                        simulate_seconds=simulate_seconds, simulate_peak_mib=simulate_peak)
             rows.append(row)

@@ -41,25 +41,6 @@ def main():
     from sepsti.metrics import bss_eval
 
     X = _training_matrix(args.corpus)
-    if args.sti_json is not None:
-        sti = json.loads(args.sti_json.read_text())
-        if sti["ranks"] != ranks:
-            raise SystemExit(f"{args.sti_json}: ranks {sti['ranks']} differ from {ranks}")
-        log_ml, stderr, seconds_sti = sti["log_marginal_likelihood"], sti["stderr"], sti["seconds"]
-        settings = sti["settings"]
-    else:
-        from core.evidence.sti_nmf import select_rank_sti
-
-        num_steps, num_keep = (250, 100) if args.quick else (1250, 500)
-        start = time.perf_counter()
-        selection = select_rank_sti(X, ranks, num_intervals=5, num_steps=num_steps, num_keep=num_keep, num_blocks=8,
-                                    step_a=5e-7, step_b=0.51, prior_rate=4e-4, seed=args.seed, progress=True)
-        seconds_sti = time.perf_counter() - start
-        log_ml = [r.log_evidence for r in selection.results]
-        stderr = [r.stderr for r in selection.results]
-        settings = selection.settings
-    selected = ranks[int(np.argmax(log_ml))]
-
     test = mixtures(args.corpus, split="test")
     if args.quick:
         keep = sorted({m.utterance for m in test})[:3]
@@ -77,6 +58,26 @@ def main():
                 scores[key][snr].append(float(np.nanmean([s[key] for s in per_snr[snr]])))
         print(f"R = {rank:>4}: SDR " + ", ".join(f"{snr} dB: {scores['sdr'][snr][-1]:.2f}" for snr in snrs),
               flush=True)
+    # STI last, so that a long STI run (--sti-json) can finish meanwhile
+    if args.sti_json is not None:
+        sti = json.loads(args.sti_json.read_text())
+        if sti["ranks"] != ranks:
+            raise SystemExit(f"{args.sti_json}: ranks {sti['ranks']} differ from {ranks}")
+        log_ml, stderr, seconds_sti = sti["log_marginal_likelihood"], sti["stderr"], sti["seconds"]
+        settings = sti.get("settings", {})
+    else:
+        from core.evidence.sti_nmf import select_rank_sti
+
+        num_steps, num_keep = (250, 100) if args.quick else (1250, 500)
+        start = time.perf_counter()
+        selection = select_rank_sti(X, ranks, num_intervals=5, num_steps=num_steps, num_keep=num_keep, num_blocks=8,
+                                    step_a=5e-7, step_b=0.51, prior_rate=4e-4, seed=args.seed, progress=True)
+        seconds_sti = time.perf_counter() - start
+        log_ml = [r.log_evidence for r in selection.results]
+        stderr = [r.stderr for r in selection.results]
+        settings = selection.settings
+    selected = ranks[int(np.argmax(log_ml))]
+
     mean_sdr = np.mean([scores["sdr"][snr] for snr in snrs], axis=0)
     plateau = _plateau(ranks, mean_sdr)
     out = {"ranks": ranks, "log_marginal_likelihood": log_ml, "stderr": stderr, "selected_rank": selected,

@@ -100,10 +100,12 @@ def sbc_ranks(num_replicates, num_steps, thin, seed):
         result = run_chain(gibbs.build_kernel(model, X), gibbs.init(model, X, rng=rng), rng,
                            num_steps=num_steps + 5 * thin, burn_in=5 * thin, thin=thin, transform=lambda s: (s.factors[0][0], s.factors[1][0, 0]))
         ranks.append([np.sum(result.samples[0] < truth[0][0]), np.sum(result.samples[1] < truth[1][0, 0])])
-    return np.array(ranks), num_steps // thin
+    return np.array(ranks), len(result.samples[0])
 
 
 def check_uniform_ranks(ranks, num_draws, num_bins):
+    # ranks take num_draws + 1 values; equal bins need num_bins to divide that
+    assert (num_draws + 1) % num_bins == 0
     for column in ranks.T:
         counts = np.bincount(column * num_bins // (num_draws + 1), minlength=num_bins)
         assert chisquare(counts).pvalue > 1e-3, f"rank histogram {counts} is not uniform"
@@ -116,5 +118,5 @@ def test_simulation_based_calibration_small():
 
 @pytest.mark.slow
 def test_simulation_based_calibration():
-    ranks, num_draws = sbc_ranks(1000, 399, 20, seed=12)
+    ranks, num_draws = sbc_ranks(1000, 380, 20, seed=12)
     check_uniform_ranks(ranks, num_draws, 10)

@@ -97,7 +97,8 @@ def main():
     start_factors = model.sample_prior(stream(args.seed, 2))
     results = {"settings": {"source": source, "shape": [num_bins, num_frames], "num_templates": NUM_TEMPLATES,
                             "num_chords": NUM_CHORDS, "num_steps": num_steps, "prior_Z2": "Gamma(1, 1)",
-                            "prior_Z3": f"Gamma(1, {rate_weights:.3g})", "total_count": int(X.sum()), "mean_count": MEAN_COUNT,
+                            "prior_Z3": f"Gamma(1, {rate_weights:.3g})", "total_count": int(X.sum()),
+                            "mean_count": MEAN_COUNT,
                             "seed": args.seed},
                "em_log_likelihood": float(em.objective[-1])}
     for name, module in (("block", gibbs), ("sada", sada)):

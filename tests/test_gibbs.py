@@ -98,7 +98,8 @@ def sbc_ranks(num_replicates, num_steps, thin, seed):
         X = model.sample_data(rng, truth)
         # an independent start and a burn-in, so the thinned draws and the truth are exchangeable
         result = run_chain(gibbs.build_kernel(model, X), gibbs.init(model, X, rng=rng), rng,
-                           num_steps=num_steps + 5 * thin, burn_in=5 * thin, thin=thin, transform=lambda s: (s.factors[0][0], s.factors[1][0, 0]))
+                           num_steps=num_steps + 5 * thin, burn_in=5 * thin, thin=thin,
+                           transform=lambda s: (s.factors[0][0], s.factors[1][0, 0]))
         ranks.append([np.sum(result.samples[0] < truth[0][0]), np.sum(result.samples[1] < truth[1][0, 0])])
     return np.array(ranks), len(result.samples[0])
 

@@ -390,7 +390,8 @@ def _broadcast_prior(value, name, shapes, free):
         try:
             arr = np.array(np.broadcast_to(np.asarray(v, dtype=float), shape))
         except ValueError:
-            raise ParameterError(f"{name} of factor {a} has shape {np.shape(v)}, not broadcastable to {shape}") from None
+            raise ParameterError(f"{name} of factor {a} has shape {np.shape(v)}, "
+                                 f"not broadcastable to {shape}") from None
         if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
             raise ParameterError(f"{name} of factor {a} must be finite and positive")
         out.append(arr)

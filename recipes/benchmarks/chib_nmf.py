@@ -22,7 +22,9 @@ default). ``--quick``: 1025 × 250.
 
 Usage: ``python recipes/benchmarks/chib_nmf.py [--quick] [--out DIR] [--seed S]``.
 JSON keys: ``ranks``, ``chib``, ``chib_stderr``, ``seconds_per_rank``,
-``wall_seconds``, ``paper_seconds``, ``speedup``, ``memory`` (per sampler:
+``max_weight_fraction`` (per rank, the largest single-sample share in any
+ordinate's mean: near 1, the estimate rests on one sample), ``wall_seconds``,
+``paper_seconds``, ``speedup``, ``memory`` (per sampler:
 ``peak_rss_growth_mb``, ``tracemalloc_peak_mb``, ``seconds_per_sweep``),
 ``sada_over_block_rss``, ``sada_over_block_numpy``, ``settings``.
 """
@@ -66,7 +68,8 @@ def chib_for_rank(args):
     start = time.perf_counter()
     result = chib_poisson_nmf(X, rank, PRIOR_RATE, num_burn_in=NUM_BURN_IN, num_samples=NUM_SAMPLES,
                               num_reduced=NUM_REDUCED, seed=seed)
-    return rank, result.log_marginal_likelihood, result.stderr, time.perf_counter() - start
+    return (rank, result.log_marginal_likelihood, result.stderr, time.perf_counter() - start,
+            float(result.max_weight_fraction.max()))
 
 
 def _single_thread_env():
@@ -163,12 +166,13 @@ def main():
         wall = time.perf_counter() - start
         rows.sort()
         results.update({"ranks": ranks, "chib": [r[1] for r in rows], "chib_stderr": [r[2] for r in rows],
-                        "seconds_per_rank": [r[3] for r in rows], "wall_seconds": wall,
+                        "seconds_per_rank": [r[3] for r in rows], "max_weight_fraction": [r[4] for r in rows],
+                        "wall_seconds": wall,
                         "paper_seconds": PAPER_SECONDS, "speedup": PAPER_SECONDS / wall,
                         "total_count": int(X.sum())})
-        print(f"{'R':>3s} {'log p(X | R)':>14s} {'stderr':>8s} {'seconds':>8s}")
-        for rank, value, error, seconds in rows:
-            print(f"{rank:3d} {value:14.2f} {error:8.2f} {seconds:8.1f}")
+        print(f"{'R':>3s} {'log p(X | R)':>14s} {'stderr':>8s} {'seconds':>8s} {'max weight':>10s}")
+        for rank, value, error, seconds, weight in rows:
+            print(f"{rank:3d} {value:14.2f} {error:8.2f} {seconds:8.1f} {weight:10.2f}")
         print(f"Chib for {len(ranks)} ranks: ours {wall:.1f} s wall (2 processes), paper's C {PAPER_SECONDS:.0f} s "
               f"(4-core laptop): ratio {PAPER_SECONDS / wall:.1f}x; load average at start "
               f"{results['settings']['load_average_at_start'][0]:.1f}")

@@ -82,7 +82,7 @@ def run_sklearn(X, W, H, num_iter):
 
 def products_only(X, W, H, num_iter):
     """Time of the four matrix products one alternating iteration cannot avoid (a floor)."""
-    P = np.empty_like(X)
+    P = np.empty(X.shape, dtype=X.dtype)
     start = time.perf_counter()
     for _ in range(num_iter):
         np.dot(W, H, out=P)

@@ -227,12 +227,12 @@ def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0):
         raise ParameterError(f"noise_rank: expected a positive integer, got {noise_rank!r}")
     if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ParameterError(f"max_iter: expected a positive integer, got {max_iter!r}")
+    if not (isinstance(sparsity, (int, float, np.integer, np.floating)) and np.isfinite(sparsity) and sparsity >= 0):
+        raise ParameterError(f"sparsity: expected a finite number >= 0, got {sparsity!r}")
     if y.size == 0 or not np.any(y):
         return np.zeros_like(y)
     S = features.stft(y)
     V = np.abs(S)
-    if not (isinstance(sparsity, (int, float, np.integer, np.floating)) and np.isfinite(sparsity) and sparsity >= 0):
-        raise ParameterError(f"sparsity: expected a finite number >= 0, got {sparsity!r}")
     W = W / np.maximum(W.sum(axis=0, keepdims=True), np.finfo(np.float64).tiny)
     speech, noise = separate(V, W, noise_rank=int(noise_rank), max_iter=int(max_iter),
                              sparsity=float(sparsity), seed=seed)

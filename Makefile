@@ -18,7 +18,7 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/sepsti corpus synth $(DEMO)/corpus --seed 0 --overwrite
 	$(BIN)/sepsti enhance $(DEMO)/corpus/noisy/babble_5dB/sp21_babble_sn5.wav -o $(DEMO)/sp21_enhanced.wav --overwrite
-	$(BIN)/sepsti evaluate --corpus $(DEMO)/corpus --noise babble --snr 5 --json $(DEMO)/evaluate.json
+	$(BIN)/sepsti evaluate --corpus $(DEMO)/corpus --noise babble --snr 5 --json $(DEMO)/evaluate.json --plot $(DEMO)/evaluate.png --overwrite
 
 test: install
 	$(BIN)/python -m pytest -q

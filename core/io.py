@@ -70,6 +70,10 @@ def atomic_path(path, *, suffix=None):
     suffix = path.suffix if suffix is None else suffix
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent if str(path.parent) else ".")
     os.close(fd)
+    # mkstemp creates owner-only files; give the output the permissions a plain open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     try:
         yield Path(tmp)
         os.replace(tmp, path)

@@ -13,7 +13,8 @@ import numpy as np
 
 from core.errors import ParameterError
 
-__all__ = ["WelfordState", "welford_variance", "warmup_schedule"]
+__all__ = ["WelfordState", "welford_variance", "warmup_schedule", "LowRankTransform", "numerical_precision",
+           "low_rank_preconditioner", "reparametrize"]
 
 
 class WelfordState(NamedTuple):
@@ -101,3 +102,77 @@ def warmup_schedule(num_steps, *, initial_buffer=75, first_window=25, final_buff
         is_window_end[stop - 1] = True
         start, size = stop, 2 * size
     return is_slow, is_window_end
+
+
+class LowRankTransform(NamedTuple):
+    """θ = center + A u with A = I + V diag(factors) Vᵀ (V orthonormal, shape (dim, rank)); A is symmetric."""
+
+    center: np.ndarray
+    basis: np.ndarray
+    factors: np.ndarray
+
+
+def numerical_precision(logdensity_and_grad_fn, position, *, step=1e-5):
+    """−Hessian of the log density by central differences of the gradient (2 · dim gradient calls), symmetrised."""
+    position = np.asarray(position, dtype=float)
+    dim = position.shape[0]
+    hessian = np.empty((dim, dim))
+    for i in range(dim):
+        offset = np.zeros(dim)
+        offset[i] = step
+        hessian[i] = (logdensity_and_grad_fn(position + offset)[1] - logdensity_and_grad_fn(position - offset)[1])
+    hessian /= 2.0 * step
+    return -0.5 * (hessian + hessian.T)
+
+
+def low_rank_preconditioner(precision, center, *, rank, floor=1.0):
+    """Whitening of the ``rank`` stiffest directions of a precision matrix (e.g. the Laplace one at the MAP).
+
+    Directions with precision eigenvalue λ ≥ floor among the top ``rank`` are
+    rescaled by 1/√λ; every other direction is left as is, so the transform
+    costs two (dim × rank) products per gradient. A diagonal mass matrix
+    adapted on the transformed variables then handles what remains.
+
+    Parameters
+    ----------
+    precision : ndarray, shape (dim, dim)
+        Symmetric; negative eigenvalues are ignored.
+    center : ndarray, shape (dim,)
+    rank : int
+    floor : float
+        Eigenvalues below this are left untouched.
+
+    Returns
+    -------
+    LowRankTransform
+    """
+    if not 0 < int(rank) <= precision.shape[0]:
+        raise ParameterError(f"rank={rank} must lie in 1..{precision.shape[0]}")
+    eigenvalues, eigenvectors = np.linalg.eigh(precision)
+    keep = np.argsort(eigenvalues)[::-1][:int(rank)]
+    keep = keep[eigenvalues[keep] >= floor]
+    factors = 1.0 / np.sqrt(eigenvalues[keep]) - 1.0
+    return LowRankTransform(np.asarray(center, dtype=float), np.ascontiguousarray(eigenvectors[:, keep]), factors)
+
+
+def reparametrize(logdensity_and_grad_fn, transform):
+    """The target on u where θ = center + A u (the Jacobian is constant, so log densities differ by a constant).
+
+    Returns
+    -------
+    logdensity_and_grad_u : callable
+        ``u -> (log p(θ(u)), A ∇ log p(θ(u)))``.
+    to_position : callable
+        Maps u of shape (..., dim) to θ.
+    """
+    center, basis, factors = transform
+    basis_t = np.ascontiguousarray(basis.T)
+
+    def apply(u):
+        return u + ((u @ basis) * factors) @ basis_t
+
+    def logdensity_and_grad_u(u):
+        logdensity, grad = logdensity_and_grad_fn(center + apply(u))
+        return logdensity, apply(grad)
+
+    return logdensity_and_grad_u, lambda u: center + apply(np.asarray(u, dtype=float))

@@ -84,7 +84,7 @@ def main():
         X = read_tns(args.tns)
         true_rank, own_rate = None, None
     else:
-        nnz = 200_000 if args.quick and args.nnz == 1_000_000 else args.nnz
+        nnz = 100_000 if args.quick and args.nnz == 1_000_000 else args.nnz
         own_rate = prior_rate_for_count(FACEBOOK_SHAPE, args.true_rank, nnz)
         X, _ = simulate_sparse(FACEBOOK_SHAPE, args.true_rank, prior_rate=own_rate, rng=stream(args.seed, 0))
         true_rank = args.true_rank
@@ -96,8 +96,8 @@ def main():
         ranks = [int(v) for v in args.ranks.split(",")]
     else:
         ranks = [3, 5, 7] if args.quick else list(range(1, 12))
-    num_steps = args.steps or (250 if args.quick else 3000)
-    num_keep = args.keep or (100 if args.quick else 500)
+    num_steps = args.steps or (200 if args.quick else 3000)
+    num_keep = args.keep or (50 if args.quick else 500)
     n_data = int(np.prod(X.shape, dtype=np.float64))
     if is_root:
         print(f"tensor {X.shape}, nnz={X.nnz}, ranks={ranks}, lambdas={[round(v, 4) for v in lambdas]}, "

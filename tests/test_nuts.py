@@ -136,3 +136,18 @@ def test_simulation_based_calibration_fast():
 @pytest.mark.slow
 def test_simulation_based_calibration_long():
     assert_uniform_ranks(simulation_based_calibration(1000, 99, 42), 99)
+
+
+def test_low_rank_preconditioner_whitens_a_gaussian(rng):
+    from core.samplers.mass_matrix import low_rank_preconditioner, numerical_precision, reparametrize
+
+    fn, _ = gaussian([0.01, 3.0], correlation=0.9)
+    center = np.array([0.0, 0.0])
+    precision = numerical_precision(fn, center)
+    transform = low_rank_preconditioner(precision, center, rank=2, floor=0.0)
+    fn_u, to_position = reparametrize(fn, transform)
+    u = rng.standard_normal(2)
+    logp_u, grad_u = fn_u(u)
+    np.testing.assert_allclose(grad_u, -u, rtol=1e-6, atol=1e-8)  # u is standard normal
+    assert logp_u == pytest.approx(-0.5 * u @ u, rel=1e-6)
+    assert to_position(u).shape == (2,) and to_position(np.zeros((5, 2))).shape == (5, 2)

@@ -7,14 +7,16 @@ from core.samplers.diagnostics import (effective_sample_size, mcse_mean, mcse_va
 from core.samplers.dual_averaging import DualAveragingState, dual_averaging  # noqa: E402
 from core.samplers.hmc import HMCInfo, HMCState, find_reasonable_step_size  # noqa: E402
 from core.samplers.integrators import IntegratorState, leapfrog  # noqa: E402
-from core.samplers.mass_matrix import WelfordState, warmup_schedule, welford_variance  # noqa: E402
+from core.samplers.mass_matrix import (LowRankTransform, WelfordState, low_rank_preconditioner,  # noqa: E402
+                                       numerical_precision, reparametrize, warmup_schedule, welford_variance)
 from core.samplers.nuts import NUTSInfo  # noqa: E402
 from core.samplers.warmup import WarmupResult, window_adaptation  # noqa: E402
 
 __all__ = [*globals().get("__all__", []),
            "hmc", "nuts", "HMCState", "HMCInfo", "NUTSInfo", "IntegratorState", "leapfrog",
            "find_reasonable_step_size", "DualAveragingState", "dual_averaging", "WelfordState",
-           "welford_variance", "warmup_schedule", "WarmupResult", "window_adaptation",
+           "welford_variance", "warmup_schedule", "LowRankTransform", "low_rank_preconditioner",
+           "numerical_precision", "reparametrize", "WarmupResult", "window_adaptation",
            "effective_sample_size", "split_rhat", "mcse_mean", "mcse_variance", "to_inference_data"]
 
 # PLTF block Gibbs: import the module for its init/build_kernel.

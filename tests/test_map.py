@@ -39,3 +39,12 @@ def test_map_is_deterministic_and_validates():
         map_nmf_gpp(model, num_starts=0)
     with pytest.raises(ParameterError, match="method"):
         initialize_nmf_gpp(model, np.random.default_rng(0), method="svd")
+
+
+@pytest.mark.slow
+def test_experiment_1_beta_10_map_spectrum():
+    data = simulate_raman(1, seed=0)
+    model = NMFGPP(data.X, num_components=2, plate_shape=data.plate_shape, beta=10.0, noise_std=data.noise_std)
+    result = map_nmf_gpp(model, num_starts=3, seed=0)
+    corr = max(np.corrcoef(result.H[k], data.H[0])[0, 1] for k in range(2))
+    assert corr >= 0.95, f"MAP spectrum correlation {corr:.3f}"

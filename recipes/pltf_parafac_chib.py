@@ -23,6 +23,7 @@ JSON keys: ``true_R``, ``ranks``, ``chib``, ``chib_stderr`` (the recipe's draw),
 """
 
 import time
+import warnings
 
 import numpy as np
 
@@ -67,6 +68,8 @@ def chib_per_rank(X, *, num_burn_in, num_samples, num_reduced, method, seed):
 
 
 def main():
+    # each rank's largest single-sample weight is printed and stored instead
+    warnings.filterwarnings("ignore", message="Chib ordinate")
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--method", choices=("factors", "sources"), default="factors",
                         help="Chib decomposition (default: factors)")

@@ -84,3 +84,11 @@ def test_errors():
         chib_poisson_nmf(np.ones((2, 2), dtype=int), 1, 1.0, num_burn_in=1, num_samples=5, method="nope")
     with pytest.raises(ParameterError, match="rank"):
         chib_poisson_nmf(np.ones((2, 2), dtype=int), 0, 1.0, num_burn_in=1, num_samples=5)
+
+
+def test_warns_when_one_sample_carries_an_ordinate(rng):
+    # 400 counts over a rank-3 NMF: the multinomial ordinate of eq. 23 is carried by one draw
+    X = rng.poisson(2.0, size=(20, 20))
+    with pytest.warns(UserWarning, match="carried by one sample"):
+        result = chib_poisson_nmf(X, 3, 1.0, num_burn_in=50, num_samples=100, seed=0)
+    assert result.max_weight_fraction.max() > 0.5

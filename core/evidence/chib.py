@@ -37,6 +37,7 @@ itself unreliable (the ``max_weight_fraction`` of each ordinate shows it).
 Conventions: ``X`` is an integer count array shaped like the model output.
 """
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -52,6 +53,8 @@ from core.samplers.driver import run_chain
 __all__ = ["ChibResult", "chib_log_marginal_likelihood", "chib_poisson_nmf", "log_mean_exp"]
 
 METHODS = ("sources", "factors")
+# above this share of one sample in an ordinate's mean, the mean (and its delta-method MCSE) rests on one draw
+MAX_WEIGHT_WARNING = 0.5
 
 
 class ChibResult(NamedTuple):
@@ -165,6 +168,11 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
     ParameterError
         On invalid counts, method or data.
 
+    Warns
+    -----
+    UserWarning
+        When one sample carries more than half of an ordinate's mean.
+
     References
     ----------
     S. Chib, "Marginal likelihood from the Gibbs output", JASA 90 (1995). MLSP'12 eqs. 19-28.
@@ -215,8 +223,14 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
     ordinate_se = np.asarray(errors, dtype=float)
     samples = [None if np.isscalar(v) else v for v in values]
     value = log_joint - float(np.sum(log_ordinates))
+    fractions = np.array([_max_fraction(v) for v in samples])
+    if np.any(fractions > MAX_WEIGHT_WARNING):
+        worst = int(np.argmax(fractions))
+        warnings.warn(f"Chib ordinate {names[worst]!r} is carried by one sample (share {fractions[worst]:.2f} of the "
+                      "mean): the estimate and its standard error are unreliable; run longer chains"
+                      + (" or use method='factors'" if method == "sources" else ""), UserWarning, stacklevel=2)
     return ChibResult(float(value), float(np.sqrt(np.sum(ordinate_se ** 2))), method, float(log_joint), names,
-                      log_ordinates, ordinate_se, np.array([_max_fraction(v) for v in samples]), samples, order,
+                      log_ordinates, ordinate_se, fractions, samples, order,
                       point, np.asarray(result.info.log_likelihood))
 
 

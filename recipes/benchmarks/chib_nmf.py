@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -65,6 +66,7 @@ def chib_for_rank(args):
     X, rank, seed = args
     from core.evidence.chib import chib_poisson_nmf
 
+    warnings.filterwarnings("ignore", message="Chib ordinate")  # the weights are reported instead
     start = time.perf_counter()
     result = chib_poisson_nmf(X, rank, PRIOR_RATE, num_burn_in=NUM_BURN_IN, num_samples=NUM_SAMPLES,
                               num_reduced=NUM_REDUCED, seed=seed)

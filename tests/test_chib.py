@@ -92,3 +92,14 @@ def test_warns_when_one_sample_carries_an_ordinate(rng):
     with pytest.warns(UserWarning, match="carried by one sample"):
         result = chib_poisson_nmf(X, 3, 1.0, num_burn_in=50, num_samples=100, seed=0)
     assert result.max_weight_fraction.max() > 0.5
+
+
+@pytest.mark.parametrize("method", ["sources", "factors"])
+def test_chib_with_a_mask_is_the_evidence_of_the_observed_entries(method):
+    mask = np.array([True, True, True, False])
+    model = pltf_model("k,kj->j", dict(k=2, j=4), prior_shape=[A_W, A_H], prior_rate=[B_W, B_H], mask=mask)
+    truth = TinyModel(X_TINY[:3], A_W, B_W, A_H, B_H).log_evidence
+    X = X_TINY.copy()
+    X[3] = 100
+    result = chib_log_marginal_likelihood(model, X, num_burn_in=300, num_samples=3000, seed=2, method=method)
+    assert abs(result.log_marginal_likelihood - truth) < 3 * result.stderr, (result.log_marginal_likelihood, truth)

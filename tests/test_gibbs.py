@@ -121,3 +121,15 @@ def test_simulation_based_calibration_small():
 def test_simulation_based_calibration():
     ranks, num_draws = sbc_ranks(1000, 380, 20, seed=12)
     check_uniform_ranks(ranks, num_draws, 10)
+
+
+def test_masked_entries_are_ignored_by_the_posterior():
+    # the last entry is unobserved: the posterior of w is the one of the three observed entries
+    mask = np.array([True, True, True, False])
+    model = pltf_model("k,kj->j", dict(k=2, j=4), prior_shape=[A_W, A_H], prior_rate=[B_W, B_H], mask=mask)
+    exact = TinyModel(X_TINY[:3], A_W, B_W, A_H, B_H)
+    X = X_TINY.copy()
+    X[3] = 100
+    result = run(model, X, 4, 8000, 300)
+    assert_means_within_mcse(result.samples[0], exact.posterior_w)
+    assert_means_within_mcse(result.samples[1][:, :, :3], exact.posterior_H[:, :3])

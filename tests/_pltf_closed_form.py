@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-__all__ = ["TinyModel"]
+__all__ = ["TinyModel", "three_factor_log_evidence"]
 
 
 class TinyModel:
@@ -59,3 +59,33 @@ class TinyModel:
         w = np.exp(self.y)
         inv = np.exp(logsumexp(g - np.log(self.b_h + w)[None, :], axis=1) - logsumexp(g, axis=1))
         return (self.a_h + s) * inv[:, None]
+
+
+def three_factor_log_evidence(x, a_1, b_1, a_2, b_2, a_h, b_h):
+    """Exact log p(X) of ``"k,k,kj->j"`` with two components: ``X(j) = sum_k u_k v_k H_kj``.
+
+    ``u_k ~ Gamma(a_1[k], b_1[k])``, ``v_k ~ Gamma(a_2[k], b_2[k])``, ``H_kj ~ Gamma(a_h, b_h)``. Given
+    the sources only the product ``w_k = u_k v_k`` matters; the density of ``log w_k`` is the
+    convolution of the two log-Gamma densities, computed on a uniform grid.
+    """
+    x = np.asarray(x, dtype=np.int64)
+    y = np.linspace(-25.0, 12.0, 4001)
+    dy = y[1] - y[0]
+    splits = np.array(list(itertools.product(*[np.arange(v + 1) for v in x])), dtype=np.int64)
+
+    def log_density_of_log_gamma(a, b):
+        return a * np.log(b) - gammaln(a) + a * y - b * np.exp(y)
+
+    def component(s, k):
+        p1 = np.exp(log_density_of_log_gamma(a_1[k], b_1[k]))
+        p2 = np.exp(log_density_of_log_gamma(a_2[k], b_2[k]))
+        density = np.convolve(p1, p2) * dy                      # density of log w on 2 y[0] + i dy
+        grid = 2 * y[0] + dy * np.arange(density.size)
+        keep = density > 0
+        log_prior, grid = np.log(density[keep]), grid[keep]
+        const = np.sum(gammaln(a_h + s) - gammaln(a_h) - gammaln(s + 1) + a_h * np.log(b_h), axis=1)
+        g = (log_prior[None, :] + s.sum(1)[:, None] * grid[None, :]
+             - np.sum((a_h + s)[:, :, None] * np.log(b_h + np.exp(grid))[None, None, :], axis=1))
+        return const + logsumexp(g, axis=1) + np.log(dy)
+
+    return float(logsumexp(component(splits, 0) + component(x[None, :] - splits, 1)))

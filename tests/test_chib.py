@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from _pltf_closed_form import TinyModel
+from _pltf_closed_form import TinyModel, three_factor_log_evidence
 from core.errors import ParameterError
 from core.evidence.chib import chib_log_marginal_likelihood, chib_poisson_nmf, log_mean_exp
 from core.models.pltf import pltf_model
@@ -19,6 +19,13 @@ def two_factor_model():
 
 def one_factor_model():
     return pltf_model("k,kj->j", dict(j=4), prior_shape=[1.0, A_H], prior_rate=[1.0, B_H], fixed={0: W_FIXED})
+
+
+A_U, B_U = np.array([3.0, 2.0]), np.array([2.0, 1.0])
+
+
+def three_factor_model():
+    return pltf_model("k,k,kj->j", dict(k=2, j=4), prior_shape=[A_W, A_U, A_H], prior_rate=[B_W, B_U, B_H])
 
 
 def check_against_truth(model, truth, seed, method="sources", k=3.0):
@@ -103,3 +110,19 @@ def test_chib_with_a_mask_is_the_evidence_of_the_observed_entries(method):
     X[3] = 100
     result = chib_log_marginal_likelihood(model, X, num_burn_in=300, num_samples=3000, seed=2, method=method)
     assert abs(result.log_marginal_likelihood - truth) < 3 * result.stderr, (result.log_marginal_likelihood, truth)
+
+
+@pytest.mark.parametrize("method", ["sources", "factors"])
+def test_chib_three_free_factors_matches_enumeration(method):
+    # two reduced runs: the clamping of Z~_a+1:K (sources) or Z~_1:a-1 (factors) at every stage
+    truth = three_factor_log_evidence(X_TINY, A_W, B_W, A_U, B_U, A_H, B_H)
+    result = check_against_truth(three_factor_model(), truth, seed=0, method=method)
+    assert len(result.log_ordinates) == (4 if method == "sources" else 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["sources", "factors"])
+@pytest.mark.parametrize("seed", range(1, 6))
+def test_chib_three_factors_across_seeds(seed, method):
+    truth = three_factor_log_evidence(X_TINY, A_W, B_W, A_U, B_U, A_H, B_H)
+    check_against_truth(three_factor_model(), truth, seed, method)

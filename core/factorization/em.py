@@ -322,13 +322,15 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
 
     learn_W = mask_W.any()
     learn_H = mask_H.any()
-    all_W = mask_W.all()
-    all_H = mask_H.all()
-    cols_W = np.flatnonzero(mask_W)
-    rows_H = np.flatnonzero(mask_H)
+    cols_W = None if mask_W.all() else np.flatnonzero(mask_W)
+    rows_H = None if mask_H.all() else np.flatnonzero(mask_H)
+    # a prior rate on H that is constant along each row folds into W before the product
+    fold_H = not has_prior_H or bool(np.all(rate_H == rate_H[:, :1]))
 
     P = np.empty((n_rows, n_cols), dtype=dtype)
     L = np.empty((n_rows, n_cols), dtype=dtype)
+    numerator_W = np.empty((n_rows, rank if cols_W is None else cols_W.size), dtype=dtype)
+    numerator_H = np.empty((rank if rows_H is None else rows_H.size, n_cols), dtype=dtype)
 
     def log_posterior(xlogp):
         # Σλ = Σ_r (Σ_i W_ir)(Σ_j H_rj): no need for W H itself.
@@ -364,19 +366,7 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
                     if _converged(history, iteration - 1, saturated, tol):
                         converged = True
                         break
-                if all_W:
-                    numerator = P @ H.T
-                    denominator = H.sum(axis=1)[None, :] + rate_W if has_prior_W else H.sum(axis=1)[None, :]
-                    _mu_step(W, numerator, denominator, floor)
-                else:
-                    Hs = H[cols_W]
-                    numerator = P @ Hs.T
-                    denominator = Hs.sum(axis=1)[None, :]
-                    if has_prior_W:
-                        denominator = denominator + rate_W[:, cols_W]
-                    block = W[:, cols_W]
-                    _mu_step(block, numerator, denominator, floor)
-                    W[:, cols_W] = block
+                _update_W(W, H, P, numerator_W, cols_W, use_rate_W, floor)
             if learn_H:
                 np.dot(W, H, out=P)
                 take_log = want_log and first
@@ -386,19 +376,7 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
                     if _converged(history, iteration - 1, saturated, tol):
                         converged = True
                         break
-                if all_H:
-                    numerator = W.T @ P
-                    denominator = W.sum(axis=0)[:, None] + rate_H if has_prior_H else W.sum(axis=0)[:, None]
-                    _mu_step(H, numerator, denominator, floor)
-                else:
-                    Ws = W[:, rows_H]
-                    numerator = Ws.T @ P
-                    denominator = Ws.sum(axis=0)[:, None]
-                    if has_prior_H:
-                        denominator = denominator + rate_H[rows_H]
-                    block = H[rows_H]
-                    _mu_step(block, numerator, denominator, floor)
-                    H[rows_H] = block
+                _update_H(W, H, P, numerator_H, rows_H, use_rate_H, fold_H, floor)
             n_iter = iteration
             bar.update(1)
 
@@ -414,16 +392,61 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     return EMResult(W, H, history, n_iter)
 
 
+def _update_W(W, H, ratio, numerator, cols, rate, floor):
+    """W[:, cols] <- W[:, cols] ∘ (ratio Hᵀ) / (1 Hᵀ + λ^W), in place (``cols=None``: all)."""
+    Hs = H if cols is None else H[cols]
+    np.dot(ratio, Hs.T, out=numerator)
+    denominator = Hs.sum(axis=1)[None, :]
+    if rate is not None:
+        denominator = denominator + (rate if cols is None else rate[:, cols])
+    if cols is None:
+        _mu_step(W, numerator, denominator, floor)
+    else:
+        block = W[:, cols]
+        _mu_step(block, numerator, denominator, floor)
+        W[:, cols] = block
+
+
+def _update_H(W, H, ratio, numerator, rows, rate, fold, floor):
+    """H[rows] <- H[rows] ∘ (Wᵀ ratio) / (Wᵀ 1 + λ^H), in place (``rows=None``: all).
+
+    With ``fold`` (a rate constant along each row of H, or none) the denominator, one number
+    per component, divides the columns of W before the product, so the (rank, n_cols)
+    numerator needs one multiplication pass instead of a division and a multiplication.
+    """
+    Ws = W if rows is None else W[:, rows]
+    denominator = Ws.sum(axis=0)
+    if rate is not None and rows is not None:
+        rate = rate[rows]
+    if fold:
+        if rate is not None:
+            denominator = denominator + rate[:, 0]
+        scaled = Ws / np.maximum(denominator, floor)[None, :]
+        np.dot(scaled.T, ratio, out=numerator)
+    else:
+        np.dot(Ws.T, ratio, out=numerator)
+        numerator /= np.maximum(denominator[:, None] + rate, floor)
+    if rows is None:
+        _scale(H, numerator)
+    else:
+        block = H[rows]
+        _scale(block, numerator)
+        H[rows] = block
+
+
 def _mu_step(factor, numerator, denominator, floor):
-    """factor <- factor * max(numerator, floor) / max(denominator, floor), in place.
+    """factor <- factor * numerator / max(denominator, floor), in place (numerator overwritten)."""
+    numerator /= np.maximum(denominator, floor)
+    _scale(factor, numerator)
+
+
+def _scale(factor, multiplier):
+    """factor <- max(factor * multiplier, tiny), in place.
 
     Entries are kept at or above the smallest normal number: factors that shrink
     geometrically would otherwise reach subnormal values, which make BLAS products slow.
     """
-    np.maximum(numerator, floor, out=numerator)
-    denominator = np.maximum(denominator, floor)
-    numerator /= denominator
-    factor *= numerator
+    factor *= multiplier
     np.maximum(factor, np.finfo(factor.dtype).tiny, out=factor)
 
 

@@ -59,7 +59,8 @@ def sti_per_rank(X, ranks, *, sampler, num_steps, settings, seed):
     result = select_parafac_rank(X, ranks, prior_rate=PRIOR_RATE, sampler=sampler, num_steps=num_steps,
                                  seed=seed, progress=True, **settings)
     return {"log_marginal_likelihood": result.log_marginal_likelihood, "stderr": result.stderr,
-            "selected_rank": result.selected_rank, "seconds": result.seconds}
+            "selected_rank": result.selected_rank, "seconds": result.seconds,
+            "settings": {k: v for k, v in result.settings.items() if k != "data"}}
 
 
 def main():
@@ -118,9 +119,11 @@ def main():
         "mean_abs_gap_to_chib": gaps,
         "psgld_closer_than_sgld_at_short_L": gaps["psgld"][short] < gaps["sgld"][short],
     }
-    results["settings"] = dict(settings, lengths=list(lengths), chib_samples=chib_samples,
-                               chib_burn_in=chib_samples // 2, schedule="uniform", init="prior",
-                               evaluate="before_update", exact_prior=True, quick=args.quick)
+    results["settings"] = dict(results["sti_psgld"][short].pop("settings"), lengths=list(lengths),
+                               chib_samples=chib_samples, chib_burn_in=chib_samples // 2, quick=args.quick)
+    for sampler in ("sgld", "psgld"):
+        for entry in results[f"sti_{sampler}"].values():
+            entry.pop("settings", None)
     results["seconds"] = time.perf_counter() - started
 
     print(f"{'R':>3} " + " ".join(f"{'SGLD L=' + L:>13} {'PSGLD L=' + L:>13}" for L in map(str, lengths))

@@ -37,22 +37,12 @@ import numpy as np
 from _common import recipe_parser, write_results
 
 from core.evidence.parafac_rank import select_parafac_rank
+from core.parallel.mpi import abort_on_error, is_root, world
 from core.random import stream
 from corpora.frostt import read_tns
 from corpora.tensors import FACEBOOK_SHAPE, prior_rate_for_count, simulate_sparse
 
 NAME = "parafac_large"
-
-
-def world():
-    """The MPI communicator when launched by mpiexec with several processes, else None."""
-    import os
-
-    if int(os.environ.get("PMI_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))) <= 1:
-        return None
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD
 
 
 def step_a_for(prior_rate, n_data, num_burn_in, step_b):
@@ -76,8 +66,12 @@ def main():
     started = time.perf_counter()
     warnings.simplefilter("ignore", RuntimeWarning)  # short-trace MCSE warnings: the stderr is reported anyway
     comm = world()
-    is_root = comm is None or comm.Get_rank() == 0
+    with abort_on_error(comm):
+        run(args, parser, comm, is_root(comm), started)
 
+
+def run(args, parser, comm, is_root, started):
+    """The recipe's body (every process runs it; process 0 prints and writes)."""
     if args.tns:
         if not args.lambdas:
             parser.error("--lambdas is required with --tns (the paper used 0.01,1.8,3 for Facebook)")

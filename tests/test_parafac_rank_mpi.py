@@ -19,14 +19,15 @@ SCRIPT = textwrap.dedent("""
     import json, sys, warnings
     warnings.simplefilter("ignore")
     import numpy as np
-    from mpi4py import MPI
     from core.evidence.parafac_rank import select_parafac_rank
+    from core.parallel.mpi import world
     from core.sparse_tensor import from_dense
     from corpora.tensors import simulate_dense
     from core.random import stream
 
     X, _ = simulate_dense((6, 7, 8), 2, prior_rate=0.6, rng=stream(1, 0))
-    comm = MPI.COMM_WORLD if len(sys.argv) > 2 else None
+    comm = world()
+    assert (comm is None) == (len(sys.argv) == 2)
     result = select_parafac_rank(from_dense(X), [1, 2, 3], prior_rate=0.6, num_intervals=2, num_steps=30,
                                  num_keep=15, num_blocks=2, progress=False, comm=comm)
     if comm is None or comm.Get_rank() == 0:

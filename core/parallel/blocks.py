@@ -37,8 +37,9 @@ __all__ = ["BlockChainResult", "NMFBlockState", "init_state", "part_update", "de
            "run_block_chain", "initial_factors", "block_log_factorials",
            "single_threaded_blas"]
 
-# parts with fewer (entries x rank) than this run their blocks serially
-PARALLEL_THRESHOLD = 2_000_000
+# parts with fewer (entries x rank) than this run their blocks serially (measured: on the
+# 257 x 1661 speech matrix with 8 x 8 blocks, threads pay off from R = 256)
+PARALLEL_THRESHOLD = 10_000_000
 
 _EVALUATE = {"none": 0, "before_update": 1, "after_update": 2}
 

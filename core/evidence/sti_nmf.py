@@ -110,8 +110,8 @@ def _load_checkpoint(path, fingerprint):
 
 def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0, rule="trapezoid", num_steps=1250,
                     num_keep=500, num_blocks=8, sampler="sgld", step_a=5e-7, step_b=0.51, prior_rate=4e-4,
-                    alpha=0.99, sigma=1e-5, evaluate="after_update", seed=0, checkpoint=None, comm=None,
-                    progress=False):
+                    alpha=0.99, sigma=1e-5, evaluate="after_update", init="em", init_iterations=100, seed=0,
+                    checkpoint=None, comm=None, progress=False):
     """Estimate log p(X | R) for every rank by STI and pick the largest.
 
     Parameters
@@ -136,6 +136,14 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
         Preconditioner settings (``psgld``).
     evaluate : {"after_update", "before_update"}
         See :func:`core.evidence.sti.power_posterior_chain`.
+    init : {"random", "em"}
+        Chain start: ``random`` draws W, H ~ U(0.5, 1.5) sqrt(mean(X)/R)
+        (from ``stream(seed, chain)``); ``em`` refines the rank's random start
+        (from ``stream(seed, rank)``) by ``init_iterations`` MAP-EM iterations
+        (:func:`core.factorization.em.poisson_nmf_em`), shared by the rank's
+        chains, so that chains near t = 1 start close to the posterior mode.
+    init_iterations : int
+        EM iterations of ``init="em"``.
     seed : int
     checkpoint : str or Path, optional
         Folder keeping one file per finished chain; existing files with the
@@ -172,7 +180,22 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
                 "num_blocks": int(num_blocks), "sampler": sampler, "step_a": float(step_a), "step_b": float(step_b),
                 "prior_rate": float(prior_rate), "alpha": float(alpha), "sigma": float(sigma),
                 "evaluate": evaluate, "seed": int(seed), "dtype": X.dtype.name, "shape": list(X.shape),
-                "init": "W, H ~ U(0.5, 1.5) * sqrt(mean(X) / R)"}
+                "init": init, "init_iterations": int(init_iterations) if init == "em" else 0}
+    if init not in ("random", "em"):
+        raise ParameterError(f"init={init!r}: expected 'random' or 'em'")
+    starts = {}
+
+    def start_of(task):
+        if init == "random":
+            return initial_factors(X, task.rank, stream(seed, task.chain))
+        if task.rank not in starts:
+            from core.factorization.em import poisson_nmf_em
+
+            W0, H0 = initial_factors(X, task.rank, stream(seed, 10 ** 6 + task.rank))
+            fit = poisson_nmf_em(X, W0, H0, prior_rate_W=prior_rate, prior_rate_H=prior_rate,
+                                 max_iter=int(init_iterations), tol=0)
+            starts[task.rank] = (np.ascontiguousarray(fit.W, dtype=X.dtype), np.ascontiguousarray(fit.H, dtype=X.dtype))
+        return starts[task.rank]
     fingerprint = settings_fingerprint(X, settings)
     if checkpoint is not None:
         Path(checkpoint).mkdir(parents=True, exist_ok=True)
@@ -190,7 +213,7 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
             if path is not None and path.exists():
                 bar.update(num_steps)
                 return _load_checkpoint(path, fingerprint)
-            W, H = initial_factors(X, task.rank, stream(seed, task.chain))
+            W, H = start_of(task)
             state = init_state(W, H, seed=seed, chain=task.chain, num_blocks=num_blocks)
             result = run_block_chain(X, state, temperature=task.temperature, num_steps=num_steps,
                                      num_keep=num_keep, num_blocks=num_blocks, sampler=sampler, step_a=step_a,

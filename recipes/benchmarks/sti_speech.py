@@ -33,6 +33,9 @@ def main():
     parser.add_argument("--ranks", default="32,64,128,256,512")
     parser.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     parser.add_argument("--sampler", choices=["sgld", "psgld"], default="sgld")
+    parser.add_argument("--init", choices=["em", "random"], default="em")
+    parser.add_argument("--schedule", choices=["paper", "power"], default="paper",
+                        help="paper: T = 5 uniform, trapezoid, eq. 9; power: T = 10, (i/T)^5, Simpson, before-update")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -48,9 +51,11 @@ def main():
         # compile the kernels outside the timed region
         select_rank_sti(X[:, :64], [2], num_intervals=1, num_steps=4, num_keep=2, num_blocks=8)
         start = time.perf_counter()
-        selection = select_rank_sti(X, ranks, num_intervals=5, num_steps=num_steps, num_keep=num_keep,
+        grid = (dict(num_intervals=5) if args.schedule == "paper" else
+                dict(num_intervals=10, schedule="power", power=5.0, rule="simpson", evaluate="before_update"))
+        selection = select_rank_sti(X, ranks, **grid, num_steps=num_steps, num_keep=num_keep,
                                     num_blocks=8, sampler=args.sampler, step_a=5e-7, step_b=0.51, prior_rate=4e-4,
-                                    comm=comm, progress=True)
+                                    init=args.init, comm=comm, progress=True)
         wall = time.perf_counter() - start
         if selection is None:
             return
@@ -71,7 +76,8 @@ def main():
                 "seconds_per_rank": selection.seconds_per_rank, "kernel_share": selection.kernel_share,
                 "per_temperature": {str(r): res.mean_log_likelihood.tolist()
                                     for r, res in zip(ranks, selection.results)},
-                "num_steps": num_steps, "num_keep": num_keep, "dtype": args.dtype}, indent=2))
+                "num_steps": num_steps, "num_keep": num_keep, "dtype": args.dtype,
+                "init": args.init, "schedule": args.schedule}, indent=2))
 
 
 if __name__ == "__main__":

@@ -79,7 +79,8 @@ def main():
                                                            if chib_poisson_nmf else ""))
         for rank, sti, se, chib in zip(ranks, out["sti"][-1], out["stderr"][-1],
                                        out["chib"][-1] if chib_poisson_nmf else [None] * len(ranks)):
-            print(f"  R={rank:>2}  STI {sti:10.1f} ± {se:5.1f}" + (f"   Chib {chib:10.1f}" if chib is not None else ""))
+            chib_text = f"   Chib {chib:10.1f}" if chib is not None else ""
+            print(f"  R={rank:>2}  STI {sti:10.1f} ± {se:5.1f}" + chib_text)
     write_results(args.out, NAME, out, figure(out))
 
 

@@ -25,16 +25,16 @@ from typing import NamedTuple
 import numpy as np
 
 from core.errors import ParameterError
+from core.models.subsample import log_likelihood_estimate
 from core.random import stream
 from core.samplers import psgld as _psgld
 from core.samplers import sgld as _sgld
 from core.samplers.driver import run_chain
-from core.models.subsample import log_likelihood_estimate
 from core.samplers.step_size import step_sizes
 
-__all__ = ["STIResult", "TemperedState", "temperature_grid", "trapezoid_weights", "integration_weights", "integrated_time", "chain_summary",
-           "thermodynamic_integral", "power_posterior_chain", "stochastic_thermodynamic_integration",
-           "random_subsets"]
+__all__ = ["STIResult", "TemperedState", "temperature_grid", "trapezoid_weights", "integration_weights",
+           "integrated_time", "chain_summary", "thermodynamic_integral", "power_posterior_chain",
+           "stochastic_thermodynamic_integration", "random_subsets"]
 
 
 class STIResult(NamedTuple):

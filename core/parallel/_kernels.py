@@ -151,9 +151,10 @@ def nmf_part_kernel(X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W, 
         out[b] = total
 
 
+# the same body with range: on small parts a parallel region costs more than it saves
 @numba.njit(cache=True)
-def nmf_part_kernel_serial(X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W, states_H, step, temperature, scale,
-           rate_W, rate_H, preconditioned, alpha, sigma, n_s, evaluate, out):
+def nmf_part_kernel_serial(X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W, states_H, step, temperature,
+                           scale, rate_W, rate_H, preconditioned, alpha, sigma, n_s, evaluate, out):
     num_blocks = row_edges.size - 1
     rank = W.shape[1]
     for b in range(num_blocks):

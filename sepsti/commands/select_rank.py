@@ -97,7 +97,8 @@ def select_rank(corpus, ranks, num_intervals, schedule, power, rule, num_steps, 
         selection = select_rank_sti(X, ranks, num_intervals=num_intervals, schedule=schedule, power=power, rule=rule,
                                     num_steps=num_steps, num_keep=num_keep, num_blocks=num_blocks, sampler=sampler,
                                     step_a=step_a, step_b=step_b, prior_rate=prior_rate, alpha=alpha, sigma=sigma,
-                                    evaluate=evaluate.replace("-", "_"), init=init, seed=seed, checkpoint=checkpoint, comm=comm,
+                                    evaluate=evaluate.replace("-", "_"), init=init, seed=seed, checkpoint=checkpoint,
+                                    comm=comm,
                                     progress=not quiet)
         if selection is None:
             return

@@ -258,6 +258,7 @@ def test_priors_shrink_factors(rng):
     (dict(max_iter=-1), "max_iter"),
     (dict(tol=np.nan), "tol"),
     (dict(tol=1e-3, track_log_likelihood=False), "track_log_likelihood"),
+    (dict(threads=0), "threads"),
 ])
 def test_bad_options(rng, kwargs, match):
     X, _, _ = planted(rng)
@@ -291,3 +292,28 @@ def test_initialization_is_deterministic(rng):
     W, H = initialize_nmf(X, 4, 7, method="columns")
     np.testing.assert_allclose(W.sum(axis=0), 1.0)
     assert np.all(W > 0) and np.all(H > 0)
+
+
+def test_column_blocks_and_threads(rng):
+    """Wide matrices run in column blocks, in worker threads or not, with the same result."""
+    X = rng.poisson(4.0, (12, 2300)).astype(np.float64)
+    W, H = initialize_nmf(X + 1.0, 3, rng)
+    rate_H = rng.uniform(0.0, 1.0, (3, X.shape[1]))  # per entry: no folding into W
+    for kwargs in (dict(), dict(prior_rate_W=0.3, prior_rate_H=0.7), dict(prior_rate_H=rate_H)):
+        serial = poisson_nmf_em(X, W, H, max_iter=25, tol=0, track_log_likelihood=True, threads=1, **kwargs)
+        threaded = poisson_nmf_em(X, W, H, max_iter=25, tol=0, track_log_likelihood=True, threads=2, **kwargs)
+        assert np.array_equal(serial.W, threaded.W) and np.array_equal(serial.H, threaded.H)
+        assert np.array_equal(serial.log_likelihood, threaded.log_likelihood)
+        W_ref, H_ref = reference_em(X, W, H, kwargs.get("prior_rate_W", 0.0), kwargs.get("prior_rate_H", 0.0), 25)
+        np.testing.assert_allclose(threaded.W, W_ref, rtol=1e-10)
+        np.testing.assert_allclose(threaded.H, H_ref, rtol=1e-10)
+        history = threaded.log_likelihood
+        assert np.diff(history).min() >= -1e-12 * np.abs(history).max()
+    # masks, and H alone (its log-likelihood is taken in the H pass)
+    mask = np.array([True, False, True])
+    for kwargs in (dict(update_W=mask, update_H=~mask), dict(update_W=False)):
+        serial = poisson_nmf_em(X, W, H, max_iter=10, tol=0, track_log_likelihood=True, threads=1, **kwargs)
+        threaded = poisson_nmf_em(X, W, H, max_iter=10, tol=0, track_log_likelihood=True, threads=2, **kwargs)
+        assert np.array_equal(serial.W, threaded.W) and np.array_equal(serial.H, threaded.H)
+        assert np.diff(threaded.log_likelihood).min() >= -1e-12 * np.abs(threaded.log_likelihood).max()
+    assert np.array_equal(threaded.W, W)

@@ -22,10 +22,16 @@ or any subset of the columns of ``W`` (rows of ``H``), can be held fixed: a fixe
 dictionary next to a learned noise dictionary is ``update_W=mask``.
 
 Computation is in the dtype of ``X`` (float32 or float64; anything else is converted to
-float64). Products are BLAS matrix products into preallocated buffers; the ratio ``X / WH``
-and the ``x log λ`` sum are in-place numpy passes over one buffer.
+float64); the log-likelihood is accumulated in float64 either way. float32 halves the time
+of the matrix products, which dominate. Products are BLAS matrix products into preallocated
+buffers; the ratio ``X / WH`` and the ``x log λ`` sum are in-place numpy passes. The
+denominator of the H update, one number per component, divides the columns of ``W``
+before the product. Wide matrices are processed in column blocks, optionally in worker
+threads (``threads``), with results that do not depend on the number of threads.
 """
 
+import contextlib
+import math
 from typing import NamedTuple
 import warnings
 
@@ -228,7 +234,8 @@ def _validate_rank(rank):
 # EM
 
 def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, prior_rate_H=0.0,
-                   max_iter=200, tol=1e-4, track_log_likelihood=None, progress=False, desc="EM"):
+                   max_iter=200, tol=1e-4, track_log_likelihood=None, progress=False, desc="EM",
+                   threads=None):
     """Fit ``X ≈ W H`` under the Poisson model by (MAP-)EM: alternating KL multiplicative updates.
 
     Parameters
@@ -261,6 +268,11 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
         Show a progress bar on stderr.
     desc : str
         Label of the progress bar.
+    threads : int, optional
+        Worker threads over the column blocks of ``X`` (blocks of about 1024 columns; a
+        matrix with fewer columns is one block), each with single-threaded BLAS. Default: the
+        number of threads BLAS is set to use (threadpoolctl), so ``threadpool_limits(1)``
+        around the call makes it serial. The result does not depend on this number.
 
     Returns
     -------
@@ -305,6 +317,9 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     elif tol > 0 and not track_log_likelihood:
         raise ParameterError("track_log_likelihood=False needs tol=0: the stopping rule uses it")
     max_iter = int(max_iter)
+    if threads is not None and (isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer))
+                                or threads < 1):
+        raise ParameterError(f"threads: expected a positive integer or None, got {threads!r}")
 
     floor = dtype.type(np.finfo(dtype).eps)
     lgamma_sum = float(np.sum(gammaln(X.astype(np.float64) + 1)))
@@ -327,10 +342,15 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     # a prior rate on H that is constant along each row folds into W before the product
     fold_H = not has_prior_H or bool(np.all(rate_H == rate_H[:, :1]))
 
-    P = np.empty((n_rows, n_cols), dtype=dtype)
-    L = np.empty((n_rows, n_cols), dtype=dtype)
-    numerator_W = np.empty((n_rows, rank if cols_W is None else cols_W.size), dtype=dtype)
-    numerator_H = np.empty((rank if rows_H is None else rows_H.size, n_cols), dtype=dtype)
+    blocks = _column_blocks(n_cols)
+    # per column block: slice, data, ratio buffer, log buffer, numerators of W and of H
+    n_W = rank if cols_W is None else cols_W.size
+    n_H = rank if rows_H is None else rows_H.size
+    numerators_W = np.empty((len(blocks), n_rows, n_W), dtype=dtype)
+    buffers = [(s, X if len(blocks) == 1 else np.ascontiguousarray(X[:, s]),
+                np.empty((n_rows, s.stop - s.start), dtype=dtype), np.empty((n_rows, s.stop - s.start), dtype=dtype),
+                numerators_W[b], np.empty((n_H, s.stop - s.start), dtype=dtype))
+               for b, s in enumerate(blocks)]
 
     def log_posterior(xlogp):
         # Σλ = Σ_r (Σ_i W_ir)(Σ_j H_rj): no need for W H itself.
@@ -339,44 +359,75 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
         return value + _log_prior(W, use_rate_W) + _log_prior(H, use_rate_H)
 
     def full_log_posterior():
-        np.dot(W, H, out=P)
-        np.maximum(P, floor, out=P)
-        np.log(P, out=L)
-        return log_posterior(_xdot(X, L))
+        return log_posterior(math.fsum(ratio(buffer, True) for buffer in buffers))
+
+    def ratio(buffer, want_log):
+        s, X_b, P_b, L_b = buffer[:4]
+        np.dot(W, H[:, s], out=P_b)
+        return _ratio(X_b, P_b, floor, L_b if want_log else None)
 
     history = np.full(max_iter + 1, np.nan)
     if max_iter == 0 or not (learn_W or learn_H):
         history[0] = full_log_posterior()
         return EMResult(W, H, history[:1], 0)
 
+    workers = _workers(threads, len(blocks))
+
+    def phase_W(buffer, want_log):
+        s, _, P_b, _, numerator, _ = buffer
+        xlogp = ratio(buffer, want_log)
+        H_b = H[:, s] if cols_W is None else H[cols_W, s]
+        np.dot(P_b, H_b.T, out=numerator)
+        return xlogp, H_b.sum(axis=1)
+
+    def phase_H(buffer, want_log, W_scaled):
+        xlogp = ratio(buffer, want_log) if want_log is not None else None
+        if W_scaled is not None:
+            _update_H_block(H, buffer, rows_H, W_scaled, use_rate_H, fold_H, floor)
+        return xlogp
+
     from core.progress import progress_bar
 
     converged = False
     n_iter = 0
-    with progress_bar(max_iter, desc=desc, enabled=progress) as bar:
+    with contextlib.ExitStack() as stack:
+        run = _runner(stack, workers)
+        bar = stack.enter_context(progress_bar(max_iter, desc=desc, enabled=progress))
         for iteration in range(1, max_iter + 1):
             want_log = track_log_likelihood or iteration == 1
             first = True
             if learn_W:
-                np.dot(W, H, out=P)
-                xlogp = _ratio(X, P, floor, L if want_log else None)
+                parts = run(phase_W, buffers, want_log)
                 if want_log:
-                    history[iteration - 1] = log_posterior(xlogp)
+                    history[iteration - 1] = log_posterior(math.fsum(p[0] for p in parts))
                     first = False
                     if _converged(history, iteration - 1, saturated, tol):
                         converged = True
                         break
-                _update_W(W, H, P, numerator_W, cols_W, use_rate_W, floor)
+                numerator = numerators_W[0]
+                for other in numerators_W[1:]:
+                    numerator += other
+                denominator = sum(p[1] for p in parts[1:])
+                denominator = (parts[0][1] + denominator)[None, :]
+                if use_rate_W is not None:
+                    denominator = denominator + (use_rate_W if cols_W is None else use_rate_W[:, cols_W])
+                if cols_W is None:
+                    _mu_step(W, numerator, denominator, floor)
+                else:
+                    block = W[:, cols_W]
+                    _mu_step(block, numerator, denominator, floor)
+                    W[:, cols_W] = block
             if learn_H:
-                np.dot(W, H, out=P)
-                take_log = want_log and first
-                xlogp = _ratio(X, P, floor, L if take_log else None)
-                if take_log:
+                W_scaled = _scaled_W(W, rows_H, use_rate_H, fold_H, floor)
+                if want_log and first:
+                    xlogp = math.fsum(run(phase_H, buffers, True, None))
                     history[iteration - 1] = log_posterior(xlogp)
                     if _converged(history, iteration - 1, saturated, tol):
                         converged = True
                         break
-                _update_H(W, H, P, numerator_H, rows_H, use_rate_H, fold_H, floor)
+                    run(phase_H, buffers, None, W_scaled)
+                else:
+                    run(phase_H, buffers, False, W_scaled)
             n_iter = iteration
             bar.update(1)
 
@@ -392,46 +443,81 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     return EMResult(W, H, history, n_iter)
 
 
-def _update_W(W, H, ratio, numerator, cols, rate, floor):
-    """W[:, cols] <- W[:, cols] ∘ (ratio Hᵀ) / (1 Hᵀ + λ^W), in place (``cols=None``: all)."""
-    Hs = H if cols is None else H[cols]
-    np.dot(ratio, Hs.T, out=numerator)
-    denominator = Hs.sum(axis=1)[None, :]
-    if rate is not None:
-        denominator = denominator + (rate if cols is None else rate[:, cols])
-    if cols is None:
-        _mu_step(W, numerator, denominator, floor)
-    else:
-        block = W[:, cols]
-        _mu_step(block, numerator, denominator, floor)
-        W[:, cols] = block
+# --------------------------------------------------------------------------------------------
+# column blocks and worker threads
+#
+# The columns of X are cut into blocks of about _BLOCK_COLUMNS; each block's products and
+# element-wise passes are independent, except the numerator of W, summed over blocks in a
+# fixed order. The blocks depend on the shape only, so results do not depend on the number
+# of threads. With several workers, each block runs single-threaded BLAS in its own thread
+# (numpy and BLAS release the GIL): the element-wise passes run in parallel too, and no BLAS
+# thread spins waiting for work, which is what makes multi-threaded BLAS slow on a busy machine.
+
+_BLOCK_COLUMNS = 1024
 
 
-def _update_H(W, H, ratio, numerator, rows, rate, fold, floor):
-    """H[rows] <- H[rows] ∘ (Wᵀ ratio) / (Wᵀ 1 + λ^H), in place (``rows=None``: all).
+def _column_blocks(n_cols):
+    count = max(1, -(-n_cols // _BLOCK_COLUMNS))
+    edges = np.linspace(0, n_cols, count + 1).round().astype(int)
+    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
-    With ``fold`` (a rate constant along each row of H, or none) the denominator, one number
-    per component, divides the columns of W before the product, so the (rank, n_cols)
-    numerator needs one multiplication pass instead of a division and a multiplication.
-    """
+
+def _workers(threads, n_blocks):
+    """Worker threads: ``threads``, or by default the number of threads BLAS is set to use."""
+    if n_blocks == 1:
+        return 1
+    if threads is None:
+        try:
+            from threadpoolctl import threadpool_info
+        except ImportError:  # pragma: no cover - depends on the environment
+            return 1
+        counts = [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+        threads = max(counts, default=1)
+    return max(1, min(int(threads), n_blocks))
+
+
+def _runner(stack, workers):
+    """``run(function, buffers, *args)``: the function on every block, serially or in threads."""
+    if workers == 1:
+        return lambda function, buffers, *args: [function(buffer, *args) for buffer in buffers]
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
+    pool = stack.enter_context(ThreadPoolExecutor(workers))
+    return lambda function, buffers, *args: list(pool.map(lambda buffer: function(buffer, *args), buffers))
+
+
+def _scaled_W(W, rows, rate, fold, floor):
+    """The columns of W divided by the H-update's denominator when it folds (else W itself)."""
     Ws = W if rows is None else W[:, rows]
+    if not fold:
+        return Ws
     denominator = Ws.sum(axis=0)
-    if rate is not None and rows is not None:
-        rate = rate[rows]
-    if fold:
-        if rate is not None:
-            denominator = denominator + rate[:, 0]
-        scaled = Ws / np.maximum(denominator, floor)[None, :]
-        np.dot(scaled.T, ratio, out=numerator)
-    else:
-        np.dot(Ws.T, ratio, out=numerator)
-        numerator /= np.maximum(denominator[:, None] + rate, floor)
+    if rate is not None:
+        denominator = denominator + (rate[:, 0] if rows is None else rate[rows, 0])
+    return Ws / np.maximum(denominator, floor)[None, :]
+
+
+def _update_H_block(H, buffer, rows, W_scaled, rate, fold, floor):
+    """H[rows, s] <- H[rows, s] ∘ (Wᵀ ratio) / (Wᵀ 1 + λ^H) on one column block, in place.
+
+    With ``fold`` (a rate constant along each row of H, or none) ``W_scaled`` already holds
+    W divided by the denominator, one number per component, so the numerator needs one
+    multiplication pass instead of a division and a multiplication.
+    """
+    s, _, P_b, _, _, numerator = buffer
+    np.dot(W_scaled.T, P_b, out=numerator)
+    if not fold:
+        block_rate = rate[:, s] if rows is None else rate[rows, s]
+        numerator /= np.maximum(W_scaled.sum(axis=0)[:, None] + block_rate, floor)
     if rows is None:
-        _scale(H, numerator)
+        _scale(H[:, s], numerator)
     else:
-        block = H[rows]
+        block = H[rows, s]
         _scale(block, numerator)
-        H[rows] = block
+        H[rows, s] = block
 
 
 def _mu_step(factor, numerator, denominator, floor):

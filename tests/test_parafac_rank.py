@@ -45,8 +45,17 @@ def test_same_seed_same_estimates(small):
 def test_sparse_blocks_match_dense_blocks(small):
     # the same parts in the same order: the chains agree up to the kernels' rounding
     dense = select_parafac_rank(small, [2], prior_rate=0.6, num_blocks=2, **FAST)
-    sparse = select_parafac_rank(from_dense(small), [2], prior_rate=0.6, num_blocks=2, **FAST)
+    sparse = select_parafac_rank(from_dense(small), [2], prior_rate=0.6, num_blocks=2, engine="generic", **FAST)
     np.testing.assert_allclose(sparse.log_marginal_likelihood, dense.log_marginal_likelihood, rtol=1e-8)
+
+
+def test_compiled_engine_runs_on_sparse_blocks(small):
+    sparse = from_dense(small)
+    a = select_parafac_rank(sparse, [1, 2], prior_rate=0.6, num_blocks=2, **FAST)
+    b = select_parafac_rank(sparse, [1, 2], prior_rate=0.6, num_blocks=2, **FAST)
+    assert a.settings["engine"] == "compiled"
+    assert np.all(np.isfinite(a.log_marginal_likelihood))
+    np.testing.assert_array_equal(a.log_marginal_likelihood, b.log_marginal_likelihood)
 
 
 def test_checkpoint_resumes_and_refuses_other_settings(small, tmp_path):
@@ -76,6 +85,8 @@ def test_exact_prior_trace_matches_prior_expectation(small):
     (dict(init="zero"), "init"),
     (dict(ranks=[0]), "ranks"),
     (dict(subset_size=10_000), "subset_size"),
+    (dict(engine="fast"), "engine"),
+    (dict(engine="compiled", subset_size=10), "compiled"),
 ])
 def test_invalid_settings(small, kwargs, match):
     kwargs = dict(kwargs)

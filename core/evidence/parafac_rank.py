@@ -42,6 +42,7 @@ from core.factorization.parafac_map import poisson_parafac_map
 from core.io import atomic_path
 from core.models.subsample import log_likelihood_estimate
 from core.models.poisson_parafac import PoissonParafac
+from core.parallel.parafac_blocks import run_parafac_block_chain
 from core.parallel.tensor_blocks import build_block_index
 from core.progress import progress_bar
 from core.random import stream
@@ -133,8 +134,8 @@ def _open_checkpoint(folder, settings):
 def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_intervals=5, schedule="uniform",
                         power=5.0, num_steps=3000, num_keep=500, num_blocks=None, subset_size=None,
                         step_a=1e-8, step_b=0.51, alpha=0.99, sigma=1e-5, evaluate="before_update",
-                        rule="trapezoid", exact_prior=True, init="prior", map_iter=50, parallel=False, seed=0,
-                        checkpoint=None, progress=True, comm=None):
+                        rule="trapezoid", exact_prior=True, init="prior", map_iter=50, parallel=False, engine="auto",
+                        seed=0, checkpoint=None, progress=True, comm=None):
     """Estimate log p(X | R) for each rank by STI and select the best rank.
 
     Parameters
@@ -182,6 +183,13 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
     parallel : bool
         Process the blocks of a part in parallel threads (see
         :class:`core.models.poisson_parafac.PoissonParafac`).
+    engine : {"auto", "compiled", "generic"}
+        ``compiled``: one numba pass per part does the gradient, the (p)SGLD
+        update with per-factor-block noise streams and the log-likelihood
+        (:mod:`core.parallel.parafac_blocks`; sparse data with ``num_blocks``
+        only). ``generic``: the shared samplers of :mod:`core.samplers` driven
+        by :func:`core.evidence.sti.power_posterior_chain`. ``auto`` picks
+        ``compiled`` where it applies. Same update rule, different noise streams.
     seed : int
     checkpoint : str or Path, optional
         Folder where finished chains are saved and from which they are reloaded.
@@ -205,6 +213,8 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
     ranks = np.asarray(sorted(set(int(r) for r in ranks)), dtype=np.int64)
     if ranks.size == 0 or ranks.min() < 1:
         raise ParameterError(f"ranks={ranks.tolist()} must be a non-empty list of positive integers")
+    if engine not in ("auto", "compiled", "generic"):
+        raise ParameterError(f"engine={engine!r}: expected 'auto', 'compiled' or 'generic'")
     if init not in ("map", "prior"):
         raise ParameterError(f"init={init!r}: expected 'map' or 'prior'")
     if sampler not in ("psgld", "sgld"):
@@ -220,8 +230,13 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
     if subset_size is not None and not 1 <= int(subset_size) <= probe.n_data:
         raise ParameterError(f"subset_size={subset_size} must lie in 1..{probe.n_data}")
     temperatures = temperature_grid(num_intervals, schedule=schedule, power=power)
+    if engine == "compiled" and not (probe.is_sparse and num_blocks is not None):
+        raise ParameterError("engine='compiled' needs a SparseTensor and num_blocks")
+    compiled = engine != "generic" and probe.is_sparse and num_blocks is not None
+    index = None
     if num_blocks is not None:
-        subset_fn = part_schedule(build_block_index(data, int(num_blocks)))
+        index = build_block_index(data, int(num_blocks))
+        subset_fn = part_schedule(index)
     elif subset_size is not None:
         subset_fn = _entry_schedule(probe.n_data, int(subset_size))
     else:
@@ -232,7 +247,7 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
                     num_blocks=None if num_blocks is None else int(num_blocks),
                     subset_size=None if subset_size is None else int(subset_size), step_a=float(step_a),
                     step_b=float(step_b), alpha=float(alpha), sigma=float(sigma), evaluate=evaluate, rule=rule,
-                    exact_prior=bool(exact_prior), init=init,
+                    exact_prior=bool(exact_prior), init=init, engine="compiled" if compiled else "generic",
                     map_iter=int(map_iter) if init == "map" else 0,
                     seed=int(seed), shape=list(probe.shape), data=_fingerprint(data))
     # every process checks the manifest; concurrent first writes are atomic and identical
@@ -264,10 +279,16 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
                 start = model.sample_prior(rng)
                 if init == "map":
                     start = poisson_parafac_map(model, start, max_iter=map_iter, record=False).theta
-                trace, _ = power_posterior_chain(
-                    model, start, rng, temperature=t, num_steps=int(num_steps), num_keep=int(num_keep),
-                    subset_fn=subset_fn, sampler=sampler, step_a=step_a, step_b=step_b, alpha=alpha, sigma=sigma,
-                    evaluate=evaluate)
+                if compiled:
+                    trace, _ = run_parafac_block_chain(
+                        index, start, prior_rates=model.prior_rates, seed=seed, chain=(rank, i), temperature=t,
+                        num_steps=int(num_steps), num_keep=int(num_keep), sampler=sampler, step_a=step_a,
+                        step_b=step_b, alpha=alpha, sigma=sigma, evaluate=evaluate, parallel=parallel)
+                else:
+                    trace, _ = power_posterior_chain(
+                        model, start, rng, temperature=t, num_steps=int(num_steps), num_keep=int(num_keep),
+                        subset_fn=subset_fn, sampler=sampler, step_a=step_a, step_b=step_b, alpha=alpha,
+                        sigma=sigma, evaluate=evaluate)
                 traces[rank, i] = trace
             if path is not None and not path.exists():
                 with atomic_path(path) as tmp:

@@ -12,7 +12,10 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["block_terms", "sparse_serial", "sparse_parallel", "entries"]
+from core.parallel._kernels import normal
+
+__all__ = ["block_terms", "sparse_serial", "sparse_parallel", "entries", "part_update_serial",
+           "part_update_parallel"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -123,3 +126,120 @@ def entries(A, B, C, ii, jj, kk, x, gA, gB, gC, want_grad):
                 gB[j, r] += w * a * c
                 gC[k, r] += w * a * b
     return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _block_local_terms(A, B, C, coords, values, start, stop, ranges, gA, gB, gC, want_grad):
+    """:func:`block_terms` with gradients written to block-local buffers (rows offset by the ranges)."""
+    R = A.shape[1]
+    i0, i1 = ranges[0, 0], ranges[0, 1]
+    j0, j1 = ranges[1, 0], ranges[1, 1]
+    k0, k1 = ranges[2, 0], ranges[2, 1]
+    sa = np.zeros(R)
+    sb = np.zeros(R)
+    sc = np.zeros(R)
+    for i in range(i0, i1):
+        for r in range(R):
+            sa[r] += A[i, r]
+    for j in range(j0, j1):
+        for r in range(R):
+            sb[r] += B[j, r]
+    for k in range(k0, k1):
+        for r in range(R):
+            sc[r] += C[k, r]
+    total = 0.0
+    for r in range(R):
+        total -= sa[r] * sb[r] * sc[r]
+    for n in range(start, stop):
+        i = coords[n, 0]
+        j = coords[n, 1]
+        k = coords[n, 2]
+        x = values[n]
+        xhat = 0.0
+        for r in range(R):
+            xhat += A[i, r] * B[j, r] * C[k, r]
+        total += x * math.log(xhat)
+        if x != 1.0:
+            total -= math.lgamma(x + 1.0)
+        if want_grad:
+            w = x / xhat
+            for r in range(R):
+                gA[i - i0, r] += w * B[j, r] * C[k, r]
+                gB[j - j0, r] += w * A[i, r] * C[k, r]
+                gC[k - k0, r] += w * A[i, r] * B[j, r]
+    if want_grad:
+        for i in range(i1 - i0):
+            for r in range(R):
+                gA[i, r] -= sb[r] * sc[r]
+        for j in range(j1 - j0):
+            for r in range(R):
+                gB[j, r] -= sa[r] * sc[r]
+        for k in range(k1 - k0):
+            for r in range(R):
+                gC[k, r] -= sa[r] * sb[r]
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _langevin_rows(F, v, lo, grad, states, row, rate, weight, temperature, n_s, step, preconditioned, alpha, sigma):
+    """(p)SGLD update of rows lo.. of one factor block, noise from stream ``row``, then mirroring."""
+    noise_scale = math.sqrt(2.0 * step)
+    for i in range(grad.shape[0]):
+        for r in range(grad.shape[1]):
+            g = -rate + weight * grad[i, r]
+            z = normal(states, row)
+            if preconditioned:
+                mean = temperature * grad[i, r] / n_s
+                vv = alpha * v[lo + i, r] + (1.0 - alpha) * mean * mean
+                v[lo + i, r] = vv
+                G = 1.0 / (sigma + math.sqrt(vv))
+                new = F[lo + i, r] + step * G * g + noise_scale * math.sqrt(G) * z
+            else:
+                new = F[lo + i, r] + step * g + noise_scale * z
+            F[lo + i, r] = abs(new)
+
+
+@numba.njit(cache=True, nogil=True)
+def _part_block(A, B, C, vA, vB, vC, coords, values, starts, stops, ranges, keys, states_A, states_B, states_C,
+                blk, step, temperature, scale, rates, preconditioned, alpha, sigma, n_s, evaluate):
+    R = A.shape[1]
+    rg = ranges[blk]
+    gA = np.zeros((rg[0, 1] - rg[0, 0], R))
+    gB = np.zeros((rg[1, 1] - rg[1, 0], R))
+    gC = np.zeros((rg[2, 1] - rg[2, 0], R))
+    total = _block_local_terms(A, B, C, coords, values, starts[blk], stops[blk], rg, gA, gB, gC, temperature > 0)
+    weight = temperature * scale
+    _langevin_rows(A, vA, rg[0, 0], gA, states_A, keys[blk, 0], rates[0], weight, temperature, n_s, step,
+                   preconditioned, alpha, sigma)
+    _langevin_rows(B, vB, rg[1, 0], gB, states_B, keys[blk, 1], rates[1], weight, temperature, n_s, step,
+                   preconditioned, alpha, sigma)
+    _langevin_rows(C, vC, rg[2, 0], gC, states_C, keys[blk, 2], rates[2], weight, temperature, n_s, step,
+                   preconditioned, alpha, sigma)
+    if evaluate == 2:
+        total = _block_local_terms(A, B, C, coords, values, starts[blk], stops[blk], rg, gA, gB, gC, False)
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def part_update_serial(A, B, C, vA, vB, vC, coords, values, starts, stops, ranges, keys, states_A, states_B,
+                       states_C, step, temperature, scale, rates, preconditioned, alpha, sigma, n_s, evaluate, out):
+    """One block-parallel (p)SGLD iteration on a part, blocks in turn (PARAFAC'18 eq. 6, 8-9).
+
+    Block b of the part updates A-block keys[b, 0], B-block keys[b, 1] and C-block keys[b, 2] from its own data,
+    each factor block drawing its noise from its own stream; ``out[b]`` is the block's log-likelihood before
+    (``evaluate == 1``) or after (``evaluate == 2``) the update.
+    """
+    for blk in range(starts.shape[0]):
+        out[blk] = _part_block(A, B, C, vA, vB, vC, coords, values, starts, stops, ranges, keys, states_A,
+                               states_B, states_C, blk, step, temperature, scale, rates, preconditioned, alpha,
+                               sigma, n_s, evaluate)
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def part_update_parallel(A, B, C, vA, vB, vC, coords, values, starts, stops, ranges, keys, states_A, states_B,
+                         states_C, step, temperature, scale, rates, preconditioned, alpha, sigma, n_s, evaluate, out):
+    """:func:`part_update_serial` with one thread per block (the part's blocks share no index range)."""
+    for blk in numba.prange(starts.shape[0]):
+        out[blk] = _part_block(A, B, C, vA, vB, vC, coords, values, starts, stops, ranges, keys, states_A,
+                               states_B, states_C, blk, step, temperature, scale, rates, preconditioned, alpha,
+                               sigma, n_s, evaluate)

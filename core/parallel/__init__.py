@@ -12,3 +12,8 @@ from core.parallel.schedule import BlockSchedule  # noqa: E402
 
 __all__ += ["BlockSchedule", "BlockChainResult", "NMFBlockState", "dense_part_update", "init_state",
             "initial_factors", "part_update", "run_block_chain"]
+
+from core.parallel.parafac_blocks import (ParafacBlockState, init_block_state,  # noqa: E402
+                                          parafac_part_update, run_parafac_block_chain)
+
+__all__ += ["ParafacBlockState", "init_block_state", "parafac_part_update", "run_parafac_block_chain"]

@@ -1,0 +1,134 @@
+"""Block-parallel tempered SGLD / pSGLD chains for sparse Poisson PARAFAC, one compiled pass per part.
+
+Conventions: data is a :class:`core.parallel.tensor_blocks.TensorBlockIndex`
+of a sparse tensor; the position is :class:`core.models.poisson_parafac.ParafacFactors`
+(A, B, C) and pSGLD's running average v has the same shapes, so v is
+partitioned with its factor blocks. Iteration l uses part (l − 1) mod B²;
+block b of the part updates A-block b, B-block (b + u) mod B and C-block
+(b + v) mod B from its own data only (PARAFAC'18 §III), with the gradient
+scaled by t N/N_s (N_s the part's entries) and the update rule of
+:mod:`core.samplers.psgld` / :mod:`core.samplers.sgld`, then mirroring.
+
+Each factor block draws its noise from its own stream
+(:mod:`core.parallel.noise`, seeded from ``stream(seed, *chain, 1 + m B + b)``
+for mode m), so the samples do not depend on threads, or on which process
+holds a block. The step size is (a/l)^b during burn-in, then fixed
+(:func:`core.samplers.step_size.step_sizes`).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from core.errors import ParameterError
+from core.random import stream
+from core.samplers.step_size import step_sizes
+
+__all__ = ["ParafacBlockState", "init_block_state", "parafac_part_update", "run_parafac_block_chain"]
+
+
+class ParafacBlockState(NamedTuple):
+    """Position, pSGLD's v (zeros for SGLD) and one noise stream per factor block.
+
+    Attributes
+    ----------
+    position : ParafacFactors
+    v : ParafacFactors
+    streams : tuple of 3 ndarray of uint64, each shape (B, 2)
+        Noise stream states of the B blocks of A, B and C.
+    """
+
+    position: tuple
+    v: tuple
+    streams: tuple
+
+
+def init_block_state(theta, *, seed, chain, num_blocks):
+    """State at ``theta`` (copied) with v = 0 and the factor blocks' noise streams.
+
+    ``chain`` is a tuple of integers identifying the chain, e.g. (rank, temperature index).
+    """
+    # imported here: core.models imports core.parallel (the block index), not the other way round
+    from core.models.poisson_parafac import ParafacFactors
+
+    chain = tuple(int(c) for c in np.atleast_1d(chain))
+    streams = []
+    for mode in range(3):
+        states = np.zeros((num_blocks, 2), dtype=np.uint64)
+        for b in range(num_blocks):
+            states[b, 0] = stream(seed, *chain, 1 + mode * num_blocks + b).integers(0, 2 ** 63, dtype=np.int64)
+        streams.append(states)
+    position = ParafacFactors(*(np.array(f, dtype=np.float64, order="C", copy=True) for f in theta))
+    return ParafacBlockState(position, ParafacFactors(*(np.zeros_like(f) for f in position)), tuple(streams))
+
+
+def parafac_part_update(index, state, part, *, step_size, temperature, prior_rates, sampler="psgld",
+                        alpha=0.99, sigma=1e-5, evaluate="before_update", parallel=False):
+    """One iteration on ``part`` (in place); returns (N/N_s) × the part's log-likelihood.
+
+    The log-likelihood is that of the position before the update (``evaluate="before_update"``)
+    or after it (``"after_update"``), on the part's entries.
+    """
+    from core.models import _parafac_kernels as kernels
+
+    blocks = index.part(part)
+    n_data = index.shape[0] * index.shape[1] * index.shape[2]
+    n_s = blocks.num_entries
+    out = np.empty(blocks.keys.shape[0])
+    kernel = kernels.part_update_parallel if parallel else kernels.part_update_serial
+    A, B, C = state.position
+    kernel(A, B, C, *state.v, blocks.coords, blocks.values, blocks.starts, blocks.stops, blocks.ranges,
+           blocks.keys, *state.streams, float(step_size), float(temperature), n_data / n_s,
+           np.asarray(prior_rates, dtype=np.float64), sampler == "psgld", float(alpha), float(sigma), float(n_s),
+           1 if evaluate == "before_update" else 2, out)
+    return n_data / n_s * float(out.sum())
+
+
+def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperature, num_steps, num_keep,
+                            sampler="psgld", step_a=1e-8, step_b=0.51, alpha=0.99, sigma=1e-5,
+                            evaluate="before_update", parallel=False):
+    """Run one tempered chain and return the kept log-likelihood estimates and the final state.
+
+    Parameters
+    ----------
+    index : TensorBlockIndex
+        Block index of a sparse tensor.
+    theta : ParafacFactors
+        Starting point.
+    prior_rates : sequence of 3 floats
+    seed : int
+    chain : tuple of int
+        Chain identity for the noise streams.
+    temperature : float
+    num_steps, num_keep : int
+    sampler : {"psgld", "sgld"}
+    step_a, step_b, alpha, sigma : float
+    evaluate : {"before_update", "after_update"}
+    parallel : bool
+        One numba thread per block of a part.
+
+    Returns
+    -------
+    trace : ndarray, shape (num_keep,)
+    state : ParafacBlockState
+    """
+    if index.coords is None:
+        raise ParameterError("the compiled block chain needs the block index of a SparseTensor")
+    if sampler not in ("psgld", "sgld"):
+        raise ParameterError(f"sampler={sampler!r}: expected 'psgld' or 'sgld'")
+    if evaluate not in ("before_update", "after_update"):
+        raise ParameterError(f"evaluate={evaluate!r}: expected 'before_update' or 'after_update'")
+    if not 1 <= num_keep <= num_steps:
+        raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
+    burn_in = num_steps - num_keep
+    steps = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
+    state = init_block_state(theta, seed=seed, chain=chain, num_blocks=index.num_blocks)
+    trace = np.empty(num_keep)
+    for iteration in range(1, num_steps + 1):
+        value = parafac_part_update(index, state, (iteration - 1) % index.num_parts,
+                                    step_size=steps[iteration - 1], temperature=temperature,
+                                    prior_rates=prior_rates, sampler=sampler, alpha=alpha, sigma=sigma,
+                                    evaluate=evaluate, parallel=parallel)
+        if iteration > burn_in:
+            trace[iteration - burn_in - 1] = value
+    return trace, state

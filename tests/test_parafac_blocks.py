@@ -1,0 +1,109 @@
+import numpy as np
+import pytest
+
+from core.errors import ParameterError
+from core.models.poisson_parafac import ParafacFactors, PoissonParafac
+from core.parallel.noise import standard_normal
+from core.parallel.parafac_blocks import init_block_state, parafac_part_update, run_parafac_block_chain
+from core.parallel.tensor_blocks import build_block_index
+from core.random import stream
+from core.sparse_tensor import from_dense
+from corpora.tensors import simulate_dense
+
+RANK = 3
+
+
+@pytest.fixture
+def setup():
+    X, _ = simulate_dense((7, 8, 9), 2, prior_rate=0.7, rng=stream(1))
+    sparse = from_dense(X)
+    model = PoissonParafac(sparse, RANK, prior_rate=(0.7, 0.5, 0.9))
+    return model, build_block_index(sparse, 3), model.sample_prior(stream(2))
+
+
+def _reference_update(model, state, part, *, eps, t, sampler, alpha, sigma):
+    """The update of core.samplers.(p)sgld with the model's gradient and the blocks' own noise streams."""
+    theta = [f.copy() for f in state.position]
+    v = [f.copy() for f in state.v]
+    streams = [s.copy() for s in state.streams]
+    logl, grad = model.log_likelihood_and_grad(ParafacFactors(*theta), part)
+    n_s = part.num_entries
+    scale = model.n_data / n_s
+    for mode in range(3):
+        for b in range(part.keys.shape[0]):
+            key = part.keys[b, mode]
+            lo, hi = part.ranges[b, mode]
+            z, streams[mode][key] = standard_normal(streams[mode][key], (hi - lo, RANK))
+            g = grad[mode][lo:hi]
+            drift = -model.prior_rates[mode] + t * scale * g
+            if sampler == "psgld":
+                v[mode][lo:hi] = alpha * v[mode][lo:hi] + (1 - alpha) * (t * g / n_s) ** 2
+                G = 1.0 / (sigma + np.sqrt(v[mode][lo:hi]))
+                theta[mode][lo:hi] = np.abs(theta[mode][lo:hi] + eps * G * drift + np.sqrt(2 * eps * G) * z)
+            else:
+                theta[mode][lo:hi] = np.abs(theta[mode][lo:hi] + eps * drift + np.sqrt(2 * eps) * z)
+    return scale * logl, theta, v, streams
+
+
+@pytest.mark.parametrize("sampler", ["sgld", "psgld"])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_part_update_equals_the_reference_update(setup, sampler, parallel):
+    model, index, theta = setup
+    state = init_block_state(theta, seed=5, chain=(3, 1), num_blocks=3)
+    for leaf, value in zip(state.v, (0.01, 0.02, 0.03)):
+        leaf[...] = value
+    expected = _reference_update(model, state, index.part(4), eps=1e-3, t=0.7, sampler=sampler, alpha=0.99,
+                                 sigma=1e-5)
+    value = parafac_part_update(index, state, 4, step_size=1e-3, temperature=0.7, prior_rates=model.prior_rates,
+                        sampler=sampler, parallel=parallel)
+    assert value == pytest.approx(expected[0], rel=1e-12)
+    for got, want in zip(state.position, expected[1]):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    if sampler == "psgld":
+        for got, want in zip(state.v, expected[2]):
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+    for got, want in zip(state.streams, expected[3]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_after_update_scores_the_new_position(setup):
+    model, index, theta = setup
+    state = init_block_state(theta, seed=0, chain=(1, 1), num_blocks=3)
+    value = parafac_part_update(index, state, 2, step_size=1e-3, temperature=1.0, prior_rates=model.prior_rates,
+                        evaluate="after_update")
+    part = index.part(2)
+    expected = model.n_data / part.num_entries * model.log_likelihood(state.position, part)
+    assert value == pytest.approx(expected, rel=1e-12)
+
+
+def test_chain_is_reproducible_and_stays_nonnegative(setup):
+    model, index, theta = setup
+    kwargs = dict(prior_rates=model.prior_rates, seed=3, chain=(2, 4), temperature=0.5, num_steps=30, num_keep=10)
+    trace_a, state_a = run_parafac_block_chain(index, theta, **kwargs)
+    trace_b, state_b = run_parafac_block_chain(index, theta, **kwargs, parallel=True)
+    np.testing.assert_array_equal(trace_a, trace_b)
+    assert trace_a.shape == (10,) and np.all(np.isfinite(trace_a))
+    assert all(np.all(f >= 0) for f in state_a.position)
+    assert all(np.array_equal(f, theta_f) is False for f, theta_f in zip(state_a.position, theta))
+
+
+def test_zero_temperature_ignores_the_data(setup):
+    # at t = 0 the drift is the prior's alone: two different data sets give the same chain
+    model, index, theta = setup
+    other = build_block_index(from_dense(np.zeros((7, 8, 9)) + (np.arange(9) % 2)), 3)
+    kwargs = dict(prior_rates=model.prior_rates, seed=1, chain=(1, 0), temperature=0.0, num_steps=5, num_keep=5)
+    _, a = run_parafac_block_chain(index, theta, **kwargs)
+    _, b = run_parafac_block_chain(other, theta, **kwargs)
+    for x, y in zip(a.position, b.position):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_invalid_arguments(setup):
+    model, index, theta = setup
+    kwargs = dict(prior_rates=model.prior_rates, seed=0, chain=(1, 1), temperature=1.0, num_steps=4, num_keep=2)
+    with pytest.raises(ParameterError, match="SparseTensor"):
+        run_parafac_block_chain(build_block_index(np.zeros((7, 8, 9)), 3), theta, **kwargs)
+    with pytest.raises(ParameterError, match="sampler"):
+        run_parafac_block_chain(index, theta, **kwargs, sampler="hmc")
+    with pytest.raises(ParameterError, match="num_keep"):
+        run_parafac_block_chain(index, theta, **dict(kwargs, num_keep=9))

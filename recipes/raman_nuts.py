@@ -6,7 +6,7 @@ with nearly the same peak) and each length-scale beta (10 "unsmooth", 20
 
 1. MAP by L-BFGS on (delta, eta) (best of 3 starts), as the paper does;
 2. NUTS from the MAP: 1500 warm-up iterations (dual averaging to delta = 0.8,
-   windowed diagonal mass matrix) then 1500 draws (``--quick``: 150 + 150).
+   windowed diagonal mass matrix) then 1500 draws (``--quick``: 100 + 100, max tree depth 7).
 
 Settings the paper leaves open: lambda = 1 for both exponential marginals,
 sigma_N = the simulator's noise standard deviation (0.05), kernels exactly as
@@ -135,19 +135,19 @@ def make_figure(panels):
 
 def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--warmup", type=int, default=None, help="warm-up iterations (default 1500; quick 150)")
-    parser.add_argument("--draws", type=int, default=None, help="kept draws (default 1500; quick 150)")
+    parser.add_argument("--warmup", type=int, default=None, help="warm-up iterations (default 1500; quick 100)")
+    parser.add_argument("--draws", type=int, default=None, help="kept draws (default 1500; quick 100)")
     parser.add_argument("--metric", choices=["diagonal", "laplace"], default="diagonal")
     parser.add_argument("--rank", type=int, default=300, help="whitened directions for --metric laplace")
-    parser.add_argument("--max-tree-depth", type=int, default=None, help="default 10; quick 8")
+    parser.add_argument("--max-tree-depth", type=int, default=None, help="default 10; quick 7")
     parser.add_argument("--target", type=float, default=0.8, help="target acceptance statistic delta")
     parser.add_argument("--experiments", default="1,2")
     parser.add_argument("--betas", default="10,20")
     parser.add_argument("--progress", action="store_true")
     args = parser.parse_args()
-    num_warmup = args.warmup or (150 if args.quick else 1500)
-    num_draws = args.draws or (150 if args.quick else 1500)
-    args.max_tree_depth = args.max_tree_depth or (8 if args.quick else 10)
+    num_warmup = args.warmup or (100 if args.quick else 1500)
+    num_draws = args.draws or (100 if args.quick else 1500)
+    args.max_tree_depth = args.max_tree_depth or (7 if args.quick else 10)
 
     runs, panels = [], []
     with limit_blas_threads(1):

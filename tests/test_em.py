@@ -299,7 +299,7 @@ def test_column_blocks_and_threads(rng):
     X = rng.poisson(4.0, (12, 2300)).astype(np.float64)
     W, H = initialize_nmf(X + 1.0, 3, rng)
     rate_H = rng.uniform(0.0, 1.0, (3, X.shape[1]))  # per entry: no folding into W
-    for kwargs in (dict(), dict(prior_rate_W=0.3, prior_rate_H=0.7), dict(prior_rate_H=rate_H)):
+    for kwargs in ({}, {"prior_rate_W": 0.3, "prior_rate_H": 0.7}, {"prior_rate_H": rate_H}):
         serial = poisson_nmf_em(X, W, H, max_iter=25, tol=0, track_log_likelihood=True, threads=1, **kwargs)
         threaded = poisson_nmf_em(X, W, H, max_iter=25, tol=0, track_log_likelihood=True, threads=2, **kwargs)
         assert np.array_equal(serial.W, threaded.W) and np.array_equal(serial.H, threaded.H)
@@ -311,7 +311,7 @@ def test_column_blocks_and_threads(rng):
         assert np.diff(history).min() >= -1e-12 * np.abs(history).max()
     # masks, and H alone (its log-likelihood is taken in the H pass)
     mask = np.array([True, False, True])
-    for kwargs in (dict(update_W=mask, update_H=~mask), dict(update_W=False)):
+    for kwargs in ({"update_W": mask, "update_H": ~mask}, {"update_W": False}):
         serial = poisson_nmf_em(X, W, H, max_iter=10, tol=0, track_log_likelihood=True, threads=1, **kwargs)
         threaded = poisson_nmf_em(X, W, H, max_iter=10, tol=0, track_log_likelihood=True, threads=2, **kwargs)
         assert np.array_equal(serial.W, threaded.W) and np.array_equal(serial.H, threaded.H)

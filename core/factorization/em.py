@@ -31,6 +31,7 @@ threads (``threads``), with results that do not depend on the number of threads.
 """
 
 import contextlib
+import itertools
 import math
 from typing import NamedTuple
 import warnings
@@ -347,10 +348,12 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     n_W = rank if cols_W is None else cols_W.size
     n_H = rank if rows_H is None else rows_H.size
     numerators_W = np.empty((len(blocks), n_rows, n_W), dtype=dtype)
-    buffers = [(s, X if len(blocks) == 1 else np.ascontiguousarray(X[:, s]),
-                np.empty((n_rows, s.stop - s.start), dtype=dtype), np.empty((n_rows, s.stop - s.start), dtype=dtype),
-                numerators_W[b], np.empty((n_H, s.stop - s.start), dtype=dtype))
-               for b, s in enumerate(blocks)]
+    buffers = []
+    for b, s in enumerate(blocks):
+        width = s.stop - s.start
+        buffers.append((s, X if len(blocks) == 1 else np.ascontiguousarray(X[:, s]),
+                        np.empty((n_rows, width), dtype=dtype), np.empty((n_rows, width), dtype=dtype),
+                        numerators_W[b], np.empty((n_H, width), dtype=dtype)))
 
     def log_posterior(xlogp):
         # Σλ = Σ_r (Σ_i W_ir)(Σ_j H_rj): no need for W H itself.
@@ -404,11 +407,12 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
                     if _converged(history, iteration - 1, saturated, tol):
                         converged = True
                         break
-                numerator = numerators_W[0]
-                for other in numerators_W[1:]:
+                # sums over the blocks, in block order
+                numerator, denominator = numerators_W[0], parts[0][1]
+                for other, part in zip(numerators_W[1:], parts[1:]):
                     numerator += other
-                denominator = sum(p[1] for p in parts[1:])
-                denominator = (parts[0][1] + denominator)[None, :]
+                    denominator += part[1]
+                denominator = denominator[None, :]
                 if use_rate_W is not None:
                     denominator = denominator + (use_rate_W if cols_W is None else use_rate_W[:, cols_W])
                 if cols_W is None:
@@ -459,7 +463,7 @@ _BLOCK_COLUMNS = 1024
 def _column_blocks(n_cols):
     count = max(1, -(-n_cols // _BLOCK_COLUMNS))
     edges = np.linspace(0, n_cols, count + 1).round().astype(int)
-    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+    return [slice(int(a), int(b)) for a, b in itertools.pairwise(edges)]
 
 
 def _workers(threads, n_blocks):

@@ -107,7 +107,8 @@ def thread_counts(n_cols):
 
     from core.factorization.em import _column_blocks, _workers
 
-    blas = max([info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"], default=1)
+    blas = max([info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"],
+               default=1)
     return blas, _workers(None, len(_column_blocks(n_cols)))
 
 
@@ -123,7 +124,8 @@ def measure(inputs, num_iter, repeats):
         for dtype, (X, W, H) in inputs.items():
             floors[dtype].append(products_only(X, W, H, num_iter) / num_iter)
         for who, dtype in RUNS:
-            elapsed, W_out, H_out = (run_ours if who == "ours" else run_sklearn)(*inputs[dtype], num_iter)
+            run = run_ours if who == "ours" else run_sklearn
+            elapsed, W_out, H_out = run(*inputs[dtype], num_iter)
             times[who, dtype].append(elapsed / num_iter)
             fits[who, dtype] = (W_out, H_out)
     return ({key: float(np.median(value)) for key, value in times.items()},
@@ -155,9 +157,9 @@ def main(argv=None):
     print(f"X: {X.shape[0]} x {X.shape[1]} ({source}), rank {RANK}, {num_iter} iterations, "
           f"median of {repeats} alternating runs; same starting factors (rounded to float32 for float32)")
     # warm-up: page in both code paths and the BLAS threads
-    for dtype in inputs:
-        run_ours(*inputs[dtype], 2)
-        run_sklearn(*inputs[dtype], 2)
+    for arrays in inputs.values():
+        run_ours(*arrays, 2)
+        run_sklearn(*arrays, 2)
 
     results = {"shape": list(X.shape), "source": source, "rank": RANK, "iterations": num_iter,
                "repeats": repeats, "settings": {}}
@@ -168,22 +170,25 @@ def main(argv=None):
             times, floors, fits = measure(inputs, num_iter, repeats)
         load_after = load_average()
         ll = {key: poisson_log_likelihood(X, *fit) for key, fit in fits.items()}
-        print(f"\n{label} (load average {load_before:.1f} before, {load_after:.1f} after): scikit-learn "
-              f"{blas_threads} BLAS thread(s); ours {workers} worker thread(s)"
-              f"{' x 1 BLAS thread' if workers > 1 else f' x {blas_threads} BLAS thread(s)'}")
+        ours_threads = "1 BLAS thread each" if workers > 1 else f"{blas_threads} BLAS thread(s)"
+        print(f"\n{label} (load average {load_before:.1f} before, {load_after:.1f} after): "
+              f"scikit-learn {blas_threads} BLAS thread(s); ours {workers} worker thread(s), {ours_threads}")
         for dtype in inputs:
-            print(f"  {dtype}: ours {times['ours', dtype] * 1e3:7.2f} ms/iter   scikit-learn "
-                  f"{times['sklearn', dtype] * 1e3:7.2f} ms/iter   ratio {times['sklearn', dtype] / times['ours', dtype]:5.2f}x"
-                  f"   (4 matrix products alone, {blas_threads} BLAS thread(s): {floors[dtype] * 1e3:.2f} ms)")
+            ours, theirs = times["ours", dtype], times["sklearn", dtype]
+            print(f"  {dtype}: ours {ours * 1e3:7.2f} ms/iter   scikit-learn {theirs * 1e3:7.2f} ms/iter   "
+                  f"ratio {theirs / ours:5.2f}x   (4 matrix products alone, {blas_threads} BLAS thread(s): "
+                  f"{floors[dtype] * 1e3:.2f} ms)")
         for who in ("ours", "sklearn"):
             print(f"  {who} float64 / float32 time: {times[who, 'float64'] / times[who, 'float32']:.2f}x")
         headline = times["sklearn", "float64"] / times["ours", "float32"]
-        print(f"  ours float32 against scikit-learn float64: {headline:.2f}x"
-              f"{'   <- headline (application vs. scikit-learn as called on the float64 matrix)' if threads is None else ''}")
-        setting = {"blas_threads": blas_threads, "our_worker_threads": workers, "load_average": [load_before, load_after],
+        note = "   <- headline (application vs. scikit-learn on the float64 matrix)" if threads is None else ""
+        print(f"  ours float32 against scikit-learn float64: {headline:.2f}x{note}")
+        setting = {"blas_threads": blas_threads, "our_worker_threads": workers,
+                   "load_average": [load_before, load_after],
                    "ms_per_iter": {f"{who} {dtype}": value * 1e3 for (who, dtype), value in times.items()},
                    "products_only_ms_per_iter": {dtype: value * 1e3 for dtype, value in floors.items()},
-                   "speedup_same_dtype": {dtype: times["sklearn", dtype] / times["ours", dtype] for dtype in inputs},
+                   "speedup_same_dtype": {dtype: times["sklearn", dtype] / times["ours", dtype]
+                                          for dtype in inputs},
                    "speedup_ours_float32_vs_sklearn_float64": headline,
                    "log_likelihood": {f"{who} {dtype}": value for (who, dtype), value in ll.items()}}
         for dtype, tolerance in (("float64", 1e-6), ("float32", 1e-4)):
@@ -206,8 +211,9 @@ def main(argv=None):
     labels = list(results["settings"])
     positions = np.arange(len(labels))
     for offset, (who, dtype) in zip((-0.3, -0.1, 0.1, 0.3), RUNS):
-        axis.bar(positions + offset, [results["settings"][k]["ms_per_iter"][f"{who} {dtype}"] for k in labels], 0.2,
-                 label=f"{'sepsti EM' if who == 'ours' else 'scikit-learn KL-MU'} {dtype}")
+        heights = [results["settings"][k]["ms_per_iter"][f"{who} {dtype}"] for k in labels]
+        name = "sepsti EM" if who == "ours" else "scikit-learn KL-MU"
+        axis.bar(positions + offset, heights, 0.2, label=f"{name} {dtype}")
     axis.set_xticks(positions, labels)
     axis.set_ylabel("ms per iteration")
     axis.set_title(f"Poisson NMF, {X.shape[0]}x{X.shape[1]}, R={RANK}")

@@ -51,12 +51,12 @@ def simulate(data_seed):
     return model.sample_data(rng, model.sample_prior(rng))
 
 
-def chib_per_rank(X, *, num_burn_in, num_samples, num_reduced, method, seed):
+def chib_per_rank(X, *, num_burn_in, num_samples, num_reduced, method, seed, blocks="columns"):
     values, errors, concentration = [], [], []
     for rank in RANKS:
         result = chib_log_marginal_likelihood(model_of_rank(rank), X, num_burn_in=num_burn_in,
                                               num_samples=num_samples, num_reduced=num_reduced, method=method,
-                                              seed=seed)
+                                              seed=seed, blocks=blocks if method == "factors" else "factors")
         values.append(result.log_marginal_likelihood)
         errors.append(result.stderr)
         concentration.append(float(result.max_weight_fraction.max()))
@@ -73,6 +73,8 @@ def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--method", choices=("factors", "sources"), default="factors",
                         help="Chib decomposition (default: factors)")
+    parser.add_argument("--blocks", choices=("columns", "factors"), default="columns",
+                        help="ordinate blocks of method 'factors' (default: columns)")
     args = parser.parse_args()
     num_burn_in, num_samples, num_reduced = (500, 1000, 1000) if args.quick else (2000, 3000, 3000)
     start = time.perf_counter()
@@ -82,7 +84,8 @@ def main():
         X = simulate(data_seed)
         print(f"data seed {data_seed}: {X.sum()} counts", flush=True)
         per_seed[str(data_seed)] = chib_per_rank(X, num_burn_in=num_burn_in, num_samples=num_samples,
-                                                 num_reduced=num_reduced, method=args.method, seed=data_seed)
+                                                 num_reduced=num_reduced, method=args.method, seed=data_seed,
+                                                 blocks=args.blocks)
         print(f"  selected R = {per_seed[str(data_seed)]['selected_rank']}", flush=True)
     main_draw = per_seed[str(args.seed)]
     hits = sum(entry["selected_rank"] == TRUE_RANK for entry in per_seed.values())
@@ -90,7 +93,7 @@ def main():
                "selected_rank": main_draw["selected_rank"], "data_seeds": per_seed,
                "num_seeds_selecting_true_R": hits,
                "settings": {"shape": SHAPE, "spec": "ir,jr,kr->ijk", "prior": f"Gamma({PRIOR_SHAPE}, {PRIOR_RATE})",
-                            "method": args.method, "num_burn_in": num_burn_in, "num_samples": num_samples,
+                            "method": args.method, "blocks": args.blocks, "num_burn_in": num_burn_in, "num_samples": num_samples,
                             "num_reduced": num_reduced, "seed": args.seed},
                "seconds": time.perf_counter() - start}
     print(f"\n{'seed':>6s} {'counts':>7s} {'selected R':>11s}")

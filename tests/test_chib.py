@@ -126,3 +126,33 @@ def test_chib_three_free_factors_matches_enumeration(method):
 def test_chib_three_factors_across_seeds(seed, method):
     truth = three_factor_log_evidence(X_TINY, A_W, B_W, A_U, B_U, A_H, B_H)
     check_against_truth(three_factor_model(), truth, seed, method)
+
+
+def test_chib_column_blocks_match_enumeration():
+    # split along k: with a k-dependent prior the components are not exchangeable (no symmetrisation)
+    truth = three_factor_log_evidence(X_TINY, A_W, B_W, A_U, B_U, A_H, B_H)
+    result = chib_log_marginal_likelihood(three_factor_model(), X_TINY, num_burn_in=300, num_samples=3000, seed=0,
+                                          method="factors", blocks="columns")
+    assert result.ordinate_names == ("k[0]", "k[1]", "k[0]", "k[1]", "kj[0]", "kj[1]")
+    assert result.stderr < 0.3
+    assert abs(result.log_marginal_likelihood - truth) < 3 * result.stderr, (result.log_marginal_likelihood, truth)
+
+
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
+def test_chib_column_blocks_exchangeable_components_match_enumeration(seed):
+    # equal priors across k: the first factor's column ordinates are averaged over the label permutations
+    a_w, b_w = np.array([2.0, 2.0]), np.array([1.0, 1.0])
+    model = pltf_model("k,kj->j", dict(k=2, j=4), prior_shape=[a_w, A_H], prior_rate=[b_w, B_H])
+    truth = TinyModel(X_TINY, a_w, b_w, A_H, B_H).log_evidence
+    result = chib_log_marginal_likelihood(model, X_TINY, num_burn_in=300, num_samples=3000, seed=seed,
+                                          method="factors", blocks="columns")
+    assert result.stderr < 0.3
+    assert abs(result.log_marginal_likelihood - truth) < 3 * result.stderr, (result.log_marginal_likelihood, truth)
+
+
+def test_column_blocks_need_the_factors_method():
+    with pytest.raises(ParameterError, match="blocks"):
+        chib_poisson_nmf(np.ones((2, 2), dtype=int), 1, 1.0, num_burn_in=1, num_samples=5, blocks="columns")
+    with pytest.raises(ParameterError, match="blocks"):
+        chib_poisson_nmf(np.ones((2, 2), dtype=int), 1, 1.0, num_burn_in=1, num_samples=5, method="factors",
+                         blocks="rows")

@@ -486,9 +486,12 @@ def _runner(stack, workers):
         return lambda function, buffers, *args: [function(buffer, *args) for buffer in buffers]
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import threadpool_limits
-
-    stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - depends on the environment
+        pass
+    else:
+        stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
     pool = stack.enter_context(ThreadPoolExecutor(workers))
     return lambda function, buffers, *args: list(pool.map(lambda buffer: function(buffer, *args), buffers))
 

@@ -492,8 +492,16 @@ def _runner(stack, workers):
         pass
     else:
         stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
-    pool = stack.enter_context(ThreadPoolExecutor(workers))
-    return lambda function, buffers, *args: list(pool.map(lambda buffer: function(buffer, *args), buffers))
+    pool = stack.enter_context(ThreadPoolExecutor(workers - 1))
+
+    def run(function, buffers, *args):
+        # the calling thread takes the first block (and every workers-th after it)
+        futures = [pool.submit(function, buffer, *args) for i, buffer in enumerate(buffers) if i % workers]
+        mine = [function(buffer, *args) for buffer in buffers[::workers]]
+        theirs = iter(future.result() for future in futures)
+        return [mine[i // workers] if i % workers == 0 else next(theirs) for i in range(len(buffers))]
+
+    return run
 
 
 def _scaled_W(W, rows, rate, fold, floor):

@@ -273,7 +273,9 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
         Worker threads over the column blocks of ``X`` (blocks of about 1024 columns; a
         matrix with fewer columns is one block), each with single-threaded BLAS. Default: the
         number of threads BLAS is set to use (threadpoolctl), so ``threadpool_limits(1)``
-        around the call makes it serial. The result does not depend on this number.
+        around the call makes it serial. With more than one worker, BLAS is limited to one
+        thread (process-wide, threadpoolctl) for the duration of the call. The result does not
+        depend on this number.
 
     Returns
     -------

@@ -158,7 +158,7 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
     RankSelection or None
         None on MPI processes other than 0.
     """
-    from core.parallel.blocks import init_state, initial_factors, run_block_chain
+    from core.parallel.blocks import init_state, initial_factors, run_block_chain, single_threaded_blas
     from core.progress import progress_bar
 
     X = validate_nonnegative_matrix(X)
@@ -192,8 +192,10 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
             from core.factorization.em import poisson_nmf_em
 
             W0, H0 = initial_factors(X, task.rank, stream(seed, 10 ** 6 + task.rank))
-            fit = poisson_nmf_em(X, W0, H0, prior_rate_W=prior_rate, prior_rate_H=prior_rate,
-                                 max_iter=int(init_iterations), tol=0)
+            # one BLAS thread: the start must not depend on the thread count of the process
+            with single_threaded_blas():
+                fit = poisson_nmf_em(X, W0, H0, prior_rate_W=prior_rate, prior_rate_H=prior_rate,
+                                     max_iter=int(init_iterations), tol=0)
             starts[task.rank] = (np.ascontiguousarray(fit.W, dtype=X.dtype), np.ascontiguousarray(fit.H, dtype=X.dtype))
         return starts[task.rank]
     fingerprint = settings_fingerprint(X, settings)

@@ -16,6 +16,7 @@ MPIEXEC = Path(sys.executable).parent / "mpiexec"
 
 SCRIPT = r"""
 import json, sys
+import numpy as np
 from core.evidence.sti_nmf import select_rank_sti
 from core.models.poisson_nmf import PoissonNMF
 from core.parallel import mpi
@@ -76,6 +77,7 @@ def test_exception_on_one_process_ends_the_job(tmp_path):
 
 DISTRIBUTED = r"""
 import json, sys
+import numpy as np
 from core.models.poisson_nmf import PoissonNMF
 from core.parallel import mpi
 from core.parallel.blocks import init_state, initial_factors, run_block_chain

@@ -156,3 +156,19 @@ def test_column_blocks_need_the_factors_method():
     with pytest.raises(ParameterError, match="blocks"):
         chib_poisson_nmf(np.ones((2, 2), dtype=int), 1, 1.0, num_burn_in=1, num_samples=5, method="factors",
                          blocks="rows")
+
+
+@pytest.mark.parametrize("blocks", ["factors", "columns"])
+def test_chib_at_the_posterior_mean_matches_enumeration(blocks):
+    truth = three_factor_log_evidence(X_TINY, A_W, B_W, A_U, B_U, A_H, B_H)
+    result = chib_log_marginal_likelihood(three_factor_model(), X_TINY, num_burn_in=300, num_samples=3000, seed=3,
+                                          method="factors", blocks=blocks, point="mean")
+    assert result.stderr < 0.3
+    assert abs(result.log_marginal_likelihood - truth) < 3 * result.stderr, (result.log_marginal_likelihood, truth)
+    # the last factor's ordinate is a product over its output index j: one column of log values per j
+    assert result.ordinate_samples[-1].shape == (3000, 4)
+
+
+def test_point_mean_needs_the_factors_method():
+    with pytest.raises(ParameterError, match="point"):
+        chib_poisson_nmf(np.ones((2, 2), dtype=int), 1, 1.0, num_burn_in=1, num_samples=5, point="mean")

@@ -54,6 +54,7 @@ __all__ = ["ChibResult", "chib_log_marginal_likelihood", "chib_poisson_nmf", "lo
 
 METHODS = ("sources", "factors")
 BLOCKS = ("factors", "columns")
+POINTS = ("draw", "mean")
 # above this share of one sample in an ordinate's mean, the mean (and its delta-method MCSE) rests on one draw
 MAX_WEIGHT_WARNING = 0.5
 
@@ -82,7 +83,8 @@ class ChibResult(NamedTuple):
     max_weight_fraction : ndarray
         Largest share of one sample in each ordinate's mean (1/n is ideal, near 1 is unreliable).
     ordinate_samples : list of ndarray or None
-        The log values averaged for each ordinate (None for an exact one).
+        The log values averaged for each ordinate (None for an exact one); shape ``(n, slices)`` for an
+        ordinate that factorises over the output indices of its block (the product of the slices' means).
     factor_order : tuple of int
         Positions of the free factors ``Z_1 .. Z_K``.
     point : tuple of ndarray
@@ -118,10 +120,18 @@ def log_mean_exp(log_values):
     return estimate, float(mcse_mean(weights) / weights.mean())
 
 
+def _log_mean_exp_slices(log_values):
+    """``log_mean_exp`` of a run, or for a run of shape (M, slices) of independent slices the sum over slices."""
+    if log_values.ndim == 1:
+        return log_mean_exp(log_values)
+    parts = [log_mean_exp(column) for column in log_values.T]
+    return float(sum(e for e, _ in parts)), float(np.sqrt(sum(se ** 2 for _, se in parts)))
+
+
 def _max_fraction(log_values):
     if log_values is None:
         return 0.0
-    return float(np.exp(np.max(log_values) - logsumexp(log_values)))
+    return float(np.max(np.exp(np.max(log_values, axis=0) - logsumexp(log_values, axis=0))))
 
 
 def _validate_counts(name, value, minimum):
@@ -131,7 +141,8 @@ def _validate_counts(name, value, minimum):
 
 
 def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_reduced=None, method="sources",
-                                 order=None, seed=0, factors=None, blocks="factors", progress=False):
+                                 order=None, seed=0, factors=None, blocks="factors", point="draw",
+                                 progress=False):
     """Estimate ``log p(X)`` under a PLTF model by Chib's method.
 
     Parameters
@@ -166,6 +177,11 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
         much narrower than the marginal in more than a few directions (the
         rescaling ridge of each component), and one sample no longer carries
         the mean; the cost is ``(number of slices - 1) * num_reduced`` sweeps.
+    point : {"draw", "mean"}
+        ``Z~`` for ``method="factors"``: the kept draw of highest ``log p(X | Z) + log p(Z)``, or the
+        posterior mean of the kept draws. A draw of the chain was itself drawn from one of the averaged
+        conditionals, so that sample's term towers over the others once the conditional is much narrower
+        than the posterior; the mean is no sample's draw. ``method="sources"`` always uses a draw.
     progress : bool
         Progress bars on stderr.
 
@@ -194,6 +210,10 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
         raise ParameterError(f"method={method!r}: expected one of {METHODS}")
     if blocks not in BLOCKS:
         raise ParameterError(f"blocks={blocks!r}: expected one of {BLOCKS}")
+    if point not in POINTS:
+        raise ParameterError(f"point={point!r}: expected one of {POINTS}")
+    if point != "draw" and method != "factors":
+        raise ParameterError(f"point={point!r} needs method='factors'")
     if blocks != "factors" and method != "factors":
         raise ParameterError(f"blocks={blocks!r} needs method='factors'")
     X = model.validate_data(X, integer=True)
@@ -214,6 +234,9 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
         score = s.logdensity if method == "sources" else s.log_likelihood + model.log_prior(s.factors)
         if score > best["score"]:
             best.update(score=score, factors=s.factors, stats=s.source_stats, log_factorial=s.log_source_factorial)
+        if point == "mean":
+            best["sum"] = [z.copy() for z in s.factors] if "sum" not in best else [
+                total + z for total, z in zip(best["sum"], s.factors)]
         if method == "sources":
             return tuple(s.factors[a] for a in order)
         # what the first ordinate needs: the Gamma shape and rate of Z_1 at this sample
@@ -221,7 +244,10 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
 
     result = run_chain(kernel, state, rng, num_steps=num_burn_in + num_samples, burn_in=num_burn_in,
                        transform=keep, progress=progress, desc=f"Chib ({method}): Gibbs")
+    mean_point = point == "mean"
     point = best["factors"]
+    if mean_point:
+        point = tuple(point[a] if a not in model.free else total / num_samples for a, total in enumerate(best["sum"]))
     names = tuple(model.factor_indices[a] for a in order)
     if method == "sources":
         log_joint, values = _sources(model, X, order, point, best["stats"], best["log_factorial"], result.samples,
@@ -237,7 +263,7 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
         values = [first_values] + _block_runs(model, X, block_list, point, num_reduced, seed, exchangeable)
         if blocks != "factors":
             names = tuple(model.factor_indices[a] + _slice_name(where) for a, where in block_list)
-    estimates, errors = zip(*[(v, 0.0) if np.isscalar(v) else log_mean_exp(v) for v in values])
+    estimates, errors = zip(*[(v, 0.0) if np.isscalar(v) else _log_mean_exp_slices(v) for v in values])
     log_ordinates = np.asarray(estimates, dtype=float)
     ordinate_se = np.asarray(errors, dtype=float)
     samples = [None if np.isscalar(v) else v for v in values]
@@ -343,13 +369,41 @@ def _block_log_pdf(model, point, block_list, j, shape, rate, exchangeable):
     full = point[a].shape
     shape, rate = np.broadcast_to(shape, full), np.broadcast_to(rate, full)
     if not exchangeable or a != block_list[0][0]:
-        return float(np.sum(gamma_log_pdf(point[a][where], shape[where], rate[where])))
+        values = gamma_log_pdf(point[a][where], shape[where], rate[where])
+        if not _factorizes(model, block_list, j):
+            return float(np.sum(values))
+        # one value per output slice: shape (slices,), each an independent ordinate
+        indices = _block_indices(model, a, where)
+        keep = tuple(d for d, c in enumerate(indices) if c in model.output)
+        moved = np.moveaxis(values, keep, tuple(range(len(keep))))
+        return np.sum(moved.reshape(int(np.prod([values.shape[d] for d in keep])), -1), axis=1)
     axis = len(where) - 2
     others = np.arange(j, full[axis])
     target = np.expand_dims(point[a][where], axis)
     values = np.sum(gamma_log_pdf(target, np.take(shape, others, axis=axis), np.take(rate, others, axis=axis)),
                     axis=tuple(d for d in range(len(full)) if d != axis))
     return float(logsumexp(values) - np.log(others.size))
+
+
+def _block_indices(model, a, where):
+    indices = model.factor_indices[a]
+    return indices if where == (...,) else indices[:len(where) - 2] + indices[len(where) - 1:]
+
+
+def _factorizes(model, block_list, j):
+    """Whether block j's ordinate is a product over the output indices of its entries.
+
+    When every other free factor is clamped (blocks 1..j-1 cover them), the entries of factor a with
+    different values of an output index never share an observed entry, so the run's target factorises
+    over those slices: the ordinate is then the product of per-slice means of one run (each an ordinate
+    of a few dimensions) rather than the mean of their product.
+    """
+    a = block_list[j][0]
+    if not any(c in model.output for c in _block_indices(model, a, block_list[j][1])):
+        return False
+    others = [b for b in model.free if b != a]
+    clamped = block_list[:j]
+    return all(_num_blocks(clamped, b) == _num_blocks(block_list, b) for b in others)
 
 
 def _block_runs(model, X, block_list, point, num_reduced, seed, exchangeable):
@@ -364,7 +418,7 @@ def _block_runs(model, X, block_list, point, num_reduced, seed, exchangeable):
         a, where = block_list[j]
         rng = stream(seed, j)
         factors = list(point)
-        run = np.empty(num_reduced)
+        run = []
         for m in range(num_reduced):
             stats, _ = gibbs.draw_sources(rng, model, layout, factors)
             for b in updated:
@@ -373,9 +427,9 @@ def _block_runs(model, X, block_list, point, num_reduced, seed, exchangeable):
                     if c == b:
                         factors[b][w] = point[b][w]
             # the rate of Z_a does not involve Z_a: the state gives p(block_j | S, everything else)
-            run[m] = _block_log_pdf(model, point, block_list, j, model.prior_shape[a] + stats[a],
-                                    model.prior_rate[a] + model.phi(factors, a), exchangeable)
-        runs.append(run)
+            run.append(_block_log_pdf(model, point, block_list, j, model.prior_shape[a] + stats[a],
+                                      model.prior_rate[a] + model.phi(factors, a), exchangeable))
+        runs.append(np.array(run))
     return runs
 
 
@@ -383,25 +437,8 @@ def _num_blocks(block_list, a):
     return sum(b == a for b, _ in block_list)
 
 
-def _factor_runs(model, X, order, point, num_reduced, seed, progress):
-    """Ordinates a = 2..K: clamp Z~_1:a-1, sample S and Z_a:K, average p(Z~_a | S, Z_a+1:K, Z~_1:a-1)."""
-    runs = []
-    for j in range(1, len(order)):
-        a = order[j]
-        run_rng = stream(seed, j)
-        kernel = gibbs.build_kernel(model, X, clamped_factors=order[:j], track_density=False)
-        state = gibbs.GibbsState(point, tuple(np.zeros(s) for s in model.shapes), 0.0, 0.0, 0.0)
-        run = np.empty(num_reduced)
-        for m in range(num_reduced):
-            state, _ = kernel(run_rng, state)
-            # the rate of Z_a does not involve Z_a, so the current state gives p(Z~_a | S, Z_a+1:K, Z~_1:a-1)
-            run[m] = _gamma_ordinate(model, state.factors, point, a, state.source_stats[a])
-        runs.append(run)
-    return runs
-
-
 def chib_poisson_nmf(X, rank, prior_rate, *, num_burn_in, num_samples, num_reduced=None, method="sources", seed=0,
-                     progress=False, blocks="factors"):
+                     progress=False, blocks="factors", point="draw"):
     """Chib's ``log p(X | rank)`` for Poisson NMF with exponential priors (ICASSP'16 §4.1.2, eq. 13).
 
     ``W_ik ~ Exp(prior_rate)``, ``H_kj ~ Exp(prior_rate)``, ``X_ij ~ Poisson((WH)_ij)``.
@@ -412,7 +449,7 @@ def chib_poisson_nmf(X, rank, prior_rate, *, num_burn_in, num_samples, num_reduc
     rank : int
     prior_rate : float or (float, float)
         Rate of the exponential priors (one for both, or ``(rate_W, rate_H)``).
-    num_burn_in, num_samples, num_reduced, method, seed, progress, blocks
+    num_burn_in, num_samples, num_reduced, method, seed, progress, blocks, point
         As in :func:`chib_log_marginal_likelihood` (ICASSP'16: 7000, 2000, 5000).
 
     Returns
@@ -428,4 +465,4 @@ def chib_poisson_nmf(X, rank, prior_rate, *, num_burn_in, num_samples, num_reduc
     model = pltf_model("ik,kj->ij", dict(i=X.shape[0], k=rank, j=X.shape[1]), prior_shape=1.0, prior_rate=rates)
     return chib_log_marginal_likelihood(model, X, num_burn_in=num_burn_in, num_samples=num_samples,
                                         num_reduced=num_reduced, method=method, seed=seed, progress=progress,
-                                        blocks=blocks)
+                                        blocks=blocks, point=point)

@@ -95,7 +95,8 @@ def main():
     parser.add_argument("--blocks", choices=("columns", "factors"), default="columns",
                         help="ordinate blocks of method 'factors' (default: columns)")
     parser.add_argument("--prior-rate", type=float, default=PRIOR_RATE,
-                        help=f"rate b of the Gamma(1, b) priors and of the data draw (default 10^(-1/3) = {PRIOR_RATE:.4f})")
+                        help=f"rate b of the Gamma(1, b) priors and of the data draw "
+                             f"(default 10^(-1/3) = {PRIOR_RATE:.4f})")
     args = parser.parse_args()
     num_burn_in, num_samples, num_reduced = (500, 1000, 1000) if args.quick else (2000, 3000, 3000)
     start = time.perf_counter()
@@ -113,8 +114,9 @@ def main():
     results = {"true_R": TRUE_RANK, "ranks": RANKS, "chib": main_draw["chib"], "chib_stderr": main_draw["chib_stderr"],
                "selected_rank": main_draw["selected_rank"], "data_seeds": per_seed,
                "num_seeds_selecting_true_R": hits,
-               "settings": {"shape": SHAPE, "spec": "ir,jr,kr->ijk", "prior": f"Gamma({PRIOR_SHAPE}, {args.prior_rate:.6g})",
-                            "method": args.method, "blocks": args.blocks, "num_burn_in": num_burn_in, "num_samples": num_samples,
+               "settings": {"shape": SHAPE, "spec": "ir,jr,kr->ijk",
+                            "prior": f"Gamma({PRIOR_SHAPE}, {args.prior_rate:.6g})", "method": args.method,
+                            "blocks": args.blocks, "num_burn_in": num_burn_in, "num_samples": num_samples,
                             "num_reduced": num_reduced, "seed": args.seed},
                "seconds": time.perf_counter() - start}
     print(f"\n{'seed':>6s} {'counts':>7s} {'selected R':>11s}")

@@ -1,21 +1,32 @@
 """Data for sepsti: audio reading, the NOIZEUS-style reader and the synthetic speech corpus.
 
 ``corpora`` never imports ``sepsti``.
+
+Names are imported from their submodules on first use, so importing the package is cheap.
 """
 
-from corpora.frostt import read_tns, write_tns
-from corpora.tensors import FACEBOOK_SHAPE, prior_rate_for_count, simulate_dense, simulate_sparse
-from corpora.audio import AudioInfo, audio_info, read_audio
-from corpora.noizeus import (ALL_IDS, TEST_IDS, TRAIN_IDS, CorpusIndex, Mixture, clean_signals,
-                             corpus_index, iter_mixtures, mixtures, select, split_ids)
-from corpora.synth import NOISE_TYPES, corpus_speakers, synth_noise, synth_utterance, write_corpus
+import lazy_loader
 
-__all__ = ["AudioInfo", "audio_info", "read_audio",
-           "ALL_IDS", "TRAIN_IDS", "TEST_IDS", "CorpusIndex", "Mixture", "corpus_index", "split_ids",
-           "clean_signals", "select", "mixtures", "iter_mixtures",
-           "NOISE_TYPES", "corpus_speakers", "synth_noise", "synth_utterance", "write_corpus"]
-__all__ += ["read_tns", "write_tns", "FACEBOOK_SHAPE", "prior_rate_for_count", "simulate_dense", "simulate_sparse"]
-
-from corpora.raman import RamanData, hotspot_map, simulate_raman, voigt_spectrum  # noqa: E402
-
-__all__ += ["RamanData", "hotspot_map", "simulate_raman", "voigt_spectrum"]
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "audio": ['AudioInfo', 'audio_info', 'read_audio'],
+        "frostt": ['read_tns', 'write_tns'],
+        "noizeus": [
+            'ALL_IDS',
+            'CorpusIndex',
+            'Mixture',
+            'TEST_IDS',
+            'TRAIN_IDS',
+            'clean_signals',
+            'corpus_index',
+            'iter_mixtures',
+            'mixtures',
+            'select',
+            'split_ids',
+        ],
+        "raman": ['RamanData', 'hotspot_map', 'simulate_raman', 'voigt_spectrum'],
+        "synth": ['NOISE_TYPES', 'corpus_speakers', 'synth_noise', 'synth_utterance', 'write_corpus'],
+        "tensors": ['FACEBOOK_SHAPE', 'prior_rate_for_count', 'simulate_dense', 'simulate_sparse'],
+    },
+)

@@ -1,17 +1,22 @@
-"""Evidence (log marginal likelihood) estimators: STI and Chib's method."""
+"""Evidence (log marginal likelihood) estimators: STI and Chib's method.
 
-__all__ = []
+Names are imported from their submodules on first use, so importing the package is cheap.
+"""
 
-from core.evidence.chib import ChibResult, chib_log_marginal_likelihood, chib_poisson_nmf, log_mean_exp  # noqa: E402
+import lazy_loader
 
-__all__ += ["ChibResult", "chib_log_marginal_likelihood", "chib_poisson_nmf", "log_mean_exp"]
-
-from core.evidence.sti import (STIResult, integration_weights, stochastic_thermodynamic_integration,  # noqa: E402
-                               temperature_grid, thermodynamic_integral)
-
-__all__ += ["STIResult", "integration_weights", "stochastic_thermodynamic_integration", "temperature_grid",
-            "thermodynamic_integral"]
-
-from core.evidence.parafac_rank import RankSelection, select_parafac_rank  # noqa: E402
-
-__all__ += ["RankSelection", "select_parafac_rank"]
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "chib": ['ChibResult', 'chib_log_marginal_likelihood', 'chib_poisson_nmf', 'log_mean_exp'],
+        "parafac_rank": ['RankSelection', 'select_parafac_rank'],
+        "sti_nmf": ['select_rank_sti'],
+        "sti": [
+            'STIResult',
+            'integration_weights',
+            'stochastic_thermodynamic_integration',
+            'temperature_grid',
+            'thermodynamic_integral',
+        ],
+    },
+)

@@ -1,15 +1,16 @@
-"""Factorization by EM / MAP: Poisson NMF (KL multiplicative updates) with optional priors; CORCONDIA."""
+"""Factorization by EM / MAP: Poisson NMF (KL multiplicative updates) with optional priors; CORCONDIA.
 
-from core.factorization.corcondia import CorcondiaResult, core_consistency, corcondia
-from core.factorization.em import EMResult, initialize_nmf, poisson_log_likelihood, poisson_nmf_em
+Names are imported from their submodules on first use, so importing the package is cheap.
+"""
 
-__all__ = ["EMResult", "initialize_nmf", "poisson_log_likelihood", "poisson_nmf_em",
-           "CorcondiaResult", "core_consistency", "corcondia"]
+import lazy_loader
 
-from core.factorization.pltf_em import PLTFEMResult, initialize_pltf, pltf_em  # noqa: E402
-
-__all__ += ["PLTFEMResult", "initialize_pltf", "pltf_em"]
-
-from core.factorization.map import MAPResult, initialize_nmf_gpp, limit_blas_threads, map_nmf_gpp  # noqa: E402
-
-__all__ += ["MAPResult", "initialize_nmf_gpp", "limit_blas_threads", "map_nmf_gpp"]
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "corcondia": ['CorcondiaResult', 'corcondia', 'core_consistency'],
+        "em": ['EMResult', 'initialize_nmf', 'poisson_log_likelihood', 'poisson_nmf_em'],
+        "map": ['MAPResult', 'initialize_nmf_gpp', 'limit_blas_threads', 'map_nmf_gpp'],
+        "pltf_em": ['PLTFEMResult', 'initialize_pltf', 'pltf_em'],
+    },
+)

@@ -1,20 +1,18 @@
-"""Models: log-likelihoods, priors and their gradients on data subsets."""
+"""Models: log-likelihoods, priors and their gradients on data subsets.
 
-from core.models.poisson_parafac import ParafacFactors, PoissonParafac, reconstruct
+Names are imported from their submodules on first use, so importing the package is cheap.
+"""
 
-__all__ = ["ParafacFactors", "PoissonParafac", "reconstruct"]
+import lazy_loader
 
-from core.models.pltf import Contraction, PLTFModel, SourceLayout, gamma_log_pdf, parse_spec, pltf_model  # noqa: E402
-
-__all__ += ["Contraction", "PLTFModel", "SourceLayout", "gamma_log_pdf", "parse_spec", "pltf_model"]
-
-from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta  # noqa: E402
-from core.models.poisson_nmf import NMFTheta, PoissonNMF  # noqa: E402
-from core.models.subsample import log_likelihood_estimate, subset_scale, tempered_gradient  # noqa: E402
-
-__all__ += ["GaussianAdditiveModel", "GaussianAdditiveTheta", "NMFTheta", "PoissonNMF", "log_likelihood_estimate",
-            "subset_scale", "tempered_gradient"]
-
-from core.models.nmf_gpp import NMFGPP, NMFGPPParams  # noqa: E402
-
-__all__ += ["NMFGPP", "NMFGPPParams"]
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "gaussian_additive": ['GaussianAdditiveModel', 'GaussianAdditiveTheta'],
+        "nmf_gpp": ['NMFGPP', 'NMFGPPParams'],
+        "pltf": ['Contraction', 'PLTFModel', 'SourceLayout', 'gamma_log_pdf', 'parse_spec', 'pltf_model'],
+        "poisson_nmf": ['NMFTheta', 'PoissonNMF'],
+        "poisson_parafac": ['ParafacFactors', 'PoissonParafac', 'reconstruct'],
+        "subsample": ['log_likelihood_estimate', 'subset_scale', 'tempered_gradient'],
+    },
+)

@@ -26,6 +26,15 @@ the estimator to use once ``X`` holds more than a few dozen counts, where the
 mean of ``p(S~ | Z, X)`` is carried by the one sample next to ``S~`` and eq. 23
 is off by tens to hundreds of nats.
 
+Variance control for "factors": ``point="mean"`` takes ``Z~`` as the posterior
+mean of the kept draws (a draw of the chain towers over the other terms of its
+own ordinate); an ordinate whose run leaves only its block's factor free is a
+product over the output indices of the block (those slices never share an
+observed entry, so they are independent) and is estimated as the product of
+the slices' means; ``blocks="columns"`` splits each factor into the slices of
+its rank index, the first factor's slices averaged over the permutations of
+the exchangeable components (Neal 1999; Berkhof, van Mechelen and Gelman 2003).
+
 Means are taken in log space with log-sum-exp, each divided by its own number
 of samples (eq. 28 writes this normaliser as ``log (K-1)MN``). ``Z_1 .. Z_K``
 are the model's free factors in spec order; fixed factors are constants. The

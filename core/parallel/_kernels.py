@@ -90,124 +90,81 @@ def block_loglik(Xb, WH):
     return total
 
 
+@numba.njit(cache=True)
+def _block_update(b, X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W, states_H, step, temperature,
+                  scale, rate_W, rate_H, preconditioned, alpha, sigma, n_s, evaluate):
+    """Update W's row group b and H's column group ``columns[b]`` from block (b, columns[b]).
+
+    Returns the block's log-likelihood term (0 when ``evaluate`` is 0).
+    """
+    rank = W.shape[1]
+    c = columns[b]
+    r0, r1 = row_edges[b], row_edges[b + 1]
+    c0, c1 = col_edges[c], col_edges[c + 1]
+    Xb = X[r0:r1, c0:c1]
+    Wb = np.ascontiguousarray(W[r0:r1])
+    Hb = np.ascontiguousarray(H[:, c0:c1])
+    WH = Wb @ Hb
+    total = 0.0
+    if evaluate == 1:
+        total = block_loglik(Xb, WH)
+    if temperature > 0:
+        ratio = np.empty_like(WH)
+        for i in range(WH.shape[0]):
+            for j in range(WH.shape[1]):
+                x = Xb[i, j]
+                ratio[i, j] = (x / WH[i, j] if x != 0 else 0.0) - 1.0
+        grad_W = ratio @ np.ascontiguousarray(Hb.T)
+        grad_H = np.ascontiguousarray(Wb.T) @ ratio
+    else:
+        grad_W = np.zeros_like(Wb)
+        grad_H = np.zeros_like(Hb)
+    likelihood_weight = temperature * scale
+    noise_scale = np.sqrt(2.0 * step)
+    for i in range(r1 - r0):
+        for r in range(rank):
+            g = -rate_W + likelihood_weight * grad_W[i, r]
+            z = normal(states_W, b)
+            if preconditioned:
+                mean = temperature * grad_W[i, r] / n_s
+                v = alpha * v_W[r0 + i, r] + (1.0 - alpha) * mean * mean
+                v_W[r0 + i, r] = v
+                G = 1.0 / (sigma + np.sqrt(v))
+                new = Wb[i, r] + step * G * g + noise_scale * np.sqrt(G) * z
+            else:
+                new = Wb[i, r] + step * g + noise_scale * z
+            W[r0 + i, r] = abs(new)
+    for r in range(rank):
+        for j in range(c1 - c0):
+            g = -rate_H + likelihood_weight * grad_H[r, j]
+            z = normal(states_H, c)
+            if preconditioned:
+                mean = temperature * grad_H[r, j] / n_s
+                v = alpha * v_H[r, c0 + j] + (1.0 - alpha) * mean * mean
+                v_H[r, c0 + j] = v
+                G = 1.0 / (sigma + np.sqrt(v))
+                new = Hb[r, j] + step * G * g + noise_scale * np.sqrt(G) * z
+            else:
+                new = Hb[r, j] + step * g + noise_scale * z
+            H[r, c0 + j] = abs(new)
+    if evaluate == 2:
+        WH = np.ascontiguousarray(W[r0:r1]) @ np.ascontiguousarray(H[:, c0:c1])
+        total = block_loglik(Xb, WH)
+    return total
+
+
 @numba.njit(cache=True, parallel=True)
 def nmf_part_kernel(X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W, states_H, step, temperature, scale,
-           rate_W, rate_H, preconditioned, alpha, sigma, n_s, evaluate, out):
-    num_blocks = row_edges.size - 1
-    rank = W.shape[1]
-    for b in numba.prange(num_blocks):
-        c = columns[b]
-        r0, r1 = row_edges[b], row_edges[b + 1]
-        c0, c1 = col_edges[c], col_edges[c + 1]
-        Xb = X[r0:r1, c0:c1]
-        Wb = np.ascontiguousarray(W[r0:r1])
-        Hb = np.ascontiguousarray(H[:, c0:c1])
-        WH = Wb @ Hb
-        total = 0.0
-        if evaluate == 1:
-            total = block_loglik(Xb, WH)
-        if temperature > 0:
-            ratio = np.empty_like(WH)
-            for i in range(WH.shape[0]):
-                for j in range(WH.shape[1]):
-                    x = Xb[i, j]
-                    ratio[i, j] = (x / WH[i, j] if x != 0 else 0.0) - 1.0
-            grad_W = ratio @ np.ascontiguousarray(Hb.T)
-            grad_H = np.ascontiguousarray(Wb.T) @ ratio
-        else:
-            grad_W = np.zeros_like(Wb)
-            grad_H = np.zeros_like(Hb)
-        likelihood_weight = temperature * scale
-        noise_scale = np.sqrt(2.0 * step)
-        for i in range(r1 - r0):
-            for r in range(rank):
-                g = -rate_W + likelihood_weight * grad_W[i, r]
-                z = normal(states_W, b)
-                if preconditioned:
-                    mean = temperature * grad_W[i, r] / n_s
-                    v = alpha * v_W[r0 + i, r] + (1.0 - alpha) * mean * mean
-                    v_W[r0 + i, r] = v
-                    G = 1.0 / (sigma + np.sqrt(v))
-                    new = Wb[i, r] + step * G * g + noise_scale * np.sqrt(G) * z
-                else:
-                    new = Wb[i, r] + step * g + noise_scale * z
-                W[r0 + i, r] = abs(new)
-        for r in range(rank):
-            for j in range(c1 - c0):
-                g = -rate_H + likelihood_weight * grad_H[r, j]
-                z = normal(states_H, c)
-                if preconditioned:
-                    mean = temperature * grad_H[r, j] / n_s
-                    v = alpha * v_H[r, c0 + j] + (1.0 - alpha) * mean * mean
-                    v_H[r, c0 + j] = v
-                    G = 1.0 / (sigma + np.sqrt(v))
-                    new = Hb[r, j] + step * G * g + noise_scale * np.sqrt(G) * z
-                else:
-                    new = Hb[r, j] + step * g + noise_scale * z
-                H[r, c0 + j] = abs(new)
-        if evaluate == 2:
-            WH = np.ascontiguousarray(W[r0:r1]) @ np.ascontiguousarray(H[:, c0:c1])
-            total = block_loglik(Xb, WH)
-        out[b] = total
+                    rate_W, rate_H, preconditioned, alpha, sigma, n_s, evaluate, out):
+    for b in numba.prange(row_edges.size - 1):
+        out[b] = _block_update(b, X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W, states_H, step,
+                               temperature, scale, rate_W, rate_H, preconditioned, alpha, sigma, n_s, evaluate)
 
 
-# the same body with range: on small parts a parallel region costs more than it saves
+# the same loop with range: on small parts a parallel region costs more than it saves
 @numba.njit(cache=True)
 def nmf_part_kernel_serial(X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W, states_H, step, temperature,
                            scale, rate_W, rate_H, preconditioned, alpha, sigma, n_s, evaluate, out):
-    num_blocks = row_edges.size - 1
-    rank = W.shape[1]
-    for b in range(num_blocks):
-        c = columns[b]
-        r0, r1 = row_edges[b], row_edges[b + 1]
-        c0, c1 = col_edges[c], col_edges[c + 1]
-        Xb = X[r0:r1, c0:c1]
-        Wb = np.ascontiguousarray(W[r0:r1])
-        Hb = np.ascontiguousarray(H[:, c0:c1])
-        WH = Wb @ Hb
-        total = 0.0
-        if evaluate == 1:
-            total = block_loglik(Xb, WH)
-        if temperature > 0:
-            ratio = np.empty_like(WH)
-            for i in range(WH.shape[0]):
-                for j in range(WH.shape[1]):
-                    x = Xb[i, j]
-                    ratio[i, j] = (x / WH[i, j] if x != 0 else 0.0) - 1.0
-            grad_W = ratio @ np.ascontiguousarray(Hb.T)
-            grad_H = np.ascontiguousarray(Wb.T) @ ratio
-        else:
-            grad_W = np.zeros_like(Wb)
-            grad_H = np.zeros_like(Hb)
-        likelihood_weight = temperature * scale
-        noise_scale = np.sqrt(2.0 * step)
-        for i in range(r1 - r0):
-            for r in range(rank):
-                g = -rate_W + likelihood_weight * grad_W[i, r]
-                z = normal(states_W, b)
-                if preconditioned:
-                    mean = temperature * grad_W[i, r] / n_s
-                    v = alpha * v_W[r0 + i, r] + (1.0 - alpha) * mean * mean
-                    v_W[r0 + i, r] = v
-                    G = 1.0 / (sigma + np.sqrt(v))
-                    new = Wb[i, r] + step * G * g + noise_scale * np.sqrt(G) * z
-                else:
-                    new = Wb[i, r] + step * g + noise_scale * z
-                W[r0 + i, r] = abs(new)
-        for r in range(rank):
-            for j in range(c1 - c0):
-                g = -rate_H + likelihood_weight * grad_H[r, j]
-                z = normal(states_H, c)
-                if preconditioned:
-                    mean = temperature * grad_H[r, j] / n_s
-                    v = alpha * v_H[r, c0 + j] + (1.0 - alpha) * mean * mean
-                    v_H[r, c0 + j] = v
-                    G = 1.0 / (sigma + np.sqrt(v))
-                    new = Hb[r, j] + step * G * g + noise_scale * np.sqrt(G) * z
-                else:
-                    new = Hb[r, j] + step * g + noise_scale * z
-                H[r, c0 + j] = abs(new)
-        if evaluate == 2:
-            WH = np.ascontiguousarray(W[r0:r1]) @ np.ascontiguousarray(H[:, c0:c1])
-            total = block_loglik(Xb, WH)
-        out[b] = total
+    for b in range(row_edges.size - 1):
+        out[b] = _block_update(b, X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W, states_H, step,
+                               temperature, scale, rate_W, rate_H, preconditioned, alpha, sigma, n_s, evaluate)

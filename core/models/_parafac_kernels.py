@@ -19,13 +19,15 @@ __all__ = ["block_terms", "sparse_serial", "sparse_parallel", "entries", "part_u
 
 
 @numba.njit(cache=True, nogil=True)
-def block_terms(A, B, C, coords, values, start, stop, ranges, gA, gB, gC, want_grad):
+def block_terms(A, B, C, coords, values, start, stop, ranges, gA, gB, gC, want_grad, local):
     """Log-likelihood of one sparse block: x log x̂ − lgamma(x + 1) over its non-zeros,
-    minus Σ_r (Σ_i a_ir)(Σ_j b_jr)(Σ_k c_kr) over its ranges; gradients likewise."""
+    minus Σ_r (Σ_i a_ir)(Σ_j b_jr)(Σ_k c_kr) over its ranges; gradients likewise, added to the
+    whole-factor arrays gA, gB, gC or, with ``local``, to block-local ones (rows offset by the ranges)."""
     R = A.shape[1]
     i0, i1 = ranges[0, 0], ranges[0, 1]
     j0, j1 = ranges[1, 0], ranges[1, 1]
     k0, k1 = ranges[2, 0], ranges[2, 1]
+    oi, oj, ok = (i0, j0, k0) if local else (0, 0, 0)
     sa = np.zeros(R)
     sb = np.zeros(R)
     sc = np.zeros(R)
@@ -58,22 +60,22 @@ def block_terms(A, B, C, coords, values, start, stop, ranges, gA, gB, gC, want_g
                 a = A[i, r]
                 b = B[j, r]
                 c = C[k, r]
-                gA[i, r] += w * b * c
-                gB[j, r] += w * a * c
-                gC[k, r] += w * a * b
+                gA[i - oi, r] += w * b * c
+                gB[j - oj, r] += w * a * c
+                gC[k - ok, r] += w * a * b
     if want_grad:
         bc = sb * sc
         ac = sa * sc
         ab = sa * sb
         for i in range(i0, i1):
             for r in range(R):
-                gA[i, r] -= bc[r]
+                gA[i - oi, r] -= bc[r]
         for j in range(j0, j1):
             for r in range(R):
-                gB[j, r] -= ac[r]
+                gB[j - oj, r] -= ac[r]
         for k in range(k0, k1):
             for r in range(R):
-                gC[k, r] -= ab[r]
+                gC[k - ok, r] -= ab[r]
     return total
 
 
@@ -83,7 +85,7 @@ def sparse_serial(A, B, C, coords, values, starts, stops, ranges, gA, gB, gC, wa
     out = np.empty(starts.shape[0])
     for blk in range(starts.shape[0]):
         out[blk] = block_terms(A, B, C, coords, values, starts[blk], stops[blk], ranges[blk],
-                               gA, gB, gC, want_grad)
+                               gA, gB, gC, want_grad, False)
     return out
 
 
@@ -95,7 +97,7 @@ def sparse_parallel(A, B, C, coords, values, starts, stops, ranges, gA, gB, gC, 
     out = np.empty(starts.shape[0])
     for blk in numba.prange(starts.shape[0]):
         out[blk] = block_terms(A, B, C, coords, values, starts[blk], stops[blk], ranges[blk],
-                               gA, gB, gC, want_grad)
+                               gA, gB, gC, want_grad, False)
     return out
 
 
@@ -129,58 +131,6 @@ def entries(A, B, C, ii, jj, kk, x, gA, gB, gC, want_grad):
 
 
 @numba.njit(cache=True, nogil=True)
-def _block_local_terms(A, B, C, coords, values, start, stop, ranges, gA, gB, gC, want_grad):
-    """:func:`block_terms` with gradients written to block-local buffers (rows offset by the ranges)."""
-    R = A.shape[1]
-    i0, i1 = ranges[0, 0], ranges[0, 1]
-    j0, j1 = ranges[1, 0], ranges[1, 1]
-    k0, k1 = ranges[2, 0], ranges[2, 1]
-    sa = np.zeros(R)
-    sb = np.zeros(R)
-    sc = np.zeros(R)
-    for i in range(i0, i1):
-        for r in range(R):
-            sa[r] += A[i, r]
-    for j in range(j0, j1):
-        for r in range(R):
-            sb[r] += B[j, r]
-    for k in range(k0, k1):
-        for r in range(R):
-            sc[r] += C[k, r]
-    total = 0.0
-    for r in range(R):
-        total -= sa[r] * sb[r] * sc[r]
-    for n in range(start, stop):
-        i = coords[n, 0]
-        j = coords[n, 1]
-        k = coords[n, 2]
-        x = values[n]
-        xhat = 0.0
-        for r in range(R):
-            xhat += A[i, r] * B[j, r] * C[k, r]
-        total += x * math.log(xhat)
-        if x != 1.0:
-            total -= math.lgamma(x + 1.0)
-        if want_grad:
-            w = x / xhat
-            for r in range(R):
-                gA[i - i0, r] += w * B[j, r] * C[k, r]
-                gB[j - j0, r] += w * A[i, r] * C[k, r]
-                gC[k - k0, r] += w * A[i, r] * B[j, r]
-    if want_grad:
-        for i in range(i1 - i0):
-            for r in range(R):
-                gA[i, r] -= sb[r] * sc[r]
-        for j in range(j1 - j0):
-            for r in range(R):
-                gB[j, r] -= sa[r] * sc[r]
-        for k in range(k1 - k0):
-            for r in range(R):
-                gC[k, r] -= sa[r] * sb[r]
-    return total
-
-
-@numba.njit(cache=True, nogil=True)
 def _langevin_rows(F, v, lo, grad, states, row, rate, weight, temperature, n_s, step, preconditioned, alpha, sigma):
     """(p)SGLD update of rows lo.. of one factor block, noise from stream ``row``, then mirroring."""
     noise_scale = math.sqrt(2.0 * step)
@@ -207,7 +157,7 @@ def _part_block(A, B, C, vA, vB, vC, coords, values, starts, stops, ranges, keys
     gA = np.zeros((rg[0, 1] - rg[0, 0], R))
     gB = np.zeros((rg[1, 1] - rg[1, 0], R))
     gC = np.zeros((rg[2, 1] - rg[2, 0], R))
-    total = _block_local_terms(A, B, C, coords, values, starts[blk], stops[blk], rg, gA, gB, gC, temperature > 0)
+    total = block_terms(A, B, C, coords, values, starts[blk], stops[blk], rg, gA, gB, gC, temperature > 0, True)
     weight = temperature * scale
     _langevin_rows(A, vA, rg[0, 0], gA, states_A, keys[blk, 0], rates[0], weight, temperature, n_s, step,
                    preconditioned, alpha, sigma)
@@ -216,7 +166,7 @@ def _part_block(A, B, C, vA, vB, vC, coords, values, starts, stops, ranges, keys
     _langevin_rows(C, vC, rg[2, 0], gC, states_C, keys[blk, 2], rates[2], weight, temperature, n_s, step,
                    preconditioned, alpha, sigma)
     if evaluate == 2:
-        total = _block_local_terms(A, B, C, coords, values, starts[blk], stops[blk], rg, gA, gB, gC, False)
+        total = block_terms(A, B, C, coords, values, starts[blk], stops[blk], rg, gA, gB, gC, False, True)
     return total
 
 

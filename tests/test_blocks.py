@@ -26,7 +26,29 @@ def test_block_kernel_matches_dense_reference(rng, sampler, evaluate, temperatur
         assert value == pytest.approx(expected, rel=1e-12)
     np.testing.assert_allclose(fast.W, dense.W, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(fast.H, dense.H, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fast.v_W, dense.v_W, rtol=1e-10)
+    np.testing.assert_allclose(fast.v_H, dense.v_H, rtol=1e-10)
     np.testing.assert_array_equal(fast.states_W, dense.states_W)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.6])
+def test_first_psgld_part_starts_the_average_at_the_squared_mean_gradient(rng, temperature):
+    _, _, X = PoissonNMF.sample(rng, (23, 19), 3)
+    schedule = BlockSchedule(X.shape, 4)
+    W, H = initial_factors(X, 3, rng)
+    state = init_state(W, H, seed=1, chain=2, num_blocks=4)
+    part = schedule.part_index(1)
+    blocks = schedule.part_blocks(part)
+    grad_W, grad_H = np.zeros_like(W), np.zeros_like(H)
+    for rows, cols in blocks:
+        ratio = X[rows, cols] / (W[rows] @ H[:, cols]) - 1.0
+        grad_W[rows] = ratio @ H[:, cols].T
+        grad_H[:, cols] = W[rows].T @ ratio
+    n_s = schedule.part_size(part)
+    part_update(X, state, schedule, part, log_factorial_blocks=block_log_factorials(X, schedule), step_size=1e-3,
+                temperature=temperature, rate_W=1.0, rate_H=0.5, sampler="psgld", evaluate="before_update")
+    np.testing.assert_allclose(state.v_W, (temperature * grad_W / n_s) ** 2, rtol=1e-10)
+    np.testing.assert_allclose(state.v_H, (temperature * grad_H / n_s) ** 2, rtol=1e-10)
 
 
 def test_float32_chain_stays_float32_finite_and_nonnegative(rng):

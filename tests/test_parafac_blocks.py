@@ -7,6 +7,7 @@ from core.parallel.noise import standard_normal
 from core.parallel.parafac_blocks import init_block_state, parafac_part_update, run_parafac_block_chain
 from core.parallel.tensor_blocks import build_block_index
 from core.random import stream
+from core.samplers.psgld import update_average
 from core.sparse_tensor import from_dense
 from corpora.tensors import simulate_dense
 
@@ -37,7 +38,7 @@ def _reference_update(model, state, part, *, eps, t, sampler, alpha, sigma):
             g = grad[mode][lo:hi]
             drift = -model.prior_rates[mode] + t * scale * g
             if sampler == "psgld":
-                v[mode][lo:hi] = alpha * v[mode][lo:hi] + (1 - alpha) * (t * g / n_s) ** 2
+                v[mode][lo:hi] = update_average(v[mode][lo:hi], t * g / n_s, alpha)
                 G = 1.0 / (sigma + np.sqrt(v[mode][lo:hi]))
                 theta[mode][lo:hi] = np.abs(theta[mode][lo:hi] + eps * G * drift + np.sqrt(2 * eps * G) * z)
             else:
@@ -64,6 +65,22 @@ def test_part_update_equals_the_reference_update(setup, sampler, parallel):
             np.testing.assert_allclose(got, want, rtol=1e-12)
     for got, want in zip(state.streams, expected[3]):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_first_psgld_part_starts_the_average_at_the_squared_mean_gradient(setup, parallel):
+    model, index, theta = setup
+    state = init_block_state(theta, seed=5, chain=(3, 1), num_blocks=3)
+    part = index.part(4)
+    _, grad = model.log_likelihood_and_grad(theta, part)
+    expected = _reference_update(model, state, part, eps=1e-3, t=0.7, sampler="psgld", alpha=0.99, sigma=1e-5)
+    parafac_part_update(index, state, 4, step_size=1e-3, temperature=0.7, prior_rates=model.prior_rates,
+                        sampler="psgld", parallel=parallel)
+    for got, want, g in zip(state.v, expected[2], grad):
+        np.testing.assert_allclose(got, (0.7 * g / part.num_entries) ** 2, rtol=1e-12)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    for got, want in zip(state.position, expected[1]):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
 
 
 def test_after_update_scores_the_new_position(setup):

@@ -14,8 +14,27 @@ def test_preconditioner_average_follows_eq9(rng):
     subset = np.arange(10)
     new, _ = kernel(rng, state, model, 1e-4, subset, 0.5)
     g_bar = 0.5 / 10 * model.grad_log_likelihood(state.position, subset).theta
-    np.testing.assert_allclose(new.v.theta, 0.1 * g_bar ** 2)
-    np.testing.assert_allclose(psgld.preconditioner(new.v, 1e-3).theta, 1 / (1e-3 + np.sqrt(0.1) * np.abs(g_bar)))
+    np.testing.assert_allclose(new.v.theta, g_bar ** 2)  # the first update starts the average at g_bar^2
+    np.testing.assert_allclose(psgld.preconditioner(new.v, 1e-3).theta, 1 / (1e-3 + np.abs(g_bar)))
+    newer, _ = kernel(rng, new, model, 1e-4, subset, 0.5)
+    g_bar_2 = 0.5 / 10 * model.grad_log_likelihood(new.position, subset).theta
+    np.testing.assert_allclose(newer.v.theta, 0.9 * g_bar ** 2 + 0.1 * g_bar_2 ** 2)
+
+
+def test_first_move_is_on_the_scale_of_step_size_times_n(rng):
+    # v_1 = g_bar^2 makes G |g_bar| <= 1: the drift moves each coordinate by at most
+    # eps (N + |prior gradient| / |g_bar|); starting the average at 0 would move ~10 eps N
+    _, x = GaussianAdditiveModel.sample(rng, 200, 2)
+    model = GaussianAdditiveModel(x, 2)
+    position = GaussianAdditiveTheta(np.array([30.0, -40.0]))
+    subset = np.arange(20)
+    step = 1e-3
+    new, _ = psgld.build_kernel(alpha=0.99, sigma=1e-5)(rng, psgld.init(position), model, step, subset, 1.0)
+    g_bar = np.abs(model.grad_log_likelihood(position, subset).theta) / 20
+    prior = np.abs(model.grad_log_prior(position).theta)
+    bound = step * (model.n_data + prior / g_bar) + 5.0 * np.sqrt(2.0 * step / g_bar)  # drift + 5 noise sd
+    assert np.all(step * model.n_data > 3.0 * np.sqrt(2.0 * step / g_bar))  # the drift dominates the noise
+    assert np.all(np.abs(new.position.theta - position.theta) <= bound)
 
 
 def test_zero_temperature_samples_the_prior(rng):

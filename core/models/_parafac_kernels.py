@@ -140,7 +140,8 @@ def _langevin_rows(F, v, lo, grad, states, row, rate, weight, temperature, n_s, 
             z = normal(states, row)
             if preconditioned:
                 mean = temperature * grad[i, r] / n_s
-                vv = alpha * v[lo + i, r] + (1.0 - alpha) * mean * mean
+                vv = v[lo + i, r]
+                vv = mean * mean if vv < 0.0 else alpha * vv + (1.0 - alpha) * mean * mean
                 v[lo + i, r] = vv
                 G = 1.0 / (sigma + math.sqrt(vv))
                 new = F[lo + i, r] + step * G * g + noise_scale * math.sqrt(G) * z

@@ -127,7 +127,8 @@ def _block_update(b, X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W,
             z = normal(states_W, b)
             if preconditioned:
                 mean = temperature * grad_W[i, r] / n_s
-                v = alpha * v_W[r0 + i, r] + (1.0 - alpha) * mean * mean
+                v = v_W[r0 + i, r]
+                v = mean * mean if v < 0.0 else alpha * v + (1.0 - alpha) * mean * mean
                 v_W[r0 + i, r] = v
                 G = 1.0 / (sigma + np.sqrt(v))
                 new = Wb[i, r] + step * G * g + noise_scale * np.sqrt(G) * z
@@ -140,7 +141,8 @@ def _block_update(b, X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W,
             z = normal(states_H, c)
             if preconditioned:
                 mean = temperature * grad_H[r, j] / n_s
-                v = alpha * v_H[r, c0 + j] + (1.0 - alpha) * mean * mean
+                v = v_H[r, c0 + j]
+                v = mean * mean if v < 0.0 else alpha * v + (1.0 - alpha) * mean * mean
                 v_H[r, c0 + j] = v
                 G = 1.0 / (sigma + np.sqrt(v))
                 new = Hb[r, j] + step * G * g + noise_scale * np.sqrt(G) * z

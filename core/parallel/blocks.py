@@ -31,6 +31,7 @@ from scipy.special import gammaln
 from core.errors import ParameterError
 from core.parallel.noise import fill_normal, seed_states
 from core.parallel.schedule import BlockSchedule
+from core.samplers.psgld import UNSET, update_average
 from core.samplers.step_size import step_sizes
 
 __all__ = ["BlockChainResult", "NMFBlockState", "init_state", "part_update", "dense_part_update",
@@ -98,8 +99,8 @@ def initial_factors(X, rank, rng, dtype=None):
 
 def init_state(W, H, *, seed, chain, num_blocks):
     """A block state at (W, H) with the streams of ``chain`` (copies W and H)."""
-    return NMFBlockState(np.array(W, copy=True, order="C"), np.array(H, copy=True, order="C"), np.zeros_like(W),
-                         np.zeros_like(H), seed_states(seed, chain, range(num_blocks)),
+    return NMFBlockState(np.array(W, copy=True, order="C"), np.array(H, copy=True, order="C"),
+                         np.full_like(W, UNSET), np.full_like(H, UNSET), seed_states(seed, chain, range(num_blocks)),
                          seed_states(seed, chain, range(num_blocks, 2 * num_blocks)))
 
 
@@ -178,11 +179,9 @@ def dense_part_update(X, state, schedule, part, *, step_size, temperature, rate_
     v_W, v_H = state.v_W.copy(), state.v_H.copy()
     preconditioner = None
     if sampler == "psgld":
-        if mean is not None:
-            v_W = alpha * v_W + (1 - alpha) * mean.W ** 2
-            v_H = alpha * v_H + (1 - alpha) * mean.H ** 2
-        else:
-            v_W, v_H = alpha * v_W, alpha * v_H
+        mean_W, mean_H = (0.0, 0.0) if mean is None else mean
+        v_W = update_average(v_W, mean_W, alpha).astype(v_W.dtype, copy=False)
+        v_H = update_average(v_H, mean_H, alpha).astype(v_H.dtype, copy=False)
         preconditioner = NMFTheta(1.0 / (sigma + np.sqrt(v_W)), 1.0 / (sigma + np.sqrt(v_H)))
     new = langevin_step(None, theta, gradient, step_size, preconditioner=preconditioner, nonnegative=(True, True),
                         noise=NMFTheta(noise_W, noise_H))

@@ -24,6 +24,7 @@ from core.errors import ParameterError
 from core.parallel.blocks import BlockChainResult, NMFBlockState, block_log_factorials, single_threaded_blas
 from core.parallel.noise import seed_states
 from core.parallel.schedule import BlockSchedule
+from core.samplers.psgld import UNSET
 from core.samplers.step_size import step_sizes
 
 __all__ = ["run_distributed_block_chain"]
@@ -68,9 +69,9 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
     row_edges = np.ascontiguousarray(schedule.edges[0][groups[0]:groups[-1] + 2] - schedule.edges[0][groups[0]])
     col_edges = schedule.edges[1]
     W_local = np.array(W[rows], copy=True, order="C")
-    v_W = np.zeros_like(W_local)
+    v_W = np.full_like(W_local, UNSET)
     H_work = np.array(H, copy=True, order="C")  # only the held column groups are current
-    v_H = np.zeros_like(H_work)
+    v_H = np.full_like(H_work, UNSET)
     states_W = seed_states(seed, chain, range(num_blocks))[groups]
     states_H = seed_states(seed, chain, range(num_blocks, 2 * num_blocks))
     log_factorial = block_log_factorials(X, schedule)

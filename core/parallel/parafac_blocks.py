@@ -22,13 +22,14 @@ import numpy as np
 
 from core.errors import ParameterError
 from core.random import stream
+from core.samplers.psgld import UNSET
 from core.samplers.step_size import step_sizes
 
 __all__ = ["ParafacBlockState", "init_block_state", "parafac_part_update", "run_parafac_block_chain"]
 
 
 class ParafacBlockState(NamedTuple):
-    """Position, pSGLD's v (zeros for SGLD) and one noise stream per factor block.
+    """Position, pSGLD's v (unused by SGLD) and one noise stream per factor block.
 
     Attributes
     ----------
@@ -44,7 +45,7 @@ class ParafacBlockState(NamedTuple):
 
 
 def init_block_state(theta, *, seed, chain, num_blocks):
-    """State at ``theta`` (copied) with v = 0 and the factor blocks' noise streams.
+    """State at ``theta`` (copied) with v unset (:data:`core.samplers.psgld.UNSET`) and the noise streams.
 
     ``chain`` is a tuple of integers identifying the chain, e.g. (rank, temperature index).
     """
@@ -59,7 +60,7 @@ def init_block_state(theta, *, seed, chain, num_blocks):
             states[b, 0] = stream(seed, *chain, 1 + mode * num_blocks + b).integers(0, 2 ** 63, dtype=np.int64)
         streams.append(states)
     position = ParafacFactors(*(np.array(f, dtype=np.float64, order="C", copy=True) for f in theta))
-    return ParafacBlockState(position, ParafacFactors(*(np.zeros_like(f) for f in position)), tuple(streams))
+    return ParafacBlockState(position, ParafacFactors(*(np.full_like(f, UNSET) for f in position)), tuple(streams))
 
 
 def parafac_part_update(index, state, part, *, step_size, temperature, prior_rates, sampler="psgld",

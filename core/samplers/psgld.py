@@ -12,6 +12,17 @@ eq. 8-9; the order -- update v with the current gradient, then step -- is
 that of Li et al. 2016, Alg. 1). The Gamma(theta) drift correction is
 omitted, as in the paper. At t = 0, g_bar = 0 and G tends to 1/sigma.
 
+Start of the average (the paper is silent; our choice): the first update
+sets v_1 = g_bar_1 * g_bar_1, later ones use the running average above.
+Li et al. (2016) start at v_0 = 0, so v_1 = (1 - alpha) g_bar_1^2 and, with
+alpha = 0.99, G is about 10 / |g_bar|: the first steps are ~10x too large
+and throw chains far off the factors' scale. An entry of v that has seen no
+gradient yet holds ``UNSET`` (-1, a value a mean of squares never takes);
+:func:`init` fills v with it, and every pSGLD implementation (this kernel,
+the NMF block kernels of :mod:`core.parallel`, the PARAFAC block kernels)
+applies the same rule entry by entry, so block and distributed paths stay
+equal to this one. At t = 0 the first update sets v = 0.
+
 References
 ----------
 Li, Chen, Carlson & Carin (2016); PARAFAC'18 eq. 8-9.
@@ -24,7 +35,10 @@ import numpy as np
 from core.models.subsample import tempered_gradient
 from core.samplers.langevin import langevin_step
 
-__all__ = ["PSGLDState", "PSGLDInfo", "init", "build_kernel", "preconditioner"]
+__all__ = ["PSGLDState", "PSGLDInfo", "UNSET", "init", "build_kernel", "preconditioner", "update_average"]
+
+UNSET = -1.0
+"""Value of an entry of ``v`` that has seen no gradient yet."""
 
 
 class PSGLDState(NamedTuple):
@@ -42,13 +56,19 @@ class PSGLDInfo(NamedTuple):
 
 
 def init(position):
-    """Initial state: ``v`` = 0."""
-    return PSGLDState(position, type(position)(*(np.zeros_like(x) for x in position)))
+    """Initial state: every entry of ``v`` is ``UNSET``."""
+    return PSGLDState(position, type(position)(*(np.full_like(x, UNSET) for x in position)))
+
+
+def update_average(v, g_bar, alpha):
+    """One update of an array of v: g_bar^2 where v is ``UNSET``, else alpha v + (1 - alpha) g_bar^2."""
+    square = g_bar * g_bar
+    return np.where(v < 0, square, alpha * v + (1.0 - alpha) * square)
 
 
 def preconditioner(v, sigma):
-    """G = 1 / (sigma + sqrt(v)), leaf by leaf (PARAFAC'18 eq. 9)."""
-    return type(v)(*(1.0 / (sigma + np.sqrt(leaf)) for leaf in v))
+    """G = 1 / (sigma + sqrt(v)), leaf by leaf (PARAFAC'18 eq. 9); ``UNSET`` entries count as v = 0."""
+    return type(v)(*(1.0 / (sigma + np.sqrt(np.maximum(leaf, 0.0))) for leaf in v))
 
 
 def build_kernel(*, alpha=0.99, sigma=1e-5, nonnegative=None):
@@ -74,9 +94,8 @@ def build_kernel(*, alpha=0.99, sigma=1e-5, nonnegative=None):
         flags = nonnegative if nonnegative is not None else getattr(model, "nonnegative", None)
         gradient, mean = tempered_gradient(model, state.position, subset, temperature)
         if mean is None:
-            v = type(state.v)(*(alpha * leaf for leaf in state.v))
-        else:
-            v = type(state.v)(*(alpha * leaf + (1.0 - alpha) * g * g for leaf, g in zip(state.v, mean)))
+            mean = type(state.v)(*(np.zeros_like(leaf) for leaf in state.v))
+        v = type(state.v)(*(update_average(leaf, g, alpha) for leaf, g in zip(state.v, mean)))
         G = preconditioner(v, sigma)
         position = langevin_step(rng, state.position, gradient, step_size, preconditioner=G, nonnegative=flags)
         finite = all(bool(np.all(np.isfinite(leaf))) for leaf in position)

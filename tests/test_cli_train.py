@@ -278,3 +278,34 @@ def test_default_dictionary_is_what_the_documented_command_builds(noizeus_root, 
     assert (rebuilt.files, rebuilt.iterations, rebuilt.seed) == (shipped.files, shipped.iterations, shipped.seed)
     # BLAS may sum in another order on another machine: equal up to rounding growth over 200 iterations.
     np.testing.assert_allclose(rebuilt.W, shipped.W, rtol=1e-6, atol=1e-9 * shipped.W.max())
+
+
+def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeypatch):
+    import core.evidence.sti_nmf
+    from sepsti.dictionary import load_dictionary
+
+    calls = []
+    real = core.evidence.sti_nmf.select_rank_sti
+
+    def short_run(X, ranks, **options):
+        # the real estimator on short chains: the paper's 1250 iterations take minutes
+        selection = real(X, ranks, **{**options, "num_steps": 40, "num_keep": 20, "num_blocks": 2})
+        calls.append((list(ranks), options["seed"], selection.selected_rank))
+        return selection
+
+    monkeypatch.setattr(core.evidence.sti_nmf, "select_rank_sti", short_run)
+    output = tmp_path / "auto.npz"
+    result = run(["train", "--corpus", tiny_corpus, "--rank", "auto", "--ranks", "4,2", "-o", output,
+                  "--iterations", 5, "--seed", 3])
+    assert result.exit_code == 0, result.stderr
+    assert len(calls) == 1 and calls[0][:2] == ([2, 4], 3)
+    assert load_dictionary(output).rank == calls[0][2]
+    assert f"selected rank {calls[0][2]} by STI" in result.stderr
+
+
+@pytest.mark.parametrize("rank", ["0", "many"])
+def test_bad_rank(tiny_corpus, tmp_path, rank):
+    result = run(["train", "--corpus", tiny_corpus, "--rank", rank, "-o", tmp_path / "d.npz"])
+    assert result.exit_code == 2
+    assert "expected a positive integer or 'auto'" in result.stderr
+    assert not (tmp_path / "d.npz").exists()

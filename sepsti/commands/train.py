@@ -5,6 +5,10 @@ The training matrix is the concatenation of the STFT magnitudes
 NOIZEUS sp01–sp20) of every clean file of the train split; files at another
 rate are resampled to 8 kHz first. The output is checked before training and
 written atomically.
+
+``--rank auto`` first picks the rank by marginal likelihood: Stochastic
+Thermodynamic Integration over ``--ranks`` with the ICASSP'16 speech settings
+(:func:`core.evidence.sti_nmf.select_rank_sti`, as ``sepsti select-rank``).
 """
 
 from pathlib import Path
@@ -14,10 +18,40 @@ import click
 __all__ = ["train"]
 
 
+class _Rank(click.ParamType):
+    """A positive integer, or ``auto``."""
+
+    name = "R|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or str(value).lower() == "auto":
+            return value if isinstance(value, int) else "auto"
+        try:
+            rank = int(value)
+        except ValueError:
+            self.fail(f"{value!r}: expected a positive integer or 'auto'", param, ctx)
+        if rank < 1:
+            self.fail(f"{value!r}: expected a positive integer or 'auto'", param, ctx)
+        return rank
+
+
+def _ranks(text):
+    try:
+        ranks = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected comma-separated integers such as 32,64,128") from None
+    if not ranks or ranks[0] < 1:
+        raise click.BadParameter(f"{text!r}: expected positive integers")
+    return ranks
+
+
 @click.command("train")
 @click.option("--corpus", required=True, type=click.Path(path_type=Path),
               help="NOIZEUS-style corpus folder; its clean train split (sp01-sp20) is used.")
-@click.option("--rank", required=True, type=click.IntRange(min=1), help="Number of dictionary atoms.")
+@click.option("--rank", required=True, type=_Rank(),
+              help="Number of dictionary atoms, or 'auto' to select it by STI over --ranks.")
+@click.option("--ranks", "candidate_ranks", default="32,64,128,256,512", show_default=True,
+              callback=lambda ctx, param, value: _ranks(value), help="Candidate ranks of --rank auto.")
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="Dictionary file (.npz).")
 @click.option("--iterations", type=click.IntRange(min=1), default=200, show_default=True,
               help="Cap on EM iterations.")
@@ -27,7 +61,7 @@ __all__ = ["train"]
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
-def train(corpus, rank, output, iterations, tol, seed, overwrite):
+def train(corpus, rank, candidate_ranks, output, iterations, tol, seed, overwrite):
     """Train a speech dictionary of RANK atoms on the clean train split of a corpus."""
     import warnings
 
@@ -48,6 +82,8 @@ def train(corpus, rank, output, iterations, tol, seed, overwrite):
         signals.append(validate_frames(y, features.SAMPLE_RATE, name=f"{corpus}: {utterance}"))
         ids.append(utterance)
     X = features.training_matrix(signals)
+    if rank == "auto":
+        rank = _select_rank(X, candidate_ranks, seed)
 
     from sepsti.denoise import train_dictionary
 
@@ -72,6 +108,17 @@ def train(corpus, rank, output, iterations, tol, seed, overwrite):
     log_likelihood = float(result.log_likelihood[-1])
     click.echo(f"trained a rank-{rank} dictionary on {len(ids)} files ({X.shape[0]} x {X.shape[1]}), "
                f"{result.n_iter} EM iterations, log-likelihood {log_likelihood:.6g}: wrote {output}")
+
+
+def _select_rank(X, ranks, seed):
+    """The rank of largest STI log marginal likelihood, reported on stderr."""
+    from core.evidence.sti_nmf import select_rank_sti
+
+    selection = select_rank_sti(X, ranks, seed=seed, progress=True)
+    for candidate, result in zip(selection.ranks, selection.results):
+        click.echo(f"rank {candidate:>4}: log p(X | R) = {result.log_evidence:.6g} ± {result.stderr:.2g}", err=True)
+    click.echo(f"selected rank {selection.selected_rank} by STI", err=True)
+    return int(selection.selected_rank)
 
 
 def _prior_rate(train_dictionary):

@@ -21,6 +21,11 @@ adapted diagonal mass matrix. On this posterior (Laplace condition number
 where A whitens the ``--rank`` stiffest directions of the Laplace precision
 at the MAP (finite-difference Hessian); the diagonal mass matrix is then
 adapted on u (an experiment: in short runs it did not enlarge the step).
+``--metric dense`` runs NUTS on theta with a dense mass matrix, M^-1 = the
+Laplace covariance at the MAP (inverse finite-difference Hessian), kept
+fixed while dual averaging sets the step; ``--metric dense-adapted`` starts
+there and re-estimates M^-1 in Stan's windows (regularised Welford
+covariance; it needs windows of well over dim = 1350 draws to help).
 
 The analyte component is the MAP component best correlated with the true
 spectrum; posterior correlations use the same component in every draw.
@@ -66,11 +71,17 @@ def run_one(data, beta, *, num_warmup, num_draws, metric, rank, max_tree_depth, 
     else:
         target_fn, to_theta = model.logdensity_and_grad, (lambda u: u)
         position = estimate.theta
+    adaptation = {}
+    if metric.startswith("dense"):
+        covariance = np.linalg.inv(numerical_precision(model.logdensity_and_grad, estimate.theta))
+        adaptation = {"metric": "dense", "inverse_mass_matrix": 0.5 * (covariance + covariance.T),
+                      "adapt_mass_matrix": metric == "dense-adapted"}
     kernel = nuts.build_kernel(target_fn, max_tree_depth=max_tree_depth)
     rng = stream(seed, 11, data.experiment, int(beta))
     start = time.perf_counter()
     warm = window_adaptation(kernel, hmc.init(position, target_fn), rng, target_fn, num_steps=num_warmup,
-                             target=target, progress=progress, desc=f"warm-up exp {data.experiment} beta {beta}")
+                             target=target, progress=progress, desc=f"warm-up exp {data.experiment} beta {beta}",
+                             **adaptation)
     warm_seconds = time.perf_counter() - start
     start = time.perf_counter()
     chain = run_chain(lambda r, s, i: kernel(r, s, warm.step_size, warm.inverse_mass_matrix), warm.state, rng,
@@ -137,7 +148,7 @@ def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=None, help="warm-up iterations (default 1500; quick 100)")
     parser.add_argument("--draws", type=int, default=None, help="kept draws (default 1500; quick 100)")
-    parser.add_argument("--metric", choices=["diagonal", "laplace"], default="diagonal")
+    parser.add_argument("--metric", choices=["diagonal", "laplace", "dense", "dense-adapted"], default="diagonal")
     parser.add_argument("--rank", type=int, default=300, help="whitened directions for --metric laplace")
     parser.add_argument("--max-tree-depth", type=int, default=None, help="default 10; quick 7")
     parser.add_argument("--target", type=float, default=0.8, help="target acceptance statistic delta")

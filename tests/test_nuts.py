@@ -151,3 +151,73 @@ def test_low_rank_preconditioner_whitens_a_gaussian(rng):
     np.testing.assert_allclose(grad_u, -u, rtol=1e-6, atol=1e-8)  # u is standard normal
     assert logp_u == pytest.approx(-0.5 * u @ u, rel=1e-6)
     assert to_position(u).shape == (2,) and to_position(np.zeros((5, 2))).shape == (5, 2)
+
+
+def dense_gaussian(covariance):
+    precision = np.linalg.inv(covariance)
+
+    def logdensity_and_grad(x):
+        px = precision @ x
+        return -0.5 * float(x @ px), -px
+
+    return logdensity_and_grad
+
+
+def sample_dense(target_fn, position, seed, *, num_warmup, num_draws, num_chains=2):
+    kernel = nuts.build_kernel(target_fn)
+    chains, steps = [], []
+    for chain in range(num_chains):
+        rng = stream(seed, chain)
+        warm = window_adaptation(kernel, hmc.init(position, target_fn), rng, target_fn, num_steps=num_warmup,
+                                 metric="dense")
+        assert warm.inverse_mass_matrix.shape == (position.size, position.size)
+        result = run_chain(lambda r, s, i, warm=warm: kernel(r, s, warm.step_size, warm.inverse_mass_matrix),
+                           warm.state, rng, num_steps=num_draws)
+        chains.append(result.samples)
+        steps.append(warm.step_size)
+    return np.stack(chains), np.array(steps)
+
+
+def test_welford_covariance_is_the_regularised_sample_covariance(rng):
+    from core.samplers.mass_matrix import welford_covariance
+
+    init, update, final = welford_covariance()
+    draws = rng.standard_normal((40, 3)) @ np.array([[1.0, 0.5, 0.0], [0.0, 2.0, 0.3], [0.0, 0.0, 0.1]])
+    state = init(3)
+    for x in draws:
+        state = update(state, x)
+    expected = (40 / 45) * np.cov(draws, rowvar=False) + 1e-3 * (5 / 45) * np.eye(3)
+    np.testing.assert_allclose(final(state), expected, rtol=1e-12, atol=1e-14)
+
+
+def test_dense_momentum_has_covariance_m_and_matching_kinetic_energy():
+    from core.samplers.integrators import kinetic_energy
+
+    inverse_mass = np.array([[2.0, 0.9, 0.1], [0.9, 1.0, -0.3], [0.1, -0.3, 0.5]])
+    factor = np.linalg.cholesky(inverse_mass)
+    momentum = hmc.sample_momentum(stream(3, 0), inverse_mass)
+    z = stream(3, 0).standard_normal(3)
+    np.testing.assert_allclose(factor.T @ momentum, z, rtol=1e-12)  # p = L^-T z, so Cov p = (L L^T)^-1 = M
+    assert kinetic_energy(momentum, inverse_mass) == pytest.approx(0.5 * z @ z, rel=1e-12)
+    with pytest.raises(ValueError):
+        hmc.sample_momentum(stream(3, 0), -inverse_mass)
+
+
+def test_nuts_dense_metric_on_strongly_correlated_2d_gaussian():
+    fn, variances = gaussian([1.0, 3.0], correlation=0.99)
+    draws, _ = sample_dense(fn, np.array([2.0, -2.0]), 23, num_warmup=500, num_draws=1000)
+    assert_moments(draws, 0.0, variances)
+
+
+
+def test_nuts_dense_metric_on_50d_gaussian_with_random_dense_covariance():
+    rng = stream(24, 99)
+    rotation, _ = np.linalg.qr(rng.standard_normal((50, 50)))
+    covariance = (rotation * np.logspace(-2, 1, 50)) @ rotation.T   # eigenvalues 0.01..10, dense
+    fn = dense_gaussian(covariance)
+    draws, steps = sample_dense(fn, np.ones(50), 24, num_warmup=500, num_draws=500)
+    assert_moments(draws, 0.0, np.diag(covariance))
+    kernel = nuts.build_kernel(fn)
+    diagonal = window_adaptation(kernel, hmc.init(np.ones(50), fn), stream(24, 0), fn, num_steps=500)
+    # Whitened, the target is isotropic: the step is set by the dimension, not by the 1000:1 eigenvalue spread.
+    assert steps.min() > 3 * diagonal.step_size

@@ -28,6 +28,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
             'numerical_precision',
             'reparametrize',
             'warmup_schedule',
+            'welford_covariance',
             'welford_variance',
         ],
         "nuts": ['NUTSInfo'],

@@ -1,8 +1,10 @@
-"""Hamiltonian Monte Carlo with a leapfrog integrator and a diagonal mass matrix.
+"""Hamiltonian Monte Carlo with a leapfrog integrator and a diagonal or dense mass matrix.
 
 Conventions: the position is a flat float array of shape ``(dim,)``; the
 target is ``logdensity_and_grad_fn(position) -> (logdensity, gradient)``; the
-mass matrix is diagonal, passed as its inverse (shape ``(dim,)``, default ones).
+mass matrix is passed as its inverse: shape ``(dim,)`` for a diagonal metric
+(default ones), ``(dim, dim)`` for a dense one (symmetric positive definite,
+not modified in place once passed to a kernel: its Cholesky factor is cached).
 
 References
 ----------
@@ -14,6 +16,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from core.errors import ParameterError
 from core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
@@ -63,8 +66,28 @@ def init(position, logdensity_and_grad_fn):
     return HMCState(position, float(logdensity), np.asarray(grad, dtype=float))
 
 
+_CHOLESKY_CACHE = {"matrix": None, "factor": None}
+
+
+def _cholesky(inverse_mass_matrix):
+    """Lower Cholesky factor L of M⁻¹ = L Lᵀ, cached for the last matrix seen (kernels reuse one per phase)."""
+    if _CHOLESKY_CACHE["matrix"] is not inverse_mass_matrix:
+        try:
+            factor = np.linalg.cholesky(inverse_mass_matrix)
+        except np.linalg.LinAlgError as error:
+            raise ParameterError("a dense inverse mass matrix must be symmetric positive definite") from error
+        _CHOLESKY_CACHE.update(matrix=inverse_mass_matrix, factor=factor)
+    return _CHOLESKY_CACHE["factor"]
+
+
 def sample_momentum(rng, inverse_mass_matrix):
-    """Draw p ~ N(0, M) for the diagonal mass M = 1 / inverse_mass_matrix."""
+    """Draw p ~ N(0, M) for M = (inverse_mass_matrix)⁻¹, diagonal (shape (dim,)) or dense (shape (dim, dim)).
+
+    Dense: with M⁻¹ = L Lᵀ, p = L⁻ᵀ z has covariance (L Lᵀ)⁻¹ = M.
+    """
+    if inverse_mass_matrix.ndim == 2:
+        z = rng.standard_normal(inverse_mass_matrix.shape[0])
+        return solve_triangular(_cholesky(inverse_mass_matrix), z, lower=True, trans="T")
     return rng.standard_normal(inverse_mass_matrix.shape) / np.sqrt(inverse_mass_matrix)
 
 
@@ -131,7 +154,7 @@ def find_reasonable_step_size(rng, state, logdensity_and_grad_fn, inverse_mass_m
     rng : numpy.random.Generator
     state : HMCState
     logdensity_and_grad_fn : callable
-    inverse_mass_matrix : ndarray, shape (dim,), optional
+    inverse_mass_matrix : ndarray, shape (dim,) or (dim, dim), optional
     initial_step_size : float
     target : float
     max_doublings : int

@@ -1,8 +1,9 @@
-"""Diagonal mass-matrix estimation in warm-up windows.
+"""Diagonal and dense mass-matrix estimation in warm-up windows.
 
-The inverse mass matrix is the diagonal of the posterior covariance,
-estimated by Welford's running variance over the draws of one window and
-shrunk towards 1e-3 (Stan's regularisation). Windows follow Stan's schedule:
+The inverse mass matrix is the diagonal of the posterior covariance (or the
+whole covariance, for a dense metric), estimated by Welford's running
+(co)variance over the draws of one window and shrunk towards 1e-3 · I
+(Stan's regularisation). Windows follow Stan's schedule:
 a fast initial buffer (step size only), slow windows that double in length,
 and a fast final buffer. Positions are flat arrays of shape ``(dim,)``.
 """
@@ -13,8 +14,8 @@ import numpy as np
 
 from core.errors import ParameterError
 
-__all__ = ["WelfordState", "welford_variance", "warmup_schedule", "LowRankTransform", "numerical_precision",
-           "low_rank_preconditioner", "reparametrize"]
+__all__ = ["WelfordState", "welford_variance", "welford_covariance", "warmup_schedule", "LowRankTransform",
+           "numerical_precision", "low_rank_preconditioner", "reparametrize"]
 
 
 class WelfordState(NamedTuple):
@@ -61,6 +62,48 @@ def welford_variance(*, regularize=True):
             n = state.count
             variance = (n / (n + 5.0)) * variance + 1e-3 * (5.0 / (n + 5.0))
         return variance
+
+    return init, update, final
+
+
+def welford_covariance(*, regularize=True):
+    """Return ``(init, update, final)`` for a running dense covariance (a dense metric).
+
+    Parameters
+    ----------
+    regularize : bool
+        Shrink as ``n/(n+5) Σ + 1e-3 · 5/(n+5) I`` (Stan's dense regularisation).
+
+    Returns
+    -------
+    init : callable
+        ``init(dim) -> WelfordState`` (``m2`` of shape (dim, dim)).
+    update : callable
+        ``update(state, position) -> WelfordState``.
+    final : callable
+        ``final(state) -> ndarray, shape (dim, dim)``, the inverse mass matrix (symmetric).
+    """
+
+    def init(dim):
+        return WelfordState(0, np.zeros(dim), np.zeros((dim, dim)))
+
+    def update(state, position):
+        count = state.count + 1
+        delta = position - state.mean
+        mean = state.mean + delta / count
+        return WelfordState(count, mean, state.m2 + np.outer(position - mean, delta))
+
+    def final(state):
+        dim = state.mean.shape[0]
+        if state.count < 2:
+            return np.eye(dim)
+        covariance = state.m2 / (state.count - 1)
+        covariance = 0.5 * (covariance + covariance.T)
+        if regularize:
+            n = state.count
+            covariance = (n / (n + 5.0)) * covariance
+            covariance[np.diag_indices(dim)] += 1e-3 * (5.0 / (n + 5.0))
+        return covariance
 
     return init, update, final
 

@@ -2,7 +2,8 @@
 
 Conventions: the position is a flat float array of shape ``(dim,)``; the
 target is ``logdensity_and_grad_fn(position) -> (logdensity, gradient)``; the
-mass matrix is diagonal, passed as its inverse (shape ``(dim,)``). NUTS reuses
+mass matrix is passed as its inverse: shape ``(dim,)`` (diagonal) or
+``(dim, dim)`` (dense). NUTS reuses
 HMC's state (:class:`core.samplers.hmc.HMCState`) and ``init``.
 
 The trajectory doubles, in a random direction each time, until the
@@ -27,7 +28,7 @@ import numpy as np
 
 from core.errors import ParameterError
 from core.samplers.hmc import HMCState, init, sample_momentum
-from core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
+from core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog, velocity
 
 __all__ = ["NUTSInfo", "init", "build_kernel"]
 
@@ -109,7 +110,8 @@ def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_thresh
         acceptance_sum = 0.0
         for n in range(2 ** depth):
             point = leapfrog(point, signed_step, logdensity_and_grad_fn, inverse_mass_matrix)
-            delta = -point.logdensity + kinetic_energy(point.momentum, inverse_mass_matrix) - energy0
+            point_velocity = velocity(point.momentum, inverse_mass_matrix)  # once per leaf: a dense M⁻¹p costs dim²
+            delta = -point.logdensity + 0.5 * float(np.dot(point.momentum, point_velocity)) - energy0
             if not delta <= divergence_threshold:  # also catches NaN
                 return _Subtree(point, proposal, log_weight, momentum_sum, acceptance_sum, n + 1, True, False)
             acceptance_sum += 1.0 if delta <= 0 else math.exp(-delta)
@@ -117,18 +119,17 @@ def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_thresh
             if proposal is None or math.log(rng.random()) < -delta - new_log_weight:
                 proposal = point
             log_weight = new_log_weight
-            velocity = inverse_mass_matrix * point.momentum
             if depth > 0:
                 index_max = bin(n >> 1).count("1")
                 if n % 2 == 0:
-                    checkpoint_velocity[index_max] = velocity
+                    checkpoint_velocity[index_max] = point_velocity
                     checkpoint_sum_before[index_max] = momentum_sum
                     momentum_sum = momentum_sum + point.momentum
                 else:
                     momentum_sum = momentum_sum + point.momentum
                     index_min = index_max - _trailing_ones(n) + 1
                     for i in range(index_max, index_min - 1, -1):
-                        if _is_turning(checkpoint_velocity[i], velocity, momentum_sum - checkpoint_sum_before[i]):
+                        if _is_turning(checkpoint_velocity[i], point_velocity, momentum_sum - checkpoint_sum_before[i]):
                             return _Subtree(point, proposal, log_weight, momentum_sum, acceptance_sum, n + 1,
                                             False, True)
             else:
@@ -169,7 +170,8 @@ def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_thresh
                 proposal_energy = None
             log_weight = float(np.logaddexp(log_weight, subtree.log_weight))
             momentum_sum = momentum_sum + subtree.momentum_sum
-            if _is_turning(inverse_mass_matrix * left.momentum, inverse_mass_matrix * right.momentum, momentum_sum):
+            if _is_turning(velocity(left.momentum, inverse_mass_matrix), velocity(right.momentum, inverse_mass_matrix),
+                           momentum_sum):
                 is_turning = True
                 break
         if proposal_energy is None:

@@ -1,4 +1,4 @@
-"""Warm-up of HMC and NUTS: dual-averaging step size and windowed diagonal mass matrix.
+"""Warm-up of HMC and NUTS: dual-averaging step size and windowed diagonal or dense mass matrix.
 
 Works with any kernel of the form ``kernel(rng, state, step_size,
 inverse_mass_matrix) -> (state, info)`` whose info has ``acceptance_rate``
@@ -10,10 +10,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from core.errors import ParameterError
 from core.samplers.driver import run_chain
 from core.samplers.dual_averaging import DualAveragingState, dual_averaging
 from core.samplers.hmc import find_reasonable_step_size
-from core.samplers.mass_matrix import WelfordState, warmup_schedule, welford_variance
+from core.samplers.mass_matrix import WelfordState, warmup_schedule, welford_covariance, welford_variance
 
 __all__ = ["WarmupState", "WarmupResult", "window_adaptation"]
 
@@ -38,9 +39,9 @@ class WarmupResult(NamedTuple):
 
 
 def window_adaptation(kernel, state, rng, logdensity_and_grad_fn, *, num_steps, target=0.8,
-                      adapt_mass_matrix=True, initial_step_size=None, gamma=0.05, t0=10.0, kappa=0.75,
-                      progress=False, desc="warm-up"):
-    """Run ``num_steps`` warm-up iterations adapting the step size and the diagonal mass matrix.
+                      adapt_mass_matrix=True, metric="diagonal", inverse_mass_matrix=None, initial_step_size=None,
+                      gamma=0.05, t0=10.0, kappa=0.75, progress=False, desc="warm-up"):
+    """Run ``num_steps`` warm-up iterations adapting the step size and the (diagonal or dense) mass matrix.
 
     The step size follows dual averaging (Hoffman & Gelman Algorithm 5) towards
     the target acceptance statistic; it is restarted, from Algorithm 4's
@@ -61,7 +62,15 @@ def window_adaptation(kernel, state, rng, logdensity_and_grad_fn, *, num_steps, 
     target : float
         Target acceptance statistic δ.
     adapt_mass_matrix : bool
-        Adapt the diagonal mass matrix in windows (else it stays the identity).
+        Adapt the mass matrix in windows (else it stays at its start).
+    metric : {"diagonal", "dense"}
+        Diagonal: M⁻¹ is the windowed marginal variance, shape (dim,). Dense:
+        M⁻¹ is the windowed covariance, shape (dim, dim), regularised as
+        ``n/(n+5) Σ + 1e-3 · 5/(n+5) I`` (Stan); it needs windows of well over
+        ``dim`` draws to be estimated.
+    inverse_mass_matrix : ndarray, optional
+        Start value (shape (dim,) or (dim, dim) to match ``metric``), e.g. the
+        inverse of a Laplace precision; default the identity.
     initial_step_size : float, optional
         Skip the heuristic and start dual averaging here.
     gamma, t0, kappa : float
@@ -74,9 +83,18 @@ def window_adaptation(kernel, state, rng, logdensity_and_grad_fn, *, num_steps, 
     WarmupResult
     """
     da_init, da_update, da_final = dual_averaging(target=target, gamma=gamma, t0=t0, kappa=kappa)
-    var_init, var_update, var_final = welford_variance()
+    if metric not in ("diagonal", "dense"):
+        raise ParameterError(f"metric={metric!r} must be 'diagonal' or 'dense'")
+    dense = metric == "dense"
+    var_init, var_update, var_final = welford_covariance() if dense else welford_variance()
     dim = state.position.shape[0]
-    inverse_mass_matrix = np.ones(dim)
+    shape = (dim, dim) if dense else (dim,)
+    if inverse_mass_matrix is None:
+        inverse_mass_matrix = np.eye(dim) if dense else np.ones(dim)
+    inverse_mass_matrix = np.array(inverse_mass_matrix, dtype=float)
+    if inverse_mass_matrix.shape != shape:
+        raise ParameterError(f"inverse_mass_matrix has shape {inverse_mass_matrix.shape}; metric={metric!r} "
+                             f"needs {shape}")
     if initial_step_size is None:
         initial_step_size = find_reasonable_step_size(rng, state, logdensity_and_grad_fn, inverse_mass_matrix)
     is_slow, is_window_end = warmup_schedule(num_steps)

@@ -26,6 +26,12 @@ Laplace covariance at the MAP (inverse finite-difference Hessian), kept
 fixed while dual averaging sets the step; ``--metric dense-adapted`` starts
 there and re-estimates M^-1 in Stan's windows (regularised Welford
 covariance; it needs windows of well over dim = 1350 draws to help).
+Measured on Experiment 1, beta = 10, 300 + 300, depth 8: dense raises the
+step from 2.3e-3 to 9.5e-3 and the median ESS from 3 to 88, but the trees
+still saturate and the smallest ESS stays ~1.5: the slowest direction is the
+D/H scale ridge of the background component, whose curvature changes along
+the ridge, which no constant metric whitens. dense-adapted (windows of
+<= 150 draws) gives 183 divergences and median ESS 5.
 
 The analyte component is the MAP component best correlated with the true
 spectrum; posterior correlations use the same component in every draw.

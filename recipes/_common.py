@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:
 
 from core.io import atomic_path  # noqa: E402
 
-__all__ = ["recipe_parser", "write_results", "ROOT"]
+__all__ = ["recipe_parser", "write_results", "default_corpus", "ROOT"]
 
 
 def recipe_parser(name, description):
@@ -25,6 +25,16 @@ def recipe_parser(name, description):
     parser.add_argument("--out", type=Path, default=Path("results"), help="output folder (default: results)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     return parser
+
+
+def default_corpus():
+    """The NOIZEUS folder: ``$SEPSTI_NOIZEUS`` or ``../shared/data/noizeus`` beside the checkout, else None."""
+    import os
+
+    for candidate in (os.environ.get("SEPSTI_NOIZEUS"), ROOT.parent / "shared" / "data" / "noizeus"):
+        if candidate and Path(candidate, "clean").is_dir():
+            return Path(candidate).resolve()
+    return None
 
 
 def write_results(out_dir, name, results, figure=None):

@@ -29,20 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import recipe_parser, write_results  # noqa: E402
+from _common import default_corpus, recipe_parser, write_results  # noqa: E402
 
 NAME = "em_vs_sklearn"
 RANK = 256
-
-
-def _default_corpus():
-    import os
-
-    for candidate in (os.environ.get("SEPSTI_NOIZEUS"),
-                      Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "noizeus"):
-        if candidate and Path(candidate, "clean").is_dir():
-            return Path(candidate).resolve()
-    return None
 
 
 def training_matrix(corpus, seed):
@@ -147,7 +137,7 @@ def main(argv=None):
 
     from core.factorization import initialize_nmf, poisson_log_likelihood
 
-    corpus = args.corpus or _default_corpus()
+    corpus = args.corpus or default_corpus()
     X, source = training_matrix(corpus, args.seed)
     X = np.asarray(X, dtype=np.float64)
     num_iter = args.iterations or (20 if args.quick else 100)

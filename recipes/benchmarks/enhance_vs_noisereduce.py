@@ -28,18 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import recipe_parser, write_results  # noqa: E402
+from _common import default_corpus, recipe_parser, write_results  # noqa: E402
 
 NAME = "enhance_vs_noisereduce"
 METHODS = ("input", "sepsti", "noisereduce_stationary", "noisereduce_nonstationary")
-
-
-def _default_corpus():
-    for candidate in (os.environ.get("SEPSTI_NOIZEUS"),
-                      Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "noizeus"):
-        if candidate and Path(candidate, "clean").is_dir():
-            return Path(candidate).resolve()
-    return None
 
 
 def _split(text, convert):
@@ -88,7 +80,7 @@ def main(argv=None):
     from sepsti.features import SAMPLE_RATE
     from sepsti.metrics import bss_eval
 
-    corpus = args.corpus or _default_corpus()
+    corpus = args.corpus or default_corpus()
     if corpus is None:
         raise SystemExit("no corpus: pass --corpus DIR (a NOIZEUS-style folder, e.g. from `sepsti corpus synth`)")
     dictionary = load_dictionary(args.dictionary or default_dictionary_path())

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from test_cli_train import (RATE, assert_one_line_error, no_temp_files, run, snapshot, speech_like,  # noqa: F401
+from test_cli_train import (RATE, assert_one_line_error, no_temp_files, run, snapshot,  # noqa: F401
                             tiny_corpus, tiny_dictionary)
 
 

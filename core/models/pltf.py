@@ -272,6 +272,25 @@ class PLTFModel:
             return X.astype(np.int64)
         return X.astype(float)
 
+    def chain_start(self, X, factors=None, rng=None):
+        """Validated counts, starting factors (given, or a prior draw) and their log-likelihood.
+
+        Raises
+        ------
+        ParameterError
+            If neither ``factors`` nor ``rng`` is given, or a positive count has zero intensity.
+        """
+        X = self.validate_data(X, integer=True)
+        if factors is None:
+            if rng is None:
+                raise ParameterError("init needs factors or an rng to draw them from the prior")
+            factors = self.sample_prior(rng)
+        factors = self.validate_factors(factors)
+        log_likelihood = self.log_likelihood(factors, X)
+        if not np.isfinite(log_likelihood):
+            raise ParameterError("the initial factors give zero intensity where X > 0: start from positive factors")
+        return X, factors, log_likelihood
+
     # ------------------------------------------------------------ contractions
     def xhat(self, factors):
         """Model output ``Xhat(v0) = sum_latent prod_a Z_a(v_a)``, shape ``output_shape``."""

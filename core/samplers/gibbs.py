@@ -234,15 +234,7 @@ def init(model, X, factors=None, *, rng=None):
     ParameterError
         If ``X`` is not counts of the model's shape, or a positive count has zero intensity.
     """
-    X = model.validate_data(X, integer=True)
-    if factors is None:
-        if rng is None:
-            raise ParameterError("init needs factors or an rng to draw them from the prior")
-        factors = model.sample_prior(rng)
-    factors = model.validate_factors(factors)
-    log_likelihood = model.log_likelihood(factors, X)
-    if not np.isfinite(log_likelihood):
-        raise ParameterError("the initial factors give zero intensity where X > 0: start from positive factors")
+    X, factors, log_likelihood = model.chain_start(X, factors, rng)
     stats = tuple(np.zeros(shape) for shape in model.shapes)
     return GibbsState(factors, stats, 0.0, log_likelihood, log_likelihood + model.log_prior(factors))
 

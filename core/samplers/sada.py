@@ -24,7 +24,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
 
 __all__ = ["SADAState", "SADAInfo", "init", "build_kernel"]
 
@@ -164,15 +163,7 @@ def _plan(model, alpha, latent_of):
 
 def init(model, X, factors=None, *, rng=None):
     """Initial state from given factors or a prior draw (MLSP'12 Alg. 2, first line)."""
-    X = model.validate_data(X, integer=True)
-    if factors is None:
-        if rng is None:
-            raise ParameterError("init needs factors or an rng to draw them from the prior")
-        factors = model.sample_prior(rng)
-    factors = model.validate_factors(factors)
-    log_likelihood = model.log_likelihood(factors, X)
-    if not np.isfinite(log_likelihood):
-        raise ParameterError("the initial factors give zero intensity where X > 0: start from positive factors")
+    X, factors, log_likelihood = model.chain_start(X, factors, rng)
     return SADAState(factors, log_likelihood, log_likelihood + model.log_prior(factors))
 
 

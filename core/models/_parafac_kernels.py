@@ -12,7 +12,7 @@ import math
 import numba
 import numpy as np
 
-from core.parallel._kernels import normal
+from core.parallel._kernels import langevin_entry, normal
 
 __all__ = ["block_terms", "sparse_serial", "sparse_parallel", "entries", "part_update_serial",
            "part_update_parallel"]
@@ -136,18 +136,10 @@ def _langevin_rows(F, v, lo, grad, states, row, rate, weight, temperature, n_s, 
     noise_scale = math.sqrt(2.0 * step)
     for i in range(grad.shape[0]):
         for r in range(grad.shape[1]):
-            g = -rate + weight * grad[i, r]
             z = normal(states, row)
-            if preconditioned:
-                mean = temperature * grad[i, r] / n_s
-                vv = v[lo + i, r]
-                vv = mean * mean if vv < 0.0 else alpha * vv + (1.0 - alpha) * mean * mean
-                v[lo + i, r] = vv
-                G = 1.0 / (sigma + math.sqrt(vv))
-                new = F[lo + i, r] + step * G * g + noise_scale * math.sqrt(G) * z
-            else:
-                new = F[lo + i, r] + step * g + noise_scale * z
-            F[lo + i, r] = abs(new)
+            F[lo + i, r], v[lo + i, r] = langevin_entry(
+                F[lo + i, r], -rate + weight * grad[i, r], z, temperature * grad[i, r] / n_s, v[lo + i, r],
+                step, noise_scale, preconditioned, alpha, sigma)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -9,7 +9,7 @@ import numpy as np
 
 from core.parallel.noise import _R, FN, KN, WN
 
-__all__ = ["fill_normal_kernel", "normal", "nmf_part_kernel", "nmf_part_kernel_serial"]
+__all__ = ["fill_normal_kernel", "normal", "langevin_entry", "nmf_part_kernel", "nmf_part_kernel_serial"]
 
 _FLAG = np.uint64(1) << np.uint64(63)
 _LOW = np.uint64(0xFFFFFFFF)
@@ -90,6 +90,22 @@ def block_loglik(Xb, WH):
     return total
 
 
+@numba.njit(cache=True, inline="always")
+def langevin_entry(x, g, z, mean, v, step, noise_scale, preconditioned, alpha, sigma):
+    """One coordinate of the (p)SGLD step with mirroring; returns (new value, new v).
+
+    ``g`` is the drift (log-prior plus tempered, scaled likelihood gradient), ``z``
+    a standard normal draw, ``mean`` the tempered mean likelihood gradient feeding
+    pSGLD's squared-gradient average ``v`` (which starts at the first ``mean**2``:
+    a negative ``v`` marks it unset).
+    """
+    if preconditioned:
+        v = mean * mean if v < 0.0 else alpha * v + (1.0 - alpha) * mean * mean
+        G = 1.0 / (sigma + np.sqrt(v))
+        return abs(x + step * G * g + noise_scale * np.sqrt(G) * z), v
+    return abs(x + step * g + noise_scale * z), v
+
+
 @numba.njit(cache=True)
 def _block_update(b, X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W, states_H, step, temperature,
                   scale, rate_W, rate_H, preconditioned, alpha, sigma, n_s, evaluate):
@@ -123,32 +139,16 @@ def _block_update(b, X, W, H, v_W, v_H, row_edges, col_edges, columns, states_W,
     noise_scale = np.sqrt(2.0 * step)
     for i in range(r1 - r0):
         for r in range(rank):
-            g = -rate_W + likelihood_weight * grad_W[i, r]
             z = normal(states_W, b)
-            if preconditioned:
-                mean = temperature * grad_W[i, r] / n_s
-                v = v_W[r0 + i, r]
-                v = mean * mean if v < 0.0 else alpha * v + (1.0 - alpha) * mean * mean
-                v_W[r0 + i, r] = v
-                G = 1.0 / (sigma + np.sqrt(v))
-                new = Wb[i, r] + step * G * g + noise_scale * np.sqrt(G) * z
-            else:
-                new = Wb[i, r] + step * g + noise_scale * z
-            W[r0 + i, r] = abs(new)
+            W[r0 + i, r], v_W[r0 + i, r] = langevin_entry(
+                Wb[i, r], -rate_W + likelihood_weight * grad_W[i, r], z, temperature * grad_W[i, r] / n_s,
+                v_W[r0 + i, r], step, noise_scale, preconditioned, alpha, sigma)
     for r in range(rank):
         for j in range(c1 - c0):
-            g = -rate_H + likelihood_weight * grad_H[r, j]
             z = normal(states_H, c)
-            if preconditioned:
-                mean = temperature * grad_H[r, j] / n_s
-                v = v_H[r, c0 + j]
-                v = mean * mean if v < 0.0 else alpha * v + (1.0 - alpha) * mean * mean
-                v_H[r, c0 + j] = v
-                G = 1.0 / (sigma + np.sqrt(v))
-                new = Hb[r, j] + step * G * g + noise_scale * np.sqrt(G) * z
-            else:
-                new = Hb[r, j] + step * g + noise_scale * z
-            H[r, c0 + j] = abs(new)
+            H[r, c0 + j], v_H[r, c0 + j] = langevin_entry(
+                Hb[r, j], -rate_H + likelihood_weight * grad_H[r, j], z, temperature * grad_H[r, j] / n_s,
+                v_H[r, c0 + j], step, noise_scale, preconditioned, alpha, sigma)
     if evaluate == 2:
         WH = np.ascontiguousarray(W[r0:r1]) @ np.ascontiguousarray(H[:, c0:c1])
         total = block_loglik(Xb, WH)

@@ -15,8 +15,9 @@ scores the sample *before* the update on the update's subsample (unbiased;
 eq. 7 read literally scores the sample after it, which is biased upwards);
 the trapezoid rule in t.
 
-With ``--data-seeds N`` (default 5) the STI-pSGLD (L = 2000) and Chib
-selections are repeated on N − 1 further data draws.
+With ``--data-seeds N`` (default 5) STI-SGLD and STI-pSGLD (L = 2000) and Chib
+are repeated on N − 1 further data draws: each draw records the three
+selected ranks and the mean absolute gap of each STI estimate to Chib's.
 
 Run: ``python recipes/parafac_synthetic.py [--quick] [--out DIR] [--seed S]``.
 JSON keys: ``true_R``, ``ranks``, ``sti_sgld``, ``sti_psgld`` (each by L),
@@ -63,6 +64,18 @@ def sti_per_rank(X, ranks, *, sampler, num_steps, settings, seed):
             "settings": {k: v for k, v in result.settings.items() if k != "data"}}
 
 
+def draw_summary(seed, sgld, psgld, chib):
+    """Selected ranks of one data draw and the mean absolute gap of each STI estimate to Chib's."""
+    reference = np.asarray(chib["log_marginal_likelihood"])
+    summary = {"seed": seed, "sti_sgld": sgld["selected_rank"], "sti_psgld": psgld["selected_rank"],
+               "chib": chib["selected_rank"]}
+    for key, entry in (("sgld", sgld), ("psgld", psgld)):
+        summary[f"gap_{key}"] = float(np.mean(np.abs(np.asarray(entry["log_marginal_likelihood"]) - reference)))
+        summary[f"sti_{key}_log_marginal_likelihood"] = entry["log_marginal_likelihood"]
+    summary["chib_log_marginal_likelihood"] = reference
+    return summary
+
+
 def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--true-rank", type=int, default=2, help="rank of the simulated data (default 2)")
@@ -91,25 +104,25 @@ def main():
     results["chib"] = chib_per_rank(X, ranks, num_samples=chib_samples, num_burn_in=chib_samples // 2,
                                     seed=args.seed)
 
-    # the selection check on further data draws: STI-pSGLD at the shorter L and Chib
-    draws = [{"seed": args.seed, "sti_psgld": results["sti_psgld"][str(lengths[0])]["selected_rank"],
-              "chib": results["chib"]["selected_rank"]}]
+    # the selection check on further data draws: STI-SGLD and STI-pSGLD at the shorter L, and Chib
+    short = str(lengths[0])
+    draws = [draw_summary(args.seed, results["sti_sgld"][short], results["sti_psgld"][short], results["chib"])]
     for extra in range(1, data_seeds):
         seed = args.seed + extra
         print(f"data seed {seed}", flush=True)
         X_extra, _ = simulate_dense(SHAPE, args.true_rank, prior_rate=PRIOR_RATE, rng=stream(seed, 0))
-        sti = sti_per_rank(X_extra, ranks, sampler="psgld", num_steps=lengths[0], settings=settings, seed=seed)
+        sgld, psgld = (sti_per_rank(X_extra, ranks, sampler=sampler, num_steps=lengths[0], settings=settings,
+                                    seed=seed) for sampler in ("sgld", "psgld"))
         chib = chib_per_rank(X_extra, ranks, num_samples=chib_samples, num_burn_in=chib_samples // 2, seed=seed)
-        draws.append({"seed": seed, "sti_psgld": sti["selected_rank"], "chib": chib["selected_rank"],
-                      "sti_psgld_log_marginal_likelihood": sti["log_marginal_likelihood"],
-                      "chib_log_marginal_likelihood": chib["log_marginal_likelihood"]})
+        draws.append(draw_summary(seed, sgld, psgld, chib))
+        print(f"  selected: SGLD {draws[-1]['sti_sgld']}, PSGLD {draws[-1]['sti_psgld']}, Chib {draws[-1]['chib']}; "
+              f"mean |gap to Chib|: SGLD {draws[-1]['gap_sgld']:.1f}, PSGLD {draws[-1]['gap_psgld']:.1f}", flush=True)
     results["data_seeds"] = draws
 
     chib = results["chib"]["log_marginal_likelihood"]
     gaps = {sampler: {length: float(np.mean(np.abs(
         np.asarray(results[f"sti_{sampler}"][length]["log_marginal_likelihood"]) - chib)))
         for length in results[f"sti_{sampler}"]} for sampler in ("sgld", "psgld")}
-    short = str(lengths[0])
     results["checks"] = {
         "psgld_selects_true_rank": results["sti_psgld"][short]["selected_rank"] == args.true_rank,
         "psgld_agrees_with_chib": results["sti_psgld"][short]["selected_rank"] == results["chib"]["selected_rank"],
@@ -118,6 +131,7 @@ def main():
         "num_draws": len(draws),
         "mean_abs_gap_to_chib": gaps,
         "psgld_closer_than_sgld_at_short_L": gaps["psgld"][short] < gaps["sgld"][short],
+        "psgld_closer_than_sgld_draws": sum(d["gap_psgld"] < d["gap_sgld"] for d in draws),
     }
     results["settings"] = dict(results["sti_psgld"][short].pop("settings"), lengths=list(lengths),
                                chib_samples=chib_samples, chib_burn_in=chib_samples // 2, quick=args.quick)
@@ -132,6 +146,10 @@ def main():
         row = " ".join(f"{results['sti_sgld'][str(L)]['log_marginal_likelihood'][n]:13.1f} "
                        f"{results['sti_psgld'][str(L)]['log_marginal_likelihood'][n]:13.1f}" for L in lengths)
         print(f"{rank:3d} {row} {chib[n]:10.1f}")
+    print(f"L={short}: {'seed':>4} {'SGLD':>4} {'PSGLD':>5} {'Chib':>4} {'|SGLD-Chib|':>11} {'|PSGLD-Chib|':>12}")
+    for d in draws:
+        print(f"{'':7} {d['seed']:4d} {d['sti_sgld']:4d} {d['sti_psgld']:5d} {d['chib']:4d} "
+              f"{d['gap_sgld']:11.1f} {d['gap_psgld']:12.1f}")
     print("checks:", results["checks"])
     write_results(args.out, NAME, results, figure(results, lengths))
 

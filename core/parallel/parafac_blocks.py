@@ -37,11 +37,15 @@ class ParafacBlockState(NamedTuple):
     v : ParafacFactors
     streams : tuple of 3 ndarray of uint64, each shape (B, 2)
         Noise stream states of the B blocks of A, B and C.
+    gradient : tuple of 3 ndarray
+        Zero work arrays of the factors' shapes, where the compiled update
+        gathers the non-zeros' gradient (and which it leaves zero).
     """
 
     position: tuple
     v: tuple
     streams: tuple
+    gradient: tuple = None
 
 
 def init_block_state(theta, *, seed, chain, num_blocks):
@@ -60,7 +64,8 @@ def init_block_state(theta, *, seed, chain, num_blocks):
             states[b, 0] = stream(seed, *chain, 1 + mode * num_blocks + b).integers(0, 2 ** 63, dtype=np.int64)
         streams.append(states)
     position = ParafacFactors(*(np.array(f, dtype=np.float64, order="C", copy=True) for f in theta))
-    return ParafacBlockState(position, ParafacFactors(*(np.full_like(f, UNSET) for f in position)), tuple(streams))
+    return ParafacBlockState(position, ParafacFactors(*(np.full_like(f, UNSET) for f in position)), tuple(streams),
+                             tuple(np.zeros_like(f) for f in position))
 
 
 def parafac_part_update(index, state, part, *, step_size, temperature, prior_rates, sampler="psgld",
@@ -78,7 +83,8 @@ def parafac_part_update(index, state, part, *, step_size, temperature, prior_rat
     out = np.empty(blocks.keys.shape[0])
     kernel = kernels.part_update_parallel if parallel else kernels.part_update_serial
     A, B, C = state.position
-    kernel(A, B, C, *state.v, blocks.coords, blocks.values, blocks.starts, blocks.stops, blocks.ranges,
+    kernel(A, B, C, *state.v, *state.gradient, blocks.coords, blocks.values, blocks.starts, blocks.stops,
+           blocks.ranges,
            blocks.keys, *state.streams, float(step_size), float(temperature), n_data / n_s,
            np.asarray(prior_rates, dtype=np.float64), sampler == "psgld", float(alpha), float(sigma), float(n_s),
            1 if evaluate == "before_update" else 2, out)

@@ -100,3 +100,32 @@ def test_validation(rng):
     model = NMFGPP(X, num_components=2, plate_shape=(6, 5), beta=3.0, noise_std=0.1)
     with pytest.raises(ParameterError, match="theta has shape"):
         model.logdensity_and_grad(np.zeros(3))
+
+
+@pytest.mark.parametrize("num_components", [1, 2, 3])
+def test_compiled_pass_equals_the_numpy_reference(rng, num_components):
+    # The compiled kernel pairs components (an odd last one alone) and switches the link
+    # between one erfcx and log_ndtr at x = -1: every branch is reached at these scales.
+    X = rng.uniform(0, 1, (6 * 5, 12))
+    model = NMFGPP(X, num_components=num_components, plate_shape=(6, 5), beta=2.0, noise_std=0.2, rate_d=1.5,
+                   rate_h=0.7)
+    for scale in (0.1, 1.0, 10.0, 100.0):
+        theta = scale * rng.standard_normal(model.dim)
+        logp, grad = model.logdensity_and_grad(theta)
+        ref_logp, ref_grad = model.logdensity_and_grad_numpy(theta)
+        assert logp == pytest.approx(ref_logp, rel=1e-12)
+        np.testing.assert_allclose(grad, ref_grad, rtol=1e-10, atol=1e-12 * np.abs(ref_grad).max())
+
+
+def test_compiled_link_matches_scipy_across_branches():
+    from core.models import _nmf_gpp_kernels as kernels
+
+    h = np.array([[-1e300, -1e8, -40.0, -3.0, -1.5, -1.0 - 1e-12, -1.0, -0.3, 0.0, 2.0, 30.0, 1e4, 1e150]])
+    sigma, rate = 1.3, 0.8
+    value, slope = np.empty_like(h), np.empty_like(h)
+    inv_sqrt2_sigma = np.full(h.shape[1], 1 / (np.sqrt(2) * sigma))
+    slope_scale = np.full(h.shape[1], np.sqrt(2 / np.pi) / (rate * sigma))
+    kernels.link(h * np.sqrt(2) * sigma, inv_sqrt2_sigma, 1 / rate, slope_scale, value, slope)
+    np.testing.assert_allclose(value, exp_to_gauss(h * np.sqrt(2) * sigma, sigma, rate), rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(slope, exp_to_gauss_derivative(h * np.sqrt(2) * sigma, sigma, rate), rtol=1e-13,
+                               atol=1e-300)

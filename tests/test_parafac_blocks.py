@@ -141,3 +141,73 @@ def test_factor_block_noise_is_the_shared_stream_including_its_tail_draws():
     expected, state = standard_normal(seed_states(4, 2, range(3))[1], F.size)
     np.testing.assert_array_equal(F.ravel(), np.abs(expected))
     np.testing.assert_array_equal(states[1], state)
+
+
+class _ThreadComm:
+    """In-process stand-in for an MPI communicator: one thread per process (sendrecv, allgather)."""
+
+    def __init__(self, size, rank, shared):
+        self.size, self.rank, self.shared = size, rank, shared
+
+    def Get_size(self):
+        return self.size
+
+    def Get_rank(self):
+        return self.rank
+
+    def _exchange(self, value):
+        barrier, slots = self.shared
+        slots[self.rank] = value
+        barrier.wait()
+        gathered = list(slots)
+        barrier.wait()
+        return gathered
+
+    def sendrecv(self, payload, dest, source):
+        assert dest == (self.rank - 1) % self.size
+        return self._exchange(payload)[source]
+
+    def allgather(self, value):
+        return self._exchange(value)
+
+
+def _run_on_threads(size, fn):
+    import threading
+
+    shared = (threading.Barrier(size), [None] * size)
+    results, errors = [None] * size, []
+
+    def target(rank):
+        try:
+            results[rank] = fn(_ThreadComm(size, rank, shared))
+        except BaseException as error:  # noqa: BLE001 -- re-raised in the test thread
+            errors.append(error)
+            shared[0].abort()
+
+    threads = [threading.Thread(target=target, args=(rank,)) for rank in range(size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+@pytest.mark.parametrize("num_processes, sampler, evaluate", [(2, "psgld", "before_update"),
+                                                              (3, "sgld", "after_update")])
+def test_distributed_chain_gives_the_one_process_samples(num_processes, sampler, evaluate):
+    # B = 5 over 2 or 3 processes (unequal shares); 2 B^2 + 3 steps wrap both part counters
+    X, _ = simulate_dense((9, 10, 11), 2, prior_rate=0.7, rng=stream(7))
+    model = PoissonParafac(from_dense(X), RANK, prior_rate=0.7)
+    index = build_block_index(from_dense(X), 5)
+    theta = model.sample_prior(stream(8))
+    kwargs = dict(prior_rates=model.prior_rates, seed=2, chain=(3, 2), temperature=0.8, num_steps=53, num_keep=20,
+                  sampler=sampler, evaluate=evaluate, step_a=1e-3)
+    expected_trace, expected = run_parafac_block_chain(index, theta, **kwargs)
+    results = _run_on_threads(num_processes, lambda comm: run_parafac_block_chain(index, theta, comm=comm, **kwargs))
+    for trace, state in results:
+        np.testing.assert_array_equal(trace, expected_trace)
+        for field in ("position", "v", "streams", "gradient"):
+            for got, want in zip(getattr(state, field), getattr(expected, field)):
+                np.testing.assert_array_equal(got, want)

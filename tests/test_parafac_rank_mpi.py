@@ -51,3 +51,53 @@ def test_same_estimates_for_one_and_two_processes(tmp_path):
     subprocess.run([_mpiexec(), "-n", "2", sys.executable, str(script), str(double), "mpi"], check=True, env=env,
                    timeout=300)
     np.testing.assert_array_equal(json.loads(single.read_text()), json.loads(double.read_text()))
+
+
+BLOCK_SCRIPT = textwrap.dedent("""
+    import sys, warnings
+    warnings.simplefilter("ignore")
+    import numpy as np
+    from core.evidence.parafac_rank import select_parafac_rank
+    from core.models.poisson_parafac import PoissonParafac
+    from core.parallel.mpi import world
+    from core.parallel.parafac_blocks import run_parafac_block_chain
+    from core.parallel.tensor_blocks import build_block_index
+    from core.sparse_tensor import from_dense
+    from corpora.tensors import simulate_dense
+    from core.random import stream
+
+    comm = world()
+    assert (1 if comm is None else comm.Get_size()) == int(sys.argv[2])
+    X = from_dense(simulate_dense((9, 10, 11), 2, prior_rate=0.6, rng=stream(3, 0))[0])
+    model = PoissonParafac(X, 3, prior_rate=0.6)
+    theta = model.sample_prior(stream(3, 1))
+    index = build_block_index(X, 5)
+    kwargs = dict(prior_rates=model.prior_rates, seed=4, chain=(3, 1), temperature=0.7, num_steps=57, num_keep=25,
+                  step_a=1e-3)
+    trace, state = run_parafac_block_chain(index, theta, comm=comm, **kwargs)
+    selection = select_parafac_rank(X, [1, 2], prior_rate=0.6, num_intervals=2, num_steps=30, num_keep=15,
+                                    num_blocks=5, progress=False, comm=comm, distributed=True)
+    arrays = dict(trace=trace, lml=selection.log_marginal_likelihood)
+    for name in ("position", "v", "streams"):
+        for mode, leaf in enumerate(getattr(state, name)):
+            arrays[f"{name}{mode}"] = leaf
+    if comm is None or comm.Get_rank() == 0:
+        np.savez(sys.argv[1], **arrays)
+""")
+
+
+@pytest.mark.skipif(_mpiexec() is None, reason="mpiexec not found")
+@pytest.mark.parametrize("num_processes", [2, 3])
+def test_block_distributed_chain_equals_the_one_process_block_sampler(tmp_path, num_processes):
+    # PARAFAC'18 Fig. 1: A-blocks stay, B/C-blocks (with v and their noise streams) travel; same samples
+    script = tmp_path / "run.py"
+    script.write_text(BLOCK_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_NUM_THREADS="1")
+    single, multi = tmp_path / "one.npz", tmp_path / "many.npz"
+    subprocess.run([sys.executable, str(script), str(single), "1"], check=True, env=env, timeout=300)
+    subprocess.run([_mpiexec(), "-n", str(num_processes), sys.executable, str(script), str(multi),
+                    str(num_processes)], check=True, env=env, timeout=300)
+    one, many = np.load(single), np.load(multi)
+    assert sorted(one.files) == sorted(many.files)
+    for name in one.files:
+        np.testing.assert_array_equal(many[name], one[name], err_msg=name)

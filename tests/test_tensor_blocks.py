@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from core.errors import ParameterError
-from core.parallel.tensor_blocks import block_bounds, build_block_index, num_parts, part_keys
+from core.parallel.tensor_blocks import (block_bounds, build_block_index, num_parts, owned_blocks, part_keys,
+                                        slab_index)
 from core.sparse_tensor import SparseTensor, from_dense
 
 
@@ -78,3 +79,34 @@ def test_invalid_arguments():
         build_block_index(SparseTensor(np.zeros((0, 2), dtype=np.int64), np.zeros(0), (3, 3)), 1)
     with pytest.raises(ParameterError, match="part"):
         part_keys(9, 3)
+
+
+@pytest.mark.parametrize("num_blocks, num_processes", [(5, 2), (12, 5), (4, 4), (3, 1)])
+def test_owned_blocks_split_the_first_mode_contiguously(num_blocks, num_processes):
+    shares = [owned_blocks(num_blocks, p, num_processes) for p in range(num_processes)]
+    assert shares[0][0] == 0 and shares[-1][1] == num_blocks
+    assert all(a[1] == b[0] for a, b in zip(shares, shares[1:]))
+    sizes = [hi - lo for lo, hi in shares]
+    assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
+
+
+def test_more_processes_than_blocks_is_an_error():
+    with pytest.raises(ParameterError, match="num_blocks >= 3"):
+        owned_blocks(2, 0, 3)
+
+
+def test_slab_index_keeps_exactly_the_blocks_of_its_first_mode_range(rng):
+    X = rng.poisson(0.4, size=(8, 9, 10)).astype(float)
+    index = build_block_index(from_dense(X), 4)
+    slab = slab_index(index, 1, 3)
+    for key in itertools.product(range(4), repeat=3):
+        full, part = index.block(*key), slab.block(*key)
+        if 1 <= key[0] < 3:
+            np.testing.assert_array_equal(part.coords[part.starts[0]:part.stops[0]],
+                                          full.coords[full.starts[0]:full.stops[0]])
+            np.testing.assert_array_equal(part.values[part.starts[0]:part.stops[0]],
+                                          full.values[full.starts[0]:full.stops[0]])
+        else:
+            assert part.nnz == 0
+    assert slab.coords.shape[0] == sum(index.block(*k).nnz for k in itertools.product(range(1, 3), range(4),
+                                                                                       range(4)))

@@ -19,7 +19,11 @@ experiment, or uses all entries.
 Chain (R, i) draws from ``core.random.stream(seed, R, i)``, so the result does
 not depend on the order or the process chains run in: with an MPI
 communicator the chains are spread over the processes and the result is the
-same for any number of processes. With a checkpoint
+same for any number of processes. With ``distributed=True`` (compiled engine)
+each Markov chain instead runs on all processes at once, its blocks spread
+as in PARAFAC'18 Fig. 1 (:mod:`core.parallel.parafac_blocks`): each process
+keeps its slab of the data and of A, for data too big for one process;
+again the same result for any number of processes. With a checkpoint
 folder, each finished chain's trace is saved and a rerun with the same
 settings skips it.
 
@@ -43,7 +47,7 @@ from core.io import atomic_path
 from core.models.subsample import log_likelihood_estimate
 from core.models.poisson_parafac import PoissonParafac
 from core.parallel.parafac_blocks import run_parafac_block_chain
-from core.parallel.tensor_blocks import build_block_index
+from core.parallel.tensor_blocks import build_block_index, owned_blocks, slab_index
 from core.progress import progress_bar
 from core.random import stream
 from core.sparse_tensor import SparseTensor
@@ -135,7 +139,7 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
                         power=5.0, num_steps=3000, num_keep=500, num_blocks=None, subset_size=None,
                         step_a=1e-8, step_b=0.51, alpha=0.99, sigma=1e-5, evaluate="before_update",
                         rule="trapezoid", exact_prior=True, init="prior", map_iter=50, parallel=False, engine="auto",
-                        seed=0, checkpoint=None, progress=True, comm=None):
+                        seed=0, checkpoint=None, progress=True, comm=None, distributed=False):
     """Estimate log p(X | R) for each rank by STI and select the best rank.
 
     Parameters
@@ -199,6 +203,11 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
         E.g. from :mod:`core.parallel.mpi`. The (rank, temperature) chains are
         spread over its processes and gathered on all of them; every process
         returns the same result, identical to a one-process run.
+    distributed : bool
+        With ``comm``: run each Markov chain on all processes, its blocks
+        spread over them (PARAFAC'18 Fig. 1) instead of spreading whole
+        chains; the exact t = 0 traces are still spread. Needs the compiled
+        engine. Same result as a one-process run.
 
     Returns
     -------
@@ -233,6 +242,8 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
     if engine == "compiled" and not (probe.is_sparse and num_blocks is not None):
         raise ParameterError("engine='compiled' needs a SparseTensor and num_blocks")
     compiled = engine != "generic" and probe.is_sparse and num_blocks is not None
+    if distributed and not compiled:
+        raise ParameterError("distributed=True needs the compiled engine: a SparseTensor and num_blocks")
     index = None
     if num_blocks is not None:
         index = build_block_index(data, int(num_blocks))
@@ -256,11 +267,20 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
     # Chain n of the list (Markov chains in rank-major order, then the cheap exact
     # t = 0 traces) runs on process n mod P; its stream depends on (seed, R, i)
     # only, so any P gives the same traces.
+    # With distributed=True every process takes part in every Markov chain and only
+    # the exact prior traces are dealt out.
     process, num_processes = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
     chains = [(int(rank), i) for rank in ranks for i in range(temperatures.size)]
     cheap = [(rank, i) for rank, i in chains if exact_prior and temperatures[i] == 0.0]
     chains = [c for c in chains if c not in cheap] + cheap
-    mine = chains[process::num_processes]
+    collective = distributed and comm is not None and num_processes > 1
+    if collective:
+        mine = [c for c in chains if c not in cheap] + cheap[process::num_processes]
+        # this process's data slab only; the chains' kernels see no other block
+        lo, hi = owned_blocks(index.num_blocks, process, num_processes)
+        index = slab_index(index, lo, hi)
+    else:
+        mine = chains[process::num_processes]
     traces = {}
     models = {}
     with progress_bar(len(mine), desc="STI chains", enabled=progress and process == 0, unit="chain") as bar:
@@ -283,14 +303,16 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
                     trace, _ = run_parafac_block_chain(
                         index, start, prior_rates=model.prior_rates, seed=seed, chain=(rank, i), temperature=t,
                         num_steps=int(num_steps), num_keep=int(num_keep), sampler=sampler, step_a=step_a,
-                        step_b=step_b, alpha=alpha, sigma=sigma, evaluate=evaluate, parallel=parallel)
+                        step_b=step_b, alpha=alpha, sigma=sigma, evaluate=evaluate, parallel=parallel,
+                        comm=comm if collective else None)
                 else:
                     trace, _ = power_posterior_chain(
                         model, start, rng, temperature=t, num_steps=int(num_steps), num_keep=int(num_keep),
                         subset_fn=subset_fn, sampler=sampler, step_a=step_a, step_b=step_b, alpha=alpha,
                         sigma=sigma, evaluate=evaluate)
                 traces[rank, i] = trace
-            if path is not None and not path.exists():
+            writer = not collective or (rank, i) in cheap or process == 0
+            if path is not None and writer and not path.exists():
                 with atomic_path(path) as tmp:
                     with open(tmp, "wb") as handle:
                         np.save(handle, traces[rank, i])

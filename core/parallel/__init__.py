@@ -31,7 +31,9 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
             'block_key',
             'build_block_index',
             'num_parts',
+            'owned_blocks',
             'part_keys',
+            'slab_index',
         ],
     },
 )

@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 
-__all__ = ["world", "is_root", "distribute", "abort_on_error", "launched_size", "reduction"]
+__all__ = ["world", "is_root", "distribute", "abort_on_error", "launched_size", "reduction", "ring_pass"]
 
 _LAUNCHER_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE")
 
@@ -92,3 +92,12 @@ def reduction(name):
     from mpi4py import MPI
 
     return {"min": MPI.MIN, "max": MPI.MAX, "sum": MPI.SUM, "land": MPI.LAND}[name]
+
+
+def ring_pass(comm, payload):
+    """Send ``payload`` to process p − 1 and return what process p + 1 sent (ring order, mod P).
+
+    Every process must call it; with one process the payload comes back unchanged.
+    """
+    size, rank = comm.Get_size(), comm.Get_rank()
+    return comm.sendrecv(payload, dest=(rank - 1) % size, source=(rank + 1) % size)

@@ -14,6 +14,16 @@ Each factor block draws its noise from its own stream
 for mode m), so the samples do not depend on threads, or on which process
 holds a block. The step size is (a/l)^b during burn-in, then fixed
 (:func:`core.samplers.step_size.step_sizes`).
+
+Distributed (PARAFAC'18 Fig. 1): with an MPI communicator of P processes,
+process p keeps A-blocks ``[lo, hi)`` (:func:`core.parallel.tensor_blocks.owned_blocks`)
+and the data blocks whose first index range is one of them; at part
+``u B + v`` it holds B-blocks ``(b + u) mod B`` and C-blocks ``(b + v) mod B``
+for its b. After each part it passes the C-block of its first A-block (and,
+when v wraps, that B-block) with its pSGLD average and its noise stream to
+process p − 1 and receives the next one from p + 1. Every block meets the same
+arithmetic and the same stream as in one process, so the samples and the
+log-likelihood trace are those of the one-process sampler, bit for bit.
 """
 
 from typing import NamedTuple
@@ -21,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from core.errors import ParameterError
+from core.parallel.tensor_blocks import owned_blocks, part_keys, slab_index
 from core.random import stream
 from core.samplers.psgld import UNSET
 from core.samplers.step_size import step_sizes
@@ -93,7 +104,7 @@ def parafac_part_update(index, state, part, *, step_size, temperature, prior_rat
 
 def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperature, num_steps, num_keep,
                             sampler="psgld", step_a=1e-8, step_b=0.51, alpha=0.99, sigma=1e-5,
-                            evaluate="before_update", parallel=False):
+                            evaluate="before_update", parallel=False, comm=None):
     """Run one tempered chain and return the kept log-likelihood estimates and the final state.
 
     Parameters
@@ -113,6 +124,10 @@ def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperatu
     evaluate : {"before_update", "after_update"}
     parallel : bool
         One numba thread per block of a part.
+    comm : MPI communicator, optional
+        Spread the chain's blocks over the processes (Fig. 1 scheme, see the
+        module docstring); every process must call, and every process returns
+        the same trace and final state as a one-process run.
 
     Returns
     -------
@@ -129,6 +144,10 @@ def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperatu
         raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
     burn_in = num_steps - num_keep
     steps = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
+    if comm is not None and comm.Get_size() > 1:
+        return _run_distributed(index, theta, comm, steps=steps, num_keep=num_keep, prior_rates=prior_rates,
+                                seed=seed, chain=chain, temperature=temperature, sampler=sampler, alpha=alpha,
+                                sigma=sigma, evaluate=evaluate, parallel=parallel)
     state = init_block_state(theta, seed=seed, chain=chain, num_blocks=index.num_blocks)
     trace = np.empty(num_keep)
     for iteration in range(1, num_steps + 1):
@@ -138,4 +157,69 @@ def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperatu
                                     evaluate=evaluate, parallel=parallel)
         if iteration > burn_in:
             trace[iteration - burn_in - 1] = value
+    return trace, state
+
+
+def _pack(state, index, mode, block):
+    lo, hi = int(index.bounds[mode][block]), int(index.bounds[mode][block + 1])
+    return (mode, block, state.position[mode][lo:hi].copy(), state.v[mode][lo:hi].copy(),
+            state.streams[mode][block].copy())
+
+
+def _unpack(state, index, pieces):
+    for mode, block, values, average, stream_state in pieces:
+        lo, hi = int(index.bounds[mode][block]), int(index.bounds[mode][block + 1])
+        state.position[mode][lo:hi] = values
+        state.v[mode][lo:hi] = average
+        state.streams[mode][block] = stream_state
+
+
+def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, chain, temperature, sampler, alpha,
+                     sigma, evaluate, parallel):
+    """The block chain with A-blocks spread over ``comm``'s processes (module docstring, Fig. 1)."""
+    from core.models import _parafac_kernels as kernels
+    from core.parallel.mpi import ring_pass
+
+    size, process = comm.Get_size(), comm.Get_rank()
+    num_blocks = index.num_blocks
+    lo, hi = owned_blocks(num_blocks, process, size)
+    local = slab_index(index, lo, hi)
+    state = init_block_state(theta, seed=seed, chain=chain, num_blocks=num_blocks)
+    n_data = index.shape[0] * index.shape[1] * index.shape[2]
+    part_sizes = [index.part(q).num_entries for q in range(index.num_parts)]
+    kernel = kernels.part_update_parallel if parallel else kernels.part_update_serial
+    rates = np.asarray(prior_rates, dtype=np.float64)
+    code = 1 if evaluate == "before_update" else 2
+    num_steps = len(steps)
+    burn_in = num_steps - num_keep
+    kept = np.empty((num_keep, hi - lo))
+    out = np.empty(hi - lo)
+    for iteration in range(1, num_steps + 1):
+        q = (iteration - 1) % index.num_parts
+        blocks = local.blocks(part_keys(q, num_blocks)[lo:hi])
+        n_s = part_sizes[q]
+        kernel(*state.position, *state.v, *state.gradient, blocks.coords, blocks.values, blocks.starts,
+               blocks.stops, blocks.ranges, blocks.keys, *state.streams, float(steps[iteration - 1]),
+               float(temperature), n_data / n_s, rates, sampler == "psgld", float(alpha), float(sigma), float(n_s),
+               code, out)
+        if iteration > burn_in:
+            kept[iteration - burn_in - 1] = out
+        # the next part needs C-blocks shifted by one (and B-blocks when v wraps): pass the first one back
+        u, v = divmod(q, num_blocks)
+        outgoing = [_pack(state, index, 2, (lo + v) % num_blocks)]
+        if v == num_blocks - 1:
+            outgoing.append(_pack(state, index, 1, (lo + u) % num_blocks))
+        _unpack(state, index, ring_pass(comm, outgoing))
+    # assemble the final state and the per-block log-likelihoods on every process
+    u, v = divmod(num_steps % index.num_parts, num_blocks)
+    mine = [_pack(state, index, 0, b) for b in range(lo, hi)]
+    mine += [_pack(state, index, 1, (b + u) % num_blocks) for b in range(lo, hi)]
+    mine += [_pack(state, index, 2, (b + v) % num_blocks) for b in range(lo, hi)]
+    for pieces in comm.allgather(mine):
+        _unpack(state, index, pieces)
+    per_block = np.concatenate(comm.allgather(kept), axis=1)
+    trace = np.empty(num_keep)
+    for row in range(num_keep):
+        n_s = part_sizes[(burn_in + row) % index.num_parts]
+        trace[row] = n_data / n_s * float(np.ascontiguousarray(per_block[row]).sum())
     return trace, state

@@ -26,7 +26,7 @@ from core.errors import ParameterError
 from core.sparse_tensor import SparseTensor
 
 __all__ = ["TensorBlockIndex", "TensorBlocks", "block_bounds", "build_block_index", "part_keys",
-           "block_key", "num_parts"]
+           "block_key", "num_parts", "slab_index", "owned_blocks"]
 
 
 class TensorBlocks(NamedTuple):
@@ -183,3 +183,35 @@ def build_block_index(tensor, num_blocks):
     np.cumsum(counts, out=offsets[1:])
     return TensorBlockIndex(shape, int(num_blocks), bounds, np.ascontiguousarray(coords[order]),
                             np.ascontiguousarray(np.asarray(tensor.values, dtype=np.float64)[order]), offsets)
+
+
+def owned_blocks(num_blocks, process, num_processes):
+    """A-blocks ``[lo, hi)`` of process ``process`` of ``num_processes``: contiguous, sizes differ by at most one.
+
+    Raises
+    ------
+    ParameterError
+        If there are more processes than blocks.
+    """
+    num_blocks, num_processes = int(num_blocks), int(num_processes)
+    if num_processes > num_blocks:
+        raise ParameterError(f"{num_processes} processes need num_blocks >= {num_processes} (got {num_blocks}): "
+                             "each process keeps at least one block of the first factor")
+    return process * num_blocks // num_processes, (process + 1) * num_blocks // num_processes
+
+
+def slab_index(index, lo, hi):
+    """The index restricted to the blocks whose first-mode key is in ``[lo, hi)`` (a process's data).
+
+    The non-zeros of those blocks are one contiguous run of the sorted
+    ``coords`` (the first key is the most significant), which is copied so the
+    full arrays can be freed; every other block becomes empty. Coordinates stay
+    global.
+    """
+    if index.coords is None:
+        return index
+    per_first = index.num_blocks ** 2
+    first, last = int(index.offsets[lo * per_first]), int(index.offsets[hi * per_first])
+    offsets = np.clip(index.offsets - first, 0, last - first)
+    return index._replace(coords=np.array(index.coords[first:last]), values=np.array(index.values[first:last]),
+                          offsets=offsets)

@@ -2,25 +2,38 @@
 
 For several true R, data are drawn with mu = 5, sigma_theta^2 = 3, sigma_x^2 = 5,
 N = 5000; for every candidate R_m the evidence is estimated by STI and
-compared with the closed form (O(N), matrix determinant lemma).
+compared with the closed form (O(N), matrix determinant lemma). Every
+configuration uses N_s = 250 (with replacement), K = 3000 iterations per
+chain with the first 1000 as burn-in, b = 0.51, the step fixed after burn-in;
+T counts intervals (T + 1 temperatures). All chains of one R_m run at once
+as array operations (the model is batched), one chain per temperature.
 
-Two STI configurations run on the same data:
+Three configurations run on the same data:
 
-* ``sti`` (the default of this project): SGLD, T = 20 intervals on the power
-  grid t_i = (i/T)^5, Simpson's rule in u = t^(1/5), a = 1e-7 with the
-  steps of the chain at t divided by max(t, 1e-5), chains warm-started from
-  the previous temperature, the log-likelihood of theta^(k-1) scored on the
-  subsample S^(k) with a control variate at the last burn-in sample.
-* ``sti_paper``: the paper's settings verbatim -- SGLD, T = 10 intervals on a
-  uniform grid, trapezoid rule, eq. 9 (theta^(k) on S^(k)), a = 1e-8.
+* ``sti`` (this project's default): T = 40 intervals on the power grid
+  t_i = (i/T)^6 with Simpson's rule in u = t^(1/6); the step of the chain at
+  t is eps_k = min(1, (a/k)^b) / lambda_t with a = 250, lambda_t the largest
+  curvature of its power posterior at the start (power iteration on
+  gradients), so eps * lambda = 0.5 after burn-in at every t and every R_m;
+  the control-variate gradient around the last burn-in sample (SGLD-CV) and
+  the first-order control-variate log-likelihood estimate; the
+  Leimkuhler-Matthews noise (same cost as SGLD, exact invariant law on
+  Gaussian targets); theta^(k-1) scored on S^(k); a zero-variance control
+  variate (the gradient along the stiffest direction) on each trace.
+* ``sti_uniform``: the same chains on the paper's uniform grid with T = 40
+  intervals and the trapezoid rule: which schedule is more accurate.
+* ``sti_paper``: the paper's settings verbatim -- SGLD (Euler), T = 10
+  intervals on a uniform grid, trapezoid rule, eq. 9 (theta^(k) on S^(k)),
+  a = 1e-8, no control variates.
 
-Both: N_s = 250 (with replacement), K = 3000 with the first 1000 as burn-in,
-b = 0.51, step fixed after burn-in. T counts intervals (T + 1 temperatures).
-``quadrature_error`` is the error the grid alone makes with exact
-expectations, so that Monte-Carlo and discretisation error can be told apart.
+``quadrature_error*`` is the error each grid makes with exact expectations,
+so that Monte-Carlo and discretisation error can be told apart.
+``--ablation`` adds, for true R = 5, the error of each ingredient switched
+off in turn (the bias decomposition of the README).
 """
 
 import time
+import warnings
 
 import numpy as np
 
@@ -32,71 +45,125 @@ from core.random import stream
 
 NAME = "sti_gaussian"
 PRIOR = dict(mu=5.0, sigma2_theta=3.0, sigma2_x=5.0)
-DEFAULT = dict(num_intervals=20, schedule="power", power=5.0, rule="simpson", sampler="sgld", step_a=1e-7,
-               step_b=0.51, control_variate=True, evaluate="before_update", step_floor=1e-5, warm_start=True)
+CHAIN = dict(num_steps=3000, num_keep=2000, subset_size=250)
+DEFAULT = dict(num_intervals=40, schedule="power", power=6.0, rule="simpson", sampler="sgld", step_a=250.0,
+               step_b=0.51, step_scale="curvature", control_variate="gradient", integrator="lm",
+               zero_variance=True, evaluate="before_update")
+UNIFORM = dict(DEFAULT, schedule="uniform", power=1.0, rule="trapezoid")
 PAPER = dict(num_intervals=10, schedule="uniform", power=1.0, rule="trapezoid", sampler="sgld", step_a=1e-8,
              step_b=0.51, control_variate=False, evaluate="after_update")
+ABLATION = {
+    "default": {},
+    "Euler (SGLD) instead of Leimkuhler-Matthews": dict(integrator="euler"),
+    "subsampled gradient (no SGLD-CV)": dict(control_variate="likelihood"),
+    "no zero-variance control variate": dict(zero_variance=False),
+    "eps*lambda = 0.1 (a = 11.3)": dict(step_a=11.3),
+    "eps*lambda = 0.1, Euler": dict(step_a=11.3, integrator="euler"),
+    "eps*lambda = 0.1, Euler, subsampled gradient": dict(step_a=11.3, integrator="euler",
+                                                         control_variate="likelihood", zero_variance=False),
+    "full-batch gradient, Euler, eps*lambda = 0.1": dict(step_a=11.3, integrator="euler", subset_size=None,
+                                                         control_variate="likelihood", zero_variance=False),
+    "T = 20, power 5 (previous default grid)": dict(num_intervals=20, power=5.0),
+}
 
 
-def estimate(model, settings, *, num_steps, num_keep, subset_size, seed):
-    import warnings
+def grid_power(settings):
+    return settings["power"] if settings["schedule"] == "power" else 1.0
 
+
+def estimate(model, settings, *, seed):
+    """STI on ``model`` with ``settings``: (result, seconds, quadrature error of the grid)."""
+    settings = {**CHAIN, **settings}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         start = time.perf_counter()
-        result = stochastic_thermodynamic_integration(model, model.sample_prior, num_steps=num_steps,
-                                                      num_keep=num_keep, subset_size=subset_size, seed=seed,
-                                                      **settings)
-    seconds = time.perf_counter() - start
+        result = stochastic_thermodynamic_integration(model, model.sample_prior, seed=seed, **settings)
+        seconds = time.perf_counter() - start
     t = result.temperatures
-    weights = integration_weights(t, rule=settings["rule"], power=settings["power"] if settings["schedule"] == "power"
-                                  else 1.0)
+    weights = integration_weights(t, rule=settings["rule"], power=grid_power(settings))
     quadrature = float(weights @ model.expected_log_likelihood(t) - model.log_marginal_likelihood())
     return result, seconds, quadrature
 
 
+def data(seed, index, true_rank, n_data=5000):
+    _, x = GaussianAdditiveModel.sample(stream(seed, 1000 + index), n_data, true_rank, **PRIOR)
+    return x
+
+
 def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser.add_argument("--ablation", action="store_true", help="also run the bias decomposition (true R = 5)")
     args = parser.parse_args()
     true_ranks = [2, 5] if args.quick else [2, 5, 8]
     ranks = list(range(1, 8)) if args.quick else list(range(1, 11))
-    num_steps, num_keep, n_data, subset_size = 3000, 2000, 5000, 250
-    out = {"true_R": true_ranks, "ranks": ranks, "sti": [], "stderr": [], "exact": [], "sti_paper": [],
-           "stderr_paper": [], "quadrature_error": [], "quadrature_error_paper": [], "seconds_per_rank": [],
-           "seconds_per_rank_paper": [],
-           "settings": {"default": DEFAULT, "paper": PAPER, "N": n_data, "N_s": subset_size, "K": num_steps,
-                        "keep": num_keep, **PRIOR, "T_counts": "intervals"}}
-    print(f"{'true R':>6} {'R_m':>4} {'exact':>12} {'STI':>12} {'err':>7} {'se':>5} {'quad':>6} {'s':>5} "
-          f"{'paper':>12} {'err':>9} {'se':>7}")
+    configs = {"": DEFAULT, "_uniform": UNIFORM, "_paper": PAPER}
+    fields = ("sti", "stderr", "quadrature_error", "seconds_per_rank")
+    out = {"true_R": true_ranks, "ranks": ranks, "exact": [],
+           **{field + suffix: [] for suffix in configs for field in fields},
+           "settings": {"default": DEFAULT, "uniform": UNIFORM, "paper": PAPER, "N": 5000, "N_s": CHAIN["subset_size"],
+                        "K": CHAIN["num_steps"], "keep": CHAIN["num_keep"], **PRIOR, "T_counts": "intervals",
+                        "chains_per_temperature": 1}}
+    print(f"{'true R':>6} {'R_m':>4} {'exact':>11} | {'STI-exact':>9} {'se':>5} {'quad':>6} {'s':>5} | "
+          f"{'uniform-exact':>13} {'se':>5} | {'paper-exact':>11} {'se':>7} {'s':>5}")
     for index, true_rank in enumerate(true_ranks):
-        _, x = GaussianAdditiveModel.sample(stream(args.seed, 1000 + index), n_data, true_rank, **PRIOR)
-        rows = {k: [] for k in ("sti", "stderr", "exact", "sti_paper", "stderr_paper", "quadrature_error",
-                                "quadrature_error_paper", "seconds_per_rank", "seconds_per_rank_paper")}
+        x = data(args.seed, index, true_rank)
+        rows = {key: [] for key in out if key not in ("true_R", "ranks", "settings")}
         for rank in ranks:
             model = GaussianAdditiveModel(x, rank, **PRIOR)
             exact = model.log_marginal_likelihood()
-            ours, seconds, quad = estimate(model, DEFAULT, num_steps=num_steps, num_keep=num_keep,
-                                           subset_size=subset_size, seed=args.seed + 17 * rank)
-            paper, seconds_paper, quad_paper = estimate(model, PAPER, num_steps=num_steps, num_keep=num_keep,
-                                                        subset_size=subset_size, seed=args.seed + 17 * rank)
-            for key, value in (("sti", ours.log_evidence), ("stderr", ours.stderr), ("exact", exact),
-                               ("sti_paper", paper.log_evidence), ("stderr_paper", paper.stderr),
-                               ("quadrature_error", quad), ("quadrature_error_paper", quad_paper),
-                               ("seconds_per_rank", seconds), ("seconds_per_rank_paper", seconds_paper)):
-                rows[key].append(float(value))
-            print(f"{true_rank:>6} {rank:>4} {exact:12.2f} {ours.log_evidence:12.2f} {ours.log_evidence - exact:7.2f} "
-                  f"{ours.stderr:5.2f} {quad:6.2f} {seconds:5.1f} {paper.log_evidence:12.2f} "
-                  f"{paper.log_evidence - exact:9.1f} {paper.stderr:7.1f}", flush=True)
+            rows["exact"].append(float(exact))
+            line = {}
+            for suffix, settings in configs.items():
+                result, seconds, quad = estimate(model, settings, seed=args.seed)
+                for field, value in zip(fields, (result.log_evidence, result.stderr, quad, seconds)):
+                    rows[field + suffix].append(float(value))
+                line[suffix] = (result.log_evidence - exact, result.stderr, quad, seconds)
+            d, u, p = line[""], line["_uniform"], line["_paper"]
+            print(f"{true_rank:>6} {rank:>4} {exact:11.2f} | {d[0]:9.3f} {d[1]:5.3f} {d[2]:6.3f} {d[3]:5.2f} | "
+                  f"{u[0]:13.2f} {u[1]:5.2f} | {p[0]:11.1f} {p[1]:7.1f} {p[3]:5.2f}", flush=True)
         for key, value in rows.items():
             out[key].append(value)
-    sti = np.array(out["sti"])
     exact = np.array(out["exact"])
-    out["argmax_agrees"] = [bool(np.argmax(s) == np.argmax(e)) for s, e in zip(sti, exact)]
-    out["max_abs_error"] = float(np.max(np.abs(sti - exact)))
-    out["max_abs_error_paper"] = float(np.max(np.abs(np.array(out["sti_paper"]) - exact)))
-    print(f"argmax agrees: {out['argmax_agrees']}; max |STI - exact| = {out['max_abs_error']:.2f} nats "
-          f"(paper settings: {out['max_abs_error_paper']:.1f})")
+    for suffix in configs:
+        sti = np.array(out["sti" + suffix])
+        se = np.array(out["stderr" + suffix])
+        out["argmax_agrees" + suffix] = [bool(np.argmax(s) == np.argmax(e)) for s, e in zip(sti, exact)]
+        out["max_abs_error" + suffix] = float(np.max(np.abs(sti - exact)))
+        out["max_abs_z" + suffix] = float(np.max(np.abs(sti - exact) / np.maximum(se, 1e-12)))
+    print(f"argmax agrees: {out['argmax_agrees']}; max |STI - exact| = {out['max_abs_error']:.3f} nats, "
+          f"max |STI - exact| / se = {out['max_abs_z']:.1f}; "
+          f"seconds per R_m: median {np.median(out['seconds_per_rank']):.2f}, max {np.max(out['seconds_per_rank']):.2f}")
+    print(f"uniform grid, same chains: max error {out['max_abs_error_uniform']:.1f} nats; paper settings: "
+          f"{out['max_abs_error_paper']:.1f} nats (argmax agrees {out['argmax_agrees_paper']})")
+    if args.ablation:
+        out["ablation"] = ablation(args.seed, true_ranks.index(5), ranks)
     write_results(args.out, NAME, out, figure(out))
+
+
+def ablation(seed, index, ranks):
+    """Error of STI on the true R = 5 data with one ingredient of the default changed at a time."""
+    x = data(seed, index, 5)
+    table = {}
+    print("\nbias decomposition, true R = 5: STI - exact (se) per R_m")
+    for label, change in ABLATION.items():
+        settings = {**DEFAULT, **change}
+        subset_size = settings.pop("subset_size", CHAIN["subset_size"])
+        errors, ses, quads, seconds = [], [], [], []
+        for rank in ranks:
+            model = GaussianAdditiveModel(x, rank, **PRIOR)
+            chain = {**CHAIN, "subset_size": subset_size}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                start = time.perf_counter()
+                result = stochastic_thermodynamic_integration(model, model.sample_prior, seed=seed, **chain,
+                                                              **settings)
+                seconds.append(time.perf_counter() - start)
+            errors.append(float(result.log_evidence - model.log_marginal_likelihood()))
+            ses.append(float(result.stderr))
+        table[label] = {"error": errors, "stderr": ses, "seconds": seconds}
+        cells = " ".join(f"{e:+6.2f}({s:.2f})" for e, s in zip(errors, ses))
+        print(f"{label:48s} {cells}  [{np.mean(seconds):.2f} s]", flush=True)
+    return table
 
 
 def figure(out):
@@ -105,19 +172,27 @@ def figure(out):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(out["true_R"]), figsize=(4.2 * len(out["true_R"]), 3.6), squeeze=False)
-    for ax, true_rank, sti, se, exact, paper in zip(axes[0], out["true_R"], out["sti"], out["stderr"], out["exact"],
-                                                   out["sti_paper"]):
+    n = len(out["true_R"])
+    fig, axes = plt.subplots(2, n, figsize=(4.2 * n, 6.4), squeeze=False, sharex=True)
+    for column, true_rank in enumerate(out["true_R"]):
+        exact = np.asarray(out["exact"][column])
+        ax, err = axes[0][column], axes[1][column]
         ax.plot(out["ranks"], exact, "k-", label="exact")
-        ax.errorbar(out["ranks"], sti, yerr=2 * np.asarray(se), fmt="o", ms=4, label="STI (power grid)")
-        ax.plot(out["ranks"], paper, "x", color="tab:red", label="STI, paper settings")
+        ax.errorbar(out["ranks"], out["sti"][column], yerr=2 * np.asarray(out["stderr"][column]), fmt="o", ms=4,
+                    label="STI (default)")
+        ax.plot(out["ranks"], out["sti_paper"][column], "x", color="tab:red", label="STI, paper settings")
         ax.axvline(true_rank, color="grey", ls=":")
-        low, high = min(exact), max(exact)
+        low, high = exact.min(), exact.max()
         ax.set_ylim(low - 0.3 * (high - low) - 5, high + 0.15 * (high - low) + 5)
         ax.set_title(f"true R = {true_rank}")
-        ax.set_xlabel("R")
-    axes[0][0].set_ylabel("log p(x | R)")
+        err.axhline(0, color="k", lw=0.8)
+        err.errorbar(out["ranks"], np.asarray(out["sti"][column]) - exact, yerr=2 * np.asarray(out["stderr"][column]),
+                     fmt="o", ms=4, label="STI − exact (±2 se)")
+        err.set_xlabel("R_m")
+    axes[0][0].set_ylabel("log p(x | R_m)")
+    axes[1][0].set_ylabel("STI − exact (nats)")
     axes[0][0].legend(fontsize=7)
+    axes[1][0].legend(fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -11,7 +11,25 @@ N/N_s (eq. 9). The per-temperature means are combined by the trapezoid rule.
 
 Chains are independent, so the standard error of the estimate is
 sqrt(sum_i w_i^2 mcse_i^2) with trapezoid weights w_i and per-chain Monte
-Carlo standard errors from the integrated autocorrelation time.
+Carlo standard errors from the integrated autocorrelation time. Several chains
+per temperature are averaged, their MCSEs combined.
+
+Batched models (``model.batched``, e.g. the Gaussian additive model) run all
+chains -- every temperature, several chains each -- in lockstep as array
+operations (:func:`power_posterior_chains`): traces are arrays of shape
+``(chains, kept)``.
+
+Bias sources and their cures (measured on the Gaussian additive model, see
+``recipes/sti_gaussian.py``): the temperature grid (the uniform grid misses
+the fast change of E_t[log p(x|theta)] near t = 0 by hundreds to tens of
+thousands of nats; a power grid with Simpson's rule in u = t^(1/c) does
+not); the subsampling noise of the gradient, which inflates the chain's
+variance by O(eps N^2 / N_s) and biases E_t[log p] downwards (cured by the
+control-variate gradient, ``control_variate="gradient"``); the Euler
+discretisation, O(eps) (cured to O(eps^2), exactly for Gaussian targets, by
+the Leimkuhler-Matthews integrator, ``integrator="lm"``); and the subsample
+log-likelihood estimate of eq. 9 at theta^(k), which has moved towards
+S^(k) (``evaluate="before_update"`` scores theta^(k-1) instead).
 
 References
 ----------
@@ -25,15 +43,18 @@ from typing import NamedTuple
 import numpy as np
 
 from core.errors import ParameterError
-from core.models.subsample import log_likelihood_estimate
+from core.models.subsample import (log_likelihood_estimate, make_reference, tempered_gradient, tree_add_scaled,
+                                   tree_vdot)
 from core.random import stream
 from core.samplers import psgld as _psgld
 from core.samplers import sgld as _sgld
 from core.samplers.driver import run_chain
+from core.samplers.langevin import langevin_step
 from core.samplers.step_size import step_sizes
 
 __all__ = ["STIResult", "TemperedState", "temperature_grid", "trapezoid_weights", "integration_weights",
            "integrated_time", "chain_summary", "thermodynamic_integral", "power_posterior_chain",
+           "power_posterior_chains", "curvature", "zero_variance_correction",
            "stochastic_thermodynamic_integration", "random_subsets"]
 
 
@@ -161,8 +182,18 @@ def integrated_time(x, *, c=5.0):
 
 
 def chain_summary(trace):
-    """Mean, Monte-Carlo standard error and integrated time of one trace."""
+    """Mean, Monte-Carlo standard error and integrated time of one trace.
+
+    A 2-d ``trace`` holds several independent chains of equal length (one per
+    row): the mean is their average, the MCSE combines theirs, the integrated
+    time is their mean.
+    """
     trace = np.asarray(trace, dtype=np.float64)
+    if trace.ndim == 2:
+        if trace.shape[0] == 1:
+            return chain_summary(trace[0])
+        means, mcses, taus = (np.array(column) for column in zip(*(chain_summary(row) for row in trace)))
+        return float(means.mean()), float(np.sqrt(np.sum(mcses ** 2)) / means.size), float(taus.mean())
     tau = integrated_time(trace)
     variance = trace.var(ddof=1) if trace.size > 1 else 0.0
     return float(trace.mean()), float(np.sqrt(variance * tau / trace.size)), tau
@@ -176,7 +207,8 @@ def thermodynamic_integral(temperatures, traces, *, rule="trapezoid", power=1.0,
     temperatures : array_like, shape (T + 1,)
         Increasing, from 0 to 1.
     traces : sequence of array_like
-        The kept log-likelihood estimates of each temperature's chain.
+        The kept log-likelihood estimates of each temperature's chain, or of
+        its chains (2-d, one row per chain).
     rule, power : see :func:`integration_weights`
     tol : float
         Warn (RuntimeWarning) when a trace is shorter than ``tol`` times its
@@ -189,13 +221,14 @@ def thermodynamic_integral(temperatures, traces, *, rule="trapezoid", power=1.0,
         raise ParameterError(f"got {len(traces)} traces for {t.size} temperatures")
     summaries = [chain_summary(trace) for trace in traces]
     means, mcses, taus = (np.array(column) for column in zip(*summaries))
-    short = [f"t={ti:.3g} (tau={tau:.0f})" for ti, tau, trace in zip(t, taus, traces) if len(trace) < tol * tau]
+    lengths = [np.shape(trace)[-1] for trace in traces]
+    short = [f"t={ti:.3g} (tau={tau:.0f})" for ti, tau, n in zip(t, taus, lengths) if n < tol * tau]
     if short:
         warnings.warn(f"traces shorter than {tol:g} integrated times at {', '.join(short)}: "
                       "their standard errors are unreliable; run longer chains", RuntimeWarning, stacklevel=2)
     weights = integration_weights(t, rule=rule, power=power)
     return STIResult(float(weights @ means), float(np.sqrt(np.sum((weights * mcses) ** 2))), t, means, mcses, taus,
-                     int(min(len(trace) for trace in traces)))
+                     int(min(lengths)))
 
 
 def random_subsets(model, subset_size):
@@ -269,12 +302,226 @@ def power_posterior_chain(model, position, rng, *, temperature, num_steps, num_k
     return np.asarray(result.samples, dtype=np.float64), result
 
 
+def curvature(model, position, temperature, *, num_iterations=20, rng=None, relative_step=1e-4,
+              return_vector=False):
+    """Largest eigenvalue of -Hessian of log p(theta) + t log p(x | theta) at ``position``, per chain.
+
+    Power iteration on Hessian-vector products from full-data gradient
+    differences, so only gradients are needed; for a batched model
+    ``position`` and ``temperature`` carry a leading chain axis and the result
+    has one entry per chain. Exact for quadratic log densities.
+
+    Returns
+    -------
+    value : float or ndarray, shape (chains,)
+    vector : NamedTuple of ndarray, only with ``return_vector``
+        The unit eigenvector (per chain), the stiffest direction.
+    """
+    rng = np.random.default_rng(0) if rng is None else rng
+    batch_ndim = np.ndim(temperature)
+
+    def norm(tree):
+        return np.sqrt(tree_vdot(tree, tree, batch_ndim))
+
+    def gradient(theta):
+        g, _ = tempered_gradient(model, theta, None, temperature)
+        return g
+
+    from core.samplers.langevin import per_chain
+
+    base = gradient(position)
+    size = norm(position)
+    v = type(position)(*(rng.standard_normal(np.shape(leaf)) for leaf in position))
+    value = np.zeros(np.shape(temperature))
+    for _ in range(int(num_iterations)):
+        length = norm(v)
+        v = type(v)(*(leaf / per_chain(length, leaf) for leaf in v))
+        h = relative_step * (1.0 + size)
+        moved = gradient(tree_add_scaled(position, v, h))
+        hv = type(v)(*(-(a - b) / per_chain(h, a) for a, b in zip(moved, base)))
+        value = norm(hv)
+        v = hv
+    if return_vector:
+        return value, type(v)(*(leaf / per_chain(value, leaf) for leaf in v))
+    return value
+
+
+def zero_variance_correction(trace, features):
+    """``trace - features @ beta`` with beta from least squares on the chain's own samples.
+
+    ``trace`` has shape (K,), ``features`` (K, p) with mean zero under the
+    target; the corrected trace has the same expectation (up to O(1/K) from
+    estimating beta) and, when the features explain the trace, far less
+    variance. Its autocorrelation still gives the MCSE.
+    """
+    trace = np.asarray(trace, dtype=np.float64)
+    features = np.asarray(features, dtype=np.float64)
+    centred = features - features.mean(axis=0)
+    scale = centred.std(axis=0)
+    usable = scale > 0
+    if not np.any(usable) or trace.size <= 2 * usable.sum():
+        return trace
+    design = centred[:, usable] / scale[usable]
+    beta, *_ = np.linalg.lstsq(design, trace - trace.mean(), rcond=None)
+    return trace - (features[:, usable] / scale[usable]) @ beta
+
+
+class _ChainsState(NamedTuple):
+    position: object
+    noise: object
+    log_likelihood: object
+    features: object
+
+
+def power_posterior_chains(model, positions, rng, *, temperatures, num_steps, num_keep, subset_size=None,
+                           step_a=1e-8, step_b=0.51, step_floor=None, step_scale=None, control_variate=False,
+                           integrator="euler", evaluate="before_update", zero_variance=False, progress=False,
+                           desc=None):
+    """Run C chains of a batched model in lockstep, chain c on p(theta) p(x | theta)^(t_c).
+
+    Each iteration draws a subsample of ``subset_size`` indices (with
+    replacement; ``None``: all data) per chain and takes one SGLD step
+    (ICASSP'16 eq. 10) with step (a/k)^b during the burn-in, fixed after.
+    The kept log-likelihood estimates follow ``evaluate`` (see
+    :func:`power_posterior_chain`).
+
+    Parameters
+    ----------
+    model : batched model
+        ``model.batched`` must be true (see :mod:`core.models.subsample`).
+    positions : NamedTuple of ndarray
+        Starts, leaves of shape (C, ...).
+    rng : numpy.random.Generator
+        One stream for all chains' subsets and noise.
+    temperatures : array_like, shape (C,)
+    num_steps, num_keep : int
+    subset_size : int, optional
+    step_a, step_b : float
+        Step schedule.
+    step_floor : float, optional
+        Divide chain c's steps by max(t_c, step_floor).
+    step_scale : {None, "curvature"}
+        ``curvature``: a and b are dimensionless, the step of chain c is
+        min((a/k)^b, 1) / lambda_c with lambda_c the largest curvature of its
+        target at its start (:func:`curvature`), so eps * lambda is the same
+        for every temperature and model size.
+    control_variate : {False, "likelihood", "gradient"}
+        ``likelihood`` (or True): the kept log-likelihoods use the difference
+        estimator against the last burn-in sample. ``gradient``: the kept
+        updates also use the control-variate gradient around it (SGLD-CV) and
+        the log-likelihood its first-order estimator
+        (:func:`core.models.subsample.log_likelihood_estimate`). One full-data
+        pass per chain, at the end of the burn-in.
+    integrator : {"euler", "lm"}
+        Euler-Maruyama (SGLD) or Leimkuhler-Matthews noise
+        (:mod:`core.samplers.langevin`).
+    evaluate : {"before_update", "after_update"}
+    zero_variance : bool
+        Zero-variance control variate on each chain's kept trace
+        (:func:`zero_variance_correction`): the step's own gradient estimate
+        at theta^(k-1), projected on the chain's stiffest direction v (from
+        :func:`curvature` at its start). E[v . g] = 0 at stationarity of the
+        Euler and Leimkuhler-Matthews steps for any step size (the chain's
+        mean does not move), and the stiffest direction is the one that mixes
+        fastest, so the in-chain mean of the feature is close to zero too;
+        slow directions are left out on purpose, since a feature that has not
+        mixed biases the correction. It removes the part of the
+        log-likelihood linear in that direction -- at the temperatures where
+        the posterior moves from the prior to the data, most of the variance.
+        Needs ``before_update`` and a model without mirrored leaves.
+    progress : bool
+    desc : str, optional
+
+    Returns
+    -------
+    traces : ndarray, shape (C, num_keep)
+    state : the final state (``position`` with leaves (C, ...))
+    """
+    if not getattr(model, "batched", False):
+        raise ParameterError(f"{type(model).__name__} is not batched: use power_posterior_chain per chain")
+    if not 1 <= num_keep <= num_steps:
+        raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
+    if control_variate is True:
+        control_variate = "likelihood"
+    if control_variate not in (False, None, "likelihood", "gradient"):
+        raise ParameterError(f"control_variate={control_variate!r}: expected False, 'likelihood' or 'gradient'")
+    if integrator not in ("euler", "lm"):
+        raise ParameterError(f"integrator={integrator!r}: expected 'euler' or 'lm'")
+    if evaluate not in ("after_update", "before_update"):
+        raise ParameterError(f"evaluate={evaluate!r}: expected 'after_update' or 'before_update'")
+    if step_scale not in (None, "curvature"):
+        raise ParameterError(f"step_scale={step_scale!r}: expected None or 'curvature'")
+    if zero_variance and (evaluate != "before_update" or any(getattr(model, "nonnegative", None) or ())):
+        raise ParameterError("zero_variance needs evaluate='before_update' and a model without mirrored leaves")
+    t = np.asarray(temperatures, dtype=np.float64)
+    num_chains = t.size
+    burn_in = num_steps - num_keep
+    base = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
+    stiffness, direction = (curvature(model, positions, t, rng=rng, return_vector=True)
+                            if step_scale == "curvature" or zero_variance else (None, None))
+    if step_scale == "curvature":
+        base = np.minimum(base, 1.0)
+        divisor = stiffness
+        if not np.all(np.isfinite(divisor)) or np.any(divisor <= 0):
+            raise ParameterError(f"curvature estimates {divisor}: not finite and positive at the starts")
+    elif step_floor is not None:
+        divisor = np.maximum(t, float(step_floor))
+    else:
+        divisor = np.ones_like(t)
+    n = model.n_data
+
+    def draw():
+        return None if subset_size is None else rng.integers(0, n, size=(num_chains, int(subset_size)))
+
+    def normals(position):
+        return type(position)(*(rng.standard_normal(np.shape(leaf)) for leaf in position))
+
+    reference = []
+    after = evaluate == "after_update"
+    lm = integrator == "lm"
+
+    def step_fn(chain_rng, state, iteration):
+        subset = draw()
+        kept = iteration > burn_in
+        if control_variate and iteration == burn_in + 1:
+            reference.append(make_reference(model, state.position, with_gradient=control_variate == "gradient"))
+        ref = reference[0] if reference else None
+        gradient_ref = ref if control_variate == "gradient" else None
+        features = None
+        if kept and not after:
+            gradient, _, value = tempered_gradient(model, state.position, subset, t, with_likelihood=True,
+                                                   reference=ref)
+            if zero_variance:
+                features = tree_vdot(direction, gradient, 1)
+        else:
+            gradient, _ = tempered_gradient(model, state.position, subset, t, reference=gradient_ref)
+            value = None
+        fresh = normals(state.position)
+        noise = type(fresh)(*((a + b) / 2.0 for a, b in zip(state.noise, fresh))) if lm else fresh
+        position = langevin_step(chain_rng, state.position, gradient, base[iteration - 1] / divisor, noise=noise,
+                                 nonnegative=getattr(model, "nonnegative", None))
+        if kept and after:
+            value = log_likelihood_estimate(model, position, subset, reference=ref)
+        return _ChainsState(position, fresh, value, features), None
+
+    start = _ChainsState(positions, normals(positions), None, None)
+    result = run_chain(step_fn, start, rng, num_steps=num_steps, burn_in=burn_in,
+                       transform=(lambda s: (s.log_likelihood, s.features)) if zero_variance else (
+                           lambda s: s.log_likelihood), progress=progress, desc=desc)
+    if not zero_variance:
+        return np.asarray(result.samples, dtype=np.float64).T, result.state
+    values, features = result.samples
+    traces = np.stack([zero_variance_correction(values[:, c], features[:, c, None]) for c in range(num_chains)])
+    return traces, result.state
+
+
 def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, schedule="uniform", power=5.0,
                                          temperatures=None, num_steps=3000, num_keep=2000, subset_size=None,
                                          subset_fn=None, sampler="sgld", step_a=1e-8, step_b=0.51, alpha=0.99,
                                          sigma=1e-5, rule="trapezoid", control_variate=False,
-                                         evaluate="after_update", warm_start=False, step_floor=None, seed=0,
-                                         progress=False):
+                                         evaluate="after_update", warm_start=False, step_floor=None,
+                                         step_scale=None, integrator="euler", chains_per_temperature=1,
+                                         zero_variance=False, seed=0, progress=False):
     """Estimate log p(x) of ``model`` by STI.
 
     Parameters
@@ -299,14 +546,26 @@ def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, sc
         pSGLD preconditioner settings.
     rule : {"trapezoid", "simpson"}
         Quadrature over the grid (:func:`integration_weights`).
-    control_variate : bool
-        Use the difference estimator of the log-likelihood (see
-        :func:`power_posterior_chain`).
+    control_variate : {False, True, "likelihood", "gradient"}
+        True or ``likelihood``: the difference estimator of the log-likelihood
+        (see :func:`power_posterior_chain`). ``gradient`` (batched models):
+        also the control-variate gradient and the first-order estimator (see
+        :func:`power_posterior_chains`).
     evaluate : {"after_update", "before_update"}
         Which sample the subsample scores (see :func:`power_posterior_chain`).
     step_floor : float, optional
         Divide each chain's steps by max(t, step_floor) (see
         :func:`power_posterior_chain`).
+    step_scale : {None, "curvature"}
+        Batched models: scale each chain's steps by its target's curvature
+        (see :func:`power_posterior_chains`).
+    integrator : {"euler", "lm"}
+        Batched models: Euler (SGLD) or Leimkuhler-Matthews noise.
+    chains_per_temperature : int
+        Batched models: independent chains per temperature, averaged.
+    zero_variance : bool
+        Batched models: a zero-variance control variate on each chain's trace
+        (see :func:`power_posterior_chains`).
     warm_start : bool
         Start the chain at t_i from the last sample of the chain at t_{i-1}
         (Friel & Pettitt's sequential scheme): neighbouring power posteriors
@@ -323,6 +582,27 @@ def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, sc
     """
     grid = temperature_grid(num_intervals, schedule=schedule, power=power) if temperatures is None else (
         np.asarray(temperatures, dtype=np.float64))
+    grid_power = power if (temperatures is None and schedule == "power") else 1.0
+    if getattr(model, "batched", False) and not warm_start and subset_fn is None and sampler == "sgld":
+        copies = int(chains_per_temperature)
+        if copies < 1:
+            raise ParameterError(f"chains_per_temperature={chains_per_temperature} must be a positive integer")
+        t = np.repeat(grid, copies)
+        starts = [init_fn(stream(seed, c)) for c in range(t.size)]
+        positions = type(starts[0])(*(np.stack(leaves) for leaves in zip(*starts)))
+        traces, _ = power_posterior_chains(model, positions, stream(seed, 10 ** 6), temperatures=t,
+                                           num_steps=num_steps, num_keep=num_keep, subset_size=subset_size,
+                                           step_a=step_a, step_b=step_b, step_floor=step_floor,
+                                           step_scale=step_scale, control_variate=control_variate,
+                                           integrator=integrator, evaluate=evaluate,
+                                           zero_variance=zero_variance, progress=progress,
+                                           desc=f"STI ({t.size} chains)")
+        return thermodynamic_integral(grid, list(traces.reshape(grid.size, copies, -1)), rule=rule, power=grid_power)
+    if control_variate == "gradient" or integrator != "euler" or step_scale is not None or (
+            chains_per_temperature != 1) or zero_variance:
+        raise ParameterError("control_variate='gradient', integrator, step_scale, chains_per_temperature and "
+                             "zero_variance need "
+                             "SGLD on a batched model without warm_start (the chains run in lockstep)")
     if subset_fn is None:
         subset_fn = (lambda rng, iteration: None) if subset_size is None else random_subsets(model, int(subset_size))
     traces = []
@@ -337,6 +617,5 @@ def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, sc
                                          desc=f"t={t:.3g}")
         previous = chain.state.inner.position
         traces.append(trace)
-    grid_power = power if (temperatures is None and schedule == "power") else 1.0
     return thermodynamic_integral(grid, traces, rule=rule, power=grid_power)
 

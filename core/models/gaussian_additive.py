@@ -7,6 +7,11 @@ Conventions
 (all data) or an integer index array into ``x``. Likelihood sums are over the
 subset, unscaled: the N/N_s scaling lives in :mod:`core.models.subsample`.
 
+The model is *batched*: every method also takes ``theta`` of shape
+``(chains, rank)`` with a ``subset`` of shape ``(chains, N_s)`` (or ``None``),
+and then returns one value (or gradient row) per chain, so that many chains
+run in lockstep as array operations.
+
     theta_r ~ N(mu, sigma_theta^2),   x_n | theta ~ N(sum_r theta_r, sigma_x^2).
 
 Only the sum of ``theta`` is identified by the data.
@@ -51,6 +56,7 @@ class GaussianAdditiveModel:
     """
 
     nonnegative = (False,)
+    batched = True
 
     def __init__(self, x, rank, *, mu=5.0, sigma2_theta=3.0, sigma2_x=5.0):
         x = np.asarray(x, dtype=np.float64)
@@ -76,32 +82,38 @@ class GaussianAdditiveModel:
 
     def subset_size(self, subset):
         """Number of observations in ``subset``."""
-        return self.n_data if subset is None else len(subset)
+        return self.n_data if subset is None else np.shape(subset)[-1]
 
     def _residual(self, theta, subset):
         x = self.x if subset is None else self.x[subset]
-        return x - theta.theta.sum()
+        return x - theta.theta.sum(axis=-1)[..., None]
+
+    def _value(self, residual):
+        n = residual.shape[-1]
+        return -0.5 * (n * (_LOG_2PI + np.log(self.sigma2_x)) + np.einsum("...n,...n->...", residual, residual)
+                       / self.sigma2_x)
+
+    def _gradient(self, theta, residual):
+        g = residual.sum(axis=-1) / self.sigma2_x
+        return GaussianAdditiveTheta(np.broadcast_to(np.asarray(g)[..., None], theta.theta.shape).copy())
 
     def log_likelihood(self, theta, subset=None):
-        """Sum of log p(x_n | theta) over ``subset``."""
-        residual = self._residual(theta, subset)
-        return -0.5 * (residual.size * (_LOG_2PI + np.log(self.sigma2_x)) + residual @ residual / self.sigma2_x)
+        """Sum of log p(x_n | theta) over ``subset`` (one value per chain when batched)."""
+        return self._value(self._residual(theta, subset))
 
     def grad_log_likelihood(self, theta, subset=None):
         """Gradient of :meth:`log_likelihood` with respect to ``theta``."""
-        residual = self._residual(theta, subset)
-        return GaussianAdditiveTheta(np.full(self.rank, residual.sum() / self.sigma2_x))
+        return self._gradient(theta, self._residual(theta, subset))
 
     def log_likelihood_and_grad(self, theta, subset=None):
         """Both :meth:`log_likelihood` and its gradient, from one residual."""
         residual = self._residual(theta, subset)
-        value = -0.5 * (residual.size * (_LOG_2PI + np.log(self.sigma2_x)) + residual @ residual / self.sigma2_x)
-        return value, GaussianAdditiveTheta(np.full(self.rank, residual.sum() / self.sigma2_x))
+        return self._value(residual), self._gradient(theta, residual)
 
     def log_prior(self, theta):
         """log p(theta)."""
         d = theta.theta - self.mu
-        return -0.5 * (self.rank * (_LOG_2PI + np.log(self.sigma2_theta)) + d @ d / self.sigma2_theta)
+        return -0.5 * (self.rank * (_LOG_2PI + np.log(self.sigma2_theta)) + (d * d).sum(axis=-1) / self.sigma2_theta)
 
     def grad_log_prior(self, theta):
         """Gradient of :meth:`log_prior`."""

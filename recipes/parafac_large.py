@@ -21,11 +21,16 @@ this rule gives ε ≈ 1.1e−6, the paper's (1e−8/1500)^0.51 ≈ 2e−6. As i
 start at prior draws, kept iterations score the pre-update sample.
 
 Run: ``python recipes/parafac_large.py [--quick] [--out DIR] [--seed S] [--tns FILE]``, or under
-``mpiexec -n P`` to spread the (rank, temperature) chains over P processes
-(same result for any P; process 0 writes the outputs).
+``mpiexec -n P`` (same result for any P; process 0 writes the outputs) to
+spread the (rank, temperature) chains over P processes, or, with
+``--distributed``, to run every chain on all P processes with its blocks
+spread as in PARAFAC'18 Fig. 1 (each process keeps its A-blocks and data
+slab; B- and C-blocks travel). Without the flag the block level is chosen
+when one chain is too big for one process: when the tensor's non-zeros
+(32 bytes each) exceed ``--chain-memory-gb`` (default 1 GiB).
 JSON keys: ``shape``, ``nnz``, ``ranks``, ``lambdas``, ``log_marginal_likelihood``
 (λ → list), ``stderr`` (λ → list), ``selected_rank`` (λ → R), ``true_R``,
-``seconds``, ``peak_rss_mb``, ``processes``, ``settings``.
+``seconds``, ``peak_rss_mb``, ``processes``, ``mpi_level``, ``settings``.
 """
 
 import resource
@@ -62,6 +67,10 @@ def main():
     parser.add_argument("--keep", type=int, help="kept iterations (default 500)")
     parser.add_argument("--blocks", type=int, default=12, help="B (default 12)")
     parser.add_argument("--checkpoint", help="folder for per-chain checkpoints (one subfolder per λ)")
+    parser.add_argument("--distributed", action="store_true",
+                        help="under mpiexec: spread each chain's blocks over the processes (Fig. 1)")
+    parser.add_argument("--chain-memory-gb", type=float, default=1.0,
+                        help="under mpiexec: use the block level when the non-zeros need more (default 1)")
     args = parser.parse_args()
     started = time.perf_counter()
     warnings.simplefilter("ignore", RuntimeWarning)  # short-trace MCSE warnings: the stderr is reported anyway
@@ -93,14 +102,16 @@ def run(args, parser, comm, is_root, started):
     num_steps = args.steps or (200 if args.quick else 3000)
     num_keep = args.keep or (50 if args.quick else 500)
     n_data = int(np.prod(X.shape, dtype=np.float64))
+    distributed = comm is not None and (args.distributed or X.nnz * 32 > args.chain_memory_gb * 2 ** 30)
+    level = "blocks" if distributed else ("chains" if comm is not None else "none")
     if is_root:
         print(f"tensor {X.shape}, nnz={X.nnz}, ranks={ranks}, lambdas={[round(v, 4) for v in lambdas]}, "
-              f"K={num_steps} (keep {num_keep}), B={args.blocks}, processes={1 if comm is None else comm.Get_size()}",
-              flush=True)
+              f"K={num_steps} (keep {num_keep}), B={args.blocks}, processes={1 if comm is None else comm.Get_size()}"
+              f" (MPI level: {level})", flush=True)
 
     results = {"shape": list(X.shape), "nnz": X.nnz, "ranks": ranks, "lambdas": lambdas, "true_R": true_rank,
                "data_prior_rate": own_rate, "log_marginal_likelihood": {}, "stderr": {}, "selected_rank": {},
-               "per_lambda_seconds": {}, "processes": 1 if comm is None else comm.Get_size()}
+               "per_lambda_seconds": {}, "processes": 1 if comm is None else comm.Get_size(), "mpi_level": level}
     settings = {}
     for rate in lambdas:
         step_a = step_a_for(rate, n_data, num_steps - num_keep, 0.51)
@@ -108,7 +119,7 @@ def run(args, parser, comm, is_root, started):
         result = select_parafac_rank(X, ranks, prior_rate=rate, sampler="psgld", num_intervals=5,
                                      num_steps=num_steps, num_keep=num_keep, num_blocks=args.blocks,
                                      step_a=step_a, step_b=0.51, alpha=0.99, sigma=1e-5, seed=args.seed,
-                                     checkpoint=checkpoint, progress=is_root, comm=comm)
+                                     checkpoint=checkpoint, progress=is_root, comm=comm, distributed=distributed)
         key = f"{rate:.6g}"
         results["log_marginal_likelihood"][key] = result.log_marginal_likelihood
         results["stderr"][key] = result.stderr

@@ -144,7 +144,7 @@ def test_factor_block_noise_is_the_shared_stream_including_its_tail_draws():
 
 
 class _ThreadComm:
-    """In-process stand-in for an MPI communicator: one thread per process (sendrecv, allgather)."""
+    """In-process stand-in for an MPI communicator, one thread per process: Isend/Irecv, allgather."""
 
     def __init__(self, size, rank, shared):
         self.size, self.rank, self.shared = size, rank, shared
@@ -155,26 +155,44 @@ class _ThreadComm:
     def Get_rank(self):
         return self.rank
 
-    def _exchange(self, value):
-        barrier, slots = self.shared
+    def allgather(self, value):
+        barrier, slots, _ = self.shared
         slots[self.rank] = value
         barrier.wait()
         gathered = list(slots)
         barrier.wait()
         return gathered
 
-    def sendrecv(self, payload, dest, source):
-        assert dest == (self.rank - 1) % self.size
-        return self._exchange(payload)[source]
+    def _mailbox(self, dest, source, tag):
+        import queue
 
-    def allgather(self, value):
-        return self._exchange(value)
+        return self.shared[2].setdefault((dest, source, tag), queue.Queue())
+
+    def Isend(self, buffer, dest, tag):
+        self._mailbox(dest, self.rank, tag).put(np.array(buffer, copy=True))
+        return _Done()
+
+    def Irecv(self, buffer, source, tag):
+        return _Receive(self._mailbox(self.rank, source, tag), buffer)
+
+
+class _Done:
+    def Wait(self):
+        pass
+
+
+class _Receive:
+    def __init__(self, mailbox, buffer):
+        self.mailbox, self.buffer = mailbox, buffer
+
+    def Wait(self):
+        self.buffer[...] = self.mailbox.get(timeout=60)
 
 
 def _run_on_threads(size, fn):
     import threading
 
-    shared = (threading.Barrier(size), [None] * size)
+    shared = (threading.Barrier(size), [None] * size, {})
     results, errors = [None] * size, []
 
     def target(rank):

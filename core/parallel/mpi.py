@@ -14,7 +14,8 @@ import os
 import sys
 import traceback
 
-__all__ = ["world", "is_root", "distribute", "abort_on_error", "launched_size", "reduction", "ring_pass"]
+__all__ = ["world", "is_root", "distribute", "abort_on_error", "launched_size", "reduction",
+           "ring_exchange_start", "wait_all"]
 
 _LAUNCHER_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE")
 
@@ -94,10 +95,18 @@ def reduction(name):
     return {"min": MPI.MIN, "max": MPI.MAX, "sum": MPI.SUM, "land": MPI.LAND}[name]
 
 
-def ring_pass(comm, payload):
-    """Send ``payload`` to process p − 1 and return what process p + 1 sent (ring order, mod P).
+def ring_exchange_start(comm, send_buffer, recv_buffer, *, tag=0):
+    """Start sending contiguous ``send_buffer`` to process p − 1 and receiving ``recv_buffer`` from p + 1.
 
-    Every process must call it; with one process the payload comes back unchanged.
+    Returns the requests; compute while they travel, then :func:`wait_all` before
+    reading ``recv_buffer`` or writing ``send_buffer``.
     """
     size, rank = comm.Get_size(), comm.Get_rank()
-    return comm.sendrecv(payload, dest=(rank - 1) % size, source=(rank + 1) % size)
+    return [comm.Irecv(recv_buffer, source=(rank + 1) % size, tag=tag),
+            comm.Isend(send_buffer, dest=(rank - 1) % size, tag=tag)]
+
+
+def wait_all(requests):
+    """Wait for every request of :func:`ring_exchange_start`."""
+    for request in requests:
+        request.Wait()

@@ -174,11 +174,36 @@ def _unpack(state, index, pieces):
         state.streams[mode][block] = stream_state
 
 
+def _block_buffer(state, index, mode, block):
+    """Values, v and the noise stream of one factor block in one float64 buffer (the stream's bits viewed)."""
+    lo, hi = int(index.bounds[mode][block]), int(index.bounds[mode][block + 1])
+    return np.concatenate([state.position[mode][lo:hi].ravel(), state.v[mode][lo:hi].ravel(),
+                           state.streams[mode][block].view(np.float64)])
+
+
+def _buffer_size(state, index, mode, block):
+    return 2 * int(index.bounds[mode][block + 1] - index.bounds[mode][block]) * state.position[mode].shape[1] + 2
+
+
+def _load_buffer(state, index, mode, block, buffer):
+    lo, hi = int(index.bounds[mode][block]), int(index.bounds[mode][block + 1])
+    n = (hi - lo) * state.position[mode].shape[1]
+    state.position[mode][lo:hi] = buffer[:n].reshape(hi - lo, -1)
+    state.v[mode][lo:hi] = buffer[n:2 * n].reshape(hi - lo, -1)
+    state.streams[mode][block] = buffer[2 * n:].view(np.uint64)
+
+
 def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, chain, temperature, sampler, alpha,
                      sigma, evaluate, parallel):
-    """The block chain with A-blocks spread over ``comm``'s processes (module docstring, Fig. 1)."""
+    """The block chain with A-blocks spread over ``comm``'s processes (module docstring, Fig. 1).
+
+    Within a part the process updates its first block, starts passing that
+    block's C-block (and B-block) to process p − 1, updates its other blocks
+    while the message travels, then takes in the block from p + 1, which only
+    the next part uses: one part of slack against a neighbour's delay.
+    """
     from core.models import _parafac_kernels as kernels
-    from core.parallel.mpi import ring_pass
+    from core.parallel.mpi import ring_exchange_start, wait_all
 
     size, process = comm.Get_size(), comm.Get_rank()
     num_blocks = index.num_blocks
@@ -194,22 +219,35 @@ def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, 
     burn_in = num_steps - num_keep
     kept = np.empty((num_keep, hi - lo))
     out = np.empty(hi - lo)
+
+    def update(blocks, n_s, step, out):
+        kernel(*state.position, *state.v, *state.gradient, blocks.coords, blocks.values, blocks.starts,
+               blocks.stops, blocks.ranges, blocks.keys, *state.streams, step, float(temperature), n_data / n_s,
+               rates, sampler == "psgld", float(alpha), float(sigma), float(n_s), code, out)
+
     for iteration in range(1, num_steps + 1):
         q = (iteration - 1) % index.num_parts
-        blocks = local.blocks(part_keys(q, num_blocks)[lo:hi])
+        u, v = divmod(q, num_blocks)
+        keys = part_keys(q, num_blocks)[lo:hi]
         n_s = part_sizes[q]
-        kernel(*state.position, *state.v, *state.gradient, blocks.coords, blocks.values, blocks.starts,
-               blocks.stops, blocks.ranges, blocks.keys, *state.streams, float(steps[iteration - 1]),
-               float(temperature), n_data / n_s, rates, sampler == "psgld", float(alpha), float(sigma), float(n_s),
-               code, out)
+        step = float(steps[iteration - 1])
+        update(local.blocks(keys[:1]), n_s, step, out[:1])
+        # the next part needs C-blocks shifted by one (and B-blocks when v wraps)
+        moves = [(2, 0, (lo + v) % num_blocks, (hi + v) % num_blocks)]
+        if v == num_blocks - 1:
+            moves.append((1, 1, (lo + u) % num_blocks, (hi + u) % num_blocks))
+        requests, incoming = [], []
+        for mode, tag, give, take in moves:
+            buffer = np.empty(_buffer_size(state, index, mode, take))
+            requests += ring_exchange_start(comm, _block_buffer(state, index, mode, give), buffer, tag=tag)
+            incoming.append((mode, take, buffer))
+        if hi - lo > 1:
+            update(local.blocks(keys[1:]), n_s, step, out[1:])
+        wait_all(requests)
+        for mode, take, buffer in incoming:
+            _load_buffer(state, index, mode, take, buffer)
         if iteration > burn_in:
             kept[iteration - burn_in - 1] = out
-        # the next part needs C-blocks shifted by one (and B-blocks when v wraps): pass the first one back
-        u, v = divmod(q, num_blocks)
-        outgoing = [_pack(state, index, 2, (lo + v) % num_blocks)]
-        if v == num_blocks - 1:
-            outgoing.append(_pack(state, index, 1, (lo + u) % num_blocks))
-        _unpack(state, index, ring_pass(comm, outgoing))
     # assemble the final state and the per-block log-likelihoods on every process
     u, v = divmod(num_steps % index.num_parts, num_blocks)
     mine = [_pack(state, index, 0, b) for b in range(lo, hi)]

@@ -12,6 +12,10 @@ difference. The JSON file is::
                  "overall": {"count", "input", "enhanced", "improvement"},
                  "corpus", "dictionary", "noises", "snrs", "settings"}}
 
+The input's SAR is infinite (the mixture has no artifacts by construction),
+so it and its difference print as ∞ and – and are ``null`` in the JSON, which
+has no infinities.
+
 All mixtures and the dictionary are read and checked, and the outputs
 checked, before any enhancement starts.
 """
@@ -49,14 +53,20 @@ def parse_list(text, name, convert=str):
 
 
 def _mean(rows, key):
-    """Mean over the rows with a finite score (silent estimates score NaN; a noiseless mixture's SIR is inf)."""
+    """Mean over the rows with a finite score (silent estimates score NaN; a noiseless mixture's SIR is inf).
+
+    A score infinite in every row (the unprocessed input's SAR) stays infinite.
+    """
     import numpy as np
 
     means = {}
     for metric in METRICS:
         values = np.array([row[key][metric] for row in rows], dtype=float)
         finite = values[np.isfinite(values)]
-        means[metric] = float(finite.mean()) if finite.size else float("nan")
+        if finite.size:
+            means[metric] = float(finite.mean())
+        else:
+            means[metric] = float(values[0]) if values.size and np.all(values == values[0]) else float("nan")
     return means
 
 
@@ -77,7 +87,14 @@ def _group(rows):
     enhanced = _mean(rows, "enhanced")
     unprocessed = _mean(rows, "input")
     return {"count": len(rows), "input": unprocessed, "enhanced": enhanced,
-            "improvement": {metric: enhanced[metric] - unprocessed[metric] for metric in METRICS}}
+            "improvement": {metric: _difference(enhanced[metric], unprocessed[metric]) for metric in METRICS}}
+
+
+def _difference(after, before):
+    """after − before, undefined (NaN) when either is infinite (the input's SAR)."""
+    import math
+
+    return after - before if math.isfinite(after) and math.isfinite(before) else float("nan")
 
 
 def summarize(results):
@@ -98,6 +115,17 @@ def summarize(results):
     return {"by_snr": by_snr, "overall": _group(results)}
 
 
+def _cell(value, width, sign=""):
+    """A table cell in dB; infinities (the input's SAR) print as ∞ and undefined differences as –."""
+    import math
+
+    if math.isnan(value):
+        return f"{'–':>{width}}"
+    if math.isinf(value):
+        return f"{'∞' if value > 0 else '−∞':>{width}}"
+    return f"{value:>{sign}{width}.2f}"
+
+
 def format_table(summary):
     """The stdout table: one line per SNR and one for all, input / enhanced / difference."""
     header = (f"{'SNR':>6} {'files':>5} | {'input SDR':>9} {'SIR':>6} {'SAR':>6} | "
@@ -106,9 +134,10 @@ def format_table(summary):
     groups = [(f"{entry['snr']} dB", entry) for entry in summary["by_snr"]] + [("all", summary["overall"])]
     for label, entry in groups:
         unprocessed, enhanced, gain = entry["input"], entry["enhanced"], entry["improvement"]
-        lines.append(f"{label:>6} {entry['count']:>5} | {unprocessed['sdr']:>9.2f} {unprocessed['sir']:>6.2f} "
-                     f"{unprocessed['sar']:>6.2f} | {enhanced['sdr']:>12.2f} {enhanced['sir']:>6.2f} "
-                     f"{enhanced['sar']:>6.2f} | {gain['sdr']:>+6.2f} {gain['sir']:>+6.2f} {gain['sar']:>+6.2f}")
+        lines.append(f"{label:>6} {entry['count']:>5} | {_cell(unprocessed['sdr'], 9)} {_cell(unprocessed['sir'], 6)} "
+                     f"{_cell(unprocessed['sar'], 6)} | {_cell(enhanced['sdr'], 12)} {_cell(enhanced['sir'], 6)} "
+                     f"{_cell(enhanced['sar'], 6)} | {_cell(gain['sdr'], 6, '+')} {_cell(gain['sir'], 6, '+')} "
+                     f"{_cell(gain['sar'], 6, '+')}")
     return "\n".join(lines)
 
 

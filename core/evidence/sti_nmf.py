@@ -30,10 +30,10 @@ from core.errors import ParameterError
 from core.evidence.sti import temperature_grid, thermodynamic_integral
 from core.io import atomic_path
 from core.models.poisson_nmf import validate_nonnegative_matrix
-from core.parallel import mpi
 from core.random import stream
 
-__all__ = ["ChainTask", "RankSelection", "chain_plan", "select_rank_sti", "settings_fingerprint"]
+__all__ = ["ChainTask", "RankSelection", "chain_plan", "chain_cost", "em_cost", "balance", "em_start",
+           "select_rank_sti", "settings_fingerprint"]
 
 
 class ChainTask(NamedTuple):
@@ -108,10 +108,60 @@ def _load_checkpoint(path, fingerprint):
                 "seconds_kernel": float(data["seconds_kernel"])}
 
 
+def chain_cost(task):
+    """Relative run time of a chain: about linear in R (products and noise) plus a fixed part per entry.
+
+    A t = 0 chain computes no gradient (measured: about 0.6 of a tempered one).
+    """
+    return (task.rank + 16.0) * (1.0 if task.temperature > 0 else 0.6)
+
+
+def em_cost(rank):
+    """Relative run time of a rank's EM start."""
+    return rank + 16.0
+
+
+def balance(costs, num_processes):
+    """Process of each job: longest first to the least loaded (ties: lowest job, then lowest process).
+
+    Deterministic; where a job runs never changes its result.
+    """
+    load = [0.0] * int(num_processes)
+    owners = [0] * len(costs)
+    for job in sorted(range(len(costs)), key=lambda j: (-costs[j], j)):
+        owner = min(range(len(load)), key=lambda p: (load[p], p))
+        owners[job] = owner
+        load[owner] += costs[job]
+    return owners
+
+
+def _thread_count(threads):
+    if threads is not None:
+        return int(threads)
+    import numba
+
+    return numba.get_num_threads()
+
+
+def em_start(X, rank, *, seed, prior_rate, iterations, threads=None):
+    """The rank's chain start: ``iterations`` MAP-EM iterations from ``initial_factors`` on ``stream(seed, 10**6 + rank)``.
+
+    The result does not depend on ``threads`` (EM worker threads, each with one BLAS thread).
+    """
+    from core.factorization.em import poisson_nmf_em
+    from core.parallel.blocks import initial_factors, single_threaded_blas
+
+    W0, H0 = initial_factors(X, rank, stream(seed, 10 ** 6 + rank))
+    with single_threaded_blas():
+        fit = poisson_nmf_em(X, W0, H0, prior_rate_W=prior_rate, prior_rate_H=prior_rate, max_iter=int(iterations),
+                             tol=0, threads=threads)
+    return np.ascontiguousarray(fit.W, dtype=X.dtype), np.ascontiguousarray(fit.H, dtype=X.dtype)
+
+
 def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0, rule="trapezoid", num_steps=1250,
                     num_keep=500, num_blocks=8, sampler="sgld", step_a=5e-7, step_b=0.51, prior_rate=4e-4,
                     alpha=0.99, sigma=1e-5, evaluate="after_update", init="em", init_iterations=100, seed=0,
-                    checkpoint=None, comm=None, progress=False):
+                    checkpoint=None, comm=None, threads=None, progress=False):
     """Estimate log p(X | R) for every rank by STI and pick the largest.
 
     Parameters
@@ -149,7 +199,14 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
         Folder keeping one file per finished chain; existing files with the
         same data and settings are reused.
     comm : MPI communicator, optional
-        Spread chains over its processes (see :func:`core.parallel.mpi.world`).
+        Spread chains over its processes (see :func:`core.parallel.mpi.world`):
+        chains go longest first to the least loaded process (:func:`balance`
+        with :func:`chain_cost`), the EM starts likewise, each computed once
+        and shared.
+    threads : int, optional
+        numba threads running the blocks of a part (and EM worker threads).
+        Default: numba's thread count without ``comm``, 1 with it (one process
+        per core).
     progress : bool
         Progress bar on stderr (process 0 only).
 
@@ -158,7 +215,7 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
     RankSelection or None
         None on MPI processes other than 0.
     """
-    from core.parallel.blocks import init_state, initial_factors, run_block_chain, single_threaded_blas
+    from core.parallel.blocks import init_state, initial_factors, run_block_chain
     from core.progress import progress_bar
 
     X = validate_nonnegative_matrix(X)
@@ -183,55 +240,67 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
                 "init": init, "init_iterations": int(init_iterations) if init == "em" else 0}
     if init not in ("random", "em"):
         raise ParameterError(f"init={init!r}: expected 'random' or 'em'")
-    starts = {}
-
-    def start_of(task):
-        if init == "random":
-            return initial_factors(X, task.rank, stream(seed, task.chain))
-        if task.rank not in starts:
-            from core.factorization.em import poisson_nmf_em
-
-            W0, H0 = initial_factors(X, task.rank, stream(seed, 10 ** 6 + task.rank))
-            # one BLAS thread: the start must not depend on the thread count of the process
-            with single_threaded_blas():
-                fit = poisson_nmf_em(X, W0, H0, prior_rate_W=prior_rate, prior_rate_H=prior_rate,
-                                     max_iter=int(init_iterations), tol=0)
-            starts[task.rank] = (np.ascontiguousarray(fit.W, dtype=X.dtype), np.ascontiguousarray(fit.H, dtype=X.dtype))
-        return starts[task.rank]
     fingerprint = settings_fingerprint(X, settings)
     if checkpoint is not None:
         Path(checkpoint).mkdir(parents=True, exist_ok=True)
     tasks = chain_plan(ranks, temperatures)
     size = 1 if comm is None else comm.Get_size()
     rank_here = 0 if comm is None else comm.Get_rank()
-    mine = [task for position, task in enumerate(tasks) if position % size == rank_here]
+    if threads is None and comm is not None:
+        threads = 1
+    paths = {task.chain: _checkpoint_file(checkpoint, task) if checkpoint is not None else None for task in tasks}
+    done = {task.chain for task in tasks if paths[task.chain] is not None and paths[task.chain].exists()}
+    owners = balance([chain_cost(task) for task in tasks], size)
+    mine = sorted((task for task, owner in zip(tasks, owners) if owner == rank_here),
+                  key=lambda task: (-chain_cost(task), task.chain))
     start = time.perf_counter()
+    starts = {}
+    if init == "em":
+        # the EM starts of the ranks that still have chains to run, each computed once, spread over the processes
+        needed = sorted({task.rank for task in tasks if task.chain not in done})
+        em_owners = balance([em_cost(rank) for rank in needed], size)
+        for rank, owner in zip(needed, em_owners):
+            if owner == rank_here:
+                starts[rank] = em_start(X, rank, seed=seed, prior_rate=prior_rate, iterations=init_iterations,
+                                        threads=_thread_count(threads))
+        if comm is not None:
+            for part in comm.allgather(starts):
+                starts.update(part)
 
+    def start_of(task):
+        if init == "random":
+            return initial_factors(X, task.rank, stream(seed, task.chain))
+        return starts[task.rank]
+
+    records = {}
     with progress_bar(len(mine) * num_steps, desc=f"STI ({len(tasks)} chains)",
                       enabled=progress and rank_here == 0) as bar:
-
-        def run(task):
-            path = _checkpoint_file(checkpoint, task) if checkpoint is not None else None
+        for task in mine:
+            path = paths[task.chain]
             if path is not None and path.exists():
                 bar.update(num_steps)
-                return _load_checkpoint(path, fingerprint)
+                records[task.chain] = _load_checkpoint(path, fingerprint)
+                continue
             W, H = start_of(task)
             state = init_state(W, H, seed=seed, chain=task.chain, num_blocks=num_blocks)
             result = run_block_chain(X, state, temperature=task.temperature, num_steps=num_steps,
                                      num_keep=num_keep, num_blocks=num_blocks, sampler=sampler, step_a=step_a,
                                      step_b=step_b, rate_W=prior_rate, rate_H=prior_rate, alpha=alpha,
-                                     sigma=sigma, evaluate=evaluate, progress=bar.update)
+                                     sigma=sigma, evaluate=evaluate, progress=bar.update, threads=threads)
             record = {"trace": result.trace, "min_kept": result.min_kept, "all_finite": result.all_finite,
                       "seconds": result.seconds, "seconds_kernel": result.seconds_kernel}
             if path is not None:
                 with atomic_path(path) as tmp:
                     with open(tmp, "wb") as handle:
                         np.savez(handle, fingerprint=fingerprint, **record)
-            return record
-
-        records = mpi.distribute(tasks, run, comm)
-    if records is None:
-        return None
+            records[task.chain] = record
+    if comm is not None:
+        gathered = comm.gather(records, root=0)
+        if rank_here != 0:
+            return None
+        for part in gathered:
+            records.update(part)
+    records = [records[task.chain] for task in tasks]
     results = []
     per_rank_seconds = []
     count = len(temperatures)

@@ -44,6 +44,9 @@ PARALLEL_THRESHOLD = 10_000_000
 
 _EVALUATE = {"none": 0, "before_update": 1, "after_update": 2}
 
+# iterations per call of the compiled chain loop (between progress updates)
+PROGRESS_STRIDE = 25
+
 
 class NMFBlockState(NamedTuple):
     """Everything a block chain carries: factors, pSGLD averages and the noise streams."""
@@ -98,14 +101,21 @@ def initial_factors(X, rank, rng, dtype=None):
 
 
 def init_state(W, H, *, seed, chain, num_blocks):
-    """A block state at (W, H) with the streams of ``chain`` (copies W and H)."""
-    return NMFBlockState(np.array(W, copy=True, order="C"), np.array(H, copy=True, order="C"),
-                         np.full_like(W, UNSET), np.full_like(H, UNSET), seed_states(seed, chain, range(num_blocks)),
+    """A block state at (W, H) with the streams of ``chain`` (copies W and H).
+
+    H and its pSGLD average are stored column-major (``H.T`` C-contiguous): the
+    compiled kernels work on H transposed, where a column group is a
+    contiguous run of rows.
+    """
+    W = np.array(W, copy=True, order="C")
+    H = np.array(H, copy=True, order="F")
+    return NMFBlockState(W, H, np.full_like(W, UNSET), np.full_like(H, UNSET, order="F"),
+                         seed_states(seed, chain, range(num_blocks)),
                          seed_states(seed, chain, range(num_blocks, 2 * num_blocks)))
 
 
 def part_update(X, state, schedule, part, *, step_size, temperature, rate_W, rate_H, log_factorial_blocks,
-                sampler="sgld", alpha=0.99, sigma=1e-5, evaluate="after_update", out=None):
+                sampler="sgld", alpha=0.99, sigma=1e-5, evaluate="after_update", threads=None):
     """One block-parallel update of ``state`` (in place) on ``part``; returns the scaled log-likelihood.
 
     Parameters
@@ -124,29 +134,52 @@ def part_update(X, state, schedule, part, *, step_size, temperature, rate_W, rat
     alpha, sigma : float
         pSGLD settings.
     evaluate : {"none", "before_update", "after_update"}
+    threads : int, optional
+        Run the part's blocks in numba threads when more than one (default:
+        numba's thread count) and the part is large enough.
 
     Returns
     -------
     float
         (N/N_s) x the part's log-likelihood (NaN when ``evaluate="none"``).
     """
-    from core.parallel._kernels import nmf_part_kernel, nmf_part_kernel_serial
-
     groups = schedule.part_groups(part)
-    columns = np.ascontiguousarray(groups[:, 1])
-    out = np.zeros(schedule.num_blocks) if out is None else out
-    n_s = schedule.part_size(part)
-    scale = X.size / n_s
+    part_columns = np.ascontiguousarray(groups[:, 1]).reshape(1, -1)
+    part_sizes = np.array([float(schedule.part_size(part))])
     code = _EVALUATE[evaluate]
-    # a parallel region costs more than it saves on small parts (and much more on a busy machine)
-    kernel = nmf_part_kernel if n_s * state.W.shape[1] >= PARALLEL_THRESHOLD else nmf_part_kernel_serial
-    kernel(X, state.W, state.H, state.v_W, state.v_H, schedule.edges[0], schedule.edges[1], columns,
-                      state.states_W, state.states_H, float(step_size), float(temperature), float(scale),
-                      float(rate_W), float(rate_H), sampler == "psgld", float(alpha), float(sigma), float(n_s), code,
-                      out)
-    if code == 0:
-        return np.nan
-    return scale * float(out.sum() - log_factorial_blocks[groups[:, 0], groups[:, 1]].sum())
+    trace = np.empty(1)
+    status = np.array([np.inf, 0.0])
+    _run_kernel(X, state, schedule, part_columns, part_sizes, np.array([float(step_size)]), 1, 0, temperature, rate_W,
+                rate_H, sampler, alpha, sigma, code, log_factorial_blocks, trace, status, threads=threads)
+    return float(trace[0]) if code else np.nan
+
+
+def _transposed(M):
+    """M.T as a C-contiguous array: a view when M is column-major, else a copy (written back by the caller)."""
+    return M.T if M.T.flags.c_contiguous else np.ascontiguousarray(M.T)
+
+
+def _run_kernel(X, state, schedule, part_columns, part_sizes, steps, first, burn_in, temperature, rate_W, rate_H,
+                sampler, alpha, sigma, code, log_factorial, trace, status, *, threads=None):
+    """Run iterations ``first .. first + len(steps) - 1`` of the compiled chain loop on ``state`` (in place)."""
+    from core.parallel._kernels import nmf_chain_kernel, nmf_chain_kernel_serial
+
+    Ht, v_Ht = _transposed(state.H), _transposed(state.v_H)
+    kernel = nmf_chain_kernel if _use_threads(X, state.W.shape[1], schedule, threads) else nmf_chain_kernel_serial
+    kernel(X, state.W, Ht, state.v_W, v_Ht, schedule.edges[0], schedule.edges[1], part_columns, part_sizes,
+           float(X.size), state.states_W, state.states_H, steps, int(first), int(burn_in), float(temperature), float(rate_W), float(rate_H),
+           sampler == "psgld", float(alpha), float(sigma), int(code), log_factorial, trace, status)
+    if not np.shares_memory(Ht, state.H):
+        state.H[...] = Ht.T
+        state.v_H[...] = v_Ht.T
+
+
+def _use_threads(X, rank, schedule, threads):
+    """Whether to run a part's blocks in numba threads: several threads and a part worth it."""
+    import numba
+
+    threads = numba.get_num_threads() if threads is None else int(threads)
+    return threads > 1 and X.size * rank / schedule.num_blocks >= PARALLEL_THRESHOLD
 
 
 def dense_part_update(X, state, schedule, part, *, step_size, temperature, rate_W, rate_H, sampler="sgld",
@@ -191,12 +224,13 @@ def dense_part_update(X, state, schedule, part, *, step_size, temperature, rate_
 
 
 def _fill_h(states, index, rank, width, dtype):
-    return fill_normal(states, index, np.empty((rank, width), dtype=dtype))
+    # column by column of H (row by row of H transposed, as the kernels store it)
+    return fill_normal(states, index, np.empty((width, rank), dtype=dtype)).T
 
 
 def run_block_chain(X, state, *, temperature, num_steps, num_keep, num_blocks=8, sampler="sgld", step_a=5e-7,
                     step_b=0.51, rate_W=4e-4, rate_H=4e-4, alpha=0.99, sigma=1e-5, evaluate="after_update",
-                    progress=None):
+                    progress=None, threads=None):
     """Run one block-parallel chain on the power posterior at ``temperature``.
 
     Parameters
@@ -214,7 +248,11 @@ def run_block_chain(X, state, *, temperature, num_steps, num_keep, num_blocks=8,
     step_a, step_b, rate_W, rate_H, alpha, sigma : float
     evaluate : {"before_update", "after_update"}
     progress : callable, optional
-        Called with no argument after every iteration.
+        Called with the number of iterations done, every
+        :data:`PROGRESS_STRIDE` iterations (the loop runs compiled in between).
+    threads : int, optional
+        Run each part's blocks in numba threads when more than one (default:
+        numba's thread count) and the part is large enough; 1 runs serially.
 
     Returns
     -------
@@ -224,42 +262,31 @@ def run_block_chain(X, state, *, temperature, num_steps, num_keep, num_blocks=8,
         raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
     if sampler not in ("sgld", "psgld"):
         raise ParameterError(f"sampler={sampler!r}: expected 'sgld' or 'psgld'")
+    if evaluate not in ("before_update", "after_update"):
+        raise ParameterError(f"evaluate={evaluate!r}: expected 'before_update' or 'after_update'")
     schedule = BlockSchedule(X.shape, num_blocks)
     log_factorial = block_log_factorials(X, schedule)
+    part_columns = np.ascontiguousarray(np.stack([schedule.part_groups(p)[:, 1] for p in range(schedule.num_parts)]))
+    part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
     burn_in = num_steps - num_keep
     steps = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
     trace = np.empty(num_keep)
-    out = np.zeros(num_blocks)
+    status = np.array([np.inf, 0.0])
+    kernel_seconds = 0.0
     start = time.perf_counter()
     with single_threaded_blas():
-        kernel_seconds, min_kept, finite = _loop(X, state, schedule, log_factorial, steps, burn_in, trace, out,
-                                                 temperature, rate_W, rate_H, sampler, alpha, sigma, evaluate,
-                                                 progress)
-    return BlockChainResult(trace, state, min_kept, bool(finite), time.perf_counter() - start, kernel_seconds)
-
-
-def _loop(X, state, schedule, log_factorial, steps, burn_in, trace, out, temperature, rate_W, rate_H, sampler,
-          alpha, sigma, evaluate, progress):
-    kernel_seconds = 0.0
-    min_kept = np.inf
-    finite = True
-    for iteration in range(1, steps.size + 1):
-        keep = iteration > burn_in
-        tick = time.perf_counter()
-        value = part_update(X, state, schedule, schedule.part_index(iteration), step_size=steps[iteration - 1],
-                            temperature=temperature, rate_W=rate_W, rate_H=rate_H,
-                            log_factorial_blocks=log_factorial, sampler=sampler, alpha=alpha, sigma=sigma,
-                            evaluate=evaluate if keep else "none", out=out)
-        kernel_seconds += time.perf_counter() - tick
-        if keep:
-            trace[iteration - burn_in - 1] = value
-            low = min(float(state.W.min()), float(state.H.min()))
-            min_kept = min(min_kept, low)
-            finite = finite and np.isfinite(value) and np.isfinite(low) and bool(
-                np.isfinite(state.W.max()) and np.isfinite(state.H.max()))
-        if progress is not None:
-            progress()
-    return kernel_seconds, min_kept, finite
+        for first in range(1, num_steps + 1, PROGRESS_STRIDE):
+            stop = min(first + PROGRESS_STRIDE, num_steps + 1)
+            tick = time.perf_counter()
+            _run_kernel(X, state, schedule, part_columns, part_sizes, steps[first - 1:stop - 1], first, burn_in,
+                        temperature, rate_W, rate_H, sampler, alpha, sigma, _EVALUATE[evaluate], log_factorial, trace,
+                        status, threads=threads)
+            kernel_seconds += time.perf_counter() - tick
+            if progress is not None:
+                progress(stop - first)
+    finite = status[1] == 0 and bool(np.all(np.isfinite(trace)))
+    return BlockChainResult(trace, state, float(status[0]) if finite else np.nan, bool(finite),
+                            time.perf_counter() - start, kernel_seconds)
 
 
 def single_threaded_blas():

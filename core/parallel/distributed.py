@@ -54,7 +54,7 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
     BlockChainResult or None
         On process 0, the trace and the assembled final state; None elsewhere.
     """
-    from core.parallel._kernels import nmf_part_kernel_serial
+    from core.parallel._kernels import nmf_chain_kernel_serial
 
     size, rank_here = comm.Get_size(), comm.Get_rank()
     if num_blocks % size:
@@ -70,16 +70,21 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
     col_edges = schedule.edges[1]
     W_local = np.array(W[rows], copy=True, order="C")
     v_W = np.full_like(W_local, UNSET)
-    H_work = np.array(H, copy=True, order="C")  # only the held column groups are current
-    v_H = np.full_like(H_work, UNSET)
+    # H is worked on transposed (column groups as row runs), as the compiled kernel wants it;
+    # only the held column groups are current
+    Ht = np.array(np.asarray(H).T, copy=True, order="C")
+    v_Ht = np.full_like(Ht, UNSET)
     states_W = seed_states(seed, chain, range(num_blocks))[groups]
     states_H = seed_states(seed, chain, range(num_blocks, 2 * num_blocks))
     log_factorial = block_log_factorials(X, schedule)
     burn_in = num_steps - num_keep
     steps = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
     trace = np.empty(num_keep)
-    out = np.zeros(per)
-    min_kept, finite = np.inf, True
+    local_value = np.empty(1)
+    status = np.array([np.inf, 0.0])
+    part_columns = np.ascontiguousarray(np.stack([(groups + p) % num_blocks for p in range(schedule.num_parts)]))
+    part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
+    log_factorial_held = np.ascontiguousarray(log_factorial[groups])
     kernel_seconds = 0.0
     start = time.perf_counter()
     previous, following = (rank_here - 1) % size, (rank_here + 1) % size
@@ -87,51 +92,46 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
         for iteration in range(1, num_steps + 1):
             keep = iteration > burn_in
             part = schedule.part_index(iteration)
-            columns = np.ascontiguousarray((groups + part) % num_blocks)
-            n_s = schedule.part_size(part)
-            scale = X.size / n_s
+            columns = part_columns[part]
             code = _EVALUATE[evaluate] if keep else 0
             tick = time.perf_counter()
-            nmf_part_kernel_serial(X_local, W_local, H_work, v_W, v_H, row_edges, col_edges, columns, states_W,
-                                   states_H, float(steps[iteration - 1]), float(temperature), float(scale),
-                                   float(rate_W), float(rate_H), sampler == "psgld", float(alpha), float(sigma),
-                                   float(n_s), code, out)
+            # one iteration (number 1 of a one-part schedule: kept, and scaled with the global N / N_s)
+            nmf_chain_kernel_serial(X_local, W_local, Ht, v_W, v_Ht, row_edges, col_edges, part_columns[part:part + 1],
+                                    part_sizes[part:part + 1], float(X.size), states_W, states_H,
+                                    steps[iteration - 1:iteration], 1, 0, float(temperature), float(rate_W),
+                                    float(rate_H), sampler == "psgld", float(alpha), float(sigma), code,
+                                    log_factorial_held, local_value, status if keep else np.array([np.inf, 0.0]))
             kernel_seconds += time.perf_counter() - tick
             if keep:
-                local = float(out.sum() - log_factorial[groups, columns].sum()) if code else np.nan
-                total = comm.reduce(local, root=0)
+                total = comm.reduce(float(local_value[0]) if code else np.nan, root=0)
                 if rank_here == 0:
-                    trace[iteration - burn_in - 1] = scale * total
-                low = min(float(W_local.min()), float(H_work[:, _held(col_edges, columns)].min()))
-                min_kept = min(min_kept, low)
-                finite = finite and np.isfinite(local) and bool(np.all(np.isfinite(W_local)))
+                    trace[iteration - burn_in - 1] = total
             # pass the first held H group back along the ring, take the next one from the front
             give = int(columns[0])
             take = int((groups[-1] + 1 + part) % num_blocks)
             if size > 1:
                 cols = slice(int(col_edges[give]), int(col_edges[give + 1]))
-                received = comm.sendrecv((give, H_work[:, cols].copy(), v_H[:, cols].copy(), states_H[give].copy()),
+                received = comm.sendrecv((give, Ht[cols].copy(), v_Ht[cols].copy(), states_H[give].copy()),
                                          dest=previous, source=following)
                 index, block, average, state = received
                 assert index == take
                 cols = slice(int(col_edges[take]), int(col_edges[take + 1]))
-                H_work[:, cols] = block
-                v_H[:, cols] = average
+                Ht[cols] = block
+                v_Ht[cols] = average
                 states_H[take] = state
     seconds = time.perf_counter() - start
-    min_kept = comm.allreduce(min_kept, op=_min_op())
-    finite = comm.allreduce(bool(finite), op=_and_op())
+    min_kept = comm.allreduce(float(status[0]), op=_min_op())
+    finite = comm.allreduce(bool(status[1] == 0), op=_and_op())
     W_parts = comm.gather(W_local, root=0)
     held = _final_groups(groups, num_steps, num_blocks)
-    H_parts = comm.gather([(g, H_work[:, int(col_edges[g]):int(col_edges[g + 1])], v_H[:, int(col_edges[g]):
-                                                                                   int(col_edges[g + 1])],
-                            states_H[g]) for g in held], root=0)
+    H_parts = comm.gather([(g, Ht[int(col_edges[g]):int(col_edges[g + 1])].T,
+                            v_Ht[int(col_edges[g]):int(col_edges[g + 1])].T, states_H[g]) for g in held], root=0)
     v_W_parts = comm.gather(v_W, root=0)
     W_state_parts = comm.gather(states_W, root=0)
     if rank_here != 0:
         return None
-    H_final = np.empty_like(H_work)
-    v_H_final = np.empty_like(v_H)
+    H_final = np.empty_like(Ht.T, order="F")
+    v_H_final = np.empty_like(v_Ht.T, order="F")
     states_H_final = np.empty_like(states_H)
     for part_list in H_parts:
         for g, block, average, state in part_list:
@@ -141,10 +141,6 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
     state = NMFBlockState(np.concatenate(W_parts), H_final, np.concatenate(v_W_parts), v_H_final,
                           np.concatenate(W_state_parts), states_H_final)
     return BlockChainResult(trace, state, float(min_kept), bool(finite), seconds, kernel_seconds)
-
-
-def _held(col_edges, columns):
-    return np.concatenate([np.arange(col_edges[c], col_edges[c + 1]) for c in columns])
 
 
 def _final_groups(groups, num_steps, num_blocks):

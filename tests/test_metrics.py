@@ -32,7 +32,9 @@ def test_unprocessed_input_scores_its_snr(signals):
     snr = db(np.sum(clean**2) / (np.sum(noise**2) * (1 - FILTER / N)))
     assert abs(scores["sdr"] - snr) < 0.03
     assert abs(scores["sir"] - snr) < 0.03
-    assert scores["sar"] > 100
+    assert scores["sar"] == np.inf
+    # a hair away from the mixture, the decomposition's own (finite, very large) SAR returns
+    assert 100 < bss_eval(clean, noisy, noisy * (1 + 1e-12))["sar"] < np.inf
 
 
 def test_scaled_and_filtered_clean_is_perfect(signals):

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from core.errors import ParameterError
-from core.evidence.sti_nmf import chain_plan, select_rank_sti
+from core.evidence.sti_nmf import balance, chain_cost, chain_plan, select_rank_sti
 from core.models.poisson_nmf import PoissonNMF
 from core.parallel.blocks import init_state, initial_factors, run_block_chain
 
@@ -52,3 +52,22 @@ def test_every_kept_sample_finite_and_nonnegative_at_rank_512(rng):
         assert result.all_finite, sampler
         assert result.min_kept >= 0.0
         assert np.all(np.isfinite(result.trace))
+
+
+def test_worker_threads_do_not_change_the_result(X):
+    one = select_rank_sti(X, [1, 2], threads=1, **SMALL)
+    two = select_rank_sti(X, [1, 2], threads=2, **SMALL)
+    for a, b in zip(one.results, two.results):
+        np.testing.assert_array_equal(a.mean_log_likelihood, b.mean_log_likelihood)
+    assert one.min_kept == two.min_kept
+
+
+def test_balance_puts_longest_jobs_first_on_the_least_loaded_process():
+    assert balance([5.0, 3.0, 3.0, 2.0, 1.0], 2) == [0, 1, 1, 0, 1]  # loads 7 and 7
+    assert balance([1.0, 1.0, 1.0], 1) == [0, 0, 0]
+    # the speech plan on two processes: loads within one cheap chain of each other
+    plan = chain_plan([32, 64, 128, 256, 512], np.linspace(0, 1, 6))
+    costs = [chain_cost(task) for task in plan]
+    owners = balance(costs, 2)
+    loads = [sum(c for c, o in zip(costs, owners) if o == p) for p in range(2)]
+    assert abs(loads[0] - loads[1]) <= min(costs)

@@ -204,7 +204,8 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
         with :func:`chain_cost`), the EM starts likewise, each computed once
         and shared.
     threads : int, optional
-        numba threads running the blocks of a part (and EM worker threads).
+        Worker threads of this process: chains run concurrently, one per
+        thread, each serial inside (EM starts use them over column blocks).
         Default: numba's thread count without ``comm``, 1 with it (one process
         per core).
     progress : bool
@@ -215,7 +216,7 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
     RankSelection or None
         None on MPI processes other than 0.
     """
-    from core.parallel.blocks import init_state, initial_factors, run_block_chain
+    from core.parallel.blocks import init_state, initial_factors, run_block_chain, single_threaded_blas
     from core.progress import progress_bar
 
     X = validate_nonnegative_matrix(X)
@@ -272,28 +273,37 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
             return initial_factors(X, task.rank, stream(seed, task.chain))
         return starts[task.rank]
 
-    records = {}
+    def run(task, bar):
+        path = paths[task.chain]
+        if path is not None and path.exists():
+            bar.update(num_steps)
+            return _load_checkpoint(path, fingerprint)
+        W, H = start_of(task)
+        state = init_state(W, H, seed=seed, chain=task.chain, num_blocks=num_blocks)
+        result = run_block_chain(X, state, temperature=task.temperature, num_steps=num_steps, num_keep=num_keep,
+                                 num_blocks=num_blocks, sampler=sampler, step_a=step_a, step_b=step_b,
+                                 rate_W=prior_rate, rate_H=prior_rate, alpha=alpha, sigma=sigma, evaluate=evaluate,
+                                 progress=bar.update, threads=1)
+        record = {"trace": result.trace, "min_kept": result.min_kept, "all_finite": result.all_finite,
+                  "seconds": result.seconds, "seconds_kernel": result.seconds_kernel}
+        if path is not None:
+            with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+                np.savez(handle, fingerprint=fingerprint, **record)
+        return record
+
+    # chains, longest first, on this process's worker threads (one chain per thread: the compiled
+    # chain loop releases the GIL), each chain serial inside
+    workers = min(_thread_count(threads), max(len(mine), 1))
     with progress_bar(len(mine) * num_steps, desc=f"STI ({len(tasks)} chains)",
-                      enabled=progress and rank_here == 0) as bar:
-        for task in mine:
-            path = paths[task.chain]
-            if path is not None and path.exists():
-                bar.update(num_steps)
-                records[task.chain] = _load_checkpoint(path, fingerprint)
-                continue
-            W, H = start_of(task)
-            state = init_state(W, H, seed=seed, chain=task.chain, num_blocks=num_blocks)
-            result = run_block_chain(X, state, temperature=task.temperature, num_steps=num_steps,
-                                     num_keep=num_keep, num_blocks=num_blocks, sampler=sampler, step_a=step_a,
-                                     step_b=step_b, rate_W=prior_rate, rate_H=prior_rate, alpha=alpha,
-                                     sigma=sigma, evaluate=evaluate, progress=bar.update, threads=threads)
-            record = {"trace": result.trace, "min_kept": result.min_kept, "all_finite": result.all_finite,
-                      "seconds": result.seconds, "seconds_kernel": result.seconds_kernel}
-            if path is not None:
-                with atomic_path(path) as tmp:
-                    with open(tmp, "wb") as handle:
-                        np.savez(handle, fingerprint=fingerprint, **record)
-            records[task.chain] = record
+                      enabled=progress and rank_here == 0) as bar, single_threaded_blas():
+        if workers == 1:
+            records = {task.chain: run(task, bar) for task in mine}
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                futures = {task.chain: pool.submit(run, task, bar) for task in mine}
+                records = {chain: future.result() for chain, future in futures.items()}
     if comm is not None:
         gathered = comm.gather(records, root=0)
         if rank_here != 0:

@@ -307,7 +307,7 @@ def _record(iteration, burn_in, code, scale, out, low, bad, log_factorial, colum
 # The chain loops run a whole stretch of iterations per call. Two copies: the
 # parallel one runs the B blocks of a part in a prange, the serial one (a
 # process with one thread, or small parts) avoids the parallel region.
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def nmf_chain_kernel(X, W, Ht, v_W, v_Ht, row_edges, col_edges, part_columns, part_sizes, size, states_W, states_H,
                      steps, first, burn_in, temperature, rate_W, rate_H, preconditioned, alpha, sigma, evaluate,
                      log_factorial, trace, status):
@@ -341,7 +341,7 @@ def nmf_chain_kernel(X, W, Ht, v_W, v_Ht, row_edges, col_edges, part_columns, pa
             _record(iteration, burn_in, code, size / n_s, out, low, bad, log_factorial, columns, trace, status)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def nmf_chain_kernel_serial(X, W, Ht, v_W, v_Ht, row_edges, col_edges, part_columns, part_sizes, size, states_W,
                             states_H, steps, first, burn_in, temperature, rate_W, rate_H, preconditioned, alpha, sigma,
                             evaluate, log_factorial, trace, status):

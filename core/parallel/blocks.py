@@ -34,9 +34,8 @@ from core.parallel.schedule import BlockSchedule
 from core.samplers.psgld import UNSET, update_average
 from core.samplers.step_size import step_sizes
 
-__all__ = ["BlockChainResult", "NMFBlockState", "init_state", "part_update", "dense_part_update",
-           "run_block_chain", "initial_factors", "block_log_factorials",
-           "single_threaded_blas"]
+__all__ = ["BlockChainResult", "NMFBlockState", "block_log_factorials", "dense_part_update", "init_state",
+           "initial_factors", "part_update", "run_block_chain", "single_threaded_blas", "warm_up"]
 
 # parts with fewer (entries x rank) than this run their blocks serially (measured: on the
 # 257 x 1661 speech matrix with 8 x 8 blocks, threads pay off from R = 256)
@@ -172,6 +171,22 @@ def _run_kernel(X, state, schedule, part_columns, part_sizes, steps, first, burn
     if not np.shares_memory(Ht, state.H):
         state.H[...] = Ht.T
         state.v_H[...] = v_Ht.T
+
+
+def warm_up(dtypes=(np.float64, np.float32)):
+    """Compile (or load from numba's cache) both chain kernels for ``dtypes``, outside any timed region."""
+    from core.parallel._kernels import nmf_chain_kernel, nmf_chain_kernel_serial
+
+    rng = np.random.default_rng(0)
+    for dtype in dtypes:
+        X = rng.poisson(3.0, size=(6, 6)).astype(dtype)
+        schedule = BlockSchedule(X.shape, 2)
+        for kernel in (nmf_chain_kernel, nmf_chain_kernel_serial):
+            state = init_state(*initial_factors(X, 2, rng), seed=0, chain=0, num_blocks=2)
+            kernel(X, state.W, state.H.T, state.v_W, state.v_H.T, schedule.edges[0], schedule.edges[1],
+                   np.array([[0, 1], [1, 0]]), np.array([18.0, 18.0]), float(X.size), state.states_W, state.states_H,
+                   np.array([1e-3]), 1, 0, 1.0, 1.0, 1.0, False, 0.99, 1e-5, 2, np.zeros((2, 2)), np.empty(1),
+                   np.array([np.inf, 0.0]))
 
 
 def _use_threads(X, rank, schedule, threads):

@@ -2,8 +2,14 @@ import numpy as np
 import pytest
 
 from core.models.poisson_nmf import PoissonNMF
-from core.parallel.blocks import (block_log_factorials, dense_part_update, init_state, initial_factors, part_update,
-                                  run_block_chain)
+from core.parallel.blocks import (
+    block_log_factorials,
+    dense_part_update,
+    init_state,
+    initial_factors,
+    part_update,
+    run_block_chain,
+)
 from core.parallel.schedule import BlockSchedule
 
 
@@ -70,3 +76,26 @@ def test_same_seed_same_trace(rng):
                               num_keep=20, num_blocks=4, step_a=1e-3, rate_W=1.0, rate_H=1.0).trace
               for _ in range(2)]
     np.testing.assert_array_equal(traces[0], traces[1])
+
+
+def test_exact_prior_chain_draws_exponentials_and_scores_them_on_the_kept_parts(rng):
+    from core.models.poisson_nmf import NMFTheta
+    from core.models.subsample import log_likelihood_estimate
+    from core.parallel.blocks import run_prior_chain
+
+    _, _, X = PoissonNMF.sample(rng, (40, 36), 3)
+    W, H = initial_factors(X, 5, rng)
+    schedule = BlockSchedule(X.shape, 4)
+    result = run_prior_chain(X, init_state(W, H, seed=2, chain=0, num_blocks=4), num_steps=11, num_keep=3,
+                             num_blocks=4, rate_W=2.0, rate_H=0.5)
+    model = PoissonNMF(X, 5, rate_W=2.0, rate_H=0.5)
+    # the last draw is the final state, scored on the part of iteration 11
+    expected = log_likelihood_estimate(model, NMFTheta(result.state.W, result.state.H),
+                                       schedule.part_blocks(schedule.part_index(11)))
+    assert result.trace[-1] == pytest.approx(expected, rel=1e-12)
+    # Exponential(rate) entries: mean 1/rate within 4 standard errors (sd = mean)
+    for values, rate in ((result.state.W, 2.0), (result.state.H, 0.5)):
+        assert abs(values.mean() - 1 / rate) < 4 / rate / np.sqrt(values.size)
+    again = run_prior_chain(X, init_state(W, H, seed=2, chain=0, num_blocks=4), num_steps=11, num_keep=3,
+                            num_blocks=4, rate_W=2.0, rate_H=0.5)
+    np.testing.assert_array_equal(again.trace, result.trace)

@@ -32,8 +32,17 @@ from core.io import atomic_path
 from core.models.poisson_nmf import validate_nonnegative_matrix
 from core.random import stream
 
-__all__ = ["ChainTask", "RankSelection", "chain_plan", "chain_cost", "em_cost", "balance", "em_start",
-           "select_rank_sti", "settings_fingerprint"]
+__all__ = [
+    "ChainTask",
+    "RankSelection",
+    "balance",
+    "chain_cost",
+    "chain_plan",
+    "em_cost",
+    "em_start",
+    "select_rank_sti",
+    "settings_fingerprint",
+]
 
 
 class ChainTask(NamedTuple):
@@ -161,7 +170,7 @@ def em_start(X, rank, *, seed, prior_rate, iterations, threads=None):
 def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0, rule="trapezoid", num_steps=1250,
                     num_keep=500, num_blocks=8, sampler="sgld", step_a=5e-7, step_b=0.51, prior_rate=4e-4,
                     alpha=0.99, sigma=1e-5, evaluate="after_update", init="em", init_iterations=100, seed=0,
-                    checkpoint=None, comm=None, threads=None, progress=False):
+                    exact_prior=False, checkpoint=None, comm=None, threads=None, progress=False):
     """Estimate log p(X | R) for every rank by STI and pick the largest.
 
     Parameters
@@ -195,6 +204,15 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
     init_iterations : int
         EM iterations of ``init="em"``.
     seed : int
+    exact_prior : bool
+        At t = 0 use ``num_keep`` independent prior draws
+        (:func:`core.parallel.blocks.run_prior_chain`) instead of an SGLD
+        chain. Off by default: with the paper's speech settings (a = 5e-7,
+        lambda = 4e-4) the SGLD chain at t = 0 barely leaves its start, so its
+        E_0[log p(X|theta)] is that of the start, while the prior's is about
+        -N R / lambda^2 (~ -1e13 and below on speech); on a uniform grid the
+        trapezoid then weighs that value by 1/(2T) and the estimate is
+        dominated by it.
     checkpoint : str or Path, optional
         Folder keeping one file per finished chain; existing files with the
         same data and settings are reused.
@@ -216,7 +234,13 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
     RankSelection or None
         None on MPI processes other than 0.
     """
-    from core.parallel.blocks import init_state, initial_factors, run_block_chain, single_threaded_blas
+    from core.parallel.blocks import (
+        init_state,
+        initial_factors,
+        run_block_chain,
+        run_prior_chain,
+        single_threaded_blas,
+    )
     from core.progress import progress_bar
 
     X = validate_nonnegative_matrix(X)
@@ -238,7 +262,8 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
                 "num_blocks": int(num_blocks), "sampler": sampler, "step_a": float(step_a), "step_b": float(step_b),
                 "prior_rate": float(prior_rate), "alpha": float(alpha), "sigma": float(sigma),
                 "evaluate": evaluate, "seed": int(seed), "dtype": X.dtype.name, "shape": list(X.shape),
-                "init": init, "init_iterations": int(init_iterations) if init == "em" else 0}
+                "init": init, "init_iterations": int(init_iterations) if init == "em" else 0,
+                "exact_prior": bool(exact_prior)}
     if init not in ("random", "em"):
         raise ParameterError(f"init={init!r}: expected 'random' or 'em'")
     fingerprint = settings_fingerprint(X, settings)
@@ -280,10 +305,15 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
             return _load_checkpoint(path, fingerprint)
         W, H = start_of(task)
         state = init_state(W, H, seed=seed, chain=task.chain, num_blocks=num_blocks)
-        result = run_block_chain(X, state, temperature=task.temperature, num_steps=num_steps, num_keep=num_keep,
-                                 num_blocks=num_blocks, sampler=sampler, step_a=step_a, step_b=step_b,
-                                 rate_W=prior_rate, rate_H=prior_rate, alpha=alpha, sigma=sigma, evaluate=evaluate,
-                                 progress=bar.update, threads=1)
+        if exact_prior and task.temperature == 0.0:
+            result = run_prior_chain(X, state, num_steps=num_steps, num_keep=num_keep, num_blocks=num_blocks,
+                                     rate_W=prior_rate, rate_H=prior_rate)
+            bar.update(num_steps)
+        else:
+                result = run_block_chain(X, state, temperature=task.temperature, num_steps=num_steps,
+                                     num_keep=num_keep, num_blocks=num_blocks, sampler=sampler, step_a=step_a,
+                                     step_b=step_b, rate_W=prior_rate, rate_H=prior_rate, alpha=alpha, sigma=sigma,
+                                     evaluate=evaluate, progress=bar.update, threads=1)
         record = {"trace": result.trace, "min_kept": result.min_kept, "all_finite": result.all_finite,
                   "seconds": result.seconds, "seconds_kernel": result.seconds_kernel}
         if path is not None:

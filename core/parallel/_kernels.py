@@ -19,8 +19,18 @@ import numpy as np
 
 from core.parallel.noise import _R, FN, KN, WN
 
-__all__ = ["fill_normal_kernel", "normal", "draw_normal", "splitmix", "normal_slow", "langevin_entry",
-           "block_loglik", "nmf_chain_kernel", "nmf_chain_kernel_serial"]
+__all__ = [
+    "block_loglik",
+    "draw_normal",
+    "fill_normal_kernel",
+    "langevin_entry",
+    "nmf_chain_kernel",
+    "nmf_chain_kernel_serial",
+    "nmf_prior_kernel",
+    "normal",
+    "normal_slow",
+    "splitmix",
+]
 
 _FLAG = np.uint64(1) << np.uint64(63)
 _LOW = np.uint64(0xFFFFFFFF)
@@ -361,3 +371,45 @@ def nmf_chain_kernel_serial(X, W, Ht, v_W, v_Ht, row_edges, col_edges, part_colu
                      size / n_s, rate_W, rate_H, preconditioned, alpha, sigma, float(n_s), code, out, low, bad, scratch)
         if iteration > burn_in:
             _record(iteration, burn_in, code, size / n_s, out, low, bad, log_factorial, columns, trace, status)
+
+
+@numba.njit(cache=True, inline="always")
+def _fill_exponential(F, lo, hi, states, row, rate):
+    """F[lo:hi] <- Exponential(rate) draws (-log u / rate), row by row, from stream ``row``."""
+    counter = states[row, 0]
+    for i in range(lo, hi):
+        for r in range(F.shape[1]):
+            u, counter = _uniform(counter)
+            F[i, r] = -np.log(u) / rate
+    states[row, 0] = counter
+
+
+@numba.njit(cache=True, nogil=True)
+def nmf_prior_kernel(X, W, Ht, row_edges, col_edges, part_columns, part_sizes, size, states_W, states_H, first,
+                     burn_in, count, rate_W, rate_H, log_factorial, trace):
+    """Exact t = 0 "chain": ``count`` independent prior draws of (W, H), scored like kept SGLD samples.
+
+    Draw k (iteration ``first + k``) fills W's row group g from stream
+    ``states_W[g]`` and H's column group g from ``states_H[g]`` with
+    Exponential(rate) entries, then writes N/N_s x the log-likelihood of
+    part (iteration - 1) mod P to ``trace[iteration - burn_in - 1]``.
+    """
+    num_blocks = row_edges.size - 1
+    out = np.zeros(num_blocks)
+    for k in range(count):
+        iteration = first + k
+        p = (iteration - 1) % part_columns.shape[0]
+        columns = part_columns[p]
+        for g in range(num_blocks):
+            _fill_exponential(W, row_edges[g], row_edges[g + 1], states_W, g, rate_W)
+        for g in range(col_edges.size - 1):
+            _fill_exponential(Ht, col_edges[g], col_edges[g + 1], states_H, g, rate_H)
+        for b in range(num_blocks):
+            c = columns[b]
+            Wb = W[row_edges[b]:row_edges[b + 1]]
+            Hb = Ht[col_edges[c]:col_edges[c + 1]]
+            out[b] = block_loglik(X[row_edges[b]:row_edges[b + 1], col_edges[c]:col_edges[c + 1]], Wb @ Hb.T)
+        terms = 0.0
+        for b in range(num_blocks):
+            terms += log_factorial[b, columns[b]]
+        trace[iteration - burn_in - 1] = size / part_sizes[p] * (out.sum() - terms)

@@ -35,7 +35,7 @@ from core.samplers.psgld import UNSET, update_average
 from core.samplers.step_size import step_sizes
 
 __all__ = ["BlockChainResult", "NMFBlockState", "block_log_factorials", "dense_part_update", "init_state",
-           "initial_factors", "part_update", "run_block_chain", "single_threaded_blas", "warm_up"]
+           "initial_factors", "part_update", "run_block_chain", "run_prior_chain", "single_threaded_blas", "warm_up"]
 
 # parts with fewer (entries x rank) than this run their blocks serially (measured: on the
 # 257 x 1661 speech matrix with 8 x 8 blocks, threads pay off from R = 256)
@@ -302,6 +302,42 @@ def run_block_chain(X, state, *, temperature, num_steps, num_keep, num_blocks=8,
     finite = status[1] == 0 and bool(np.all(np.isfinite(trace)))
     return BlockChainResult(trace, state, float(status[0]) if finite else np.nan, bool(finite),
                             time.perf_counter() - start, kernel_seconds)
+
+
+def run_prior_chain(X, state, *, num_steps, num_keep, num_blocks=8, rate_W=4e-4, rate_H=4e-4):
+    """The exact t = 0 "chain": ``num_keep`` independent prior draws instead of SGLD on the prior.
+
+    Draw k is scored like the k-th kept sample of :func:`run_block_chain`
+    (same part, N/N_s x its log-likelihood); draws come from the state's
+    streams (W row group g from ``states_W[g]``, H column group g from
+    ``states_H[g]``). The start in ``state`` is irrelevant and overwritten
+    with the last draw.
+
+    Returns
+    -------
+    BlockChainResult
+    """
+    from core.parallel._kernels import nmf_prior_kernel
+
+    if not 1 <= num_keep <= num_steps:
+        raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
+    schedule = BlockSchedule(X.shape, num_blocks)
+    log_factorial = block_log_factorials(X, schedule)
+    part_columns = np.ascontiguousarray(np.stack([schedule.part_groups(p)[:, 1] for p in range(schedule.num_parts)]))
+    part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
+    burn_in = num_steps - num_keep
+    trace = np.empty(num_keep)
+    Ht = _transposed(state.H)
+    start = time.perf_counter()
+    with single_threaded_blas():
+        nmf_prior_kernel(X, state.W, Ht, schedule.edges[0], schedule.edges[1], part_columns, part_sizes,
+                         float(X.size), state.states_W, state.states_H, burn_in + 1, burn_in, num_keep, float(rate_W),
+                         float(rate_H), log_factorial, trace)
+    if not np.shares_memory(Ht, state.H):
+        state.H[...] = Ht.T
+    seconds = time.perf_counter() - start
+    finite = bool(np.all(np.isfinite(trace)) and np.all(np.isfinite(state.W)) and np.all(np.isfinite(state.H)))
+    return BlockChainResult(trace, state, float(min(state.W.min(), state.H.min())), finite, seconds, seconds)
 
 
 def single_threaded_blas():

@@ -21,7 +21,12 @@ import time
 import numpy as np
 
 from core.errors import ParameterError
-from core.parallel.blocks import BlockChainResult, NMFBlockState, block_log_factorials, single_threaded_blas
+from core.parallel.blocks import (
+    BlockChainResult,
+    NMFBlockState,
+    block_log_factorials,
+    single_threaded_blas,
+)
 from core.parallel.noise import seed_states
 from core.parallel.schedule import BlockSchedule
 from core.samplers.psgld import UNSET

@@ -17,7 +17,7 @@ import numpy as np
 
 from core.random import stream
 
-__all__ = ["seed_states", "fill_normal", "standard_normal"]
+__all__ = ["fill_normal", "seed_states", "standard_normal"]
 
 _M1 = 16777216.0  # 2^24: signed 25-bit abscissae
 _R = 3.442619855899

@@ -38,6 +38,7 @@ def main():
     parser.add_argument("--init", choices=["em", "random"], default="em")
     parser.add_argument("--schedule", choices=["paper", "power"], default="paper",
                         help="paper: T = 5 uniform, trapezoid, eq. 9; power: T = 10, (i/T)^5, Simpson, before-update")
+    parser.add_argument("--exact-prior", action="store_true", help="t = 0: independent prior draws, not SGLD")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -60,7 +61,8 @@ def main():
                 dict(num_intervals=10, schedule="power", power=5.0, rule="simpson", evaluate="before_update"))
         selection = select_rank_sti(X, ranks, **grid, num_steps=num_steps, num_keep=num_keep,
                                     num_blocks=8, sampler=args.sampler, step_a=5e-7, step_b=0.51, prior_rate=4e-4,
-                                    init=args.init, comm=comm, threads=args.threads, progress=True)
+                                    init=args.init, exact_prior=args.exact_prior, comm=comm, threads=args.threads,
+                                    progress=True)
         wall = time.perf_counter() - start
         if selection is None:
             return
@@ -82,7 +84,8 @@ def main():
                 "per_temperature": {str(r): res.mean_log_likelihood.tolist()
                                     for r, res in zip(ranks, selection.results)},
                 "num_steps": num_steps, "num_keep": num_keep, "dtype": args.dtype,
-                "init": args.init, "schedule": args.schedule}, indent=2))
+                "init": args.init, "schedule": args.schedule, "exact_prior": args.exact_prior,
+                "threads": args.threads}, indent=2))
 
 
 if __name__ == "__main__":

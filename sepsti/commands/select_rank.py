@@ -62,7 +62,11 @@ def _ranks(text):
 @click.option("--init", type=click.Choice(["em", "random"]), default="em", show_default=True,
               help="Chain start: 100 MAP-EM iterations per rank from a random start, or the random start.")
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
-              help="Floating-point type of the chains.")
+              help="Floating-point type of the chains (log-likelihoods are summed in float64).")
+@click.option("--exact-prior", is_flag=True,
+              help="At t = 0, independent prior draws instead of an SGLD chain.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="Chains run concurrently per process [default: all cores; 1 under mpiexec].")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Random seed.")
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None,
               help="Folder keeping every finished chain; rerunning the same command resumes.")
@@ -72,8 +76,8 @@ def _ranks(text):
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def select_rank(corpus, ranks, num_intervals, schedule, power, rule, num_steps, num_keep, num_blocks, sampler, step_a,
-                step_b, prior_rate, alpha, sigma, evaluate, init, dtype, seed, checkpoint, json_path, plot_path,
-                overwrite, quiet):
+                step_b, prior_rate, alpha, sigma, evaluate, init, dtype, exact_prior, threads, seed, checkpoint,
+                json_path, plot_path, overwrite, quiet):
     """Estimate log p(X | R) for every candidate rank and select the largest."""
     import numpy as np
 
@@ -97,8 +101,8 @@ def select_rank(corpus, ranks, num_intervals, schedule, power, rule, num_steps, 
         selection = select_rank_sti(X, ranks, num_intervals=num_intervals, schedule=schedule, power=power, rule=rule,
                                     num_steps=num_steps, num_keep=num_keep, num_blocks=num_blocks, sampler=sampler,
                                     step_a=step_a, step_b=step_b, prior_rate=prior_rate, alpha=alpha, sigma=sigma,
-                                    evaluate=evaluate.replace("-", "_"), init=init, seed=seed, checkpoint=checkpoint,
-                                    comm=comm,
+                                    evaluate=evaluate.replace("-", "_"), init=init, seed=seed,
+                                    exact_prior=exact_prior, checkpoint=checkpoint, comm=comm, threads=threads,
                                     progress=not quiet)
         if selection is None:
             return

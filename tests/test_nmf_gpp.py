@@ -129,3 +129,37 @@ def test_compiled_link_matches_scipy_across_branches():
     np.testing.assert_allclose(value, exp_to_gauss(h * np.sqrt(2) * sigma, sigma, rate), rtol=1e-13, atol=1e-300)
     np.testing.assert_allclose(slope, exp_to_gauss_derivative(h * np.sqrt(2) * sigma, sigma, rate), rtol=1e-13,
                                atol=1e-300)
+
+
+def test_rescale_keeps_the_product_and_its_jacobian_is_the_determinant(small_model, rng):
+    model = small_model
+    theta = 0.7 * rng.standard_normal(model.dim)
+    log_scales = np.array([0.4, -0.3])
+    moved, log_jacobian = model.rescale(theta, log_scales)
+    D, H = model.factors(theta)
+    D2, H2 = model.factors(moved)
+    np.testing.assert_allclose(D2, D * np.exp(log_scales), rtol=1e-9)
+    np.testing.assert_allclose(D2 @ H2, D @ H, rtol=1e-9)
+    np.testing.assert_allclose(model.rescale(moved, -log_scales)[0], theta, atol=1e-9)
+    jacobian = np.empty((model.dim, model.dim))
+    for i in range(model.dim):
+        step = np.zeros(model.dim)
+        step[i] = 1e-6
+        jacobian[:, i] = (model.rescale(theta + step, log_scales)[0] - model.rescale(theta - step, log_scales)[0]) / 2e-6
+    sign, log_det = np.linalg.slogdet(jacobian)
+    assert sign > 0 and log_jacobian == pytest.approx(log_det, abs=1e-5)
+
+
+def test_gauss_newton_precision_is_the_hessian_at_zero_residual(rng):
+    D = rng.uniform(0.2, 1, (6 * 5, 2))
+    H = rng.uniform(0.2, 1, (2, 12))
+    model = NMFGPP(D @ H, num_components=2, plate_shape=(6, 5), beta=3.0, noise_std=0.1, rate_d=1.5, rate_h=0.7)
+    theta = model.latent_from_factors(D, H)
+    precision = model.gauss_newton_precision(theta)
+    hessian = np.empty((model.dim, model.dim))
+    for i in range(model.dim):
+        step = np.zeros(model.dim)
+        step[i] = 1e-6
+        hessian[i] = (model.logdensity_and_grad(theta + step)[1] - model.logdensity_and_grad(theta - step)[1]) / 2e-6
+    np.testing.assert_allclose(precision, -0.5 * (hessian + hessian.T), atol=1e-6 * np.abs(precision).max())
+    assert np.linalg.eigvalsh(precision).min() >= 1.0 - 1e-9

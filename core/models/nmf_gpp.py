@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
-from scipy.special import erfcx, log_ndtr, ndtri
+from scipy.special import erfcx, log_ndtr, ndtri, ndtri_exp
 
 from core.errors import ParameterError
 
@@ -190,6 +190,85 @@ class NMFGPP:
         delta = linalg.solve_triangular(self.chol_d, d, lower=True)
         eta = linalg.solve_triangular(self.chol_h, h.T, lower=True).T
         return self.join(NMFGPPParams(delta, eta))
+
+    def rescale(self, theta, log_scales):
+        """Move θ along the scale symmetry of D H: (D, H) → (D diag(c), diag(c)⁻¹ H), c = exp(log_scales).
+
+        The likelihood is unchanged by the move; the prior is not. Returns the
+        new θ and log |det ∂θ'/∂θ|, which the Cholesky factors leave out (they
+        cancel) and the link gives entry by entry:
+        Σ_D [log c + log f'(d) − log f'(d')] + Σ_H [−log c + log f'(h) − log f'(h')]
+        with f the inverse link (eq. 22) and f' its slope (eq. 23). The new
+        fields are d' = −σ Φ⁻¹(exp(−λ D')) computed as ``ndtri_exp`` of the log,
+        accurate in both tails. Entries whose factor underflows to 0 cannot be
+        moved: θ' is then returned non-finite (a proposal to reject).
+
+        Parameters
+        ----------
+        theta : ndarray, shape (dim,)
+        log_scales : ndarray, shape (M,)
+
+        Returns
+        -------
+        theta_new : ndarray, shape (dim,)
+        log_jacobian : float
+        """
+        log_scales = np.asarray(log_scales, dtype=float)
+        if log_scales.shape != (self.num_components,):
+            raise ParameterError(f"log_scales has shape {log_scales.shape}, expected ({self.num_components},)")
+        d, h = self.gaussian_fields(theta)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d_new = self._move_field(d, log_scales[None, :], self.sigma_d, self.rate_d)
+            h_new = self._move_field(h, -log_scales[:, None], self.sigma_h, self.rate_h)
+            log_jacobian = (np.sum(np.log(exp_to_gauss_derivative(d, self.sigma_d, self.rate_d)))
+                            - np.sum(np.log(exp_to_gauss_derivative(d_new, self.sigma_d, self.rate_d)))
+                            + np.sum(np.log(exp_to_gauss_derivative(h, self.sigma_h, self.rate_h)))
+                            - np.sum(np.log(exp_to_gauss_derivative(h_new, self.sigma_h, self.rate_h)))
+                            + (d.shape[0] - h.shape[1]) * np.sum(log_scales))
+        if not (np.all(np.isfinite(d_new)) and np.all(np.isfinite(h_new))):
+            return np.full(self.dim, np.nan), -np.inf
+        delta = linalg.solve_triangular(self.chol_d, d_new, lower=True)
+        eta = linalg.solve_triangular(self.chol_h, h_new.T, lower=True).T
+        return self.join(NMFGPPParams(delta, eta)), float(log_jacobian)
+
+    def gauss_newton_precision(self, theta):
+        """I + σ_N⁻² Jᵀ J, J = ∂ vec(D H) / ∂θ: the Fisher information of the likelihood plus the prior's.
+
+        The generalised Gauss–Newton approximation of −∇² log p (it drops the
+        residual-weighted second derivatives), positive definite everywhere,
+        so a dense metric can be built from it at any position, not only at a
+        mode. Shape ``(dim, dim)``, θ's layout (δ row-major (K, M), then η).
+        """
+        d, h = self.gaussian_fields(theta)
+        D = exp_to_gauss(d, self.sigma_d, self.rate_d)
+        H = exp_to_gauss(h, self.sigma_h, self.rate_h)
+        slope_d = exp_to_gauss_derivative(d, self.sigma_d, self.rate_d)   # (K, M)
+        slope_h = exp_to_gauss_derivative(h, self.sigma_h, self.rate_h)   # (M, L)
+        K, M, L = D.shape[0], self.num_components, H.shape[1]
+        # Columns of J per component: ∂(DH)/∂δ_m = (diag(f'_dm) C_d) ⊗ H_m, ∂(DH)/∂η_m = D_m ⊗ (diag(f'_hm) C_h).
+        A = slope_d.T[:, :, None] * self.chol_d[None]            # (M, K, K): diag(f'_dm) C_d
+        B = slope_h[:, :, None] * self.chol_h[None]              # (M, L, L): diag(f'_hm) C_h
+        HH, DD = H @ H.T, D.T @ D                                # (M, M)
+        precision = np.zeros((self.dim, self.dim))
+        dd = precision[:K * M, :K * M].reshape(K, M, K, M)
+        ee = precision[K * M:, K * M:].reshape(M, L, M, L)
+        de = precision[:K * M, K * M:].reshape(K, M, M, L)
+        for m in range(M):
+            for n in range(M):
+                dd[:, m, :, n] = HH[m, n] * (A[m].T @ A[n])
+                ee[m, :, n, :] = DD[m, n] * (B[m].T @ B[n])
+                # Σ_il (A_m)_ij H_ml · D_in (B_n)_lk = (A_mᵀ D_n)_j (B_nᵀ H_m)_k
+                de[:, m, n, :] = np.outer(A[m].T @ D[:, n], B[n].T @ H[m])
+        precision /= self.noise_std ** 2
+        precision[K * M:, :K * M] = precision[:K * M, K * M:].T
+        precision[np.diag_indices(self.dim)] += 1.0
+        return precision
+
+    @staticmethod
+    def _move_field(field, log_scale, sigma, rate):
+        # log F' = log F + log c, with log F = log(−log Φ(−f/σ)) − log λ; then f' = −σ Φ⁻¹(exp(−λ F')).
+        log_factor = np.log(-log_ndtr(-field / sigma)) - np.log(rate) + log_scale
+        return -sigma * ndtri_exp(-rate * np.exp(log_factor))
 
     def logdensity_and_grad(self, theta):
         """Unnormalised log posterior (eq. 19) and its gradient (eq. 20–21), flat of size ``dim``.

@@ -7,7 +7,7 @@ import lazy_loader
 
 __getattr__, __dir__, __all__ = lazy_loader.attach(
     __name__,
-    submodules=['gibbs', 'hmc', 'nuts', 'psgld', 'sada', 'sgld'],
+    submodules=['gibbs', 'group_move', 'hmc', 'nuts', 'psgld', 'sada', 'sgld'],
     submod_attrs={
         "diagnostics": [
             'effective_sample_size',
@@ -17,6 +17,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
             'to_inference_data',
         ],
         "dual_averaging": ['DualAveragingState', 'dual_averaging'],
+        "group_move": ['GroupMoveInfo', 'adapt_log_proposal_std'],
         "gibbs": ['GibbsInfo', 'GibbsState'],
         "hmc": ['HMCInfo', 'HMCState', 'find_reasonable_step_size'],
         "integrators": ['IntegratorState', 'leapfrog'],

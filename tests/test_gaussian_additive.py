@@ -51,3 +51,20 @@ def test_validation():
         GaussianAdditiveModel(np.zeros(3), 0)
     with pytest.raises(ParameterError, match="1-d"):
         GaussianAdditiveModel(np.zeros((2, 2)), 1)
+
+
+def test_batched_methods_match_one_chain_at_a_time(rng):
+    _, x = GaussianAdditiveModel.sample(rng, 60, 2)
+    model = GaussianAdditiveModel(x, 3)
+    thetas = GaussianAdditiveTheta(rng.normal(5, 1, (4, 3)))
+    subsets = rng.integers(0, 60, (4, 7))
+    values, gradients = model.log_likelihood_and_grad(thetas, subsets)
+    full = model.log_likelihood(thetas)
+    priors = model.log_prior(thetas)
+    for c in range(4):
+        one = GaussianAdditiveTheta(thetas.theta[c])
+        assert values[c] == pytest.approx(model.log_likelihood(one, subsets[c]), rel=1e-12)
+        np.testing.assert_allclose(gradients.theta[c], model.grad_log_likelihood(one, subsets[c]).theta, rtol=1e-12)
+        assert full[c] == pytest.approx(model.log_likelihood(one), rel=1e-12)
+        assert priors[c] == pytest.approx(model.log_prior(one), rel=1e-12)
+    assert model.subset_size(subsets) == 7

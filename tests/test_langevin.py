@@ -36,3 +36,29 @@ def test_mirroring_keeps_flagged_leaves_nonnegative(rng):
     assert moved.a.min() >= 0.0
     assert moved.b.min() < 0.0  # the unflagged leaf is left alone
     assert position.a.min() == 0.01  # inputs untouched
+
+
+class One(NamedTuple):
+    x: np.ndarray
+
+
+def _stationary_variance(rng, step, precision, *, lm, num_chains=20000, num_steps=60):
+    # many independent chains on N(0, 1/precision), one step size per chain (batched)
+    x = rng.standard_normal(num_chains) / np.sqrt(precision)
+    z = rng.standard_normal(num_chains)
+    steps = np.full(num_chains, step)
+    for _ in range(num_steps):
+        fresh = rng.standard_normal(num_chains)
+        noise = (z + fresh) / 2 if lm else fresh
+        (x,) = langevin_step(rng, One(x), One(-precision * x), steps, noise=One(noise))
+        z = fresh
+    return x.var()
+
+
+def test_leimkuhler_matthews_noise_has_the_exact_gaussian_invariant_law(rng):
+    precision, step = 4.0, 0.25  # step * precision = 1: Euler's variance is twice the target's
+    tolerance = 5 * np.sqrt(2 / 20000)  # relative MC error of a variance from 20000 independent draws
+    lm = _stationary_variance(rng, step, precision, lm=True) * precision
+    euler = _stationary_variance(rng, step, precision, lm=False) * precision
+    assert abs(lm - 1) < tolerance
+    assert abs(euler * (1 - step * precision / 2) - 1) < tolerance

@@ -2,9 +2,10 @@ import numpy as np
 import pytest
 
 from core.errors import ParameterError
-from core.evidence.sti import (integrated_time, integration_weights, stochastic_thermodynamic_integration,
+from core.evidence.sti import (chain_summary, curvature, integrated_time, integration_weights,
+                               stochastic_thermodynamic_integration, zero_variance_correction,
                                temperature_grid, thermodynamic_integral)
-from core.models.gaussian_additive import GaussianAdditiveModel
+from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
 
 
 def test_grid_counts_intervals():
@@ -64,3 +65,68 @@ def test_sti_matches_exact_evidence_on_gaussian_model(rng):
         quadrature = integration_weights(t, rule="simpson", power=4) @ model.expected_log_likelihood(t) - exact
         bias = result.log_evidence - exact - quadrature
         assert abs(bias) < 4 * result.stderr + 0.3, (rank, result.log_evidence, exact, result.stderr)
+
+
+def test_chain_summary_combines_independent_chains(rng):
+    chains = rng.standard_normal((4, 5000)) + 3.0
+    mean, mcse, tau = chain_summary(chains)
+    assert mean == pytest.approx(chains.mean())
+    assert mcse == pytest.approx(np.sqrt(np.sum([chain_summary(c)[1] ** 2 for c in chains])) / 4)
+    assert mcse == pytest.approx(1 / np.sqrt(chains.size), rel=0.2)
+
+
+@pytest.mark.parametrize("rank,temperature", [(1, 0.0), (3, 1e-3), (5, 1.0)])
+def test_curvature_is_the_largest_hessian_eigenvalue(rng, rank, temperature):
+    _, x = GaussianAdditiveModel.sample(rng, 300, 2)
+    model = GaussianAdditiveModel(x, rank)
+    # -Hessian = I / sigma_theta^2 + t (N / sigma_x^2) 1 1^T
+    expected = 1 / 3.0 + temperature * rank * 300 / 5.0
+    positions = GaussianAdditiveTheta(rng.normal(5, 1, (2, rank)))
+    value, vector = curvature(model, positions, np.full(2, temperature), return_vector=True)
+    np.testing.assert_allclose(value, expected, rtol=1e-5)
+    if temperature == 1.0:  # well separated from the other eigenvalues (1/3): power iteration has converged
+        np.testing.assert_allclose(np.abs(vector.theta), 1 / np.sqrt(rank), rtol=1e-4)
+
+
+def test_zero_variance_correction_keeps_the_mean_and_removes_explained_variance(rng):
+    feature = rng.standard_normal((20000, 1))
+    trace = 2.0 + 3.0 * feature[:, 0] + 0.1 * rng.standard_normal(20000)
+    corrected = zero_variance_correction(trace, feature)
+    assert corrected.std() < 0.11
+    assert abs(corrected.mean() - 2.0) < 4 * 0.1 / np.sqrt(20000) + 4 * 3.0 / 20000  # O(1/K) from beta
+
+
+GAUSSIAN_DEFAULT = dict(num_intervals=24, schedule="power", power=6, rule="simpson", num_steps=1500, num_keep=1000,
+                        subset_size=50, step_a=250.0, step_b=0.51, step_scale="curvature",
+                        control_variate="gradient", integrator="lm", zero_variance=True, evaluate="before_update")
+
+
+@pytest.mark.filterwarnings("ignore:traces shorter")
+@pytest.mark.parametrize("rank", [1, 4])
+def test_batched_sti_matches_exact_evidence_within_its_standard_error(rng, rank):
+    # the recipe's chain settings on a smaller problem: what is left after the quadrature error of the
+    # grid (computed from exact expectations) must be Monte-Carlo error
+    _, x = GaussianAdditiveModel.sample(np.random.default_rng(5), 1000, 3)
+    model = GaussianAdditiveModel(x, rank)
+    result = stochastic_thermodynamic_integration(model, model.sample_prior, seed=1, **GAUSSIAN_DEFAULT)
+    exact = model.log_marginal_likelihood()
+    quadrature = integration_weights(result.temperatures, rule="simpson", power=6) @ model.expected_log_likelihood(
+        result.temperatures) - exact
+    assert abs(result.log_evidence - exact - quadrature) < 4 * result.stderr, (result.log_evidence, exact,
+                                                                               result.stderr)
+    assert result.stderr < 0.2
+    # the same chains with Euler's noise (SGLD) are biased by far more than their error
+    euler = stochastic_thermodynamic_integration(model, model.sample_prior, seed=1,
+                                                 **{**GAUSSIAN_DEFAULT, "integrator": "euler"})
+    assert euler.log_evidence - exact - quadrature < -10 * euler.stderr
+
+
+def test_batched_options_are_checked(rng):
+    _, x = GaussianAdditiveModel.sample(rng, 100, 2)
+    model = GaussianAdditiveModel(x, 2)
+    with pytest.raises(ParameterError, match="integrator"):
+        stochastic_thermodynamic_integration(model, model.sample_prior, num_steps=10, num_keep=5,
+                                             integrator="verlet")
+    with pytest.raises(ParameterError, match="batched"):
+        stochastic_thermodynamic_integration(model, model.sample_prior, num_steps=10, num_keep=5,
+                                             integrator="lm", warm_start=True)

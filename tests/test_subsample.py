@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
-from core.models.subsample import log_likelihood_estimate, subset_scale, tempered_gradient
+from core.models.subsample import log_likelihood_estimate, make_reference, subset_scale, tempered_gradient
 
 
 @pytest.fixture
@@ -39,3 +39,34 @@ def test_estimates_are_unbiased(model, rng, with_reference):
                        for _ in range(4000)])
     se = values.std(ddof=1) / np.sqrt(values.size)
     assert abs(values.mean() - model.log_likelihood(theta)) < 4 * se + 1e-9
+
+
+def test_first_order_reference_estimate_is_unbiased_and_exact_for_a_quadratic_likelihood(model, rng):
+    theta = GaussianAdditiveTheta(np.array([4.0, 6.5]))
+    reference = make_reference(model, GaussianAdditiveTheta(np.array([4.1, 6.3])))
+    values = np.array([log_likelihood_estimate(model, theta, rng.integers(0, 100, 10), reference=reference)
+                       for _ in range(50)])
+    # the per-datum remainder of a first-order expansion of a quadratic is the same for every datum:
+    # no subsampling noise at all
+    np.testing.assert_allclose(values, model.log_likelihood(theta), rtol=1e-12)
+
+
+def test_control_variate_gradient_is_the_full_gradient_for_a_quadratic_likelihood(model, rng):
+    theta = GaussianAdditiveTheta(np.array([4.0, 6.5]))
+    reference = make_reference(model, GaussianAdditiveTheta(np.array([4.1, 6.3])))
+    subset = rng.integers(0, 100, 10)
+    gradient, mean, value = tempered_gradient(model, theta, subset, 0.3, with_likelihood=True, reference=reference)
+    exact, _ = tempered_gradient(model, theta, None, 0.3)
+    np.testing.assert_allclose(gradient.theta, exact.theta, rtol=1e-12)
+    np.testing.assert_allclose(mean.theta, 0.3 / 100 * model.grad_log_likelihood(theta).theta, rtol=1e-12)
+    assert value == pytest.approx(model.log_likelihood(theta), rel=1e-12)
+
+
+def test_batched_temperatures_scale_each_chain(model, rng):
+    thetas = GaussianAdditiveTheta(rng.normal(5, 1, (3, 2)))
+    temperatures = np.array([0.0, 0.5, 1.0])
+    subsets = rng.integers(0, 100, (3, 20))
+    gradient, _ = tempered_gradient(model, thetas, subsets, temperatures)
+    for c, t in enumerate(temperatures):
+        one, _ = tempered_gradient(model, GaussianAdditiveTheta(thetas.theta[c]), subsets[c], float(t))
+        np.testing.assert_allclose(gradient.theta[c], one.theta, rtol=1e-12)

@@ -19,7 +19,7 @@ from llvmlite import binding
 from numba import types
 from numba.extending import get_cython_function_address
 
-__all__ = ["pack_rows", "tril_matvec", "tril_rmatvec", "link", "logdensity_and_grad"]
+__all__ = ["pack_rows", "tril_matvec", "tril_rmatvec", "tril_solve", "link", "logdensity_and_grad"]
 
 binding.add_symbol("sepsti_nmf_gpp_erfcx",
                    get_cython_function_address("scipy.special.cython_special", "__pyx_fuse_1erfcx"))
@@ -119,6 +119,22 @@ def tril_rmatvec(packed, values, out):
         _rmatvec_pair(packed, values[m], values[m + 1], out[m], out[m + 1])
     if num_components % 2:
         _rmatvec_one(packed, values[num_components - 1], out[num_components - 1])
+
+
+@numba.njit(cache=True, nogil=True)
+def tril_solve(packed, values, out):
+    """out[m] = C⁻¹ values[m] for every row m by forward substitution over the packed rows."""
+    for m in range(values.shape[0]):
+        v = values[m]
+        o = out[m]
+        start = 0
+        for i in range(v.shape[0]):
+            row = packed[start:start + i + 1]
+            total = v[i]
+            for j in range(i):
+                total -= row[j] * o[j]
+            o[i] = total / row[i]
+            start += i + 1
 
 
 @numba.njit(cache=True, nogil=True)

@@ -149,6 +149,7 @@ class NMFGPP:
         self._link_h = (1.0 / (np.sqrt(2.0) * sigma_h), 1.0 / self.rate_h, _SQRT_2_OVER_PI / (self.rate_h * sigma_h))
         self._inv_var = 1.0 / self.noise_std ** 2
         self._kernel = None
+        self._packed = None
 
     @property
     def n_data(self):
@@ -191,6 +192,14 @@ class NMFGPP:
         eta = linalg.solve_triangular(self.chol_h, h.T, lower=True).T
         return self.join(NMFGPPParams(delta, eta))
 
+    def _kernels(self):
+        """The compiled kernels module (numba loads on first use), with the packed Cholesky factors."""
+        from core.models import _nmf_gpp_kernels as kernels
+
+        if self._packed is None:
+            self._packed = (kernels.pack_rows(self.chol_d), kernels.pack_rows(self.chol_h))
+        return kernels
+
     def rescale(self, theta, log_scales):
         """Move θ along the scale symmetry of D H: (D, H) → (D diag(c), diag(c)⁻¹ H), c = exp(log_scales).
 
@@ -227,9 +236,11 @@ class NMFGPP:
                             + (d.shape[0] - h.shape[1]) * np.sum(log_scales))
         if not (np.all(np.isfinite(d_new)) and np.all(np.isfinite(h_new))):
             return np.full(self.dim, np.nan), -np.inf
-        delta = linalg.solve_triangular(self.chol_d, d_new, lower=True)
-        eta = linalg.solve_triangular(self.chol_h, h_new.T, lower=True).T
-        return self.join(NMFGPPParams(delta, eta)), float(log_jacobian)
+        kernels = self._kernels()
+        delta_t, eta = np.empty_like(d_new.T), np.empty_like(h_new)
+        kernels.tril_solve(self._packed[0], np.ascontiguousarray(d_new.T), delta_t)
+        kernels.tril_solve(self._packed[1], np.ascontiguousarray(h_new), eta)
+        return self.join(NMFGPPParams(delta_t.T, eta)), float(log_jacobian)
 
     def gauss_newton_precision(self, theta):
         """I + σ_N⁻² Jᵀ J, J = ∂ vec(D H) / ∂θ: the Fisher information of the likelihood plus the prior's.
@@ -280,10 +291,7 @@ class NMFGPP:
         :meth:`logdensity_and_grad_numpy` is the same quantity in NumPy.
         """
         if self._kernel is None:
-            from core.models import _nmf_gpp_kernels as kernels
-
-            self._packed = (kernels.pack_rows(self.chol_d), kernels.pack_rows(self.chol_h))
-            self._kernel = kernels.logdensity_and_grad
+            self._kernel = self._kernels().logdensity_and_grad
         params = self.split(theta)
         delta_t = np.ascontiguousarray(params.delta.T)
         eta = np.ascontiguousarray(params.eta)

@@ -75,6 +75,8 @@ class RankSelection(NamedTuple):
     all_finite : bool
         Whether every kept sample of every chain was finite.
     settings : dict
+    seconds_start : float
+        Wall time of the chain starts (the EM phase, spread over the processes).
     """
 
     ranks: list
@@ -86,6 +88,7 @@ class RankSelection(NamedTuple):
     min_kept: float
     all_finite: bool
     settings: dict
+    seconds_start: float = 0.0
 
 
 def chain_plan(ranks, temperatures):
@@ -293,6 +296,8 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
             for part in comm.allgather(starts):
                 starts.update(part)
 
+    seconds_start = time.perf_counter() - start
+
     def start_of(task):
         if init == "random":
             return initial_factors(X, task.rank, stream(seed, task.chain))
@@ -356,4 +361,5 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
     best = int(np.argmax([r.log_evidence for r in results]))
     return RankSelection(ranks, results, ranks[best], time.perf_counter() - start, per_rank_seconds,
                          float(kernel / total) if total > 0 else 0.0,
-                         float(min(c["min_kept"] for c in records)), all(c["all_finite"] for c in records), settings)
+                         float(min(c["min_kept"] for c in records)), all(c["all_finite"] for c in records), settings,
+                         seconds_start)

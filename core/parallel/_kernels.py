@@ -179,33 +179,43 @@ def _fill_stream(Z, states, row):
 
 @numba.njit(cache=True, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"})
 def _sgld_run(F, G, Z, has_gradient, step, noise_scale, rate, weight):
-    """F <- |F + step (-rate + weight G) + noise_scale Z| over 1-d runs; returns (min, any not finite)."""
-    low = np.inf
-    check = 0.0  # NaN or inf as soon as one entry is
+    """F <- |F + step (-rate + weight G) + noise_scale Z| over 1-d runs; returns the sum of the new entries.
+
+    The sum is NaN or inf as soon as one entry is (no ``nnan``/``ninf``
+    fast-math flags here), and unlike a running minimum it vectorises.
+    """
+    check = 0.0
     if has_gradient:
         for k in range(F.size):
             x = abs(F[k] + step * (-rate + weight * G[k]) + noise_scale * Z[k])
             F[k] = x
-            low = min(low, x)
             check += x
     else:
         for k in range(F.size):
             x = abs(F[k] - step * rate + noise_scale * Z[k])
             F[k] = x
-            low = min(low, x)
             check += x
-    return low, not (check < np.inf)
+    return check
+
+
+@numba.njit(cache=True, fastmath=True)
+def _finite_minimum(F):
+    """Smallest entry of a 1-d run known to be finite (full fast-math: vectorises)."""
+    low = np.inf
+    for k in range(F.size):
+        low = min(low, F[k])
+    return low
 
 
 @numba.njit(cache=True, inline="always")
 def _update_rows(F, V, lo, hi, G, has_gradient, states, row, Z, step, noise_scale, rate, weight, mean_weight,
-                 preconditioned, alpha, sigma):
+                 preconditioned, alpha, sigma, track):
     """(p)SGLD update of F[lo:hi] with drift -rate + weight * G and noise from stream ``row``.
 
     Entries are visited (and their normals drawn) row by row of F: for H,
     stored transposed, that is column by column of H. ``Z`` is scratch of
     at least (hi - lo) x rank entries. Returns (smallest new entry, whether
-    any is not finite).
+    any is not finite); the smallest entry only when ``track`` (else inf).
     """
     rank = F.shape[1]
     n = (hi - lo) * rank
@@ -213,7 +223,10 @@ def _update_rows(F, V, lo, hi, G, has_gradient, states, row, Z, step, noise_scal
     _fill_stream(noise, states, row)
     flat = F[lo:hi].reshape(n)
     if not preconditioned:
-        return _sgld_run(flat, G.reshape(G.size), noise, has_gradient, step, noise_scale, rate, weight)
+        check = _sgld_run(flat, G.reshape(G.size), noise, has_gradient, step, noise_scale, rate, weight)
+        if not check < np.inf:
+            return np.nan, True
+        return (_finite_minimum(flat) if track else np.inf), False
     low = np.inf
     bad = False
     averages = V[lo:hi].reshape(n)
@@ -264,9 +277,9 @@ def _block_update(b, X, W, Ht, v_W, v_Ht, row_edges, col_edges, columns, states_
     weight = temperature * scale
     mean_weight = temperature / n_s
     low_W, bad_W = _update_rows(W, v_W, r0, r1, grad_W, has_gradient, states_W, b, Z, step, noise_scale, rate_W,
-                                weight, mean_weight, preconditioned, alpha, sigma)
+                                weight, mean_weight, preconditioned, alpha, sigma, evaluate != 0)
     low_H, bad_H = _update_rows(Ht, v_Ht, c0, c1, grad_Ht, has_gradient, states_H, c, Z, step, noise_scale, rate_H,
-                                weight, mean_weight, preconditioned, alpha, sigma)
+                                weight, mean_weight, preconditioned, alpha, sigma, evaluate != 0)
     if evaluate == 2:
         total = block_loglik(Xb, Wb @ Hb.T)
     out[b] = total

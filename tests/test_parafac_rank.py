@@ -87,6 +87,7 @@ def test_exact_prior_trace_matches_prior_expectation(small):
     (dict(subset_size=10_000), "subset_size"),
     (dict(engine="fast"), "engine"),
     (dict(engine="compiled", subset_size=10), "compiled"),
+    (dict(distributed=True, subset_size=10), "distributed=True needs the compiled engine"),
 ])
 def test_invalid_settings(small, kwargs, match):
     kwargs = dict(kwargs)

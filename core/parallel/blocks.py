@@ -8,10 +8,18 @@ Iteration k uses part (k - 1) mod B of a :class:`core.parallel.schedule.BlockSch
 block b of the part updates W's row group b and H's column group
 (b + k) mod B from data block (b, (b + k) mod B) only, with gradients scaled
 by N/N_s (N_s = entries in the part) and the likelihood term tempered by t.
-The B block updates run in a numba ``prange``. Every factor block draws its
-noise from its own stream (:mod:`core.parallel.noise`): W row group g from
-state ``W`` g, H column group g from state ``H`` g, seeded from
+Every factor block draws its noise from its own stream
+(:mod:`core.parallel.noise`): W row group g from state ``W`` g (row by row),
+H column group g from state ``H`` g (column by column), seeded from
 (seed, chain, g) and (seed, chain, B + g).
+
+A chain runs as one compiled loop over stretches of iterations
+(:data:`PROGRESS_STRIDE`), on W and on H stored column-major (``H.T``
+C-contiguous, as :func:`init_state` makes it), so that each block's three
+products go to BLAS without copies. The B block updates of a part run in a
+numba ``prange`` when several threads are allowed and the part is large
+(:data:`PARALLEL_THRESHOLD`), else one after the other; rank selection
+instead runs whole chains concurrently, one per thread or process.
 
 The per-part log-likelihood is returned scaled by N/N_s: of the sample
 before the update (``evaluate="before_update"``, free) or after it
@@ -38,7 +46,8 @@ __all__ = ["BlockChainResult", "NMFBlockState", "block_log_factorials", "dense_p
            "initial_factors", "part_update", "run_block_chain", "run_prior_chain", "single_threaded_blas", "warm_up"]
 
 # parts with fewer (entries x rank) than this run their blocks serially (measured: on the
-# 257 x 1661 speech matrix with 8 x 8 blocks, threads pay off from R = 256)
+# 257 x 1661 speech matrix with 8 x 8 blocks, threads pay off from R = 256; on a busy machine a
+# parallel region per iteration costs far more than it saves)
 PARALLEL_THRESHOLD = 10_000_000
 
 _EVALUATE = {"none": 0, "before_update": 1, "after_update": 2}

@@ -8,9 +8,16 @@ compiled likelihood/gradient/update kernels. The peer figures are the
 paper's own (C + GSL/BLAS + OpenMPI on a 4-core 2.5 GHz laptop): 9 minutes
 for STI, about 6 hours for Chib's method; the ratio is printed against them.
 
-Launch with ``mpiexec -n P`` to spread the chains over P processes.
+Launch with ``mpiexec -n P`` to spread the chains over P processes (one
+thread each); without MPI, ``--threads N`` runs N chains at a time in one
+process (default: numba's thread count), ``--threads 1`` is one core. The
+timed region includes the per-rank EM starts; the kernels are compiled
+(or loaded from numba's cache) before it. Besides wall time it prints the
+CPU seconds of every process: on a shared machine wall time counts the
+waiting for other jobs, CPU time does not.
 
-    python recipes/benchmarks/sti_speech.py --corpus DIR [--quick] [--dtype float32]
+    python recipes/benchmarks/sti_speech.py --corpus DIR [--quick] [--dtype float32|float64] [--threads N]
+    mpiexec -n 2 python recipes/benchmarks/sti_speech.py --corpus DIR
 """
 
 import argparse

@@ -185,15 +185,20 @@ def chain_summary(trace):
     """Mean, Monte-Carlo standard error and integrated time of one trace.
 
     A 2-d ``trace`` holds several independent chains of equal length (one per
-    row): the mean is their average, the MCSE combines theirs, the integrated
-    time is their mean.
+    row): the mean is their average, the integrated time the mean of theirs,
+    and the MCSE the larger of their combined MCSEs and the spread of their
+    means, std / sqrt(chains) -- chains that drift more slowly than their
+    own traces reveal (a slow component under white estimator noise) still
+    disagree with each other.
     """
     trace = np.asarray(trace, dtype=np.float64)
     if trace.ndim == 2:
         if trace.shape[0] == 1:
             return chain_summary(trace[0])
         means, mcses, taus = (np.array(column) for column in zip(*(chain_summary(row) for row in trace)))
-        return float(means.mean()), float(np.sqrt(np.sum(mcses ** 2)) / means.size), float(taus.mean())
+        within = np.sqrt(np.sum(mcses ** 2)) / means.size
+        between = means.std(ddof=1) / np.sqrt(means.size)
+        return float(means.mean()), float(max(within, between)), float(taus.mean())
     tau = integrated_time(trace)
     variance = trace.var(ddof=1) if trace.size > 1 else 0.0
     return float(trace.mean()), float(np.sqrt(variance * tau / trace.size)), tau

@@ -77,6 +77,8 @@ class RankSelection(NamedTuple):
     settings : dict
     seconds_start : float
         Wall time of the chain starts (the EM phase, spread over the processes).
+    cpu_seconds_per_rank : list of float
+        Sum of the chains' CPU times per rank (not inflated by other jobs).
     """
 
     ranks: list
@@ -89,6 +91,7 @@ class RankSelection(NamedTuple):
     all_finite: bool
     settings: dict
     seconds_start: float = 0.0
+    cpu_seconds_per_rank: list = None
 
 
 def chain_plan(ranks, temperatures):
@@ -117,7 +120,8 @@ def _load_checkpoint(path, fingerprint):
                                  "use another --checkpoint folder or delete it")
         return {"trace": data["trace"].copy(), "min_kept": float(data["min_kept"]),
                 "all_finite": bool(data["all_finite"]), "seconds": float(data["seconds"]),
-                "seconds_kernel": float(data["seconds_kernel"])}
+                "seconds_kernel": float(data["seconds_kernel"]),
+                "cpu_seconds": float(data["cpu_seconds"]) if "cpu_seconds" in data else float("nan")}
 
 
 def chain_cost(task):
@@ -320,7 +324,8 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
                                      step_b=step_b, rate_W=prior_rate, rate_H=prior_rate, alpha=alpha, sigma=sigma,
                                      evaluate=evaluate, progress=bar.update, threads=1)
         record = {"trace": result.trace, "min_kept": result.min_kept, "all_finite": result.all_finite,
-                  "seconds": result.seconds, "seconds_kernel": result.seconds_kernel}
+                  "seconds": result.seconds, "seconds_kernel": result.seconds_kernel,
+                  "cpu_seconds": result.cpu_seconds}
         if path is not None:
             with atomic_path(path) as tmp, open(tmp, "wb") as handle:
                 np.savez(handle, fingerprint=fingerprint, **record)
@@ -348,6 +353,7 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
     records = [records[task.chain] for task in tasks]
     results = []
     per_rank_seconds = []
+    per_rank_cpu = []
     count = len(temperatures)
     for r_index in range(len(ranks)):
         chunk = records[r_index * count:(r_index + 1) * count]
@@ -356,10 +362,11 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
             results.append(thermodynamic_integral(temperatures, [c["trace"] for c in chunk], rule=rule,
                                                   power=settings["power"]))
         per_rank_seconds.append(float(sum(c["seconds"] for c in chunk)))
+        per_rank_cpu.append(float(sum(c["cpu_seconds"] for c in chunk)))
     total = sum(c["seconds"] for c in records)
     kernel = sum(c["seconds_kernel"] for c in records)
     best = int(np.argmax([r.log_evidence for r in results]))
     return RankSelection(ranks, results, ranks[best], time.perf_counter() - start, per_rank_seconds,
                          float(kernel / total) if total > 0 else 0.0,
                          float(min(c["min_kept"] for c in records)), all(c["all_finite"] for c in records), settings,
-                         seconds_start)
+                         seconds_start, per_rank_cpu)

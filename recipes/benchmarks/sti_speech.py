@@ -80,9 +80,10 @@ def main():
             return
         processes = 1 if comm is None else comm.Get_size()
         print(f"X {X.shape} {X.dtype}, {processes} process(es), K = {num_steps} (keep {num_keep}), 8 x 8 blocks")
-        print(f"{'rank':>6} {'log p(X|R)':>16} {'stderr':>10} {'chain s':>9}")
-        for rank, result, seconds in zip(ranks, selection.results, selection.seconds_per_rank):
-            print(f"{rank:>6} {result.log_evidence:16.1f} {result.stderr:10.1f} {seconds:9.1f}")
+        print(f"{'rank':>6} {'log p(X|R)':>16} {'stderr':>10} {'chain s':>9} {'chain CPU s':>12}")
+        for rank, result, seconds, cpu_rank in zip(ranks, selection.results, selection.seconds_per_rank,
+                                                   selection.cpu_seconds_per_rank):
+            print(f"{rank:>6} {result.log_evidence:16.1f} {result.stderr:10.1f} {seconds:9.1f} {cpu_rank:12.1f}")
         print(f"selected rank {selection.selected_rank}; all kept samples finite: {selection.all_finite}, "
               f"min factor entry {selection.min_kept:.3g}")
         threads = args.threads if args.threads is not None else (1 if comm is not None else numba.get_num_threads())
@@ -99,6 +100,7 @@ def main():
                 "stderr": [r.stderr for r in selection.results], "seconds": wall, "processes": processes,
                 "seconds_per_rank": selection.seconds_per_rank, "kernel_share": selection.kernel_share,
                 "seconds_start": selection.seconds_start, "cpu_seconds_per_process": cpus,
+                "cpu_seconds_per_rank": selection.cpu_seconds_per_rank,
                 "per_temperature": {str(r): res.mean_log_likelihood.tolist()
                                     for r, res in zip(ranks, selection.results)},
                 "num_steps": num_steps, "num_keep": num_keep, "dtype": args.dtype,

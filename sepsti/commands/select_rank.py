@@ -168,6 +168,7 @@ def to_json(selection, **extra):
             # wall-clock figures: the only keys (with "seconds") that differ between runs
             "timing": {"chain_seconds_per_rank": selection.seconds_per_rank,
                        "start_seconds": selection.seconds_start,
+                       "chain_cpu_seconds_per_rank": selection.cpu_seconds_per_rank,
                        "kernel_share": selection.kernel_share}}
 
 

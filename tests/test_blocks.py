@@ -99,3 +99,14 @@ def test_exact_prior_chain_draws_exponentials_and_scores_them_on_the_kept_parts(
     again = run_prior_chain(X, init_state(W, H, seed=2, chain=0, num_blocks=4), num_steps=11, num_keep=3,
                             num_blocks=4, rate_W=2.0, rate_H=0.5)
     np.testing.assert_array_equal(again.trace, result.trace)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_minimum_of_nonnegative_entries_by_their_bit_patterns(rng, dtype):
+    from core.parallel._kernels import _finite_minimum
+
+    x = (np.abs(rng.standard_normal(1001)) * 1e3).astype(dtype)
+    x[17] = 3e-30  # tiny values order correctly too
+    assert _finite_minimum(x) == x.min()
+    x[400] = 0.0
+    assert _finite_minimum(x) == 0.0

@@ -177,34 +177,53 @@ def _fill_stream(Z, states, row):
     states[row, 0], states[row, 1] = counter, pending
 
 
-@numba.njit(cache=True, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"})
+@numba.njit(cache=True)
 def _sgld_run(F, G, Z, has_gradient, step, noise_scale, rate, weight):
-    """F <- |F + step (-rate + weight G) + noise_scale Z| over 1-d runs; returns the sum of the new entries.
+    """F <- |F + step (-rate + weight G) + noise_scale Z| over 1-d runs (an elementwise loop that vectorises).
 
-    The sum is NaN or inf as soon as one entry is (no ``nnan``/``ninf``
-    fast-math flags here), and unlike a running minimum it vectorises.
+    No fast-math here: with contraction or reassociation the vectorised body
+    and the scalar remainder round differently, and which entries fall in
+    which depends on the arrays' alignment -- results would change from run
+    to run.
     """
-    check = 0.0
     if has_gradient:
         for k in range(F.size):
-            x = abs(F[k] + step * (-rate + weight * G[k]) + noise_scale * Z[k])
-            F[k] = x
-            check += x
+            F[k] = abs(F[k] + step * (-rate + weight * G[k]) + noise_scale * Z[k])
     else:
         for k in range(F.size):
-            x = abs(F[k] - step * rate + noise_scale * Z[k])
-            F[k] = x
-            check += x
-    return check
+            F[k] = abs(F[k] - step * rate + noise_scale * Z[k])
 
 
-@numba.njit(cache=True, fastmath=True)
-def _finite_minimum(F):
-    """Smallest entry of a 1-d run known to be finite (full fast-math: vectorises)."""
-    low = np.inf
+@numba.njit(cache=True, fastmath={"reassoc"})
+def _sum(F):
+    """Sum of a 1-d run, in any order: NaN or inf as soon as one entry is (a finiteness check)."""
+    total = 0.0
     for k in range(F.size):
-        low = min(low, F[k])
-    return low
+        total += F[k]
+    return total
+
+
+@numba.njit(cache=True)
+def _finite_minimum(F):
+    """Smallest entry of a 1-d run of finite, non-negative floats.
+
+    Their bit patterns, read as signed integers, order like the values; an
+    integer minimum vectorises where a float one (NaN rules) does not
+    (0.05 against 1.1 ns per entry).
+    """
+    if F.size == 0:
+        return np.inf
+    if F.itemsize == 4:
+        bits = F.view(np.int32)
+        low = bits[0]
+        for k in range(bits.size):
+            low = bits[k] if bits[k] < low else low
+        return np.float64(np.array([low]).view(np.float32)[0])
+    wide = F.view(np.int64)
+    least = wide[0]
+    for k in range(wide.size):
+        least = wide[k] if wide[k] < least else least
+    return np.float64(np.array([least]).view(np.float64)[0])
 
 
 @numba.njit(cache=True, inline="always")
@@ -223,8 +242,8 @@ def _update_rows(F, V, lo, hi, G, has_gradient, states, row, Z, step, noise_scal
     _fill_stream(noise, states, row)
     flat = F[lo:hi].reshape(n)
     if not preconditioned:
-        check = _sgld_run(flat, G.reshape(G.size), noise, has_gradient, step, noise_scale, rate, weight)
-        if not check < np.inf:
+        _sgld_run(flat, G.reshape(G.size), noise, has_gradient, step, noise_scale, rate, weight)
+        if not _sum(flat) < np.inf:
             return np.nan, True
         return (_finite_minimum(flat) if track else np.inf), False
     low = np.inf

@@ -47,7 +47,12 @@ does not describe the draws. ``--scale-moves N`` adds, after each NUTS
 transition, N sweeps of Metropolis moves along that orbit per component
 (log c ~ N(0, s_k^2), accepted with the density ratio times the Jacobian;
 s_k adapted to acceptance 0.44 during warm-up), an exact kernel for the same
-posterior (Liu & Sabatti 2000).
+posterior (Liu & Sabatti 2000). Measured on Experiment 1, beta = 10, at the
+paper's lengths (1500 + 1500, depth 10, load 7-10): diagonal min ESS 2.9,
+median 49, 0.0023 min-ESS/s, every tree at depth 10; gauss-newton with 5
+sweeps: min ESS 258, median 1726, 0.70 min-ESS/s, mean depth 4.9, same mean
+log posterior of the draws (-16425 vs -16427). Either addition alone leaves
+the smallest ESS near 2 (150 + 150 runs).
 
 The analyte component is the MAP component best correlated with the true
 spectrum; posterior correlations use the same component in every draw.

@@ -4,10 +4,13 @@ Subcommands live in ``sepsti/commands/<name>.py`` and are imported only when
 invoked, so ``sepsti --help`` starts fast. Errors a user can fix
 (:class:`core.errors.ParameterError`, unreadable or unwritable files) exit
 with status 2 and one line ``Error: <what>: <why>``; anything else exits 1.
+Warnings (e.g. EM stopping at its iteration cap, STI chains that did not
+equilibrate) print as one line ``Warning: <what>`` on stderr.
 """
 
 import importlib
 import os
+import warnings
 
 import click
 
@@ -43,6 +46,10 @@ def _describe_os_error(error):
     return f"{where}: {why}"
 
 
+def _one_line_warning(message, category, filename, lineno, line=None):
+    return f"Warning: {message}\n"
+
+
 class _LazyGroup(click.Group):
     """A group that imports a subcommand's module only when it runs."""
 
@@ -56,6 +63,7 @@ class _LazyGroup(click.Group):
         return _LazyCommand(name, module, attribute, help_text)
 
     def invoke(self, ctx):
+        warnings.formatwarning = _one_line_warning
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):

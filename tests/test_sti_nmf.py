@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
+from core.errors import ConvergenceWarning, ParameterError
 from core.evidence.sti_nmf import balance, chain_cost, chain_plan, select_rank_sti
 from core.models.poisson_nmf import PoissonNMF
 from core.parallel.blocks import init_state, initial_factors, run_block_chain
@@ -71,3 +71,12 @@ def test_balance_puts_longest_jobs_first_on_the_least_loaded_process():
     owners = balance(costs, 2)
     loads = [sum(c for c, o in zip(costs, owners) if o == p) for p in range(2)]
     assert abs(loads[0] - loads[1]) <= min(costs)
+
+
+def test_frozen_chains_are_reported_as_not_equilibrated(X):
+    # with steps ~1e-7 every chain stays at its own random start, so E_t[log p] follows the
+    # starts, not t: the expectations fall between some neighbouring temperatures by far more
+    # than their (tiny) standard errors
+    settings = {**SMALL, "num_intervals": 4, "step_a": 1e-14, "init": "random"}
+    with pytest.warns(ConvergenceWarning, match="did not reach their power posteriors"):
+        select_rank_sti(X, [1, 2], **settings)

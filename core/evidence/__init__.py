@@ -11,6 +11,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "chib": ['ChibResult', 'chib_log_marginal_likelihood', 'chib_poisson_nmf', 'log_mean_exp'],
         "parafac_rank": ['RankSelection', 'select_parafac_rank'],
         "sti_nmf": ['select_rank_sti'],
+        "tempering_check": ['largest_decrease'],
         "sti": [
             'STIResult',
             'curvature',

@@ -26,8 +26,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
+from core.errors import ConvergenceWarning, ParameterError
 from core.evidence.sti import temperature_grid, thermodynamic_integral
+from core.evidence.tempering_check import largest_decrease
 from core.io import atomic_path
 from core.models.poisson_nmf import validate_nonnegative_matrix
 from core.random import stream
@@ -365,8 +366,19 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
         per_rank_cpu.append(float(sum(c["cpu_seconds"] for c in chunk)))
     total = sum(c["seconds"] for c in records)
     kernel = sum(c["seconds_kernel"] for c in records)
+    _warn_unequilibrated(ranks, results)
     best = int(np.argmax([r.log_evidence for r in results]))
     return RankSelection(ranks, results, ranks[best], time.perf_counter() - start, per_rank_seconds,
                          float(kernel / total) if total > 0 else 0.0,
                          float(min(c["min_kept"] for c in records)), all(c["all_finite"] for c in records), settings,
                          seconds_start, per_rank_cpu)
+
+
+def _warn_unequilibrated(ranks, results, limit=3.0):
+    """Warn when E_t[log p] falls with t by more than ``limit`` joint standard errors."""
+    falls = {rank: largest_decrease(r.mean_log_likelihood, r.mcse) for rank, r in zip(ranks, results)}
+    bad = [f"R={rank} ({fall:.0f} se)" for rank, fall in falls.items() if fall > limit]
+    if bad:
+        warnings.warn(f"STI chains did not reach their power posteriors: E_t[log p(X|theta)] falls as t rises "
+                      f"for {', '.join(bad)}; the estimates are not log marginal likelihoods (run longer "
+                      "chains or take larger steps)", ConvergenceWarning, stacklevel=3)

@@ -148,6 +148,13 @@ def to_json(selection, **extra):
     the settings only: identical for any number of MPI processes and after
     a resume from a checkpoint.
     """
+    import math
+
+    from core.evidence.tempering_check import largest_decrease
+
+    def finite_or_none(value):
+        return value if math.isfinite(value) else None
+
     per_temperature = {
         "temperatures": selection.results[0].temperatures.tolist(),
         "mean_log_likelihood": {str(r): res.mean_log_likelihood.tolist() for r, res in zip(selection.ranks,
@@ -155,6 +162,10 @@ def to_json(selection, **extra):
         "mcse": {str(r): res.mcse.tolist() for r, res in zip(selection.ranks, selection.results)},
         "integrated_time": {str(r): res.integrated_time.tolist() for r, res in zip(selection.ranks,
                                                                                      selection.results)},
+        # E_t[log p] must rise with t; a fall of more than ~3 joint standard errors means
+        # the chains did not reach their power posteriors
+        "largest_decrease_se": {str(r): finite_or_none(largest_decrease(res.mean_log_likelihood, res.mcse))
+                                for r, res in zip(selection.ranks, selection.results)},
     }
     return {"ranks": list(selection.ranks),
             "log_marginal_likelihood": [float(r.log_evidence) for r in selection.results],

@@ -1,0 +1,42 @@
+"""Tests of core.evidence.tempering_check against exact power-posterior expectations."""
+
+import numpy as np
+import pytest
+
+from core.errors import ParameterError
+from core.evidence.tempering_check import largest_decrease
+
+
+def exact_gaussian_expectations(temperatures, n=50, prior_var=4.0, noise_var=1.0, xbar=0.3):
+    """E_t[log p(x|θ)] for x_i ~ N(θ, 1), θ ~ N(0, prior_var): a closed form rising in t."""
+    post_var = 1.0 / (1.0 / prior_var + temperatures * n / noise_var)
+    post_mean = post_var * temperatures * n * xbar / noise_var
+    # sum_i E(x_i - θ)^2 with sum_i (x_i - xbar)^2 = n (taken as the data's spread)
+    sq = n + n * ((xbar - post_mean) ** 2 + post_var)
+    return -0.5 * n * np.log(2 * np.pi * noise_var) - 0.5 * sq / noise_var
+
+
+def test_equilibrated_expectations_never_fall(rng):
+    t = np.linspace(0.0, 1.0, 11) ** 4
+    mean = exact_gaussian_expectations(t)
+    assert np.all(np.diff(mean) > 0)
+    se = np.full(t.size, 0.05)
+    assert largest_decrease(mean + se * rng.standard_normal(t.size) * 0.1, se) < 0
+
+
+def test_a_fall_is_measured_in_joint_standard_errors():
+    mean = np.array([-100.0, -50.0, -56.0, -40.0])
+    se = np.array([1.0, 1.5, 2.0, 1.0])
+    assert largest_decrease(mean, se) == pytest.approx(6.0 / np.sqrt(1.5**2 + 2.0**2))
+
+
+def test_zero_errors():
+    assert largest_decrease([-3.0, -2.0], [0.0, 0.0]) == -np.inf
+    assert largest_decrease([-2.0, -3.0], [0.0, 0.0]) == np.inf
+
+
+def test_shapes_are_checked():
+    with pytest.raises(ParameterError):
+        largest_decrease([1.0, 2.0], [1.0])
+    with pytest.raises(ParameterError):
+        largest_decrease([1.0], [1.0])

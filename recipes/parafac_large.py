@@ -67,6 +67,8 @@ def main():
     parser.add_argument("--keep", type=int, help="kept iterations (default 500)")
     parser.add_argument("--blocks", type=int, default=12, help="B (default 12)")
     parser.add_argument("--checkpoint", help="folder for per-chain checkpoints (one subfolder per λ)")
+    parser.add_argument("--init", choices=("prior", "map"), default="prior",
+                        help="chain start: a prior draw, or that draw after 50 MAP sweeps (default prior)")
     parser.add_argument("--distributed", action="store_true",
                         help="under mpiexec: spread each chain's blocks over the processes (Fig. 1)")
     parser.add_argument("--chain-memory-gb", type=float, default=1.0,
@@ -119,7 +121,8 @@ def run(args, parser, comm, is_root, started):
         result = select_parafac_rank(X, ranks, prior_rate=rate, sampler="psgld", num_intervals=5,
                                      num_steps=num_steps, num_keep=num_keep, num_blocks=args.blocks,
                                      step_a=step_a, step_b=0.51, alpha=0.99, sigma=1e-5, seed=args.seed,
-                                     checkpoint=checkpoint, progress=is_root, comm=comm, distributed=distributed)
+                                     checkpoint=checkpoint, progress=is_root, comm=comm, distributed=distributed,
+                                     init=args.init)
         key = f"{rate:.6g}"
         results["log_marginal_likelihood"][key] = result.log_marginal_likelihood
         results["stderr"][key] = result.stderr

@@ -18,7 +18,8 @@ would be wildly unstable. The fixed step after burn-in is set to
 a = burn-in × ε^(1/b) with b = 0.51 gives it; for the synthetic experiment
 this rule gives ε ≈ 1.1e−6, the paper's (1e−8/1500)^0.51 ≈ 2e−6. As in
 :mod:`core.evidence.parafac_rank`: t = 0 uses independent prior draws, chains
-start at prior draws, kept iterations score the pre-update sample.
+start at prior draws (``--init map``: that draw after 50 MAP sweeps), kept
+iterations score the pre-update sample.
 
 Run: ``python recipes/parafac_large.py [--quick] [--out DIR] [--seed S] [--tns FILE]``, or under
 ``mpiexec -n P`` (same result for any P; process 0 writes the outputs) to

@@ -7,8 +7,16 @@ uniform grid, K = 1250 keeping 500, 8 x 8 blocks, a = 5e-7, b = 0.51,
 lambda = 4e-4 -- ``sepsti select-rank``'s defaults). For every R an EM
 dictionary (``sepsti.denoise.train_dictionary``) enhances the noisy test
 files (sp21-sp30, every noise type and SNR present) with a rank-5 noise
-dictionary and maximum-likelihood activations (``sparsity=0``, the paper's
-plain semi-supervised NMF); BSS_EVAL v3 gives SDR/SIR/SAR, averaged per SNR.
+dictionary, twice: as ``sepsti enhance`` does (``sdr``/``sir``/``sar``: quiet-frame
+noise dictionary, sparse speech activations) and with maximum-likelihood
+activations (``sdr_plain``/...: the paper's plain semi-supervised NMF);
+BSS_EVAL v3 gives SDR/SIR/SAR, averaged per SNR. ``sdr_plateau_rank`` is the
+first R after which the application's mean SDR gains less than 0.1 dB.
+
+``largest_decrease_se`` checks the STI chains: E_t[log p(X | theta)] must
+rise with t (its derivative is a variance); a fall of more than ~3 joint
+standard errors means the chains never reached their power posteriors, and
+the "evidence" then ranks the EM starts, not the models.
 
 ``--sti-json`` reuses the JSON of a ``sepsti select-rank`` run (same
 settings) instead of rerunning STI. ``--quick``: K = 250 keeping 100, three
@@ -18,6 +26,8 @@ test utterances, 50 EM iterations for the dictionaries.
 import json
 import time
 from pathlib import Path
+
+import math
 
 import numpy as np
 
@@ -35,6 +45,7 @@ def main():
     args = parser.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]
 
+    from core.evidence.tempering_check import largest_decrease
     from corpora.noizeus import mixtures
     from sepsti.commands.select_rank import _training_matrix
     from sepsti.denoise import denoise, train_dictionary
@@ -46,18 +57,20 @@ def main():
         keep = sorted({m.utterance for m in test})[:3]
         test = [m for m in test if m.utterance in keep]
     snrs = sorted({m.snr for m in test})
-    scores = {key: {snr: [] for snr in snrs} for key in ("sdr", "sir", "sar")}
+    methods = {"": {}, "_plain": {"sparsity": 0.0}}  # the application's denoising, the paper's plain NMF
+    scores = {key + suffix: {snr: [] for snr in snrs} for key in ("sdr", "sir", "sar") for suffix in methods}
     for rank in ranks:
         W, _ = train_dictionary(X, rank, max_iter=50 if args.quick else 200, seed=args.seed)
-        per_snr = {snr: [] for snr in snrs}
-        for mixture in test:
-            speech = denoise(mixture.noisy, W, noise_rank=5, sparsity=0.0, seed=args.seed)
-            per_snr[mixture.snr].append(bss_eval(mixture.clean, mixture.noisy, speech))
-        for snr in snrs:
-            for key in scores:
-                scores[key][snr].append(float(np.nanmean([s[key] for s in per_snr[snr]])))
-        print(f"R = {rank:>4}: SDR " + ", ".join(f"{snr} dB: {scores['sdr'][snr][-1]:.2f}" for snr in snrs),
-              flush=True)
+        for suffix, options in methods.items():
+            per_snr = {snr: [] for snr in snrs}
+            for mixture in test:
+                speech = denoise(mixture.noisy, W, noise_rank=5, seed=args.seed, **options)
+                per_snr[mixture.snr].append(bss_eval(mixture.clean, mixture.noisy, speech))
+            for snr in snrs:
+                for key in ("sdr", "sir", "sar"):
+                    scores[key + suffix][snr].append(float(np.nanmean([s[key] for s in per_snr[snr]])))
+            print(f"R = {rank:>4}{suffix or ' (sepsti)'}: SDR "
+                  + ", ".join(f"{snr} dB: {scores['sdr' + suffix][snr][-1]:.2f}" for snr in snrs), flush=True)
     # STI last, so that a long STI run (--sti-json) can finish meanwhile
     if args.sti_json is not None:
         sti = json.loads(args.sti_json.read_text())
@@ -65,6 +78,8 @@ def main():
             raise SystemExit(f"{args.sti_json}: ranks {sti['ranks']} differ from {ranks}")
         log_ml, stderr, seconds_sti = sti["log_marginal_likelihood"], sti["stderr"], sti["seconds"]
         settings = sti.get("settings", {})
+        per_t = sti["per_temperature"]
+        falls = [largest_decrease(per_t["mean_log_likelihood"][str(r)], per_t["mcse"][str(r)]) for r in ranks]
     else:
         from core.evidence.sti_nmf import select_rank_sti
 
@@ -76,19 +91,31 @@ def main():
         log_ml = [r.log_evidence for r in selection.results]
         stderr = [r.stderr for r in selection.results]
         settings = selection.settings
+        falls = [largest_decrease(r.mean_log_likelihood, r.mcse) for r in selection.results]
     selected = ranks[int(np.argmax(log_ml))]
 
     mean_sdr = np.mean([scores["sdr"][snr] for snr in snrs], axis=0)
     plateau = _plateau(ranks, mean_sdr)
+    plateau_plain = _plateau(ranks, np.mean([scores["sdr_plain"][snr] for snr in snrs], axis=0))
     out = {"ranks": ranks, "log_marginal_likelihood": log_ml, "stderr": stderr, "selected_rank": selected,
-           "sdr": {str(k): v for k, v in scores["sdr"].items()}, "sir": {str(k): v for k, v in scores["sir"].items()},
-           "sar": {str(k): v for k, v in scores["sar"].items()}, "seconds_sti": seconds_sti,
-           "sdr_plateau_rank": plateau, "selection_within_one_step_of_plateau":
-               abs(ranks.index(selected) - ranks.index(plateau)) <= 1,
+           **{key: {str(k): v for k, v in values.items()} for key, values in scores.items()},
+           "seconds_sti": seconds_sti, "sdr_plateau_rank": plateau, "sdr_plain_plateau_rank": plateau_plain,
+           "selection_within_one_step_of_plateau": abs(ranks.index(selected) - ranks.index(plateau)) <= 1,
+           "largest_decrease_se": [finite_or_none(f) for f in falls],
+           "chains_equilibrated": bool(np.all(np.asarray(falls) <= 3.0)),
            "test_files": sorted({m.utterance for m in test}), "noises": sorted({m.noise for m in test}),
            "settings": settings}
-    print(f"STI selects R = {selected}; mean SDR stops improving at R = {plateau}")
+    print(f"STI selects R = {selected}; mean SDR stops improving at R = {plateau} (sepsti enhance), "
+          f"{plateau_plain} (plain NMF)")
+    if not out["chains_equilibrated"]:
+        print("E_t[log p] falls with t (largest falls in standard errors: "
+              + ", ".join(f"R={r}: {f:.0f}" for r, f in zip(ranks, falls))
+              + "): the chains did not reach their power posteriors, so these are not log marginal likelihoods")
     write_results(args.out, NAME, out, figure(out))
+
+
+def finite_or_none(value):
+    return value if math.isfinite(value) else None
 
 
 def _plateau(ranks, sdr, tol=0.1):
@@ -107,11 +134,12 @@ def figure(out):
 
     fig, axes = plt.subplots(1, 4, figsize=(15, 3.4))
     for ax, key in zip(axes[:3], ("sdr", "sir", "sar")):
-        for snr, values in out[key].items():
-            ax.plot(out["ranks"], values, "o-", ms=3, label=f"{snr} dB")
+        for color, (snr, values) in enumerate(out[key].items()):
+            ax.plot(out["ranks"], values, "o-", ms=3, color=f"C{color}", label=f"{snr} dB")
+            ax.plot(out["ranks"], out[key + "_plain"][snr], "x--", ms=3, color=f"C{color}", alpha=0.6)
         ax.set_xscale("log", base=2)
         ax.set_xticks(out["ranks"], [str(r) for r in out["ranks"]])
-        ax.set_title(key.upper() + " (dB)")
+        ax.set_title(key.upper() + " (dB): sepsti —, plain NMF - -", fontsize=9)
         ax.set_xlabel("R")
     axes[0].legend(fontsize=7)
     axes[3].errorbar(out["ranks"], out["log_marginal_likelihood"], yerr=2 * np.asarray(out["stderr"]), fmt="o-", ms=4)

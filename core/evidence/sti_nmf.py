@@ -320,7 +320,7 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
                                      rate_W=prior_rate, rate_H=prior_rate)
             bar.update(num_steps)
         else:
-                result = run_block_chain(X, state, temperature=task.temperature, num_steps=num_steps,
+            result = run_block_chain(X, state, temperature=task.temperature, num_steps=num_steps,
                                      num_keep=num_keep, num_blocks=num_blocks, sampler=sampler, step_a=step_a,
                                      step_b=step_b, rate_W=prior_rate, rate_H=prior_rate, alpha=alpha, sigma=sigma,
                                      evaluate=evaluate, progress=bar.update, threads=1)

@@ -148,9 +148,8 @@ def _update_factor_block(F, v, grad, lo, hi, dense, states, row, rate, weight, t
     non-zeros' part gathered in ``grad``, the column-sum part ``dense``);
     ``grad`` rows are zeroed for the next part.
 
-    The noise is :func:`core.parallel._kernels.normal` on stream ``row``, the
-    same numbers, drawn with the stream held in registers for the whole block
-    (:func:`core.parallel._kernels.draw_normal`).
+    The noise is stream ``row`` of :mod:`core.parallel.noise`, held in
+    registers for the whole block (:func:`core.parallel._kernels.draw_normal`).
     """
     R = F.shape[1]
     noise_scale = math.sqrt(2.0 * step)

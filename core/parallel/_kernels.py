@@ -27,9 +27,6 @@ __all__ = [
     "nmf_chain_kernel",
     "nmf_chain_kernel_serial",
     "nmf_prior_kernel",
-    "normal",
-    "normal_slow",
-    "splitmix",
 ]
 
 _FLAG = np.uint64(1) << np.uint64(63)
@@ -42,13 +39,6 @@ def _mix(z):
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
-
-
-@numba.njit(cache=True, inline="always")
-def splitmix(states, i):
-    z = states[i, 0] + _GOLDEN
-    states[i, 0] = z
-    return _mix(z)
 
 
 @numba.njit(cache=True, inline="always")
@@ -104,20 +94,6 @@ def draw_normal(counter, pending):
     if abs(hz) < KN[iz]:
         return hz * WN[iz], counter, pending
     return _normal_slow(counter, pending, hz, iz)
-
-
-@numba.njit(cache=True)
-def normal_slow(states, i, hz, iz):
-    """:func:`draw_normal`'s rare case on state row ``i`` (advancing it)."""
-    z, states[i, 0], states[i, 1] = _normal_slow(states[i, 0], states[i, 1], hz, iz)
-    return z
-
-
-@numba.njit(cache=True, inline="always")
-def normal(states, i):
-    """One standard normal from state row ``i`` (advancing it)."""
-    z, states[i, 0], states[i, 1] = draw_normal(states[i, 0], states[i, 1])
-    return z
 
 
 @numba.njit(cache=True)

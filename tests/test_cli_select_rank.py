@@ -47,3 +47,23 @@ def test_existing_output_needs_overwrite(tmp_path):
     result = _invoke("--corpus", tmp_path, *TINY, "--json", tmp_path / "out.json")
     assert result.exit_code == 2 and "--overwrite" in result.output
     assert (tmp_path / "out.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "inf", "nan", "lots"])
+def test_bad_dispersion_is_one_line_and_status_2(tmp_path, value):
+    result = _invoke("--corpus", tmp_path, *TINY, "--dispersion", value)
+    assert result.exit_code == 2 and result.output.startswith("Error: --dispersion")
+
+
+@pytest.mark.noizeus
+def test_dispersion_divides_the_magnitudes(noizeus_root, tmp_path):
+    from core.evidence.sti_nmf import pearson_dispersion
+    from sepsti.commands.select_rank import _training_matrix
+
+    result = _invoke("--corpus", noizeus_root, *TINY, "--dispersion", "auto", "--json", tmp_path / "a.json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads((tmp_path / "a.json").read_text())
+    X = _training_matrix(noizeus_root).astype("float32")
+    assert doc["settings"]["dispersion"] == pytest.approx(pearson_dispersion(X, 3, seed=0, prior_rate=4e-4))
+    # int16-scale speech magnitudes are far more dispersed than Poisson counts
+    assert doc["settings"]["dispersion"] > 100

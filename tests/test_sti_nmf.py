@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from core.errors import ConvergenceWarning, ParameterError
-from core.evidence.sti_nmf import balance, chain_cost, chain_plan, select_rank_sti
+from core.evidence.sti_nmf import balance, chain_cost, chain_plan, pearson_dispersion, select_rank_sti
 from core.models.poisson_nmf import PoissonNMF
 from core.parallel.blocks import init_state, initial_factors, run_block_chain
 
@@ -80,3 +80,16 @@ def test_frozen_chains_are_reported_as_not_equilibrated(X):
     settings = {**SMALL, "num_intervals": 4, "step_a": 1e-14, "init": "random"}
     with pytest.warns(ConvergenceWarning, match="did not reach their power posteriors"):
         select_rank_sti(X, [1, 2], **settings)
+
+
+def test_pearson_dispersion_of_poisson_data_is_about_one(rng):
+    # counts drawn from the model itself: sum((x - fit)^2 / fit) / N is about (N - p) / N, with a
+    # relative spread of about sqrt(2 / N) for Pearson's statistic
+    W = rng.gamma(2.0, 5.0, size=(60, 2))
+    H = rng.gamma(2.0, 5.0, size=(2, 80))
+    X = rng.poisson(W @ H).astype(np.float64)
+    dispersion = pearson_dispersion(X, 2, prior_rate=1e-3, iterations=300)
+    expected = 1.0 - 2 * (60 + 80) / X.size
+    assert abs(dispersion - expected) < 4 * np.sqrt(2.0 / X.size) + 0.02
+    # the same counts scaled by 2: Pearson's statistic doubles
+    assert pearson_dispersion(2.0 * X, 2, prior_rate=1e-3, iterations=300) == pytest.approx(2 * dispersion, rel=0.05)

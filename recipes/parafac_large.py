@@ -8,15 +8,21 @@ densified; or a user's FROSTT file (``--tns FILE``). For each prior rate λ in
 ``--lambdas`` (default λ₀/2, λ₀, 2λ₀; required with ``--tns``) and each
 R ∈ 1..11: STI-pSGLD with T = 5 intervals (uniform grid), K = 3000 iterations
 per temperature keeping the last 500, B = 12 (iteration l uses part
-(l − 1) mod 144), α = 0.99, σ = 1e−5.
+(l − 1) mod 144), α = 0.99, σ = 1e−5 × nnz / N (below).
 
-Settings chosen where the paper is silent: the step size. pSGLD's move per
-iteration is about ε N in every coordinate (G ≈ 1/|ḡ| and the gradient is
-about N ḡ), so with N = I J K ≈ 2.6e12 the synthetic experiment's a = 1e−8
-would be wildly unstable. The fixed step after burn-in is set to
+Settings chosen where the paper is silent: the step size and the scale of
+σ. pSGLD's v averages the squared gradient *per tensor entry*; with
+N = I J K ≈ 2.6e12 entries and 10⁶ non-zeros those averages are ~1e−9, so
+the paper's σ = 1e−5 (negligible beside √v in the synthetic experiment,
+where the averages are O(1)) would swamp √v, turn pSGLD into SGLD with a
+step ε/σ and leave the chains where they start. σ is therefore taken
+relative to the average per non-zero: σ = 1e−5 × nnz / N. With √v ≫ σ,
+pSGLD's move per iteration is about ε N in every coordinate (G ≈ 1/|ḡ| and
+the gradient is about N ḡ), so the fixed step after burn-in is
 ε = 0.01 / (λ N) — one percent of the prior scale 1/λ per iteration — and
-a = burn-in × ε^(1/b) with b = 0.51 gives it; for the synthetic experiment
-this rule gives ε ≈ 1.1e−6, the paper's (1e−8/1500)^0.51 ≈ 2e−6. As in
+a = burn-in × ε^(1/b) with b = 0.51 gives it (the burn-in starts about
+burn-in^b ≈ 50 times larger); for the synthetic experiment this rule gives
+ε ≈ 1.1e−6, the paper's (1e−8/1500)^0.51 ≈ 2e−6. As in
 :mod:`core.evidence.parafac_rank`: t = 0 uses independent prior draws, chains
 start at prior draws (``--init map``: that draw after 50 MAP sweeps), kept
 iterations score the pre-update sample.
@@ -55,6 +61,11 @@ def step_a_for(prior_rate, n_data, num_burn_in, step_b):
     """a such that (a / burn-in)^b = 0.01 / (λ N): a fixed step of 1% of the prior scale per iteration."""
     final = 0.01 / (float(np.mean(prior_rate)) * float(n_data))
     return num_burn_in * final ** (1.0 / step_b)
+
+
+def sigma_for(nnz, n_data, sigma=1e-5):
+    """pSGLD's σ relative to the gradient average per non-zero: ``sigma × nnz / N`` (module docstring)."""
+    return float(sigma) * float(nnz) / float(n_data)
 
 
 def main():
@@ -116,12 +127,13 @@ def run(args, parser, comm, is_root, started):
                "data_prior_rate": own_rate, "log_marginal_likelihood": {}, "stderr": {}, "selected_rank": {},
                "per_lambda_seconds": {}, "processes": 1 if comm is None else comm.Get_size(), "mpi_level": level}
     settings = {}
+    sigma = sigma_for(X.nnz, n_data)
     for rate in lambdas:
         step_a = step_a_for(rate, n_data, num_steps - num_keep, 0.51)
         checkpoint = None if args.checkpoint is None else f"{args.checkpoint}/lambda_{rate:.6g}"
         result = select_parafac_rank(X, ranks, prior_rate=rate, sampler="psgld", num_intervals=5,
                                      num_steps=num_steps, num_keep=num_keep, num_blocks=args.blocks,
-                                     step_a=step_a, step_b=0.51, alpha=0.99, sigma=1e-5, seed=args.seed,
+                                     step_a=step_a, step_b=0.51, alpha=0.99, sigma=sigma, seed=args.seed,
                                      checkpoint=checkpoint, progress=is_root, comm=comm, distributed=distributed,
                                      init=args.init)
         key = f"{rate:.6g}"

@@ -165,7 +165,11 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
     step_a, step_b : float
         Step size (a/l)^b during burn-in, then fixed.
     alpha, sigma : float
-        pSGLD settings (PARAFAC'18 eq. 9).
+        pSGLD settings (PARAFAC'18 eq. 9). v averages the squared gradient
+        per tensor entry, so σ must be small beside those averages: for a
+        large sparse tensor they are ~nnz/N times those of a dense one, and a
+        σ of 1e−5 would dominate √v and freeze the chains; scale σ by nnz/N
+        there (as ``recipes/parafac_large.py`` does).
     evaluate : {"before_update", "after_update"}
         Which sample the iteration's subsample scores (see
         :func:`core.evidence.sti.power_posterior_chain`). ``after_update`` is

@@ -28,30 +28,19 @@ __all__ = ["block_terms", "sparse_serial", "sparse_parallel", "entries", "part_u
 
 
 @numba.njit(cache=True, nogil=True)
-def block_terms(A, B, C, coords, values, start, stop, ranges, gA, gB, gC, want_grad, local):
-    """Log-likelihood of one sparse block: x log x̂ − lgamma(x + 1) over its non-zeros,
-    minus Σ_r (Σ_i a_ir)(Σ_j b_jr)(Σ_k c_kr) over its ranges; gradients likewise, added to the
-    whole-factor arrays gA, gB, gC or, with ``local``, to block-local ones (rows offset by the ranges)."""
+def _column_sum(F, lo, hi):
+    out = np.zeros(F.shape[1])
+    for i in range(lo, hi):
+        for r in range(F.shape[1]):
+            out[r] += F[i, r]
+    return out
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _nonzero_terms(total, A, B, C, coords, values, start, stop, gA, gB, gC, want_grad, oi, oj, ok):
+    """``total`` plus Σ x log x̂ − lgamma(x + 1) over non-zeros start..stop; their gradient terms
+    added to gA, gB, gC (rows offset by oi, oj, ok)."""
     R = A.shape[1]
-    i0, i1 = ranges[0, 0], ranges[0, 1]
-    j0, j1 = ranges[1, 0], ranges[1, 1]
-    k0, k1 = ranges[2, 0], ranges[2, 1]
-    oi, oj, ok = (i0, j0, k0) if local else (0, 0, 0)
-    sa = np.zeros(R)
-    sb = np.zeros(R)
-    sc = np.zeros(R)
-    for i in range(i0, i1):
-        for r in range(R):
-            sa[r] += A[i, r]
-    for j in range(j0, j1):
-        for r in range(R):
-            sb[r] += B[j, r]
-    for k in range(k0, k1):
-        for r in range(R):
-            sc[r] += C[k, r]
-    total = 0.0
-    for r in range(R):
-        total -= sa[r] * sb[r] * sc[r]
     for n in range(start, stop):
         i = coords[n, 0]
         j = coords[n, 1]
@@ -72,6 +61,26 @@ def block_terms(A, B, C, coords, values, start, stop, ranges, gA, gB, gC, want_g
                 gA[i - oi, r] += w * b * c
                 gB[j - oj, r] += w * a * c
                 gC[k - ok, r] += w * a * b
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def block_terms(A, B, C, coords, values, start, stop, ranges, gA, gB, gC, want_grad, local):
+    """Log-likelihood of one sparse block: x log x̂ − lgamma(x + 1) over its non-zeros,
+    minus Σ_r (Σ_i a_ir)(Σ_j b_jr)(Σ_k c_kr) over its ranges; gradients likewise, added to the
+    whole-factor arrays gA, gB, gC or, with ``local``, to block-local ones (rows offset by the ranges)."""
+    R = A.shape[1]
+    i0, i1 = ranges[0, 0], ranges[0, 1]
+    j0, j1 = ranges[1, 0], ranges[1, 1]
+    k0, k1 = ranges[2, 0], ranges[2, 1]
+    oi, oj, ok = (i0, j0, k0) if local else (0, 0, 0)
+    sa = _column_sum(A, i0, i1)
+    sb = _column_sum(B, j0, j1)
+    sc = _column_sum(C, k0, k1)
+    total = 0.0
+    for r in range(R):
+        total -= sa[r] * sb[r] * sc[r]
+    total = _nonzero_terms(total, A, B, C, coords, values, start, stop, gA, gB, gC, want_grad, oi, oj, ok)
     if want_grad:
         bc = sb * sc
         ac = sa * sc
@@ -165,15 +174,6 @@ def _update_factor_block(F, v, grad, lo, hi, dense, states, row, rate, weight, t
 
 
 @numba.njit(cache=True, nogil=True)
-def _column_sum(F, lo, hi):
-    out = np.zeros(F.shape[1])
-    for i in range(lo, hi):
-        for r in range(F.shape[1]):
-            out[r] += F[i, r]
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
 def _part_block(A, B, C, vA, vB, vC, gA, gB, gC, coords, values, starts, stops, ranges, keys, states_A, states_B,
                 states_C, blk, step, temperature, scale, rates, preconditioned, alpha, sigma, n_s, evaluate):
     R = A.shape[1]
@@ -185,26 +185,7 @@ def _part_block(A, B, C, vA, vB, vC, gA, gB, gC, coords, values, starts, stops, 
     total = 0.0
     for r in range(R):
         total -= sa[r] * sb[r] * sc[r]
-    for n in range(starts[blk], stops[blk]):
-        i = coords[n, 0]
-        j = coords[n, 1]
-        k = coords[n, 2]
-        x = values[n]
-        xhat = 0.0
-        for r in range(R):
-            xhat += A[i, r] * B[j, r] * C[k, r]
-        total += x * math.log(xhat)
-        if x != 1.0:
-            total -= math.lgamma(x + 1.0)
-        if want_grad:
-            w = x / xhat
-            for r in range(R):
-                a = A[i, r]
-                b = B[j, r]
-                c = C[k, r]
-                gA[i, r] += w * b * c
-                gB[j, r] += w * a * c
-                gC[k, r] += w * a * b
+    total = _nonzero_terms(total, A, B, C, coords, values, starts[blk], stops[blk], gA, gB, gC, want_grad, 0, 0, 0)
     if want_grad:
         dense_A, dense_B, dense_C = sb * sc, sa * sc, sa * sb
     else:

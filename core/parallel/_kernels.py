@@ -25,7 +25,6 @@ __all__ = [
     "fill_normal_kernel",
     "langevin_entry",
     "nmf_chain_kernel",
-    "nmf_chain_kernel_serial",
     "nmf_prior_kernel",
 ]
 
@@ -322,14 +321,12 @@ def _record(iteration, burn_in, code, scale, out, low, bad, log_factorial, colum
             status[0] = min(status[0], low[b])
 
 
-# The chain loops run a whole stretch of iterations per call. Two copies: the
-# parallel one runs the B blocks of a part in a prange, the serial one (a
-# process with one thread, or small parts) avoids the parallel region.
+# The chain loop runs a whole stretch of iterations per call.
 @numba.njit(cache=True, nogil=True)
 def nmf_chain_kernel(X, W, Ht, v_W, v_Ht, row_edges, col_edges, part_columns, part_sizes, size, states_W, states_H,
                      steps, first, burn_in, temperature, rate_W, rate_H, preconditioned, alpha, sigma, evaluate,
-                     log_factorial, trace, status):
-    """Iterations first .. first + len(steps) - 1 (from 1) of a block chain, blocks in parallel.
+                     log_factorial, trace, status, parallel):
+    """Iterations first .. first + len(steps) - 1 (from 1) of a block chain.
 
     Iteration k uses part p = (k - 1) mod P of ``part_columns`` (P, b) (the
     column group of each of the b row groups of ``row_edges``), with
@@ -339,7 +336,9 @@ def nmf_chain_kernel(X, W, Ht, v_W, v_Ht, row_edges, col_edges, part_columns, pa
     write ``trace[k - burn_in - 1]`` (N/N_s x the held blocks'
     log-likelihood, ``log_factorial`` (b, B) rows of the held groups) and
     update ``status`` = [smallest kept factor entry, 1 if any kept entry
-    was not finite].
+    was not finite]. ``parallel`` runs the b blocks of a part in a prange;
+    without it (a process with one thread, or small parts) they run one after
+    the other and no parallel region is entered.
     """
     num_blocks = row_edges.size - 1
     out = np.zeros(num_blocks)
@@ -352,31 +351,14 @@ def nmf_chain_kernel(X, W, Ht, v_W, v_Ht, row_edges, col_edges, part_columns, pa
         columns = part_columns[p]
         n_s = part_sizes[p]
         code = evaluate if iteration > burn_in else 0
-        _part_parallel(X, W, Ht, v_W, v_Ht, row_edges, col_edges, columns, states_W, states_H, steps[k],
-                       temperature, size / n_s, rate_W, rate_H, preconditioned, alpha, sigma, float(n_s), code, out,
-                       low, bad, scratch)
-        if iteration > burn_in:
-            _record(iteration, burn_in, code, size / n_s, out, low, bad, log_factorial, columns, trace, status)
-
-
-@numba.njit(cache=True, nogil=True)
-def nmf_chain_kernel_serial(X, W, Ht, v_W, v_Ht, row_edges, col_edges, part_columns, part_sizes, size, states_W,
-                            states_H, steps, first, burn_in, temperature, rate_W, rate_H, preconditioned, alpha, sigma,
-                            evaluate, log_factorial, trace, status):
-    """:func:`nmf_chain_kernel` with the blocks of a part one after the other."""
-    num_blocks = row_edges.size - 1
-    out = np.zeros(num_blocks)
-    low = np.empty(num_blocks)
-    bad = np.zeros(num_blocks, dtype=np.bool_)
-    scratch = _scratch(row_edges, col_edges, W.shape[1])
-    for k in range(steps.size):
-        iteration = first + k
-        p = (iteration - 1) % part_columns.shape[0]
-        columns = part_columns[p]
-        n_s = part_sizes[p]
-        code = evaluate if iteration > burn_in else 0
-        _part_serial(X, W, Ht, v_W, v_Ht, row_edges, col_edges, columns, states_W, states_H, steps[k], temperature,
-                     size / n_s, rate_W, rate_H, preconditioned, alpha, sigma, float(n_s), code, out, low, bad, scratch)
+        if parallel:
+            _part_parallel(X, W, Ht, v_W, v_Ht, row_edges, col_edges, columns, states_W, states_H, steps[k],
+                           temperature, size / n_s, rate_W, rate_H, preconditioned, alpha, sigma, float(n_s), code,
+                           out, low, bad, scratch)
+        else:
+            _part_serial(X, W, Ht, v_W, v_Ht, row_edges, col_edges, columns, states_W, states_H, steps[k],
+                         temperature, size / n_s, rate_W, rate_H, preconditioned, alpha, sigma, float(n_s), code,
+                         out, low, bad, scratch)
         if iteration > burn_in:
             _record(iteration, burn_in, code, size / n_s, out, low, bad, log_factorial, columns, trace, status)
 

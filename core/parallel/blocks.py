@@ -174,32 +174,32 @@ def _transposed(M):
 def _run_kernel(X, state, schedule, part_columns, part_sizes, steps, first, burn_in, temperature, rate_W, rate_H,
                 sampler, alpha, sigma, code, log_factorial, trace, status, *, threads=None):
     """Run iterations ``first .. first + len(steps) - 1`` of the compiled chain loop on ``state`` (in place)."""
-    from core.parallel._kernels import nmf_chain_kernel, nmf_chain_kernel_serial
+    from core.parallel._kernels import nmf_chain_kernel
 
     Ht, v_Ht = _transposed(state.H), _transposed(state.v_H)
-    kernel = nmf_chain_kernel if _use_threads(X, state.W.shape[1], schedule, threads) else nmf_chain_kernel_serial
-    kernel(X, state.W, Ht, state.v_W, v_Ht, schedule.edges[0], schedule.edges[1], part_columns, part_sizes,
+    nmf_chain_kernel(X, state.W, Ht, state.v_W, v_Ht, schedule.edges[0], schedule.edges[1], part_columns, part_sizes,
            float(X.size), state.states_W, state.states_H, steps, int(first), int(burn_in), float(temperature), float(rate_W), float(rate_H),
-           sampler == "psgld", float(alpha), float(sigma), int(code), log_factorial, trace, status)
+           sampler == "psgld", float(alpha), float(sigma), int(code), log_factorial, trace, status,
+           _use_threads(X, state.W.shape[1], schedule, threads))
     if not np.shares_memory(Ht, state.H):
         state.H[...] = Ht.T
         state.v_H[...] = v_Ht.T
 
 
 def warm_up(dtypes=(np.float64, np.float32)):
-    """Compile (or load from numba's cache) both chain kernels for ``dtypes``, outside any timed region."""
-    from core.parallel._kernels import nmf_chain_kernel, nmf_chain_kernel_serial
+    """Compile (or load from numba's cache) the chain kernel for ``dtypes``, outside any timed region."""
+    from core.parallel._kernels import nmf_chain_kernel
 
     rng = np.random.default_rng(0)
     for dtype in dtypes:
         X = rng.poisson(3.0, size=(6, 6)).astype(dtype)
         schedule = BlockSchedule(X.shape, 2)
-        for kernel in (nmf_chain_kernel, nmf_chain_kernel_serial):
+        for parallel in (True, False):
             state = init_state(*initial_factors(X, 2, rng), seed=0, chain=0, num_blocks=2)
-            kernel(X, state.W, state.H.T, state.v_W, state.v_H.T, schedule.edges[0], schedule.edges[1],
+            nmf_chain_kernel(X, state.W, state.H.T, state.v_W, state.v_H.T, schedule.edges[0], schedule.edges[1],
                    np.array([[0, 1], [1, 0]]), np.array([18.0, 18.0]), float(X.size), state.states_W, state.states_H,
                    np.array([1e-3]), 1, 0, 1.0, 1.0, 1.0, False, 0.99, 1e-5, 2, np.zeros((2, 2)), np.empty(1),
-                   np.array([np.inf, 0.0]))
+                   np.array([np.inf, 0.0]), parallel)
 
 
 def _use_threads(X, rank, schedule, threads):

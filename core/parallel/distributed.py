@@ -59,7 +59,7 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
     BlockChainResult or None
         On process 0, the trace and the assembled final state; None elsewhere.
     """
-    from core.parallel._kernels import nmf_chain_kernel_serial
+    from core.parallel._kernels import nmf_chain_kernel
 
     size, rank_here = comm.Get_size(), comm.Get_rank()
     if num_blocks % size:
@@ -101,11 +101,11 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
             code = _EVALUATE[evaluate] if keep else 0
             tick = time.perf_counter()
             # one iteration (number 1 of a one-part schedule: kept, and scaled with the global N / N_s)
-            nmf_chain_kernel_serial(X_local, W_local, Ht, v_W, v_Ht, row_edges, col_edges, part_columns[part:part + 1],
-                                    part_sizes[part:part + 1], float(X.size), states_W, states_H,
-                                    steps[iteration - 1:iteration], 1, 0, float(temperature), float(rate_W),
-                                    float(rate_H), sampler == "psgld", float(alpha), float(sigma), code,
-                                    log_factorial_held, local_value, status if keep else np.array([np.inf, 0.0]))
+            nmf_chain_kernel(X_local, W_local, Ht, v_W, v_Ht, row_edges, col_edges, part_columns[part:part + 1],
+                             part_sizes[part:part + 1], float(X.size), states_W, states_H,
+                             steps[iteration - 1:iteration], 1, 0, float(temperature), float(rate_W),
+                             float(rate_H), sampler == "psgld", float(alpha), float(sigma), code,
+                             log_factorial_held, local_value, status if keep else np.array([np.inf, 0.0]), False)
             kernel_seconds += time.perf_counter() - tick
             if keep:
                 total = comm.reduce(float(local_value[0]) if code else np.nan, root=0)

@@ -292,10 +292,7 @@ def run_block_chain(X, state, *, temperature, num_steps, num_keep, num_blocks=8,
         raise ParameterError(f"sampler={sampler!r}: expected 'sgld' or 'psgld'")
     if evaluate not in ("before_update", "after_update"):
         raise ParameterError(f"evaluate={evaluate!r}: expected 'before_update' or 'after_update'")
-    schedule = BlockSchedule(X.shape, num_blocks)
-    log_factorial = block_log_factorials(X, schedule)
-    part_columns = np.ascontiguousarray(np.stack([schedule.part_groups(p)[:, 1] for p in range(schedule.num_parts)]))
-    part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
+    schedule, log_factorial, part_columns, part_sizes = _part_tables(X, num_blocks)
     burn_in = num_steps - num_keep
     steps = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
     trace = np.empty(num_keep)
@@ -317,6 +314,15 @@ def run_block_chain(X, state, *, temperature, num_steps, num_keep, num_blocks=8,
                             time.perf_counter() - start, kernel_seconds, time.thread_time() - cpu_start)
 
 
+def _part_tables(X, num_blocks):
+    """The schedule and what the compiled loops read of it: per-block log-factorial sums, each part's
+    column groups (parts, B) and sizes N_s."""
+    schedule = BlockSchedule(X.shape, num_blocks)
+    part_columns = np.ascontiguousarray(np.stack([schedule.part_groups(p)[:, 1] for p in range(schedule.num_parts)]))
+    part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
+    return schedule, block_log_factorials(X, schedule), part_columns, part_sizes
+
+
 def run_prior_chain(X, state, *, num_steps, num_keep, num_blocks=8, rate_W=4e-4, rate_H=4e-4):
     """The exact t = 0 "chain": ``num_keep`` independent prior draws instead of SGLD on the prior.
 
@@ -334,10 +340,7 @@ def run_prior_chain(X, state, *, num_steps, num_keep, num_blocks=8, rate_W=4e-4,
 
     if not 1 <= num_keep <= num_steps:
         raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
-    schedule = BlockSchedule(X.shape, num_blocks)
-    log_factorial = block_log_factorials(X, schedule)
-    part_columns = np.ascontiguousarray(np.stack([schedule.part_groups(p)[:, 1] for p in range(schedule.num_parts)]))
-    part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
+    schedule, log_factorial, part_columns, part_sizes = _part_tables(X, num_blocks)
     burn_in = num_steps - num_keep
     trace = np.empty(num_keep)
     Ht = _transposed(state.H)

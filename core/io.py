@@ -1,13 +1,14 @@
 """Atomic file output: write to a temporary file beside the target, then rename."""
 
 import contextlib
+import math
 import os
 import tempfile
 from pathlib import Path
 
 from core.errors import ParameterError
 
-__all__ = ["atomic_path", "check_output_path"]
+__all__ = ["atomic_path", "check_output_path", "json_safe"]
 
 
 def check_output_path(path, *, overwrite=False, inputs=()):
@@ -81,3 +82,14 @@ def atomic_path(path, *, suffix=None):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def json_safe(value):
+    """``value`` with NaN and infinities (in nested dicts and lists) replaced by None: JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_safe(item) for item in value]
+    return value

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from core.io import atomic_path  # noqa: E402
+from core.io import atomic_path, json_safe  # noqa: E402
 
 __all__ = ["recipe_parser", "write_results", "default_corpus", "ROOT"]
 
@@ -54,7 +54,7 @@ def write_results(out_dir, name, results, figure=None):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / f"{name}.json") as tmp:
-        tmp.write_text(json.dumps(results, indent=2, default=_to_builtin) + "\n")
+        tmp.write_text(json.dumps(json_safe(results), indent=2, default=_to_builtin) + "\n")
     if figure is not None:
         import matplotlib.pyplot as plt
 

@@ -27,8 +27,6 @@ import json
 import time
 from pathlib import Path
 
-import math
-
 import numpy as np
 
 from _common import ROOT, recipe_parser, write_results
@@ -101,7 +99,7 @@ def main():
            **{key: {str(k): v for k, v in values.items()} for key, values in scores.items()},
            "seconds_sti": seconds_sti, "sdr_plateau_rank": plateau, "sdr_plain_plateau_rank": plateau_plain,
            "selection_within_one_step_of_plateau": abs(ranks.index(selected) - ranks.index(plateau)) <= 1,
-           "largest_decrease_se": [finite_or_none(f) for f in falls],
+           "largest_decrease_se": falls,
            "chains_equilibrated": bool(np.all(np.asarray(falls) <= 3.0)),
            "test_files": sorted({m.utterance for m in test}), "noises": sorted({m.noise for m in test}),
            "settings": settings}
@@ -112,10 +110,6 @@ def main():
               + ", ".join(f"R={r}: {f:.0f}" for r, f in zip(ranks, falls))
               + "): the chains did not reach their power posteriors, so these are not log marginal likelihoods")
     write_results(args.out, NAME, out, figure(out))
-
-
-def finite_or_none(value):
-    return value if math.isfinite(value) else None
 
 
 def _plateau(ranks, sdr, tol=0.1):

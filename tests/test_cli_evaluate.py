@@ -132,7 +132,8 @@ def test_options_reach_the_core(tiny_corpus, tiny_dictionary, tmp_path, monkeypa
 
 
 def test_summary_skips_undefined_scores_and_json_has_no_nan():
-    from sepsti.commands.evaluate import _json_safe, summarize
+    from core.io import json_safe
+    from sepsti.commands.evaluate import summarize
 
     nan, inf = float("nan"), float("inf")
     rows = [{"snr": 0, "input": {"sdr": 1.0, "sir": inf, "sar": 3.0}, "enhanced": {"sdr": nan, "sir": nan, "sar": nan}},
@@ -141,7 +142,7 @@ def test_summary_skips_undefined_scores_and_json_has_no_nan():
     entry = summary["by_snr"][0]
     assert entry["input"] == {"sdr": 2.0, "sir": 2.0, "sar": 4.0}
     assert entry["enhanced"] == {"sdr": 4.0, "sir": 6.0, "sar": 8.0}
-    text = json.dumps(_json_safe({"results": rows, "summary": summary}), allow_nan=False)
+    text = json.dumps(json_safe({"results": rows, "summary": summary}), allow_nan=False)
     assert json.loads(text)["results"][0]["enhanced"]["sdr"] is None
 
 

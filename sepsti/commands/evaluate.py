@@ -70,19 +70,6 @@ def _mean(rows, key):
     return means
 
 
-def _json_safe(value):
-    """NaN and infinities become null: JSON has no such numbers."""
-    import math
-
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(item) for item in value]
-    return value
-
-
 def _group(rows):
     enhanced = _mean(rows, "enhanced")
     unprocessed = _mean(rows, "input")
@@ -194,7 +181,7 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     import numpy as np
 
     from core.errors import ParameterError
-    from core.io import atomic_path, check_output_path
+    from core.io import atomic_path, check_output_path, json_safe
     from corpora.noizeus import corpus_index, mixtures
     from sepsti.audio import resample, validate_frames
     from sepsti.dictionary import default_dictionary_path, load_dictionary
@@ -254,7 +241,8 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     })
     if json_path is not None:
         with atomic_path(json_path) as tmp:
-            tmp.write_text(json.dumps(_json_safe({"results": results, "summary": summary}), indent=2, allow_nan=False) + "\n")
+            document = json_safe({"results": results, "summary": summary})
+            tmp.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
         click.echo(f"wrote {json_path}")
     if plot_path is not None:
         _plot(summary, plot_path, f"{corpus_root.name}: {len(results)} mixtures, rank-{speech_dictionary.rank} "

@@ -172,12 +172,8 @@ def to_json(selection, **extra):
     the settings only: identical for any number of MPI processes and after
     a resume from a checkpoint.
     """
-    import math
-
     from core.evidence.tempering_check import largest_decrease
-
-    def finite_or_none(value):
-        return value if math.isfinite(value) else None
+    from core.io import json_safe
 
     per_temperature = {
         "temperatures": selection.results[0].temperatures.tolist(),
@@ -188,23 +184,23 @@ def to_json(selection, **extra):
                                                                                      selection.results)},
         # E_t[log p] must rise with t; a fall of more than ~3 joint standard errors means
         # the chains did not reach their power posteriors
-        "largest_decrease_se": {str(r): finite_or_none(largest_decrease(res.mean_log_likelihood, res.mcse))
+        "largest_decrease_se": {str(r): largest_decrease(res.mean_log_likelihood, res.mcse)
                                 for r, res in zip(selection.ranks, selection.results)},
     }
-    return {"ranks": list(selection.ranks),
-            "log_marginal_likelihood": [float(r.log_evidence) for r in selection.results],
-            "stderr": [float(r.stderr) for r in selection.results],
-            "selected_rank": int(selection.selected_rank),
-            "seconds": float(selection.seconds),
-            "settings": {**selection.settings, **extra},
-            "per_temperature": per_temperature,
-            "min_kept_factor": selection.min_kept,
-            "all_finite": selection.all_finite,
-            # wall-clock figures: the only keys (with "seconds") that differ between runs
-            "timing": {"chain_seconds_per_rank": selection.seconds_per_rank,
-                       "start_seconds": selection.seconds_start,
-                       "chain_cpu_seconds_per_rank": selection.cpu_seconds_per_rank,
-                       "kernel_share": selection.kernel_share}}
+    return json_safe({"ranks": list(selection.ranks),
+                      "log_marginal_likelihood": [float(r.log_evidence) for r in selection.results],
+                      "stderr": [float(r.stderr) for r in selection.results],
+                      "selected_rank": int(selection.selected_rank),
+                      "seconds": float(selection.seconds),
+                      "settings": {**selection.settings, **extra},
+                      "per_temperature": per_temperature,
+                      "min_kept_factor": selection.min_kept,
+                      "all_finite": selection.all_finite,
+                      # wall-clock figures: the only keys (with "seconds") that differ between runs
+                      "timing": {"chain_seconds_per_rank": selection.seconds_per_rank,
+                                 "start_seconds": selection.seconds_start,
+                                 "chain_cpu_seconds_per_rank": selection.cpu_seconds_per_rank,
+                                 "kernel_share": selection.kernel_share}})
 
 
 def _print_table(selection):

@@ -78,6 +78,38 @@ def test_exact_prior_trace_matches_prior_expectation(small):
     assert abs(trace.mean() - reference.mean()) < 4 * se
 
 
+def test_block_scheme_scores_on_all_data_every_b_iterations(small):
+    # evaluate="auto" with blocks is "full" with m = B: ceil(20 / 2) = 10 full log-likelihoods per chain,
+    # and as many exact prior draws at t = 0
+    sparse = from_dense(small)
+    result = select_parafac_rank(sparse, [2], prior_rate=0.6, num_blocks=2, **FAST)
+    assert result.settings["evaluate"] == "full" and result.settings["evaluate_every"] == 2
+    assert result.results[0].num_keep == 10
+    parts = select_parafac_rank(sparse, [2], prior_rate=0.6, num_blocks=2, evaluate="before_update", **FAST)
+    assert parts.settings["evaluate_every"] == 1 and parts.results[0].num_keep == 20
+    entries = select_parafac_rank(small, [2], prior_rate=0.6, subset_size=50, **FAST)
+    assert entries.settings["evaluate"] == "before_update"
+
+
+def test_generic_full_evaluation_scores_on_all_data(small):
+    # generic engine, dense blocks: the t = 1 chain's last value is the full log-likelihood of its last sample
+    from core.evidence.sti import power_posterior_chain
+    from core.evidence.parafac_rank import part_schedule
+    from core.parallel.tensor_blocks import build_block_index
+
+    model = PoissonParafac(small, 2, prior_rate=0.6)
+    kwargs = dict(temperature=1.0, num_steps=40, num_keep=20, sampler="psgld", step_a=1e-4,
+                  subset_fn=part_schedule(build_block_index(small, 2)))
+    trace, chain = power_posterior_chain(model, model.sample_prior(stream(4)), stream(5), evaluate="full",
+                                         evaluate_every=3, **kwargs)
+    assert trace.shape == (7,)
+    assert trace[-1] == pytest.approx(model.log_likelihood(chain.state.inner.position), rel=1e-12)
+    _, parts = power_posterior_chain(model, model.sample_prior(stream(4)), stream(5), evaluate="before_update",
+                                     **kwargs)
+    for got, want in zip(chain.state.inner.position, parts.state.inner.position):
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(sparse=True), "num_blocks is required"),
     (dict(num_blocks=2, subset_size=10), "not both"),
@@ -88,6 +120,8 @@ def test_exact_prior_trace_matches_prior_expectation(small):
     (dict(engine="fast"), "engine"),
     (dict(engine="compiled", subset_size=10), "compiled"),
     (dict(distributed=True, subset_size=10), "distributed=True needs the compiled engine"),
+    (dict(evaluate="often"), "evaluate="),
+    (dict(evaluate="full", evaluate_every=1.5), "evaluate_every"),
 ])
 def test_invalid_settings(small, kwargs, match):
     kwargs = dict(kwargs)

@@ -75,9 +75,10 @@ BLOCK_SCRIPT = textwrap.dedent("""
     kwargs = dict(prior_rates=model.prior_rates, seed=4, chain=(3, 1), temperature=0.7, num_steps=57, num_keep=25,
                   step_a=1e-3)
     trace, state = run_parafac_block_chain(index, theta, comm=comm, **kwargs)
+    full, _ = run_parafac_block_chain(index, theta, comm=comm, evaluate="full", evaluate_every=4, **kwargs)
     selection = select_parafac_rank(X, [1, 2], prior_rate=0.6, num_intervals=2, num_steps=30, num_keep=15,
                                     num_blocks=5, progress=False, comm=comm, distributed=True)
-    arrays = dict(trace=trace, lml=selection.log_marginal_likelihood)
+    arrays = dict(trace=trace, full=full, lml=selection.log_marginal_likelihood)
     for name in ("position", "v", "streams"):
         for mode, leaf in enumerate(getattr(state, name)):
             arrays[f"{name}{mode}"] = leaf
@@ -89,7 +90,8 @@ BLOCK_SCRIPT = textwrap.dedent("""
 @pytest.mark.skipif(_mpiexec() is None, reason="mpiexec not found")
 @pytest.mark.parametrize("num_processes", [2, 3])
 def test_block_distributed_chain_equals_the_one_process_block_sampler(tmp_path, num_processes):
-    # PARAFAC'18 Fig. 1: A-blocks stay, B/C-blocks (with v and their noise streams) travel; same samples
+    # PARAFAC'18 Fig. 1: A-blocks stay, B/C-blocks (with v and their noise streams) travel; same samples,
+    # same part and full-data log-likelihood traces
     script = tmp_path / "run.py"
     script.write_text(BLOCK_SCRIPT)
     env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_NUM_THREADS="1")

@@ -244,7 +244,7 @@ def random_subsets(model, subset_size):
 
 def power_posterior_chain(model, position, rng, *, temperature, num_steps, num_keep, subset_fn, sampler="sgld",
                           step_a=1e-8, step_b=0.51, alpha=0.99, sigma=1e-5, control_variate=False,
-                          evaluate="after_update", step_floor=None, progress=False, desc=None):
+                          evaluate="after_update", evaluate_every=1, step_floor=None, progress=False, desc=None):
     """Run one chain on p(theta) p(x | theta)^t and return the kept log-likelihood estimates.
 
     The step size decays as (a/k)^b over the ``num_steps - num_keep`` burn-in
@@ -259,6 +259,12 @@ def power_posterior_chain(model, position, rng, *, temperature, num_steps, num_k
     biased upwards by O(eps). ``evaluate="before_update"`` scores
     theta^(k-1) on S^(k) instead -- the same subsample, a sample independent
     of it, hence unbiased -- and the gradient pass computes it anyway.
+    ``evaluate="full"`` scores theta^(k) on all the data at the kept
+    iterations k = num_steps, num_steps - m, ... (m = ``evaluate_every``):
+    no subsampling noise and no dependence between the sample and the
+    subsample it is scored on (which cyclic subsamples, such as block parts
+    visited in order, create), at one full pass per evaluation; the trace
+    then has ceil(num_keep / m) entries.
 
     ``step_floor`` t_min, when given, divides the step sizes by
     max(t, t_min): the likelihood's curvature scales with t, so the step
@@ -280,8 +286,12 @@ def power_posterior_chain(model, position, rng, *, temperature, num_steps, num_k
         module, kernel = _psgld, _psgld.build_kernel(alpha=alpha, sigma=sigma)
     else:
         raise ParameterError(f"sampler={sampler!r}: expected 'sgld' or 'psgld'")
-    if evaluate not in ("after_update", "before_update"):
-        raise ParameterError(f"evaluate={evaluate!r}: expected 'after_update' or 'before_update'")
+    if evaluate not in ("after_update", "before_update", "full"):
+        raise ParameterError(f"evaluate={evaluate!r}: expected 'after_update', 'before_update' or 'full'")
+    if int(evaluate_every) != evaluate_every or evaluate_every < 1:
+        raise ParameterError(f"evaluate_every={evaluate_every} must be a positive integer")
+    full = evaluate == "full"
+    evaluate_every = int(evaluate_every)
     steps = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
     if step_floor is not None:
         steps = steps / max(float(temperature), float(step_floor))
@@ -293,10 +303,12 @@ def power_posterior_chain(model, position, rng, *, temperature, num_steps, num_k
         if control_variate and iteration == burn_in + 1:
             reference.append((state.inner.position, model.log_likelihood(state.inner.position, None)))
         value = np.nan
-        if iteration > burn_in and not after:
+        if iteration > burn_in and not after and not full:
             value = log_likelihood_estimate(model, state.inner.position, subset,
                                             reference=reference[0] if reference else None)
         inner, info = kernel(chain_rng, state.inner, model, steps[iteration - 1], subset, temperature)
+        if iteration > burn_in and full and (num_steps - iteration) % evaluate_every == 0:
+            value = model.log_likelihood(inner.position, None)
         if iteration > burn_in and after:
             value = log_likelihood_estimate(model, inner.position, subset,
                                             reference=reference[0] if reference else None)
@@ -304,7 +316,10 @@ def power_posterior_chain(model, position, rng, *, temperature, num_steps, num_k
 
     result = run_chain(step_fn, TemperedState(module.init(position), np.nan), rng, num_steps=num_steps,
                        burn_in=burn_in, transform=lambda s: s.log_likelihood, progress=progress, desc=desc)
-    return np.asarray(result.samples, dtype=np.float64), result
+    trace = np.asarray(result.samples, dtype=np.float64)
+    if full:
+        trace = trace[(num_keep - 1 - np.arange(num_keep)) % evaluate_every == 0]
+    return trace, result
 
 
 def curvature(model, position, temperature, *, num_iterations=20, rng=None, relative_step=1e-4,

@@ -20,8 +20,10 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "parafac_blocks": [
             'ParafacBlockState',
             'init_block_state',
+            'num_evaluations',
             'parafac_part_update',
             'run_parafac_block_chain',
+            'slab_log_likelihoods',
         ],
         "schedule": ['BlockSchedule'],
         "tensor_blocks": [

@@ -99,6 +99,11 @@ def main():
     parser.add_argument("--evaluate", choices=("full", "before_update", "after_update"), default="full",
                         help="E_t[log p] from the full log-likelihood (default) or the paper's part estimates")
     parser.add_argument("--evaluate-every", type=int, help="m of --evaluate full (default B)")
+    parser.add_argument("--schedule", choices=("uniform", "power"), default="uniform",
+                        help="temperature grid: t_i = i/T (default) or (i/T)^c")
+    parser.add_argument("--power", type=float, default=5.0, help="c of --schedule power (default 5)")
+    parser.add_argument("--rule", choices=("trapezoid", "simpson"), default="trapezoid",
+                        help="quadrature: trapezoid in t (default) or Simpson in u = t^(1/c)")
     parser.add_argument("--init", choices=("prior", "map"), default="prior",
                         help="chain start: a prior draw, or that draw after 50 MAP sweeps (default prior)")
     parser.add_argument("--distributed", action="store_true",
@@ -154,6 +159,7 @@ def run(args, parser, comm, is_root, started):
         checkpoint = None if args.checkpoint is None else f"{args.checkpoint}/lambda_{rate:.6g}"
         cpu = time.process_time()
         result = select_parafac_rank(X, ranks, prior_rate=rate, sampler="psgld", num_intervals=5,
+                                     schedule=args.schedule, power=args.power, rule=args.rule,
                                      num_steps=num_steps, num_keep=num_keep, num_blocks=args.blocks,
                                      step_a=step_a, step_b=0.51, alpha=0.99, sigma=sigma, seed=args.seed,
                                      evaluate=args.evaluate, evaluate_every=args.evaluate_every,

@@ -14,7 +14,12 @@ iteration of the block-parallel scheme):
   mirroring, and the log-likelihood estimate) with the generic samplers of
   :mod:`core.samplers`, and ``compiled``: the same with the one-pass numba part
   update of :mod:`core.parallel.parafac_blocks` (the default engine for sparse data),
-  also per entry-update: every iteration moves all (I + J + K) R factor entries.
+  also per entry-update: every iteration moves all (I + J + K) R factor entries;
+* ``full``: the full-data log-likelihood that STI's chains record every B-th
+  kept iteration (``evaluate="full"``: Σ x̂ from column sums, one pass over the
+  non-zeros per slab of A-blocks), against the NumPy peer ``numpy_full``
+  (chunked gathers over all non-zeros), and its cost per iteration at m = B
+  relative to the compiled iteration.
 
 Also reported: the simulator's time and peak traced memory, and the time to
 build the block index.
@@ -40,7 +45,7 @@ from _common import recipe_parser, write_results  # noqa: E402
 from core.evidence.parafac_rank import part_schedule  # noqa: E402
 from core.evidence.sti import power_posterior_chain  # noqa: E402
 from core.models.poisson_parafac import ParafacFactors, PoissonParafac  # noqa: E402
-from core.parallel.parafac_blocks import run_parafac_block_chain  # noqa: E402
+from core.parallel.parafac_blocks import run_parafac_block_chain, slab_log_likelihoods  # noqa: E402
 from core.parallel.tensor_blocks import build_block_index  # noqa: E402
 from core.random import stream  # noqa: E402
 from corpora.tensors import FACEBOOK_SHAPE, prior_rate_for_count, simulate_sparse  # noqa: E402
@@ -70,6 +75,19 @@ def numpy_part(theta, part):
         grads[1][j0:j1] -= sa * sc
         grads[2][k0:k1] -= sa * sb
     return total, ParafacFactors(*grads)
+
+
+def numpy_full(theta, tensor, chunk=262_144):
+    """Peer: the full log-likelihood with plain NumPy, Σ x̂ from column sums, non-zeros in chunks."""
+    from scipy.special import gammaln
+
+    A, B, C = theta
+    total = -float(np.sum(A.sum(0) * B.sum(0) * C.sum(0)))
+    for start in range(0, tensor.nnz, chunk):
+        coords, x = tensor.coords[start:start + chunk], tensor.values[start:start + chunk]
+        xhat = np.einsum("nr,nr,nr->n", A[coords[:, 0]], B[coords[:, 1]], C[coords[:, 2]])
+        total += float(np.sum(x * np.log(xhat) - gammaln(x + 1.0)))
+    return total
 
 
 CLOCK = time.perf_counter
@@ -139,12 +157,17 @@ def main():
             start = CLOCK()
             run_parafac_block_chain(index, theta, num_steps=compiled_steps, num_keep=compiled_steps, **chain)
             compiled = (CLOCK() - start) / compiled_steps
+            full = median_time(lambda r: float(np.sum(slab_log_likelihoods(index, theta))), 5)
+            full_peer = median_time(lambda r: numpy_full(theta, X), 3)
+            full_agree = bool(np.isclose(np.sum(slab_log_likelihoods(index, theta)), numpy_full(theta, X), rtol=1e-9))
             entry_updates = sum(f.size for f in theta)
             row = dict(nnz=X.nnz, num_blocks=num_blocks, part_nnz=int(np.mean([p.nnz for p in parts])),
                        kernel_ms=kernel * 1e3, threads_ms=kernel_threads * 1e3, numpy_ms=peer * 1e3,
                        speedup=peer / kernel, agree=agree,
                        iteration_ms=iteration * 1e3, compiled_ms=compiled * 1e3,
-                       compiled_ns_per_entry=compiled * 1e9 / entry_updates, index_seconds=index_seconds,
+                       compiled_ns_per_entry=compiled * 1e9 / entry_updates, full_ms=full * 1e3,
+                       full_numpy_ms=full_peer * 1e3, full_agree=full_agree,
+                       full_overhead=full / (num_blocks * compiled), index_seconds=index_seconds,
                        simulate_seconds=simulate_seconds, simulate_peak_mib=simulate_peak)
             rows.append(row)
             print(f"  B={num_blocks:2d} part nnz={row['part_nnz']:8d}  kernel {row['kernel_ms']:8.2f} ms  "
@@ -152,7 +175,9 @@ def main():
                   f"numpy {row['numpy_ms']:8.2f} ms  ratio {row['speedup']:5.1f}x  agree={agree}  "
                   f"pSGLD iteration {row['iteration_ms']:8.1f} ms (compiled {row['compiled_ms']:7.2f} ms = "
                   f"{row['compiled_ns_per_entry']:4.1f} ns per entry-update)  "
-                  f"index {index_seconds:.2f} s", flush=True)
+                  f"full log-likelihood {row['full_ms']:7.2f} ms (numpy {row['full_numpy_ms']:7.2f} ms, "
+                  f"ratio {full_peer / full:4.1f}x, agree={full_agree}; every B iterations: "
+                  f"+{100 * row['full_overhead']:.0f} %)  index {index_seconds:.2f} s", flush=True)
     write_results(args.out, NAME, {"shape": FACEBOOK_SHAPE, "rank": args.rank, "clock": args.clock, "rows": rows},
                   figure(rows))
 

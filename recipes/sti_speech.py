@@ -3,8 +3,12 @@
 On a NOIZEUS corpus (``--corpus``): the clean train split (sp01-sp20,
 257 x 1661 magnitudes on the int16 scale) gives log p(X | R) by STI for
 R in {32, 64, 128, 256, 512} (block-parallel SGLD, T = 5 intervals on the
-uniform grid, K = 1250 keeping 500, 8 x 8 blocks, a = 5e-7, b = 0.51,
-lambda = 4e-4 -- ``sepsti select-rank``'s defaults). For every R an EM
+uniform grid, 8 x 8 blocks, a = 5e-7, b = 0.51, lambda = 4e-4). ``--settings``:
+``application`` (default; what ``sepsti train --rank auto`` runs,
+:data:`sepsti.commands.select_rank.QUASI_POISSON`): the magnitudes divided by
+their Pearson dispersion, K = 5000 keeping 2000; ``paper``: the paper's
+K = 1250 keeping 500 on the magnitudes themselves (``sepsti select-rank``'s
+defaults). For every R an EM
 dictionary (``sepsti.denoise.train_dictionary``) enhances the noisy test
 files (sp21-sp30, every noise type and SNR present) with a rank-5 noise
 dictionary, twice: as ``sepsti enhance`` does (``sdr``/``sir``/``sar``: quiet-frame
@@ -40,6 +44,8 @@ def main():
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "noizeus")
     parser.add_argument("--sti-json", type=Path, default=None, help="reuse a select-rank JSON")
     parser.add_argument("--ranks", default=",".join(map(str, RANKS)))
+    parser.add_argument("--settings", choices=["application", "paper"], default="application",
+                        help="STI on quasi-Poisson magnitudes with longer chains, or the paper's settings")
     args = parser.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]
 
@@ -80,11 +86,14 @@ def main():
         falls = [largest_decrease(per_t["mean_log_likelihood"][str(r)], per_t["mcse"][str(r)]) for r in ranks]
     else:
         from core.evidence.sti_nmf import select_rank_sti
+        from sepsti.commands.select_rank import QUASI_POISSON
 
-        num_steps, num_keep = (250, 100) if args.quick else (1250, 500)
+        chains = dict(QUASI_POISSON) if args.settings == "application" else {"num_steps": 1250, "num_keep": 500}
+        if args.quick:
+            chains.update(num_steps=250, num_keep=100)
         start = time.perf_counter()
-        selection = select_rank_sti(X, ranks, num_intervals=5, num_steps=num_steps, num_keep=num_keep, num_blocks=8,
-                                    step_a=5e-7, step_b=0.51, prior_rate=4e-4, seed=args.seed, progress=True)
+        selection = select_rank_sti(X, ranks, num_intervals=5, num_blocks=8, step_a=5e-7, step_b=0.51,
+                                    prior_rate=4e-4, seed=args.seed, progress=True, **chains)
         seconds_sti = time.perf_counter() - start
         log_ml = [r.log_evidence for r in selection.results]
         stderr = [r.stderr for r in selection.results]

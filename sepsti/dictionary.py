@@ -72,7 +72,7 @@ class Dictionary(NamedTuple):
 
 
 def default_dictionary_path():
-    """Path of the dictionary shipped with the package (rank 256, NOIZEUS sp01–sp20)."""
+    """Path of the dictionary shipped with the package (rank 128, NOIZEUS sp01–sp20)."""
     return Path(__file__).resolve().parent / "data" / "default_dictionary.npz"
 
 

@@ -272,7 +272,8 @@ def test_default_dictionary_is_what_the_documented_command_builds(noizeus_root, 
     from sepsti.dictionary import default_dictionary_path, load_dictionary
 
     shipped = load_dictionary(default_dictionary_path())
-    result = run(["train", "--corpus", noizeus_root, "--rank", 256, "-o", tmp_path / "d.npz"])
+    # the rank `sepsti train --rank auto` selects on this corpus (README, "Rank selection")
+    result = run(["train", "--corpus", noizeus_root, "--rank", 128, "-o", tmp_path / "d.npz"])
     assert result.exit_code == 0, result.stderr
     rebuilt = load_dictionary(tmp_path / "d.npz")
     assert (rebuilt.files, rebuilt.iterations, rebuilt.seed) == (shipped.files, shipped.iterations, shipped.seed)
@@ -290,7 +291,7 @@ def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeyp
     def short_run(X, ranks, **options):
         # the real estimator on short chains: the paper's 1250 iterations take minutes
         selection = real(X, ranks, **{**options, "num_steps": 40, "num_keep": 20, "num_blocks": 2})
-        calls.append((list(ranks), options["seed"], selection.selected_rank))
+        calls.append((list(ranks), options["seed"], selection.selected_rank, options))
         return selection
 
     monkeypatch.setattr(core.evidence.sti_nmf, "select_rank_sti", short_run)
@@ -299,6 +300,9 @@ def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeyp
                   "--iterations", 5, "--seed", 3])
     assert result.exit_code == 0, result.stderr
     assert len(calls) == 1 and calls[0][:2] == ([2, 4], 3)
+    # quasi-Poisson magnitudes and the longer chains (README, "Rank selection")
+    assert {key: calls[0][3][key] for key in ("dispersion", "num_steps", "num_keep")} == \
+        {"dispersion": "auto", "num_steps": 5000, "num_keep": 2000}
     assert load_dictionary(output).rank == calls[0][2]
     assert f"selected rank {calls[0][2]} by STI" in result.stderr
 

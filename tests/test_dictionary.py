@@ -139,5 +139,5 @@ def test_default_dictionary_is_valid():
     if not path.exists():
         pytest.skip("default dictionary not built yet")
     dictionary = load_dictionary(path)
-    assert dictionary.W.shape == (features.N_BINS, 256)
+    assert dictionary.W.shape == (features.N_BINS, 128)
     assert dictionary.files == tuple(f"sp{i:02d}" for i in range(1, 21))

@@ -93,3 +93,18 @@ def test_pearson_dispersion_of_poisson_data_is_about_one(rng):
     assert abs(dispersion - expected) < 4 * np.sqrt(2.0 / X.size) + 0.02
     # the same counts scaled by 2: Pearson's statistic doubles
     assert pearson_dispersion(2.0 * X, 2, prior_rate=1e-3, iterations=300) == pytest.approx(2 * dispersion, rel=0.05)
+
+
+@pytest.mark.filterwarnings("ignore::core.errors.ConvergenceWarning")
+def test_dispersion_models_the_scaled_data(X):
+    # quasi-Poisson: the estimates are those of X / dispersion, and "auto" uses Pearson's statistic
+    # at the largest rank's chain start
+    scaled = select_rank_sti(X, [1, 2], dispersion=2.0, **SMALL)
+    direct = select_rank_sti(X / 2.0, [1, 2], **SMALL)
+    assert [r.log_evidence for r in scaled.results] == [r.log_evidence for r in direct.results]
+    assert scaled.settings["dispersion"] == 2.0 and direct.settings["dispersion"] == 1.0
+    auto = select_rank_sti(X, [1, 2], dispersion="auto", **SMALL)
+    assert auto.settings["dispersion"] == pearson_dispersion(X, 2, seed=0, prior_rate=SMALL["prior_rate"])
+    for bad in (0.0, -1.0, np.inf, np.nan, "lots"):
+        with pytest.raises(ParameterError, match="dispersion"):
+            select_rank_sti(X, [1, 2], dispersion=bad, **SMALL)

@@ -10,6 +10,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
     submod_attrs={
         "chib": ['ChibResult', 'chib_log_marginal_likelihood', 'chib_poisson_nmf', 'log_mean_exp'],
         "parafac_rank": ['RankSelection', 'select_parafac_rank'],
+        "rank_one": ['rank_one_log_evidence'],
         "sti_nmf": ['select_rank_sti'],
         "tempering_check": ['largest_decrease'],
         "sti": [

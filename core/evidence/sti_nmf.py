@@ -205,8 +205,8 @@ def pearson_dispersion(X, rank, *, seed=0, prior_rate=4e-4, iterations=100, thre
 
 def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0, rule="trapezoid", num_steps=1250,
                     num_keep=500, num_blocks=8, sampler="sgld", step_a=5e-7, step_b=0.51, prior_rate=4e-4,
-                    alpha=0.99, sigma=1e-5, evaluate="after_update", init="em", init_iterations=100, seed=0,
-                    exact_prior=False, checkpoint=None, comm=None, threads=None, progress=False):
+                    alpha=0.99, sigma=1e-5, evaluate="after_update", init="em", init_iterations=100, dispersion=1.0,
+                    seed=0, exact_prior=False, checkpoint=None, comm=None, threads=None, progress=False):
     """Estimate log p(X | R) for every rank by STI and pick the largest.
 
     Parameters
@@ -239,6 +239,10 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
         chains, so that chains near t = 1 start close to the posterior mode.
     init_iterations : int
         EM iterations of ``init="em"``.
+    dispersion : float or "auto"
+        Model X / dispersion (quasi-Poisson); the estimates are log p(X / dispersion | R).
+        ``"auto"``: :func:`pearson_dispersion` at the largest rank's EM start
+        (``init_iterations`` iterations). The value used is ``settings["dispersion"]``.
     seed : int
     exact_prior : bool
         At t = 0 use ``num_keep`` independent prior draws
@@ -291,6 +295,13 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
         raise ParameterError(f"sampler={sampler!r}: expected 'sgld' or 'psgld'")
     if not prior_rate > 0:
         raise ParameterError(f"prior_rate={prior_rate} must be positive")
+    if isinstance(dispersion, str) and dispersion == "auto":
+        dispersion = pearson_dispersion(X, max(ranks), seed=seed, prior_rate=prior_rate, iterations=init_iterations,
+                                        threads=1 if comm is not None else _thread_count(threads))
+    elif isinstance(dispersion, str) or not (np.isfinite(dispersion) and dispersion > 0):
+        raise ParameterError(f"dispersion={dispersion!r}: expected 'auto' or a positive number")
+    if dispersion != 1.0:
+        X = (X / dispersion).astype(X.dtype)
     temperatures = temperature_grid(num_intervals, schedule=schedule, power=power)
     settings = {"ranks": ranks, "num_intervals": int(num_intervals), "schedule": schedule,
                 "power": float(power) if schedule == "power" else 1.0, "rule": rule,
@@ -299,7 +310,7 @@ def select_rank_sti(X, ranks, *, num_intervals=5, schedule="uniform", power=5.0,
                 "prior_rate": float(prior_rate), "alpha": float(alpha), "sigma": float(sigma),
                 "evaluate": evaluate, "seed": int(seed), "dtype": X.dtype.name, "shape": list(X.shape),
                 "init": init, "init_iterations": int(init_iterations) if init == "em" else 0,
-                "exact_prior": bool(exact_prior)}
+                "exact_prior": bool(exact_prior), "dispersion": float(dispersion)}
     if init not in ("random", "em"):
         raise ParameterError(f"init={init!r}: expected 'random' or 'em'")
     fingerprint = settings_fingerprint(X, settings)

@@ -9,13 +9,22 @@ counts the intervals of the grid (T + 1 chains per rank).
 
 Under ``mpiexec -n P`` the chains are spread over the P processes; process 0
 gathers them and alone prints and writes. Results do not depend on P.
+
+:data:`QUASI_POISSON` holds the settings that ``sepsti train --rank auto``
+uses instead of the paper's (README, "Rank selection").
 """
 
 from pathlib import Path
 
 import click
 
-__all__ = ["select_rank"]
+__all__ = ["QUASI_POISSON", "select_rank"]
+
+#: The rank-selection settings the application uses (``sepsti train --rank auto``,
+#: ``recipes/sti_speech.py``): the paper's, but with the magnitudes divided by their
+#: Pearson dispersion (quasi-Poisson) and chains of 5000 iterations keeping 2000,
+#: with which the STI chains pass the tempering check on speech.
+QUASI_POISSON = {"dispersion": "auto", "num_steps": 5000, "num_keep": 2000}
 
 
 def _ranks(text):
@@ -101,22 +110,17 @@ def select_rank(corpus, ranks, num_intervals, schedule, power, rule, num_steps, 
         if mpi.is_root(comm):
             _check_outputs(json_path, plot_path, overwrite)
         X = _training_matrix(corpus).astype(np.dtype(dtype))
-        from core.evidence.sti_nmf import pearson_dispersion, select_rank_sti
-
-        if dispersion == "auto":
-            dispersion = pearson_dispersion(X, max(ranks), seed=seed, prior_rate=prior_rate,
-                                            threads=1 if comm is not None else threads)
-        X = (X / dispersion).astype(X.dtype)
+        from core.evidence.sti_nmf import select_rank_sti
 
         selection = select_rank_sti(X, ranks, num_intervals=num_intervals, schedule=schedule, power=power, rule=rule,
                                     num_steps=num_steps, num_keep=num_keep, num_blocks=num_blocks, sampler=sampler,
                                     step_a=step_a, step_b=step_b, prior_rate=prior_rate, alpha=alpha, sigma=sigma,
-                                    evaluate=evaluate.replace("-", "_"), init=init, seed=seed,
+                                    evaluate=evaluate.replace("-", "_"), init=init, dispersion=dispersion, seed=seed,
                                     exact_prior=exact_prior, checkpoint=checkpoint, comm=comm, threads=threads,
                                     progress=not quiet)
         if selection is None:
             return
-        results = to_json(selection, corpus=str(corpus), dispersion=float(dispersion))
+        results = to_json(selection, corpus=str(corpus))
         results["timing"]["processes"] = 1 if comm is None else comm.Get_size()
         _print_table(selection)
         if json_path is not None:

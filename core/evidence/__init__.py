@@ -9,6 +9,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
     __name__,
     submod_attrs={
         "chib": ['ChibResult', 'chib_log_marginal_likelihood', 'chib_poisson_nmf', 'log_mean_exp'],
+        "log_space_sti": ['log_space_sti'],
         "parafac_rank": ['RankSelection', 'select_parafac_rank'],
         "rank_one": ['rank_one_log_evidence'],
         "sti_nmf": ['select_rank_sti'],

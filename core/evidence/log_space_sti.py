@@ -5,12 +5,15 @@ themselves: near zero the Poisson curvature x / w^2 explodes, so steps large
 enough to explore the wide power posteriors of small t are unstable, and the
 paper's uniform grid never visits t < 0.2, where most of the Occam factor
 accumulates. Here the chains run on u = log W, v = log H (with the Jacobian
-of the exponential prior, so no mirroring), where the tempered curvature of a
-coordinate is at most t times a row or column sum of X. That allows steps
-eps_1 / t, capped near the prior, on a power grid that reaches t ~ 1e-10;
-each temperature starts where the previous one stopped, from exact prior
-draws at t = 0. Full-data gradients (BLAS-shaped products), so this is a
-reference for matrices of moderate size.
+of the log transform, so no mirroring), where the tempered curvature of a
+coordinate is about t times its expected count (t w_ir sum_j h_rj for
+u_ir). Each coordinate takes the step stiffness / (t * that count + 1),
+capped, fixed for the temperature (so no drift correction is needed), with
+Leimkuhler-Matthews noise, on a power grid that reaches t ~ 1e-10; each
+temperature starts where the previous one stopped, from exact prior draws at
+t = 0. Full-data gradients (BLAS-shaped products): a reference for matrices of
+moderate size, checked against the closed-form rank-1 evidence
+(:func:`core.evidence.rank_one.rank_one_log_evidence`).
 """
 
 import numpy as np
@@ -39,7 +42,7 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
     num_steps, num_keep : int
         Langevin iterations per temperature and how many of the last are kept.
     stiffness : float
-        eps_1 times the largest curvature bound (the largest row or column sum of X).
+        Step times the coordinate's tempered curvature.
     step_ceiling : float
         Largest step (in log units squared) at any temperature.
     seed : int

@@ -29,8 +29,8 @@ start at prior draws (``--init map``: that draw after 50 MAP sweeps).
 E_t[log p(X | θ)] is the chain average of the *full* log-likelihood of the
 sample every B-th kept iteration (``--evaluate full``, ``--evaluate-every``;
 Σ x̂ from column sums, one pass over the non-zeros: ≈ 15 ms at R = 5, 24 ms at
-R = 11, i.e. +5–7 % per chain), 42 values per chain and 42 prior draws at
-t = 0. The paper's per-iteration part estimate (eq. 7, ``--evaluate
+R = 11, i.e. +5–7 % per chain), 42 values per chain; 500 independent prior
+draws at t = 0, each scored on all the data. The paper's per-iteration part estimate (eq. 7, ``--evaluate
 before_update``) is the part's log-likelihood times B²: on this tensor its
 standard deviation is 1.8·10⁵ (the data's part-to-part spread; the full
 log-likelihood's along a chain is 5.5–8.6·10²), and because parts are visited in

@@ -79,12 +79,16 @@ def test_exact_prior_trace_matches_prior_expectation(small):
 
 
 def test_block_scheme_scores_on_all_data_every_b_iterations(small):
-    # evaluate="auto" with blocks is "full" with m = B: ceil(20 / 2) = 10 full log-likelihoods per chain,
-    # and as many exact prior draws at t = 0
+    # evaluate="auto" with blocks is "full" with m = B: ceil(20 / 2) = 10 full log-likelihoods per chain;
+    # num_keep = 20 exact prior draws at t = 0 unless prior_draws says otherwise
     sparse = from_dense(small)
     result = select_parafac_rank(sparse, [2], prior_rate=0.6, num_blocks=2, **FAST)
     assert result.settings["evaluate"] == "full" and result.settings["evaluate_every"] == 2
-    assert result.results[0].num_keep == 10
+    assert result.settings["prior_draws"] == 20
+    assert result.results[0].num_keep == 10  # the shortest trace
+    fewer = select_parafac_rank(sparse, [2], prior_rate=0.6, num_blocks=2, prior_draws=4, **FAST)
+    assert fewer.results[0].num_keep == 4
+    np.testing.assert_array_equal(fewer.results[0].mean_log_likelihood[1:], result.results[0].mean_log_likelihood[1:])
     parts = select_parafac_rank(sparse, [2], prior_rate=0.6, num_blocks=2, evaluate="before_update", **FAST)
     assert parts.settings["evaluate_every"] == 1 and parts.results[0].num_keep == 20
     entries = select_parafac_rank(small, [2], prior_rate=0.6, subset_size=50, **FAST)
@@ -122,6 +126,7 @@ def test_generic_full_evaluation_scores_on_all_data(small):
     (dict(distributed=True, subset_size=10), "distributed=True needs the compiled engine"),
     (dict(evaluate="often"), "evaluate="),
     (dict(evaluate="full", evaluate_every=1.5), "evaluate_every"),
+    (dict(prior_draws=0), "prior_draws"),
 ])
 def test_invalid_settings(small, kwargs, match):
     kwargs = dict(kwargs)

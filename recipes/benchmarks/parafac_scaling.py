@@ -176,7 +176,7 @@ def main():
                   f"pSGLD iteration {row['iteration_ms']:8.1f} ms (compiled {row['compiled_ms']:7.2f} ms = "
                   f"{row['compiled_ns_per_entry']:4.1f} ns per entry-update)  "
                   f"full log-likelihood {row['full_ms']:7.2f} ms (numpy {row['full_numpy_ms']:7.2f} ms, "
-                  f"ratio {full_peer / full:4.1f}x, agree={full_agree}; every B iterations: "
+                  f"ratio {full_peer / full:4.1f}x, agree={full_agree}; at m = B per kept iteration: "
                   f"+{100 * row['full_overhead']:.0f} %)  index {index_seconds:.2f} s", flush=True)
     write_results(args.out, NAME, {"shape": FACEBOOK_SHAPE, "rank": args.rank, "clock": args.clock, "rows": rows},
                   figure(rows))

@@ -8,7 +8,7 @@ accumulates. Here the chains run on u = log W, v = log H (with the Jacobian
 of the log transform, so no mirroring), where the tempered curvature of a
 coordinate is about t times its expected count (t w_ir sum_j h_rj for
 u_ir). Each coordinate takes the step stiffness / (t * that count + 1),
-capped, fixed for the temperature (so no drift correction is needed), with
+capped, renewed during burn-in and fixed for the kept samples, with
 Leimkuhler-Matthews noise, on a power grid that reaches t ~ 1e-10; each
 temperature starts where the previous one stopped, from exact prior draws at
 t = 0. Full-data gradients (BLAS-shaped products): a reference for matrices of
@@ -24,6 +24,9 @@ from core.models.poisson_nmf import validate_nonnegative_matrix
 from core.random import stream
 
 __all__ = ["log_space_sti"]
+
+#: Burn-in iterations between renewals of the per-coordinate steps.
+ADAPT_EVERY = 25
 
 
 def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps=2000, num_keep=1000,
@@ -80,16 +83,16 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
     U, V = np.log(W), np.log(H)
     with progress_bar(num_intervals, desc=f"log-space STI R={rank}", enabled=progress) as bar:
         for t in temperatures[1:]:
-            # per-coordinate steps, fixed for the temperature (so no drift correction is needed): the
-            # tempered curvature of u_ir is about t w_ir sum_j h_rj, the expected count of atom r in row i
-            W, H = np.exp(U), np.exp(V)
-            step_u = np.minimum(stiffness / (t * W * H.sum(axis=1) + 1.0), step_ceiling)
-            step_v = np.minimum(stiffness / (t * H * W.sum(axis=0)[:, None] + 1.0), step_ceiling)
-            noise_u, noise_v = np.sqrt(step_u), np.sqrt(step_v)
             z_u, z_v = rng.standard_normal(U.shape), rng.standard_normal(V.shape)
             trace = np.empty(num_keep)
             for k in range(num_steps):
                 W, H = np.exp(U), np.exp(V)
+                if k <= num_steps - num_keep and k % ADAPT_EVERY == 0:
+                    # per-coordinate steps from the tempered curvature of u_ir, about t w_ir sum_j h_rj (the
+                    # expected count of atom r in row i); renewed during burn-in, fixed for the kept part
+                    step_u = np.minimum(stiffness / (t * W * H.sum(axis=1) + 1.0), step_ceiling)
+                    step_v = np.minimum(stiffness / (t * H * W.sum(axis=0)[:, None] + 1.0), step_ceiling)
+                    noise_u, noise_v = np.sqrt(step_u), np.sqrt(step_v)
                 # d/du [t log p(X | W, H) - lambda W + u] = W * (t (X / WH) H^T - t 1 H^T - lambda) + 1
                 ratio = X / np.maximum(W @ H, 1e-300)
                 z_next = rng.standard_normal(U.shape)  # Leimkuhler-Matthews noise: (z_k + z_k+1) / 2
@@ -104,6 +107,9 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
                 z_v = z_next
                 if k >= num_steps - num_keep:
                     trace[k - (num_steps - num_keep)] = log_likelihood(W, np.exp(V))
+            if not np.all(np.isfinite(trace)):
+                raise FloatingPointError(f"log-space STI diverged at t = {t:.3g} (rank {rank}): lower stiffness or "
+                                         "raise num_steps")
             traces.append(trace)
             bar.update(1)
     return thermodynamic_integral(temperatures, traces, rule="simpson", power=power)

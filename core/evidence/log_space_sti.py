@@ -5,14 +5,14 @@ themselves: near zero the Poisson curvature x / w^2 explodes, so steps large
 enough to explore the wide power posteriors of small t are unstable, and the
 paper's uniform grid never visits t < 0.2, where most of the Occam factor
 accumulates. Here the chains run on u = log W, v = log H (with the Jacobian
-of the log transform, so no mirroring), where the tempered curvature of a
-coordinate is about t times its expected count (t w_ir sum_j h_rj for
-u_ir). Each coordinate takes the step stiffness / (t * that count + 1),
-capped, renewed during burn-in and fixed for the kept samples, with
-Leimkuhler-Matthews noise, on a power grid that reaches t ~ 1e-10; each
-temperature starts where the previous one stopped, from exact prior draws at
-t = 0. Full-data gradients (BLAS-shaped products): a reference for matrices of
-moderate size, checked against the closed-form rank-1 evidence
+of the log transform, so no mirroring), where the tempered curvature of
+scaling a row of W (a column of H) is t times its expected count. Each row
+(column) takes the step stiffness / (t * that count + 1), capped, renewed
+during burn-in and fixed for the kept samples, with Leimkuhler-Matthews
+noise, on a power grid that reaches t ~ 1e-10; each temperature starts where
+the previous one stopped, from exact prior draws at t = 0. Full-data
+gradients (BLAS-shaped products): a reference for matrices of moderate size,
+checked against the closed-form rank-1 evidence
 (:func:`core.evidence.rank_one.rank_one_log_evidence`).
 """
 
@@ -45,7 +45,7 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
     num_steps, num_keep : int
         Langevin iterations per temperature and how many of the last are kept.
     stiffness : float
-        Step times the coordinate's tempered curvature.
+        Step times the tempered curvature of a row of W (column of H).
     step_ceiling : float
         Largest step (in log units squared) at any temperature.
     seed : int
@@ -88,10 +88,10 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
             for k in range(num_steps):
                 W, H = np.exp(U), np.exp(V)
                 if k <= num_steps - num_keep and k % ADAPT_EVERY == 0:
-                    # per-coordinate steps from the tempered curvature of u_ir, about t w_ir sum_j h_rj (the
-                    # expected count of atom r in row i); renewed during burn-in, fixed for the kept part
-                    step_u = np.minimum(stiffness / (t * W * H.sum(axis=1) + 1.0), step_ceiling)
-                    step_v = np.minimum(stiffness / (t * H * W.sum(axis=0)[:, None] + 1.0), step_ceiling)
+                    # steps per row of W (column of H) from the tempered curvature of scaling it, t times its
+                    # expected count sum_j (WH)_ij; renewed during burn-in, fixed for the kept part
+                    step_u = np.minimum(stiffness / (t * (W @ H.sum(axis=1)) + 1.0), step_ceiling)[:, None]
+                    step_v = np.minimum(stiffness / (t * (W.sum(axis=0) @ H) + 1.0), step_ceiling)[None, :]
                     noise_u, noise_v = np.sqrt(step_u), np.sqrt(step_v)
                 # d/du [t log p(X | W, H) - lambda W + u] = W * (t (X / WH) H^T - t 1 H^T - lambda) + 1
                 ratio = X / np.maximum(W @ H, 1e-300)

@@ -63,23 +63,14 @@ def _normal_slow(counter, pending, hz, iz):
         u, counter = _uniform(counter)
         if FN[iz] + u * (FN[iz - 1] - FN[iz]) < np.exp(-0.5 * x * x):
             return x, counter, pending
-        if pending & _FLAG:
-            bits = np.uint32(pending & _LOW)
-            pending = np.uint64(0)
-        else:
-            counter = counter + _GOLDEN
-            z = _mix(counter)
-            pending = (z >> np.uint64(32)) | _FLAG
-            bits = np.uint32(z & _LOW)
-        iz = np.int64(bits & np.uint32(127))
-        hz = np.int64(np.int32(bits) >> np.int32(7))
+        iz, hz, counter, pending = _ziggurat_box(counter, pending)
         if abs(hz) < KN[iz]:
             return hz * WN[iz], counter, pending
 
 
 @numba.njit(cache=True, inline="always")
-def draw_normal(counter, pending):
-    """One standard normal from a stream held in registers; returns (z, counter, pending)."""
+def _ziggurat_box(counter, pending):
+    """32 fresh bits (half of a splitmix64 output, the other half kept pending) as the ziggurat's (iz, hz)."""
     if pending & _FLAG:
         bits = np.uint32(pending & _LOW)
         pending = np.uint64(0)
@@ -88,8 +79,13 @@ def draw_normal(counter, pending):
         z = _mix(counter)
         pending = (z >> np.uint64(32)) | _FLAG
         bits = np.uint32(z & _LOW)
-    iz = np.int64(bits & np.uint32(127))
-    hz = np.int64(np.int32(bits) >> np.int32(7))
+    return np.int64(bits & np.uint32(127)), np.int64(np.int32(bits) >> np.int32(7)), counter, pending
+
+
+@numba.njit(cache=True, inline="always")
+def draw_normal(counter, pending):
+    """One standard normal from a stream held in registers; returns (z, counter, pending)."""
+    iz, hz, counter, pending = _ziggurat_box(counter, pending)
     if abs(hz) < KN[iz]:
         return hz * WN[iz], counter, pending
     return _normal_slow(counter, pending, hz, iz)

@@ -86,7 +86,6 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
             z_u, z_v = rng.standard_normal(U.shape), rng.standard_normal(V.shape)
             trace = np.empty(num_keep)
             for k in range(num_steps):
-                W, H = np.exp(U), np.exp(V)
                 if k <= num_steps - num_keep and k % ADAPT_EVERY == 0:
                     # steps per row of W (column of H) from the tempered curvature of scaling it, t times its
                     # expected count sum_j (WH)_ij; renewed during burn-in, fixed for the kept part
@@ -105,8 +104,9 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
                 V = V + 0.5 * step_v * (H * (t * (W.T @ ratio - W.sum(axis=0)[:, None]) - prior_rate) + 1.0) \
                     + noise_v * 0.5 * (z_v + z_next)
                 z_v = z_next
+                H = np.exp(V)
                 if k >= num_steps - num_keep:
-                    trace[k - (num_steps - num_keep)] = log_likelihood(W, np.exp(V))
+                    trace[k - (num_steps - num_keep)] = log_likelihood(W, H)
             if not np.all(np.isfinite(trace)):
                 raise FloatingPointError(f"log-space STI diverged at t = {t:.3g} (rank {rank}): lower stiffness or "
                                          "raise num_steps")

@@ -114,6 +114,23 @@ def test_generic_full_evaluation_scores_on_all_data(small):
         np.testing.assert_array_equal(got, want)
 
 
+
+def test_per_temperature_lengths_run_each_chain_as_its_own_setting(small):
+    # chain i of a per-temperature run is the chain of a scalar run with that length and step
+    sparse = from_dense(small)
+    settings = dict(FAST, num_intervals=2, num_blocks=2, prior_rate=0.6)
+    mixed = select_parafac_rank(sparse, [2], **dict(settings, num_steps=[40, 40, 60], step_a=[1e-6, 1e-6, 2e-6]))
+    short = select_parafac_rank(sparse, [2], **dict(settings, num_steps=40, step_a=1e-6))
+    long = select_parafac_rank(sparse, [2], **dict(settings, num_steps=60, step_a=2e-6))
+    means = [r.results[0].mean_log_likelihood for r in (mixed, short, long)]
+    np.testing.assert_array_equal(means[0][:2], means[1][:2])
+    assert means[0][2] == means[2][2] and means[0][2] != means[1][2]
+    assert mixed.settings["num_steps"] == [40, 40, 60] and short.settings["num_steps"] == 40
+    assert mixed.settings["step_a"] == [1e-6, 1e-6, 2e-6] and short.settings["step_a"] == 1e-6
+    # t = 0 takes exact prior draws: its length is not used, even when shorter than num_keep
+    same = select_parafac_rank(sparse, [2], **dict(settings, num_steps=[10, 40, 60], step_a=[1e-6, 1e-6, 2e-6]))
+    np.testing.assert_array_equal(same.log_marginal_likelihood, mixed.log_marginal_likelihood)
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(sparse=True), "num_blocks is required"),
     (dict(num_blocks=2, subset_size=10), "not both"),
@@ -127,6 +144,10 @@ def test_generic_full_evaluation_scores_on_all_data(small):
     (dict(evaluate="often"), "evaluate="),
     (dict(evaluate="full", evaluate_every=1.5), "evaluate_every"),
     (dict(prior_draws=0), "prior_draws"),
+    (dict(num_steps=[40, 40]), "one per temperature"),
+    (dict(num_steps=[40, 40, 40.5]), "positive integers"),
+    (dict(step_a=[1e-6, 0.0, 1e-6]), "positive numbers"),
+    (dict(num_steps=[40, 10, 40]), "num_keep=20 must lie in"),
 ])
 def test_invalid_settings(small, kwargs, match):
     kwargs = dict(kwargs)

@@ -122,6 +122,22 @@ def _entry_schedule(num_entries, subset_size):
     return lambda rng, iteration: rng.integers(0, num_entries, size=subset_size)
 
 
+def _per_temperature(value, name, num_temperatures, kind):
+    """``value`` as a list with one entry per temperature (a scalar is repeated)."""
+    values = np.atleast_1d(np.asarray(value, dtype=float))
+    if values.ndim != 1 or values.size not in (1, num_temperatures):
+        raise ParameterError(f"{name}={value!r}: expected a number or {num_temperatures} values, one per temperature")
+    whole = kind is not int or np.all(values == np.round(values))
+    if not (whole and np.all(np.isfinite(values)) and np.all(values > 0)):
+        raise ParameterError(f"{name}={value!r}: expected positive {'integers' if kind is int else 'numbers'}")
+    return [kind(v) for v in np.broadcast_to(values, (num_temperatures,))]
+
+
+def _setting(values):
+    """A per-temperature setting as recorded: one number when all are equal, else the list."""
+    return values[0] if len(set(values)) == 1 else list(values)
+
+
 def _fingerprint(data):
     digest = hashlib.sha256()
     if isinstance(data, SparseTensor):
@@ -170,16 +186,21 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
     num_intervals : int
         T, the number of temperature intervals (T + 1 chains per rank).
     schedule, power : see :func:`core.evidence.sti.temperature_grid`
-    num_steps : int
-        Iterations per chain (L in PARAFAC'18 §V-A, K in §V-B).
+    num_steps : int or sequence of int
+        Iterations per chain (L in PARAFAC'18 §V-A, K in §V-B), or one value
+        per temperature of the grid (t = 0 first; that one is used only
+        without ``exact_prior``): the chains near t = 1, where the power
+        posterior is narrowest, are the slowest to reach it.
     num_keep : int
         Last iterations kept for the expectations.
     num_blocks : int, optional
         B of the block-parallel scheme (required for sparse data).
     subset_size : int, optional
         N_s for random entry subsets of dense data (default: all entries).
-    step_a, step_b : float
-        Step size (a/l)^b during burn-in, then fixed.
+    step_a : float or sequence of float
+        a of the step size (a/l)^b during burn-in, then fixed; or one value per
+        temperature (e.g. to keep the final step with per-temperature lengths).
+    step_b : float
     alpha, sigma : float
         pSGLD settings (PARAFAC'18 eq. 9). v averages the squared gradient
         per tensor entry, so σ must be small beside those averages: for a
@@ -262,8 +283,12 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
         raise ParameterError(f"init={init!r}: expected 'map' or 'prior'")
     if sampler not in ("psgld", "sgld"):
         raise ParameterError(f"sampler={sampler!r}: expected 'psgld' or 'sgld'")
-    if not 1 <= int(num_keep) <= int(num_steps):
-        raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
+    temperatures = temperature_grid(num_intervals, schedule=schedule, power=power)
+    steps_per_t = _per_temperature(num_steps, "num_steps", temperatures.size, int)
+    step_a_per_t = _per_temperature(step_a, "step_a", temperatures.size, float)
+    run_steps = steps_per_t[1:] if exact_prior else steps_per_t
+    if not 1 <= int(num_keep) <= min(run_steps):
+        raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={min(run_steps)}]")
     if evaluate not in ("auto", "full", "before_update", "after_update"):
         raise ParameterError(f"evaluate={evaluate!r}: expected 'auto', 'full', 'before_update' or 'after_update'")
     if evaluate == "auto":
@@ -284,7 +309,6 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
         raise ParameterError("give num_blocks (block parts) or subset_size (random entries), not both")
     if subset_size is not None and not 1 <= int(subset_size) <= probe.n_data:
         raise ParameterError(f"subset_size={subset_size} must lie in 1..{probe.n_data}")
-    temperatures = temperature_grid(num_intervals, schedule=schedule, power=power)
     if engine == "compiled" and not (probe.is_sparse and num_blocks is not None):
         raise ParameterError("engine='compiled' needs a SparseTensor and num_blocks")
     compiled = engine != "generic" and probe.is_sparse and num_blocks is not None
@@ -300,9 +324,9 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
         subset_fn = full_data
     settings = dict(prior_rate=np.broadcast_to(np.asarray(prior_rate, float), (3,)).tolist(), sampler=sampler,
                     num_intervals=int(num_intervals), schedule=schedule, power=float(power),
-                    temperatures=temperatures.tolist(), num_steps=int(num_steps), num_keep=int(num_keep),
+                    temperatures=temperatures.tolist(), num_steps=_setting(steps_per_t), num_keep=int(num_keep),
                     num_blocks=None if num_blocks is None else int(num_blocks),
-                    subset_size=None if subset_size is None else int(subset_size), step_a=float(step_a),
+                    subset_size=None if subset_size is None else int(subset_size), step_a=_setting(step_a_per_t),
                     step_b=float(step_b), alpha=float(alpha), sigma=float(sigma), evaluate=evaluate,
                     evaluate_every=evaluate_every, rule=rule,
                     exact_prior=bool(exact_prior), prior_draws=int(prior_draws) if exact_prior else 0, init=init,
@@ -351,13 +375,13 @@ def select_parafac_rank(data, ranks, *, prior_rate=1.0, sampler="psgld", num_int
                 if compiled:
                     trace, _ = run_parafac_block_chain(
                         index, start, prior_rates=model.prior_rates, seed=seed, chain=(rank, i), temperature=t,
-                        num_steps=int(num_steps), num_keep=int(num_keep), sampler=sampler, step_a=step_a,
+                        num_steps=steps_per_t[i], num_keep=int(num_keep), sampler=sampler, step_a=step_a_per_t[i],
                         step_b=step_b, alpha=alpha, sigma=sigma, evaluate=evaluate,
                         evaluate_every=evaluate_every, parallel=parallel, comm=comm if collective else None)
                 else:
                     trace, _ = power_posterior_chain(
-                        model, start, rng, temperature=t, num_steps=int(num_steps), num_keep=int(num_keep),
-                        subset_fn=subset_fn, sampler=sampler, step_a=step_a, step_b=step_b, alpha=alpha,
+                        model, start, rng, temperature=t, num_steps=steps_per_t[i], num_keep=int(num_keep),
+                        subset_fn=subset_fn, sampler=sampler, step_a=step_a_per_t[i], step_b=step_b, alpha=alpha,
                         sigma=sigma, evaluate=evaluate, evaluate_every=evaluate_every)
                 traces[rank, i] = trace
             writer = not collective or (rank, i) in cheap or process == 0

@@ -29,8 +29,8 @@ relative to the average per non-zero: σ = 1e−5 × nnz / N. With √v ≫ σ,
 pSGLD's move per iteration is about ε N in every coordinate (G ≈ 1/|ḡ| and
 the gradient is about N ḡ), so the fixed step after burn-in is
 ε = 0.01 / (λ N) — one percent of the prior scale 1/λ per iteration — and
-a = burn-in × ε^(1/b) with b = 0.51 gives it (the burn-in starts about
-burn-in^b ≈ 50 times larger); for the synthetic experiment this rule gives
+a = burn-in × ε^(1/b) with b = 0.51 gives it, per temperature, so every K
+ends at the same step (a 2500-iteration burn-in starts 2500^b ≈ 54 times larger); for the synthetic experiment this rule gives
 ε ≈ 1.1e−6, the paper's (1e−8/1500)^0.51 ≈ 2e−6. As in
 :mod:`core.evidence.parafac_rank`: t = 0 uses independent prior draws, chains
 start at prior draws (``--init map``: that draw after 50 MAP sweeps).

@@ -30,8 +30,8 @@ pSGLD's move per iteration is about ε N in every coordinate (G ≈ 1/|ḡ| and
 the gradient is about N ḡ), so the fixed step after burn-in is
 ε = 0.01 / (λ N) — one percent of the prior scale 1/λ per iteration — and
 a = burn-in × ε^(1/b) with b = 0.51 gives it, per temperature, so every K
-ends at the same step (a 2500-iteration burn-in starts 2500^b ≈ 54 times larger); for the synthetic experiment this rule gives
-ε ≈ 1.1e−6, the paper's (1e−8/1500)^0.51 ≈ 2e−6. As in
+ends at the same step (a 2500-iteration burn-in starts 2500^b ≈ 54 times
+larger); for the synthetic experiment this rule gives ε ≈ 1.1e−6, the paper's (1e−8/1500)^0.51 ≈ 2e−6. As in
 :mod:`core.evidence.parafac_rank`: t = 0 uses independent prior draws, chains
 start at prior draws (``--init map``: that draw after 50 MAP sweeps).
 
@@ -67,6 +67,7 @@ JSON keys: ``shape``, ``nnz``, ``ranks``, ``lambdas``, ``log_marginal_likelihood
 check of :mod:`core.evidence.tempering_check`, per rank), ``per_lambda_seconds``, ``per_lambda_cpu_seconds``.
 """
 
+import argparse
 import resource
 import time
 import warnings
@@ -92,6 +93,17 @@ def step_a_for(prior_rate, n_data, num_burn_in, step_b):
     return num_burn_in * final ** (1.0 / step_b)
 
 
+def step_counts(text):
+    """``--steps``: comma-separated positive integers (one K, or one per temperature)."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers separated by commas, e.g. 3000")
+    return values
+
+
 def sigma_for(nnz, n_data, sigma=1e-5):
     """pSGLD's σ relative to the gradient average per non-zero: ``sigma × nnz / N`` (module docstring)."""
     return float(sigma) * float(nnz) / float(n_data)
@@ -104,8 +116,9 @@ def main():
     parser.add_argument("--true-rank", type=int, default=5, help="rank of the simulated tensor (default 5)")
     parser.add_argument("--lambdas", help="comma-separated prior rates (default λ0/2, λ0, 2λ0)")
     parser.add_argument("--ranks", help="comma-separated ranks (default 1..11)")
-    parser.add_argument("--steps", help="iterations per temperature: one K, or T + 1 comma-separated values for "
-                        "t = 0, 0.2, ..., 1 (default 3000 at t <= 0.6, 30000 at t = 0.8, 1; the paper: 3000)")
+    parser.add_argument("--steps", type=step_counts,
+                        help="iterations per temperature: one K, or T + 1 comma-separated values for t = 0, 0.2, "
+                        "..., 1 (default 3000 at t <= 0.6, 30000 at t = 0.8, 1; the paper: 3000)")
     parser.add_argument("--keep", type=int, help="kept iterations (default 500)")
     parser.add_argument("--blocks", type=int, default=12, help="B (default 12)")
     parser.add_argument("--checkpoint", help="folder for per-chain checkpoints (one subfolder per λ)")
@@ -120,7 +133,7 @@ def main():
     parser.add_argument("--init", choices=("prior", "map"), default="prior",
                         help="chain start: a prior draw, or that draw after 50 MAP sweeps (default prior)")
     parser.add_argument("--parallel", action="store_true",
-                        help="update the B blocks of a part on numba threads (same samples; for an otherwise idle machine)")
+                        help="update the B blocks of a part on numba threads (same samples; for idle cores)")
     parser.add_argument("--distributed", action="store_true",
                         help="under mpiexec: spread each chain's blocks over the processes (Fig. 1)")
     parser.add_argument("--chain-memory-gb", type=float, default=1.0,
@@ -153,18 +166,15 @@ def run(args, parser, comm, is_root, started):
         ranks = [int(v) for v in args.ranks.split(",")]
     else:
         ranks = [3, 5, 7] if args.quick else list(range(1, 12))
-    if args.steps:
-        num_steps = [int(v) for v in args.steps.split(",")]
-    else:
-        num_steps = [200] if args.quick else list(STEPS)
+    num_steps = args.steps or ([200] if args.quick else list(STEPS))
     num_keep = args.keep or (50 if args.quick else 500)
     n_data = int(np.prod(X.shape, dtype=np.float64))
     distributed = comm is not None and (args.distributed or X.nnz * 32 > args.chain_memory_gb * 2 ** 30)
     level = "blocks" if distributed else ("chains" if comm is not None else "none")
     if is_root:
         print(f"tensor {X.shape}, nnz={X.nnz}, ranks={ranks}, lambdas={[round(v, 4) for v in lambdas]}, "
-              f"K={','.join(map(str, num_steps))} (keep {num_keep}), B={args.blocks}, processes={1 if comm is None else comm.Get_size()}"
-              f" (MPI level: {level})", flush=True)
+              f"K={','.join(map(str, num_steps))} (keep {num_keep}), B={args.blocks}, "
+              f"processes={1 if comm is None else comm.Get_size()} (MPI level: {level})", flush=True)
 
     results = {"shape": list(X.shape), "nnz": X.nnz, "ranks": ranks, "lambdas": sorted(lambdas), "true_R": true_rank,
                "data_prior_rate": own_rate, "log_marginal_likelihood": {}, "stderr": {}, "selected_rank": {},

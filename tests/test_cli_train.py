@@ -313,3 +313,10 @@ def test_bad_rank(tiny_corpus, tmp_path, rank):
     assert result.exit_code == 2
     assert "expected a positive integer or 'auto'" in result.stderr
     assert not (tmp_path / "d.npz").exists()
+
+
+@pytest.mark.parametrize("name", ["d.wav", "d", "d.npz.txt"])
+def test_output_must_be_npz(tiny_corpus, tmp_path, name):
+    assert_one_line_error(run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", tmp_path / name]),
+                          name, ".npz")
+    assert os.listdir(tmp_path) == []

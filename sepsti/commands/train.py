@@ -77,6 +77,10 @@ def train(corpus, rank, candidate_ranks, output, iterations, tol, seed, overwrit
     index = corpus_index(corpus)
     check_output_path(output, overwrite=overwrite,
                       inputs=[index.clean[utterance] for utterance in TRAIN_IDS if utterance in index.clean])
+    if Path(output).suffix.lower() != ".npz":
+        from core.errors import ParameterError
+
+        raise ParameterError(f"-o {output}: a dictionary is an .npz archive; give an output name ending in .npz")
     signals = []
     ids = []
     for utterance, y, sample_rate in clean_signals(index, split="train"):

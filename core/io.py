@@ -1,6 +1,12 @@
-"""Atomic file output: write to a temporary file beside the target, then rename."""
+"""Atomic file output: write to a temporary file beside the target, then rename.
+
+Temporary files are hidden and recognisable (``.<name>.sepsti-tmp.<pid>.<random><suffix>``), so
+that one left by a killed process can be told from the user's files and removed by the next
+writer of the same target.
+"""
 
 import contextlib
+import errno
 import math
 import os
 import tempfile
@@ -8,7 +14,7 @@ from pathlib import Path
 
 from core.errors import ParameterError
 
-__all__ = ["atomic_path", "check_output_path", "json_safe"]
+__all__ = ["TEMPORARY_MARKER", "atomic_path", "check_output_path", "json_safe", "remove_stale_temporaries"]
 
 
 def check_output_path(path, *, overwrite=False, inputs=()):
@@ -53,11 +59,99 @@ def check_output_path(path, *, overwrite=False, inputs=()):
     return path
 
 
+#: Marker in the names of this package's temporary files: ``.<name>.sepsti-tmp.<pid>.<random><suffix>``.
+TEMPORARY_MARKER = ".sepsti-tmp."
+
+
+def _temporary_prefix(path):
+    return f".{path.name}{TEMPORARY_MARKER}"
+
+
+def _process_is_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def remove_stale_temporaries(path):
+    """Remove temporary files left beside ``path`` by writers of ours that were killed.
+
+    Only files named like this module's temporaries for this very target
+    (``.<name>.sepsti-tmp.<pid>.*``), owned by the current user, whose process
+    ``<pid>`` no longer runs are removed; anything else is left alone.
+
+    Parameters
+    ----------
+    path : str or Path
+        The final file whose stale temporaries are cleaned up.
+
+    Returns
+    -------
+    list of Path
+        The files removed.
+    """
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    prefix = _temporary_prefix(path)
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        pid_text = entry.name[len(prefix):].split(".", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _process_is_alive(int(pid_text)):
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(Path(entry.path))
+    return removed
+
+
+def _appeared(path):
+    return ParameterError(f"{path}: output was created by another program while this command ran; it was left "
+                          "as it is (pass --overwrite to replace it)")
+
+
+def _publish_new(tmp, path):
+    """Give ``tmp`` the name ``path`` only if no file has that name (never replaces one)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise _appeared(path) from None
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.EACCES, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
+                               errno.EMLINK, errno.ENOSYS):
+            raise
+        # No hard links here (some network and FAT file systems): claim the name with an
+        # exclusive create, then move the finished file onto the placeholder.
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            raise _appeared(path) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
 @contextlib.contextmanager
-def atomic_path(path, *, suffix=None):
-    """Yield a temporary path beside ``path``; rename it onto ``path`` on success.
+def atomic_path(path, *, suffix=None, overwrite=True):
+    """Yield a temporary path beside ``path``; give it the name ``path`` on success.
 
     On any exception the temporary file is removed and ``path`` is untouched.
+    The temporary file is named ``.<name>.sepsti-tmp.<pid>.<random><suffix>``;
+    stale ones of killed writers for the same target are removed first
+    (:func:`remove_stale_temporaries`).
 
     Parameters
     ----------
@@ -66,10 +160,22 @@ def atomic_path(path, *, suffix=None):
     suffix : str, optional
         Suffix of the temporary file (defaults to the final file's, so that
         writers that choose a format by extension keep working).
+    overwrite : bool
+        True: the finished file replaces ``path`` if it exists (``os.replace``).
+        False: the last step refuses to replace a file, including one created
+        by someone else while the caller was working (hard link, or an
+        exclusive create where links are not available).
+
+    Raises
+    ------
+    ParameterError
+        With ``overwrite=False``, if ``path`` exists when the result is published.
     """
     path = Path(path)
     suffix = path.suffix if suffix is None else suffix
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent if str(path.parent) else ".")
+    remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f"{_temporary_prefix(path)}{os.getpid()}.", suffix=suffix,
+                               dir=path.parent if str(path.parent) else ".")
     os.close(fd)
     # mkstemp creates owner-only files; give the output the permissions a plain open() would.
     umask = os.umask(0)
@@ -77,7 +183,10 @@ def atomic_path(path, *, suffix=None):
     os.chmod(tmp, 0o666 & ~umask)
     try:
         yield Path(tmp)
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _publish_new(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -1,0 +1,94 @@
+"""``core.io``: atomic outputs that never replace a file they were not allowed to, and their temporaries."""
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.errors import ParameterError
+from core.io import TEMPORARY_MARKER, atomic_path, remove_stale_temporaries
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_success_publishes_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "out.txt"
+    with atomic_path(target, overwrite=False) as tmp:
+        assert tmp.parent == tmp_path and tmp.name.startswith(".out.txt" + TEMPORARY_MARKER) and tmp.suffix == ".txt"
+        tmp.write_text("new")
+    assert target.read_text() == "new"
+    assert os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_overwrite_true_replaces(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    with atomic_path(target) as tmp:
+        tmp.write_text("new")
+    assert target.read_text() == "new"
+
+
+@pytest.mark.parametrize("links", [True, False])
+def test_a_file_that_appears_meanwhile_is_not_replaced(tmp_path, monkeypatch, links):
+    if not links:  # a file system without hard links: the exclusive-create fallback
+        def no_link(source, destination):
+            raise OSError(errno.EPERM, "Operation not permitted")
+
+        monkeypatch.setattr(os, "link", no_link)
+    target = tmp_path / "out.txt"
+    with pytest.raises(ParameterError, match="created by another program.*--overwrite"):
+        with atomic_path(target, overwrite=False) as tmp:
+            tmp.write_text("ours")
+            target.write_text("theirs")  # another process wins the race
+    assert target.read_text() == "theirs"
+    assert os.listdir(tmp_path) == ["out.txt"]
+    other = tmp_path / "other.txt"
+    with atomic_path(other, overwrite=False) as tmp:
+        tmp.write_text("ours")
+    assert other.read_text() == "ours" and sorted(os.listdir(tmp_path)) == ["other.txt", "out.txt"]
+
+
+def test_failure_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError):
+        with atomic_path(tmp_path / "out.txt") as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("boom")
+    assert os.listdir(tmp_path) == []
+
+
+def _dead_pid():
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_stale_temporaries_of_killed_writers_are_removed(tmp_path):
+    target = tmp_path / "out.wav"
+    stale = tmp_path / f".out.wav{TEMPORARY_MARKER}{_dead_pid()}.abc123.wav"
+    alive = tmp_path / f".out.wav{TEMPORARY_MARKER}{os.getppid()}.def456.wav"
+    other_target = tmp_path / f".other.wav{TEMPORARY_MARKER}{_dead_pid()}.x.wav"
+    users = [tmp_path / ".out.wav.swp", tmp_path / f".out.wav{TEMPORARY_MARKER}notapid.wav"]
+    for path in (stale, alive, other_target, *users):
+        path.write_bytes(b"x")
+    assert remove_stale_temporaries(target) == [stale]
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        path.name for path in (alive, other_target, *users))
+
+
+def test_kill_9_leaves_a_recognisable_temporary_that_the_next_writer_removes(tmp_path):
+    target = tmp_path / "out.txt"
+    script = ("import os, signal, sys\n"
+              "from core.io import atomic_path\n"
+              "with atomic_path(sys.argv[1], overwrite=False) as tmp:\n"
+              "    tmp.write_text('half')\n"
+              "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    result = subprocess.run([sys.executable, "-c", script, str(target)], cwd=ROOT, capture_output=True)
+    assert result.returncode == -9, result.stderr
+    left = os.listdir(tmp_path)
+    assert len(left) == 1 and left[0].startswith(".out.txt" + TEMPORARY_MARKER), left
+    with atomic_path(target, overwrite=False) as tmp:
+        tmp.write_text("whole")
+    assert os.listdir(tmp_path) == ["out.txt"] and target.read_text() == "whole"

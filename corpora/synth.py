@@ -50,9 +50,9 @@ with a key naming the utterance or noise, so a file does not depend on which
 other files are generated.
 """
 
+import contextlib
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import NamedTuple
 
@@ -65,7 +65,7 @@ from core.random import stream
 from corpora.noizeus import ALL_IDS, clean_name, noisy_name, split_ids
 
 __all__ = ["SAMPLE_RATE", "NOISE_TYPES", "SNRS", "Speaker", "make_speaker", "corpus_speakers",
-           "synth_utterance", "synth_noise", "telephone_band", "mix", "write_corpus"]
+           "synth_utterance", "synth_noise", "telephone_band", "mix", "write_corpus", "MARKER"]
 
 SAMPLE_RATE = 8000
 NOISE_TYPES = ("white", "pink", "babble", "car", "street")
@@ -582,6 +582,109 @@ def _parse_snrs(snrs):
     return list(dict.fromkeys(snrs))
 
 
+MARKER = "synth.json"
+_GENERATOR = "corpora.synth"
+
+
+def _corpus_paths(ids, noises, snrs):
+    """Relative paths (POSIX) of the files a corpus with these settings holds."""
+    paths = [f"clean/{clean_name(utterance)}" for utterance in ids]
+    paths += [f"noisy/{noise}_{snr}dB/{noisy_name(utterance, noise, snr)}"
+              for utterance in ids for noise in noises for snr in snrs]
+    return paths
+
+
+def _read_marker(root):
+    """The files a previous ``write_corpus`` in ``root`` wrote: ``{relative path: sha256 or None}``.
+
+    Raises
+    ------
+    ParameterError
+        If ``root`` holds no marker or one this module did not write.
+    """
+    marker = root / MARKER
+    refuse = (f"{root}: not a corpus written by `sepsti corpus synth` ({{why}}); --overwrite replaces only "
+              "such a corpus; choose a new or empty folder")
+    if not marker.is_file() or marker.is_symlink():
+        raise ParameterError(refuse.format(why=f"no {MARKER}"))
+    try:
+        settings = json.loads(marker.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        raise ParameterError(refuse.format(why=f"{MARKER} is not its settings file")) from None
+    if not isinstance(settings, dict) or settings.get("generator") != _GENERATOR:
+        raise ParameterError(refuse.format(why=f"{MARKER} is not its settings file"))
+    paths = settings.get("paths")
+    if isinstance(paths, dict) and all(isinstance(key, str) and (value is None or isinstance(value, str))
+                                       for key, value in paths.items()):
+        return paths
+    try:  # written before the marker listed its files: the names follow from the settings
+        return dict.fromkeys(_corpus_paths(settings["ids"], settings["noises"], settings["snrs"]))
+    except (KeyError, TypeError, ValueError):
+        raise ParameterError(refuse.format(why=f"{MARKER} does not list its files")) from None
+
+
+def _sha256(path):
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _own_files(root):
+    """Files of a previous run below ``root`` to remove, after checking that nothing else is there.
+
+    Everything below ``root`` must be the marker, a file the marker lists (unchanged, when the
+    marker recorded its hash), a folder of the corpus layout or a temporary file of ours.
+
+    Returns
+    -------
+    files : list of Path
+    folders : list of Path
+        Corpus folders, deepest first.
+
+    Raises
+    ------
+    ParameterError
+        Naming the first foreign or changed files; nothing has been touched.
+    """
+    from core.io import TEMPORARY_MARKER
+
+    listed = _read_marker(root)
+    ours = {MARKER, *listed}
+    folders = {str(Path(name).parent.as_posix()) for name in listed} - {"."}
+    for name in list(folders):
+        folders.update(parent.as_posix() for parent in Path(name).parents if str(parent) != ".")
+    files, foreign, changed = [], [], []
+    for folder, subfolders, names in os.walk(root):
+        relative_folder = Path(folder).relative_to(root)
+        for name in list(subfolders):
+            relative = (relative_folder / name).as_posix()
+            if relative not in folders or (Path(folder) / name).is_symlink():
+                foreign.append(relative + "/")
+                subfolders.remove(name)
+        for name in names:
+            path = Path(folder) / name
+            relative = (relative_folder / name).as_posix()
+            base = relative_folder / name.split(TEMPORARY_MARKER, 1)[0][1:]
+            if name.startswith(".") and TEMPORARY_MARKER in name and base.as_posix() in ours:
+                files.append(path)
+            elif relative not in ours or path.is_symlink() or not path.is_file():
+                foreign.append(relative)
+            elif listed.get(relative) is not None and _sha256(path) != listed[relative]:
+                changed.append(relative)
+            else:
+                files.append(path)
+    if foreign:
+        shown = ", ".join(sorted(foreign)[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise ParameterError(f"{root}: holds {len(foreign)} file(s) or folder(s) that `corpus synth` did not "
+                             f"write ({shown}); --overwrite replaces only its own files; move them away or "
+                             "choose another folder")
+    if changed:
+        shown = ", ".join(sorted(changed)[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        raise ParameterError(f"{root}: {len(changed)} file(s) changed since `corpus synth` wrote them ({shown}); "
+                             "--overwrite does not replace edited files; move them away or choose another folder")
+    return files, [root / name for name in sorted(folders, key=lambda name: -name.count("/"))]
+
+
 def _prepare_root(root, overwrite):
     root = Path(root)
     if root.exists() and not root.is_dir():
@@ -589,11 +692,15 @@ def _prepare_root(root, overwrite):
     if root.is_dir() and any(root.iterdir()):
         if not overwrite:
             raise ParameterError(f"{root}: folder is not empty; pass --overwrite to replace the corpus in it")
-        # Remove what a previous run wrote, and only that.
-        for name in ("clean", "noisy"):
-            if (root / name).is_dir():
-                shutil.rmtree(root / name)
-        (root / "synth.json").unlink(missing_ok=True)
+        # Remove what a previous run wrote, and only that: all is checked before anything goes.
+        files, folders = _own_files(root)
+        for path in files:
+            if path.name != MARKER:
+                path.unlink()
+        (root / MARKER).unlink()
+        for folder in folders:
+            with contextlib.suppress(OSError):  # not empty: a file kept by a failed removal
+                folder.rmdir()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -601,6 +708,11 @@ def _prepare_root(root, overwrite):
     if not os.access(root, os.W_OK):
         raise ParameterError(f"{root}: folder is not writable")
     return root
+
+
+def _write_marker(root, settings):
+    with atomic_path(root / MARKER) as temporary:
+        temporary.write_text(json.dumps(settings, indent=2) + "\n")
 
 
 def _write_int16(path, samples):
@@ -625,8 +737,10 @@ def write_corpus(root, *, seed=0, utterances=30, noises=NOISE_TYPES, snrs=SNRS, 
     ----------
     root : str or Path
         Output folder; created if needed. A non-empty folder is refused
-        unless ``overwrite``, which removes its ``clean/``, ``noisy/`` and
-        ``synth.json`` first.
+        unless ``overwrite``, and even then unless it holds only what a
+        previous call wrote: the marker ``synth.json`` and the files it lists
+        (unchanged since; their SHA-256 is recorded). Those are removed first;
+        anything else makes the call fail before a file is touched.
     seed : int
     utterances : int or iterable of str
         The first N ids (sp01..spN), or explicit ids such as ``["sp01", "sp21"]``.
@@ -641,7 +755,8 @@ def write_corpus(root, *, seed=0, utterances=30, noises=NOISE_TYPES, snrs=SNRS, 
     Returns
     -------
     dict
-        The settings written to ``synth.json`` (ids, noises, snrs, files).
+        The settings written to ``synth.json`` (ids, noises, snrs, the number of
+        files, and ``paths``: each file's path relative to ``root`` with its SHA-256).
 
     Raises
     ------
@@ -655,6 +770,14 @@ def write_corpus(root, *, seed=0, utterances=30, noises=NOISE_TYPES, snrs=SNRS, 
         raise ParameterError(f"seed={seed}: expected a non-negative integer")
     root = _prepare_root(root, overwrite)
     speakers = corpus_speakers(seed)
+    settings = {"generator": _GENERATOR, "seed": int(seed), "sample_rate": SAMPLE_RATE, "ids": ids,
+                "noises": noises, "snrs": snrs, "files": 0, "complete": False,
+                "snr_definition": "10 log10(sum(clean**2) / sum(noise**2)) over the whole file",
+                "speakers": [dict(speaker._asdict()) for speaker in speakers],
+                "paths": dict.fromkeys(_corpus_paths(ids, noises, snrs))}
+    # The marker comes first, listing what will be written: a run that is interrupted leaves
+    # a folder that --overwrite still recognises as ours.
+    _write_marker(root, settings)
     bar = progress_bar(len(noises) + len(ids), desc="synthesising corpus", enabled=progress)
     records = {}
     for noise in noises:
@@ -686,18 +809,15 @@ def write_corpus(root, *, seed=0, utterances=30, noises=NOISE_TYPES, snrs=SNRS, 
             if peak <= 32767 and np.abs(clean).max() <= 32767:
                 break
             y *= 0.9 * 32767 / peak
-        _write_int16(root / "clean" / clean_name(utterance), clean.astype(np.int16))
-        count += 1
-        for (noise, snr), noise_samples in scaled.items():
-            path = root / "noisy" / f"{noise}_{snr}dB" / noisy_name(utterance, noise, snr)
-            _write_int16(path, (clean + noise_samples).astype(np.int16))
+        written = [(f"clean/{clean_name(utterance)}", clean)]
+        written += [(f"noisy/{noise}_{snr}dB/{noisy_name(utterance, noise, snr)}", clean + noise_samples)
+                    for (noise, snr), noise_samples in scaled.items()]
+        for relative, samples in written:
+            _write_int16(root / relative, samples.astype(np.int16))
+            settings["paths"][relative] = _sha256(root / relative)
             count += 1
         bar.update()
     bar.close()
-    settings = {"generator": "corpora.synth", "seed": int(seed), "sample_rate": SAMPLE_RATE, "ids": ids,
-                "noises": noises, "snrs": snrs, "files": count,
-                "snr_definition": "10 log10(sum(clean**2) / sum(noise**2)) over the whole file",
-                "speakers": [dict(speaker._asdict()) for speaker in speakers]}
-    with atomic_path(root / "synth.json") as temporary:
-        temporary.write_text(json.dumps(settings, indent=2) + "\n")
+    settings.update(files=count, complete=True)
+    _write_marker(root, settings)
     return settings

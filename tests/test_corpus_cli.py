@@ -117,3 +117,14 @@ def test_info_on_real_noizeus(noizeus_root):
     assert result.exit_code == 0, result.stderr
     assert "noises: babble, car, street, train" in result.stdout
     assert "training matrix (train split, 20 files): 257 x 1661" in result.stdout
+
+
+def test_overwrite_leaves_a_foreign_corpus_alone(tmp_path):
+    root = tmp_path / "noizeus"
+    (root / "clean").mkdir(parents=True)
+    (root / "clean" / "sp01.wav").write_bytes(b"real")
+    (root / "clean" / "notes.txt").write_text("mine")
+    line = _one_error_line(_run("synth", root, "--utterances", 1, "--noise", "white", "--snr", 0, "--overwrite",
+                                "--no-progress"))
+    assert "not a corpus written by `sepsti corpus synth`" in line
+    assert sorted(path.name for path in root.rglob("*")) == ["clean", "notes.txt", "sp01.wav"]

@@ -260,3 +260,83 @@ def test_default_corpus_supports_nmf_enhancement(tmp_path):
     assert all(gain > 0.3 for gain in mean_gains.values()), mean_gains
     # Stationary broadband noise is the easiest to separate, babble (speech-like) the hardest.
     assert mean_gains["white"] > 1.0 and mean_gains["white"] > mean_gains["babble"], mean_gains
+
+
+def _tree(root):
+    return {path.relative_to(root).as_posix(): path.read_bytes() if path.is_file() else None
+            for path in sorted(root.rglob("*"))}
+
+
+def test_overwrite_refuses_a_folder_it_did_not_write(tmp_path):
+    """A copy of a real corpus (clean/, noisy/, notes) is never emptied by --overwrite."""
+    root = tmp_path / "noizeus"
+    (root / "clean").mkdir(parents=True)
+    (root / "noisy" / "car_5dB").mkdir(parents=True)
+    (root / "clean" / "sp01.wav").write_bytes(b"real speech")
+    (root / "clean" / "notes.txt").write_text("mine")
+    (root / "noisy" / "car_5dB" / "sp01_car_sn5.wav").write_bytes(b"real mixture")
+    before = _tree(root)
+    with pytest.raises(ParameterError, match="not a corpus written by `sepsti corpus synth` .no synth.json"):
+        write_corpus(root, utterances=["sp01"], noises=["white"], snrs=[0], overwrite=True)
+    (root / "synth.json").write_text('{"generator": "something else"}')
+    before = _tree(root)
+    with pytest.raises(ParameterError, match="synth.json is not its settings file"):
+        write_corpus(root, utterances=["sp01"], noises=["white"], snrs=[0], overwrite=True)
+    assert _tree(root) == before
+
+
+@pytest.mark.parametrize("intruder", ["clean/notes.txt", "noisy/white_5dB/sp09_white_sn5.wav", "extra/a.wav",
+                                      "README"])
+def test_overwrite_refuses_files_it_did_not_write_and_touches_nothing(tmp_path, intruder):
+    root = tmp_path / "c"
+    write_corpus(root, seed=0, utterances=["sp02"], noises=["white"], snrs=[5])
+    (root / intruder).parent.mkdir(parents=True, exist_ok=True)
+    (root / intruder).write_text("the user's")
+    before = _tree(root)
+    shown = "extra/" if intruder.startswith("extra/") else intruder  # a foreign folder is named, not searched
+    with pytest.raises(ParameterError, match=f"holds 1 file.*did not write .{shown}.*--overwrite replaces only"):
+        write_corpus(root, seed=1, utterances=["sp03"], noises=["pink"], snrs=[0], overwrite=True)
+    assert _tree(root) == before
+
+
+def test_overwrite_refuses_edited_files(tmp_path):
+    root = tmp_path / "c"
+    write_corpus(root, seed=0, utterances=["sp02"], noises=["white"], snrs=[5])
+    (root / "clean" / "sp02.wav").write_bytes(b"edited by hand")
+    before = _tree(root)
+    with pytest.raises(ParameterError, match="1 file.*changed since.*clean/sp02.wav"):
+        write_corpus(root, seed=0, utterances=["sp02"], noises=["white"], snrs=[5], overwrite=True)
+    assert _tree(root) == before
+
+
+def test_overwrite_replaces_an_interrupted_run_and_its_temporaries(tmp_path):
+    import json
+
+    from core.io import TEMPORARY_MARKER
+
+    root = tmp_path / "c"
+    settings = write_corpus(root, seed=0, utterances=["sp02", "sp03"], noises=["white"], snrs=[5])
+    assert settings["complete"] and set(settings["paths"]) == {
+        "clean/sp02.wav", "clean/sp03.wav", "noisy/white_5dB/sp02_white_sn5.wav", "noisy/white_5dB/sp03_white_sn5.wav"}
+    # as a run killed after its first files: marker without hashes, a file missing, a temporary left
+    marker = json.loads((root / "synth.json").read_text())
+    marker.update(complete=False, paths=dict.fromkeys(marker["paths"]))
+    (root / "synth.json").write_text(json.dumps(marker))
+    (root / "clean" / "sp03.wav").unlink()
+    (root / "clean" / f".sp03.wav{TEMPORARY_MARKER}999999.x.wav").write_bytes(b"half")
+    write_corpus(root, seed=0, utterances=["sp21"], noises=["car"], snrs=[0], overwrite=True)
+    assert sorted(path.relative_to(root).as_posix() for path in root.rglob("*")) == [
+        "clean", "clean/sp21.wav", "noisy", "noisy/car_0dB", "noisy/car_0dB/sp21_car_sn0.wav", "synth.json"]
+
+
+def test_overwrite_accepts_a_marker_from_before_file_lists(tmp_path):
+    import json
+
+    root = tmp_path / "c"
+    write_corpus(root, seed=0, utterances=["sp02"], noises=["white"], snrs=[5])
+    marker = json.loads((root / "synth.json").read_text())
+    for key in ("paths", "complete"):
+        del marker[key]
+    (root / "synth.json").write_text(json.dumps(marker))
+    write_corpus(root, seed=0, utterances=["sp03"], noises=["white"], snrs=[5], overwrite=True)
+    assert corpus_index(root).ids == ["sp03"]

@@ -86,8 +86,13 @@ def hotspot_map(plate_shape, hotspots):
     return loading.ravel()
 
 
-def simulate_raman(experiment, *, seed=0, plate_shape=(25, 25), num_wavenumbers=50, noise_std=0.05):
+def simulate_raman(experiment, *, seed=0, plate_shape=(25, 25), num_wavenumbers=50, noise_std=0.05, intensity=1.0):
     """Simulate Experiment 1 or 2 of the NUTS NMF-GPP paper.
+
+    ``intensity`` scales the signal (the loadings) and ``noise_std`` the noise,
+    so the map can be put in counts: ``intensity=100, noise_std=5`` has the
+    signal-to-noise ratio of the default (1, 0.05) but a likelihood
+    (σ_N = 5) far less stiff relative to the exponential priors.
 
     Parameters
     ----------
@@ -96,7 +101,9 @@ def simulate_raman(experiment, *, seed=0, plate_shape=(25, 25), num_wavenumbers=
     plate_shape : tuple of int
     num_wavenumbers : int
     noise_std : float
-        Standard deviation of the additive Gaussian noise (spectra peak at 1).
+        Standard deviation of the additive Gaussian noise.
+    intensity : float
+        Signal scale: the true loadings are multiplied by it (spectra keep their maximum of 1).
 
     Returns
     -------
@@ -111,6 +118,8 @@ def simulate_raman(experiment, *, seed=0, plate_shape=(25, 25), num_wavenumbers=
         raise ParameterError(f"num_wavenumbers={num_wavenumbers} must be at least 20")
     if not noise_std >= 0:
         raise ParameterError(f"noise_std={noise_std} must be non-negative")
+    if not intensity > 0:
+        raise ParameterError(f"intensity={intensity} must be positive")
     rng = stream(seed, 7, experiment)
     length = num_wavenumbers
     center = rng.uniform(0.35, 0.6) * length
@@ -143,7 +152,7 @@ def simulate_raman(experiment, *, seed=0, plate_shape=(25, 25), num_wavenumbers=
              "amplitude": 1.0} for _ in range(2)]
     background_loading = 0.3 + 0.7 * hotspot_map(plate_shape, wide) / hotspot_map(plate_shape, wide).max()
 
-    D = np.column_stack([loading, 0.5 * background_loading])
+    D = intensity * np.column_stack([loading, 0.5 * background_loading])
     H = np.vstack([analyte, background])
     X = D @ H + noise_std * rng.standard_normal((D.shape[0], length))
     return RamanData(X, D, H, plate_shape, float(noise_std), experiment, peaks, spots)

@@ -69,117 +69,81 @@ from _common import recipe_parser, write_results
 from core.errors import ParameterError
 from core.factorization.map import limit_blas_threads, map_nmf_gpp
 from core.models.nmf_gpp import NMFGPP
-from core.random import stream
-from core.samplers import group_move, hmc, nuts
-from core.samplers.diagnostics import effective_sample_size
-from core.samplers.driver import run_chain
-from core.samplers.mass_matrix import low_rank_preconditioner, numerical_precision, reparametrize
-from core.samplers.warmup import window_adaptation
+from core.samplers.chains import NUTSSettings, sample_nuts
+from core.samplers.diagnostics import mcse_mean
+from core.samplers.metric import AutoMetricSettings, TargetStructure
 from corpora.raman import simulate_raman
 
 NAME = "raman_nuts"
+
+# (intensity, noise standard deviation = sigma_N) of the simulated map.
+REGIMES = {"stiff": (1.0, 0.05), "weak": (5.0, 5.0)}
+
+# Time of one product by the dense 1350 x 1350 inverse mass matrix over one gradient evaluation (numpy gemv
+# against NMFGPP.logdensity_and_grad, one thread): what a dense metric's leaf costs on top of its gradient.
+DENSE_COST = 2.0
+
+METRICS = {"auto": "auto", "diagonal": "diagonal", "diagonal+moves": "diagonal+moves",
+           "gauss-newton": "precision", "gauss-newton+moves": "precision+moves", "dense": "dense"}
 
 
 def corr(a, b):
     return float(np.corrcoef(a, b)[0, 1])
 
 
-class ScaleMoves:
-    """Scale moves of every component after each NUTS transition, the proposal adapted while ``is_adapting``."""
-
-    def __init__(self, model, target_fn, num_moves):
-        self.kernel = group_move.build_kernel(model.rescale, target_fn, num_groups=model.num_components,
-                                              num_moves=num_moves)
-        self.log_proposal_std = np.full(model.num_components, np.log(0.05))
-        self.is_adapting = True
-        self.iteration = 0
-        self.acceptance = []
-
-    def __call__(self, rng, state):
-        state, info = self.kernel(rng, state, self.log_proposal_std)
-        self.acceptance.append(info.acceptance_rate)
-        if self.is_adapting:
-            self.iteration += 1
-            self.log_proposal_std = group_move.adapt_log_proposal_std(self.log_proposal_std, info.acceptance_rate,
-                                                                      self.iteration)
-        return state
+def nmf_gpp_structure(model):
+    """What NUTS can use beyond the density: the Gauss-Newton precision, the D/H scale group, its coordinates."""
+    return TargetStructure(precision_fn=model.gauss_newton_precision, transform_fn=model.rescale,
+                           num_groups=model.num_components, summary_fn=model.component_log_scales)
 
 
-def run_one(data, beta, *, num_warmup, num_draws, metric, rank, max_tree_depth, target, seed, progress,
-            scale_moves=0):
+def run_one(data, beta, *, num_warmup, num_draws, metric, max_tree_depth, target, seed, num_chains=2,
+            num_workers=None, scale_moves=5):
+    """MAP then ``num_chains`` NUTS chains from it; returns the JSON record and the figure data."""
+    if metric not in METRICS:
+        raise ParameterError(f"metric={metric!r}: expected one of {sorted(METRICS)}")
     model = NMFGPP(data.X, num_components=2, plate_shape=data.plate_shape, beta=beta, noise_std=data.noise_std)
     start = time.perf_counter()
     estimate = map_nmf_gpp(model, num_starts=3, seed=seed)
     map_seconds = time.perf_counter() - start
     analyte = int(np.argmax([corr(estimate.H[k], data.H[0]) for k in range(2)]))
-
-    if metric == "laplace" and scale_moves:
-        raise ParameterError("--scale-moves works on theta itself: use it with another --metric")
-    if metric == "laplace":
-        transform = low_rank_preconditioner(numerical_precision(model.logdensity_and_grad, estimate.theta),
-                                            estimate.theta, rank=rank)
-        target_fn, to_theta = reparametrize(model.logdensity_and_grad, transform)
-        position = np.zeros(model.dim)
-    else:
-        target_fn, to_theta = model.logdensity_and_grad, (lambda u: u)
-        position = estimate.theta
-    adaptation = {}
-    if metric.startswith("dense"):
-        covariance = np.linalg.inv(numerical_precision(model.logdensity_and_grad, estimate.theta))
-        adaptation = {"metric": "dense", "inverse_mass_matrix": 0.5 * (covariance + covariance.T),
-                      "adapt_mass_matrix": metric == "dense-adapted"}
-    nuts_kernel = nuts.build_kernel(target_fn, max_tree_depth=max_tree_depth)
-    moves = ScaleMoves(model, target_fn, scale_moves) if scale_moves else None
-
-    def kernel(rng, state, step_size, inverse_mass_matrix):
-        state, info = nuts_kernel(rng, state, step_size, inverse_mass_matrix)
-        if moves is not None:
-            state = moves(rng, state)
-        return state, info
-
-    rng = stream(seed, 11, data.experiment, int(beta))
-    start = time.perf_counter()
-    desc = f"warm-up exp {data.experiment} beta {beta}"
-    if metric == "gauss-newton":
-        # Reach the typical set with the diagonal metric first, then fix M⁻¹ = (I + σ⁻² JᵀJ)⁻¹ there.
-        first = window_adaptation(kernel, hmc.init(position, target_fn), rng, target_fn,
-                                  num_steps=num_warmup // 2, target=target, progress=progress, desc=desc)
-        covariance = np.linalg.inv(model.gauss_newton_precision(first.state.position))
-        warm = window_adaptation(kernel, first.state, rng, target_fn, num_steps=num_warmup - num_warmup // 2,
-                                 target=target, metric="dense", inverse_mass_matrix=0.5 * (covariance + covariance.T),
-                                 adapt_mass_matrix=False, progress=progress, desc=desc)
-        warm = warm._replace(num_divergent=first.num_divergent + warm.num_divergent)
-    else:
-        warm = window_adaptation(kernel, hmc.init(position, target_fn), rng, target_fn, num_steps=num_warmup,
-                                 target=target, progress=progress, desc=desc, **adaptation)
-    if moves is not None:
-        moves.is_adapting = False
-    warm_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    chain = run_chain(lambda r, s, i: kernel(r, s, warm.step_size, warm.inverse_mass_matrix), warm.state, rng,
-                      num_steps=num_draws, progress=progress, desc=f"draws exp {data.experiment} beta {beta}")
-    seconds = time.perf_counter() - start
-    thetas = to_theta(chain.samples)
-    ess = effective_sample_size(thetas[None])
+    model.logdensity_and_grad(estimate.theta)  # compile (or load) the kernel once, before the workers fork
+    result = sample_nuts(model.logdensity_and_grad, estimate.theta, num_warmup=num_warmup, num_draws=num_draws,
+                         num_chains=num_chains, metric=METRICS[metric], seed=seed, structure=nmf_gpp_structure(model),
+                         settings=NUTSSettings(max_tree_depth=max_tree_depth, target=target),
+                         auto=AutoMetricSettings(dense_cost=DENSE_COST, num_move_sweeps=scale_moves),
+                         num_workers=num_workers)
+    thetas = result.draws.reshape(-1, model.dim)
+    diagnostics = result.diagnostics
     spectra = [model.factors(theta)[1][analyte] for theta in thetas]
     picks = np.linspace(max(0, num_draws - 100), num_draws - 1, 4).astype(int)
+    wall = result.sampling_seconds
     record = {
-        "experiment": data.experiment, "beta": beta,
+        "experiment": data.experiment, "beta": beta, "noise_std": data.noise_std,
         "map_spectrum_corr": corr(estimate.H[analyte], data.H[0]),
         "map_loading_corr": corr(estimate.D[:, analyte], data.D[:, 0]),
         "posterior_spectrum_corr": float(np.mean([corr(h, data.H[0]) for h in spectra])),
-        "ess_per_second": float(ess.min() / seconds),
-        "min_ess": float(ess.min()), "median_ess": float(np.median(ess)),
-        "divergences": int(chain.num_divergent), "warmup_divergences": int(warm.num_divergent),
-        "step_size": float(warm.step_size), "mean_tree_depth": float(np.mean(chain.info.tree_depth)),
-        "max_tree_depth_hits": int(np.sum(chain.info.tree_depth >= max_tree_depth)),
-        "mean_acceptance": float(np.mean(chain.info.acceptance_rate)),
-        "gradient_evaluations": int(np.sum(chain.info.num_integration_steps)),
-        "map_seconds": map_seconds, "warmup_seconds": warm_seconds, "sampling_seconds": seconds,
+        "metric": metric, "chosen_metric": result.metric.metric, "metric_reason": result.metric.reason,
+        "pilots": [p._asdict() for p in result.metric.pilots],
+        "num_chains": num_chains,
+        "min_ess": diagnostics.min_bulk_ess, "median_ess": diagnostics.median_bulk_ess,
+        "min_tail_ess": diagnostics.min_tail_ess, "worst": diagnostics.worst, "max_rhat": diagnostics.max_rhat,
+        "ess_per_second": diagnostics.min_bulk_ess / wall,
+        "ess_per_second_with_warmup": diagnostics.min_bulk_ess / (wall + result.warmup_seconds),
+        "divergences": diagnostics.num_divergent,
+        "warmup_divergences": int(sum(c.num_warmup_divergent for c in result.chains)),
+        "step_size": [c.step_size for c in result.chains],
+        "mean_tree_depth": float(np.mean([c.mean_tree_depth for c in result.chains])),
+        "max_tree_depth_hits": int(sum(np.sum(c.info.tree_depth >= max_tree_depth) for c in result.chains)),
+        "gradient_evaluations": int(sum(c.num_gradients for c in result.chains)),
+        "warmup_gradient_evaluations": int(sum(c.num_warmup_gradients for c in result.chains)),
+        "scale_move_acceptance": [None if c.move_acceptance is None else c.move_acceptance.tolist()
+                                  for c in result.chains],
+        "map_seconds": map_seconds, "warmup_seconds": result.warmup_seconds, "sampling_seconds": wall,
+        "chain_sampling_seconds": [c.sampling_seconds for c in result.chains],
         "map_log_posterior": estimate.log_posterior,
-        "metric": metric, "scale_moves": scale_moves,
-        "scale_move_acceptance": (np.mean(moves.acceptance[-num_draws:], axis=0).tolist() if moves else None),
-        "mean_draw_log_posterior": float(np.mean([model.logdensity_and_grad(t)[0] for t in thetas[::10]])),
+        "mean_draw_log_posterior": float(result.logdensity.mean()),
+        "mean_draw_log_posterior_mcse": float(mcse_mean(result.logdensity)),
     }
     figures = {"true_H": data.H[0], "map_H": estimate.H[analyte],
                "draw_H": [spectra[i] for i in picks],
@@ -220,41 +184,45 @@ def make_figure(panels):
 
 def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--warmup", type=int, default=None, help="warm-up iterations (default 1500; quick 100)")
-    parser.add_argument("--draws", type=int, default=None, help="kept draws (default 1500; quick 100)")
-    parser.add_argument("--metric", choices=["diagonal", "laplace", "dense", "dense-adapted", "gauss-newton"],
-                        default="diagonal")
-    parser.add_argument("--scale-moves", type=int, default=0,
-                        help="sweeps of D/H scale moves per NUTS transition (default 0: NUTS alone, as the paper)")
-    parser.add_argument("--rank", type=int, default=300, help="whitened directions for --metric laplace")
-    parser.add_argument("--max-tree-depth", type=int, default=None, help="default 10; quick 7")
+    parser.add_argument("--warmup", type=int, default=None, help="warm-up iterations (default 1000; quick 150)")
+    parser.add_argument("--draws", type=int, default=None, help="kept draws per chain (default 1000; quick 150)")
+    parser.add_argument("--metric", choices=sorted(METRICS), default="auto",
+                        help="auto (default): chosen from pilot runs in the warm-up; or a fixed one")
+    parser.add_argument("--regime", choices=sorted(REGIMES), default="stiff",
+                        help="stiff: sigma_N = 0.05, spectra at 1 (the paper's simulation); weak: sigma_N = 5, "
+                             "signal x5 (a less informative likelihood)")
+    parser.add_argument("--chains", type=int, default=2, help="independent chains, run in parallel")
+    parser.add_argument("--workers", type=int, default=None, help="chains at once (default: min(chains, cores))")
+    parser.add_argument("--scale-moves", type=int, default=5, help="sweeps of D/H scale moves in +moves metrics")
+    parser.add_argument("--max-tree-depth", type=int, default=None, help="default 10; quick 8")
     parser.add_argument("--target", type=float, default=0.8, help="target acceptance statistic delta")
     parser.add_argument("--experiments", default="1,2")
     parser.add_argument("--betas", default="10,20")
-    parser.add_argument("--progress", action="store_true")
     args = parser.parse_args()
-    num_warmup = args.warmup or (100 if args.quick else 1500)
-    num_draws = args.draws or (100 if args.quick else 1500)
-    args.max_tree_depth = args.max_tree_depth or (7 if args.quick else 10)
+    num_warmup = args.warmup or (150 if args.quick else 1000)
+    num_draws = args.draws or (150 if args.quick else 1000)
+    args.max_tree_depth = args.max_tree_depth or (8 if args.quick else 10)
+    intensity, noise_std = REGIMES[args.regime]
 
     runs, panels = [], []
     with limit_blas_threads(1):
         for experiment in [int(e) for e in args.experiments.split(",")]:
-            data = simulate_raman(experiment, seed=args.seed)
+            data = simulate_raman(experiment, seed=args.seed, intensity=intensity, noise_std=noise_std)
             for beta in [float(b) for b in args.betas.split(",")]:
                 record, fig_data = run_one(data, beta, num_warmup=num_warmup, num_draws=num_draws,
-                                           metric=args.metric, rank=args.rank, max_tree_depth=args.max_tree_depth,
-                                           target=args.target, seed=args.seed, progress=args.progress,
-                                           scale_moves=args.scale_moves)
+                                           metric=args.metric, max_tree_depth=args.max_tree_depth,
+                                           target=args.target, seed=args.seed, num_chains=args.chains,
+                                           num_workers=args.workers, scale_moves=args.scale_moves)
                 runs.append(record)
                 panels.append((record, fig_data))
-                print(f"exp {experiment} beta {beta:g}: MAP corr {record['map_spectrum_corr']:.3f}, posterior corr "
+                print(f"exp {experiment} beta {beta:g} ({args.regime}): metric {record['chosen_metric']}, "
+                      f"MAP corr {record['map_spectrum_corr']:.3f}, posterior corr "
                       f"{record['posterior_spectrum_corr']:.3f}, min ESS {record['min_ess']:.0f} "
-                      f"({record['ess_per_second']:.2f}/s), divergences {record['divergences']}, "
-                      f"step {record['step_size']:.3g}, depth {record['mean_tree_depth']:.2f}", flush=True)
-    settings = {"num_warmup": num_warmup, "num_draws": num_draws, "metric": args.metric, "rank": args.rank,
-                "scale_moves": args.scale_moves,
-                "max_tree_depth": args.max_tree_depth, "target": args.target, "rate": 1.0, "noise_std": 0.05,
+                      f"({record['ess_per_second']:.2f}/s, {record['worst']}), max R-hat {record['max_rhat']:.3f}, "
+                      f"divergences {record['divergences']}, depth {record['mean_tree_depth']:.2f}", flush=True)
+    settings = {"num_warmup": num_warmup, "num_draws": num_draws, "metric": args.metric, "regime": args.regime,
+                "intensity": intensity, "noise_std": noise_std, "chains": args.chains, "scale_moves": args.scale_moves,
+                "max_tree_depth": args.max_tree_depth, "target": args.target, "rate": 1.0,
                 "num_components": 2, "seed": args.seed}
     write_results(args.out, NAME, {"runs": runs, "settings": settings}, make_figure(panels))
 

@@ -242,6 +242,17 @@ class NMFGPP:
         kernels.tril_solve(self._packed[1], np.ascontiguousarray(h_new), eta)
         return self.join(NMFGPPParams(delta_t.T, eta)), float(log_jacobian)
 
+    def component_log_scales(self, theta):
+        """log ‖D_m‖ − log ‖H_m‖ for each component m, shape (M,): the position along the scale orbit.
+
+        :meth:`rescale` by c moves it by 2 log c and leaves D H unchanged, so it
+        is the direction a sampler crosses most slowly; its ESS belongs in any
+        judgement of mixing.
+        """
+        D, H = self.factors(theta)
+        with np.errstate(divide="ignore"):
+            return np.log(np.linalg.norm(D, axis=0)) - np.log(np.linalg.norm(H, axis=1))
+
     def gauss_newton_precision(self, theta):
         """I + σ_N⁻² Jᵀ J, J = ∂ vec(D H) / ∂θ: the Fisher information of the likelihood plus the prior's.
 
@@ -291,17 +302,21 @@ class NMFGPP:
         :meth:`logdensity_and_grad_numpy` is the same quantity in NumPy.
         """
         if self._kernel is None:
-            self._kernel = self._kernels().logdensity_and_grad
-        params = self.split(theta)
-        delta_t = np.ascontiguousarray(params.delta.T)
-        eta = np.ascontiguousarray(params.eta)
-        grad_delta_t = np.empty_like(delta_t)
-        grad_eta = np.empty_like(eta)
-        logp = self._kernel(delta_t, eta, *self._packed, self.X, self._inv_var, *self._link_d,
-                            *self._link_h, grad_delta_t, grad_eta)
+            kernels = self._kernels()
+            self._kernel = kernels.logdensity_and_grad
+            self._kernel_args = (*self._packed, self.X, self._inv_var, *self._link_d, *self._link_h)
+        theta = np.asarray(theta, dtype=float)
+        K, M, L = self.X.shape[0], self.num_components, self.X.shape[1]
+        if theta.shape != (self.dim,):
+            self.split(theta)  # raises with the shapes
+        # NUTS calls this once per leaf: no validation beyond the shape, and the gradient of η is written
+        # by the kernel straight into its slice of the returned vector.
+        delta_t = np.ascontiguousarray(theta[:K * M].reshape(K, M).T)
+        eta = np.ascontiguousarray(theta[K * M:].reshape(M, L))
         grad = np.empty(self.dim)
-        grad[:delta_t.size].reshape(params.delta.shape)[...] = grad_delta_t.T
-        grad[delta_t.size:] = grad_eta.ravel()
+        grad_delta_t = np.empty_like(delta_t)
+        logp = self._kernel(delta_t, eta, *self._kernel_args, grad_delta_t, grad[K * M:].reshape(M, L))
+        grad[:K * M].reshape(K, M)[...] = grad_delta_t.T
         return float(logp), grad
 
     def logdensity_and_grad_numpy(self, theta):

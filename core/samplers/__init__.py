@@ -7,8 +7,10 @@ import lazy_loader
 
 __getattr__, __dir__, __all__ = lazy_loader.attach(
     __name__,
-    submodules=['gibbs', 'group_move', 'hmc', 'nuts', 'psgld', 'sada', 'sgld'],
+    submodules=['chains', 'gibbs', 'group_move', 'hmc', 'metric', 'nuts', 'psgld', 'sada', 'sgld'],
     submod_attrs={
+        "chains": ['ChainInfo', 'NUTSResult', 'NUTSSettings', 'SampleDiagnostics', 'TransitionInfo', 'sample_nuts'],
+        "metric": ['AutoMetricSettings', 'MetricChoice', 'PilotResult', 'TargetStructure'],
         "diagnostics": [
             'effective_sample_size',
             'mcse_mean',

@@ -96,8 +96,10 @@ def effective_sample_size(draws, *, method="bulk"):
     Parameters
     ----------
     draws : array_like, shape (num_chains, num_draws, *param_shape)
-    method : {"bulk", "mean"}
+    method : {"bulk", "tail", "mean"}
         "bulk": on rank-normalised split chains (robust, ArviZ's default);
+        "tail": the smaller ESS of the indicators of the 5 % and 95 % quantiles
+        (the ESS of the tails, Vehtari et al. section 4.3; ArviZ's ``method="tail"``);
         "mean": on the raw split chains, the ESS that sets the MCSE of the mean.
 
     Returns
@@ -107,10 +109,14 @@ def effective_sample_size(draws, *, method="bulk"):
     draws, param_shape = _as_chains(draws)
     if method == "bulk":
         values = _ess(_z_scale(_split(draws)))
+    elif method == "tail":
+        flat = draws.reshape(-1, draws.shape[2])
+        low, high = np.quantile(flat, [0.05, 0.95], axis=0)
+        values = np.minimum(_ess(_split((draws <= low).astype(float))), _ess(_split((draws <= high).astype(float))))
     elif method == "mean":
         values = _ess(_split(draws))
     else:
-        raise ParameterError(f"method={method!r}: expected 'bulk' or 'mean'")
+        raise ParameterError(f"method={method!r}: expected 'bulk', 'tail' or 'mean'")
     return values.reshape(param_shape)
 
 

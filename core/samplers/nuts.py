@@ -28,7 +28,7 @@ import numpy as np
 
 from core.errors import ParameterError
 from core.samplers.hmc import HMCState, init, sample_momentum
-from core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog, velocity
+from core.samplers.integrators import velocity
 
 __all__ = ["NUTSInfo", "init", "build_kernel"]
 
@@ -49,15 +49,34 @@ class NUTSInfo(NamedTuple):
     num_integration_steps: int
 
 
+class _Leaf(NamedTuple):
+    """A point of the trajectory with the products by M⁻¹ it needs, so each leaf costs one M⁻¹ product."""
+
+    position: np.ndarray
+    momentum: np.ndarray
+    logdensity: float
+    logdensity_grad: np.ndarray
+    velocity: np.ndarray        # M⁻¹ p
+    inverse_mass_grad: np.ndarray   # M⁻¹ ∇log p
+
+
 class _Subtree(NamedTuple):
-    edge: IntegratorState       # the leaf furthest from the start
-    proposal: IntegratorState   # a leaf drawn in proportion to exp(-H)
+    edge: _Leaf                 # the leaf furthest from the start
+    proposal: _Leaf             # a leaf drawn in proportion to exp(-H)
     log_weight: float           # log sum of exp(H0 - H) over the leaves
     momentum_sum: np.ndarray    # ρ, the sum of the leaves' momenta
     acceptance_sum: float
     num_leaves: int
     is_divergent: bool
     is_turning: bool
+
+
+def _logaddexp(a, b):
+    if a < b:
+        a, b = b, a
+    if b == -math.inf:
+        return a
+    return a + math.log1p(math.exp(b - a))
 
 
 def _is_turning(velocity_left, velocity_right, momentum_sum):
@@ -71,6 +90,20 @@ def _trailing_ones(n):
         n >>= 1
         count += 1
     return count
+
+
+def _leapfrog(leaf, step_size, logdensity_and_grad_fn, inverse_mass_matrix):
+    # The leapfrog of core.samplers.integrators, carrying M⁻¹p and M⁻¹∇log p: the half-step velocity is
+    # M⁻¹p + ε/2 M⁻¹∇log p, so only the new gradient needs a product by M⁻¹ (one instead of two for a
+    # dense metric, whose product costs dim² and dominates a cheap gradient).
+    half = 0.5 * step_size
+    momentum = leaf.momentum + half * leaf.logdensity_grad
+    half_velocity = leaf.velocity + half * leaf.inverse_mass_grad
+    position = leaf.position + step_size * half_velocity
+    logdensity, grad = logdensity_and_grad_fn(position)
+    inverse_mass_grad = velocity(grad, inverse_mass_matrix)
+    return _Leaf(position, momentum + half * grad, float(logdensity), grad, half_velocity + half * inverse_mass_grad,
+                 inverse_mass_grad)
 
 
 def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_threshold=1000.0):
@@ -101,35 +134,34 @@ def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_thresh
         # for a U-turn against checkpoints stored at their first leaf (the same
         # checks the recursive Algorithm 3 makes, with O(depth) memory).
         dim = start.position.shape[0]
-        checkpoint_velocity = np.empty((depth, dim))
-        checkpoint_sum_before = np.empty((depth, dim))
+        checkpoint_velocity = [None] * depth
+        checkpoint_sum_before = [None] * depth
         momentum_sum = np.zeros(dim)
         point = start
         proposal = None
         log_weight = -math.inf
         acceptance_sum = 0.0
         for n in range(2 ** depth):
-            point = leapfrog(point, signed_step, logdensity_and_grad_fn, inverse_mass_matrix)
-            point_velocity = velocity(point.momentum, inverse_mass_matrix)  # once per leaf: a dense M⁻¹p costs dim²
-            delta = -point.logdensity + 0.5 * float(np.dot(point.momentum, point_velocity)) - energy0
+            point = _leapfrog(point, signed_step, logdensity_and_grad_fn, inverse_mass_matrix)
+            delta = -point.logdensity + 0.5 * float(np.dot(point.momentum, point.velocity)) - energy0
             if not delta <= divergence_threshold:  # also catches NaN
                 return _Subtree(point, proposal, log_weight, momentum_sum, acceptance_sum, n + 1, True, False)
             acceptance_sum += 1.0 if delta <= 0 else math.exp(-delta)
-            new_log_weight = np.logaddexp(log_weight, -delta)
+            new_log_weight = _logaddexp(log_weight, -delta)
             if proposal is None or math.log(rng.random()) < -delta - new_log_weight:
                 proposal = point
             log_weight = new_log_weight
             if depth > 0:
                 index_max = bin(n >> 1).count("1")
                 if n % 2 == 0:
-                    checkpoint_velocity[index_max] = point_velocity
+                    checkpoint_velocity[index_max] = point.velocity
                     checkpoint_sum_before[index_max] = momentum_sum
                     momentum_sum = momentum_sum + point.momentum
                 else:
                     momentum_sum = momentum_sum + point.momentum
                     index_min = index_max - _trailing_ones(n) + 1
                     for i in range(index_max, index_min - 1, -1):
-                        if _is_turning(checkpoint_velocity[i], point_velocity, momentum_sum - checkpoint_sum_before[i]):
+                        if _is_turning(checkpoint_velocity[i], point.velocity, momentum_sum - checkpoint_sum_before[i]):
                             return _Subtree(point, proposal, log_weight, momentum_sum, acceptance_sum, n + 1,
                                             False, True)
             else:
@@ -140,8 +172,10 @@ def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_thresh
         if inverse_mass_matrix is None:
             inverse_mass_matrix = np.ones_like(state.position)
         momentum = sample_momentum(rng, inverse_mass_matrix)
-        energy0 = -state.logdensity + kinetic_energy(momentum, inverse_mass_matrix)
-        start = IntegratorState(state.position, momentum, state.logdensity, state.logdensity_grad)
+        start_velocity = velocity(momentum, inverse_mass_matrix)
+        energy0 = -state.logdensity + 0.5 * float(np.dot(momentum, start_velocity))
+        start = _Leaf(state.position, momentum, state.logdensity, state.logdensity_grad, start_velocity,
+                      velocity(state.logdensity_grad, inverse_mass_matrix))
         left = right = start
         proposal, proposal_energy = start, energy0
         log_weight = 0.0
@@ -168,14 +202,13 @@ def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_thresh
             if math.log(rng.random()) < subtree.log_weight - log_weight:
                 proposal = subtree.proposal
                 proposal_energy = None
-            log_weight = float(np.logaddexp(log_weight, subtree.log_weight))
+            log_weight = _logaddexp(log_weight, subtree.log_weight)
             momentum_sum = momentum_sum + subtree.momentum_sum
-            if _is_turning(velocity(left.momentum, inverse_mass_matrix), velocity(right.momentum, inverse_mass_matrix),
-                           momentum_sum):
+            if _is_turning(left.velocity, right.velocity, momentum_sum):
                 is_turning = True
                 break
         if proposal_energy is None:
-            proposal_energy = -proposal.logdensity + kinetic_energy(proposal.momentum, inverse_mass_matrix)
+            proposal_energy = -proposal.logdensity + 0.5 * float(np.dot(proposal.momentum, proposal.velocity))
         new_state = HMCState(proposal.position, proposal.logdensity, proposal.logdensity_grad)
         return new_state, NUTSInfo(float(acceptance_rate), is_divergent, is_turning, float(proposal_energy),
                                    float(step_size), depth, num_steps)

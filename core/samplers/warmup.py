@@ -36,11 +36,12 @@ class WarmupResult(NamedTuple):
     inverse_mass_matrix: np.ndarray
     info: Any
     num_divergent: int
+    positions: Any = None
 
 
 def window_adaptation(kernel, state, rng, logdensity_and_grad_fn, *, num_steps, target=0.8,
                       adapt_mass_matrix=True, metric="diagonal", inverse_mass_matrix=None, initial_step_size=None,
-                      gamma=0.05, t0=10.0, kappa=0.75, progress=False, desc="warm-up"):
+                      gamma=0.05, t0=10.0, kappa=0.75, keep_positions=False, progress=False, desc="warm-up"):
     """Run ``num_steps`` warm-up iterations adapting the step size and the (diagonal or dense) mass matrix.
 
     The step size follows dual averaging (Hoffman & Gelman Algorithm 5) towards
@@ -75,6 +76,9 @@ def window_adaptation(kernel, state, rng, logdensity_and_grad_fn, *, num_steps, 
         Skip the heuristic and start dual averaging here.
     gamma, t0, kappa : float
         Dual-averaging parameters.
+    keep_positions : bool
+        Return every warm-up position in ``positions`` (shape (num_steps, dim)), e.g. to estimate
+        another metric from them; default None.
     progress : bool
     desc : str
 
@@ -117,8 +121,8 @@ def window_adaptation(kernel, state, rng, logdensity_and_grad_fn, *, num_steps, 
         return WarmupState(chain, step_state, variance, inverse_mass), info
 
     start = WarmupState(state, da_init(initial_step_size), var_init(dim), inverse_mass_matrix)
-    result = run_chain(step, start, rng, num_steps=num_steps, transform=lambda warm: warm.chain.logdensity,
-                       progress=progress, desc=desc)
+    transform = (lambda warm: warm.chain.position) if keep_positions else (lambda warm: warm.chain.logdensity)
+    result = run_chain(step, start, rng, num_steps=num_steps, transform=transform, progress=progress, desc=desc)
     final = result.state
     return WarmupResult(final.chain, da_final(final.step_size), final.inverse_mass_matrix, result.info,
-                        result.num_divergent)
+                        result.num_divergent, result.samples if keep_positions else None)

@@ -1,0 +1,504 @@
+"""Several NUTS chains in parallel, each warmed up with a metric chosen from what the warm-up measures.
+
+Conventions: the target is ``logdensity_and_grad_fn(position) -> (logdensity,
+gradient)`` over flat positions of shape ``(dim,)``; draws are returned as
+``(num_chains, num_draws, dim)`` (ArviZ's order). Chain c draws every random
+number from its own stream ``core.random.stream(seed, c)``, which travels with
+the chain between phases, so the draws do not depend on how many chains run
+at once, nor on processes versus threads.
+
+The warm-up runs in phases; all chains finish a phase before the next starts,
+so that a choice made from all of them applies to all of them:
+
+1. *explore* (``metric="auto"`` or a ``"precision"`` metric): a share of the
+   warm-up with a windowed diagonal metric (Stan's windows), from the start
+   to the typical set, keeping its positions;
+2. *pilots* (``"auto"`` only): every candidate of :mod:`core.samplers.metric`
+   runs a short dual averaging then a few measured draws on every chain; the
+   candidate with the best smallest ESS per gradient is chosen;
+3. *final*: the rest of the warm-up with the chosen metric (diagonal and
+   dense re-estimated in windows, ``precision`` fixed at the state reached),
+   the step size by dual averaging, the scale-move proposals by Robbins–Monro;
+4. *sampling* with everything fixed.
+
+References
+----------
+Hoffman & Gelman, "The No-U-Turn Sampler", JMLR 15 (2014); Stan Reference
+Manual, "HMC algorithm parameters" (windowed adaptation); Vehtari et al.,
+"Rank-normalization, folding, and localization" (2021) for the diagnostics.
+"""
+
+import os
+import time
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+
+from core.errors import ParameterError
+from core.random import stream
+from core.samplers import group_move, nuts
+from core.samplers.driver import run_chain
+from core.samplers.hmc import HMCState, find_reasonable_step_size, init
+from core.samplers.mass_matrix import welford_covariance, welford_variance
+from core.samplers.metric import (AutoMetricSettings, MetricChoice, TargetStructure, candidate_metrics,
+                                  choose_metric, pilot_result, split_name, validate_metric)
+from core.samplers.warmup import window_adaptation
+
+__all__ = ["NUTSSettings", "TransitionInfo", "ChainInfo", "SampleDiagnostics", "NUTSResult", "sample_nuts",
+           "summarize"]
+
+
+class NUTSSettings(NamedTuple):
+    """Structural NUTS options shared by every phase.
+
+    Attributes
+    ----------
+    max_tree_depth : int
+    target : float
+        Target acceptance statistic δ of dual averaging.
+    divergence_threshold : float
+        Δ_max of the energy error.
+    """
+
+    max_tree_depth: int = 10
+    target: float = 0.8
+    divergence_threshold: float = 1000.0
+
+
+class TransitionInfo(NamedTuple):
+    """One NUTS transition, followed by scale moves when the metric has them."""
+
+    acceptance_rate: float
+    is_divergent: bool
+    step_size: float
+    tree_depth: int
+    num_integration_steps: int
+    num_move_evaluations: int
+
+
+class ChainInfo(NamedTuple):
+    """What one chain did.
+
+    ``seconds`` are the chain's own wall time in its worker (warm-up, sampling);
+    ``info`` holds the sampling transitions, each field of shape (num_draws,).
+    """
+
+    step_size: float
+    inverse_mass_matrix: np.ndarray
+    num_divergent: int
+    num_warmup_divergent: int
+    num_gradients: int
+    num_warmup_gradients: int
+    mean_tree_depth: float
+    warmup_seconds: float
+    sampling_seconds: float
+    move_acceptance: Optional[np.ndarray]
+    info: TransitionInfo
+
+
+class SampleDiagnostics(NamedTuple):
+    """Diagnostics over all chains: bulk and tail ESS, split-R̂ (rank), divergences.
+
+    ``worst`` names the quantity with the smallest bulk ESS: ``theta[i]``,
+    ``logdensity`` or ``summary[j]``.
+    """
+
+    min_bulk_ess: float
+    median_bulk_ess: float
+    min_tail_ess: float
+    max_rhat: float
+    worst: str
+    logdensity_ess: float
+    num_divergent: int
+
+
+class NUTSResult(NamedTuple):
+    """Draws of all chains with the choice of metric and the diagnostics.
+
+    Attributes
+    ----------
+    draws : ndarray, shape (num_chains, num_draws, dim)
+    logdensity : ndarray, shape (num_chains, num_draws)
+    summaries : ndarray, shape (num_chains, num_draws, k), or None
+    chains : tuple of ChainInfo
+    metric : MetricChoice
+    diagnostics : SampleDiagnostics
+    warmup_seconds, sampling_seconds : float
+        Wall time of the whole warm-up (pilots included) and of the sampling phase.
+    """
+
+    draws: np.ndarray
+    logdensity: np.ndarray
+    summaries: Optional[np.ndarray]
+    chains: tuple
+    metric: MetricChoice
+    diagnostics: SampleDiagnostics
+    warmup_seconds: float
+    sampling_seconds: float
+
+    def to_inference_data(self):
+        """The draws as ArviZ ``InferenceData`` (``theta``, ``summary`` and per-draw sample stats)."""
+        from core.samplers.diagnostics import to_inference_data
+
+        posterior = {"theta": self.draws}
+        if self.summaries is not None:
+            posterior["summary"] = self.summaries
+        stats = {"lp": self.logdensity,
+                 "diverging": np.stack([c.info.is_divergent for c in self.chains]),
+                 "tree_depth": np.stack([c.info.tree_depth for c in self.chains]),
+                 "n_steps": np.stack([c.info.num_integration_steps for c in self.chains]),
+                 "step_size": np.stack([c.info.step_size for c in self.chains]),
+                 "acceptance_rate": np.stack([c.info.acceptance_rate for c in self.chains])}
+        return to_inference_data(posterior, sample_stats=stats)
+
+
+class _Problem(NamedTuple):
+    logdensity_and_grad_fn: Any
+    structure: TargetStructure
+    settings: NUTSSettings
+    auto: AutoMetricSettings
+
+
+class _Chain(NamedTuple):
+    index: int
+    rng: np.random.Generator
+    state: HMCState
+    step_size: float
+    inverse_mass_matrix: Optional[np.ndarray]
+    log_move_std: Optional[np.ndarray]
+    move_iteration: int
+    explore_positions: Optional[np.ndarray]
+    num_warmup_gradients: int
+    num_warmup_divergent: int
+    warmup_seconds: float
+
+
+class _Moves:
+    """Scale moves after a NUTS transition; their proposal scales adapt while ``is_adapting``."""
+
+    def __init__(self, problem, chain, *, is_adapting):
+        structure = problem.structure
+        self.kernel = group_move.build_kernel(structure.transform_fn, problem.logdensity_and_grad_fn,
+                                              num_groups=structure.num_groups,
+                                              num_moves=problem.auto.num_move_sweeps)
+        self.log_std = (np.full(structure.num_groups, np.log(0.05)) if chain.log_move_std is None
+                        else chain.log_move_std.copy())
+        self.iteration = chain.move_iteration
+        self.is_adapting = is_adapting
+        self.acceptance = []
+
+    def __call__(self, rng, state):
+        state, info = self.kernel(rng, state, self.log_std)
+        self.acceptance.append(info.acceptance_rate)
+        if self.is_adapting:
+            self.iteration += 1
+            self.log_std = group_move.adapt_log_proposal_std(self.log_std, info.acceptance_rate, self.iteration)
+        return state, info.num_evaluations
+
+
+def _transition_kernel(problem, max_tree_depth, moves):
+    nuts_kernel = nuts.build_kernel(problem.logdensity_and_grad_fn, max_tree_depth=max_tree_depth,
+                                    divergence_threshold=problem.settings.divergence_threshold)
+
+    def kernel(rng, state, step_size, inverse_mass_matrix):
+        state, info = nuts_kernel(rng, state, step_size, inverse_mass_matrix)
+        evaluations = 0
+        if moves is not None:
+            state, evaluations = moves(rng, state)
+        return state, TransitionInfo(info.acceptance_rate, info.is_divergent, info.step_size, info.tree_depth,
+                                     info.num_integration_steps, evaluations)
+
+    return kernel
+
+
+def _work(info, dense_cost, is_dense):
+    leaves = np.sum(info.num_integration_steps)
+    return float(leaves * (1.0 + (dense_cost if is_dense else 0.0)) + np.sum(info.num_move_evaluations))
+
+
+def _inverse_precision(problem, position):
+    covariance = np.linalg.inv(problem.structure.precision_fn(position))
+    return 0.5 * (covariance + covariance.T)
+
+
+def _metric_from_positions(positions, kind):
+    init_fn, update, final = welford_covariance() if kind == "dense" else welford_variance()
+    state = init_fn(positions.shape[1])
+    for x in positions:
+        state = update(state, x)
+    return final(state)
+
+
+def _warmup(problem, chain, kind, moves, num_steps, inverse_mass_matrix, *, adapt, keep_positions=False,
+            max_tree_depth=None):
+    """``num_steps`` of window adaptation for one metric kind; returns the chain and the WarmupResult."""
+    kernel = _transition_kernel(problem, max_tree_depth or problem.settings.max_tree_depth, moves)
+    start = time.perf_counter()
+    warm = window_adaptation(kernel, chain.state, chain.rng, problem.logdensity_and_grad_fn, num_steps=num_steps,
+                             target=problem.settings.target, adapt_mass_matrix=adapt,
+                             metric="diagonal" if kind == "diagonal" else "dense",
+                             inverse_mass_matrix=inverse_mass_matrix, keep_positions=keep_positions)
+    chain = chain._replace(
+        state=warm.state, step_size=warm.step_size, inverse_mass_matrix=warm.inverse_mass_matrix,
+        log_move_std=None if moves is None else moves.log_std, move_iteration=0 if moves is None else moves.iteration,
+        num_warmup_gradients=chain.num_warmup_gradients + int(_work(warm.info, 0.0, False)),
+        num_warmup_divergent=chain.num_warmup_divergent + int(np.sum(warm.info.is_divergent)),
+        warmup_seconds=chain.warmup_seconds + time.perf_counter() - start)
+    return chain, warm
+
+
+def _phase_explore(problem, chain, num_steps):
+    chain, warm = _warmup(problem, chain, "diagonal", None, num_steps, None, adapt=True, keep_positions=True,
+                          max_tree_depth=min(problem.auto.explore_max_tree_depth, problem.settings.max_tree_depth))
+    # The second half has left the start behind: its positions estimate a dense covariance.
+    return chain._replace(explore_positions=warm.positions[num_steps // 2:])
+
+
+def _initial_inverse_mass(problem, chain, kind):
+    if kind == "precision":
+        return _inverse_precision(problem, chain.state.position)
+    if chain.explore_positions is None:
+        return chain.inverse_mass_matrix if kind == "diagonal" else None
+    # Diagonal and dense from the same draws, so that a pilot compares the metrics, not two estimates.
+    return _metric_from_positions(chain.explore_positions, kind)
+
+
+def _quantities(problem, positions, logdensity):
+    columns = [positions, logdensity[:, None]]
+    if problem.structure.summary_fn is not None:
+        columns.append(np.array([problem.structure.summary_fn(x) for x in positions]).reshape(len(positions), -1))
+    return np.concatenate(columns, axis=1)
+
+
+def _phase_pilots(problem, chain, candidates):
+    """Every candidate from the same state: dual averaging, then measured draws. Returns one chain per candidate."""
+    auto = problem.auto
+    chains, measured = [], []
+    for metric in candidates:
+        kind, has_moves = split_name(metric)
+        moves = _Moves(problem, chain, is_adapting=True) if has_moves else None
+        inverse_mass = _initial_inverse_mass(problem, chain, kind)
+        pilot, warm = _warmup(problem, chain, kind, moves, auto.num_pilot_adapt, inverse_mass, adapt=False)
+        kernel = _transition_kernel(problem, problem.settings.max_tree_depth, moves)
+        start = time.perf_counter()
+        result = run_chain(lambda r, s, i: kernel(r, s, pilot.step_size, pilot.inverse_mass_matrix), pilot.state,
+                           pilot.rng, num_steps=auto.num_pilot_draws, transform=lambda s: (s.position, s.logdensity))
+        positions, logdensity = result.samples
+        info = result.info
+        pilot = pilot._replace(
+            state=result.state, log_move_std=None if moves is None else moves.log_std,
+            move_iteration=0 if moves is None else moves.iteration,
+            num_warmup_gradients=pilot.num_warmup_gradients + int(_work(info, 0.0, False)),
+            num_warmup_divergent=pilot.num_warmup_divergent + int(np.sum(info.is_divergent)),
+            warmup_seconds=pilot.warmup_seconds + time.perf_counter() - start)
+        measured.append((_quantities(problem, positions, logdensity),
+                         _work(info, auto.dense_cost, kind != "diagonal"), pilot.step_size,
+                         float(np.mean(info.tree_depth)), int(np.sum(info.is_divergent))))
+        chains.append(pilot)
+    # The pilots ran one after another from one state: each candidate's chain carries the time of all of them.
+    total = sum(c.warmup_seconds - chain.warmup_seconds for c in chains)
+    chains = [c._replace(warmup_seconds=chain.warmup_seconds + total) for c in chains]
+    return chains, measured
+
+
+def _phase_final(problem, chain, metric, num_steps, *, is_chosen_by_pilot):
+    kind, has_moves = split_name(metric)
+    moves = _Moves(problem, chain, is_adapting=True) if has_moves else None
+    if is_chosen_by_pilot:
+        inverse_mass = chain.inverse_mass_matrix
+    else:
+        inverse_mass = _initial_inverse_mass(problem, chain, kind)
+    chain, _ = _warmup(problem, chain, kind, moves, num_steps, inverse_mass, adapt=kind != "precision")
+    return chain._replace(explore_positions=None)
+
+
+def _phase_sample(problem, chain, metric, num_draws):
+    kind, has_moves = split_name(metric)
+    moves = _Moves(problem, chain, is_adapting=False) if has_moves else None
+    kernel = _transition_kernel(problem, problem.settings.max_tree_depth, moves)
+    start = time.perf_counter()
+    result = run_chain(lambda r, s, i: kernel(r, s, chain.step_size, chain.inverse_mass_matrix), chain.state,
+                       chain.rng, num_steps=num_draws, transform=lambda s: (s.position, s.logdensity))
+    seconds = time.perf_counter() - start
+    positions, logdensity = result.samples
+    summaries = None
+    if problem.structure.summary_fn is not None:
+        summaries = np.array([problem.structure.summary_fn(x) for x in positions]).reshape(num_draws, -1)
+    info = ChainInfo(chain.step_size, chain.inverse_mass_matrix, int(result.num_divergent),
+                     chain.num_warmup_divergent, int(_work(result.info, 0.0, False)), chain.num_warmup_gradients,
+                     float(np.mean(result.info.tree_depth)), chain.warmup_seconds, seconds,
+                     None if moves is None else np.mean(moves.acceptance, axis=0), result.info)
+    return positions, logdensity, summaries, info
+
+
+_WORKER_PROBLEM = {}
+
+
+def _init_worker(problem):
+    _WORKER_PROBLEM["problem"] = problem
+    try:  # the chains are the parallelism: BLAS threads would only contend with them
+        from threadpoolctl import threadpool_limits
+
+        _WORKER_PROBLEM["blas"] = threadpool_limits(limits=1, user_api="blas")
+    except ImportError:  # pragma: no cover - depends on the environment
+        pass
+
+
+def _call_in_worker(function, chain, args, kwargs):
+    return function(_WORKER_PROBLEM["problem"], chain, *args, **kwargs)
+
+
+class _Runner:
+    """Runs one phase over all chains: in this process, in threads or in worker processes."""
+
+    def __init__(self, problem, *, num_workers, executor):
+        self.problem = problem
+        self.pool = None
+        if num_workers > 1 and executor == "process":
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            # fork shares the target (often a model holding compiled code) without pickling it.
+            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            self.pool = ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context(method),
+                                            initializer=_init_worker, initargs=(problem,))
+            self.is_process = True
+        elif num_workers > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.pool = ThreadPoolExecutor(num_workers)
+            self.is_process = False
+
+    def map(self, function, chains, *args, **kwargs):
+        if self.pool is None:
+            return [function(self.problem, chain, *args, **kwargs) for chain in chains]
+        if self.is_process:
+            futures = [self.pool.submit(_call_in_worker, function, chain, args, kwargs) for chain in chains]
+        else:
+            futures = [self.pool.submit(function, self.problem, chain, *args, **kwargs) for chain in chains]
+        return [future.result() for future in futures]
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown()
+
+
+def summarize(draws, logdensity, summaries=None, *, num_divergent=0):
+    """:class:`SampleDiagnostics` of draws of shape (num_chains, num_draws, dim) and their log densities."""
+    from core.samplers.diagnostics import effective_sample_size, split_rhat
+
+    columns = [draws, logdensity[:, :, None]]
+    labels = [f"theta[{i}]" for i in range(draws.shape[2])] + ["logdensity"]
+    if summaries is not None:
+        columns.append(summaries)
+        labels += [f"summary[{j}]" for j in range(summaries.shape[2])]
+    everything = np.concatenate(columns, axis=2)
+    bulk = effective_sample_size(everything)
+    tail = effective_sample_size(everything, method="tail")
+    rhat = split_rhat(everything) if draws.shape[0] > 1 else np.full(bulk.shape, np.nan)
+    worst = int(np.argmin(bulk))
+    return SampleDiagnostics(float(bulk.min()), float(np.median(bulk[:draws.shape[2]])), float(tail.min()),
+                             float(np.nanmax(rhat)) if draws.shape[0] > 1 else float("nan"), labels[worst],
+                             float(bulk[draws.shape[2]]), int(num_divergent))
+
+
+def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains=2, metric="auto", seed=0,
+                structure=None, settings=None, auto=None, num_workers=None, executor="process"):
+    """Run ``num_chains`` NUTS chains (in parallel), each with warm-up, and pool them.
+
+    Parameters
+    ----------
+    logdensity_and_grad_fn : callable
+        ``position -> (logdensity, gradient)``; with ``executor="process"`` on
+        a platform without fork it must be picklable.
+    x0 : array_like, shape (dim,) or (num_chains, dim)
+        Starting position(s).
+    num_warmup, num_draws : int
+        Warm-up iterations (the pilots of ``"auto"`` come on top) and kept draws per chain.
+    num_chains : int
+    metric : str
+        ``"auto"`` (chosen from pilot runs, see :mod:`core.samplers.metric`) or
+        a fixed ``"diagonal"``, ``"dense"``, ``"precision"``, each optionally
+        with ``"+moves"``.
+    seed : int
+        Chain c uses ``core.random.stream(seed, c)``.
+    structure : TargetStructure, optional
+        Precision function, scale group and summaries of the target.
+    settings : NUTSSettings, optional
+    auto : AutoMetricSettings, optional
+    num_workers : int, optional
+        Chains run at once; default ``min(num_chains, os.cpu_count())``. The
+        draws do not depend on it.
+    executor : {"process", "thread"}
+        Threads suit a target that releases the GIL for most of its time.
+
+    Returns
+    -------
+    NUTSResult
+
+    Raises
+    ------
+    ParameterError
+        On bad counts, an unknown metric or one the structure cannot supply,
+        or a start with a non-finite log density.
+    """
+    structure = TargetStructure() if structure is None else structure
+    settings = NUTSSettings() if settings is None else settings
+    auto = AutoMetricSettings() if auto is None else auto
+    validate_metric(metric, structure)
+    for name, value, low in (("num_warmup", num_warmup, 20), ("num_draws", num_draws, 4), ("num_chains", num_chains, 1)):
+        if int(value) != value or value < low:
+            raise ParameterError(f"{name}={value} must be an integer of at least {low}")
+    if executor not in ("process", "thread"):
+        raise ParameterError(f"executor={executor!r}: expected 'process' or 'thread'")
+    if not 0.0 < auto.explore_fraction < 1.0:
+        raise ParameterError(f"explore_fraction={auto.explore_fraction} must lie in (0, 1)")
+    x0 = np.asarray(x0, dtype=float)
+    starts = np.broadcast_to(x0, (num_chains, x0.shape[-1])) if x0.ndim == 1 else x0
+    if starts.shape[0] != num_chains:
+        raise ParameterError(f"x0 has shape {x0.shape}: expected (dim,) or ({num_chains}, dim)")
+    num_workers = min(num_chains, os.cpu_count() or 1) if num_workers is None else int(num_workers)
+    if num_workers < 1:
+        raise ParameterError(f"num_workers={num_workers} must be a positive integer")
+    problem = _Problem(logdensity_and_grad_fn, structure, settings, auto)
+    chains = [_Chain(c, stream(seed, c), init(starts[c], logdensity_and_grad_fn), 0.0, None, None, 0, None, 0, 0, 0.0)
+              for c in range(num_chains)]
+    kind, _ = split_name(metric)
+    num_explore = int(round(auto.explore_fraction * num_warmup)) if metric == "auto" or kind == "precision" else 0
+    runner = _Runner(problem, num_workers=num_workers, executor=executor)
+    try:
+        start = time.perf_counter()
+        if num_explore:
+            chains = runner.map(_phase_explore, chains, num_explore)
+        if metric == "auto":
+            dim = starts.shape[1]
+            candidates, skipped = candidate_metrics(structure, dim=dim, num_explore_draws=num_explore - num_explore // 2,
+                                                    settings=auto)
+            outcomes = runner.map(_phase_pilots, chains, candidates)
+            pilots = []
+            for i, name in enumerate(candidates):
+                quantities = np.stack([measured[i][0] for _, measured in outcomes])
+                labels = ([f"theta[{j}]" for j in range(dim)] + ["logdensity"]
+                          + [f"summary[{j}]" for j in range(quantities.shape[2] - dim - 1)])
+                pilots.append(pilot_result(name, quantities, labels, sum(m[i][1] for _, m in outcomes),
+                                           [m[i][2] for _, m in outcomes], [m[i][3] for _, m in outcomes],
+                                           sum(m[i][4] for _, m in outcomes)))
+            chosen, reason = choose_metric(pilots, margin=auto.margin)
+            chains = [pilot_chains[candidates.index(chosen)] for pilot_chains, _ in outcomes]
+            choice = MetricChoice(chosen, reason, tuple(pilots), tuple(skipped))
+        else:
+            choice = MetricChoice(metric, "fixed by the caller", (), ())
+        chains = runner.map(_phase_final, chains, choice.metric, num_warmup - num_explore,
+                            is_chosen_by_pilot=metric == "auto")
+        warmup_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        results = runner.map(_phase_sample, chains, choice.metric, num_draws)
+        sampling_seconds = time.perf_counter() - start
+    finally:
+        runner.close()
+    draws = np.stack([r[0] for r in results])
+    logdensity = np.stack([r[1] for r in results])
+    summaries = None if results[0][2] is None else np.stack([r[2] for r in results])
+    infos = tuple(r[3] for r in results)
+    diagnostics = summarize(draws, logdensity, summaries, num_divergent=sum(c.num_divergent for c in infos))
+    return NUTSResult(draws, logdensity, summaries, infos, choice, diagnostics, warmup_seconds, sampling_seconds)

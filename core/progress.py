@@ -1,11 +1,47 @@
-"""Progress bars on stderr (tqdm), silenced when not wanted."""
+"""Progress bars on stderr (tqdm), shown on a terminal only unless asked for.
 
+A bar a caller enables is drawn when stderr is a terminal, when the user asks
+for bars anyway (``sepsti --progress``, which calls :func:`forced`, or
+``SEPSTI_PROGRESS=1`` in the environment), or when the caller passes
+``force=True`` (a command's own ``--progress``). ``SEPSTI_PROGRESS=0`` turns
+them all off. Logs redirected to a file or a pipe thus get no carriage-return
+bar updates by default.
+"""
+
+import contextlib
+import os
 import sys
 
-__all__ = ["progress_bar"]
+__all__ = ["progress_bar", "forced", "wanted"]
+
+_FORCED = [False]
 
 
-def progress_bar(total, *, desc=None, enabled=True, unit="it"):
+@contextlib.contextmanager
+def forced(enabled=True):
+    """Within this block, bars callers enable are drawn even when stderr is not a terminal."""
+    previous = _FORCED[0]
+    _FORCED[0] = bool(enabled)
+    try:
+        yield
+    finally:
+        _FORCED[0] = previous
+
+
+def wanted(*, force=False):
+    """Whether an enabled bar is drawn now (see the module docstring)."""
+    setting = os.environ.get("SEPSTI_PROGRESS", "").strip()
+    if setting == "0":
+        return bool(force)
+    if force or _FORCED[0] or setting == "1":
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def progress_bar(total, *, desc=None, enabled=True, unit="it", force=False):
     """Return a tqdm progress bar writing to stderr.
 
     Parameters
@@ -15,11 +51,15 @@ def progress_bar(total, *, desc=None, enabled=True, unit="it"):
     desc : str, optional
         Label shown before the bar.
     enabled : bool
-        False gives a bar that prints nothing (same interface).
+        False gives a bar that prints nothing (same interface). True draws it when
+        :func:`wanted` says so: on a terminal, or when forced.
     unit : str
         Unit name shown with the rate.
+    force : bool
+        Draw an enabled bar even when stderr is not a terminal.
     """
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, disable=not enabled, unit=unit, file=sys.stderr,
+    show = bool(enabled) and wanted(force=force)
+    return tqdm(total=total, desc=desc, disable=not show, unit=unit, file=sys.stderr,
                 leave=False, dynamic_ncols=True)

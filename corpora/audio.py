@@ -7,8 +7,12 @@ and the like) come back in [-1, 1) (soundfile's scaling: int16 / 32768);
 floating-point files come back as stored. Multichannel files are downmixed to
 mono by the mean over channels. Every problem with a file is reported as
 :class:`core.errors.ParameterError` with a one-line message ``<path>: <why>``.
+
+File names go to libsndfile as bytes (``os.fsencode``), so names that are not
+valid UTF-8 (read from the command line as surrogate escapes) work too.
 """
 
+import os
 import struct
 from pathlib import Path
 from typing import NamedTuple
@@ -17,7 +21,7 @@ import numpy as np
 
 from core.errors import ParameterError
 
-__all__ = ["AudioInfo", "audio_info", "read_audio"]
+__all__ = ["AudioInfo", "audio_info", "read_audio", "read_audio_blocks"]
 
 
 class AudioInfo(NamedTuple):
@@ -100,7 +104,7 @@ def audio_info(path):
 
     path = _check_file(path)
     try:
-        info = soundfile.info(str(path))
+        info = soundfile.info(os.fsencode(path))
     except (RuntimeError, soundfile.SoundFileError, TypeError) as error:
         raise ParameterError(f"{path}: not a readable audio file ({_describe(error)})") from None
     missing = _wav_data_shortfall(path)
@@ -136,7 +140,7 @@ def read_audio(path):
     info = audio_info(path)
     path = Path(path)
     try:
-        data, sample_rate = soundfile.read(str(path), dtype="float64", always_2d=True)
+        data, sample_rate = soundfile.read(os.fsencode(path), dtype="float64", always_2d=True)
     except (RuntimeError, soundfile.SoundFileError, TypeError, ValueError) as error:
         raise ParameterError(f"{path}: corrupt audio file ({_describe(error)})") from None
     if data.shape[0] != info.num_samples:
@@ -149,3 +153,55 @@ def read_audio(path):
         bad = int(np.count_nonzero(~np.isfinite(y)))
         raise ParameterError(f"{path}: {bad} sample(s) are NaN or Inf")
     return np.ascontiguousarray(y), int(sample_rate)
+
+
+def read_audio_blocks(path, *, block_size=1 << 16):
+    """Read an audio file block by block as a mono float64 signal (memory independent of its length).
+
+    The blocks, concatenated, are what :func:`read_audio` returns; the same checks are made
+    (the finite-sample check and the sample count as the blocks are read).
+
+    Parameters
+    ----------
+    path : str or Path
+    block_size : int
+        Samples (per channel) per block; the last block may be shorter.
+
+    Yields
+    ------
+    ndarray, shape (n,)
+        float64, integer formats in [-1, 1), multichannel downmixed by the mean.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`read_audio`, raised when the bad part is reached.
+    """
+    import soundfile
+
+    info = audio_info(path)
+    path = Path(path)
+    count = 0
+    try:
+        with soundfile.SoundFile(os.fsencode(path)) as handle:
+            while True:
+                try:
+                    data = handle.read(block_size, dtype="float64", always_2d=True)
+                except (RuntimeError, soundfile.SoundFileError, TypeError, ValueError) as error:
+                    raise ParameterError(f"{path}: corrupt audio file ({_describe(error)})") from None
+                if data.shape[0] == 0:
+                    break
+                y = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+                if not np.all(np.isfinite(y)):
+                    bad = int(np.count_nonzero(~np.isfinite(y)))
+                    raise ParameterError(f"{path}: {bad} sample(s) are NaN or Inf (in the block from sample "
+                                         f"{count})")
+                count += data.shape[0]
+                yield np.ascontiguousarray(y)
+    except (RuntimeError, soundfile.SoundFileError) as error:
+        raise ParameterError(f"{path}: corrupt audio file ({_describe(error)})") from None
+    if count != info.num_samples:
+        raise ParameterError(f"{path}: corrupt audio file (header says {info.num_samples} samples, "
+                             f"{count} could be read)")
+    if count == 0:
+        raise ParameterError(f"{path}: zero-length audio (no samples)")

@@ -9,10 +9,18 @@ with the exact rational ratio of the two rates), the check that a signal holds
 at least one STFT frame, and atomic writing (16-bit PCM for ``.wav``; for
 other extensions the format libsndfile associates with them).
 
+Long files are handled in blocks: :class:`Resampler` resamples a signal pushed
+block by block with the result of ``resample_poly`` on the whole signal (to
+rounding), :func:`inspect_input` checks a file and :func:`input_blocks` reads it
+at the processing rate without holding it, and :func:`open_output` writes an
+output block by block to a temporary file that is renamed at the end.
+
 Only NumPy is imported at module level: SciPy's signal package (≈0.6 s to
 import) is loaded only when a file's rate differs from the dictionary's.
 """
 
+import contextlib
+import os
 from math import gcd
 from pathlib import Path
 from typing import NamedTuple
@@ -21,7 +29,19 @@ import numpy as np
 
 from core.errors import ParameterError
 
-__all__ = ["Recording", "load_audio", "resample", "validate_frames", "output_format", "write_audio"]
+__all__ = ["Recording", "AudioInput", "Resampler", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "MAX_RATIO_TERM",
+           "load_audio", "resample", "validate_frames", "validate_sample_rate", "inspect_input", "input_blocks",
+           "output_format", "open_output", "write_audio"]
+
+#: Input rates accepted for enhancement (Hz). Below 4 kHz a file holds no speech band worth
+#: enhancing; above 384 kHz no audio interface records. Bounding the rate bounds the
+#: resampling factor, i.e. how much work a small file can ask for.
+MIN_SAMPLE_RATE = 4000
+MAX_SAMPLE_RATE = 384000
+#: Largest term of the reduced ratio target/orig: the polyphase filter has 20 × that many taps.
+MAX_RATIO_TERM = 50000
+#: Samples per block when files are read or resampled in pieces.
+BLOCK_SAMPLES = 1 << 16
 
 # Extensions whose libsndfile format name differs from the upper-cased extension.
 _FORMAT_ALIASES = {"AIF": "AIFF", "OGA": "OGG", "OPUS": "OGG", "SND": "AU"}
@@ -45,6 +65,99 @@ class Recording(NamedTuple):
     length: int
 
 
+class Resampler:
+    """Resample a signal given block by block, as ``scipy.signal.resample_poly`` does the whole.
+
+    The ratio is ``target_sr / orig_sr`` reduced to ``up / down``; the filter is
+    ``resample_poly``'s (Kaiser window β = 5, ``20 · max(up, down) + 1`` taps, zero padding
+    at both ends). An output sample depends on a bounded stretch of input, so only that
+    stretch is kept between blocks; the samples returned, concatenated, equal
+    ``resample_poly`` on the whole signal to rounding.
+
+    Parameters
+    ----------
+    orig_sr, target_sr : int
+        Rates in Hz.
+    num_samples : int
+        Length of the whole input (the output has ``ceil(num_samples · up / down)`` samples).
+    """
+
+    def __init__(self, orig_sr, target_sr, num_samples):
+        orig_sr, target_sr = int(orig_sr), int(target_sr)
+        if orig_sr <= 0 or target_sr <= 0:
+            raise ParameterError(f"sample rate: {orig_sr} -> {target_sr} Hz; rates must be positive")
+        common = gcd(orig_sr, target_sr)
+        self.up, self.down = target_sr // common, orig_sr // common
+        self.num_samples = int(num_samples)
+        total = self.num_samples * self.up
+        self.num_output = total // self.down + bool(total % self.down)
+        self._identity = self.up == self.down == 1
+        self._next = 0          # next output sample to produce
+        self._received = 0      # input samples pushed so far
+        self._start = 0         # index of the first input sample kept in the buffer
+        self._buffer = np.zeros(0)
+        if not self._identity:
+            from scipy.signal import firwin
+
+            max_rate = max(self.up, self.down)
+            half_len = 10 * max_rate
+            h = firwin(2 * half_len + 1, 1.0 / max_rate, window=("kaiser", 5.0)) * self.up
+            pre_pad = self.down - half_len % self.down
+            self._remove = (half_len + pre_pad) // self.down
+            self._filter = np.concatenate([np.zeros(pre_pad), h])
+
+    def _first_input(self, output):
+        """Index of the first input sample that output sample ``output`` depends on (>= 0)."""
+        m = output + self._remove
+        return max(0, -(-(m * self.down - len(self._filter) + 1) // self.up))
+
+    def push(self, block):
+        """Add input samples; return the output samples they complete."""
+        block = np.asarray(block, dtype=np.float64)
+        if self._received + len(block) > self.num_samples:
+            raise ParameterError(f"resampler: more than the announced {self.num_samples} samples pushed")
+        self._received += len(block)
+        if self._identity:
+            self._next += len(block)
+            return block.copy()
+        self._buffer = np.concatenate([self._buffer, block]) if len(self._buffer) else block
+        if self._received == self.num_samples:
+            stop = self.num_output
+        else:  # outputs whose inputs have all arrived
+            m = -(-self._received * self.up // self.down) - 1
+            stop = min(self.num_output, m + 1 - self._remove)
+        return self._produce(stop)
+
+    def _produce(self, stop):
+        from scipy.signal import upfirdn
+
+        if stop <= self._next:
+            return np.zeros(0)
+        # upfirdn on a stretch that starts at a multiple of ``down`` keeps every output's phase,
+        # so each output is the same sum of the same products as on the whole signal.
+        first = self._first_input(self._next) // self.down * self.down
+        first = max(first, self._start)
+        y = upfirdn(self._filter, self._buffer[first - self._start:], self.up, self.down)
+        offset = first * self.up // self.down
+        out = y[self._next + self._remove - offset:stop + self._remove - offset]
+        if len(out) < stop - self._next:  # past the end of the signal: zeros, as resample_poly's padding
+            out = np.pad(out, (0, stop - self._next - len(out)))
+        self._next = stop
+        keep = min(self._first_input(stop) // self.down * self.down, self._received)
+        if keep > self._start:
+            self._buffer = self._buffer[keep - self._start:]
+            self._start = keep
+        return out
+
+    def finish(self):
+        """Return the remaining output samples; every input sample must have been pushed."""
+        if self._received != self.num_samples:
+            raise ParameterError(f"resampler: {self._received} of {self.num_samples} samples pushed")
+        if self._identity:
+            return np.zeros(0)
+        return self._produce(self.num_output)
+
+
 def resample(y, orig_sr, target_sr, *, length=None):
     """Resample by the exact rational ratio ``target_sr / orig_sr`` (polyphase filter).
 
@@ -61,18 +174,49 @@ def resample(y, orig_sr, target_sr, *, length=None):
     -------
     ndarray, shape (length,) or (ceil(n * target_sr / orig_sr),)
     """
-    orig_sr, target_sr = int(orig_sr), int(target_sr)
-    if orig_sr <= 0 or target_sr <= 0:
-        raise ParameterError(f"sample rate: {orig_sr} -> {target_sr} Hz; rates must be positive")
     y = np.asarray(y, dtype=np.float64)
-    if orig_sr != target_sr and len(y):
-        from scipy.signal import resample_poly
-
-        common = gcd(orig_sr, target_sr)
-        y = resample_poly(y, target_sr // common, orig_sr // common)
+    resampler = Resampler(orig_sr, target_sr, len(y))
+    if resampler.up == resampler.down:
+        out = y.copy()
+    else:
+        out = np.concatenate([resampler.push(y), resampler.finish()]) if len(y) else y[:0].copy()
     if length is not None:
-        y = y[:length] if len(y) >= length else np.pad(y, (0, length - len(y)))
-    return y
+        out = out[:length] if len(out) >= length else np.pad(out, (0, length - len(out)))
+    return out
+
+
+def validate_sample_rate(sample_rate, target_sr, *, name="audio"):
+    """Refuse rates that would make resampling to ``target_sr`` unreasonably costly.
+
+    Parameters
+    ----------
+    sample_rate : int
+        A file's rate (Hz).
+    target_sr : int
+        The processing rate.
+    name : str
+        How to name the file in the message.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ParameterError
+        Outside [:data:`MIN_SAMPLE_RATE`, :data:`MAX_SAMPLE_RATE`], or a ratio whose reduced
+        terms exceed :data:`MAX_RATIO_TERM` (a filter of millions of taps).
+    """
+    sample_rate = int(sample_rate)
+    if not MIN_SAMPLE_RATE <= sample_rate <= MAX_SAMPLE_RATE:
+        raise ParameterError(f"{name}: sample rate {sample_rate} Hz is outside {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE} Hz; "
+                             "check the file's header or convert it to a standard rate")
+    common = gcd(sample_rate, int(target_sr))
+    if max(sample_rate, int(target_sr)) // common > MAX_RATIO_TERM:
+        raise ParameterError(f"{name}: sample rate {sample_rate} Hz has no short ratio to {target_sr} Hz "
+                             f"({int(target_sr) // common}/{sample_rate // common}); convert the file to a "
+                             "standard rate such as 8000, 16000, 44100 or 48000 Hz first")
+    return sample_rate
 
 
 def validate_frames(y, sample_rate, *, name="audio"):
@@ -124,13 +268,95 @@ def load_audio(path, *, sample_rate):
     ------
     ParameterError
         If the file is missing, a directory, empty, not audio, truncated,
-        holds no samples or non-finite ones, or is shorter than one frame.
+        holds no samples or non-finite ones, is shorter than one frame, or has
+        a rate outside what :func:`validate_sample_rate` accepts.
     """
-    from corpora.audio import read_audio
+    from corpora.audio import audio_info, read_audio
 
+    validate_sample_rate(audio_info(path).sample_rate, sample_rate, name=str(path))
     y, file_rate = read_audio(path)
     samples = validate_frames(resample(y, file_rate, sample_rate), sample_rate, name=str(path))
     return Recording(samples, int(file_rate), len(y))
+
+
+class AudioInput(NamedTuple):
+    """A checked input file: what processing it block by block needs to know.
+
+    Attributes
+    ----------
+    path : Path
+    sample_rate : int
+        The file's rate (Hz).
+    length : int
+        The file's samples (per channel).
+    num_samples : int
+        Samples at the processing rate.
+    peak : float
+        Largest absolute sample of the mono signal (above 1.0 only in float files).
+    """
+
+    path: Path
+    sample_rate: int
+    length: int
+    num_samples: int
+    peak: float
+
+
+def inspect_input(path, *, sample_rate):
+    """Check an input file completely, reading it block by block.
+
+    Parameters
+    ----------
+    path : str or Path
+    sample_rate : int
+        The processing rate.
+
+    Returns
+    -------
+    AudioInput
+
+    Raises
+    ------
+    ParameterError
+        Everything :func:`load_audio` refuses, found without holding the file in memory.
+    """
+    from corpora.audio import audio_info, read_audio_blocks
+
+    path = Path(path)
+    info = audio_info(path)
+    validate_sample_rate(info.sample_rate, sample_rate, name=str(path))
+    peak = 0.0
+    for block in read_audio_blocks(path, block_size=BLOCK_SAMPLES):
+        peak = max(peak, float(np.max(np.abs(block))))
+    num_samples = Resampler(info.sample_rate, sample_rate, info.num_samples).num_output
+    validate_frames(np.broadcast_to(0.0, (num_samples,)), sample_rate, name=str(path))
+    return AudioInput(path, info.sample_rate, info.num_samples, num_samples, peak)
+
+
+def input_blocks(audio, *, sample_rate):
+    """The mono signal of a checked input at the processing rate, block by block.
+
+    Parameters
+    ----------
+    audio : AudioInput
+    sample_rate : int
+        The processing rate.
+
+    Yields
+    ------
+    ndarray, shape (n,)
+        Concatenated: :func:`load_audio`'s samples, to rounding.
+    """
+    from corpora.audio import read_audio_blocks
+
+    resampler = Resampler(audio.sample_rate, sample_rate, audio.length)
+    for block in read_audio_blocks(audio.path, block_size=BLOCK_SAMPLES):
+        out = resampler.push(block)
+        if len(out):
+            yield out
+    out = resampler.finish()
+    if len(out):
+        yield out
 
 
 def output_format(path):
@@ -173,7 +399,59 @@ def output_format(path):
     return fmt, subtype
 
 
-def write_audio(path, y, sample_rate):
+class _Output:
+    """Sink of :func:`open_output`: ``write(block)``; counts samples clipped to full scale."""
+
+    def __init__(self, handle, clip):
+        self._handle = handle
+        self._clip = clip
+        self.written = 0
+        self.clipped = 0
+
+    def write(self, block):
+        block = np.asarray(block, dtype=np.float64)
+        if self._clip:
+            # libsndfile wraps rather than saturates out-of-range values on integer formats.
+            outside = np.abs(block) > 1.0
+            if outside.any():
+                self.clipped += int(np.count_nonzero(outside))
+                block = np.clip(block, -1.0, 1.0)
+        self._handle.write(block)
+        self.written += len(block)
+
+
+@contextlib.contextmanager
+def open_output(path, sample_rate, *, overwrite=True):
+    """Write a mono signal block by block, atomically (temporary file beside ``path``, then rename).
+
+    Parameters
+    ----------
+    path : str or Path
+        Output file; the format follows the extension (see :func:`output_format`).
+    sample_rate : int
+    overwrite : bool
+        False: refuse, at the rename, a file that appeared at ``path`` meanwhile
+        (:func:`core.io.atomic_path`).
+
+    Yields
+    ------
+    object
+        With ``write(block)`` (signal in [-1, 1); integer formats clip it to that range),
+        and the counts ``written`` and ``clipped`` (samples beyond full scale).
+    """
+    import soundfile
+
+    from core.io import atomic_path
+
+    fmt, subtype = output_format(path)
+    clip = subtype.startswith("PCM") or subtype in ("ULAW", "ALAW")
+    with atomic_path(path, overwrite=overwrite) as tmp:
+        with soundfile.SoundFile(os.fsencode(tmp), "w", samplerate=int(sample_rate), channels=1,
+                                 subtype=subtype, format=fmt) as handle:
+            yield _Output(handle, clip)
+
+
+def write_audio(path, y, sample_rate, *, overwrite=True):
     """Write a mono signal atomically (temporary file beside ``path``, then rename).
 
     Parameters
@@ -183,15 +461,14 @@ def write_audio(path, y, sample_rate):
     y : ndarray, shape (n,)
         Signal in [-1, 1); integer formats clip it to that range.
     sample_rate : int
+    overwrite : bool
+        False: never replace a file (see :func:`open_output`).
+
+    Returns
+    -------
+    int
+        Number of samples clipped to full scale.
     """
-    import soundfile
-
-    from core.io import atomic_path
-
-    fmt, subtype = output_format(path)
-    y = np.asarray(y, dtype=np.float64)
-    if subtype.startswith("PCM") or subtype in ("ULAW", "ALAW"):
-        # libsndfile wraps rather than saturates out-of-range values on integer formats.
-        y = np.clip(y, -1.0, 1.0)
-    with atomic_path(path) as tmp:
-        soundfile.write(tmp, y, int(sample_rate), subtype=subtype, format=fmt)
+    with open_output(path, sample_rate, overwrite=overwrite) as output:
+        output.write(y)
+    return output.clipped

@@ -3,13 +3,17 @@
 Subcommands live in ``sepsti/commands/<name>.py`` and are imported only when
 invoked, so ``sepsti --help`` starts fast. Errors a user can fix
 (:class:`core.errors.ParameterError`, unreadable or unwritable files) exit
-with status 2 and one line ``Error: <what>: <why>``; anything else exits 1.
-Warnings (e.g. EM stopping at its iteration cap, STI chains that did not
-equilibrate) print as one line ``Warning: <what>`` on stderr.
+with status 2 and one line ``Error: <what>: <why>``; so do click's usage errors
+(a bad option value, a missing argument), without the usage block; anything
+else exits 1. Warnings (e.g. EM stopping at its iteration cap, STI chains that
+did not equilibrate) print as one line ``Warning: <what>`` on stderr. File
+names that are not valid UTF-8 print with backslash escapes instead of failing.
 """
 
+import contextlib
 import importlib
 import os
+import sys
 import warnings
 
 import click
@@ -50,6 +54,26 @@ def _one_line_warning(message, category, filename, lineno, line=None):
     return f"Warning: {message}\n"
 
 
+def _usage_error(error):
+    """A click usage error as one line: what is wrong, and where the help is."""
+    message = " ".join(error.format_message().split())
+    if error.ctx is not None:
+        message += f" (see '{error.ctx.command_path} --help')"
+    return InputError(message)
+
+
+def _is_help_request(error):
+    # `sepsti corpus` without a subcommand shows the help (click >= 8.2 raises it as a usage error)
+    return type(error).__name__ == "NoArgsIsHelpError"
+
+
+def _escape_unencodable_output():
+    """Print file names that are not valid UTF-8 (surrogate escapes) as backslash escapes."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")
+
+
 class _LazyGroup(click.Group):
     """A group that imports a subcommand's module only when it runs."""
 
@@ -62,10 +86,23 @@ class _LazyGroup(click.Group):
         module, attribute, help_text = _COMMANDS[name]
         return _LazyCommand(name, module, attribute, help_text)
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as error:
+            if _is_help_request(error):
+                raise
+            raise _usage_error(error) from None
+
     def invoke(self, ctx):
         warnings.formatwarning = _one_line_warning
+        _escape_unencodable_output()
         try:
             return super().invoke(ctx)
+        except click.UsageError as error:
+            if _is_help_request(error):
+                raise
+            raise _usage_error(error) from None
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except ParameterError as error:
@@ -107,8 +144,15 @@ class _LazyCommand(click.Command):
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sepsti")
-def cli():
+@click.option("--progress", is_flag=True,
+              help="Draw progress bars on stderr even when it is not a terminal (a log file, a pipe).")
+@click.pass_context
+def cli(ctx, progress):
     """sepsti: Bayesian NMF speech enhancement with rank selection by STI."""
+    if progress:
+        from core.progress import forced
+
+        ctx.with_resource(forced())
 
 
 def main():

@@ -17,6 +17,8 @@ left alone. The speech is rebuilt with the Wiener-style mask ``S / (S + N)`` app
 complex noisy STFT.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from core.errors import ParameterError
@@ -24,7 +26,8 @@ from core.factorization import initialize_nmf, poisson_nmf_em
 from core.random import stream
 from sepsti import features
 
-__all__ = ["train_dictionary", "denoise", "separate", "quiet_noise_dictionary", "speech_prior_rates"]
+__all__ = ["CHUNK_FRAMES", "MAX_QUIET_FRAMES", "train_dictionary", "denoise", "denoise_blocks", "separate",
+           "quiet_noise_dictionary", "speech_prior_rates", "validate_noise_rank"]
 
 
 def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0, progress=False):
@@ -92,6 +95,39 @@ def _validate_signal(y):
     return y
 
 
+#: Frames per piece when a signal is enhanced in pieces (65 s at 8 kHz): a file of up to this
+#: many frames is one piece; memory per piece is about 16 kB per frame.
+CHUNK_FRAMES = 2048
+#: Most quiet frames the noise dictionary is learned on (2.2 min at 8 kHz, the quietest 20 % of
+#: an 11-minute file); beyond that, frames spread evenly over the quiet set, by loudness rank.
+MAX_QUIET_FRAMES = 4096
+
+
+def _quiet_frames(energies, noise_rank, quiet_fraction):
+    """Indices of the quiet frames, quietest first (a spread subset when there are too many)."""
+    n_frames = len(energies)
+    count = min(n_frames, max(2 * noise_rank, int(np.ceil(quiet_fraction * n_frames))))
+    quiet = np.argsort(energies, kind="stable")[:count]
+    if count > MAX_QUIET_FRAMES:
+        quiet = quiet[np.unique(np.linspace(0, count - 1, MAX_QUIET_FRAMES).round().astype(np.int64))]
+    return quiet
+
+
+def _fit_noise(Vq, noise_rank, rng, offset, max_iter):
+    """Noise dictionary and floor from the quiet frames' magnitudes ``Vq``."""
+    noise_floor = Vq.mean(axis=1)
+    # a small offset keeps bins that are exactly zero in the quiet frames learnable
+    Vq = Vq + offset
+    W0, H0 = initialize_nmf(Vq, noise_rank, rng)
+    result = poisson_nmf_em(Vq, W0, H0, max_iter=max_iter, tol=0)
+    W_noise = result.W / result.W.sum(axis=0, keepdims=True)
+    return W_noise, noise_floor
+
+
+def _offset(mean_magnitude):
+    return 1e-3 * max(float(mean_magnitude), np.finfo(np.float64).tiny)
+
+
 def quiet_noise_dictionary(V, noise_rank, rng, *, quiet_fraction=0.2, max_iter=50):
     """A noise dictionary learned on the quietest frames of a noisy spectrogram.
 
@@ -105,7 +141,8 @@ def quiet_noise_dictionary(V, noise_rank, rng, *, quiet_fraction=0.2, max_iter=5
     noise_rank : int
     rng : numpy.random.Generator
     quiet_fraction : float
-        Share of the frames, lowest total magnitude first (at least ``2 * noise_rank`` frames).
+        Share of the frames, lowest total magnitude first (at least ``2 * noise_rank`` frames;
+        at most :data:`MAX_QUIET_FRAMES`, spread over that share).
     max_iter : int
         EM iterations.
 
@@ -116,17 +153,8 @@ def quiet_noise_dictionary(V, noise_rank, rng, *, quiet_fraction=0.2, max_iter=5
     noise_floor : ndarray, shape (n_bins,)
         Mean magnitude of the quiet frames, per bin.
     """
-    n_frames = V.shape[1]
-    count = min(n_frames, max(2 * noise_rank, int(np.ceil(quiet_fraction * n_frames))))
-    quiet = np.argsort(V.sum(axis=0), kind="stable")[:count]
-    Vq = V[:, quiet]
-    noise_floor = Vq.mean(axis=1)
-    # a small offset keeps bins that are exactly zero in the quiet frames learnable
-    Vq = Vq + 1e-3 * max(float(V.mean()), np.finfo(np.float64).tiny)
-    W0, H0 = initialize_nmf(Vq, noise_rank, rng)
-    result = poisson_nmf_em(Vq, W0, H0, max_iter=max_iter, tol=0)
-    W_noise = result.W / result.W.sum(axis=0, keepdims=True)
-    return W_noise, noise_floor
+    quiet = _quiet_frames(V.sum(axis=0), noise_rank, quiet_fraction)
+    return _fit_noise(V[:, quiet], noise_rank, rng, _offset(V.mean()), max_iter)
 
 
 def speech_prior_rates(V, noise_floor, sparsity):
@@ -149,6 +177,46 @@ def speech_prior_rates(V, noise_floor, sparsity):
 
 
 _MAX_NOISE_SHARE = 0.9
+
+
+def _initial_activations(seed, shape, start, stop):
+    """Columns ``start:stop`` of ``stream(seed, 2).uniform(0.5, 1.5, shape)``, drawn on their own.
+
+    Each row's stretch is reached by advancing the generator (one 64-bit draw per value),
+    so a piece of a long signal starts from the values the whole would.
+    """
+    rows, n = shape
+    base = stream(seed, 2).bit_generator.state
+    out = np.empty((rows, stop - start))
+    for row in range(rows):
+        bits = np.random.PCG64()
+        bits.state = base
+        bits.advance(row * n + start)
+        out[row] = np.random.Generator(bits).uniform(0.5, 1.5, stop - start)
+    return out
+
+
+class _NoiseModel(NamedTuple):
+    W_all: np.ndarray      # speech dictionary then noise dictionary, (n_bins, rank + noise_rank)
+    rank: int              # speech atoms
+    noise_floor: np.ndarray
+    level: float           # mean frame magnitude: the scale of the activations' start
+    n_frames: int
+
+
+def _separate_frames(V, model, start, *, max_iter, sparsity, seed):
+    """Speech and noise magnitudes of frames ``start : start + V.shape[1]`` (frames are independent
+    given the fixed dictionaries and the per-frame prior rates)."""
+    rank, size = model.rank, model.W_all.shape[1]
+    stop = start + V.shape[1]
+    H = model.level / size * _initial_activations(seed, (size, model.n_frames), start, stop)
+    rates = np.zeros((size, V.shape[1]))
+    if sparsity > 0:
+        rates[:rank] = speech_prior_rates(V, model.noise_floor, sparsity)[None, :]
+    result = poisson_nmf_em(V, model.W_all, H, update_W=False, prior_rate_H=rates, max_iter=max_iter, tol=0)
+    speech = result.W[:, :rank] @ result.H[:rank]
+    noise = result.W[:, rank:] @ result.H[rank:]
+    return speech, noise
 
 
 def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=0.6, quiet_fraction=0.2, seed=0):
@@ -182,23 +250,128 @@ def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=0.6, quiet_fraction=0
     speech, noise : ndarray, shape (n_bins, n_frames)
         ``W_sp H_sp`` and ``W_no H_no``.
     """
-    rank = W.shape[1]
-    n_frames = V.shape[1]
-    W_noise, noise_floor = quiet_noise_dictionary(V, noise_rank, stream(seed, 1),
-                                                  quiet_fraction=quiet_fraction)
-    W_all = np.concatenate([W, W_noise], axis=1)
+    W_noise, noise_floor = quiet_noise_dictionary(V, noise_rank, stream(seed, 1), quiet_fraction=quiet_fraction)
     level = max(float(V.sum(axis=0).mean()), np.finfo(np.float64).tiny)
-    H = level / (rank + noise_rank) * stream(seed, 2).uniform(0.5, 1.5, (rank + noise_rank, n_frames))
-    rates = np.zeros((rank + noise_rank, n_frames))
-    if sparsity > 0:
-        rates[:rank] = speech_prior_rates(V, noise_floor, sparsity)[None, :]
-    result = poisson_nmf_em(V, W_all, H, update_W=False, prior_rate_H=rates, max_iter=max_iter, tol=0)
-    speech = result.W[:, :rank] @ result.H[:rank]
-    noise = result.W[:, rank:] @ result.H[rank:]
-    return speech, noise
+    model = _NoiseModel(np.concatenate([W, W_noise], axis=1), W.shape[1], noise_floor, level, V.shape[1])
+    return _separate_frames(V, model, 0, max_iter=max_iter, sparsity=sparsity, seed=seed)
 
 
-def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0):
+def _validate_options(noise_rank, max_iter, sparsity, chunk_frames):
+    if isinstance(noise_rank, (bool, np.bool_)) or not isinstance(noise_rank, (int, np.integer)) or noise_rank < 1:
+        raise ParameterError(f"noise_rank: expected a positive integer, got {noise_rank!r}")
+    if noise_rank > features.N_BINS:
+        raise ParameterError(f"noise_rank={noise_rank}: at most {features.N_BINS} (the number of frequency bins)")
+    if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ParameterError(f"max_iter: expected a positive integer, got {max_iter!r}")
+    if not (isinstance(sparsity, (int, float, np.integer, np.floating)) and np.isfinite(sparsity) and sparsity >= 0):
+        raise ParameterError(f"sparsity: expected a finite number >= 0, got {sparsity!r}")
+    if isinstance(chunk_frames, (bool, np.bool_)) or not isinstance(chunk_frames, (int, np.integer)) \
+            or chunk_frames < 1:
+        raise ParameterError(f"chunk_frames: expected a positive integer, got {chunk_frames!r}")
+
+
+def validate_noise_rank(noise_rank, num_samples, *, name="signal"):
+    """Require at least ``noise_rank`` STFT frames in a signal of ``num_samples`` samples.
+
+    A noise dictionary of more atoms than the frames it is learned on fits nothing; the
+    command line refuses such a file before any work (the library accepts it).
+
+    Raises
+    ------
+    ParameterError
+        Naming the signal, its frame count and the remedy.
+    """
+    frames = features.num_frames(num_samples)
+    if noise_rank > frames:
+        raise ParameterError(f"{name}: {frames} STFT frames, fewer than the noise rank {noise_rank}; "
+                             "lower --noise-rank or give a longer recording")
+    return noise_rank
+
+
+def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0,
+                   chunk_frames=CHUNK_FRAMES):
+    """Enhance a signal given block by block; memory does not grow with its length.
+
+    The method is :func:`denoise`'s, computed in three passes over the signal: the frames'
+    total magnitudes (to find the quiet frames and the activations' scale), the quiet
+    frames' spectra (noise dictionary and floor), then MAP-EM and the mask in pieces of
+    ``chunk_frames`` frames. Frames are independent once the dictionaries and the prior rates
+    are fixed, and each piece starts from the activations the whole signal would, so the
+    result does not depend on ``chunk_frames`` beyond rounding.
+
+    Parameters
+    ----------
+    blocks : callable
+        ``blocks()`` returns a new iterator over the signal's consecutive pieces (1-D float
+        arrays in [-1, 1) at :data:`sepsti.features.SAMPLE_RATE`); it is called three times.
+    num_samples : int
+        Length of the signal.
+    W : ndarray, shape (257, rank)
+        Speech dictionary.
+    noise_rank, max_iter, sparsity, seed
+        As :func:`denoise`.
+    chunk_frames : int
+        STFT frames per piece (:data:`CHUNK_FRAMES`).
+
+    Yields
+    ------
+    ndarray
+        Consecutive pieces of the speech estimate, ``num_samples`` samples in all.
+
+    Raises
+    ------
+    ParameterError
+        Bad options (a noise rank above the 257 frequency bins, say).
+    """
+    W = _validate_dictionary(W)
+    _validate_options(noise_rank, max_iter, sparsity, chunk_frames)
+    noise_rank, max_iter, chunk_frames = int(noise_rank), int(max_iter), int(chunk_frames)
+    num_samples = int(num_samples)
+    tiny = np.finfo(np.float64).tiny
+    W = W / np.maximum(W.sum(axis=0, keepdims=True), tiny)
+
+    # pass 1: each frame's total magnitude (8 bytes per frame)
+    energies = np.concatenate([np.abs(S).sum(axis=0) for S in features.stft_chunks(blocks(), chunk_frames)])
+    n_frames = len(energies)
+    if not np.any(energies):
+        for start in range(0, num_samples, chunk_frames * features.HOP_LENGTH):
+            yield np.zeros(min(chunk_frames * features.HOP_LENGTH, num_samples - start))
+        return
+
+    # pass 2: the quiet frames, in the order of their loudness
+    quiet = _quiet_frames(energies, noise_rank, 0.2)
+    position = np.full(n_frames, -1)
+    position[quiet] = np.arange(len(quiet))
+    Vq = np.empty((W.shape[0], len(quiet)))
+    start = 0
+    for S in features.stft_chunks(blocks(), chunk_frames):
+        where = position[start:start + S.shape[1]]
+        Vq[:, where[where >= 0]] = np.abs(S[:, where >= 0])
+        start += S.shape[1]
+    mean_magnitude = energies.sum() / (W.shape[0] * n_frames)
+    W_noise, noise_floor = _fit_noise(Vq, noise_rank, stream(seed, 1), _offset(mean_magnitude), 50)
+    del Vq
+    level = max(float(energies.mean()), tiny)
+    model = _NoiseModel(np.concatenate([W, W_noise], axis=1), W.shape[1], noise_floor, level, n_frames)
+
+    # pass 3: activations, mask and resynthesis, piece by piece
+    synthesis = features.OverlapAdd()
+    produced, start = 0, 0
+    for S in features.stft_chunks(blocks(), chunk_frames):
+        speech, noise = _separate_frames(np.abs(S), model, start, max_iter=max_iter, sparsity=sparsity, seed=seed)
+        start += S.shape[1]
+        total = speech + noise
+        mask = np.divide(speech, total, out=np.zeros_like(speech), where=total > 0)
+        samples = synthesis.push(mask * S)[:num_samples - produced]
+        produced += len(samples)
+        if len(samples):
+            yield samples
+    rest = synthesis.finish(num_samples)[:num_samples - produced]
+    if len(rest):
+        yield rest
+
+
+def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0, chunk_frames=CHUNK_FRAMES):
     """Enhance a noisy speech signal.
 
     Parameters
@@ -208,7 +381,8 @@ def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0):
     W : ndarray, shape (257, rank)
         Speech dictionary (fixed during enhancement).
     noise_rank : int
-        Rank of the noise dictionary learned on the signal itself.
+        Rank of the noise dictionary learned on the signal itself (at most 257, the number of
+        frequency bins; :func:`validate_noise_rank` checks it against a signal's frames).
     max_iter : int
         EM iterations.
     sparsity : float
@@ -216,6 +390,9 @@ def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0):
         0 gives the maximum-likelihood fit.
     seed : int
         Seed of the initialisation (the output is deterministic for a seed).
+    chunk_frames : int
+        Frames per piece of EM (:func:`denoise_blocks`); the result does not depend on it
+        beyond rounding.
 
     Returns
     -------
@@ -229,19 +406,9 @@ def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0):
     """
     y = _validate_signal(y)
     W = _validate_dictionary(W)
-    if isinstance(noise_rank, (bool, np.bool_)) or not isinstance(noise_rank, (int, np.integer)) or noise_rank < 1:
-        raise ParameterError(f"noise_rank: expected a positive integer, got {noise_rank!r}")
-    if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ParameterError(f"max_iter: expected a positive integer, got {max_iter!r}")
-    if not (isinstance(sparsity, (int, float, np.integer, np.floating)) and np.isfinite(sparsity) and sparsity >= 0):
-        raise ParameterError(f"sparsity: expected a finite number >= 0, got {sparsity!r}")
+    _validate_options(noise_rank, max_iter, sparsity, chunk_frames)
     if y.size == 0 or not np.any(y):
         return np.zeros_like(y)
-    S = features.stft(y)
-    V = np.abs(S)
-    W = W / np.maximum(W.sum(axis=0, keepdims=True), np.finfo(np.float64).tiny)
-    speech, noise = separate(V, W, noise_rank=int(noise_rank), max_iter=int(max_iter),
-                             sparsity=float(sparsity), seed=seed)
-    total = speech + noise
-    mask = np.divide(speech, total, out=np.zeros_like(speech), where=total > 0)
-    return features.istft(mask * S, y.size)
+    pieces = denoise_blocks(lambda: iter((y,)), y.size, W, noise_rank=noise_rank, max_iter=max_iter,
+                            sparsity=sparsity, seed=seed, chunk_frames=chunk_frames)
+    return np.concatenate(list(pieces))

@@ -15,6 +15,11 @@ The transform is plain NumPy (``numpy.fft``) and matches ``librosa.stft`` /
 importing librosa, which alone takes about a second, so that ``sepsti
 enhance`` starts fast.
 
+:func:`stft_chunks` and :class:`OverlapAdd` compute the same transforms on a
+signal given block by block (frames in chunks of a fixed count), with the
+same values as :func:`stft` / :func:`istft` on the whole signal, so long
+signals never need to be held at once.
+
 Magnitudes are scaled by :data:`AMPLITUDE_SCALE` (int16 full scale): the
 Poisson models and the prior rate λ = 4e-4 of the paper are defined on that
 scale.
@@ -23,7 +28,7 @@ scale.
 import numpy as np
 
 __all__ = ["SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WINDOW", "AMPLITUDE_SCALE", "N_BINS",
-           "window", "stft", "istft", "magnitude", "training_matrix"]
+           "window", "stft", "istft", "stft_chunks", "OverlapAdd", "num_frames", "magnitude", "training_matrix"]
 
 SAMPLE_RATE = 8000
 N_FFT = 512
@@ -103,6 +108,87 @@ def istft(spectrogram, length):
     if len(y) < length:
         y = np.pad(y, (0, length - len(y)))
     return y[:length] / AMPLITUDE_SCALE
+
+
+def num_frames(num_samples):
+    """Number of STFT frames of a signal of ``num_samples`` samples: ``ceil(n / 256) + 1``."""
+    return -(-int(num_samples) // HOP_LENGTH) + 1
+
+
+def _frames_spectrum(padded, count):
+    frames = np.lib.stride_tricks.sliding_window_view(padded[:(count - 1) * HOP_LENGTH + N_FFT], N_FFT)[::HOP_LENGTH]
+    return np.fft.rfft(frames * window(), axis=1).T
+
+
+def stft_chunks(blocks, chunk_frames):
+    """:func:`stft` of a signal given block by block, in chunks of frames.
+
+    Parameters
+    ----------
+    blocks : iterable of ndarray
+        The signal's consecutive pieces, in [-1, 1) (any sizes).
+    chunk_frames : int
+        Frames per chunk; every chunk but the last has exactly this many.
+
+    Yields
+    ------
+    ndarray of complex128, shape (257, m)
+        Consecutive columns of ``stft(np.concatenate(blocks))``, same values.
+    """
+    chunk_frames = int(chunk_frames)
+    pending = np.zeros(N_FFT // 2)  # the centring pad, then scaled samples not yet fully framed
+    total = 0
+    for block in blocks:
+        block = np.asarray(block, dtype=np.float64)
+        total += len(block)
+        pending = np.concatenate([pending, block * AMPLITUDE_SCALE])
+        while len(pending) >= (chunk_frames - 1) * HOP_LENGTH + N_FFT:
+            yield _frames_spectrum(pending, chunk_frames)
+            pending = pending[chunk_frames * HOP_LENGTH:]
+    pending = np.concatenate([pending, np.zeros((-total) % HOP_LENGTH + N_FFT // 2)])
+    remaining = (len(pending) - N_FFT) // HOP_LENGTH + 1
+    while remaining > 0:
+        count = min(chunk_frames, remaining)
+        yield _frames_spectrum(pending, count)
+        pending = pending[count * HOP_LENGTH:]
+        remaining -= count
+
+
+class OverlapAdd:
+    """:func:`istft` of a spectrogram given in chunks of frames, producing samples as they complete.
+
+    ``push`` each chunk in order, then ``finish(length)``; the samples returned, concatenated
+    and cut to ``length``, are ``istft(whole_spectrogram, length)`` with the same values.
+    """
+
+    def __init__(self):
+        win = window()
+        self._window = win
+        squared = win ** 2
+        # the summed squared window where two frames overlap, as istft computes it
+        self._envelope = (np.zeros(HOP_LENGTH) + squared[:HOP_LENGTH]) + squared[HOP_LENGTH:]
+        self._tail = None
+        self._produced = 0
+
+    def push(self, spectrogram):
+        """Add frames (complex, shape (257, m)); return the samples they complete, in [-1, 1) units."""
+        frames = np.fft.irfft(np.asarray(spectrogram).T, n=N_FFT, axis=1) * self._window
+        if len(frames) == 0:
+            return np.zeros(0)
+        firsts = frames[:, :HOP_LENGTH]
+        seconds = frames[:-1, HOP_LENGTH:]
+        if self._tail is None:  # the first frame's first half lies in the centring pad
+            firsts = firsts[1:]
+        else:
+            seconds = np.concatenate([self._tail[None, :], seconds])
+        self._tail = frames[-1, HOP_LENGTH:].copy()
+        out = ((firsts + seconds) / self._envelope).reshape(-1) / AMPLITUDE_SCALE
+        self._produced += len(out)
+        return out
+
+    def finish(self, length):
+        """Zeros that pad the samples produced to ``length`` (istft's padding); cut the rest yourself."""
+        return np.zeros(max(0, int(length) - self._produced))
 
 
 def magnitude(y):

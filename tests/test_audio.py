@@ -101,3 +101,53 @@ def test_write_audio_failure_leaves_nothing(tmp_path):
     with pytest.raises(Exception):
         write_audio(target, np.zeros(10), -5)  # libsndfile refuses the rate
     assert os.listdir(tmp_path) == ["out.wav"] and target.read_bytes() == b"old"
+
+
+@pytest.mark.parametrize("orig, target", [(44100, 8000), (8000, 22050), (16000, 8000), (44101, 8000), (6000, 8000)])
+def test_resampler_in_blocks_equals_resample_poly(rng, orig, target):
+    from math import gcd
+
+    from scipy.signal import resample_poly
+
+    from sepsti.audio import Resampler
+
+    x = rng.standard_normal(20000)
+    common = gcd(orig, target)
+    expected = resample_poly(x, target // common, orig // common)
+    resampler = Resampler(orig, target, len(x))
+    cuts = np.sort(rng.integers(0, len(x) + 1, 12))
+    out = np.concatenate([*(resampler.push(block) for block in np.split(x, cuts)), resampler.finish()])
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_validate_sample_rate():
+    from sepsti.audio import validate_sample_rate
+
+    for rate in (4000, 8000, 11025, 22050, 44100, 44101, 48000, 96000, 384000):
+        assert validate_sample_rate(rate, 8000) == rate
+    for rate, why in ((1, "outside 4000..384000"), (400000, "outside"), (96001, "no short ratio")):
+        with pytest.raises(ParameterError, match=why):
+            validate_sample_rate(rate, 8000, name="x.wav")
+
+
+def test_inspect_input_and_blocks_match_load_audio(tmp_path, rng, monkeypatch):
+    import sepsti.audio
+    from sepsti.audio import input_blocks, inspect_input
+
+    stereo = rng.uniform(-0.5, 0.5, (20000, 2))
+    stereo[100, 0] = 1.5
+    soundfile.write(tmp_path / "s.wav", stereo, 22050, subtype="FLOAT")
+    monkeypatch.setattr(sepsti.audio, "BLOCK_SAMPLES", 777)
+    audio = inspect_input(tmp_path / "s.wav", sample_rate=8000)
+    whole = load_audio(tmp_path / "s.wav", sample_rate=8000)
+    assert (audio.sample_rate, audio.length, audio.num_samples) == (22050, 20000, len(whole.samples))
+    assert audio.peak == pytest.approx(np.abs(stereo.astype(np.float32).mean(axis=1)).max())
+    np.testing.assert_array_equal(np.concatenate(list(input_blocks(audio, sample_rate=8000))), whole.samples)
+
+
+def test_write_audio_refuses_a_file_without_overwrite_and_counts_clipping(tmp_path):
+    path = tmp_path / "o.wav"
+    assert write_audio(path, np.array([0.5, 1.5, -2.0, 0.0]), 8000, overwrite=False) == 2
+    with pytest.raises(ParameterError, match="created by another program"):
+        write_audio(path, np.zeros(4), 8000, overwrite=False)
+    assert soundfile.read(path)[0][1] == pytest.approx(1.0, abs=1e-4)

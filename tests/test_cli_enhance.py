@@ -83,10 +83,19 @@ def test_several_files_into_a_new_folder_keep_names(workdir, tiny_corpus, tiny_d
     assert result.exit_code == 0, result.stderr
     assert sorted(os.listdir(workdir / "new" / "out")) == sorted(path.name for path in inputs)
     assert result.stdout.count("wrote") == len(inputs)
-    assert "enhance:" in result.stderr and f"/{len(inputs)} " in result.stderr  # progress bar
+    assert result.stderr == ""  # stderr is no terminal here: no progress bar in the log
     assert snapshot(tiny_corpus) == before
     for path in inputs:
         assert soundfile.info(workdir / "new" / "out" / path.name).frames == soundfile.info(path).frames
+
+
+@pytest.mark.parametrize("where", ["command", "group"])
+def test_progress_bar_on_request(workdir, tiny_corpus, tiny_dictionary, where):
+    inputs = sorted((tiny_corpus / "noisy" / "hum_5dB").glob("*.wav"))[:2]
+    args = ["enhance", *inputs, "--out-dir", workdir / "out", "--dictionary", tiny_dictionary, "--iterations", 2]
+    result = run(["--progress", *args] if where == "group" else [*args, "--progress"])
+    assert result.exit_code == 0, result.stderr
+    assert "enhance:" in result.stderr and "/2 " in result.stderr
 
 
 def test_options_reach_the_enhancer(workdir, tiny_dictionary, monkeypatch):
@@ -95,11 +104,11 @@ def test_options_reach_the_enhancer(workdir, tiny_dictionary, monkeypatch):
 
     calls = []
 
-    def recorder(y, W, **options):
-        calls.append((len(y), W.shape, options))
-        return 0.5 * y
+    def recorder(blocks, num_samples, W, **options):
+        calls.append((num_samples, W.shape, options))
+        return (0.5 * block for block in blocks())
 
-    monkeypatch.setattr(sepsti.denoise, "denoise", recorder)
+    monkeypatch.setattr(sepsti.denoise, "denoise_blocks", recorder)
     result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav",
                       "--noise-rank", 3, "--iterations", 17, "--seed", 4)
     assert result.exit_code == 0, result.stderr
@@ -251,3 +260,124 @@ def _arrays(dictionary):
             "prior_rate": np.float64(dictionary.prior_rate), "corpus": np.str_(dictionary.corpus),
             "files": np.array(dictionary.files), "iterations": np.int64(dictionary.iterations),
             "seed": np.int64(dictionary.seed), "version": np.str_(dictionary.version)}
+
+
+# --------------------------------------------------------------------------------------------
+# hostile input: bounded before work, races at the final rename, odd names, clipping
+
+
+def test_an_output_that_appears_during_the_run_is_kept(workdir, tiny_dictionary, monkeypatch):
+    import sepsti.denoise
+
+    real = sepsti.denoise.denoise_blocks
+    target = workdir / "out.wav"
+
+    def racing(*args, **options):
+        target.write_bytes(b"written by another program meanwhile")
+        return real(*args, **options)
+
+    monkeypatch.setattr(sepsti.denoise, "denoise_blocks", racing)
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", target, "--iterations", 2)
+    assert_one_line_error(result, "out.wav", "created by another program", "--overwrite")
+    assert target.read_bytes() == b"written by another program meanwhile"
+    assert no_temp_files(workdir)
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", target, "--iterations", 2, "--overwrite")
+    assert result.exit_code == 0, result.stderr
+    assert soundfile.info(target).frames == soundfile.info(workdir / "noisy.wav").frames
+
+
+@pytest.mark.parametrize("rate, fragment", [(1, "sample rate 1 Hz is outside 4000..384000"),
+                                            (1_000_000, "outside"), (96001, "no short ratio")])
+def test_sample_rates_that_would_blow_up_resampling(workdir, tiny_dictionary, rate, fragment):
+    path = workdir / "odd.wav"
+    soundfile.write(path, np.full(12000, 0.1), rate, subtype="PCM_16")
+    before = snapshot(workdir)
+    assert_one_line_error(_enhance(tiny_dictionary, path, "-o", workdir / "out.wav"), "odd.wav", fragment)
+    assert snapshot(workdir) == before
+
+
+def test_noise_rank_is_bounded_by_bins_and_frames(workdir, tiny_dictionary):
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav", "--noise-rank", 2000000)
+    assert_one_line_error(result, "--noise-rank", "1<=x<=257", "enhance --help")
+    soundfile.write(workdir / "short.wav", np.full(700, 0.1), RATE, subtype="PCM_16")  # 4 frames
+    before = snapshot(workdir)
+    result = _enhance(tiny_dictionary, workdir / "short.wav", "-o", workdir / "out.wav", "--noise-rank", 5)
+    assert_one_line_error(result, "short.wav", "4 STFT frames", "noise rank 5")
+    assert snapshot(workdir) == before
+
+
+def test_clipping_of_float_input_is_reported(workdir, tiny_dictionary):
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    soundfile.write(workdir / "loud.wav", 20.0 * noisy, RATE, subtype="FLOAT")  # peak about 8
+    result = _enhance(tiny_dictionary, workdir / "loud.wav", "-o", workdir / "out.wav", "--iterations", 5)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Warning: ") and "clipped" in lines[0], result.stderr
+    assert "peak" in lines[0] and "[-1, 1]" in lines[0]
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "quiet.wav", "--iterations", 5)
+    assert result.exit_code == 0 and result.stderr == ""
+
+
+def test_streamed_output_equals_the_whole_signal_pipeline(workdir, tiny_dictionary, monkeypatch):
+    """Read, resampled, enhanced and written in pieces: the same file as the in-memory pipeline."""
+    import sepsti.audio
+    from sepsti.audio import load_audio, resample
+    from sepsti.denoise import denoise
+    from sepsti.dictionary import load_dictionary
+
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    at_11k = resample(noisy, RATE, 11025)
+    soundfile.write(workdir / "in.wav", np.stack([at_11k, 0.8 * at_11k], axis=1), 11025, subtype="FLOAT")
+    monkeypatch.setattr(sepsti.audio, "BLOCK_SAMPLES", 999)  # many blocks, none aligned with anything
+    result = _enhance(tiny_dictionary, workdir / "in.wav", "-o", workdir / "out.wav", "--iterations", 10)
+    assert result.exit_code == 0, result.stderr
+    recording = load_audio(workdir / "in.wav", sample_rate=RATE)
+    speech = denoise(recording.samples, load_dictionary(tiny_dictionary).W, max_iter=10)
+    expected = np.clip(resample(speech, RATE, 11025, length=recording.length), -1, 1)
+    out, rate = soundfile.read(workdir / "out.wav")
+    assert rate == 11025 and len(out) == len(expected)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1.01 / 32768)  # libsndfile's 16-bit rounding
+
+
+def test_usage_errors_are_one_line(workdir, tiny_dictionary):
+    for args, fragment in [(["enhance"], "Missing argument"), (["enhance", workdir / "noisy.wav", "--bogus"],
+                                                                "No such option"),
+                           (["enhance", workdir / "noisy.wav", "--seed", "x"], "'--seed'"), (["nope"], "nope")]:
+        assert_one_line_error(run(args), fragment, "--help")
+
+
+def test_file_names_that_are_not_utf8(tmp_path, workdir, tiny_dictionary):
+    import subprocess
+    import sys
+
+    folder = os.fsencode(tmp_path / "names")
+    os.mkdir(folder)
+    source = os.path.join(folder, b"caf\xe9 noisy.wav")
+    with open(source, "wb") as handle:
+        handle.write((workdir / "noisy.wav").read_bytes())
+    target = os.path.join(folder, b"caf\xe9 out.wav")
+    command = [sys.executable, "-m", "sepsti", "enhance", source, "-o", target, "--dictionary",
+               os.fsencode(tiny_dictionary), "--iterations", b"3"]
+    environment = {**os.environ, "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+    result = subprocess.run(command, capture_output=True, env=environment, cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert b"caf\\udce9 out.wav" in result.stdout  # printable, not a UnicodeEncodeError
+    assert soundfile.info(target).frames == soundfile.info(workdir / "noisy.wav").frames
+    result = subprocess.run(command, capture_output=True, env=environment, cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 2 and result.stderr.count(b"\n") == 1 and b"exists" in result.stderr
+
+
+def test_enhance_imports_no_slow_modules(workdir, tiny_dictionary):
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "from sepsti.cli import cli\n"
+              "cli.main(sys.argv[1:], prog_name='sepsti', standalone_mode=False)\n"
+              "print(sorted({name.split('.')[0] for name in sys.modules} & {'librosa', 'numba', 'matplotlib', "
+              "'mir_eval', 'sklearn'}))\n")
+    result = subprocess.run([sys.executable, "-c", script, "enhance", str(workdir / "noisy.wav"), "-o",
+                             str(workdir / "out.wav"), "--dictionary", str(tiny_dictionary), "--iterations", "2"],
+                            capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"

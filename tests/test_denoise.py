@@ -144,3 +144,52 @@ def test_noizeus_enhancement_beats_input(noizeus_root):
         before = bss_eval(clean, noisy, noisy)["sdr"]
         after = bss_eval(clean, noisy, denoise(noisy, W))["sdr"]
         assert after > before + 0.5, (snr, before, after)
+
+
+def test_pieces_give_the_whole_signal_result(rng, toy_dictionary):
+    """EM, mask and resynthesis in pieces of a few frames: the one-piece result to rounding."""
+    from sepsti.features import num_frames
+
+    y = toy_speech(rng, 1.0) + 0.05 * rng.standard_normal(SR)
+    whole = denoise(y, toy_dictionary, max_iter=30, seed=3)
+    assert num_frames(len(y)) < 2048  # one piece by default
+    for chunk_frames in (1, 7, 16):
+        pieces = denoise(y, toy_dictionary, max_iter=30, seed=3, chunk_frames=chunk_frames)
+        np.testing.assert_allclose(pieces, whole, rtol=0, atol=1e-12)
+
+
+def test_blocks_of_any_size_give_the_same_result(rng, toy_dictionary):
+    from sepsti.denoise import denoise_blocks
+
+    y = toy_speech(rng, 1.0) + 0.05 * rng.standard_normal(SR)
+    whole = denoise(y, toy_dictionary, max_iter=20)
+    cuts = np.sort(rng.choice(len(y), 9, replace=False))
+    streamed = np.concatenate(list(denoise_blocks(lambda: iter(np.split(y, cuts)), len(y), toy_dictionary,
+                                                  max_iter=20, chunk_frames=10)))
+    np.testing.assert_allclose(streamed, whole, rtol=0, atol=1e-12)
+
+
+def test_initial_activations_of_a_piece_are_the_whole_ones():
+    from core.random import stream
+    from sepsti.denoise import _initial_activations
+
+    whole = stream(7, 2).uniform(0.5, 1.5, (6, 50))
+    np.testing.assert_array_equal(np.hstack([_initial_activations(7, (6, 50), a, b)
+                                             for a, b in ((0, 13), (13, 14), (14, 50))]), whole)
+
+
+def test_quiet_frames_are_capped_on_long_recordings(monkeypatch, rng):
+    import sepsti.denoise as module
+
+    energies = rng.uniform(size=1000)
+    quiet = module._quiet_frames(energies, 5, 0.2)
+    np.testing.assert_array_equal(quiet, np.argsort(energies, kind="stable")[:200])
+    monkeypatch.setattr(module, "MAX_QUIET_FRAMES", 50)
+    capped = module._quiet_frames(energies, 5, 0.2)
+    assert len(capped) == 50 and set(capped) <= set(quiet)
+    assert capped[0] == quiet[0] and capped[-1] == quiet[-1]  # spread over the whole quiet share
+
+
+def test_noise_rank_above_the_bins_is_refused(toy_dictionary):
+    with pytest.raises(ParameterError, match="noise_rank=258: at most 257"):
+        denoise(np.ones(1000), toy_dictionary, noise_rank=258)

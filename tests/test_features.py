@@ -76,3 +76,21 @@ def test_training_matrix_shape_on_noizeus(noizeus_root):
     assert {rate for _, _, rate in signals} == {features.SAMPLE_RATE}
     X = features.training_matrix([y for _, y, _ in signals])
     assert X.shape == (257, 1661)
+
+
+@pytest.mark.parametrize("n", [0, 1, 255, 256, 257, 5000, 9999])
+@pytest.mark.parametrize("chunk_frames", [1, 3, 64])
+def test_stft_and_istft_in_pieces_equal_the_whole(rng, n, chunk_frames):
+    from sepsti.features import OverlapAdd, stft_chunks
+
+    y = rng.uniform(-1, 1, n)
+    cuts = np.sort(rng.integers(0, n + 1, 5))
+    pieces = list(stft_chunks(np.split(y, cuts), chunk_frames))
+    assert all(piece.shape[1] == chunk_frames for piece in pieces[:-1])
+    S = features.stft(y)
+    np.testing.assert_array_equal(np.concatenate(pieces, axis=1), S)
+    masked = rng.uniform(size=S.shape) * S
+    synthesis = OverlapAdd()
+    out = [synthesis.push(masked[:, j:j + chunk_frames]) for j in range(0, S.shape[1], chunk_frames)]
+    out = np.concatenate([*out, synthesis.finish(n)])[:n]
+    np.testing.assert_array_equal(out, features.istft(masked, n))

@@ -1,27 +1,28 @@
 """``sepsti enhance``: remove noise from speech files with a fixed speech dictionary.
 
 Every input and every output is validated before any file is processed: all
-inputs are read and checked (format, length, finite samples), the dictionary is
-loaded and checked, and every output path is checked (not an input, not
-existing unless ``--overwrite``, folder writable, format writable). A bad third
-file therefore stops the command before the first output is written. Each
-output is then written atomically (temporary file, then rename), so a file is
-either complete or absent.
+inputs are read and checked block by block (format, rate, length, finite
+samples, at least ``--noise-rank`` frames), the dictionary is loaded and
+checked, and every output path is checked (not an input, not existing unless
+``--overwrite``, folder writable, format writable). A bad third file therefore
+stops the command before the first output is written. Each output is then
+written atomically (temporary file, then a rename that, without
+``--overwrite``, refuses a file that appeared meanwhile), so a file is either
+complete or absent.
+
+Files are processed in pieces (:func:`sepsti.denoise.denoise_blocks`): peak
+memory does not grow with a file's length.
 
 Conventions: signals are float64 in [-1, 1); processing happens at the
 dictionary's rate (8 kHz), each output has its input's rate and length.
 """
 
+import sys
 from pathlib import Path
 
 import click
 
 __all__ = ["enhance", "plan_outputs"]
-
-# Signals kept in memory between validation and processing, in samples; above
-# this, files are read a second time instead (saves memory on long batches).
-_CACHE_SAMPLES = 1 << 25
-
 
 def plan_outputs(inputs, output, out_dir):
     """Map each input to its output path.
@@ -97,6 +98,48 @@ def _single_threaded_blas():
             os.environ.setdefault(name, "1")
 
 
+def enhance_file(audio, target, W, rate, *, overwrite, **options):
+    """Enhance one checked input into ``target``, piece by piece.
+
+    Parameters
+    ----------
+    audio : sepsti.audio.AudioInput
+    target : Path
+    W : ndarray, shape (257, rank)
+        Speech dictionary.
+    rate : int
+        The dictionary's (processing) rate.
+    overwrite : bool
+        Whether ``target`` may be replaced (also at the final rename).
+    **options
+        For :func:`sepsti.denoise.denoise_blocks`.
+
+    Returns
+    -------
+    int
+        Output samples clipped to full scale.
+    """
+    import numpy as np
+
+    from sepsti import denoise
+    from sepsti.audio import Resampler, input_blocks, open_output
+
+    back = Resampler(rate, audio.sample_rate, audio.num_samples)
+    with open_output(target, audio.sample_rate, overwrite=overwrite) as output:
+        def put(samples):
+            samples = samples[:max(0, audio.length - output.written)]
+            if len(samples):
+                output.write(samples)
+
+        for piece in denoise.denoise_blocks(lambda: input_blocks(audio, sample_rate=rate), audio.num_samples, W,
+                                            **options):
+            put(back.push(piece))
+        put(back.finish())
+        if output.written < audio.length:
+            output.write(np.zeros(audio.length - output.written))
+    return output.clipped
+
+
 @click.command("enhance")
 @click.argument("inputs", nargs=-1, required=True, metavar="IN...", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
@@ -105,14 +148,16 @@ def _single_threaded_blas():
               help="Output folder for several inputs; file names are kept. Created if missing.")
 @click.option("--dictionary", type=click.Path(path_type=Path), default=None,
               help="Speech dictionary (.npz from `sepsti train`). Default: the one shipped with sepsti.")
-@click.option("--noise-rank", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Number of noise atoms learned on each file.")
+@click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
+              help="Number of noise atoms learned on each file (at most 257, the frequency bins).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Cap on EM iterations per file (default: the enhancer's own).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
-def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, overwrite):
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar over several files on stderr (default: only when stderr is a terminal).")
+def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, overwrite, progress):
     """Remove noise from speech files IN ... (anything libsndfile reads).
 
     Stereo is downmixed; other sample rates are resampled to the dictionary's
@@ -120,10 +165,9 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
     All inputs and outputs are checked before any work is done.
     """
     _single_threaded_blas()
-    import numpy as np
-
     from core.io import check_output_path
-    from sepsti.audio import load_audio, output_format, resample, write_audio
+    from sepsti.audio import inspect_input, output_format
+    from sepsti.denoise import validate_noise_rank
     from sepsti.dictionary import default_dictionary_path, load_dictionary
 
     inputs = [Path(path) for path in inputs]
@@ -138,38 +182,26 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
         output_format(target)
     speech_dictionary = load_dictionary(dictionary_path)
     rate = speech_dictionary.sample_rate
-    cached, kept = {}, 0
-    for index, path in enumerate(inputs):
-        recording = load_audio(path, sample_rate=rate)
-        if kept + len(recording.samples) <= _CACHE_SAMPLES:
-            cached[index] = recording
-            kept += len(recording.samples)
+    checked = []
+    for path in inputs:
+        audio = inspect_input(path, sample_rate=rate)
+        validate_noise_rank(noise_rank, audio.num_samples, name=str(path))
+        checked.append(audio)
     if create_out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
 
     # --- processing ---
-    from sepsti.denoise import denoise
+    from core.progress import progress_bar
 
     options = {"noise_rank": noise_rank, "seed": seed}
     if iterations is not None:
         options["max_iter"] = iterations
-    bar = None
-    if len(inputs) > 1:
-        from core.progress import progress_bar
-
-        bar = progress_bar(len(inputs), desc="enhance", unit="file")
-    try:
-        for index, (path, target) in enumerate(zip(inputs, outputs)):
-            recording = cached.pop(index, None) or load_audio(path, sample_rate=rate)
-            if np.any(recording.samples):
-                speech = denoise(recording.samples, speech_dictionary.W, **options)
-            else:
-                speech = np.zeros_like(recording.samples)
-            speech = resample(speech, rate, recording.sample_rate, length=recording.length)
-            write_audio(target, speech, recording.sample_rate)
-            if bar is not None:
-                bar.update(1)
+    show = len(inputs) > 1 and progress is not False
+    with progress_bar(len(inputs), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar:
+        for audio, target in zip(checked, outputs):
+            clipped = enhance_file(audio, target, speech_dictionary.W, rate, overwrite=overwrite, **options)
+            bar.update(1)
+            if clipped:
+                bar.write(f"Warning: {target}: {clipped} samples beyond full scale were clipped (the input's peak "
+                          f"is {audio.peak:.3g}); scale the input into [-1, 1] to keep them", file=sys.stderr)
             click.echo(f"wrote {target}")
-    finally:
-        if bar is not None:
-            bar.close()

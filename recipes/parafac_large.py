@@ -77,7 +77,6 @@ import numpy as np
 from _common import recipe_parser, write_results
 
 from core.evidence.parafac_rank import select_parafac_rank
-from core.evidence.tempering_check import largest_decrease
 from core.parallel.mpi import abort_on_error, is_root, world
 from core.random import stream
 from corpora.frostt import read_tns
@@ -130,6 +129,9 @@ def main():
     parser.add_argument("--power", type=float, default=5.0, help="c of --schedule power (default 5)")
     parser.add_argument("--rule", choices=("trapezoid", "simpson"), default="trapezoid",
                         help="quadrature: trapezoid in t (default) or Simpson in u = t^(1/c)")
+    parser.add_argument("--replicates", type=int, default=1,
+                        help="independent chains per (rank, temperature); with 2 or more the standard errors come "
+                             "from their spread (default 1, the paper's)")
     parser.add_argument("--init", choices=("prior", "map"), default="prior",
                         help="chain start: a prior draw, or that draw after 50 MAP sweeps (default prior)")
     parser.add_argument("--parallel", action="store_true",
@@ -186,28 +188,29 @@ def run(args, parser, comm, is_root, started):
         step_a = [step_a_for(rate, n_data, max(k - num_keep, 1), 0.51) for k in num_steps]
         checkpoint = None if args.checkpoint is None else f"{args.checkpoint}/lambda_{rate:.6g}"
         cpu = time.process_time()
-        result = select_parafac_rank(X, ranks, prior_rate=rate, sampler="psgld", num_intervals=5,
+        every = (args.evaluate_every or args.blocks) if args.evaluate == "full" else 1
+        result = select_parafac_rank(X, ranks, preset="paper", prior_rate=rate, sampler="psgld", num_intervals=5,
                                      schedule=args.schedule, power=args.power, rule=args.rule,
                                      num_steps=num_steps, num_keep=num_keep, num_blocks=args.blocks,
                                      step_a=step_a, step_b=0.51, alpha=0.99, sigma=sigma, seed=args.seed,
-                                     evaluate=args.evaluate, evaluate_every=args.evaluate_every,
+                                     evaluate=args.evaluate, evaluate_every=every, num_replicates=args.replicates,
                                      checkpoint=checkpoint, progress=is_root, comm=comm, distributed=distributed,
-                                     init=args.init, parallel=args.parallel)
+                                     init=args.init, init_iterations=50 if args.init == "map" else 0,
+                                     parallel=args.parallel)
         key = f"{rate:.6g}"
         results["log_marginal_likelihood"][key] = result.log_marginal_likelihood
         results["stderr"][key] = result.stderr
         results["selected_rank"][key] = result.selected_rank
-        results["mean_log_likelihood"][key] = [r.mean_log_likelihood for r in result.results]
-        results["mcse"][key] = [r.mcse for r in result.results]
-        results["largest_decrease_se"][key] = [largest_decrease(r.mean_log_likelihood, r.mcse)
-                                               for r in result.results]
-        results["per_lambda_seconds"][key] = result.seconds
+        results["mean_log_likelihood"][key] = [r.mean_log_likelihood for r in result.per_temperature]
+        results["mcse"][key] = [r.mcse for r in result.per_temperature]
+        results["largest_decrease_se"][key] = result.largest_decrease
+        results["per_lambda_seconds"][key] = result.timing["seconds"]
         results["per_lambda_cpu_seconds"][key] = time.process_time() - cpu
         settings[key] = {k: v for k, v in result.settings.items() if k != "data"}
         if is_root:
             print(f"λ={key}: " + " ".join(f"R={r}:{v:.4g}±{e:.2g}" for r, v, e in
                                           zip(ranks, result.log_marginal_likelihood, result.stderr))
-                  + f" -> R={result.selected_rank} ({result.seconds:.0f} s)", flush=True)
+                  + f" -> R={result.selected_rank} ({result.timing['seconds']:.0f} s)", flush=True)
     results["settings"] = settings
     results["seconds"] = time.perf_counter() - started
     results["cpu_seconds"] = time.process_time()

@@ -48,7 +48,7 @@ def chib_per_rank(X, ranks, *, num_samples, num_burn_in, seed):
     for rank in ranks:
         model = pltf_model("ir,jr,kr->ijk", dict(dims, r=int(rank)), prior_shape=1.0, prior_rate=PRIOR_RATE)
         result = chib_log_marginal_likelihood(model, X.astype(np.int64), num_burn_in=num_burn_in,
-                                              num_samples=num_samples, seed=seed)
+                                              num_samples=num_samples, method="factors", seed=seed)
         values.append(result.log_marginal_likelihood)
         errors.append(result.stderr)
     values = np.asarray(values)
@@ -57,10 +57,10 @@ def chib_per_rank(X, ranks, *, num_samples, num_burn_in, seed):
 
 
 def sti_per_rank(X, ranks, *, sampler, num_steps, settings, seed):
-    result = select_parafac_rank(X, ranks, prior_rate=PRIOR_RATE, sampler=sampler, num_steps=num_steps,
-                                 seed=seed, progress=True, **settings)
+    result = select_parafac_rank(X, ranks, preset="paper", prior_rate=PRIOR_RATE, sampler=sampler,
+                                 num_steps=num_steps, seed=seed, progress=True, **settings)
     return {"log_marginal_likelihood": result.log_marginal_likelihood, "stderr": result.stderr,
-            "selected_rank": result.selected_rank, "seconds": result.seconds,
+            "selected_rank": result.selected_rank, "seconds": result.timing["seconds"],
             "settings": {k: v for k, v in result.settings.items() if k != "data"}}
 
 

@@ -115,9 +115,9 @@ def main():
             line = {}
             for suffix, settings in configs.items():
                 result, seconds, quad = estimate(model, settings, seed=args.seed)
-                for field, value in zip(fields, (result.log_evidence, result.stderr, quad, seconds)):
+                for field, value in zip(fields, (result.log_marginal_likelihood, result.stderr, quad, seconds)):
                     rows[field + suffix].append(float(value))
-                line[suffix] = (result.log_evidence - exact, result.stderr, quad, seconds)
+                line[suffix] = (result.log_marginal_likelihood - exact, result.stderr, quad, seconds)
             d, u, p = line[""], line["_uniform"], line["_paper"]
             print(f"{true_rank:>6} {rank:>4} {exact:11.2f} | {d[0]:9.3f} {d[1]:5.3f} {d[2]:6.3f} {d[3]:5.2f} | "
                   f"{u[0]:13.2f} {u[1]:5.2f} | {p[0]:11.1f} {p[1]:7.1f} {p[3]:5.2f}", flush=True)
@@ -158,7 +158,7 @@ def ablation(seed, index, ranks):
                 result = stochastic_thermodynamic_integration(model, model.sample_prior, seed=seed, **chain,
                                                               **settings)
                 seconds.append(time.perf_counter() - start)
-            errors.append(float(result.log_evidence - model.log_marginal_likelihood()))
+            errors.append(float(result.log_marginal_likelihood - model.log_marginal_likelihood()))
             ses.append(float(result.stderr))
         table[label] = {"error": errors, "stderr": ses, "seconds": seconds}
         cells = " ".join(f"{e:+6.2f}({s:.2f})" for e, s in zip(errors, ses))

@@ -37,10 +37,9 @@ Standard errors: the block chains' own MCSE (integrated time of the kept
 trace) understates the error several-fold here -- the block-subsample noise
 of each log-likelihood estimate hides the slow drift of the chain, so the
 Sokal window closes at tau ~ 1, while independent chains at one temperature
-disagree by ~25 nats at t ~ 0.17 (R = 3). So STI runs ``--replicates``
-times (seeds seed, seed + 1, ...); ``sti`` is their mean and ``stderr`` the
-standard error from their spread (``stderr_within_chains`` keeps the
-chain-based figure for comparison).
+disagree by ~25 nats at t ~ 0.17 (R = 3). So every (rank, temperature) runs
+``--replicates`` independent chains and the standard errors come from their
+spread (``sti_replicates``: each replicate's estimate).
 
 ``--nuts-reference`` adds, at each true R, thermodynamic integration with
 full-data NUTS chains on log W, log H (600 warm-up + 1200 draws per
@@ -64,11 +63,10 @@ from core.models.poisson_nmf import PoissonNMF
 from core.random import stream
 
 NAME = "sti_nmf_synthetic"
+#: ``select_rank_sti`` presets, with this experiment's blocks and the paper's step for these counts
 SETTINGS = {
-    "default": dict(sampler="psgld", alpha=0.99, sigma=0.1, step_a=1e-7, step_b=0.51, num_intervals=10,
-                    schedule="power", power=5.0, rule="simpson", evaluate="before_update", init="random"),
-    "paper": dict(sampler="sgld", step_a=1e-5, step_b=0.51, num_intervals=5, schedule="uniform", power=1.0,
-                  rule="trapezoid", evaluate="after_update", init="em"),
+    "default": dict(preset="default", num_blocks=5),
+    "paper": dict(preset="paper", num_blocks=5, step_a=1e-5),
 }
 
 
@@ -123,15 +121,15 @@ def nuts_reference(X, rank, rate, *, num_intervals=10, power=5.0, num_warmup=600
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         result = thermodynamic_integral(grid, traces, rule="simpson", power=power)
-    return result.log_evidence, result.stderr
+    return result.log_marginal_likelihood, result.stderr
 
 
 def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--settings", choices=sorted(SETTINGS), default="default")
     parser.add_argument("--replicates", type=int, default=None,
-                        help="independent STI runs (seeds seed, seed + 1, ...) averaged; the standard error is "
-                             "their spread (default: 4, --quick 3)")
+                        help="independent chains per (rank, temperature); the standard errors come from their "
+                             "spread (default: 4, --quick 3)")
     parser.add_argument("--nuts-reference", action="store_true",
                         help="also estimate log p(X | true R) by TI with full-data NUTS (minutes per rank)")
     parser.add_argument("--true-ranks", default="3,6")
@@ -150,24 +148,19 @@ def main():
 
     out = {"true_R": true_ranks, "ranks": ranks, "sti": [], "stderr": [], "chib": [], "chib_stderr": [],
            "chib_max_weight_fraction": [], "exact_rank1": [], "seconds_sti": [],
-           "seconds_chib": [], "sti_replicates": [], "stderr_within_chains": [], "replicates": args.replicates,
+           "seconds_chib": [], "sti_replicates": [], "replicates": args.replicates,
            "settings": {"I": 100, "J": 75, "rate": rate, "num_steps": num_steps, "num_keep": num_keep,
                         "num_blocks": 5, "name": args.settings, **settings,
                         "chib_burn_in_samples_reduced": chib_counts, "T_counts": "intervals"}}
     for index, true_rank in enumerate(true_ranks):
         _, _, X = PoissonNMF.sample(stream(args.seed, 2000 + index), (100, 75), true_rank, rate_W=rate, rate_H=rate)
         start = time.perf_counter()
-        replicates = np.array([[r.log_evidence, r.stderr] for replicate in range(args.replicates) for r in
-                               select_rank_sti(X, ranks, num_steps=num_steps, num_keep=num_keep, num_blocks=5,
-                                               prior_rate=rate, seed=args.seed + replicate, progress=True,
-                                               **settings).results]).reshape(args.replicates, len(ranks), 2)
+        selection = select_rank_sti(X, ranks, num_steps=num_steps, num_keep=num_keep, prior_rate=rate,
+                                    num_replicates=args.replicates, seed=args.seed, progress=True, **settings)
         out["seconds_sti"].append(time.perf_counter() - start)
-        out["sti"].append(replicates[:, :, 0].mean(axis=0).tolist())
-        out["stderr"].append((replicates[:, :, 0].std(axis=0, ddof=1) / np.sqrt(args.replicates)).tolist()
-                             if args.replicates > 1 else replicates[0, :, 1].tolist())
-        out["sti_replicates"].append(replicates[:, :, 0].tolist())
-        out["stderr_within_chains"].append((np.sqrt(np.mean(replicates[:, :, 1] ** 2, axis=0))
-                                            / np.sqrt(args.replicates)).tolist())
+        out["sti"].append(selection.log_marginal_likelihood.tolist())
+        out["stderr"].append(selection.stderr.tolist())
+        out["sti_replicates"].append(selection.replicates.T.tolist())
         start = time.perf_counter()
         values, errors, shares = [], [], []
         for rank in ranks:

@@ -2,13 +2,13 @@
 
 On a NOIZEUS corpus (``--corpus``): the clean train split (sp01-sp20,
 257 x 1661 magnitudes on the int16 scale) gives log p(X | R) by STI for
-R in {32, 64, 128, 256, 512} (block-parallel SGLD, T = 5 intervals on the
-uniform grid, 8 x 8 blocks, a = 5e-7, b = 0.51, lambda = 4e-4). ``--settings``:
+R in {32, 64, 128, 256, 512} (lambda = 4e-4). ``--settings``:
 ``application`` (default; what ``sepsti train --rank auto`` runs,
-:data:`sepsti.commands.select_rank.QUASI_POISSON`): the magnitudes divided by
-their Pearson dispersion, K = 5000 keeping 2000; ``paper``: the paper's
-K = 1250 keeping 500 on the magnitudes themselves (``sepsti select-rank``'s
-defaults). For every R an EM
+:data:`sepsti.commands.select_rank.APPLICATION`): the paper's chains on the
+magnitudes divided by their Pearson dispersion, K = 5000 keeping 2000;
+``paper``: ICASSP'16's settings on the magnitudes themselves (block SGLD,
+T = 5 uniform, K = 1250 keeping 500, 8 x 8 blocks, a = 5e-7, b = 0.51);
+``default``: the library's validated preset. For every R an EM
 dictionary (``sepsti.denoise.train_dictionary``) enhances the noisy test
 files (sp21-sp30, every noise type and SNR present) with a rank-5 noise
 dictionary, twice: as ``sepsti enhance`` does (``sdr``/``sir``/``sar``: quiet-frame
@@ -45,18 +45,17 @@ def main():
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "noizeus")
     parser.add_argument("--sti-json", type=Path, default=None, help="reuse a select-rank JSON")
     parser.add_argument("--ranks", default=",".join(map(str, RANKS)))
-    parser.add_argument("--settings", choices=["application", "paper"], default="application",
-                        help="STI on quasi-Poisson magnitudes with longer chains, or the paper's settings")
+    parser.add_argument("--settings", choices=["application", "default", "paper"], default="application",
+                        help="the application's STI (quasi-Poisson, longer chains), the library preset or the paper's")
     args = parser.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]
 
-    from core.evidence.tempering_check import largest_decrease
     from corpora.noizeus import mixtures
-    from sepsti.commands.select_rank import _training_matrix
+    from sepsti.commands.select_rank import training_matrix
     from sepsti.denoise import denoise, train_dictionary
     from sepsti.metrics import bss_eval
 
-    X = _training_matrix(args.corpus)
+    X = training_matrix(args.corpus)
     test = mixtures(args.corpus, split="test")
     if args.quick:
         keep = sorted({m.utterance for m in test})[:2]
@@ -85,22 +84,21 @@ def main():
         log_ml, stderr, seconds_sti = sti["log_marginal_likelihood"], sti["stderr"], sti["seconds"]
         settings = sti.get("settings", {})
         per_t = sti["per_temperature"]
-        falls = [largest_decrease(per_t["mean_log_likelihood"][str(r)], per_t["mcse"][str(r)]) for r in ranks]
+        falls = [per_t["largest_decrease_se"][str(r)] for r in ranks]
     else:
         from core.evidence.sti_nmf import select_rank_sti
-        from sepsti.commands.select_rank import QUASI_POISSON
+        from sepsti.commands.select_rank import APPLICATION
 
-        chains = dict(QUASI_POISSON) if args.settings == "application" else {"num_steps": 1250, "num_keep": 500}
+        chains = dict(APPLICATION) if args.settings == "application" else {"preset": args.settings}
         if args.quick:
             chains.update(num_steps=250, num_keep=100)
         start = time.perf_counter()
-        selection = select_rank_sti(X, ranks, num_intervals=5, num_blocks=8, step_a=5e-7, step_b=0.51,
-                                    prior_rate=4e-4, seed=args.seed, progress=True, **chains)
+        selection = select_rank_sti(X, ranks, prior_rate=4e-4, seed=args.seed, progress=True, **chains)
         seconds_sti = time.perf_counter() - start
-        log_ml = [r.log_evidence for r in selection.results]
-        stderr = [r.stderr for r in selection.results]
+        log_ml = selection.log_marginal_likelihood.tolist()
+        stderr = selection.stderr.tolist()
         settings = selection.settings
-        falls = [largest_decrease(r.mean_log_likelihood, r.mcse) for r in selection.results]
+        falls = selection.largest_decrease.tolist()
     selected = ranks[int(np.argmax(log_ml))]
 
     mean_sdr = np.mean([scores["sdr"][snr] for snr in snrs], axis=0)

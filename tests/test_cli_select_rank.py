@@ -5,7 +5,8 @@ from click.testing import CliRunner
 
 from sepsti.cli import cli
 
-TINY = ["--ranks", "2,3", "--temperatures", "1", "--samples", "12", "--keep", "6", "--blocks", "2", "--quiet"]
+TINY = ["--ranks", "2,3", "--temperatures", "2", "--samples", "12", "--keep", "6", "--blocks", "2", "--replicates", "2",
+        "--quiet"]
 
 
 def _invoke(*args):
@@ -21,10 +22,12 @@ def test_json_plot_and_resume(noizeus_root, tmp_path):
     assert {"ranks", "log_marginal_likelihood", "stderr", "selected_rank", "seconds", "settings",
             "per_temperature"} <= set(doc)
     assert doc["ranks"] == [2, 3] and doc["selected_rank"] in (2, 3)
-    assert doc["settings"]["num_steps"] == 12 and doc["settings"]["num_blocks"] == 2  # options reach core
+    chain = doc["settings"]["chain"]
+    assert chain["num_steps"] == 12 and chain["num_blocks"] == 2 and chain["sampler"] == "psgld"  # options reach core
+    assert doc["settings"]["num_replicates"] == 2 and len(doc["replicates"]["2"]) == 2
     assert (tmp_path / "a.png").stat().st_size > 0
-    chains = sorted((tmp_path / "ck").glob("chain-*.npz"))
-    assert len(chains) == 4
+    chains = sorted((tmp_path / "ck").glob("R*-t*-r*.npz"))
+    assert len(chains) == 2 * 3 * 2
     chains[1].unlink()
     again = _invoke("--corpus", noizeus_root, *TINY, "--json", tmp_path / "b.json", "--checkpoint", tmp_path / "ck")
     assert again.exit_code == 0, again.output
@@ -58,12 +61,13 @@ def test_bad_dispersion_is_one_line_and_status_2(tmp_path, value):
 @pytest.mark.noizeus
 def test_dispersion_divides_the_magnitudes(noizeus_root, tmp_path):
     from core.evidence.sti_nmf import pearson_dispersion
-    from sepsti.commands.select_rank import _training_matrix
+    from sepsti.commands.select_rank import training_matrix
 
     result = _invoke("--corpus", noizeus_root, *TINY, "--dispersion", "auto", "--json", tmp_path / "a.json")
     assert result.exit_code == 0, result.output
     doc = json.loads((tmp_path / "a.json").read_text())
-    X = _training_matrix(noizeus_root).astype("float32")
-    assert doc["settings"]["dispersion"] == pytest.approx(pearson_dispersion(X, 3, seed=0, prior_rate=4e-4))
+    X = training_matrix(noizeus_root).astype("float32")
+    dispersion = doc["settings"]["model"]["dispersion"]
+    assert dispersion == pytest.approx(pearson_dispersion(X, 3, seed=0, prior_rate=4e-4))
     # int16-scale speech magnitudes are far more dispersed than Poisson counts
-    assert doc["settings"]["dispersion"] > 100
+    assert dispersion > 100

@@ -22,7 +22,7 @@ def test_rank_one_estimate_matches_the_exact_evidence(kind):
     # six independent runs: their mean against the closed form, within 4 standard errors of that mean
     # (from the runs' spread: each run's own MCSE misses the between-run variation of the annealing)
     X, rate = _data(kind)
-    estimates = [log_space_sti(X, 1, prior_rate=rate, num_steps=1000, num_keep=500, seed=seed).log_evidence
+    estimates = [log_space_sti(X, 1, prior_rate=rate, num_steps=1000, num_keep=500, seed=seed).log_marginal_likelihood
                  for seed in range(6)]
     stderr = np.std(estimates, ddof=1) / np.sqrt(len(estimates))
     assert abs(np.mean(estimates) - rank_one_log_evidence(X, rate)) < 4 * stderr
@@ -32,7 +32,7 @@ def test_same_seed_same_estimate():
     X, rate = _data("sparse counts")
     first = log_space_sti(X, 2, prior_rate=rate, num_intervals=4, num_steps=30, num_keep=10, seed=3)
     again = log_space_sti(X, 2, prior_rate=rate, num_intervals=4, num_steps=30, num_keep=10, seed=3)
-    assert first.log_evidence == again.log_evidence and np.isfinite(first.log_evidence)
+    assert first.log_marginal_likelihood == again.log_marginal_likelihood and np.isfinite(first.log_marginal_likelihood)
 
 
 @pytest.mark.parametrize("options", [dict(rank=0), dict(prior_rate=0.0), dict(num_keep=40)])

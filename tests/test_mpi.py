@@ -27,13 +27,14 @@ with mpi.abort_on_error(comm):
         raise RuntimeError("failure on process 1")
     X = PoissonNMF.sample(np.random.default_rng(3), (24, 21), 2, rate_W=0.5, rate_H=0.5)[2]
     result = select_rank_sti(X, [1, 2, 3], num_intervals=2, num_steps=30, num_keep=10, num_blocks=3,
-                             step_a=1e-4, prior_rate=0.5, comm=comm)
+                             step_a=1e-4, prior_rate=0.5, num_replicates=2, comm=comm)
     if sys.argv[2] == "fail":
         import time
         time.sleep(120)  # the job must end long before this
     if mpi.is_root(comm):
-        json.dump({"log_evidence": [r.log_evidence for r in result.results],
-                   "means": [r.mean_log_likelihood.tolist() for r in result.results]}, open(sys.argv[1], "w"))
+        json.dump({"log_marginal_likelihood": result.log_marginal_likelihood.tolist(),
+                   "replicates": result.replicates.tolist(),
+                   "means": [r.mean_log_likelihood.tolist() for r in result.per_temperature]}, open(sys.argv[1], "w"))
 """
 
 

@@ -10,7 +10,7 @@ from core.random import stream
 from core.sparse_tensor import from_dense
 from corpora.tensors import simulate_dense
 
-FAST = dict(num_intervals=2, num_steps=40, num_keep=20, map_iter=5, progress=False)
+FAST = dict(num_intervals=2, num_steps=40, num_keep=20, num_replicates=2, progress=False)
 
 
 @pytest.fixture(autouse=True)
@@ -28,12 +28,11 @@ def small(rng):
 
 def test_result_shapes_and_selection(small):
     result = select_parafac_rank(small, [3, 1, 2], prior_rate=0.6, subset_size=50, **FAST)
-    np.testing.assert_array_equal(result.ranks, [1, 2, 3])
+    assert result.ranks == [1, 2, 3]
     assert result.log_marginal_likelihood.shape == (3,) and np.all(np.isfinite(result.log_marginal_likelihood))
-    assert np.all(result.stderr > 0)
-    assert result.selected_rank == result.ranks[np.argmax(result.log_marginal_likelihood)]
-    assert len(result.results) == 3 and result.results[0].temperatures.size == 3
-    assert result.settings["subset_size"] == 50
+    assert np.all(result.stderr > 0) and result.replicates.shape == (3, 2)
+    assert len(result.per_temperature) == 3 and result.per_temperature[0].temperatures.size == 3
+    assert result.settings["chain"]["subset_size"] == 50
 
 
 def test_same_seed_same_estimates(small):
@@ -60,12 +59,12 @@ def test_compiled_engine_runs_on_sparse_blocks(small):
 
 def test_checkpoint_resumes_and_refuses_other_settings(small, tmp_path):
     first = select_parafac_rank(small, [1, 2], prior_rate=0.6, subset_size=50, checkpoint=tmp_path, **FAST)
-    assert len(list(tmp_path.glob("rank*_t*.npy"))) == 2 * 3
+    assert len(list(tmp_path.glob("R*-t*-r*.npz"))) == 2 * 3 * 2
     # remove one chain: the rerun recomputes it and reloads the others, with identical results
-    (tmp_path / "rank2_t1.npy").unlink()
+    (tmp_path / "R2-t1-r0.npz").unlink()
     second = select_parafac_rank(small, [1, 2], prior_rate=0.6, subset_size=50, checkpoint=tmp_path, **FAST)
     np.testing.assert_array_equal(first.log_marginal_likelihood, second.log_marginal_likelihood)
-    with pytest.raises(ParameterError, match="other settings.*prior_rate"):
+    with pytest.raises(ParameterError, match="other data or settings.*model"):
         select_parafac_rank(small, [1, 2], prior_rate=0.7, subset_size=50, checkpoint=tmp_path, **FAST)
 
 
@@ -79,20 +78,19 @@ def test_exact_prior_trace_matches_prior_expectation(small):
 
 
 def test_block_scheme_scores_on_all_data_every_b_iterations(small):
-    # evaluate="auto" with blocks is "full" with m = B: ceil(20 / 2) = 10 full log-likelihoods per chain;
-    # num_keep = 20 exact prior draws at t = 0 unless prior_draws says otherwise
+    # the default "full" evaluation with blocks scores every m = B kept iterations: ceil(20 / 2) = 10 full
+    # log-likelihoods per chain; num_keep = 20 exact prior draws at t = 0 unless prior_draws says otherwise
     sparse = from_dense(small)
     result = select_parafac_rank(sparse, [2], prior_rate=0.6, num_blocks=2, **FAST)
-    assert result.settings["evaluate"] == "full" and result.settings["evaluate_every"] == 2
-    assert result.settings["prior_draws"] == 20
-    assert result.results[0].num_keep == 10  # the shortest trace
+    chain = result.settings["chain"]
+    assert chain["evaluate"] == "full" and chain["evaluate_every"] == 2 and chain["exact_prior"]
+    assert result.per_temperature[0].num_keep == 10  # the shortest trace
     fewer = select_parafac_rank(sparse, [2], prior_rate=0.6, num_blocks=2, prior_draws=4, **FAST)
-    assert fewer.results[0].num_keep == 4
-    np.testing.assert_array_equal(fewer.results[0].mean_log_likelihood[1:], result.results[0].mean_log_likelihood[1:])
+    assert fewer.per_temperature[0].num_keep == 4
+    np.testing.assert_array_equal(fewer.per_temperature[0].mean_log_likelihood[1:],
+                                  result.per_temperature[0].mean_log_likelihood[1:])
     parts = select_parafac_rank(sparse, [2], prior_rate=0.6, num_blocks=2, evaluate="before_update", **FAST)
-    assert parts.settings["evaluate_every"] == 1 and parts.results[0].num_keep == 20
-    entries = select_parafac_rank(small, [2], prior_rate=0.6, subset_size=50, **FAST)
-    assert entries.settings["evaluate"] == "before_update"
+    assert parts.settings["chain"]["evaluate_every"] == 1 and parts.per_temperature[0].num_keep == 20
 
 
 def test_generic_full_evaluation_scores_on_all_data(small):
@@ -118,15 +116,15 @@ def test_generic_full_evaluation_scores_on_all_data(small):
 def test_per_temperature_lengths_run_each_chain_as_its_own_setting(small):
     # chain i of a per-temperature run is the chain of a scalar run with that length and step
     sparse = from_dense(small)
-    settings = dict(FAST, num_intervals=2, num_blocks=2, prior_rate=0.6)
+    settings = dict(FAST, num_intervals=2, num_blocks=2, prior_rate=0.6, schedule="uniform", rule="trapezoid")
     mixed = select_parafac_rank(sparse, [2], **dict(settings, num_steps=[40, 40, 60], step_a=[1e-6, 1e-6, 2e-6]))
     short = select_parafac_rank(sparse, [2], **dict(settings, num_steps=40, step_a=1e-6))
     long = select_parafac_rank(sparse, [2], **dict(settings, num_steps=60, step_a=2e-6))
-    means = [r.results[0].mean_log_likelihood for r in (mixed, short, long)]
+    means = [r.per_temperature[0].mean_log_likelihood for r in (mixed, short, long)]
     np.testing.assert_array_equal(means[0][:2], means[1][:2])
     assert means[0][2] == means[2][2] and means[0][2] != means[1][2]
-    assert mixed.settings["num_steps"] == [40, 40, 60] and short.settings["num_steps"] == 40
-    assert mixed.settings["step_a"] == [1e-6, 1e-6, 2e-6] and short.settings["step_a"] == 1e-6
+    assert mixed.settings["chain"]["num_steps"] == [40, 40, 60] and short.settings["chain"]["num_steps"] == 40
+    assert mixed.settings["chain"]["step_a"] == [1e-6, 1e-6, 2e-6] and short.settings["chain"]["step_a"] == 1e-6
     # t = 0 takes exact prior draws: its length is not used, even when shorter than num_keep
     same = select_parafac_rank(sparse, [2], **dict(settings, num_steps=[10, 40, 60], step_a=[1e-6, 1e-6, 2e-6]))
     np.testing.assert_array_equal(same.log_marginal_likelihood, mixed.log_marginal_likelihood)
@@ -146,7 +144,7 @@ def test_per_temperature_lengths_run_each_chain_as_its_own_setting(small):
     (dict(prior_draws=0), "prior_draws"),
     (dict(num_steps=[40, 40]), "one per temperature"),
     (dict(num_steps=[40, 40, 40.5]), "positive integers"),
-    (dict(step_a=[1e-6, 0.0, 1e-6]), "positive numbers"),
+    (dict(step_a=[1e-6, 0.0, 1e-6]), "step_a=0.0 must be positive"),
     (dict(num_steps=[40, 10, 40]), "num_keep=20 must lie in"),
 ])
 def test_invalid_settings(small, kwargs, match):

@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent("""
     comm = world()
     assert (comm is None) == (len(sys.argv) == 2)
     result = select_parafac_rank(from_dense(X), [1, 2, 3], prior_rate=0.6, num_intervals=2, num_steps=30,
-                                 num_keep=15, num_blocks=2, progress=False, comm=comm)
+                                 num_keep=15, num_blocks=2, num_replicates=2, progress=False, comm=comm)
     if comm is None or comm.Get_rank() == 0:
         with open(sys.argv[1], "w") as handle:
             json.dump(result.log_marginal_likelihood.tolist(), handle)
@@ -77,7 +77,7 @@ BLOCK_SCRIPT = textwrap.dedent("""
     trace, state = run_parafac_block_chain(index, theta, comm=comm, **kwargs)
     full, _ = run_parafac_block_chain(index, theta, comm=comm, evaluate="full", evaluate_every=4, **kwargs)
     selection = select_parafac_rank(X, [1, 2], prior_rate=0.6, num_intervals=2, num_steps=30, num_keep=15,
-                                    num_blocks=5, progress=False, comm=comm, distributed=True)
+                                    num_blocks=5, num_replicates=2, progress=False, comm=comm, distributed=True)
     arrays = dict(trace=trace, full=full, lml=selection.log_marginal_likelihood)
     for name in ("position", "v", "streams"):
         for mode, leaf in enumerate(getattr(state, name)):

@@ -1,4 +1,4 @@
-"""Evidence (log marginal likelihood) estimators: STI and Chib's method.
+"""Evidence (log marginal likelihood) estimators: STI, the rank-selection engine, Chib's method.
 
 Names are imported from their submodules on first use, so importing the package is cheap.
 """
@@ -10,9 +10,11 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
     submod_attrs={
         "chib": ['ChibResult', 'chib_log_marginal_likelihood', 'chib_poisson_nmf', 'log_mean_exp'],
         "log_space_sti": ['log_space_sti'],
-        "parafac_rank": ['RankSelection', 'select_parafac_rank'],
+        "parafac_rank": ['ParafacChains', 'select_parafac_rank'],
+        "rank_selection": ['ChainRecord', 'ChainSettings', 'Preset', 'RankSelection', 'TemperatureGrid',
+                           'select_rank', 'to_json'],
         "rank_one": ['rank_one_log_evidence'],
-        "sti_nmf": ['select_rank_sti'],
+        "sti_nmf": ['NMFChains', 'select_rank_sti'],
         "tempering_check": ['largest_decrease'],
         "sti": [
             'STIResult',

@@ -63,7 +63,7 @@ class STIResult(NamedTuple):
 
     Attributes
     ----------
-    log_evidence : float
+    log_marginal_likelihood : float
         Trapezoid estimate of log p(x).
     stderr : float
         Its Monte-Carlo standard error.
@@ -78,7 +78,7 @@ class STIResult(NamedTuple):
         Kept samples per temperature.
     """
 
-    log_evidence: float
+    log_marginal_likelihood: float
     stderr: float
     temperatures: np.ndarray
     mean_log_likelihood: np.ndarray

@@ -187,19 +187,20 @@ def _run_kernel(X, state, schedule, part_columns, part_sizes, steps, first, burn
 
 
 def warm_up(dtypes=(np.float64, np.float32)):
-    """Compile (or load from numba's cache) the chain kernel for ``dtypes``, outside any timed region."""
-    from core.parallel._kernels import nmf_chain_kernel
+    """Compile (or load from numba's cache) the chain kernels for ``dtypes``, outside any timed region.
 
+    Also imports the kernel module on the calling thread: worker threads that
+    first import it concurrently can deadlock on the import lock.
+    """
     rng = np.random.default_rng(0)
-    for dtype in dtypes:
+    for dtype in np.atleast_1d(dtypes):
         X = rng.poisson(3.0, size=(6, 6)).astype(dtype)
-        schedule = BlockSchedule(X.shape, 2)
-        for parallel in (True, False):
+        for sampler in ("sgld", "psgld"):
             state = init_state(*initial_factors(X, 2, rng), seed=0, chain=0, num_blocks=2)
-            nmf_chain_kernel(X, state.W, state.H.T, state.v_W, state.v_H.T, schedule.edges[0], schedule.edges[1],
-                   np.array([[0, 1], [1, 0]]), np.array([18.0, 18.0]), float(X.size), state.states_W, state.states_H,
-                   np.array([1e-3]), 1, 0, 1.0, 1.0, 1.0, False, 0.99, 1e-5, 2, np.zeros((2, 2)), np.empty(1),
-                   np.array([np.inf, 0.0]), parallel)
+            run_block_chain(X, state, temperature=1.0, num_steps=2, num_keep=1, num_blocks=2, sampler=sampler,
+                            step_a=1e-3, evaluate="after_update", threads=1)
+        run_prior_chain(X, init_state(*initial_factors(X, 2, rng), seed=0, chain=0, num_blocks=2), num_steps=1,
+                        num_keep=1, num_blocks=2)
 
 
 def _use_threads(X, rank, schedule, threads):

@@ -49,14 +49,17 @@ KN, WN, FN = _tables()
 
 
 def seed_states(seed, chain, blocks):
-    """Stream states, shape (len(blocks), 2) uint64, from ``core.random.stream(seed, chain, block)``.
+    """Stream states, shape (len(blocks), 2) uint64, from ``core.random.stream(seed, *chain, block)``.
+
+    ``chain`` is an integer or a tuple of integers (e.g. rank, temperature index, replicate).
 
     Column 0 is the splitmix64 counter, column 1 the buffered half of the last
     64-bit draw (bit 63 set when one is pending).
     """
+    keys = tuple(int(c) for c in np.atleast_1d(chain))
     states = np.zeros((len(blocks), 2), dtype=np.uint64)
     for row, b in enumerate(blocks):
-        states[row, 0] = stream(seed, chain, int(b)).integers(0, 2 ** 63, dtype=np.int64)
+        states[row, 0] = stream(seed, *keys, int(b)).integers(0, 2 ** 63, dtype=np.int64)
     return states
 
 

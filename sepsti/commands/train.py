@@ -9,7 +9,7 @@ written atomically.
 ``--rank auto`` first picks the rank by marginal likelihood: Stochastic
 Thermodynamic Integration over ``--ranks`` (:func:`core.evidence.sti_nmf.select_rank_sti`)
 with the ICASSP'16 speech settings on quasi-Poisson magnitudes and longer chains
-(:data:`sepsti.commands.select_rank.QUASI_POISSON`; as ``sepsti select-rank
+(:data:`sepsti.commands.select_rank.APPLICATION`; as ``sepsti select-rank --preset paper
 --dispersion auto --samples 5000 --keep 2000``).
 """
 
@@ -121,13 +121,13 @@ def _select_rank(X, ranks, seed):
     import numpy as np
 
     from core.evidence.sti_nmf import select_rank_sti
-    from sepsti.commands.select_rank import QUASI_POISSON
+    from sepsti.commands.select_rank import APPLICATION
 
-    selection = select_rank_sti(X.astype(np.float32), ranks, seed=seed, progress=True, **QUASI_POISSON)
+    selection = select_rank_sti(X.astype(np.float32), ranks, seed=seed, progress=True, **APPLICATION)
     click.echo(f"quasi-Poisson: magnitudes divided by their Pearson dispersion "
-               f"{selection.settings['dispersion']:.4g}", err=True)
-    for candidate, result in zip(selection.ranks, selection.results):
-        click.echo(f"rank {candidate:>4}: log p(X | R) = {result.log_evidence:.6g} ± {result.stderr:.2g}", err=True)
+               f"{selection.settings['model']['dispersion']:.4g}", err=True)
+    for candidate, value, stderr in zip(selection.ranks, selection.log_marginal_likelihood, selection.stderr):
+        click.echo(f"rank {candidate:>4}: log p(X | R) = {value:.6g} ± {stderr:.2g}", err=True)
     click.echo(f"selected rank {selection.selected_rank} by STI", err=True)
     return int(selection.selected_rank)
 

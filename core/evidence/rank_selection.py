@@ -1,0 +1,693 @@
+"""Rank selection by Stochastic Thermodynamic Integration: the one engine every model plugs into.
+
+Conventions
+-----------
+For every candidate rank R, every temperature t_i of a :class:`TemperatureGrid`
+(T intervals, T + 1 temperatures) and every replicate r = 0 .. n - 1 one
+chain runs on the power posterior p(theta | R) p(X | theta, R)^t_i; it
+returns the log-likelihood estimates of its kept iterations. The chains
+are independent, so the engine owns everything around them:
+
+* **the plan**: the (R, i, r) chains (:func:`chain_plan`);
+* **the seed rule**: chain (R, i, r) draws from ``stream(seed, R, i, r)``
+  and its per-block noise from ``stream(seed, R, i, r, block)``; shared
+  work of replicate r of rank R (an EM start) from
+  ``stream(seed, R, SHARED_KEY, r)``. Nothing depends on where or in which
+  order a chain runs;
+* **the checkpoint**: a folder with ``settings.json`` (the settings, data
+  digest included) and one ``R<R>-t<i>-r<r>.npz`` per finished chain; a
+  folder written under other settings is refused, and a truncated, corrupt
+  or edited chain file is named in the error;
+* **load balancing**: chains go longest first (the model's cost estimate)
+  to the least loaded MPI process (:func:`balance`), and run on that
+  process's worker threads; Ctrl-C stops them between iterations, keeping
+  the finished chains in the checkpoint;
+* **the gather and the result**: every process returns the same
+  :class:`RankSelection`.
+
+Standard errors: E_t[log p] of each temperature is averaged over the
+replicates, and its standard error is the larger of the replicates' spread
+and the within-chain MCSE (:func:`core.evidence.sti.chain_summary`);
+block-subsampled chains hide a slow drift under their estimator noise, so
+their own MCSE understates the error several-fold (``docs/rank_selection.md``).
+The tempering check (:mod:`core.evidence.tempering_check`) uses the same
+errors.
+
+A model plugs in through a *chain factory* with
+
+* ``settings`` -- a JSON-able dict of the model and chain settings,
+* ``data_digest`` -- a string identifying the data,
+* ``trace_length(task)`` -- the length of the trace the chain returns,
+* ``cost(task)`` -- a relative run time (for load balancing),
+* ``prepare(tasks, *, seed, comm, threads)`` -- shared work before the chains (every process calls it),
+* ``run(task, *, seed, progress)`` -- the chain itself, returning a
+  :class:`ChainRecord`; ``progress(n)`` is called every few iterations
+  (and raises to stop the chain when the run is interrupted),
+* ``units(task)`` -- progress units of the chain,
+* ``collective`` -- True when every chain runs on all MPI processes at once.
+
+:mod:`core.evidence.sti_nmf` (Poisson NMF) and :mod:`core.evidence.parafac_rank`
+(Poisson PARAFAC) are the two factories shipped.
+"""
+
+import hashlib
+import json
+import threading
+import time
+import warnings
+import zipfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from core.errors import ConvergenceWarning, ParameterError
+from core.evidence.sti import integration_weights, temperature_grid, thermodynamic_integral
+from core.evidence.tempering_check import largest_decrease
+from core.io import atomic_path
+
+__all__ = [
+    "ChainRecord",
+    "ChainSettings",
+    "ChainTask",
+    "Preset",
+    "RankSelection",
+    "SHARED_KEY",
+    "TemperatureGrid",
+    "balance",
+    "chain_plan",
+    "per_temperature",
+    "resolve_settings",
+    "select_rank",
+    "to_json",
+]
+
+#: Stream key of work shared by the chains of one (rank, replicate), e.g. their EM start.
+SHARED_KEY = 2 ** 32
+
+#: A chain's E_t[log p] may fall below its neighbour's by this many joint standard errors
+#: before the result is flagged as not equilibrated.
+TEMPERING_LIMIT = 3.0
+
+
+@dataclass(frozen=True)
+class TemperatureGrid:
+    """The temperature grid and the quadrature over it.
+
+    Parameters
+    ----------
+    num_intervals : int
+        T; the grid has T + 1 temperatures from 0 to 1.
+    schedule : {"power", "uniform"}
+        t_i = (i/T)^c or i/T (see :func:`core.evidence.sti.temperature_grid`).
+    power : float
+        c of the power schedule (recorded as 1 for the uniform one).
+    rule : {"simpson", "trapezoid"}
+        Quadrature (Simpson works in u = t^(1/c)).
+    """
+
+    num_intervals: int = 10
+    schedule: str = "power"
+    power: float = 5.0
+    rule: str = "simpson"
+
+    def __post_init__(self):
+        if int(self.num_intervals) != self.num_intervals or self.num_intervals < 1:
+            raise ParameterError(f"num_intervals={self.num_intervals} must be a positive integer")
+        if self.schedule not in ("power", "uniform"):
+            raise ParameterError(f"schedule={self.schedule!r}: expected 'power' or 'uniform'")
+        if self.rule not in ("simpson", "trapezoid"):
+            raise ParameterError(f"rule={self.rule!r}: expected 'simpson' or 'trapezoid'")
+        if not self.power >= 1.0:
+            raise ParameterError(f"power={self.power} must be at least 1")
+        object.__setattr__(self, "num_intervals", int(self.num_intervals))
+        object.__setattr__(self, "power", float(self.power) if self.schedule == "power" else 1.0)
+
+    @property
+    def temperatures(self):
+        """ndarray, shape (T + 1,): the grid."""
+        return temperature_grid(self.num_intervals, schedule=self.schedule, power=self.power)
+
+    @property
+    def weights(self):
+        """ndarray, shape (T + 1,): quadrature weights of E_t[log p] on the grid."""
+        return integration_weights(self.temperatures, rule=self.rule, power=self.power)
+
+    def as_dict(self):
+        return {**asdict(self), "temperatures": self.temperatures.tolist()}
+
+
+@dataclass(frozen=True)
+class ChainSettings:
+    """How each chain runs: sampler, length, step rule, blocks, what it records and where it starts.
+
+    Parameters
+    ----------
+    sampler : {"psgld", "sgld"}
+        Block-parallel SGLD (ICASSP'16) or its preconditioned variant (PARAFAC'18 eq. 8-9).
+    num_steps : int or tuple of int
+        Iterations per chain, or one value per temperature (t = 0 first).
+    num_keep : int
+        Last iterations kept for the averages (burn-in: the rest).
+    step_a : float or tuple of float
+        a of the step (a/k)^b during burn-in, then fixed; or one per temperature.
+    step_b : float
+        b of the step rule, in (0.5, 1].
+    alpha, sigma : float
+        pSGLD's squared-gradient decay and the floor added to its square root.
+    num_blocks : int or None
+        B of the B x B (x B) block schedule; None for random entry subsets (``subset_size``).
+    subset_size : int or None
+        N_s of random entry subsets (dense PARAFAC data only).
+    evaluate : str
+        What a kept iteration records: ``before_update`` (theta^(k-1) on S^(k)),
+        ``after_update`` (theta^(k) on S^(k), ICASSP'16 eq. 9) or ``full`` (all the data).
+    evaluate_every : int
+        With ``full``: every m-th kept iteration.
+    init : str
+        Chain start (the model's options, e.g. ``random``/``em`` or ``prior``/``map``).
+    init_iterations : int
+        EM or MAP iterations of the start.
+    exact_prior : bool
+        At t = 0, independent prior draws instead of a chain.
+    prior_draws : int or None
+        Their number (default ``num_keep``).
+    """
+
+    sampler: str = "psgld"
+    num_steps: object = 10_000
+    num_keep: int = 2_000
+    step_a: object = 1e-7
+    step_b: float = 0.51
+    alpha: float = 0.99
+    sigma: float = 0.1
+    num_blocks: object = 8
+    subset_size: object = None
+    evaluate: str = "before_update"
+    evaluate_every: int = 1
+    init: str = "random"
+    init_iterations: int = 100
+    exact_prior: bool = False
+    prior_draws: object = None
+
+    def __post_init__(self):
+        from core.samplers.step_size import validate_step_schedule
+
+        if self.sampler not in ("psgld", "sgld"):
+            raise ParameterError(f"sampler={self.sampler!r}: expected 'psgld' or 'sgld'")
+        for name in ("num_steps", "step_a"):
+            value = getattr(self, name)
+            if isinstance(value, (list, tuple, np.ndarray)):
+                object.__setattr__(self, name, tuple(value))
+        if any(int(k) != k or k < 1 for k in _values(self.num_steps)):
+            raise ParameterError(f"num_steps={self.num_steps!r}: expected positive integers")
+        if int(self.num_keep) != self.num_keep or self.num_keep < 1:
+            raise ParameterError(f"num_keep={self.num_keep} must be a positive integer")
+        for a in _values(self.step_a):
+            validate_step_schedule(a, self.step_b)
+        if not (0.0 <= self.alpha <= 1.0 and self.sigma > 0):
+            raise ParameterError(f"alpha={self.alpha}, sigma={self.sigma}: expected alpha in [0, 1], sigma > 0")
+        for name in ("num_blocks", "subset_size", "prior_draws"):
+            value = getattr(self, name)
+            if value is not None and (int(value) != value or value < 1):
+                raise ParameterError(f"{name}={value} must be a positive integer")
+        if self.num_blocks is not None and self.subset_size is not None:
+            raise ParameterError("give num_blocks (block parts) or subset_size (random entries), not both")
+        if self.evaluate not in ("before_update", "after_update", "full"):
+            raise ParameterError(f"evaluate={self.evaluate!r}: expected 'before_update', 'after_update' or 'full'")
+        if int(self.evaluate_every) != self.evaluate_every or self.evaluate_every < 1:
+            raise ParameterError(f"evaluate_every={self.evaluate_every} must be a positive integer")
+        if int(self.init_iterations) != self.init_iterations or self.init_iterations < 0:
+            raise ParameterError(f"init_iterations={self.init_iterations} must be a non-negative integer")
+
+    def steps_at(self, index):
+        """Iterations of the chain at temperature ``index``."""
+        return int(_at(self.num_steps, index))
+
+    def step_a_at(self, index):
+        """a of the step rule at temperature ``index``."""
+        return float(_at(self.step_a, index))
+
+    def check_grid(self, grid):
+        """Raise unless per-temperature values match ``grid`` and every chain keeps at most its length."""
+        count = grid.num_intervals + 1
+        for name in ("num_steps", "step_a"):
+            value = getattr(self, name)
+            if isinstance(value, tuple) and len(value) != count:
+                raise ParameterError(f"{name}={list(value)}: expected one value or {count}, one per temperature")
+        first = 1 if self.exact_prior else 0
+        shortest = min(self.steps_at(i) for i in range(first, count))
+        if self.num_keep > shortest:
+            raise ParameterError(f"num_keep={self.num_keep} must lie in [1, num_steps={shortest}]")
+
+    def as_dict(self):
+        out = asdict(self)
+        for name in ("num_steps", "step_a"):
+            if isinstance(out[name], tuple):
+                out[name] = list(out[name])
+        return out
+
+
+def _values(value):
+    return value if isinstance(value, tuple) else (value,)
+
+
+def _at(value, index):
+    return value[index] if isinstance(value, tuple) else value
+
+
+class Preset(NamedTuple):
+    """A named set of settings: grid, chains and replicates."""
+
+    grid: TemperatureGrid
+    chain: ChainSettings
+    num_replicates: int
+
+
+class ChainTask(NamedTuple):
+    """One chain of the plan: rank, temperature index, replicate, temperature."""
+
+    rank: int
+    index: int
+    replicate: int
+    temperature: float
+
+    @property
+    def key(self):
+        """The chain's identity, (rank, temperature index, replicate): its stream keys."""
+        return (self.rank, self.index, self.replicate)
+
+    @property
+    def file_name(self):
+        return f"R{self.rank}-t{self.index}-r{self.replicate}.npz"
+
+
+class ChainRecord(NamedTuple):
+    """What a chain leaves: its trace and how it went.
+
+    Attributes
+    ----------
+    trace : ndarray, shape (L,)
+        Log-likelihood estimates of the kept iterations.
+    seconds, cpu_seconds, kernel_seconds : float
+        Wall time, CPU time of the thread that ran it, time in compiled kernels.
+    min_kept : float
+        Smallest factor entry over the kept samples (NaN if not tracked).
+    all_finite : bool
+        Whether every kept sample was finite.
+    """
+
+    trace: np.ndarray
+    seconds: float
+    cpu_seconds: float = float("nan")
+    kernel_seconds: float = 0.0
+    min_kept: float = float("nan")
+    all_finite: bool = True
+
+
+class RankSelection(NamedTuple):
+    """The result of :func:`select_rank`.
+
+    Attributes
+    ----------
+    ranks : list of int
+    log_marginal_likelihood : ndarray, shape (n_ranks,)
+        STI estimate of log p(X | R): the replicates' mean.
+    stderr : ndarray, shape (n_ranks,)
+        Its standard error (replicate spread or within-chain MCSE per temperature, the larger).
+    selected_rank : int
+        The rank of the largest estimate.
+    replicates : ndarray, shape (n_ranks, n_replicates)
+        The estimate of each replicate alone.
+    per_temperature : list of core.evidence.sti.STIResult
+        Per rank: E_t[log p] per temperature with its standard error.
+    largest_decrease : ndarray, shape (n_ranks,)
+        Tempering check per rank, in joint standard errors (above 3: not equilibrated).
+    min_kept : float
+        Smallest factor entry kept by any chain.
+    all_finite : bool
+    settings : dict
+        Grid, chain and model settings (JSON); also the checkpoint's fingerprint.
+    timing : dict
+        Wall and CPU seconds (total, chain starts, per rank) and the share in compiled kernels.
+    """
+
+    ranks: list
+    log_marginal_likelihood: np.ndarray
+    stderr: np.ndarray
+    selected_rank: int
+    replicates: np.ndarray
+    per_temperature: list
+    largest_decrease: np.ndarray
+    min_kept: float
+    all_finite: bool
+    settings: dict
+    timing: dict
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised inside a chain's progress callback to stop it when the run is interrupted."""
+
+
+def resolve_settings(presets, preset, *, grid=None, chain=None, num_replicates=None, **overrides):
+    """The settings of a run: ``presets[preset]`` with parts replaced and single fields overridden.
+
+    Parameters
+    ----------
+    presets : dict of str to Preset
+    preset : str
+    grid : TemperatureGrid, optional
+    chain : ChainSettings, optional
+    num_replicates : int, optional
+    **overrides
+        Fields of :class:`TemperatureGrid` or :class:`ChainSettings` by name, e.g.
+        ``num_steps=3000`` or ``schedule="uniform"``.
+
+    Returns
+    -------
+    Preset
+    """
+    from dataclasses import fields, replace
+
+    if preset not in presets:
+        raise ParameterError(f"preset={preset!r}: expected one of {', '.join(presets)}")
+    base = presets[preset]
+    grid = base.grid if grid is None else grid
+    chain = base.chain if chain is None else chain
+    grid_names = {f.name for f in fields(TemperatureGrid)}
+    chain_names = {f.name for f in fields(ChainSettings)}
+    unknown = sorted(set(overrides) - grid_names - chain_names)
+    if unknown:
+        raise ParameterError(f"unknown setting(s) {', '.join(unknown)}: expected fields of TemperatureGrid "
+                             f"({', '.join(sorted(grid_names))}) or ChainSettings ({', '.join(sorted(chain_names))})")
+    grid = replace(grid, **{k: v for k, v in overrides.items() if k in grid_names})
+    chain = replace(chain, **{k: v for k, v in overrides.items() if k in chain_names})
+    num_replicates = base.num_replicates if num_replicates is None else num_replicates
+    chain.check_grid(grid)
+    return Preset(grid, chain, num_replicates)
+
+
+def chain_plan(ranks, grid, num_replicates):
+    """Every chain of a run, rank-major, then temperature, then replicate."""
+    return [ChainTask(int(rank), i, r, float(t)) for rank in ranks for i, t in enumerate(grid.temperatures)
+            for r in range(int(num_replicates))]
+
+
+def balance(costs, num_processes):
+    """Process of each job: longest first to the least loaded (ties: lowest job, then lowest process).
+
+    Deterministic; where a job runs never changes its result.
+    """
+    load = [0.0] * int(num_processes)
+    owners = [0] * len(costs)
+    for job in sorted(range(len(costs)), key=lambda j: (-costs[j], j)):
+        owner = min(range(len(load)), key=lambda p: (load[p], p))
+        owners[job] = owner
+        load[owner] += costs[job]
+    return owners
+
+
+def validate_ranks(ranks):
+    """Distinct positive integers, in the order given."""
+    try:
+        ranks = [int(r) for r in ranks]
+    except (TypeError, ValueError):
+        raise ParameterError(f"ranks={ranks!r}: expected distinct positive integers") from None
+    if not ranks or min(ranks) < 1 or len(set(ranks)) != len(ranks):
+        raise ParameterError(f"ranks={ranks}: expected distinct positive integers")
+    return ranks
+
+
+class _Checkpoint:
+    """A folder of finished chains under one set of settings."""
+
+    def __init__(self, folder, settings):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
+        manifest = self.folder / "settings.json"
+        if manifest.exists():
+            try:
+                saved = json.loads(manifest.read_text())
+            except (OSError, ValueError) as error:
+                raise ParameterError(f"{manifest}: unreadable checkpoint manifest ({error}); "
+                                     "use another checkpoint folder or delete it") from None
+            if saved != json.loads(json.dumps(settings)):
+                changed = sorted(k for k in set(saved) | set(settings) if saved.get(k) != settings.get(k))
+                raise ParameterError(f"{self.folder}: checkpoint written for other data or settings "
+                                     f"({', '.join(map(str, changed))}); use another checkpoint folder or delete it")
+        else:
+            with atomic_path(manifest) as tmp:
+                tmp.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n")
+
+    def path(self, task):
+        return self.folder / task.file_name
+
+    def load(self, task, length):
+        """The record of ``task``, or None when it has not finished yet."""
+        path = self.path(task)
+        if not path.exists():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                fields = {name: data[name] for name in data.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+            raise ParameterError(f"{path}: truncated or corrupt checkpoint file ({type(error).__name__}); "
+                                 "delete it and rerun to recompute that chain") from None
+        try:
+            trace = np.asarray(fields["trace"], dtype=np.float64)
+            record = ChainRecord(trace, float(fields["seconds"]), float(fields["cpu_seconds"]),
+                                 float(fields["kernel_seconds"]), float(fields["min_kept"]),
+                                 bool(fields["all_finite"]))
+            digest, checksum = str(fields["settings_digest"]), str(fields["trace_digest"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise ParameterError(f"{path}: not a chain file of this program (missing or bad {error}); "
+                                 "delete it and rerun to recompute that chain") from None
+        if digest != self.digest:
+            raise ParameterError(f"{path}: chain written for other data or settings; "
+                                 "use another checkpoint folder or delete it")
+        if trace.shape != (length,) or checksum != _trace_digest(trace):
+            raise ParameterError(f"{path}: the chain's trace was altered ({trace.size} values, expected {length}); "
+                                 "delete the file and rerun to recompute that chain")
+        return record
+
+    def save(self, task, record):
+        with atomic_path(self.path(task)) as tmp, open(tmp, "wb") as handle:
+            np.savez(handle, settings_digest=self.digest, trace_digest=_trace_digest(record.trace),
+                     **record._asdict())
+
+
+def _trace_digest(trace):
+    return hashlib.sha256(np.ascontiguousarray(trace, dtype=np.float64).tobytes()).hexdigest()[:32]
+
+
+def _thread_count(threads):
+    if threads is not None:
+        return int(threads)
+    import numba
+
+    return numba.get_num_threads()
+
+
+def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=None, comm=None, threads=None,
+                progress=False):
+    """Estimate log p(X | R) for every rank with ``factory``'s chains and select the largest.
+
+    Parameters
+    ----------
+    factory : chain factory
+        See the module docstring.
+    ranks : sequence of int
+    grid : TemperatureGrid
+    num_replicates : int
+        Independent chains per (rank, temperature); their spread gives the standard errors.
+    seed : int
+    checkpoint : str or Path, optional
+        Folder of finished chains; a rerun with the same settings resumes.
+    comm : MPI communicator, optional
+        Spread the chains over its processes; every process returns the result.
+    threads : int, optional
+        Chains run concurrently on this process (default: numba's thread count,
+        1 under ``comm`` with several processes).
+    progress : bool
+        Progress bar on stderr (process 0).
+
+    Returns
+    -------
+    RankSelection
+
+    Raises
+    ------
+    ParameterError
+        Bad settings, or a checkpoint folder or file that does not belong to this run.
+    KeyboardInterrupt
+        On Ctrl-C, after the running chains stopped (finished chains stay in the checkpoint).
+    """
+    from core.progress import progress_bar
+
+    started = time.perf_counter()
+    ranks = validate_ranks(ranks)
+    if int(num_replicates) != num_replicates or num_replicates < 1:
+        raise ParameterError(f"num_replicates={num_replicates} must be a positive integer")
+    settings = {"ranks": ranks, "grid": grid.as_dict(), "num_replicates": int(num_replicates), "seed": int(seed),
+                **factory.settings, "data": factory.data_digest}
+    settings = json.loads(json.dumps(settings))  # the form it takes in JSON and in the checkpoint
+    store = _Checkpoint(checkpoint, settings) if checkpoint is not None else None
+    tasks = chain_plan(ranks, grid, num_replicates)
+    process, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
+    collective = bool(getattr(factory, "collective", False)) and size > 1
+    if threads is None and size > 1:
+        threads = 1
+    records = {}
+    if store is not None:
+        for task in tasks:
+            record = store.load(task, factory.trace_length(task))
+            if record is not None:
+                records[task.key] = record
+    todo = [task for task in tasks if task.key not in records]
+    if collective:
+        mine = todo
+    else:
+        owners = balance([factory.cost(task) for task in todo], size)
+        mine = [task for task, owner in zip(todo, owners) if owner == process]
+    mine.sort(key=lambda task: (-factory.cost(task), task.key))
+    tick = time.perf_counter()
+    factory.prepare(todo, seed=seed, comm=comm, threads=_thread_count(threads))
+    seconds_start = time.perf_counter() - tick
+    writer = store is not None and (not collective or process == 0)
+    with progress_bar(sum(factory.units(task) for task in mine), desc=f"STI ({len(tasks)} chains)",
+                      enabled=progress and process == 0) as bar:
+        finished = _run_chains(factory, mine, seed=seed, threads=_thread_count(threads), bar=bar,
+                               save=store.save if writer else None)
+    if comm is not None and not collective:
+        for part in comm.allgather(finished):
+            records.update(part)
+    else:
+        records.update(finished)
+    return _combine(ranks, grid, int(num_replicates), tasks, records, settings,
+                    {"seconds": time.perf_counter() - started, "start_seconds": seconds_start,
+                     "processes": size})
+
+
+def _run_chains(factory, tasks, *, seed, threads, bar, save):
+    """Run ``tasks`` on ``threads`` worker threads (longest first); returns {key: record}."""
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def advance(count):
+        if stop.is_set():
+            raise Interrupted
+        with lock:
+            bar.update(count)
+
+    def run(task):
+        record = factory.run(task, seed=seed, progress=advance)
+        if save is not None:
+            save(task, record)
+        return record
+
+    if threads <= 1 or len(tasks) <= 1:
+        return {task.key: run(task) for task in tasks}
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+    pool = ThreadPoolExecutor(max_workers=min(threads, len(tasks)))
+    futures = {pool.submit(run, task): task for task in tasks}
+    try:
+        pending = set(futures)
+        while pending:
+            # a short timeout keeps the main thread responsive to Ctrl-C
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+            for future in done:
+                if future.exception() is not None:
+                    raise future.exception()
+    except BaseException:
+        stop.set()
+        for future in futures:
+            future.cancel()
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown(wait=True)
+    return {futures[future].key: future.result() for future in futures}
+
+
+def per_temperature(records, tasks, grid, num_replicates):
+    """Traces of one rank as a list over temperatures of (replicates, L) arrays."""
+    by_index = {}
+    for task in tasks:
+        by_index.setdefault(task.index, []).append(records[task.key].trace)
+    return [np.stack(by_index[i]) for i in range(grid.num_intervals + 1)]
+
+
+def _combine(ranks, grid, num_replicates, tasks, records, settings, timing):
+    temperatures = grid.temperatures
+    estimates, stderrs, replicate_values, pieces, falls = [], [], [], [], []
+    seconds, cpu = [], []
+    for rank in ranks:
+        mine = [task for task in tasks if task.rank == rank]
+        traces = per_temperature(records, mine, grid, num_replicates)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            result = thermodynamic_integral(temperatures, traces, rule=grid.rule, power=grid.power)
+            replicate_values.append([thermodynamic_integral(temperatures, [t[r] for t in traces], rule=grid.rule,
+                                                            power=grid.power).log_marginal_likelihood
+                                     for r in range(num_replicates)])
+        pieces.append(result)
+        estimates.append(result.log_marginal_likelihood)
+        stderrs.append(result.stderr)
+        falls.append(largest_decrease(result.mean_log_likelihood, result.mcse))
+        seconds.append(float(sum(records[task.key].seconds for task in mine)))
+        cpu.append(float(sum(records[task.key].cpu_seconds for task in mine)))
+    chain_seconds = sum(record.seconds for record in records.values())
+    kernel_seconds = sum(record.kernel_seconds for record in records.values())
+    timing = {**timing, "chain_seconds_per_rank": seconds, "chain_cpu_seconds_per_rank": cpu,
+              "kernel_share": float(kernel_seconds / chain_seconds) if chain_seconds > 0 else 0.0}
+    _warn_unequilibrated(ranks, falls)
+    estimates = np.array(estimates)
+    kept = [record.min_kept for record in records.values() if np.isfinite(record.min_kept)]
+    return RankSelection(ranks, estimates, np.array(stderrs), ranks[int(np.argmax(estimates))],
+                         np.array(replicate_values), pieces, np.array(falls), float(min(kept)) if kept else np.nan,
+                         all(record.all_finite for record in records.values()), settings, timing)
+
+
+def _warn_unequilibrated(ranks, falls):
+    bad = [f"R={rank} ({fall:.0f} se)" for rank, fall in zip(ranks, falls) if fall > TEMPERING_LIMIT]
+    if bad:
+        warnings.warn(f"STI chains did not reach their power posteriors: E_t[log p(X|theta)] falls as t rises "
+                      f"for {', '.join(bad)}; the estimates are not log marginal likelihoods (run longer "
+                      "chains or take larger steps)", ConvergenceWarning, stacklevel=3)
+
+
+def to_json(selection, **extra):
+    """The JSON document of a :class:`RankSelection` (``extra`` goes into ``settings``).
+
+    Everything but ``seconds`` and ``timing`` is a function of the data and the
+    settings: identical for any number of processes or threads and after a resume.
+    """
+    from core.io import json_safe
+
+    def by_rank(values):
+        return {str(rank): np.asarray(value).tolist() for rank, value in zip(selection.ranks, values)}
+
+    pieces = selection.per_temperature
+    return json_safe({
+        "ranks": list(selection.ranks),
+        "log_marginal_likelihood": selection.log_marginal_likelihood.tolist(),
+        "stderr": selection.stderr.tolist(),
+        "selected_rank": int(selection.selected_rank),
+        "replicates": by_rank(selection.replicates),
+        "seconds": float(selection.timing["seconds"]),
+        "settings": {**selection.settings, **extra},
+        "per_temperature": {
+            "temperatures": pieces[0].temperatures.tolist(),
+            "mean_log_likelihood": by_rank(p.mean_log_likelihood for p in pieces),
+            "stderr": by_rank(p.mcse for p in pieces),
+            "integrated_time": by_rank(p.integrated_time for p in pieces),
+            # E_t[log p] must rise with t; a fall of more than ~3 joint standard errors means
+            # the chains did not reach their power posteriors
+            "largest_decrease_se": dict(zip(map(str, selection.ranks), selection.largest_decrease.tolist())),
+        },
+        "min_kept_factor": selection.min_kept,
+        "all_finite": selection.all_finite,
+        "timing": {k: v for k, v in selection.timing.items() if k != "seconds"},
+    })

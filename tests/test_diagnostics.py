@@ -45,7 +45,15 @@ def test_shapes_and_errors(rng):
     with pytest.raises(ParameterError, match="at least 2 chains"):
         diagnostics.split_rhat(draws[:1])
     with pytest.raises(ParameterError, match="method"):
-        diagnostics.effective_sample_size(draws, method="tail")
+        diagnostics.effective_sample_size(draws, method="quantile")
+
+
+def test_tail_ess_matches_arviz(rng):
+    arviz = pytest.importorskip("arviz")
+    # Autocorrelated chains (a random walk plus noise), so the tails mix more slowly than independent draws.
+    draws = 0.1 * np.cumsum(rng.standard_normal((3, 500, 4)), axis=1) + rng.standard_normal((3, 500, 4))
+    expected = arviz.ess(arviz.convert_to_dataset(draws), method="tail")["x"].values
+    np.testing.assert_allclose(diagnostics.effective_sample_size(draws, method="tail"), expected, rtol=1e-10)
 
 
 def test_mcse_mean_of_independent_draws(rng):

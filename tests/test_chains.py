@@ -1,0 +1,127 @@
+"""sample_nuts: the automatic metric on Gaussians of known covariance, parallel = sequential, known moments."""
+
+import numpy as np
+import pytest
+
+from core.errors import ParameterError
+from core.random import stream
+from core.samplers.chains import sample_nuts
+from core.samplers.metric import AutoMetricSettings, PilotResult, TargetStructure, choose_metric
+
+from test_hmc import assert_moments
+
+
+def dense_gaussian(covariance):
+    precision = np.linalg.inv(covariance)
+
+    def logdensity_and_grad(x):
+        px = precision @ x
+        return -0.5 * float(x @ px), -px
+
+    return logdensity_and_grad, precision
+
+
+def rotated(eigenvalues, seed):
+    rotation, _ = np.linalg.qr(stream(seed, 9).standard_normal((len(eigenvalues), len(eigenvalues))))
+    return (rotation * eigenvalues) @ rotation.T
+
+
+COVARIANCES = {
+    # Independent coordinates of similar scale: a dense metric can only add estimation noise.
+    "independent": np.diag(np.linspace(0.5, 2.0, 10) ** 2),
+    # Independent, variances over eight orders of magnitude: the diagonal whitens it.
+    "badly scaled": np.diag(np.logspace(-2, 2, 10) ** 2),
+    # Rotated, eigenvalues 1e-2..1e2 with no coordinate alignment: only a dense metric whitens it.
+    "correlated": rotated(np.logspace(-1, 1, 10) ** 2, 3),
+}
+EXPECTED = {"independent": "diagonal", "badly scaled": "diagonal", "correlated": "dense"}
+
+
+@pytest.mark.parametrize("name", sorted(COVARIANCES))
+def test_auto_metric_picks_the_kind_that_whitens_the_gaussian(name):
+    covariance = COVARIANCES[name]
+    fn, _ = dense_gaussian(covariance)
+    result = sample_nuts(fn, np.ones(10), num_warmup=400, num_draws=400, num_chains=2, seed=5, num_workers=1,
+                         auto=AutoMetricSettings(num_pilot_draws=150))
+    assert result.metric.metric == EXPECTED[name], result.metric.reason
+    assert [p.metric for p in result.metric.pilots] == ["diagonal", "dense"]
+    assert result.diagnostics.num_divergent == 0
+    assert_moments(result.draws, 0.0, np.diag(covariance))
+
+
+def test_auto_metric_takes_the_precision_of_a_correlated_gaussian_and_its_moves():
+    covariance = COVARIANCES["correlated"]
+    fn, precision = dense_gaussian(covariance)
+
+    def scale_all(x, log_scales):  # x -> c x: a group action with Jacobian c^dim
+        return np.exp(log_scales[0]) * x, x.size * float(log_scales[0])
+
+    structure = TargetStructure(precision_fn=lambda x: precision, transform_fn=scale_all, num_groups=1,
+                                summary_fn=lambda x: np.array([x @ precision @ x]))
+    result = sample_nuts(fn, np.ones(10), num_warmup=300, num_draws=400, num_chains=2, seed=6, num_workers=1,
+                         structure=structure, auto=AutoMetricSettings(num_pilot_adapt=30, num_pilot_draws=60))
+    names = [p.metric for p in result.metric.pilots]
+    assert names == ["diagonal", "diagonal+moves", "dense", "dense+moves", "precision", "precision+moves"]
+    assert result.metric.metric.startswith(("dense", "precision")), result.metric.reason
+    assert result.summaries.shape == (2, 400, 1)
+    assert_moments(result.draws, 0.0, np.diag(covariance))
+
+
+def test_chains_in_parallel_give_the_draws_of_chains_in_sequence():
+    fn, _ = dense_gaussian(rotated(np.linspace(0.5, 2.0, 10) ** 2, 4))
+    options = dict(num_warmup=60, num_draws=20, num_chains=3, seed=8,
+                   auto=AutoMetricSettings(num_pilot_adapt=20, num_pilot_draws=20))
+    sequential = sample_nuts(fn, np.ones(10), num_workers=1, **options)
+    processes = sample_nuts(fn, np.ones(10), num_workers=2, executor="process", **options)
+    threads = sample_nuts(fn, np.ones(10), num_workers=3, executor="thread", **options)
+    for other in (processes, threads):
+        np.testing.assert_array_equal(other.draws, sequential.draws)
+        np.testing.assert_array_equal(other.logdensity, sequential.logdensity)
+        assert other.metric.metric == sequential.metric.metric
+    # Distinct chains: each has its own stream.
+    assert not np.array_equal(sequential.draws[0], sequential.draws[1])
+
+
+def test_fixed_metric_and_diagnostics():
+    fn, _ = dense_gaussian(COVARIANCES["badly scaled"])
+    result = sample_nuts(fn, np.ones(10), num_warmup=300, num_draws=300, num_chains=2, metric="diagonal", seed=9,
+                         num_workers=1)
+    assert result.metric.metric == "diagonal" and result.metric.pilots == ()
+    assert result.draws.shape == (2, 300, 10) and result.logdensity.shape == (2, 300)
+    chain = result.chains[0]
+    assert chain.inverse_mass_matrix.shape == (10,) and chain.info.tree_depth.shape == (300,)
+    assert chain.num_gradients == int(np.sum(chain.info.num_integration_steps))
+    diagnostics = result.diagnostics
+    assert 0 < diagnostics.min_bulk_ess <= diagnostics.median_bulk_ess
+    assert diagnostics.max_rhat < 1.05 and diagnostics.num_divergent == 0
+
+
+def test_inference_data_on_request():
+    pytest.importorskip("arviz")
+    fn, _ = dense_gaussian(np.eye(3))
+    result = sample_nuts(fn, np.zeros(3), num_warmup=40, num_draws=20, num_chains=2, metric="diagonal", seed=1,
+                         num_workers=1)
+    data = result.to_inference_data()
+    assert data.posterior["theta"].shape == (2, 20, 3)
+    assert data.sample_stats["diverging"].shape == (2, 20)
+
+
+def test_choose_metric_prefers_the_cheaper_within_the_margin_and_skips_divergent():
+    def pilot(name, efficiency, divergent=0):
+        return PilotResult(name, 10.0, "theta[0]", 100.0, efficiency, 0.1, 3.0, divergent)
+
+    assert choose_metric([pilot("diagonal", 1.0), pilot("dense", 1.9)], margin=2.0)[0] == "diagonal"
+    assert choose_metric([pilot("diagonal", 1.0), pilot("dense", 2.1)], margin=2.0)[0] == "dense"
+    assert choose_metric([pilot("diagonal", 1.0), pilot("dense", 5.0, divergent=3)], margin=2.0)[0] == "diagonal"
+
+
+def test_bad_input_is_refused():
+    fn, _ = dense_gaussian(np.eye(2))
+    with pytest.raises(ParameterError, match="metric='precision' needs structure.precision_fn"):
+        sample_nuts(fn, np.zeros(2), num_warmup=50, num_draws=10, metric="precision")
+    with pytest.raises(ParameterError, match="metric='cholesky'"):
+        sample_nuts(fn, np.zeros(2), num_warmup=50, num_draws=10, metric="cholesky")
+    with pytest.raises(ParameterError, match="x0 has shape"):
+        sample_nuts(fn, np.zeros((3, 2)), num_warmup=50, num_draws=10, num_chains=2)
+    with pytest.raises(ParameterError, match="num_warmup"):
+        sample_nuts(fn, np.zeros(2), num_warmup=5, num_draws=10)

@@ -1,0 +1,95 @@
+"""Peak memory of ``sepsti enhance`` against the length of the file.
+
+A long noisy file is built by concatenating the mixtures of a synthetic corpus
+(``corpora.synth``: sp01-sp30 in babble at 5 dB, 8 kHz, 16-bit) until it is
+``--minutes`` long, written block by block; then ``sepsti enhance`` runs on it
+in a fresh process and its peak resident set size (``ru_maxrss`` of that child,
+from ``os.wait4``), wall time and CPU time are recorded. ``--rate`` writes the
+long file at another rate (resampled), to include the resampling on the way in
+and out. With ``--sepsti PATH`` the ``sepsti`` package found at PATH (a checkout,
+e.g. an older commit unpacked with ``git archive``) is measured instead of this
+one.
+
+Run: ``python recipes/benchmarks/enhance_memory.py [--minutes 1,10,60] [--rate 8000] [--quick] [--out DIR]``.
+"""
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _common import ROOT, recipe_parser, write_results  # noqa: E402
+
+
+def make_long_file(path, minutes, rate, seed):
+    """Concatenate synthetic mixtures into a ``minutes``-long 16-bit file at ``rate`` Hz."""
+    import numpy as np
+    import soundfile
+
+    from corpora.noizeus import mixtures
+    from corpora.synth import write_corpus
+    from sepsti.audio import resample
+
+    with tempfile.TemporaryDirectory() as folder:
+        write_corpus(Path(folder) / "corpus", seed=seed, noises=["babble"], snrs=[5])
+        pieces = [resample(mixture.noisy, 8000, rate) for mixture in mixtures(Path(folder) / "corpus", split="all")]
+    total = int(minutes * 60 * rate)
+    written = 0
+    with soundfile.SoundFile(path, "w", samplerate=rate, channels=1, subtype="PCM_16") as handle:
+        while written < total:
+            for piece in pieces:
+                piece = piece[:total - written]
+                handle.write(np.clip(piece, -1, 1))
+                written += len(piece)
+                if written >= total:
+                    break
+    return written
+
+
+def measure(command, env, cwd):
+    """Run ``command`` in ``cwd``; return (peak RSS in MB, wall seconds, CPU seconds)."""
+    import subprocess
+
+    start = time.perf_counter()
+    # cwd: ``python -m`` puts it first on sys.path, ahead of PYTHONPATH
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    error = process.stderr.read().decode(errors="replace").strip()
+    process.stderr.close()
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, command))} failed ({process.returncode}): {error}")
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, kB on Linux
+    return usage.ru_maxrss * scale / 2 ** 20, wall, usage.ru_utime + usage.ru_stime
+
+
+def main():
+    parser = recipe_parser("enhance_memory", __doc__.splitlines()[0])
+    parser.add_argument("--minutes", default="1,10,60", help="file lengths in minutes, comma-separated")
+    parser.add_argument("--rate", type=int, default=8000, help="sample rate of the long file (Hz)")
+    parser.add_argument("--sepsti", type=Path, default=ROOT, help="checkout whose sepsti is measured")
+    args = parser.parse_args()
+    minutes = [1.0, 10.0] if args.quick else [float(item) for item in args.minutes.split(",")]
+    env = {**os.environ, "PYTHONPATH": str(args.sepsti.resolve())}
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for length in minutes:
+            source = Path(folder) / f"long_{length:g}min.wav"
+            samples = make_long_file(source, length, args.rate, args.seed)
+            target = Path(folder) / "out.wav"
+            command = [sys.executable, "-m", "sepsti", "enhance", str(source), "-o", str(target), "--overwrite"]
+            peak, wall, cpu = measure(command, env, folder)
+            rows.append({"minutes": length, "rate": args.rate, "samples": samples, "peak_rss_mb": round(peak, 1),
+                         "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)})
+            print(f"{length:g} min at {args.rate} Hz: peak RSS {peak:.0f} MB, {wall:.0f} s wall, {cpu:.0f} s CPU",
+                  flush=True)
+    write_results(args.out, "enhance_memory", {"sepsti": str(args.sepsti.resolve()), "runs": rows,
+                                               "load_average": os.getloadavg()})
+
+
+if __name__ == "__main__":
+    main()

@@ -128,3 +128,29 @@ def test_overwrite_leaves_a_foreign_corpus_alone(tmp_path):
                                 "--no-progress"))
     assert "not a corpus written by `sepsti corpus synth`" in line
     assert sorted(path.name for path in root.rglob("*")) == ["clean", "notes.txt", "sp01.wav"]
+
+
+def test_info_flags_noisy_files_it_cannot_pair(tmp_path):
+    import numpy as np
+    import soundfile
+
+    root = tmp_path / "c"
+    (root / "clean").mkdir(parents=True)
+    (root / "noisy").mkdir()
+    soundfile.write(root / "clean" / "sp01.wav", np.zeros(8000), 8000, subtype="PCM_16")
+    soundfile.write(root / "noisy" / "sp01_car_sn5.wav", np.zeros(8000), 8000, subtype="PCM_16")   # fine
+    soundfile.write(root / "noisy" / "sp01_car_sn0.wav", np.zeros(7990), 8000, subtype="PCM_16")   # shorter
+    soundfile.write(root / "noisy" / "sp01_car_sn10.wav", np.zeros(8000), 16000, subtype="PCM_16")  # rate
+    soundfile.write(root / "noisy" / "sp02_car_sn5.wav", np.zeros(8000), 8000, subtype="PCM_16")   # no clean
+    result = _run("info", root)
+    assert result.exit_code == 0, result.stderr
+    warnings = result.stderr.strip().splitlines()
+    assert warnings == [
+        "Warning: 1 noisy file(s) without a clean file: sp02_car_sn5.wav",
+        "Warning: 1 noisy file(s) whose length differs from their clean file's: sp01_car_sn0.wav "
+        "(7990 vs 8000 samples)",
+        "Warning: 1 noisy file(s) whose sample rate differs from their clean file's: sp01_car_sn10.wav "
+        "(16000 vs 8000 Hz)"], warnings
+    fine = tmp_path / "fine"
+    assert _run("synth", fine, "--utterances", 1, "--noise", "white", "--snr", 0, "--no-progress").exit_code == 0
+    assert _run("info", fine).stderr == ""

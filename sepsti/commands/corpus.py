@@ -7,7 +7,7 @@ import click
 
 from core.errors import ParameterError
 
-__all__ = ["corpus", "parse_utterances"]
+__all__ = ["corpus", "parse_utterances", "pairing_problems"]
 
 
 def parse_utterances(text):
@@ -44,6 +44,62 @@ def _parse_snrs(text):
         raise ParameterError(f"--snr {text}: expected integers in dB, e.g. 0,5,10,15") from None
 
 
+def _listed(items, limit=3):
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def pairing_problems(index):
+    """What stops noisy files from being used with their clean partner (headers only, no samples read).
+
+    Parameters
+    ----------
+    index : corpora.noizeus.CorpusIndex
+
+    Returns
+    -------
+    list of str
+        One line per kind of problem: noisy files without a clean file, with another length
+        or rate than it, and unreadable files; empty when every noisy file has a usable partner.
+    """
+    from corpora.audio import audio_info
+
+    headers = {}
+
+    def header(path):
+        if path not in headers:
+            try:
+                headers[path] = audio_info(path)
+            except ParameterError as error:
+                headers[path] = str(error)
+        return headers[path]
+
+    orphans, lengths, rates, unreadable = [], [], [], []
+    for (utterance, _, _), path in sorted(index.noisy.items()):
+        if utterance not in index.clean:
+            orphans.append(path.name)
+            continue
+        noisy, clean = header(path), header(index.clean[utterance])
+        if isinstance(noisy, str) or isinstance(clean, str):
+            unreadable.extend(text for text in (noisy, clean) if isinstance(text, str) and text not in unreadable)
+        elif noisy.sample_rate != clean.sample_rate:
+            rates.append(f"{path.name} ({noisy.sample_rate} vs {clean.sample_rate} Hz)")
+        elif noisy.num_samples != clean.num_samples:
+            lengths.append(f"{path.name} ({noisy.num_samples} vs {clean.num_samples} samples)")
+    problems = []
+    if orphans:
+        problems.append(f"{len(orphans)} noisy file(s) without a clean file: {_listed(orphans)}")
+    if lengths:
+        problems.append(f"{len(lengths)} noisy file(s) whose length differs from their clean file's: "
+                        f"{_listed(lengths)}")
+    if rates:
+        problems.append(f"{len(rates)} noisy file(s) whose sample rate differs from their clean file's: "
+                        f"{_listed(rates)}")
+    if unreadable:
+        problems.append(f"{len(unreadable)} unreadable file(s): {_listed(unreadable, 1)}")
+    return problems
+
+
 @click.group("corpus")
 def corpus():
     """Make or inspect NOIZEUS-style corpora."""
@@ -58,18 +114,23 @@ def corpus():
 @click.option("--noise", "noises", default="white,pink,babble,car,street", show_default=True,
               help="Noise types, comma-separated.")
 @click.option("--snr", "snrs", default="0,5,10,15", show_default=True, help="SNRs in dB, comma-separated.")
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr.")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr (default: only when stderr is a terminal).")
 def synth(directory, seed, overwrite, utterances, noises, snrs, progress):
     """Write a synthetic NOIZEUS-style corpus to DIRECTORY.
 
     Clean files go to DIRECTORY/clean/spNN.wav and mixtures to
     DIRECTORY/noisy/<noise>_<snr>dB/spNN_<noise>_sn<snr>.wav (8 kHz, 16-bit).
     """
+    import contextlib
+
+    from core.progress import forced
     from corpora.synth import write_corpus
 
-    settings = write_corpus(directory, seed=seed, utterances=parse_utterances(utterances),
-                            noises=_split_list(noises, "--noise"), snrs=_parse_snrs(snrs), overwrite=overwrite,
-                            progress=progress)
+    with forced() if progress else contextlib.nullcontext():
+        settings = write_corpus(directory, seed=seed, utterances=parse_utterances(utterances),
+                                noises=_split_list(noises, "--noise"), snrs=_parse_snrs(snrs), overwrite=overwrite,
+                                progress=progress is not False)
     click.echo(f"wrote {settings['files']} files to {directory}: {len(settings['ids'])} utterances, "
                f"noises {', '.join(settings['noises'])}, SNRs {', '.join(map(str, settings['snrs']))} dB, "
                f"seed {settings['seed']}")
@@ -91,6 +152,8 @@ def info(directory):
         for noise in index.noises:
             counts = [sum(1 for key in index.noisy if key[1] == noise and key[2] == snr) for snr in snrs]
             click.echo(f"{noise:<{width}}" + "".join(f"{count:>6}" for count in counts))
+    for line in pairing_problems(index):
+        click.echo(f"Warning: {line}", err=True)
     if any(utterance in index.clean for utterance in TRAIN_IDS):
         from sepsti.features import training_matrix
 

@@ -5,59 +5,37 @@ with nearly the same peak) and each length-scale beta (10 "unsmooth", 20
 "smooth"), with M = 2 components:
 
 1. MAP by L-BFGS on (delta, eta) (best of 3 starts), as the paper does;
-2. NUTS from the MAP: 1500 warm-up iterations (dual averaging to delta = 0.8,
-   windowed diagonal mass matrix) then 1500 draws (``--quick``: 100 + 100, max tree depth 7).
+2. ``--chains`` (2) NUTS chains from the MAP in parallel
+   (``core.samplers.sample_nuts``): 1000 warm-up iterations then 1000 draws
+   per chain (``--quick``: 150 + 150, max tree depth 8), pooled; bulk and tail
+   ESS and split-R-hat over every latent parameter, the log posterior and the
+   scale coordinates log||D_m|| - log||H_m||.
+
+``--regime`` sets the simulated map and sigma_N: ``stiff`` is the paper's
+simulation (spectra peaking at 1, noise and sigma_N 0.05); ``weak`` has
+sigma_N = 5 and the signal x5, a likelihood far less informative relative to
+the exponential priors, as in the authors' own sigma_N = 5 setting. Which
+metric mixes best differs between the two, so the default ``--metric auto``
+lets the warm-up decide: after a diagonal-metric exploration, every candidate
+(diagonal, the Gauss-Newton precision (I + sigma_N^-2 J^T J)^-1 at the state
+reached, each with or without Metropolis moves along the D/H scale orbit
+(D_m, H_m) -> (c D_m, H_m / c)) runs short pilots on every chain, and the one
+with the best smallest ESS per gradient evaluation is kept (a dense M^-1
+product counted as ``DENSE_COST`` gradients). The fixed choices remain:
+``diagonal`` (the paper's), ``gauss-newton``, ``dense`` (from warm-up draws),
+each with ``+moves`` (``--scale-moves`` sweeps per transition).
 
 Settings the paper leaves open: lambda = 1 for both exponential marginals,
-sigma_N = the simulator's noise standard deviation (0.05), kernels exactly as
+sigma_N = the simulator's noise standard deviation, kernels exactly as
 written in the paper (SE exp(-(i-j)^2/beta^2) over wavenumber, exponential
-exp(-||x-x'||/beta^2) over plate coordinates), jitter 1e-6.
-
-``--metric diagonal`` (default) is the paper's setting: NUTS on theta with an
-adapted diagonal mass matrix. On this posterior (Laplace condition number
-~1e6 at the MAP) its step size settles near 1e-3 and the trees saturate
-``max_tree_depth``, so a full run costs ~3e6 gradient evaluations.
-``--metric laplace`` runs NUTS on u with theta = theta_MAP + A u,
-where A whitens the ``--rank`` stiffest directions of the Laplace precision
-at the MAP (finite-difference Hessian); the diagonal mass matrix is then
-adapted on u (an experiment: in short runs it did not enlarge the step).
-``--metric dense`` runs NUTS on theta with a dense mass matrix, M^-1 = the
-Laplace covariance at the MAP (inverse finite-difference Hessian), kept
-fixed while dual averaging sets the step; ``--metric dense-adapted`` starts
-there and re-estimates M^-1 in Stan's windows (regularised Welford
-covariance; it needs windows of well over dim = 1350 draws to help).
-Measured on Experiment 1, beta = 10, 300 + 300, depth 8: dense raises the
-step from 2.3e-3 to 9.5e-3 and the median ESS from 3 to 88, but the trees
-still saturate and the smallest ESS stays ~1.5: the slowest direction is the
-D/H scale ridge of the background component, whose curvature changes along
-the ridge, which no constant metric whitens. dense-adapted (windows of
-<= 150 draws) gives 183 divergences and median ESS 5.
-
-``--metric gauss-newton`` keeps the paper's posterior and sampler and
-changes the warm-up only: the first half adapts a diagonal metric as usual
-(the chain leaves the MAP for the typical set), then M^-1 is fixed to
-(I + sigma_N^-2 J^T J)^-1 at the state reached (J = d vec(DH)/d theta: the
-Gauss-Newton precision, positive definite anywhere) and the second half
-adapts the step only. The Laplace metric above is taken at the MAP, which is
-far from where the posterior mass is: along the scale orbit
-(D_k, H_k) -> (c D_k, H_k / c) the posterior density times the orbit's
-volume factor peaks near c = e^3.5 for the background component of
-Experiment 1 (+589 nats over the MAP point), so a metric fitted at the MAP
-does not describe the draws. ``--scale-moves N`` adds, after each NUTS
-transition, N sweeps of Metropolis moves along that orbit per component
-(log c ~ N(0, s_k^2), accepted with the density ratio times the Jacobian;
-s_k adapted to acceptance 0.44 during warm-up), an exact kernel for the same
-posterior (Liu & Sabatti 2000). Measured on Experiment 1, beta = 10, at the
-paper's lengths (1500 + 1500, depth 10, load 7-10): diagonal min ESS 2.9,
-median 49, 0.0023 min-ESS/s, every tree at depth 10; gauss-newton with 5
-sweeps: min ESS 258, median 1726, 0.70 min-ESS/s, mean depth 4.9, same mean
-log posterior of the draws (-16425 vs -16427). Either addition alone leaves
-the smallest ESS near 2 (150 + 150 runs).
+exp(-||x-x'||/beta^2) over plate coordinates), jitter 1e-6. Measured results
+and the commands that reproduce them are in docs/nuts.md.
 
 The analyte component is the MAP component best correlated with the true
 spectrum; posterior correlations use the same component in every draw.
-ESS is ArviZ-style bulk ESS over all latent parameters (the smallest one),
-per second of the sampling phase (warm-up excluded).
+ESS per second is the smallest bulk ESS over the pooled chains per second of
+wall time of the sampling phase (``ess_per_second``) and of warm-up plus
+sampling (``ess_per_second_with_warmup``).
 """
 
 import time

@@ -177,3 +177,11 @@ def test_compiled_pass_does_not_depend_on_array_alignment(small_model, rng):
     for logp, grad in results[1:]:
         assert logp == results[0][0]
         np.testing.assert_array_equal(grad, results[0][1])
+
+
+def test_component_log_scales_move_by_twice_the_log_scale(small_model, rng):
+    theta = 0.5 * rng.standard_normal(small_model.dim)
+    log_scales = np.array([0.3, -0.2])
+    moved, _ = small_model.rescale(theta, log_scales)
+    np.testing.assert_allclose(small_model.component_log_scales(moved) - small_model.component_log_scales(theta),
+                               2 * log_scales, rtol=1e-6)

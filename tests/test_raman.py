@@ -45,3 +45,12 @@ def test_validation():
         simulate_raman(3)
     with pytest.raises(ParameterError, match="noise_std"):
         simulate_raman(1, noise_std=-1.0)
+
+
+def test_intensity_scales_the_loadings_only():
+    base, bright = simulate_raman(1, seed=2), simulate_raman(1, seed=2, intensity=5.0, noise_std=5.0)
+    np.testing.assert_allclose(bright.D, 5.0 * base.D)
+    np.testing.assert_array_equal(bright.H, base.H)
+    assert bright.noise_std == 5.0
+    with pytest.raises(ParameterError, match="intensity"):
+        simulate_raman(1, intensity=0.0)

@@ -13,14 +13,15 @@ Figures, all on the same input in the same run:
      Cholesky factors of the full Kronecker covariances I_M ⊗ K, eq. 22–23
      with ``erf``/``exp`` written out), the form of the authors' NumPy code.
    All three agree to rounding; the script checks it before timing.
-2. NUTS from the MAP on the same posterior, run by ``raman_nuts.run_one``:
-   smallest and median bulk ESS over the latent parameters per second of
-   sampling, and gradient evaluations per second inside the sampler (tree
-   overhead included), twice: as the paper runs it (dual averaging to 0.8,
-   windowed diagonal mass matrix), and with ``--metric gauss-newton`` and
-   ``--scale-moves`` (dense metric (I + σ⁻² JᵀJ)⁻¹ fixed at the end of a
-   diagonal first half of warm-up, plus Metropolis moves along the D/H scale
-   symmetry after each transition; the posterior is the same).
+2. NUTS from the MAP, run by ``raman_nuts.run_one`` (``core.samplers.sample_nuts``,
+   ``--chains`` chains in parallel), for both regimes of ``raman_nuts.REGIMES``
+   (stiff: sigma_N = 0.05; weak: sigma_N = 5) and each metric of ``--metrics``
+   (the fixed ones and ``auto``) side by side: smallest and median bulk ESS
+   over all parameters, the log density and the scale coordinates, the
+   smallest tail ESS, split-R-hat, divergences, min ESS per second of
+   sampling wall time and of warm-up + sampling, gradient evaluations, the
+   metric ``auto`` chose, and one line per pilot. ``--one-chain`` adds an
+   ``auto`` run with one chain for the speed-up of two chains over one.
 
 No peer NUTS library (BlackJAX, PyMC) is installed here, so the NUTS figure
 has no peer column. Timings are wall-clock on one thread; on a shared machine
@@ -44,7 +45,7 @@ from core.factorization.map import limit_blas_threads, map_nmf_gpp  # noqa: E402
 from core.models.nmf_gpp import NMFGPP, exponential_kernel_2d, squared_exponential_kernel  # noqa: E402
 from core.random import stream  # noqa: E402
 from corpora.raman import simulate_raman  # noqa: E402
-from raman_nuts import run_one  # noqa: E402
+from raman_nuts import REGIMES, run_one  # noqa: E402
 
 
 class ReferenceNMFGPP:
@@ -109,32 +110,24 @@ def load():
     return os.getloadavg()[0]
 
 
-def main():
-    parser = recipe_parser("nuts_nmf_gpp", __doc__.splitlines()[0])
-    parser.add_argument("--warmup", type=int, default=None, help="NUTS warm-up (default 150; quick 50)")
-    parser.add_argument("--draws", type=int, default=None, help="NUTS draws (default 150; quick 50)")
-    parser.add_argument("--max-tree-depth", type=int, default=10)
-    parser.add_argument("--scale-moves", type=int, default=5, help="scale-move sweeps per transition (second run)")
-    args = parser.parse_args()
-    num_warmup = args.warmup or (50 if args.quick else 150)
-    num_draws = args.draws or (50 if args.quick else 150)
-
-    data = simulate_raman(1, seed=args.seed)
+def gradient_rates(seed, quick):
+    """Print log density + gradient evaluations per second: ours, the NumPy path, the literal appendix F."""
+    data = simulate_raman(1, seed=seed)
     model = NMFGPP(data.X, num_components=2, plate_shape=data.plate_shape, beta=10.0, noise_std=data.noise_std)
     reference = ReferenceNMFGPP(data.X, 2, data.plate_shape, 10.0, data.noise_std)
     K = data.X.shape[0]
     with limit_blas_threads(1):
-        estimate = map_nmf_gpp(model, num_starts=1, seed=args.seed)
+        estimate = map_nmf_gpp(model, num_starts=1, seed=seed)
         theta = estimate.theta
         # Compare away from the mode, where the gradient is not a difference of near-equal terms.
-        probe = theta + 0.1 * stream(args.seed, 5).standard_normal(theta.shape)
+        probe = theta + 0.1 * stream(seed, 5).standard_normal(theta.shape)
         ours_logp, ours_grad = model.logdensity_and_grad(probe)
         before_logp, before_grad = model.logdensity_and_grad_numpy(probe)
         ref_logp, ref_grad = reference.logdensity_and_grad(reference.to_reference(probe, K))
         for logp, grad in ((before_logp, before_grad), (ref_logp, reference.from_reference(ref_grad, K))):
             assert np.isclose(ours_logp, logp, rtol=1e-8), (ours_logp, logp)
             assert np.allclose(ours_grad, grad, rtol=1e-5, atol=1e-6 * np.abs(grad).max())
-        seconds = 1.0 if args.quick else 3.0
+        seconds = 1.0 if quick else 3.0
         ref_theta = reference.to_reference(theta, K)
         # Interleave the measurements so that a change of machine load hits all three alike.
         rates = {"ours": [], "before": [], "literal": []}
@@ -152,20 +145,61 @@ def main():
                   f"{literal:.0f}; ratio ours/before {ours / before:.2f}, ours/literal {ours / literal:.2f} "
                   f"[load average {loads[0]:.2f} -> {loads[1]:.2f}]", flush=True)
 
-        # NUTS as the paper runs it (diagonal metric), then with the Gauss-Newton metric and scale moves.
-        for metric, scale_moves in (("diagonal", 0), ("gauss-newton", args.scale_moves)):
+
+def main():
+    parser = recipe_parser("nuts_nmf_gpp", __doc__.splitlines()[0])
+    parser.add_argument("--warmup", type=int, default=None, help="NUTS warm-up (default 1000; quick 150)")
+    parser.add_argument("--draws", type=int, default=None, help="NUTS draws per chain (default 1000; quick 150)")
+    parser.add_argument("--max-tree-depth", type=int, default=10)
+    parser.add_argument("--target", type=float, default=0.8)
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--one-chain", action="store_true", help="also run auto with one chain")
+    parser.add_argument("--regimes", default="stiff,weak")
+    parser.add_argument("--metrics", default="diagonal,diagonal+moves,gauss-newton,gauss-newton+moves,auto")
+    parser.add_argument("--skip-gradient", action="store_true", help="skip the gradient-rate comparison")
+    parser.add_argument("--json", default=None, help="write the NUTS rows to this JSON file")
+    parser.add_argument("--scale-moves", type=int, default=5, help="scale-move sweeps per transition")
+    args = parser.parse_args()
+    num_warmup = args.warmup or (150 if args.quick else 1000)
+    num_draws = args.draws or (150 if args.quick else 1000)
+
+    if not args.skip_gradient:
+        gradient_rates(args.seed, args.quick)
+    rows = []
+    for regime in args.regimes.split(","):
+        intensity, noise_std = REGIMES[regime]
+        regime_data = simulate_raman(1, seed=args.seed, intensity=intensity, noise_std=noise_std)
+        runs = [(metric, args.chains) for metric in args.metrics.split(",")]
+        if args.one_chain:
+            runs.append(("auto", 1))
+        for metric, chains in runs:
             load_start = load()
-            record, _ = run_one(data, 10.0, num_warmup=num_warmup, num_draws=num_draws, metric=metric, rank=0,
-                                max_tree_depth=args.max_tree_depth, target=0.8, seed=args.seed, progress=False,
-                                scale_moves=scale_moves)
-            seconds = record["sampling_seconds"]
-            print(f"NUTS, metric {metric}, {scale_moves} scale-move sweeps ({num_warmup} warm-up + {num_draws} "
-                  f"draws, max depth {args.max_tree_depth}): min ESS {record['min_ess']:.1f} "
-                  f"({record['min_ess'] / seconds:.4f}/s), median ESS {record['median_ess']:.1f} "
-                  f"({record['median_ess'] / seconds:.3f}/s), {seconds:.0f} s sampling, "
-                  f"{record['gradient_evaluations'] / seconds:.0f} gradient evaluations/s in the sampler, "
-                  f"step {record['step_size']:.3g}, mean depth {record['mean_tree_depth']:.2f}, "
-                  f"divergences {record['divergences']} [load average {load_start:.2f} -> {load():.2f}]", flush=True)
+            with limit_blas_threads(1):
+                record, _ = run_one(regime_data, 10.0, num_warmup=num_warmup, num_draws=num_draws, metric=metric,
+                                    max_tree_depth=args.max_tree_depth, target=args.target, seed=args.seed,
+                                    num_chains=chains, scale_moves=args.scale_moves)
+            record.update(regime=regime, load=[load_start, load()])
+            rows.append(record)
+            print(f"{regime:6s} {metric:19s} chains {chains}: chosen {record['chosen_metric']:16s} "
+                  f"min/median ESS {record['min_ess']:7.1f} / {record['median_ess']:7.1f} (tail {record['min_tail_ess']:.1f}, "
+                  f"worst {record['worst']}), min ESS/s {record['ess_per_second']:7.3f} sampling, "
+                  f"{record['ess_per_second_with_warmup']:7.3f} with warm-up; R-hat {record['max_rhat']:.3f}; "
+                  f"divergences {record['divergences']} (warm-up {record['warmup_divergences']}); gradients "
+                  f"{record['gradient_evaluations']} (+{record['warmup_gradient_evaluations']} warm-up); depth "
+                  f"{record['mean_tree_depth']:.2f}; step {np.mean(record['step_size']):.3g}; sampling "
+                  f"{record['sampling_seconds']:.1f} s, warm-up {record['warmup_seconds']:.1f} s; mean log posterior "
+                  f"{record['mean_draw_log_posterior']:.1f} +- {record['mean_draw_log_posterior_mcse']:.1f} "
+                  f"[load {load_start:.2f} -> {load():.2f}]", flush=True)
+            for pilot in record["pilots"]:
+                print(f"    pilot {pilot['metric']:16s} min ESS {pilot['min_ess']:6.1f} ({pilot['worst']}), "
+                      f"{pilot['work']:.0f} gradients, {1e3 * pilot['ess_per_work']:.3g} per 1000, step "
+                      f"{pilot['step_size']:.3g}, depth {pilot['mean_tree_depth']:.2f}, "
+                      f"divergences {pilot['num_divergent']}", flush=True)
+    if args.json:
+        import json
+
+        with open(args.json, "w") as handle:
+            json.dump(rows, handle, indent=1, default=float)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """``sepsti evaluate``: table, JSON contract, plot, selection, options, and bad input."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -211,3 +212,19 @@ def test_bad_outputs_and_dictionary(tiny_corpus, tiny_dictionary, tmp_path):
     assert_one_line_error(run([*base, "--dictionary", tiny_dictionary, "--json", noisy, "--overwrite"]),
                           "also an input")
     assert snapshot(tiny_corpus) == corpus_before
+
+
+def test_a_json_file_that_appears_during_the_run_is_kept(tiny_corpus, tiny_dictionary, tmp_path, monkeypatch):
+    import sepsti.denoise
+
+    target = tmp_path / "s.json"
+
+    def racing(y, W, **options):
+        target.write_text("someone else's")
+        return 0.5 * y
+
+    monkeypatch.setattr(sepsti.denoise, "denoise", racing)
+    result = run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary, "--noise", "white",
+                  "--snr", 0, "--json", target])
+    assert_one_line_error(result, "s.json", "created by another program")
+    assert target.read_text() == "someone else's" and os.listdir(tmp_path) == ["s.json"]

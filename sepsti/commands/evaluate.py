@@ -128,7 +128,7 @@ def format_table(summary):
     return "\n".join(lines)
 
 
-def _plot(summary, path, title):
+def _plot(summary, path, title, overwrite=True):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -149,7 +149,7 @@ def _plot(summary, path, title):
     axes[0].legend()
     figure.suptitle(title)
     figure.tight_layout()
-    with atomic_path(path) as tmp:
+    with atomic_path(path, overwrite=overwrite) as tmp:
         figure.savefig(tmp, dpi=120, format=Path(path).suffix[1:].lower())
     plt.close(figure)
 
@@ -164,8 +164,8 @@ def _plot(summary, path, title):
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the scores as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
               help="Plot SDR/SIR/SAR against SNR, input vs enhanced (.png, .pdf, .svg).")
-@click.option("--noise-rank", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Number of noise atoms learned on each mixture.")
+@click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
+              help="Number of noise atoms learned on each mixture (at most 257, the frequency bins).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Cap on EM iterations per mixture (default: the enhancer's own).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
@@ -240,13 +240,13 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
                      "rank": speech_dictionary.rank},
     })
     if json_path is not None:
-        with atomic_path(json_path) as tmp:
+        with atomic_path(json_path, overwrite=overwrite) as tmp:
             document = json_safe({"results": results, "summary": summary})
             tmp.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
         click.echo(f"wrote {json_path}")
     if plot_path is not None:
         _plot(summary, plot_path, f"{corpus_root.name}: {len(results)} mixtures, rank-{speech_dictionary.rank} "
-                                  "dictionary")
+                                  "dictionary", overwrite)
         click.echo(f"wrote {plot_path}")
 
 

@@ -13,6 +13,7 @@ Sampler", JMLR 15 (2014), Algorithm 4 (initial step size).
 """
 
 import math
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -66,18 +67,19 @@ def init(position, logdensity_and_grad_fn):
     return HMCState(position, float(logdensity), np.asarray(grad, dtype=float))
 
 
-_CHOLESKY_CACHE = {"matrix": None, "factor": None}
+# One cache per thread: chains run in threads each have their own matrix, and must never read another's factor.
+_CHOLESKY_CACHE = threading.local()
 
 
 def _cholesky(inverse_mass_matrix):
     """Lower Cholesky factor L of M⁻¹ = L Lᵀ, cached for the last matrix seen (kernels reuse one per phase)."""
-    if _CHOLESKY_CACHE["matrix"] is not inverse_mass_matrix:
+    if getattr(_CHOLESKY_CACHE, "matrix", None) is not inverse_mass_matrix:
         try:
             factor = np.linalg.cholesky(inverse_mass_matrix)
         except np.linalg.LinAlgError as error:
             raise ParameterError("a dense inverse mass matrix must be symmetric positive definite") from error
-        _CHOLESKY_CACHE.update(matrix=inverse_mass_matrix, factor=factor)
-    return _CHOLESKY_CACHE["factor"]
+        _CHOLESKY_CACHE.matrix, _CHOLESKY_CACHE.factor = inverse_mass_matrix, factor
+    return _CHOLESKY_CACHE.factor
 
 
 def sample_momentum(rng, inverse_mass_matrix):

@@ -381,3 +381,21 @@ def test_enhance_imports_no_slow_modules(workdir, tiny_dictionary):
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_two_concurrent_runs_on_one_output_give_one_file_and_one_error(workdir, tiny_dictionary):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "sepsti", "enhance", str(workdir / "noisy.wav"), "-o", str(workdir / "same.wav"),
+               "--dictionary", str(tiny_dictionary), "--iterations", "20"]
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  cwd=Path(__file__).resolve().parents[1]) for _ in range(2)]
+    outcomes = sorted((process.wait(), process.stderr.read().decode()) for process in processes)
+    for process in processes:
+        process.stdout.close()
+        process.stderr.close()
+    assert [status for status, _ in outcomes] == [0, 2], outcomes
+    assert "same.wav" in outcomes[1][1] and outcomes[1][1].count("\n") == 1
+    assert soundfile.info(workdir / "same.wav").frames == soundfile.info(workdir / "noisy.wav").frames
+    assert no_temp_files(workdir)

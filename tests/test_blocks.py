@@ -1,3 +1,5 @@
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -9,8 +11,10 @@ from core.parallel.blocks import (
     initial_factors,
     part_update,
     run_block_chain,
+    run_prior_chain,
 )
 from core.parallel.schedule import BlockSchedule
+from core.random import stream
 
 
 @pytest.mark.parametrize("sampler", ["sgld", "psgld"])
@@ -81,7 +85,6 @@ def test_same_seed_same_trace(rng):
 def test_exact_prior_chain_draws_exponentials_and_scores_them_on_the_kept_parts(rng):
     from core.models.poisson_nmf import NMFTheta
     from core.models.subsample import log_likelihood_estimate
-    from core.parallel.blocks import run_prior_chain
 
     _, _, X = PoissonNMF.sample(rng, (40, 36), 3)
     W, H = initial_factors(X, 5, rng)
@@ -110,3 +113,36 @@ def test_minimum_of_nonnegative_entries_by_their_bit_patterns(rng, dtype):
     assert _finite_minimum(x) == x.min()
     x[400] = 0.0
     assert _finite_minimum(x) == 0.0
+
+
+def _digest(*arrays):
+    digest = hashlib.sha256()
+    for array in arrays:
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def test_short_chains_reproduce_their_pinned_traces_bit_for_bit():
+    # Pinned values of this build (numpy's BLAS): a change in the compiled kernels' arithmetic, argument
+    # plumbing or noise streams shows here even where it stays within the dense reference's tolerance.
+    _, _, X = PoissonNMF.sample(stream(11), (21, 17), 3)
+    W, H = initial_factors(X, 4, stream(12))
+    pinned = {
+        "sgld": (np.float64, "after_update", "70c71b5796a76cfe",
+                 ["-0x1.3b61eb51bfbb2p+9", "-0x1.336876925d404p+9", "-0x1.417e79168a493p+9",
+                  "-0x1.3eed7fb3a2e0cp+9", "-0x1.30bc6e0d7631dp+9", "-0x1.402cd80725e32p+9"]),
+        "psgld": (np.float32, "before_update", "4972752e69a4f189",
+                  ["-0x1.e3077ff90bd94p+12", "-0x1.42e075bb9ad32p+11", "-0x1.3bea843a445c6p+12",
+                   "-0x1.fc61dbdd9bb28p+11", "-0x1.8e0d72b3fe69ap+12", "-0x1.40004049235c6p+12"]),
+    }
+    for sampler, (dtype, evaluate, digest, trace) in pinned.items():
+        state = init_state(W.astype(dtype), H.astype(dtype), seed=3, chain=(4, 1), num_blocks=3)
+        result = run_block_chain(X.astype(dtype), state, temperature=0.7, num_steps=30, num_keep=6, num_blocks=3,
+                                 sampler=sampler, step_a=1e-3, rate_W=1.0, rate_H=0.5, evaluate=evaluate)
+        assert [float(value).hex() for value in result.trace] == trace, sampler
+        assert _digest(*result.state) == digest, sampler
+    prior = run_prior_chain(X, init_state(W, H, seed=3, chain=(0, 1), num_blocks=3), num_steps=9, num_keep=4,
+                            num_blocks=3, rate_W=2.0, rate_H=0.5)
+    assert [float(value).hex() for value in prior.trace] == ["-0x1.a630ee13c60bap+10", "-0x1.9c977f1e17319p+10",
+                                                             "-0x1.232866ea14114p+10", "-0x1.24249bc769fc5p+10"]
+    assert _digest(*prior.state) == "92d4f3a99a905aaa"

@@ -38,7 +38,7 @@ def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0,
     X : ndarray, shape (n_bins, n_frames)
         Clean-speech magnitudes (e.g. :func:`sepsti.features.training_matrix`).
     rank : int
-        Number of dictionary columns.
+        Number of dictionary columns, at most the number of frames.
     max_iter : int
         EM iteration cap.
     tol : float
@@ -65,6 +65,10 @@ def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0,
         # EM in single precision: magnitudes of 16-bit audio need no more, and the matrix
         # products, nearly all of the time, run twice as fast (the log-likelihood is in float64)
         X = X.astype(np.float32)
+    if isinstance(rank, (bool, np.bool_)) or not isinstance(rank, (int, np.integer)) or not 1 <= rank <= X.shape[1]:
+        # more atoms than frames fits nothing, and H alone would take rank × frames × 4 bytes
+        raise ParameterError(f"rank={rank!r}: expected an integer in 1..{X.shape[1]}, the number of training "
+                             "frames; lower the rank or add training files")
     W0, H0 = initialize_nmf(X, rank, stream(seed, 0))
     result = poisson_nmf_em(X, W0, H0, prior_rate_H=prior_rate, max_iter=max_iter, tol=tol,
                             progress=progress, desc=f"train R={rank}")

@@ -76,21 +76,24 @@ def default_dictionary_path():
     return Path(__file__).resolve().parent / "data" / "default_dictionary.npz"
 
 
-def save_dictionary(path, dictionary):
+def save_dictionary(path, dictionary, *, overwrite=True):
     """Write a dictionary atomically (temporary file beside ``path``, then rename).
 
     Parameters
     ----------
     path : str or Path
         Target ``.npz`` file; it is replaced if it exists (check beforehand
-        with :func:`core.io.check_output_path`).
+        with :func:`core.io.check_output_path`) unless ``overwrite`` is False.
     dictionary : Dictionary
         Validated before writing.
+    overwrite : bool
+        False: the final rename refuses a file at ``path``, including one that
+        appeared after the caller's check (:func:`core.io.atomic_path`).
 
     Raises
     ------
     ParameterError
-        If a field is invalid.
+        If a field is invalid, or ``path`` exists and ``overwrite`` is False.
     """
     from core.io import atomic_path
 
@@ -110,7 +113,7 @@ def save_dictionary(path, dictionary):
         "seed": np.int64(dictionary.seed),
         "version": np.str_(dictionary.version),
     }
-    with atomic_path(path, suffix=".npz") as tmp:
+    with atomic_path(path, suffix=".npz", overwrite=overwrite) as tmp:
         with open(tmp, "wb") as handle:
             np.savez_compressed(handle, **arrays)
 

@@ -193,3 +193,11 @@ def test_quiet_frames_are_capped_on_long_recordings(monkeypatch, rng):
 def test_noise_rank_above_the_bins_is_refused(toy_dictionary):
     with pytest.raises(ParameterError, match="noise_rank=258: at most 257"):
         denoise(np.ones(1000), toy_dictionary, noise_rank=258)
+
+
+def test_train_rank_is_bounded_by_the_frames(rng):
+    X = rng.gamma(1.0, 1.0, (257, 40))
+    for rank in (41, 2_000_000, 0, True):
+        with pytest.raises(ParameterError, match=r"rank=.*expected an integer in 1\.\.40"):
+            train_dictionary(X, rank, max_iter=1)
+    assert train_dictionary(X, 40, max_iter=1, tol=0)[0].shape == (257, 40)

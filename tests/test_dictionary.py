@@ -141,3 +141,12 @@ def test_default_dictionary_is_valid():
     dictionary = load_dictionary(path)
     assert dictionary.W.shape == (features.N_BINS, 128)
     assert dictionary.files == tuple(f"sp{i:02d}" for i in range(1, 21))
+
+
+def test_save_without_overwrite_never_replaces(tmp_path, rng):
+    path = tmp_path / "d.npz"
+    save_dictionary(path, _dictionary(rng), overwrite=False)
+    before = path.read_bytes()
+    with pytest.raises(ParameterError, match="created by another program"):
+        save_dictionary(path, _dictionary(rng, rank=3), overwrite=False)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["d.npz"]

@@ -5,6 +5,15 @@ is ``coords`` (int64, shape ``(nnz, ndim)``, 0-based) and ``values`` (float64,
 shape ``(nnz,)``). Stored entries are distinct coordinates; every other entry
 is zero. Nothing in this module densifies a tensor unless asked to
 (``to_dense``, meant for small tensors and tests).
+
+Blocks: a :class:`TensorBlocks` is a set of boxes of a three-way tensor
+(an index range per mode) together with, for sparse data, where each box's
+non-zeros sit in a copy of ``coords``/``values`` sorted by box. It is the
+data subset that tensor models sum over (:mod:`core.models.poisson_parafac`),
+so it lives here, beside the tensor, below the models. How a tensor is cut
+into blocks and which blocks form a part of the block-parallel scheme is
+that scheme's business (:mod:`core.parallel.tensor_blocks`, which builds
+the sorted copy once).
 """
 
 from typing import NamedTuple
@@ -13,7 +22,7 @@ import numpy as np
 
 from core.errors import ParameterError
 
-__all__ = ["SparseTensor", "validate_sparse_tensor", "from_dense", "to_dense", "coalesce"]
+__all__ = ["SparseTensor", "TensorBlocks", "coalesce", "from_dense", "to_dense", "validate_sparse_tensor"]
 
 
 class SparseTensor(NamedTuple):
@@ -50,6 +59,43 @@ class SparseTensor(NamedTuple):
         for n in self.shape:
             size *= int(n)
         return size
+
+
+class TensorBlocks(NamedTuple):
+    """A set of blocks of a three-way tensor, typically one part or one block, with what kernels need.
+
+    Attributes
+    ----------
+    keys : ndarray of int64, shape (n, 3)
+        Block coordinates ``(b1, b2, b3)`` (the group of each mode).
+    ranges : ndarray of int64, shape (n, 3, 2)
+        ``[lo, hi)`` index range of each block in each mode.
+    starts, stops : ndarray of int64, shape (n,)
+        Rows of the sorted ``coords``/``values`` holding each block's non-zeros
+        (both zero for dense data).
+    coords : ndarray of int64, shape (nnz, 3) or None
+        Non-zero coordinates (global, 0-based) sorted by block; shared, not copied.
+    values : ndarray of float64, shape (nnz,) or None
+        Their values.
+    """
+
+    keys: np.ndarray
+    ranges: np.ndarray
+    starts: np.ndarray
+    stops: np.ndarray
+    coords: object
+    values: object
+
+    @property
+    def num_entries(self):
+        """Number of tensor entries (zeros included) in the blocks: N_s of the subsample."""
+        extents = self.ranges[:, :, 1] - self.ranges[:, :, 0]
+        return int(sum(int(a) * int(b) * int(c) for a, b, c in extents))
+
+    @property
+    def nnz(self):
+        """Number of stored non-zeros in the blocks."""
+        return int(np.sum(self.stops - self.starts))
 
 
 def validate_sparse_tensor(tensor, *, nonnegative=False, name="tensor"):

@@ -106,7 +106,7 @@ def test_exact_prior_chain_draws_exponentials_and_scores_them_on_the_kept_parts(
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_minimum_of_nonnegative_entries_by_their_bit_patterns(rng, dtype):
-    from core.parallel._kernels import _finite_minimum
+    from core.parallel._nmf_kernels import _finite_minimum
 
     x = (np.abs(rng.standard_normal(1001)) * 1e3).astype(dtype)
     x[17] = 3e-30  # tiny values order correctly too
@@ -146,3 +146,21 @@ def test_short_chains_reproduce_their_pinned_traces_bit_for_bit():
     assert [float(value).hex() for value in prior.trace] == ["-0x1.a630ee13c60bap+10", "-0x1.9c977f1e17319p+10",
                                                              "-0x1.232866ea14114p+10", "-0x1.24249bc769fc5p+10"]
     assert _digest(*prior.state) == "92d4f3a99a905aaa"
+
+
+def test_blocks_of_a_part_in_threads_give_the_serial_chain(rng, monkeypatch):
+    from core.parallel import blocks
+
+    _, _, X = PoissonNMF.sample(rng, (21, 17), 3)
+    W, H = initial_factors(X, 4, rng)
+    kwargs = dict(temperature=0.7, num_steps=30, num_keep=6, num_blocks=3, step_a=1e-3, rate_W=1.0, rate_H=0.5,
+                  threads=2)
+    for sampler in ("sgld", "psgld"):
+        serial = run_block_chain(X, init_state(W, H, seed=3, chain=1, num_blocks=3), sampler=sampler, **kwargs)
+        monkeypatch.setattr(blocks, "PARALLEL_THRESHOLD", 0)  # every part in a prange
+        threaded = run_block_chain(X, init_state(W, H, seed=3, chain=1, num_blocks=3), sampler=sampler, **kwargs)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(threaded.trace, serial.trace)
+        for got, want in zip(threaded.state, serial.state):
+            np.testing.assert_array_equal(got, want)
+        assert threaded.min_kept == serial.min_kept

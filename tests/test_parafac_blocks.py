@@ -191,15 +191,18 @@ def test_invalid_arguments(setup):
 def test_factor_block_noise_is_the_shared_stream_including_its_tail_draws():
     # With no drift and a unit noise scale the SGLD update of a zero block is |z|: the fused pass must
     # draw exactly core.parallel.noise's numbers (15 000 draws reach the ziggurat's slow path ~180 times)
-    from core.models._parafac_kernels import _update_factor_block
+    from core.parallel._parafac_kernels import _update_factor_block
+    from core.parallel.kernel_arguments import EVALUATE_BEFORE_UPDATE, PartStep, StepConstants
     from core.parallel.noise import seed_states
 
     states = seed_states(4, 2, range(3))
     F = np.zeros((5001, 3))  # an odd split: a buffered half-draw crosses the two calls
     v = np.zeros_like(F)
     grad = np.zeros_like(F)
-    _update_factor_block(F, v, grad, 0, 2500, np.zeros(3), states, 1, 0.0, 0.0, 0.0, 1.0, 0.5, False, 0.99, 1e-5)
-    _update_factor_block(F, v, grad, 2500, 5001, np.zeros(3), states, 1, 0.0, 0.0, 0.0, 1.0, 0.5, False, 0.99, 1e-5)
+    constants = StepConstants(0.0, np.zeros(3), False, 0.99, 1e-5, EVALUATE_BEFORE_UPDATE)
+    part_step = PartStep(0.5, 1.0, 1.0)  # step 1/2: unit noise scale
+    _update_factor_block(F, v, grad, states, 1, 0, 2500, np.zeros(3), 0.0, constants, part_step)
+    _update_factor_block(F, v, grad, states, 1, 2500, 5001, np.zeros(3), 0.0, constants, part_step)
     expected, state = standard_normal(seed_states(4, 2, range(3))[1], F.size)
     np.testing.assert_array_equal(F.ravel(), np.abs(expected))
     np.testing.assert_array_equal(states[1], state)

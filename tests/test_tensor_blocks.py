@@ -4,16 +4,18 @@ import numpy as np
 import pytest
 
 from core.errors import ParameterError
-from core.parallel.tensor_blocks import (block_bounds, build_block_index, num_parts, owned_blocks, part_keys,
-                                        slab_index)
+from core.parallel.schedule import BlockSchedule
+from core.parallel.tensor_blocks import build_block_index, owned_blocks, slab_index
 from core.sparse_tensor import SparseTensor, from_dense
 
 
 @pytest.mark.parametrize("num_blocks", [1, 2, 3, 5, 12])
 def test_parts_share_no_index_and_cover_every_block_once(num_blocks):
+    index = build_block_index(np.zeros((12, 13, 14)), num_blocks)
+    assert index.num_parts == num_blocks ** 2
     seen = np.zeros((num_blocks,) * 3, dtype=int)
-    for p in range(num_parts(num_blocks)):
-        keys = part_keys(p, num_blocks)
+    for p in range(index.num_parts):
+        keys = index.part(p).keys
         assert keys.shape == (num_blocks, 3)
         for mode in range(3):
             assert np.unique(keys[:, mode]).size == num_blocks
@@ -48,11 +50,19 @@ def test_part_entries_are_disjoint_and_cover_the_tensor(rng, shape, num_blocks):
     np.testing.assert_array_equal(values, X)
 
 
-def test_block_bounds_are_balanced():
-    bounds = block_bounds(42390, 12)
-    sizes = np.diff(bounds)
-    assert bounds[0] == 0 and bounds[-1] == 42390
-    assert sizes.max() - sizes.min() <= 1
+def test_groups_and_parts_are_those_of_the_block_schedule():
+    # one rule for matrices and tensors: numpy.array_split sizes, part u B + v = offsets (u, v)
+    index = build_block_index(np.zeros((42390, 7, 10)), 4)
+    schedule = BlockSchedule((42390, 7, 10), 4)
+    for mode in range(3):
+        np.testing.assert_array_equal(index.edges[mode], schedule.edges[mode])
+        np.testing.assert_array_equal(np.diff(index.edges[mode]),
+                                      [len(g) for g in np.array_split(np.arange(index.shape[mode]), 4)])
+    for p in range(index.num_parts):
+        part = index.part(p)
+        np.testing.assert_array_equal(part.keys, schedule.part_groups(p))
+        assert [tuple(slice(lo, hi) for lo, hi in box) for box in part.ranges] == list(schedule.part_blocks(p))
+        assert part.num_entries == schedule.part_size(p)
 
 
 def test_single_block_lookup(rng):
@@ -77,8 +87,8 @@ def test_invalid_arguments():
         build_block_index(np.zeros((3, 4, 5)), 4)
     with pytest.raises(ParameterError, match="three-way"):
         build_block_index(SparseTensor(np.zeros((0, 2), dtype=np.int64), np.zeros(0), (3, 3)), 1)
-    with pytest.raises(ParameterError, match="part"):
-        part_keys(9, 3)
+    with pytest.raises(ParameterError, match="part=9"):
+        build_block_index(np.zeros((3, 4, 5)), 3).part(9)
 
 
 @pytest.mark.parametrize("num_blocks, num_processes", [(5, 2), (12, 5), (4, 4), (3, 1)])

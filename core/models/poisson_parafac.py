@@ -11,8 +11,9 @@ Conventions: the data ``X`` is a dense array of shape ``(I, J, K)`` or a
 ``(K, R)``, non-negative. A data point is one tensor entry (zeros included),
 so ``n_data = I J K``.
 
-Subsets: ``None`` (all entries), a :class:`core.parallel.tensor_blocks.TensorBlocks`
-(blocks, e.g. one part of the block-parallel scheme) or an integer array of
+Subsets: ``None`` (all entries), a :class:`core.sparse_tensor.TensorBlocks`
+(blocks, e.g. one part of the block-parallel scheme of
+:mod:`core.parallel.tensor_blocks`) or an integer array of
 row-major flat entry indices (dense data). Log-likelihoods and gradients are
 plain sums over the subset: the subsample scaling N/N_s and the temperature
 are applied by the caller.
@@ -29,8 +30,7 @@ import numpy as np
 from scipy.special import gammaln, xlogy
 
 from core.errors import ParameterError
-from core.parallel.tensor_blocks import TensorBlocks
-from core.sparse_tensor import SparseTensor, validate_sparse_tensor
+from core.sparse_tensor import SparseTensor, TensorBlocks, validate_sparse_tensor
 
 __all__ = ["ParafacFactors", "PoissonParafac", "reconstruct"]
 
@@ -183,12 +183,7 @@ class PoissonParafac:
             raise ParameterError(f"subset indices must be in 0..{self.n_data - 1}")
         i, j, k = np.unravel_index(flat, self.shape)
         x = self.data.reshape(-1)[flat]
-        kernel = _entries_kernel()
-        if grads is None:
-            dummy = np.zeros((1, 1))
-            logl = kernel(A, B, C, i, j, k, x, dummy, dummy, dummy, False)
-        else:
-            logl = kernel(A, B, C, i, j, k, x, grads.A, grads.B, grads.C, True)
+        logl = _entries_kernel()(ParafacFactors(A, B, C), (i, j, k), x, _gradient_arrays(grads), grads is not None)
         return float(logl), grads
 
     def _all_blocks(self):
@@ -250,17 +245,18 @@ def sparse_blocks_log_likelihood(A, B, C, blocks, grads=None, *, parallel=False)
     -------
     float
     """
-    want_grad = grads is not None
-    if not want_grad:
-        dummy = np.zeros((1, 1))
-        gA = gB = gC = dummy
-    else:
-        gA, gB, gC = grads
     parallel = parallel and blocks.keys.shape[0] > 1 and _is_disjoint(blocks)
     kernel = _sparse_kernels()[1 if parallel else 0]
-    per_block = kernel(A, B, C, blocks.coords, blocks.values, blocks.starts, blocks.stops,
-                       blocks.ranges, gA, gB, gC, want_grad)
+    per_block = kernel(ParafacFactors(A, B, C), blocks, _gradient_arrays(grads), grads is not None)
     return float(np.sum(per_block))
+
+
+def _gradient_arrays(grads):
+    """``grads`` for the kernels, or placeholders they never write when no gradient is wanted."""
+    if grads is None:
+        placeholder = np.zeros((1, 1))
+        return ParafacFactors(placeholder, placeholder, placeholder)
+    return ParafacFactors(*grads)
 
 
 def _sparse_kernels():

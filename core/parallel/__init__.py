@@ -1,4 +1,4 @@
-"""Parallel execution: block/part schedules and the MPI backend.
+"""Parallel execution: block/part schedules, the block-parallel samplers and the MPI backend.
 
 Names are imported from their submodules on first use, so importing the package is cheap.
 """
@@ -11,11 +11,24 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "blocks": [
             'BlockChainResult',
             'NMFBlockState',
+            'block_layout',
             'dense_part_update',
             'init_state',
             'initial_factors',
             'part_update',
             'run_block_chain',
+            'run_prior_chain',
+            'step_constants',
+        ],
+        "kernel_arguments": [
+            'EVALUATE_AFTER_UPDATE',
+            'EVALUATE_BEFORE_UPDATE',
+            'EVALUATE_CODES',
+            'EVALUATE_NONE',
+            'NMFBlockLayout',
+            'NMFChainArrays',
+            'PartStep',
+            'StepConstants',
         ],
         "parafac_blocks": [
             'ParafacBlockState',
@@ -28,13 +41,9 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "schedule": ['BlockSchedule'],
         "tensor_blocks": [
             'TensorBlockIndex',
-            'TensorBlocks',
-            'block_bounds',
             'block_key',
             'build_block_index',
-            'num_parts',
             'owned_blocks',
-            'part_keys',
             'slab_index',
         ],
     },

@@ -37,20 +37,20 @@ import numpy as np
 from scipy.special import gammaln
 
 from core.errors import ParameterError
+from core.parallel.kernel_arguments import EVALUATE_CODES, EVALUATE_NONE, NMFBlockLayout, NMFChainArrays, StepConstants
 from core.parallel.noise import fill_normal, seed_states
 from core.parallel.schedule import BlockSchedule
 from core.samplers.psgld import UNSET, update_average
 from core.samplers.step_size import step_sizes
 
-__all__ = ["BlockChainResult", "NMFBlockState", "block_log_factorials", "dense_part_update", "init_state",
-           "initial_factors", "part_update", "run_block_chain", "run_prior_chain", "single_threaded_blas", "warm_up"]
+__all__ = ["BlockChainResult", "NMFBlockState", "block_layout", "block_log_factorials", "dense_part_update",
+           "init_state", "initial_factors", "part_update", "run_block_chain", "run_prior_chain", "single_threaded_blas",
+           "step_constants", "warm_up"]
 
 # parts with fewer (entries x rank) than this run their blocks serially (measured: on the
 # 257 x 1661 speech matrix with 8 x 8 blocks, threads pay off from R = 256; on a busy machine a
 # parallel region per iteration costs far more than it saves)
 PARALLEL_THRESHOLD = 10_000_000
-
-_EVALUATE = {"none": 0, "before_update": 1, "after_update": 2}
 
 # iterations per call of the compiled chain loop (between progress updates)
 PROGRESS_STRIDE = 25
@@ -155,15 +155,31 @@ def part_update(X, state, schedule, part, *, step_size, temperature, rate_W, rat
     float
         (N/N_s) x the part's log-likelihood (NaN when ``evaluate="none"``).
     """
-    groups = schedule.part_groups(part)
-    part_columns = np.ascontiguousarray(groups[:, 1]).reshape(1, -1)
-    part_sizes = np.array([float(schedule.part_size(part))])
-    code = _EVALUATE[evaluate]
+    # a one-part layout: the part is iteration 1's, kept (no burn-in)
+    layout = NMFBlockLayout(schedule.edges[0], schedule.edges[1],
+                            np.ascontiguousarray(schedule.part_groups(part)[:, 1]).reshape(1, -1),
+                            np.array([float(schedule.part_size(part))]), float(X.size), log_factorial_blocks)
+    constants = step_constants(temperature=temperature, rate_W=rate_W, rate_H=rate_H, sampler=sampler, alpha=alpha,
+                               sigma=sigma, evaluate=evaluate)
     trace = np.empty(1)
     status = np.array([np.inf, 0.0])
-    _run_kernel(X, state, schedule, part_columns, part_sizes, np.array([float(step_size)]), 1, 0, temperature, rate_W,
-                rate_H, sampler, alpha, sigma, code, log_factorial_blocks, trace, status, threads=threads)
-    return float(trace[0]) if code else np.nan
+    _run_kernel(X, state, layout, constants, np.array([float(step_size)]), 1, 0, trace, status,
+                parallel=_use_threads(X, state.W.shape[1], schedule, threads))
+    return float(trace[0]) if constants.evaluate != EVALUATE_NONE else np.nan
+
+
+def step_constants(*, temperature, rate_W, rate_H, sampler, alpha, sigma, evaluate):
+    """The :class:`core.parallel.kernel_arguments.StepConstants` of an NMF chain (``evaluate`` by name)."""
+    return StepConstants(float(temperature), np.array([rate_W, rate_H], dtype=np.float64), sampler == "psgld",
+                         float(alpha), float(sigma), EVALUATE_CODES[evaluate])
+
+
+def block_layout(X, schedule):
+    """The :class:`core.parallel.kernel_arguments.NMFBlockLayout` of ``X`` cut by ``schedule`` (all row groups)."""
+    part_columns = np.ascontiguousarray(np.stack([schedule.part_groups(p)[:, 1] for p in range(schedule.num_parts)]))
+    part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
+    return NMFBlockLayout(schedule.edges[0], schedule.edges[1], part_columns, part_sizes, float(X.size),
+                          block_log_factorials(X, schedule))
 
 
 def _transposed(M):
@@ -171,16 +187,22 @@ def _transposed(M):
     return M.T if M.T.flags.c_contiguous else np.ascontiguousarray(M.T)
 
 
-def _run_kernel(X, state, schedule, part_columns, part_sizes, steps, first, burn_in, temperature, rate_W, rate_H,
-                sampler, alpha, sigma, code, log_factorial, trace, status, *, threads=None):
-    """Run iterations ``first .. first + len(steps) - 1`` of the compiled chain loop on ``state`` (in place)."""
-    from core.parallel._kernels import nmf_chain_kernel
+def _chain_arrays(state):
+    """The kernels' view of ``state``: H and its average transposed (views when column-major, else copies)."""
+    return NMFChainArrays(state.W, _transposed(state.H), state.v_W, _transposed(state.v_H), state.states_W,
+                          state.states_H)
 
-    Ht, v_Ht = _transposed(state.H), _transposed(state.v_H)
-    nmf_chain_kernel(X, state.W, Ht, state.v_W, v_Ht, schedule.edges[0], schedule.edges[1], part_columns, part_sizes,
-           float(X.size), state.states_W, state.states_H, steps, int(first), int(burn_in), float(temperature), float(rate_W), float(rate_H),
-           sampler == "psgld", float(alpha), float(sigma), int(code), log_factorial, trace, status,
-           _use_threads(X, state.W.shape[1], schedule, threads))
+
+def _run_kernel(X, state, layout, constants, steps, first, burn_in, trace, status, *, parallel):
+    """Run iterations ``first .. first + len(steps) - 1`` of the compiled chain loop on ``state`` (in place).
+
+    ``parallel``: whether the blocks of a part run in numba threads (:func:`_use_threads`).
+    """
+    from core.parallel._nmf_kernels import nmf_chain_kernel
+
+    chain = _chain_arrays(state)
+    Ht, v_Ht = chain.Ht, chain.v_Ht
+    nmf_chain_kernel(X, layout, chain, constants, steps, int(first), int(burn_in), trace, status, bool(parallel))
     if not np.shares_memory(Ht, state.H):
         state.H[...] = Ht.T
         state.v_H[...] = v_Ht.T
@@ -293,7 +315,11 @@ def run_block_chain(X, state, *, temperature, num_steps, num_keep, num_blocks=8,
         raise ParameterError(f"sampler={sampler!r}: expected 'sgld' or 'psgld'")
     if evaluate not in ("before_update", "after_update"):
         raise ParameterError(f"evaluate={evaluate!r}: expected 'before_update' or 'after_update'")
-    schedule, log_factorial, part_columns, part_sizes = _part_tables(X, num_blocks)
+    schedule = BlockSchedule(X.shape, num_blocks)
+    layout = block_layout(X, schedule)
+    constants = step_constants(temperature=temperature, rate_W=rate_W, rate_H=rate_H, sampler=sampler, alpha=alpha,
+                               sigma=sigma, evaluate=evaluate)
+    parallel = _use_threads(X, state.W.shape[1], schedule, threads)
     burn_in = num_steps - num_keep
     steps = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
     trace = np.empty(num_keep)
@@ -304,24 +330,14 @@ def run_block_chain(X, state, *, temperature, num_steps, num_keep, num_blocks=8,
         for first in range(1, num_steps + 1, PROGRESS_STRIDE):
             stop = min(first + PROGRESS_STRIDE, num_steps + 1)
             tick = time.perf_counter()
-            _run_kernel(X, state, schedule, part_columns, part_sizes, steps[first - 1:stop - 1], first, burn_in,
-                        temperature, rate_W, rate_H, sampler, alpha, sigma, _EVALUATE[evaluate], log_factorial, trace,
-                        status, threads=threads)
+            _run_kernel(X, state, layout, constants, steps[first - 1:stop - 1], first, burn_in, trace, status,
+                        parallel=parallel)
             kernel_seconds += time.perf_counter() - tick
             if progress is not None:
                 progress(stop - first)
     finite = status[1] == 0 and bool(np.all(np.isfinite(trace)))
     return BlockChainResult(trace, state, float(status[0]) if finite else np.nan, bool(finite),
                             time.perf_counter() - start, kernel_seconds, time.thread_time() - cpu_start)
-
-
-def _part_tables(X, num_blocks):
-    """The schedule and what the compiled loops read of it: per-block log-factorial sums, each part's
-    column groups (parts, B) and sizes N_s."""
-    schedule = BlockSchedule(X.shape, num_blocks)
-    part_columns = np.ascontiguousarray(np.stack([schedule.part_groups(p)[:, 1] for p in range(schedule.num_parts)]))
-    part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
-    return schedule, block_log_factorials(X, schedule), part_columns, part_sizes
 
 
 def run_prior_chain(X, state, *, num_steps, num_keep, num_blocks=8, rate_W=4e-4, rate_H=4e-4):
@@ -337,19 +353,19 @@ def run_prior_chain(X, state, *, num_steps, num_keep, num_blocks=8, rate_W=4e-4,
     -------
     BlockChainResult
     """
-    from core.parallel._kernels import nmf_prior_kernel
+    from core.parallel._nmf_kernels import nmf_prior_kernel
 
     if not 1 <= num_keep <= num_steps:
         raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
-    schedule, log_factorial, part_columns, part_sizes = _part_tables(X, num_blocks)
+    layout = block_layout(X, BlockSchedule(X.shape, num_blocks))
     burn_in = num_steps - num_keep
     trace = np.empty(num_keep)
-    Ht = _transposed(state.H)
+    chain = _chain_arrays(state)
+    Ht = chain.Ht
     start, cpu_start = time.perf_counter(), time.thread_time()
     with single_threaded_blas():
-        nmf_prior_kernel(X, state.W, Ht, schedule.edges[0], schedule.edges[1], part_columns, part_sizes,
-                         float(X.size), state.states_W, state.states_H, burn_in + 1, burn_in, num_keep, float(rate_W),
-                         float(rate_H), log_factorial, trace)
+        nmf_prior_kernel(X, layout, chain, np.array([rate_W, rate_H], dtype=np.float64), burn_in + 1, burn_in,
+                         num_keep, trace)
     if not np.shares_memory(Ht, state.H):
         state.H[...] = Ht.T
     seconds = time.perf_counter() - start

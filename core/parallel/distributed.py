@@ -26,15 +26,15 @@ from core.parallel.blocks import (
     NMFBlockState,
     block_log_factorials,
     single_threaded_blas,
+    step_constants,
 )
+from core.parallel.kernel_arguments import EVALUATE_NONE, NMFBlockLayout, NMFChainArrays
 from core.parallel.noise import seed_states
 from core.parallel.schedule import BlockSchedule
 from core.samplers.psgld import UNSET
 from core.samplers.step_size import step_sizes
 
 __all__ = ["run_distributed_block_chain"]
-
-_EVALUATE = {"none": 0, "before_update": 1, "after_update": 2}
 
 
 def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_steps, num_keep, num_blocks=8,
@@ -59,7 +59,7 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
     BlockChainResult or None
         On process 0, the trace and the assembled final state; None elsewhere.
     """
-    from core.parallel._kernels import nmf_chain_kernel
+    from core.parallel._nmf_kernels import nmf_chain_kernel
 
     size, rank_here = comm.Get_size(), comm.Get_rank()
     if num_blocks % size:
@@ -90,6 +90,10 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
     part_columns = np.ascontiguousarray(np.stack([(groups + p) % num_blocks for p in range(schedule.num_parts)]))
     part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
     log_factorial_held = np.ascontiguousarray(log_factorial[groups])
+    chain_arrays = NMFChainArrays(W_local, Ht, v_W, v_Ht, states_W, states_H)
+    kept_constants = step_constants(temperature=temperature, rate_W=rate_W, rate_H=rate_H, sampler=sampler,
+                                    alpha=alpha, sigma=sigma, evaluate=evaluate)
+    burn_in_constants = kept_constants._replace(evaluate=EVALUATE_NONE)
     kernel_seconds = 0.0
     start = time.perf_counter()
     previous, following = (rank_here - 1) % size, (rank_here + 1) % size
@@ -98,17 +102,16 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
             keep = iteration > burn_in
             part = schedule.part_index(iteration)
             columns = part_columns[part]
-            code = _EVALUATE[evaluate] if keep else 0
+            # one iteration (number 1 of a one-part layout: kept, and scaled with the global N / N_s)
+            layout = NMFBlockLayout(row_edges, col_edges, part_columns[part:part + 1], part_sizes[part:part + 1],
+                                    float(X.size), log_factorial_held)
             tick = time.perf_counter()
-            # one iteration (number 1 of a one-part schedule: kept, and scaled with the global N / N_s)
-            nmf_chain_kernel(X_local, W_local, Ht, v_W, v_Ht, row_edges, col_edges, part_columns[part:part + 1],
-                             part_sizes[part:part + 1], float(X.size), states_W, states_H,
-                             steps[iteration - 1:iteration], 1, 0, float(temperature), float(rate_W),
-                             float(rate_H), sampler == "psgld", float(alpha), float(sigma), code,
-                             log_factorial_held, local_value, status if keep else np.array([np.inf, 0.0]), False)
+            nmf_chain_kernel(X_local, layout, chain_arrays, kept_constants if keep else burn_in_constants,
+                             steps[iteration - 1:iteration], 1, 0, local_value,
+                             status if keep else np.array([np.inf, 0.0]), False)
             kernel_seconds += time.perf_counter() - tick
             if keep:
-                total = comm.reduce(float(local_value[0]) if code else np.nan, root=0)
+                total = comm.reduce(float(local_value[0]), root=0)
                 if rank_here == 0:
                     trace[iteration - burn_in - 1] = total
             # pass the first held H group back along the ring, take the next one from the front

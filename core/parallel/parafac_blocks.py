@@ -1,7 +1,8 @@
 """Block-parallel tempered SGLD / pSGLD chains for sparse Poisson PARAFAC, one compiled pass per part.
 
 Conventions: data is a :class:`core.parallel.tensor_blocks.TensorBlockIndex`
-of a sparse tensor; the position is :class:`core.models.poisson_parafac.ParafacFactors`
+of a sparse tensor (cut by the same :class:`core.parallel.schedule.BlockSchedule`
+rule as NMF's matrices); the position is :class:`core.models.poisson_parafac.ParafacFactors`
 (A, B, C) and pSGLD's running average v has the same shapes, so v is
 partitioned with its factor blocks. Iteration l uses part (l − 1) mod B²;
 block b of the part updates A-block b, B-block (b + u) mod B and C-block
@@ -47,15 +48,19 @@ from typing import NamedTuple
 import numpy as np
 
 from core.errors import ParameterError
-from core.parallel.tensor_blocks import owned_blocks, part_keys, slab_index
+from core.models.poisson_parafac import ParafacFactors
+from core.parallel.kernel_arguments import EVALUATE_CODES, ParafacChainArrays, PartStep, StepConstants
+from core.parallel.tensor_blocks import owned_blocks, slab_index
 from core.random import stream
 from core.samplers.psgld import UNSET
 from core.samplers.step_size import step_sizes
+from core.sparse_tensor import TensorBlocks
 
 __all__ = ["ParafacBlockState", "init_block_state", "num_evaluations", "parafac_part_update",
            "run_parafac_block_chain", "slab_log_likelihoods"]
 
-EVALUATE = ("before_update", "after_update", "full")
+#: The ``evaluate`` modes of a PARAFAC chain: the kernel's two, and the chain's own full-data scoring.
+EVALUATE_MODES = ("before_update", "after_update", "full")
 
 
 class ParafacBlockState(NamedTuple):
@@ -83,9 +88,6 @@ def init_block_state(theta, *, seed, chain, num_blocks):
 
     ``chain`` is a tuple of integers identifying the chain, e.g. (rank, temperature index).
     """
-    # imported here: core.models imports core.parallel (the block index), not the other way round
-    from core.models.poisson_parafac import ParafacFactors
-
     chain = tuple(int(c) for c in np.atleast_1d(chain))
     streams = []
     for mode in range(3):
@@ -122,14 +124,18 @@ def slab_log_likelihoods(index, position, lo=0, hi=None):
     slabs = np.arange(lo, hi, dtype=np.int64)
     per_first = index.num_blocks ** 2
     ranges = np.zeros((slabs.size, 3, 2), dtype=np.int64)
-    ranges[:, 0, 0] = index.bounds[0][slabs]
-    ranges[:, 0, 1] = index.bounds[0][slabs + 1]
+    ranges[:, 0, 0] = index.edges[0][slabs]
+    ranges[:, 0, 1] = index.edges[0][slabs + 1]
     ranges[:, 1, 1] = index.shape[1]
     ranges[:, 2, 1] = index.shape[2]
-    dummy = np.zeros((1, 1))
-    A, B, C = position
-    return kernels.sparse_serial(A, B, C, index.coords, index.values, index.offsets[slabs * per_first],
-                                 index.offsets[(slabs + 1) * per_first], ranges, dummy, dummy, dummy, False)
+    # a slab is B² blocks in one box: keyed by its A-block, whole in the other modes
+    keys = np.zeros((slabs.size, 3), dtype=np.int64)
+    keys[:, 0] = slabs
+    slab_blocks = TensorBlocks(keys, ranges, index.offsets[slabs * per_first], index.offsets[(slabs + 1) * per_first],
+                               index.coords, index.values)
+    placeholder = np.zeros((1, 1))
+    return kernels.sparse_serial(ParafacFactors(*position), slab_blocks,
+                                 ParafacFactors(placeholder, placeholder, placeholder), False)
 
 
 def parafac_part_update(index, state, part, *, step_size, temperature, prior_rates, sampler="psgld",
@@ -140,20 +146,32 @@ def parafac_part_update(index, state, part, *, step_size, temperature, prior_rat
     also for ``"full"``, which the chain scores itself) or after it (``"after_update"``), on the
     part's entries.
     """
-    from core.models import _parafac_kernels as kernels
+    from core.parallel import _parafac_kernels as kernels
 
     blocks = index.part(part)
     n_data = index.shape[0] * index.shape[1] * index.shape[2]
     n_s = blocks.num_entries
     out = np.empty(blocks.keys.shape[0])
     kernel = kernels.part_update_parallel if parallel else kernels.part_update_serial
-    A, B, C = state.position
-    kernel(A, B, C, *state.v, *state.gradient, blocks.coords, blocks.values, blocks.starts, blocks.stops,
-           blocks.ranges,
-           blocks.keys, *state.streams, float(step_size), float(temperature), n_data / n_s,
-           np.asarray(prior_rates, dtype=np.float64), sampler == "psgld", float(alpha), float(sigma), float(n_s),
-           2 if evaluate == "after_update" else 1, out)
+    kernel(_chain_arrays(state), blocks, _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate),
+           PartStep(float(step_size), n_data / n_s, float(n_s)), out)
     return n_data / n_s * float(out.sum())
+
+
+def _chain_arrays(state):
+    """The kernels' flat view of ``state`` (the same arrays, no copies)."""
+    return ParafacChainArrays(*state.position, *state.v, *state.gradient, *state.streams)
+
+
+def _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate):
+    """The kernels' :class:`core.parallel.kernel_arguments.StepConstants`; ``evaluate`` by name.
+
+    For ``"full"`` the chain scores its states itself; the kernel meanwhile records the
+    before-update value, a by-product of the gradient.
+    """
+    code = EVALUATE_CODES["before_update" if evaluate == "full" else evaluate]
+    return StepConstants(float(temperature), np.ascontiguousarray(prior_rates, dtype=np.float64), sampler == "psgld",
+                         float(alpha), float(sigma), code)
 
 
 def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperature, num_steps, num_keep,
@@ -196,8 +214,8 @@ def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperatu
         raise ParameterError("the compiled block chain needs the block index of a SparseTensor")
     if sampler not in ("psgld", "sgld"):
         raise ParameterError(f"sampler={sampler!r}: expected 'psgld' or 'sgld'")
-    if evaluate not in EVALUATE:
-        raise ParameterError(f"evaluate={evaluate!r}: expected one of {', '.join(EVALUATE)}")
+    if evaluate not in EVALUATE_MODES:
+        raise ParameterError(f"evaluate={evaluate!r}: expected one of {', '.join(EVALUATE_MODES)}")
     if int(evaluate_every) != evaluate_every or evaluate_every < 1:
         raise ParameterError(f"evaluate_every={evaluate_every} must be a positive integer")
     if not 1 <= num_keep <= num_steps:
@@ -225,14 +243,14 @@ def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperatu
 
 
 def _pack(state, index, mode, block):
-    lo, hi = int(index.bounds[mode][block]), int(index.bounds[mode][block + 1])
+    lo, hi = int(index.edges[mode][block]), int(index.edges[mode][block + 1])
     return (mode, block, state.position[mode][lo:hi].copy(), state.v[mode][lo:hi].copy(),
             state.streams[mode][block].copy())
 
 
 def _unpack(state, index, pieces):
     for mode, block, values, average, stream_state in pieces:
-        lo, hi = int(index.bounds[mode][block]), int(index.bounds[mode][block + 1])
+        lo, hi = int(index.edges[mode][block]), int(index.edges[mode][block + 1])
         state.position[mode][lo:hi] = values
         state.v[mode][lo:hi] = average
         state.streams[mode][block] = stream_state
@@ -240,17 +258,17 @@ def _unpack(state, index, pieces):
 
 def _block_buffer(state, index, mode, block):
     """Values, v and the noise stream of one factor block in one float64 buffer (the stream's bits viewed)."""
-    lo, hi = int(index.bounds[mode][block]), int(index.bounds[mode][block + 1])
+    lo, hi = int(index.edges[mode][block]), int(index.edges[mode][block + 1])
     return np.concatenate([state.position[mode][lo:hi].ravel(), state.v[mode][lo:hi].ravel(),
                            state.streams[mode][block].view(np.float64)])
 
 
 def _buffer_size(state, index, mode, block):
-    return 2 * int(index.bounds[mode][block + 1] - index.bounds[mode][block]) * state.position[mode].shape[1] + 2
+    return 2 * int(index.edges[mode][block + 1] - index.edges[mode][block]) * state.position[mode].shape[1] + 2
 
 
 def _load_buffer(state, index, mode, block, buffer):
-    lo, hi = int(index.bounds[mode][block]), int(index.bounds[mode][block + 1])
+    lo, hi = int(index.edges[mode][block]), int(index.edges[mode][block + 1])
     n = (hi - lo) * state.position[mode].shape[1]
     state.position[mode][lo:hi] = buffer[:n].reshape(hi - lo, -1)
     state.v[mode][lo:hi] = buffer[n:2 * n].reshape(hi - lo, -1)
@@ -266,7 +284,7 @@ def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, 
     while the message travels, then takes in the block from p + 1, which only
     the next part uses: one part of slack against a neighbour's delay.
     """
-    from core.models import _parafac_kernels as kernels
+    from core.parallel import _parafac_kernels as kernels
     from core.parallel.mpi import ring_exchange_start, wait_all
 
     size, process = comm.Get_size(), comm.Get_rank()
@@ -277,8 +295,8 @@ def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, 
     n_data = index.shape[0] * index.shape[1] * index.shape[2]
     part_sizes = [index.part(q).num_entries for q in range(index.num_parts)]
     kernel = kernels.part_update_parallel if parallel else kernels.part_update_serial
-    rates = np.asarray(prior_rates, dtype=np.float64)
-    code = 2 if evaluate == "after_update" else 1
+    constants = _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate)
+    chain_arrays = _chain_arrays(state)
     full = evaluate == "full"
     num_steps = len(steps)
     burn_in = num_steps - num_keep
@@ -286,14 +304,12 @@ def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, 
     out = np.empty(hi - lo)
 
     def update(blocks, n_s, step, out):
-        kernel(*state.position, *state.v, *state.gradient, blocks.coords, blocks.values, blocks.starts,
-               blocks.stops, blocks.ranges, blocks.keys, *state.streams, step, float(temperature), n_data / n_s,
-               rates, sampler == "psgld", float(alpha), float(sigma), float(n_s), code, out)
+        kernel(chain_arrays, blocks, constants, PartStep(step, n_data / n_s, float(n_s)), out)
 
     for iteration in range(1, num_steps + 1):
         q = (iteration - 1) % index.num_parts
         u, v = divmod(q, num_blocks)
-        keys = part_keys(q, num_blocks)[lo:hi]
+        keys = index.schedule.part_groups(q)[lo:hi]
         n_s = part_sizes[q]
         step = float(steps[iteration - 1])
         update(local.blocks(keys[:1]), n_s, step, out[:1])
@@ -321,7 +337,7 @@ def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, 
             held += [_pack(state, index, 2, (b + v) % num_blocks)[:3] for b in range(lo, hi)]
             for pieces in comm.allgather(held):
                 for mode, block, values in pieces:
-                    state.position[mode][int(index.bounds[mode][block]):int(index.bounds[mode][block + 1])] = values
+                    state.position[mode][int(index.edges[mode][block]):int(index.edges[mode][block + 1])] = values
             kept[row] = slab_log_likelihoods(local, state.position, lo, hi)
         else:
             kept[row] = out

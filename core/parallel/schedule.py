@@ -3,7 +3,10 @@
 Conventions
 -----------
 An array of shape (n_0, ..., n_{d-1}) is cut into B groups along every mode
-(``numpy.array_split`` sizes), giving B^d blocks. A *part* is B blocks that
+(``numpy.array_split`` sizes: the first n mod B groups one longer), giving
+B^d blocks. The NMF block samplers (d = 2) and the PARAFAC block index
+(d = 3, :mod:`core.parallel.tensor_blocks`) both cut their data with this
+class, so both follow one rule for group edges and part numbering. A *part* is B blocks that
 share no group in any mode: part p, written in base B as offsets
 (k_1, ..., k_{d-1}), is {(b, (b + k_1) mod B, ..., (b + k_{d-1}) mod B) :
 b = 0..B-1}. The B^(d-1) parts tile the array. For a matrix (d = 2) part k is
@@ -46,8 +49,7 @@ class BlockSchedule:
         self.num_blocks = int(num_blocks)
         self.ndim = len(shape)
         # edges[m] has B + 1 entries: group g of mode m is edges[m][g]:edges[m][g+1]
-        self.edges = [np.concatenate([[0], np.cumsum([len(a) for a in np.array_split(np.arange(n), num_blocks)])])
-                      .astype(np.int64) for n in shape]
+        self.edges = [_group_edges(n, self.num_blocks) for n in shape]
 
     @property
     def num_parts(self):
@@ -67,7 +69,16 @@ class BlockSchedule:
         return tuple(reversed(digits))
 
     def part_groups(self, part):
-        """ndarray (B, d): the group of each mode for each block of ``part``."""
+        """ndarray (B, d): the group of each mode for each block of ``part``.
+
+        Raises
+        ------
+        ParameterError
+            If ``part`` is not in 0..B^(d-1) - 1.
+        """
+        if not 0 <= part < self.num_parts:
+            raise ParameterError(f"part={part} must be in 0..{self.num_parts - 1} for num_blocks={self.num_blocks} "
+                                 f"and {self.ndim} modes")
         b = np.arange(self.num_blocks)
         columns = [b] + [(b + k) % self.num_blocks for k in self.offsets(part)]
         return np.stack(columns, axis=1).astype(np.int64)
@@ -83,3 +94,10 @@ class BlockSchedule:
     def part_size(self, part):
         """Number of entries N_s in ``part``."""
         return int(sum(np.prod([s.stop - s.start for s in block]) for block in self.part_blocks(part)))
+
+
+def _group_edges(size, num_blocks):
+    """The B + 1 edges of ``numpy.array_split(range(size), B)``, without building the range."""
+    base, longer = divmod(size, num_blocks)
+    groups = np.arange(num_blocks + 1, dtype=np.int64)
+    return groups * base + np.minimum(groups, longer)

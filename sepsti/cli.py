@@ -105,6 +105,10 @@ class _LazyGroup(click.Group):
             raise _usage_error(error) from None
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except KeyboardInterrupt:
+            # the conventional status of a SIGINT, after whatever was finished has been kept
+            click.echo("Interrupted.", err=True)
+            raise click.exceptions.Exit(130) from None
         except ParameterError as error:
             raise InputError(str(error)) from None
         except OSError as error:

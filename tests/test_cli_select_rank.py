@@ -71,3 +71,38 @@ def test_dispersion_divides_the_magnitudes(noizeus_root, tmp_path):
     assert dispersion == pytest.approx(pearson_dispersion(X, 3, seed=0, prior_rate=4e-4))
     # int16-scale speech magnitudes are far more dispersed than Poisson counts
     assert dispersion > 100
+
+
+def test_ctrl_c_stops_within_two_seconds_keeps_finished_chains_and_exits_130(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from test_cli_train import make_corpus
+
+    corpus = make_corpus(tmp_path / "corpus")
+    checkpoint = tmp_path / "ck"
+    command = [sys.executable, "-m", "sepsti", "select-rank", "--corpus", str(corpus), "--ranks", "2,3,4",
+               "--samples", "4000", "--keep", "10", "--blocks", "2", "--threads", "2", "--checkpoint",
+               str(checkpoint)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while not list(checkpoint.glob("R*-t*-r*.npz")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, stderr = process.communicate(timeout=60)
+    stopped = time.monotonic() - sent
+    assert stopped < 2.0, stopped
+    assert process.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == "Interrupted." and "Traceback" not in stderr
+    assert 1 <= len(list(checkpoint.glob("R*-t*-r*.npz"))) < 3 * 11 * 4
+
+
+def test_plot_format_follows_its_extension(tmp_path):
+    result = _invoke("--corpus", tmp_path, *TINY, "--plot", tmp_path / "p.txt")
+    assert result.exit_code == 2 and "--plot" in result.output and ".png" in result.output

@@ -121,3 +121,10 @@ def test_default_settings_recover_the_rank_one_evidence():
     z = (result.log_marginal_likelihood[0] - exact) / result.stderr[0]
     assert abs(z) < 3, (result.log_marginal_likelihood[0], exact, result.stderr[0])
     assert result.stderr[0] < 15
+
+
+def test_ranks_the_data_cannot_identify_are_flagged(X):
+    with pytest.warns(UserWarning, match=r"ranks \[30\] exceed min\(24, 21\) = 21"):
+        select_rank_sti(X, [30], **SMALL)
+    with pytest.warns(UserWarning, match=r"ranks \[12\] have more parameters"):
+        select_rank_sti(X, [2, 12], **SMALL)

@@ -27,7 +27,7 @@ from core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings
 from core.models.poisson_nmf import validate_nonnegative_matrix
 from core.random import stream
 
-__all__ = ["NMFChains", "PRESETS", "em_start", "pearson_dispersion", "select_rank_sti"]
+__all__ = ["NMFChains", "PRESETS", "em_start", "pearson_dispersion", "select_rank_sti", "validate_identifiable_ranks"]
 
 #: Named settings of :func:`select_rank_sti`.
 PRESETS = {
@@ -41,6 +41,28 @@ PRESETS = {
                                   init_iterations=100),
                     1),
 }
+
+
+def validate_identifiable_ranks(ranks, shape):
+    """Warn of ranks the data cannot identify; returns ``ranks``.
+
+    At R = min(n_rows, n_cols) W H can already equal any matrix, so larger
+    ranks describe nothing more (their evidence only measures the prior);
+    from R (n_rows + n_cols) > n_rows n_cols on the model has more parameters
+    than the data have entries.
+    """
+    import warnings
+
+    rows, cols = shape
+    beyond = [r for r in ranks if r > min(rows, cols)]
+    crowded = [r for r in ranks if r * (rows + cols) > rows * cols and r not in beyond]
+    if beyond:
+        warnings.warn(f"ranks {beyond} exceed min{tuple(shape)} = {min(rows, cols)}, where a factorization already "
+                      f"fits any {rows} x {cols} matrix: the data cannot identify them", UserWarning, stacklevel=3)
+    if crowded:
+        warnings.warn(f"ranks {crowded} have more parameters (R x {rows + cols}) than the data have entries "
+                      f"({rows * cols})", UserWarning, stacklevel=3)
+    return ranks
 
 
 def em_start(X, rank, rng, *, prior_rate, iterations, threads=None):
@@ -206,7 +228,7 @@ def select_rank_sti(X, ranks, *, preset="default", grid=None, chain=None, num_re
     core.evidence.rank_selection.RankSelection
     """
     X = validate_nonnegative_matrix(X)
-    ranks = validate_ranks(ranks)
+    ranks = validate_identifiable_ranks(validate_ranks(ranks), X.shape)
     grid, chain, num_replicates = resolve_settings(PRESETS, preset, grid=grid, chain=chain,
                                                    num_replicates=num_replicates, **overrides)
     if not prior_rate > 0:

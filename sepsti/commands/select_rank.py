@@ -94,7 +94,7 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
               help="Folder keeping every finished chain; rerunning the same command resumes.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write results as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
-              help="Write log p(X | R) against R as PNG.")
+              help="Plot log p(X | R) against R (.png, .pdf, .svg).")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, dtype, threads, seed, checkpoint,
@@ -133,9 +133,9 @@ def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, d
         results = to_json(selection, corpus=str(corpus), preset=preset)
         _print_table(selection)
         if json_path is not None:
-            _write_json(json_path, results)
+            _write_json(json_path, results, overwrite=overwrite)
         if plot_path is not None:
-            _write_plot(plot_path, selection)
+            _write_plot(plot_path, selection, overwrite=overwrite)
 
 
 def _dispersion(text):
@@ -153,15 +153,21 @@ def _dispersion(text):
     return value
 
 
+#: Figure formats --plot writes, chosen by the file's extension.
+PLOT_EXTENSIONS = (".png", ".pdf", ".svg")
+
+
 def _check_outputs(json_path, plot_path, overwrite):
+    from core.errors import ParameterError
     from core.io import check_output_path
+
+    if plot_path is not None and Path(plot_path).suffix.lower() not in PLOT_EXTENSIONS:
+        raise ParameterError(f"--plot {plot_path}: expected a {', '.join(PLOT_EXTENSIONS)} file")
 
     for path in (json_path, plot_path):
         if path is not None:
             check_output_path(path, overwrite=overwrite)
     if json_path is not None and plot_path is not None and Path(json_path).resolve() == Path(plot_path).resolve():
-        from core.errors import ParameterError
-
         raise ParameterError(f"--json and --plot are the same file {json_path}")
 
 
@@ -190,16 +196,16 @@ def _print_table(selection):
                f"{100 * selection.timing['kernel_share']:.0f}% in kernels)")
 
 
-def _write_json(path, results):
+def _write_json(path, results, *, overwrite):
     import json
 
     from core.io import atomic_path
 
-    with atomic_path(path) as tmp:
+    with atomic_path(path, overwrite=overwrite) as tmp:
         Path(tmp).write_text(json.dumps(results, indent=2) + "\n")
 
 
-def _write_plot(path, selection):
+def _write_plot(path, selection, *, overwrite):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -217,6 +223,6 @@ def _write_plot(path, selection):
     ax.set_xlabel("rank R")
     ax.set_ylabel("log p(X | R)  (STI, ±2 s.e.)")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
+    with atomic_path(path, overwrite=overwrite) as tmp:
+        fig.savefig(tmp, dpi=120, format=Path(path).suffix[1:].lower())
     plt.close(fig)

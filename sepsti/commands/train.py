@@ -110,7 +110,7 @@ def train(corpus, rank, candidate_ranks, output, iterations, tol, seed, overwrit
         hop_length=features.HOP_LENGTH, window=features.WINDOW, scale=features.AMPLITUDE_SCALE,
         prior_rate=_prior_rate(train_dictionary), corpus=str(Path(corpus)), files=tuple(ids),
         iterations=int(result.n_iter), seed=seed, version=_version())
-    save_dictionary(output, dictionary)
+    save_dictionary(output, dictionary, overwrite=overwrite)
     log_likelihood = float(result.log_likelihood[-1])
     click.echo(f"trained a rank-{rank} dictionary on {len(ids)} files ({X.shape[0]} x {X.shape[1]}), "
                f"{result.n_iter} EM iterations, log-likelihood {log_likelihood:.6g}: wrote {output}")

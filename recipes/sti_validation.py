@@ -1,0 +1,266 @@
+"""Validation of STI rank selection: estimates against known truths, coverage of their error bars, selections.
+
+Cases (each one or several data draws, ``seed`` = the draw):
+
+* ``gaussian``: the Gaussian additive model (ICASSP'16 Fig. 1) at R_m = 2 and 5,
+  exact evidence in closed form (``recipes/sti_gaussian.py``'s settings).
+* ``nmf_rank1_icassp``: Poisson NMF at R = 1 on ICASSP'16-shaped counts
+  (100 x 75, W, H ~ Exp(5), true R in {1, 3, 6}), exact evidence
+  (:func:`core.evidence.rank_one.rank_one_log_evidence`), ``select_rank_sti``
+  with its default preset (5 x 5 blocks, as the paper's synthetic experiment).
+* ``nmf_rank1_speech``: Poisson NMF at R = 1 on a 257 x 1661 matrix with
+  speech-like magnitudes: Poisson counts around a rank-1 EM fit of the
+  NOIZEUS training matrix (or of the synthetic corpus when NOIZEUS is
+  absent), lambda = 4e-4, exact evidence.
+* ``nmf_icassp``: Poisson NMF at R = 2 .. 8 on ICASSP'16-shaped counts
+  (true R = 3) against a full-data reference run long
+  (:func:`core.evidence.log_space_sti.log_space_sti`, truth_kind "reference").
+* ``parafac_spl18``: Poisson PARAFAC on SPL'18's 10 x 15 x 20 counts (true
+  R = 2, lambda = 3) against Chib's method (``method="factors"``).
+
+``coverage`` pools the cases with an exact truth: the rms of z = (estimate -
+truth) / stderr and the share within 2 standard errors. ``selections``: data
+drawn from the model at speech scale (W of an EM dictionary of the training
+matrix at the true rank, H its activations) and the rank the default
+settings select among candidates around it.
+
+    python recipes/sti_validation.py [--quick] [--out DIR] [--seed S]
+
+``--quick`` keeps every kind of case with fewer draws and ranks.
+"""
+
+import time
+import warnings
+
+import numpy as np
+
+from _common import default_corpus, recipe_parser, write_results
+
+from core.evidence.rank_one import rank_one_log_evidence
+from core.evidence.sti_nmf import PRESETS, select_rank_sti
+from core.random import stream
+
+NAME = "sti_validation"
+ICASSP_RATE = 5.0
+SPEECH_RATE = 4e-4
+SPL18_RATE = 3.0
+
+
+def case(name, model, shape, rank, truth, truth_kind, estimate, stderr, seconds, seed, **extra):
+    """One row of ``cases``."""
+    z = (estimate - truth) / stderr if stderr > 0 else float("inf")
+    print(f"{name:>18} {model:>15} R={rank:<3} seed={seed:<3} truth {truth:14.2f} ({truth_kind}) "
+          f"estimate {estimate:14.2f} ± {stderr:9.2f}  z {z:+6.2f}  {seconds:6.1f} s", flush=True)
+    return {"name": name, "model": model, "shape": list(shape), "rank": int(rank), "seed": int(seed),
+            "truth": float(truth), "truth_kind": truth_kind, "estimate": float(estimate), "stderr": float(stderr),
+            "z": float(z), "seconds": float(seconds), **extra}
+
+
+def gaussian_cases(seeds, ranks):
+    from core.models.gaussian_additive import GaussianAdditiveModel
+    from sti_gaussian import CHAIN, DEFAULT, PRIOR
+    from core.evidence.sti import stochastic_thermodynamic_integration
+
+    rows = []
+    for seed in seeds:
+        _, x = GaussianAdditiveModel.sample(stream(seed, 1000), 5000, 5, **PRIOR)
+        for rank in ranks:
+            model = GaussianAdditiveModel(x, rank, **PRIOR)
+            start = time.perf_counter()
+            result = stochastic_thermodynamic_integration(model, model.sample_prior, seed=seed, **CHAIN, **DEFAULT)
+            rows.append(case("gaussian", "gaussian_additive", x.shape, rank, model.log_marginal_likelihood(), "exact",
+                             result.log_marginal_likelihood, result.stderr, time.perf_counter() - start, seed))
+    return rows
+
+
+def icassp_data(seed, true_rank):
+    from core.models.poisson_nmf import PoissonNMF
+
+    return PoissonNMF.sample(stream(seed, 2000), (100, 75), true_rank, rate_W=ICASSP_RATE, rate_H=ICASSP_RATE)[2]
+
+
+def nmf_estimate(X, ranks, rate, seed, **overrides):
+    start = time.perf_counter()
+    selection = select_rank_sti(X, ranks, prior_rate=rate, seed=seed, **overrides)
+    return selection, time.perf_counter() - start
+
+
+def nmf_rank1_icassp_cases(seeds):
+    rows = []
+    for seed in seeds:
+        true_rank = (1, 3, 6)[seed % 3]
+        X = icassp_data(seed, true_rank)
+        selection, seconds = nmf_estimate(X, [1], ICASSP_RATE, seed, num_blocks=5)
+        rows.append(case("nmf_rank1_icassp", "poisson_nmf", X.shape, 1, rank_one_log_evidence(X, ICASSP_RATE),
+                         "exact", selection.log_marginal_likelihood[0], selection.stderr[0], seconds, seed,
+                         true_rank=true_rank, replicates=selection.replicates[0].tolist()))
+    return rows
+
+
+def speech_matrix():
+    """The NOIZEUS training matrix (257 x 1661), or the synthetic corpus's when NOIZEUS is absent."""
+    import tempfile
+
+    from sepsti.commands.select_rank import training_matrix
+
+    corpus = default_corpus()
+    if corpus is not None:
+        return training_matrix(corpus).astype(np.float64), "noizeus"
+    from corpora.synth import write_corpus
+
+    with tempfile.TemporaryDirectory() as folder:
+        write_corpus(folder, seed=0)
+        return training_matrix(folder).astype(np.float64), "synthetic"
+
+
+def em_factors(X, rank, seed, iterations=200):
+    from core.factorization.em import poisson_nmf_em
+    from core.parallel.blocks import initial_factors
+
+    W, H = initial_factors(X, rank, stream(seed, 3000, rank))
+    fit = poisson_nmf_em(X, W, H, prior_rate_W=SPEECH_RATE, prior_rate_H=SPEECH_RATE, max_iter=iterations, tol=0)
+    return fit.W, fit.H
+
+
+def nmf_rank1_speech_cases(seeds, X0):
+    W, H = em_factors(X0, 1, 0)
+    rows = []
+    for seed in seeds:
+        X = stream(seed, 4000).poisson(W @ H).astype(np.float32)
+        selection, seconds = nmf_estimate(X, [1], SPEECH_RATE, seed)
+        rows.append(case("nmf_rank1_speech", "poisson_nmf", X.shape, 1, rank_one_log_evidence(X, SPEECH_RATE),
+                         "exact", selection.log_marginal_likelihood[0], selection.stderr[0], seconds, seed,
+                         replicates=selection.replicates[0].tolist(),
+                         largest_decrease_se=float(selection.largest_decrease[0])))
+    return rows
+
+
+def nmf_reference_cases(seed, ranks, reference_steps):
+    from core.evidence.log_space_sti import log_space_sti
+
+    X = icassp_data(seed, 3)
+    selection, seconds = nmf_estimate(X, ranks, ICASSP_RATE, seed, num_blocks=5)
+    rows = []
+    for index, rank in enumerate(ranks):
+        start = time.perf_counter()
+        references = [log_space_sti(X, rank, prior_rate=ICASSP_RATE, num_steps=reference_steps,
+                                    num_keep=reference_steps // 2, seed=seed + k) for k in range(2)]
+        values = [r.log_marginal_likelihood for r in references]
+        rows.append(case("nmf_icassp", "poisson_nmf", X.shape, rank, float(np.mean(values)), "reference",
+                         selection.log_marginal_likelihood[index], selection.stderr[index],
+                         seconds / len(ranks), seed, reference_runs=values,
+                         reference_seconds=time.perf_counter() - start))
+    return rows
+
+
+def parafac_cases(seed, ranks, chib_samples):
+    from core.evidence.chib import chib_log_marginal_likelihood
+    from core.evidence.parafac_rank import select_parafac_rank
+    from core.models.pltf import pltf_model
+    from corpora.tensors import simulate_dense
+
+    shape = (10, 15, 20)
+    X, _ = simulate_dense(shape, 2, prior_rate=SPL18_RATE, rng=stream(seed, 5000))
+    start = time.perf_counter()
+    selection = select_parafac_rank(X, ranks, prior_rate=SPL18_RATE, seed=seed)
+    seconds = time.perf_counter() - start
+    rows = []
+    for index, rank in enumerate(ranks):
+        model = pltf_model("ir,jr,kr->ijk", dict(i=shape[0], j=shape[1], k=shape[2], r=int(rank)), prior_shape=1.0,
+                           prior_rate=SPL18_RATE)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            chib = chib_log_marginal_likelihood(model, X.astype(np.int64), num_burn_in=chib_samples // 2,
+                                                num_samples=chib_samples, method="factors", point="mean", seed=seed)
+        rows.append(case("parafac_spl18", "poisson_parafac", shape, rank, chib.log_marginal_likelihood, "reference",
+                         selection.log_marginal_likelihood[index], selection.stderr[index], seconds / len(ranks),
+                         seed, reference_stderr=float(chib.stderr)))
+    return rows
+
+
+def selection_cases(X0, true_ranks, candidates_of, seed):
+    rows = []
+    for true_rank in true_ranks:
+        W, H = em_factors(X0, true_rank, seed, iterations=100)
+        X = stream(seed, 6000, true_rank).poisson(W @ H).astype(np.float32)
+        ranks = candidates_of(true_rank)
+        selection, seconds = nmf_estimate(X, ranks, SPEECH_RATE, seed, progress=True)
+        rows.append({"name": f"speech_true_{true_rank}", "true_rank": int(true_rank), "ranks": ranks,
+                     "log_marginal_likelihood": selection.log_marginal_likelihood.tolist(),
+                     "stderr": selection.stderr.tolist(), "selected_rank": int(selection.selected_rank),
+                     "largest_decrease_se": selection.largest_decrease.tolist(), "seconds": seconds})
+        print(f"selection: true R = {true_rank}, candidates {ranks}: selected {selection.selected_rank} "
+              f"({seconds:.0f} s)", flush=True)
+    return rows
+
+
+def coverage(cases):
+    z = np.array([c["z"] for c in cases if c["truth_kind"] == "exact"])
+    return {"n": int(z.size), "rms_z": float(np.sqrt(np.mean(z ** 2))) if z.size else None,
+            "share_within_2se": float(np.mean(np.abs(z) < 2)) if z.size else None,
+            "mean_z": float(np.mean(z)) if z.size else None}
+
+
+def main():
+    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser.add_argument("--skip-selections", action="store_true", help="leave out the speech-scale selections")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore", RuntimeWarning)
+    quick = args.quick
+    started = time.perf_counter()
+    X0, source = speech_matrix()
+    cases = []
+    cases += gaussian_cases(range(args.seed, args.seed + (3 if quick else 6)), [2, 5])
+    cases += nmf_rank1_icassp_cases(range(args.seed, args.seed + (12 if quick else 30)))
+    cases += nmf_rank1_speech_cases(range(args.seed, args.seed + (1 if quick else 4)), X0)
+    cases += nmf_reference_cases(args.seed, [2, 4] if quick else list(range(2, 9)), 1000 if quick else 3000)
+    cases += parafac_cases(args.seed, [2] if quick else [1, 2, 3, 4], 400 if quick else 2000)
+    selections = []
+    if not args.skip_selections:
+        if quick:
+            selections = selection_cases(X0, [8], lambda r: [r // 2, r, 2 * r], args.seed)
+        else:
+            selections = selection_cases(X0, [32, 128], lambda r: [16, 32, 64, 128, 256], args.seed)
+    preset = PRESETS["default"]
+    out = {"cases": cases, "coverage": coverage(cases), "selections": selections,
+           "settings": {"nmf_preset": {"grid": preset.grid.as_dict(), "chain": preset.chain.as_dict(),
+                                       "num_replicates": preset.num_replicates},
+                        "speech_matrix": source, "quick": quick, "seed": args.seed},
+           "seconds": time.perf_counter() - started}
+    within = [abs(c["z"]) < 3 for c in cases]
+    print(f"{sum(within)} of {len(cases)} cases within 3 standard errors; coverage {out['coverage']}")
+    for entry in selections:
+        print(f"{entry['name']}: selected {entry['selected_rank']} (true {entry['true_rank']})")
+    write_results(args.out, NAME, out, figure(out))
+
+
+def figure(out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = out["cases"]
+    names = sorted({c["name"] for c in cases})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for k, name in enumerate(names):
+        z = [c["z"] for c in cases if c["name"] == name]
+        left.scatter(np.clip(z, -10, 10), np.full(len(z), k) + np.linspace(-0.2, 0.2, len(z)), s=12)
+    left.axvspan(-2, 2, color="0.9")
+    left.set_yticks(range(len(names)), names)
+    left.set_xlabel("z = (estimate − truth) / stderr  (clipped at ±10)")
+    for entry in out["selections"]:
+        values = np.asarray(entry["log_marginal_likelihood"])
+        right.errorbar(entry["ranks"], values - values.max(), yerr=2 * np.asarray(entry["stderr"]), marker="o",
+                       capsize=3, label=f"true R = {entry['true_rank']}")
+    right.set_xscale("log", base=2)
+    right.set_xlabel("rank R")
+    right.set_ylabel("log p(X | R) − max  (±2 se)")
+    if out["selections"]:
+        right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+if __name__ == "__main__":
+    main()

@@ -146,15 +146,28 @@ def parafac_part_update(index, state, part, *, step_size, temperature, prior_rat
     also for ``"full"``, which the chain scores itself) or after it (``"after_update"``), on the
     part's entries.
     """
+    return _update_part(_part_kernel(parallel), _chain_arrays(state), index.part(part),
+                        _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate), _size(index),
+                        float(step_size))
+
+
+def _part_kernel(parallel):
+    """The compiled part update: blocks in numba threads or in turn."""
     from core.parallel import _parafac_kernels as kernels
 
-    blocks = index.part(part)
-    n_data = index.shape[0] * index.shape[1] * index.shape[2]
+    return kernels.part_update_parallel if parallel else kernels.part_update_serial
+
+
+def _size(index):
+    """N, the tensor's number of entries (a Python int: no overflow)."""
+    return index.shape[0] * index.shape[1] * index.shape[2]
+
+
+def _update_part(kernel, chain_arrays, blocks, constants, n_data, step):
+    """One compiled update on ``blocks``; returns (N/N_s) × their log-likelihood (N_s: the part's entries)."""
     n_s = blocks.num_entries
     out = np.empty(blocks.keys.shape[0])
-    kernel = kernels.part_update_parallel if parallel else kernels.part_update_serial
-    kernel(_chain_arrays(state), blocks, _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate),
-           PartStep(float(step_size), n_data / n_s, float(n_s)), out)
+    kernel(chain_arrays, blocks, constants, PartStep(step, n_data / n_s, float(n_s)), out)
     return n_data / n_s * float(out.sum())
 
 
@@ -229,11 +242,13 @@ def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperatu
                                 sigma=sigma, evaluate=evaluate, every=every, parallel=parallel)
     state = init_block_state(theta, seed=seed, chain=chain, num_blocks=index.num_blocks)
     trace = np.empty(num_evaluations(num_keep, evaluate, every))
+    # what parafac_part_update builds at every call, built once
+    kernel, chain_arrays = _part_kernel(parallel), _chain_arrays(state)
+    constants = _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate)
+    parts = [index.part(p) for p in range(index.num_parts)]
     for iteration in range(1, num_steps + 1):
-        value = parafac_part_update(index, state, (iteration - 1) % index.num_parts,
-                                    step_size=steps[iteration - 1], temperature=temperature,
-                                    prior_rates=prior_rates, sampler=sampler, alpha=alpha, sigma=sigma,
-                                    evaluate=evaluate, parallel=parallel)
+        value = _update_part(kernel, chain_arrays, parts[(iteration - 1) % len(parts)], constants, _size(index),
+                             float(steps[iteration - 1]))
         if iteration <= burn_in or (num_steps - iteration) % every:
             continue
         if evaluate == "full":
@@ -284,7 +299,6 @@ def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, 
     while the message travels, then takes in the block from p + 1, which only
     the next part uses: one part of slack against a neighbour's delay.
     """
-    from core.parallel import _parafac_kernels as kernels
     from core.parallel.mpi import ring_exchange_start, wait_all
 
     size, process = comm.Get_size(), comm.Get_rank()
@@ -292,9 +306,9 @@ def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, 
     lo, hi = owned_blocks(num_blocks, process, size)
     local = slab_index(index, lo, hi)
     state = init_block_state(theta, seed=seed, chain=chain, num_blocks=num_blocks)
-    n_data = index.shape[0] * index.shape[1] * index.shape[2]
+    n_data = _size(index)
     part_sizes = [index.part(q).num_entries for q in range(index.num_parts)]
-    kernel = kernels.part_update_parallel if parallel else kernels.part_update_serial
+    kernel = _part_kernel(parallel)
     constants = _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate)
     chain_arrays = _chain_arrays(state)
     full = evaluate == "full"

@@ -7,7 +7,8 @@ Cases (each one or several data draws, ``seed`` = the draw):
 * ``nmf_rank1_icassp``: Poisson NMF at R = 1 on ICASSP'16-shaped counts
   (100 x 75, W, H ~ Exp(5), true R in {1, 3, 6}), exact evidence
   (:func:`core.evidence.rank_one.rank_one_log_evidence`), ``select_rank_sti``
-  with its default preset (5 x 5 blocks, as the paper's synthetic experiment).
+  with the preset under test (``--preset``; block presets with 5 x 5 blocks,
+  as the paper's synthetic experiment).
 * ``nmf_rank1_speech``: Poisson NMF at R = 1 on a 257 x 1661 matrix with
   speech-like magnitudes: Poisson counts around a rank-1 EM fit of the
   NOIZEUS training matrix (or of the synthetic corpus when NOIZEUS is
@@ -79,18 +80,20 @@ def icassp_data(seed, true_rank):
     return PoissonNMF.sample(stream(seed, 2000), (100, 75), true_rank, rate_W=ICASSP_RATE, rate_H=ICASSP_RATE)[2]
 
 
-def nmf_estimate(X, ranks, rate, seed, **overrides):
+def nmf_estimate(X, ranks, rate, seed, preset, **overrides):
+    if PRESETS[preset].chain.num_blocks is None:
+        overrides.pop("num_blocks", None)  # full-data chains
     start = time.perf_counter()
-    selection = select_rank_sti(X, ranks, prior_rate=rate, seed=seed, **overrides)
+    selection = select_rank_sti(X, ranks, prior_rate=rate, seed=seed, preset=preset, **overrides)
     return selection, time.perf_counter() - start
 
 
-def nmf_rank1_icassp_cases(seeds):
+def nmf_rank1_icassp_cases(seeds, preset):
     rows = []
     for seed in seeds:
         true_rank = (1, 3, 6)[seed % 3]
         X = icassp_data(seed, true_rank)
-        selection, seconds = nmf_estimate(X, [1], ICASSP_RATE, seed, num_blocks=5)
+        selection, seconds = nmf_estimate(X, [1], ICASSP_RATE, seed, preset, num_blocks=5)
         rows.append(case("nmf_rank1_icassp", "poisson_nmf", X.shape, 1, rank_one_log_evidence(X, ICASSP_RATE),
                          "exact", selection.log_marginal_likelihood[0], selection.stderr[0], seconds, seed,
                          true_rank=true_rank, replicates=selection.replicates[0].tolist()))
@@ -122,12 +125,12 @@ def em_factors(X, rank, seed, iterations=200):
     return fit.W, fit.H
 
 
-def nmf_rank1_speech_cases(seeds, X0):
+def nmf_rank1_speech_cases(seeds, X0, preset):
     W, H = em_factors(X0, 1, 0)
     rows = []
     for seed in seeds:
         X = stream(seed, 4000).poisson(W @ H).astype(np.float32)
-        selection, seconds = nmf_estimate(X, [1], SPEECH_RATE, seed)
+        selection, seconds = nmf_estimate(X, [1], SPEECH_RATE, seed, preset)
         rows.append(case("nmf_rank1_speech", "poisson_nmf", X.shape, 1, rank_one_log_evidence(X, SPEECH_RATE),
                          "exact", selection.log_marginal_likelihood[0], selection.stderr[0], seconds, seed,
                          replicates=selection.replicates[0].tolist(),
@@ -135,11 +138,11 @@ def nmf_rank1_speech_cases(seeds, X0):
     return rows
 
 
-def nmf_reference_cases(seed, ranks, reference_steps):
+def nmf_reference_cases(seed, ranks, reference_steps, preset):
     from core.evidence.log_space_sti import log_space_sti
 
     X = icassp_data(seed, 3)
-    selection, seconds = nmf_estimate(X, ranks, ICASSP_RATE, seed, num_blocks=5)
+    selection, seconds = nmf_estimate(X, ranks, ICASSP_RATE, seed, preset, num_blocks=5)
     rows = []
     for index, rank in enumerate(ranks):
         start = time.perf_counter()
@@ -178,13 +181,13 @@ def parafac_cases(seed, ranks, chib_samples):
     return rows
 
 
-def selection_cases(X0, true_ranks, candidates_of, seed):
+def selection_cases(X0, true_ranks, candidates_of, seed, preset):
     rows = []
     for true_rank in true_ranks:
         W, H = em_factors(X0, true_rank, seed, iterations=100)
         X = stream(seed, 6000, true_rank).poisson(W @ H).astype(np.float32)
         ranks = candidates_of(true_rank)
-        selection, seconds = nmf_estimate(X, ranks, SPEECH_RATE, seed, progress=True)
+        selection, seconds = nmf_estimate(X, ranks, SPEECH_RATE, seed, preset, progress=True)
         rows.append({"name": f"speech_true_{true_rank}", "true_rank": int(true_rank), "ranks": ranks,
                      "log_marginal_likelihood": selection.log_marginal_likelihood.tolist(),
                      "stderr": selection.stderr.tolist(), "selected_rank": int(selection.selected_rank),
@@ -204,6 +207,8 @@ def coverage(cases):
 def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--skip-selections", action="store_true", help="leave out the speech-scale selections")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="default",
+                        help="the select_rank_sti preset under test (default: the library's default)")
     args = parser.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)
     quick = args.quick
@@ -211,19 +216,20 @@ def main():
     X0, source = speech_matrix()
     cases = []
     cases += gaussian_cases(range(args.seed, args.seed + (3 if quick else 6)), [2, 5])
-    cases += nmf_rank1_icassp_cases(range(args.seed, args.seed + (12 if quick else 30)))
-    cases += nmf_rank1_speech_cases(range(args.seed, args.seed + (1 if quick else 4)), X0)
-    cases += nmf_reference_cases(args.seed, [2, 4] if quick else list(range(2, 9)), 1000 if quick else 3000)
+    cases += nmf_rank1_icassp_cases(range(args.seed, args.seed + (12 if quick else 30)), args.preset)
+    cases += nmf_rank1_speech_cases(range(args.seed, args.seed + (1 if quick else 4)), X0, args.preset)
+    cases += nmf_reference_cases(args.seed, [2, 4] if quick else list(range(2, 9)), 1000 if quick else 3000,
+                                 args.preset)
     cases += parafac_cases(args.seed, [2] if quick else [1, 2, 3, 4], 400 if quick else 2000)
     selections = []
     if not args.skip_selections:
         if quick:
-            selections = selection_cases(X0, [8], lambda r: [r // 2, r, 2 * r], args.seed)
+            selections = selection_cases(X0, [8], lambda r: [r // 2, r, 2 * r], args.seed, args.preset)
         else:
-            selections = selection_cases(X0, [32, 128], lambda r: [16, 32, 64, 128, 256], args.seed)
-    preset = PRESETS["default"]
+            selections = selection_cases(X0, [32, 128], lambda r: [16, 32, 64, 128, 256], args.seed, args.preset)
+    preset = PRESETS[args.preset]
     out = {"cases": cases, "coverage": coverage(cases), "selections": selections,
-           "settings": {"nmf_preset": {"grid": preset.grid.as_dict(), "chain": preset.chain.as_dict(),
+           "settings": {"nmf_preset": {"name": args.preset, "grid": preset.grid.as_dict(), "chain": preset.chain.as_dict(),
                                        "num_replicates": preset.num_replicates},
                         "speech_matrix": source, "quick": quick, "seed": args.seed},
            "seconds": time.perf_counter() - started}

@@ -44,7 +44,9 @@ A model plugs in through a *chain factory* with
   :class:`ChainRecord`; ``progress(n)`` is called every few iterations
   (and raises to stop the chain when the run is interrupted),
 * ``units(task)`` -- progress units of the chain,
-* ``collective`` -- True when every chain runs on all MPI processes at once.
+* ``collective`` -- True when every chain runs on all MPI processes at once,
+* optionally ``log_offset(rank)`` -- a constant added to the rank's estimate
+  (e.g. log R! for a path that measures one labelling of the components).
 
 :mod:`core.evidence.sti_nmf` (Poisson NMF) and :mod:`core.evidence.parafac_rank`
 (Poisson PARAFAC) are the two factories shipped.
@@ -144,8 +146,9 @@ class ChainSettings:
 
     Parameters
     ----------
-    sampler : {"psgld", "sgld"}
-        Block-parallel SGLD (ICASSP'16) or its preconditioned variant (PARAFAC'18 eq. 8-9).
+    sampler : {"psgld", "sgld", "mala"}
+        Block-parallel SGLD (ICASSP'16), its preconditioned variant (PARAFAC'18 eq. 8-9), or
+        Metropolis-adjusted Langevin on full data (:mod:`core.evidence.reference_path`).
     num_steps : int or tuple of int
         Iterations per chain, or one value per temperature (t = 0 first).
     num_keep : int
@@ -194,8 +197,8 @@ class ChainSettings:
     def __post_init__(self):
         from core.samplers.step_size import validate_step_schedule
 
-        if self.sampler not in ("psgld", "sgld"):
-            raise ParameterError(f"sampler={self.sampler!r}: expected 'psgld' or 'sgld'")
+        if self.sampler not in ("psgld", "sgld", "mala"):
+            raise ParameterError(f"sampler={self.sampler!r}: expected 'psgld', 'sgld' or 'mala'")
         for name in ("num_steps", "step_a"):
             value = getattr(self, name)
             if isinstance(value, (list, tuple, np.ndarray)):
@@ -567,7 +570,7 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
         records.update(finished)
     return _combine(ranks, grid, int(num_replicates), tasks, records, settings,
                     {"seconds": time.perf_counter() - started, "start_seconds": seconds_start,
-                     "processes": size})
+                     "processes": size}, getattr(factory, "log_offset", lambda rank: 0.0))
 
 
 def _run_chains(factory, tasks, *, seed, threads, bar, save):
@@ -619,7 +622,7 @@ def per_temperature(records, tasks, grid, num_replicates):
     return [np.stack(by_index[i]) for i in range(grid.num_intervals + 1)]
 
 
-def _combine(ranks, grid, num_replicates, tasks, records, settings, timing):
+def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, factory_offset):
     temperatures = grid.temperatures
     estimates, stderrs, replicate_values, pieces, falls = [], [], [], [], []
     seconds, cpu = [], []
@@ -632,6 +635,9 @@ def _combine(ranks, grid, num_replicates, tasks, records, settings, timing):
             replicate_values.append([thermodynamic_integral(temperatures, [t[r] for t in traces], rule=grid.rule,
                                                             power=grid.power).log_marginal_likelihood
                                      for r in range(num_replicates)])
+        offset = float(factory_offset(rank))
+        result = result._replace(log_marginal_likelihood=result.log_marginal_likelihood + offset)
+        replicate_values[-1] = [value + offset for value in replicate_values[-1]]
         pieces.append(result)
         estimates.append(result.log_marginal_likelihood)
         stderrs.append(result.stderr)

@@ -9,11 +9,14 @@ its random start comes from ``stream(seed, R, i, r)``, its EM start (shared by
 the chains of replicate r of rank R) from ``stream(seed, R, SHARED_KEY, r)``,
 its noise from ``stream(seed, R, i, r, block)``.
 
-Presets (:data:`PRESETS`): ``default`` is the setting validated against
-closed forms and references (``recipes/sti_validation.py``,
-``docs/rank_selection.md``); ``paper`` reproduces ICASSP'16 §4.2 (speech:
-T = 5 uniform, K = 1250 keeping 500, 8 x 8 blocks, a = 5e-7, b = 0.51,
-lambda = 4e-4) and is off by orders of magnitude where the truth is known.
+Presets (:data:`PRESETS`): ``default`` is the block (p)SGLD setting
+validated against closed forms on count data (``recipes/sti_validation.py``,
+``docs/rank_selection.md``); ``reference`` runs the path from a log-space
+Gaussian reference (:mod:`core.evidence.reference_path`, full-data MALA),
+which also holds at speech scale; ``paper`` reproduces ICASSP'16 §4.2
+(speech: T = 5 uniform, K = 1250 keeping 500, 8 x 8 blocks, a = 5e-7,
+b = 0.51, lambda = 4e-4) and is off by orders of magnitude where the truth
+is known.
 """
 
 import hashlib
@@ -35,6 +38,10 @@ PRESETS = {
                       ChainSettings(sampler="psgld", num_steps=10_000, num_keep=2_000, step_a=1e-7, step_b=0.51,
                                     alpha=0.99, sigma=0.1, num_blocks=8, evaluate="before_update", init="random"),
                       4),
+    "reference": Preset(TemperatureGrid(16, "power", 2.0, "simpson"),
+                        ChainSettings(sampler="mala", num_steps=300, num_keep=150, num_blocks=None,
+                                      evaluate="full", init="mode", init_iterations=500, exact_prior=True),
+                        4),
     "paper": Preset(TemperatureGrid(5, "uniform", 1.0, "trapezoid"),
                     ChainSettings(sampler="sgld", num_steps=1250, num_keep=500, step_a=5e-7, step_b=0.51,
                                   sigma=1e-5, num_blocks=8, evaluate="after_update", init="em",
@@ -101,6 +108,8 @@ def pearson_dispersion(X, rank, *, seed=0, prior_rate=4e-4, iterations=100, thre
 
 class NMFChains:
     """Block-parallel (p)SGLD chains of Poisson NMF for :func:`core.evidence.rank_selection.select_rank`.
+
+    (``sampler="mala"`` selects :class:`core.evidence.reference_path.NMFReferenceChains` instead.)
 
     Parameters
     ----------
@@ -204,7 +213,7 @@ def select_rank_sti(X, ranks, *, preset="default", grid=None, chain=None, num_re
     X : array_like, shape (n_rows, n_cols)
         Non-negative data (float32 input runs in float32; log-likelihoods are summed in float64).
     ranks : sequence of int
-    preset : {"default", "paper"}
+    preset : {"default", "reference", "paper"}
         Settings from :data:`PRESETS`; ``grid``, ``chain`` and ``num_replicates`` replace its parts.
     grid : TemperatureGrid, optional
     chain : ChainSettings, optional
@@ -241,7 +250,12 @@ def select_rank_sti(X, ranks, *, preset="default", grid=None, chain=None, num_re
         raise ParameterError(f"dispersion={dispersion!r}: expected 'auto' or a positive number")
     if dispersion != 1.0:
         X = (X / dispersion).astype(X.dtype)
-    factory = NMFChains(X, chain, prior_rate=prior_rate,
-                        model_settings={"dispersion": float(dispersion)})
+    model_settings = {"dispersion": float(dispersion)}
+    if chain.sampler == "mala":
+        from core.evidence.reference_path import NMFReferenceChains
+
+        factory = NMFReferenceChains(X, chain, prior_rate=prior_rate, model_settings=model_settings)
+    else:
+        factory = NMFChains(X, chain, prior_rate=prior_rate, model_settings=model_settings)
     return select_rank(factory, ranks, grid=grid, num_replicates=num_replicates, seed=seed, checkpoint=checkpoint,
                        comm=comm, threads=threads, progress=progress)

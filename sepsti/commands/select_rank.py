@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["APPLICATION", "select_rank", "training_matrix"]
+__all__ = ["APPLICATION", "compile_kernels", "select_rank", "training_matrix"]
 
 #: What ``sepsti train --rank auto`` runs (``recipes/sti_speech.py --settings application``):
 #: the paper's chains on quasi-Poisson magnitudes, 5000 iterations keeping 2000.
@@ -121,6 +121,8 @@ def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, d
         if mpi.is_root(comm):
             _check_outputs(json_path, plot_path, overwrite)
         X = training_matrix(corpus).astype(np.dtype(dtype))
+        if settings.chain.sampler != "mala":
+            compile_kernels(X.dtype, quiet=quiet or not mpi.is_root(comm))
         from core.evidence.rank_selection import to_json
         from core.evidence.sti_nmf import select_rank_sti
 
@@ -136,6 +138,20 @@ def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, d
             _write_json(json_path, results, overwrite=overwrite)
         if plot_path is not None:
             _write_plot(plot_path, selection, overwrite=overwrite)
+
+
+def compile_kernels(dtype, *, quiet=False):
+    """Compile (or load from numba's cache) the block kernels, saying so once when it takes a while."""
+    import time
+
+    from core.parallel.blocks import warm_up
+
+    started = time.perf_counter()
+    warm_up((dtype,))
+    seconds = time.perf_counter() - started
+    if seconds > 2.0 and not quiet:
+        click.echo(f"compiled the sampling kernels in {seconds:.0f} s (once after installing; not counted as "
+                   "chain time)", err=True)
 
 
 def _dispersion(text):

@@ -121,8 +121,9 @@ def _select_rank(X, ranks, seed):
     import numpy as np
 
     from core.evidence.sti_nmf import select_rank_sti
-    from sepsti.commands.select_rank import APPLICATION
+    from sepsti.commands.select_rank import APPLICATION, compile_kernels
 
+    compile_kernels(np.float32)
     selection = select_rank_sti(X.astype(np.float32), ranks, seed=seed, progress=True, **APPLICATION)
     click.echo(f"quasi-Poisson: magnitudes divided by their Pearson dispersion "
                f"{selection.settings['model']['dispersion']:.4g}", err=True)

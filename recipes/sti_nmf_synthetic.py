@@ -9,10 +9,13 @@ reduced runs).
 
 Settings (``--settings``):
 
-* ``default``: preconditioned block SGLD (pSGLD, alpha = 0.99, sigma = 0.1),
+* ``default``: ``select_rank_sti``'s default, the reference path
+  (:mod:`core.evidence.reference_path`: full-data MALA from a log-space
+  Gaussian reference to the posterior).
+* ``blocks``: preconditioned block SGLD (pSGLD, alpha = 0.99, sigma = 0.1),
   a = 1e-7, b = 0.51, T = 10 intervals on t_i = (i/T)^5 with Simpson's rule in
   u = t^(1/5), theta^(k-1) scored on S^(k), chains started at random on the
-  data's scale.
+  data's scale; K = 10000 keeping 2000.
 * ``paper``: ICASSP'16's -- block SGLD, a = 1e-5, b = 0.51, T = 5 intervals
   on a uniform grid with the trapezoid rule, eq. 9 (theta^(k) on S^(k)),
   chains started from a 100-iteration MAP-EM fit.
@@ -65,7 +68,8 @@ from core.random import stream
 NAME = "sti_nmf_synthetic"
 #: ``select_rank_sti`` presets, with this experiment's blocks and the paper's step for these counts
 SETTINGS = {
-    "default": dict(preset="default", num_blocks=5),
+    "default": dict(preset="reference"),
+    "blocks": dict(preset="blocks", num_blocks=5),
     "paper": dict(preset="paper", num_blocks=5, step_a=1e-5),
 }
 
@@ -155,8 +159,9 @@ def main():
     for index, true_rank in enumerate(true_ranks):
         _, _, X = PoissonNMF.sample(stream(args.seed, 2000 + index), (100, 75), true_rank, rate_W=rate, rate_H=rate)
         start = time.perf_counter()
-        selection = select_rank_sti(X, ranks, num_steps=num_steps, num_keep=num_keep, prior_rate=rate,
-                                    num_replicates=args.replicates, seed=args.seed, progress=True, **settings)
+        lengths = {} if settings["preset"] == "reference" else {"num_steps": num_steps, "num_keep": num_keep}
+        selection = select_rank_sti(X, ranks, prior_rate=rate, num_replicates=args.replicates, seed=args.seed,
+                                    progress=True, **lengths, **settings)
         out["seconds_sti"].append(time.perf_counter() - start)
         out["sti"].append(selection.log_marginal_likelihood.tolist())
         out["stderr"].append(selection.stderr.tolist())

@@ -45,7 +45,7 @@ def main():
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "noizeus")
     parser.add_argument("--sti-json", type=Path, default=None, help="reuse a select-rank JSON")
     parser.add_argument("--ranks", default=",".join(map(str, RANKS)))
-    parser.add_argument("--settings", choices=["application", "default", "paper"], default="application",
+    parser.add_argument("--settings", choices=["application", "reference", "blocks", "paper"], default="application",
                         help="the application's STI (quasi-Poisson, longer chains), the library preset or the paper's")
     args = parser.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]

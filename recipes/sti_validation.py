@@ -207,7 +207,7 @@ def coverage(cases):
 def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--skip-selections", action="store_true", help="leave out the speech-scale selections")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="default",
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="reference",
                         help="the select_rank_sti preset under test (default: the library's default)")
     args = parser.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)

@@ -5,7 +5,7 @@ from click.testing import CliRunner
 
 from sepsti.cli import cli
 
-TINY = ["--ranks", "2,3", "--temperatures", "2", "--samples", "12", "--keep", "6", "--blocks", "2", "--replicates", "2",
+TINY = ["--preset", "blocks", "--ranks", "2,3", "--temperatures", "2", "--samples", "12", "--keep", "6", "--blocks", "2", "--replicates", "2",
         "--quiet"]
 
 
@@ -86,8 +86,8 @@ def test_ctrl_c_stops_within_two_seconds_keeps_finished_chains_and_exits_130(tmp
     corpus = make_corpus(tmp_path / "corpus")
     checkpoint = tmp_path / "ck"
     command = [sys.executable, "-m", "sepsti", "select-rank", "--corpus", str(corpus), "--ranks", "2,3,4",
-               "--samples", "4000", "--keep", "10", "--blocks", "2", "--threads", "2", "--checkpoint",
-               str(checkpoint)]
+               "--preset", "blocks", "--samples", "4000", "--keep", "10", "--blocks", "2", "--threads", "2",
+               "--checkpoint", str(checkpoint)]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120

@@ -26,7 +26,7 @@ with mpi.abort_on_error(comm):
     if sys.argv[2] == "fail" and comm is not None and comm.Get_rank() == 1:
         raise RuntimeError("failure on process 1")
     X = PoissonNMF.sample(np.random.default_rng(3), (24, 21), 2, rate_W=0.5, rate_H=0.5)[2]
-    result = select_rank_sti(X, [1, 2, 3], num_intervals=2, num_steps=30, num_keep=10, num_blocks=3,
+    result = select_rank_sti(X, [1, 2, 3], preset="blocks", num_intervals=2, num_steps=30, num_keep=10, num_blocks=3,
                              step_a=1e-4, prior_rate=0.5, num_replicates=2, comm=comm)
     if sys.argv[2] == "fail":
         import time

@@ -9,11 +9,12 @@ its random start comes from ``stream(seed, R, i, r)``, its EM start (shared by
 the chains of replicate r of rank R) from ``stream(seed, R, SHARED_KEY, r)``,
 its noise from ``stream(seed, R, i, r, block)``.
 
-Presets (:data:`PRESETS`): ``default`` is the block (p)SGLD setting
-validated against closed forms on count data (``recipes/sti_validation.py``,
-``docs/rank_selection.md``); ``reference`` runs the path from a log-space
-Gaussian reference (:mod:`core.evidence.reference_path`, full-data MALA),
-which also holds at speech scale; ``paper`` reproduces ICASSP'16 §4.2
+Presets (:data:`PRESETS`): ``reference`` (the default) runs the path from
+a log-space Gaussian reference with full-data MALA chains
+(:mod:`core.evidence.reference_path`), validated against closed forms from
+small counts to speech scale (``recipes/sti_validation.py``,
+``docs/rank_selection.md``); ``blocks`` is block-parallel pSGLD on the
+prior-to-posterior path, accurate on small counts only; ``paper`` reproduces ICASSP'16 §4.2
 (speech: T = 5 uniform, K = 1250 keeping 500, 8 x 8 blocks, a = 5e-7,
 b = 0.51, lambda = 4e-4) and is off by orders of magnitude where the truth
 is known.
@@ -34,14 +35,14 @@ __all__ = ["NMFChains", "PRESETS", "em_start", "pearson_dispersion", "select_ran
 
 #: Named settings of :func:`select_rank_sti`.
 PRESETS = {
-    "default": Preset(TemperatureGrid(10, "power", 5.0, "simpson"),
-                      ChainSettings(sampler="psgld", num_steps=10_000, num_keep=2_000, step_a=1e-7, step_b=0.51,
-                                    alpha=0.99, sigma=0.1, num_blocks=8, evaluate="before_update", init="random"),
-                      4),
     "reference": Preset(TemperatureGrid(16, "power", 2.0, "simpson"),
                         ChainSettings(sampler="mala", num_steps=300, num_keep=150, num_blocks=None,
                                       evaluate="full", init="mode", init_iterations=500, exact_prior=True),
                         4),
+    "blocks": Preset(TemperatureGrid(10, "power", 5.0, "simpson"),
+                     ChainSettings(sampler="psgld", num_steps=10_000, num_keep=2_000, step_a=1e-7, step_b=0.51,
+                                   alpha=0.99, sigma=0.1, num_blocks=8, evaluate="before_update", init="random"),
+                     4),
     "paper": Preset(TemperatureGrid(5, "uniform", 1.0, "trapezoid"),
                     ChainSettings(sampler="sgld", num_steps=1250, num_keep=500, step_a=5e-7, step_b=0.51,
                                   sigma=1e-5, num_blocks=8, evaluate="after_update", init="em",
@@ -204,7 +205,7 @@ class NMFChains:
                            result.all_finite)
 
 
-def select_rank_sti(X, ranks, *, preset="default", grid=None, chain=None, num_replicates=None, prior_rate=4e-4,
+def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_replicates=None, prior_rate=4e-4,
                     dispersion=1.0, seed=0, checkpoint=None, comm=None, threads=None, progress=False, **overrides):
     """Estimate log p(X | R) of Poisson NMF for every rank by STI and select the largest.
 
@@ -213,7 +214,7 @@ def select_rank_sti(X, ranks, *, preset="default", grid=None, chain=None, num_re
     X : array_like, shape (n_rows, n_cols)
         Non-negative data (float32 input runs in float32; log-likelihoods are summed in float64).
     ranks : sequence of int
-    preset : {"default", "reference", "paper"}
+    preset : {"reference", "blocks", "paper"}
         Settings from :data:`PRESETS`; ``grid``, ``chain`` and ``num_replicates`` replace its parts.
     grid : TemperatureGrid, optional
     chain : ChainSettings, optional

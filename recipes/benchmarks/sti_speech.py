@@ -41,7 +41,7 @@ def main():
     parser.add_argument("--dtype", choices=["float64", "float32"], default="float32")
     parser.add_argument("--threads", type=int, default=None,
                         help="numba threads per process (default: all without MPI, 1 under mpiexec)")
-    parser.add_argument("--preset", choices=["default", "paper"], default="default")
+    parser.add_argument("--preset", choices=["reference", "blocks", "paper"], default="reference")
     parser.add_argument("--samples", type=int, default=None, help="iterations per chain (default: the preset's)")
     parser.add_argument("--keep", type=int, default=None, help="kept iterations (default: the preset's)")
     parser.add_argument("--json", type=Path, default=None)

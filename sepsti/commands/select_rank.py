@@ -4,8 +4,9 @@ The clean train split of the corpus (257 x frames magnitudes on the int16
 scale) is modelled by Poisson NMF with exponential priors; for every rank
 the log marginal likelihood is estimated by Stochastic Thermodynamic
 Integration (:mod:`core.evidence.rank_selection`): block-parallel (p)SGLD
-chains per (rank, temperature, replicate). ``--preset default`` is the
-validated setting, ``--preset paper`` ICASSP'16's; single options replace
+chains per (rank, temperature, replicate). ``--preset reference`` (the
+default) is the validated setting, ``--preset blocks`` the fast block-parallel
+one for small counts, ``--preset paper`` ICASSP'16's; single options replace
 single settings of the preset. ``--temperatures T`` counts the intervals of
 the grid (T + 1 temperatures).
 
@@ -45,41 +46,44 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
 @click.option("--corpus", required=True, type=click.Path(path_type=Path),
               help="NOIZEUS-style corpus folder; its clean train split (sp01-sp20) is modelled.")
 @click.option("--ranks", default="32,64,128,256,512", show_default=True, help="Candidate ranks, comma-separated.")
-@click.option("--preset", type=click.Choice(["default", "paper"]), default="default", show_default=True,
-              help="Settings: 'default' (validated, see docs/rank_selection.md) or 'paper' (ICASSP'16, a "
-                   "reproduction); the options below replace single settings.")
+@click.option("--preset", type=click.Choice(["reference", "blocks", "paper"]), default="reference", show_default=True,
+              help="Settings: 'reference' (full-data MALA from a log-space reference; validated up to speech "
+                   "scale, see docs/rank_selection.md), 'blocks' (block-parallel pSGLD from the prior; fast, "
+                   "accurate on small counts only) or 'paper' (ICASSP'16, a reproduction); the options below "
+                   "replace single settings.")
 @click.option("--replicates", "num_replicates", type=click.IntRange(min=1), default=None,
               help="Independent chains per (rank, temperature); their spread gives the standard errors "
-                   "[preset: 4 / paper 1].")
+                   "[preset's].")
 @click.option("--temperatures", "num_intervals", type=click.IntRange(min=1), default=None,
-              help="T, intervals of the temperature grid (T + 1 temperatures) [preset: 10 / 5].")
+              help="T, intervals of the temperature grid (T + 1 temperatures) [preset's].")
 @click.option("--schedule", type=click.Choice(["uniform", "power"]), default=None,
-              help="Temperature grid: t_i = (i/T)^c or i/T [preset: power / uniform].")
+              help="Temperature grid: t_i = (i/T)^c or i/T [preset's].")
 @click.option("--power", type=click.FloatRange(min=1.0), default=None, help="c of the power schedule [5].")
 @click.option("--rule", type=click.Choice(["trapezoid", "simpson"]), default=None,
-              help="Quadrature over the grid (Simpson works in u = t^(1/c)) [preset: simpson / trapezoid].")
+              help="Quadrature over the grid (Simpson works in u = t^(1/c)) [preset's].")
 @click.option("--samples", "num_steps", type=click.IntRange(min=1), default=None,
-              help="K, iterations per chain [preset: 10000 / 1250].")
+              help="K, iterations per chain [preset's].")
 @click.option("--keep", "num_keep", type=click.IntRange(min=1), default=None,
-              help="L, last iterations kept for the averages [preset: 2000 / 500].")
+              help="L, last iterations kept for the averages [preset's].")
 @click.option("--blocks", "num_blocks", type=click.IntRange(min=1), default=None,
-              help="B: the data are cut into B x B blocks [8].")
-@click.option("--sampler", type=click.Choice(["sgld", "psgld"]), default=None,
-              help="Preconditioned SGLD (PARAFAC'18) or block-parallel SGLD (ICASSP'16) [preset: psgld / sgld].")
-@click.option("--step-a", type=float, default=None, help="a of the step (a/k)^b [preset: 1e-7 / 5e-7].")
+              help="B: the data are cut into B x B blocks (block presets) [8].")
+@click.option("--sampler", type=click.Choice(["sgld", "psgld", "mala"]), default=None,
+              help="Block-parallel SGLD (ICASSP'16), its preconditioned variant (PARAFAC'18), or full-data "
+                   "MALA on the reference path [preset's].")
+@click.option("--step-a", type=float, default=None, help="a of the step (a/k)^b of the block samplers [preset's].")
 @click.option("--step-b", type=float, default=None, help="b of the step (a/k)^b [0.51].")
 @click.option("--prior-rate", type=float, default=4e-4, show_default=True,
               help="lambda of the exponential priors on W and H.")
 @click.option("--alpha", type=click.FloatRange(0.0, 1.0), default=None,
               help="pSGLD: decay of the squared-gradient average [0.99].")
 @click.option("--sigma", type=click.FloatRange(min=0.0, min_open=True), default=None,
-              help="pSGLD: floor added to sqrt(v) [preset: 0.1 / 1e-5].")
+              help="pSGLD: floor added to sqrt(v) [preset's].")
 @click.option("--evaluate", type=click.Choice(["after-update", "before-update"]), default=None,
               help="Score theta(k-1) on S(k) or theta(k) on S(k) (ICASSP'16 eq. 9) "
-                   "[preset: before-update / after-update].")
+                   "[preset's].")
 @click.option("--init", type=click.Choice(["em", "random"]), default=None,
               help="Chain start: a random start on the data's scale, or 100 MAP-EM iterations from it "
-                   "[preset: random / em].")
+                   "[preset's].")
 @click.option("--dispersion", default="1", show_default=True,
               help="Divide the magnitudes by this before modelling them as Poisson counts; 'auto': the Pearson "
                    "dispersion of the largest rank's EM fit (quasi-Poisson).")

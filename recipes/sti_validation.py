@@ -251,8 +251,8 @@ def figure(out):
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     for k, name in enumerate(names):
         z = [c["z"] for c in cases if c["name"] == name]
-        left.scatter(np.clip(z, -10, 10), np.full(len(z), k) + np.linspace(-0.2, 0.2, len(z)), s=12)
-    left.axvspan(-2, 2, color="0.9")
+        left.scatter(np.clip(z, -10, 10), np.full(len(z), k) + np.linspace(-0.2, 0.2, len(z)), s=12, zorder=3)
+    left.axvspan(-2, 2, color="0.9", zorder=0)
     left.set_yticks(range(len(names)), names)
     left.set_xlabel("z = (estimate − truth) / stderr  (clipped at ±10)")
     for entry in out["selections"]:
@@ -260,8 +260,9 @@ def figure(out):
         right.errorbar(entry["ranks"], values - values.max(), yerr=2 * np.asarray(entry["stderr"]), marker="o",
                        capsize=3, label=f"true R = {entry['true_rank']}")
     right.set_xscale("log", base=2)
+    right.set_yscale("symlog", linthresh=10.0)
     right.set_xlabel("rank R")
-    right.set_ylabel("log p(X | R) − max  (±2 se)")
+    right.set_ylabel("log p(X | R) − max  (±2 se; symlog)")
     if out["selections"]:
         right.legend(fontsize=8)
     fig.tight_layout()

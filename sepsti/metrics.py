@@ -1,4 +1,4 @@
-"""Separation quality of enhanced speech: BSS_EVAL v3 SDR / SIR / SAR (mir_eval).
+"""Scores of enhanced speech: BSS_EVAL v3 SDR / SIR / SAR (mir_eval), STOI (pystoi) and PESQ (pesq).
 
 Conventions
 -----------
@@ -13,8 +13,20 @@ decomposition (512-tap time-invariant distortion filters), which gives the numbe
 ``mir_eval.separation.bss_eval_sources(..., compute_permutation=False)[:, 0]`` at half the
 cost and without its refusal of silent estimates.
 
+STOI (Taal et al. 2011, or the extended STOI of Jensen & Taal 2016) and PESQ (ITU-T P.862,
+reported as MOS-LQO: P.862.1 in narrow band, P.862.2 in wide band) score the speech estimate
+against the clean reference alone. pystoi resamples to its own 10 kHz; PESQ is computed in
+wide band at 16 kHz for signals sampled at 16 kHz or more and in narrow band at 8 kHz below,
+after resampling to that rate (:data:`PESQ_RATES`, :func:`pesq_mode`). Both libraries are
+optional (``pip install 'sepsti[eval]'``) and imported only by the functions that call them.
+
+Every score of a silent clean reference or a silent estimate is undefined: NaN, with a
+warning; so are a STOI with less active speech than its 30-frame (384 ms) analysis window
+and a PESQ that the library refuses (shorter than 1/4 s, no utterance found).
+
 This is the only module that touches ``mir_eval.separation`` (deprecated since mir_eval 0.8,
-removed in 0.9: the dependency is pinned below 0.9 and its FutureWarning filtered here).
+removed in 0.9: the dependency is pinned below 0.9 and its FutureWarning filtered here),
+``pystoi`` and ``pesq``.
 """
 
 import warnings
@@ -23,10 +35,19 @@ import numpy as np
 
 from core.errors import ParameterError
 
-__all__ = ["bss_eval", "FILTER_LENGTH"]
+__all__ = ["bss_eval", "stoi", "pesq", "pesq_mode", "unavailable_scores", "FILTER_LENGTH", "PESQ_RATES",
+           "SCORE_PACKAGES"]
 
 #: Length of the distortion filters allowed by BSS_EVAL v3 (mir_eval's value).
 FILTER_LENGTH = 512
+
+#: Rate (Hz) at which each PESQ mode is computed: narrow band (P.862) and wide band (P.862.2).
+PESQ_RATES = {"nb": 8000, "wb": 16000}
+
+#: The optional package each perceptual score needs (the ``eval`` extra installs both).
+SCORE_PACKAGES = {"stoi": "pystoi", "pesq": "pesq"}
+
+_UNDEFINED = float("nan")
 
 
 def _separation():
@@ -99,3 +120,159 @@ def bss_eval(clean, noisy, speech):
     if np.array_equal(speech, noisy):
         sar = np.inf
     return {"sdr": float(sdr), "sir": float(sir), "sar": float(sar)}
+
+
+def _validate_rate(sample_rate):
+    try:
+        is_valid = not isinstance(sample_rate, bool) and float(sample_rate).is_integer() and sample_rate > 0
+    except (TypeError, ValueError):
+        is_valid = False
+    if not is_valid:
+        raise ParameterError(f"sample_rate={sample_rate!r}: expected a positive integer number of Hz")
+    return int(sample_rate)
+
+
+def _silence(clean, speech, name):
+    """The reason a score of ``speech`` against ``clean`` is undefined because of silence, or None."""
+    if not np.any(clean):
+        return f"{name}: the clean reference is silent"
+    if not np.any(speech):
+        return f"{name}: the speech estimate is silent"
+    return None
+
+
+def _undefined(reason, score):
+    warnings.warn(f"{reason}; {score} is undefined (NaN)", RuntimeWarning, stacklevel=3)
+    return _UNDEFINED
+
+
+def stoi(clean, speech, sample_rate, *, extended=False):
+    """Short-time objective intelligibility of a speech estimate (pystoi).
+
+    Parameters
+    ----------
+    clean : ndarray, shape (n_samples,)
+        Clean speech (the reference).
+    speech : ndarray, shape (n_samples,)
+        The speech estimate (the noisy mixture scores the unprocessed input).
+    sample_rate : int
+        Rate of both signals in Hz; pystoi resamples them to 10 kHz.
+    extended : bool, default False
+        The extended STOI (Jensen & Taal 2016) instead of the classic one (Taal et al. 2011).
+
+    Returns
+    -------
+    float
+        The score, about 0 to 1 (higher is more intelligible). NaN, with a warning, for a
+        silent clean reference or estimate, or when fewer than 30 frames of 25.6 ms
+        (384 ms) of the clean speech lie within 40 dB of its loudest frame.
+
+    Raises
+    ------
+    ParameterError
+        Not 1-D, empty, unequal lengths, NaN or Inf samples, a rate that is not a positive integer.
+    ImportError
+        pystoi is not installed.
+    """
+    clean = _validate_signal(clean, "clean")
+    speech = _validate_signal(speech, "speech", clean.size)
+    sample_rate = _validate_rate(sample_rate)
+    score = "ESTOI" if extended else "STOI"
+    reason = _silence(clean, speech, "stoi")
+    if reason is not None:
+        return _undefined(reason, score)
+    from pystoi import stoi as pystoi_stoi
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = pystoi_stoi(clean, speech, sample_rate, extended=extended)
+    # pystoi returns 1e-5 with this warning when the active speech is shorter than its window
+    if any("Not enough STFT frames" in str(warning.message) for warning in caught):
+        return _undefined("stoi: less than 384 ms of active clean speech (30 frames)", score)
+    return float(value)
+
+
+def pesq_mode(sample_rate):
+    """The PESQ mode of audio at ``sample_rate`` Hz: ``"wb"`` from 16 kHz up, ``"nb"`` below."""
+    return "wb" if _validate_rate(sample_rate) >= PESQ_RATES["wb"] else "nb"
+
+
+def pesq(clean, speech, sample_rate, *, mode=None):
+    """Perceptual evaluation of speech quality of a speech estimate (pesq), as MOS-LQO.
+
+    Parameters
+    ----------
+    clean : ndarray, shape (n_samples,)
+        Clean speech (the reference).
+    speech : ndarray, shape (n_samples,)
+        The speech estimate (the noisy mixture scores the unprocessed input).
+    sample_rate : int
+        Rate of both signals in Hz.
+    mode : {"nb", "wb"}, optional
+        Narrow band (P.862 with the P.862.1 mapping) at 8 kHz or wide band (P.862.2) at
+        16 kHz. Default: :func:`pesq_mode` of ``sample_rate``. Both signals are resampled to
+        the mode's rate (:data:`PESQ_RATES`) with :func:`sepsti.audio.resample` when
+        ``sample_rate`` differs from it.
+
+    Returns
+    -------
+    float
+        MOS-LQO, about 1 to 4.5 (narrow band) or 4.64 (wide band); the level of the signals
+        does not matter (PESQ aligns levels and delays itself). NaN, with a warning, for a
+        silent clean reference or estimate, or when the library refuses the pair (shorter
+        than 1/4 s at the mode's rate, no utterance detected, one signal vanishing beside
+        the other).
+
+    Raises
+    ------
+    ParameterError
+        Not 1-D, empty, unequal lengths, NaN or Inf samples, a rate that is not a positive
+        integer, an unknown mode.
+    ImportError
+        pesq is not installed.
+    """
+    clean = _validate_signal(clean, "clean")
+    speech = _validate_signal(speech, "speech", clean.size)
+    sample_rate = _validate_rate(sample_rate)
+    if mode is None:
+        mode = pesq_mode(sample_rate)
+    if mode not in PESQ_RATES:
+        raise ParameterError(f"mode={mode!r}: expected one of {', '.join(map(repr, PESQ_RATES))}")
+    reason = _silence(clean, speech, "pesq")
+    if reason is not None:
+        return _undefined(reason, "PESQ")
+    from pesq import PesqError
+    from pesq import pesq as pesq_score
+
+    rate = PESQ_RATES[mode]
+    if sample_rate != rate:
+        from sepsti.audio import resample
+
+        clean, speech = resample(clean, sample_rate, rate), resample(speech, sample_rate, rate)
+    try:
+        return float(pesq_score(rate, clean, speech, mode))
+    except PesqError as error:
+        message = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else str(error)
+        return _undefined(f"pesq: {message}", "PESQ")
+    except ValueError as error:
+        # the C code turns a signal that vanishes in float32 beside the other into NaNs
+        return _undefined(f"pesq: failed on these signals ({error})", "PESQ")
+
+
+def unavailable_scores():
+    """The perceptual scores whose package cannot be imported.
+
+    Returns
+    -------
+    dict
+        ``{score: package}``, a subset of :data:`SCORE_PACKAGES` (empty when both are installed).
+    """
+    import importlib
+
+    missing = {}
+    for score, package in SCORE_PACKAGES.items():
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            missing[score] = package
+    return missing

@@ -1,4 +1,4 @@
-"""``sepsti evaluate``: table, JSON contract, plot, selection, options, and bad input."""
+"""``sepsti evaluate``: table, JSON contract, plot, selection, options, missing score packages, and bad input."""
 
 import json
 import os
@@ -24,6 +24,7 @@ def one_blas_thread():
 
 # BSS Eval dominates the time: the full run scores one utterance (4 mixtures, 8 evaluations).
 SCORED = ("sp21",)
+ALL_SCORES = {"sdr", "sir", "sar", "stoi", "estoi", "pesq"}
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +33,11 @@ def evaluated(tiny_dictionary, tmp_path_factory):
     out = tmp_path_factory.mktemp("evaluate")
     result = run(["evaluate", "--corpus", corpus, "--dictionary", tiny_dictionary,
                   "--json", out / "scores.json", "--plot", out / "scores.png"])
-    return result, out
+    return result, out, corpus
 
 
 def test_json_follows_the_contract(evaluated):
-    result, out = evaluated
+    result, out, _ = evaluated
     assert result.exit_code == 0, result.stderr
     scores = json.loads((out / "scores.json").read_text())
     assert set(scores) == {"results", "summary"}
@@ -47,7 +48,8 @@ def test_json_follows_the_contract(evaluated):
     for row in rows:
         assert set(row) == {"file", "noise", "snr", "input", "enhanced"}
         for key in ("input", "enhanced"):
-            assert set(row[key]) == {"sdr", "sir", "sar"}
+            assert set(row[key]) == ALL_SCORES
+            assert 0 < row[key]["stoi"] <= 1 and 0 < row[key]["estoi"] <= 1 and 1 <= row[key]["pesq"] <= 4.6
         assert all(np.isfinite(value) for value in row["enhanced"].values())
         assert np.isfinite(row["input"]["sdr"]) and np.isfinite(row["input"]["sir"])
         # the unprocessed input has no artifacts: SAR is infinite, which JSON writes as null
@@ -58,7 +60,8 @@ def test_json_follows_the_contract(evaluated):
         matching = [row for row in rows if row["snr"] == entry["snr"]]
         assert entry["count"] == len(matching)
         assert entry["input"]["sar"] is None and entry["improvement"]["sar"] is None
-        for metric in ("sdr", "sir", "sar"):
+        assert set(entry["input"]) == set(entry["enhanced"]) == set(entry["improvement"]) == ALL_SCORES
+        for metric in ALL_SCORES:
             mean_out = np.mean([row["enhanced"][metric] for row in matching])
             assert entry["enhanced"][metric] == pytest.approx(mean_out)
             if metric == "sar":
@@ -67,10 +70,28 @@ def test_json_follows_the_contract(evaluated):
             assert entry["input"][metric] == pytest.approx(mean_in)
             assert entry["improvement"][metric] == pytest.approx(mean_out - mean_in)
     assert summary["overall"]["count"] == len(rows)
+    assert summary["pesq_modes"] == ["nb"]
+
+
+def test_scores_match_the_library_on_the_files(evaluated):
+    """The JSON's STOI and PESQ of a mixture are the libraries' own on the corpus files (the input row)."""
+    import soundfile
+    from pesq import pesq
+    from pystoi import stoi
+
+    _, out, corpus = evaluated
+    row = json.loads((out / "scores.json").read_text())["results"][0]
+    clean, rate = soundfile.read(corpus / "clean" / f"{row['file']}.wav")
+    noisy, _ = soundfile.read(corpus / "noisy" / f"{row['noise']}_{row['snr']}dB" /
+                              f"{row['file']}_{row['noise']}_sn{row['snr']}.wav")
+    assert rate == 8000
+    assert row["input"]["stoi"] == pytest.approx(stoi(clean, noisy, rate), abs=1e-12)
+    assert row["input"]["estoi"] == pytest.approx(stoi(clean, noisy, rate, extended=True), abs=1e-12)
+    assert row["input"]["pesq"] == pytest.approx(pesq(rate, clean, noisy, "nb"), abs=1e-12)
 
 
 def test_input_scores_follow_the_mixing_snr_and_enhancement_helps(evaluated):
-    _, out = evaluated
+    _, out, _ = evaluated
     summary = json.loads((out / "scores.json").read_text())["summary"]
     by_snr = {entry["snr"]: entry for entry in summary["by_snr"]}
     for snr, entry in by_snr.items():
@@ -80,9 +101,11 @@ def test_input_scores_follow_the_mixing_snr_and_enhancement_helps(evaluated):
 
 
 def test_table_and_plot(evaluated):
-    result, out = evaluated
+    result, out, _ = evaluated
     lines = result.stdout.splitlines()
     assert "input SDR" in lines[0] and "enhanced SDR" in lines[0]
+    assert lines[0].count("STOI") == 3 and lines[0].count("PESQ") == 3 and "ESTOI" not in lines[0]
+    assert len({len(line) for line in lines[:-2]}) == 1, result.stdout  # the columns line up (not "wrote ...")
     for snr in SNRS:
         assert any(line.strip().startswith(f"{snr} dB") for line in lines), result.stdout
     assert any(line.strip().startswith("all") for line in lines)
@@ -130,6 +153,55 @@ def test_options_reach_the_core(tiny_corpus, tiny_dictionary, tmp_path, monkeypa
     assert result.exit_code == 0, result.stderr
     assert calls == [{"noise_rank": 2, "max_iter": 9, "seed": 7}] * (len(TEST) * len(SNRS))
     assert scored == [True, False] * (len(TEST) * len(SNRS))  # the input, then the enhanced speech
+
+
+def test_missing_score_packages_leave_bss_eval(tiny_corpus, tiny_dictionary, tmp_path, monkeypatch):
+    """Without pystoi and pesq: one line on stderr, exit 0, SDR/SIR/SAR in table, JSON and plot as before."""
+    import sys
+
+    for package in ("pystoi", "pesq"):
+        monkeypatch.setitem(sys.modules, package, None)  # an import of it raises ImportError
+    result = run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary, "--noise", "white",
+                  "--snr", 0, "--iterations", 5, "--json", tmp_path / "s.json", "--plot", tmp_path / "s.png"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines() == ["Warning: STOI and PESQ not scored: pystoi and pesq not installed "
+                                          "(pip install 'sepsti[eval]')"]
+    assert "STOI" not in result.stdout and "PESQ" not in result.stdout
+    scores = json.loads((tmp_path / "s.json").read_text())
+    assert all(set(row["input"]) == set(row["enhanced"]) == {"sdr", "sir", "sar"} for row in scores["results"])
+    assert set(scores["summary"]["overall"]["improvement"]) == {"sdr", "sir", "sar"}
+    assert scores["summary"]["pesq_modes"] == []
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    monkeypatch.delitem(sys.modules, "pystoi")  # only pesq missing: STOI is scored
+    result = run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary, "--noise", "white",
+                  "--snr", 0, "--iterations", 5, "--json", tmp_path / "s.json", "--overwrite"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines() == ["Warning: PESQ not scored: pesq not installed (pip install 'sepsti[eval]')"]
+    rows = json.loads((tmp_path / "s.json").read_text())["results"]
+    assert all(set(row["enhanced"]) == {"sdr", "sir", "sar", "stoi", "estoi"} for row in rows)
+
+
+def test_undefined_perceptual_scores_are_null(tmp_path, tiny_dictionary):
+    """A silent mixture: every score of input and output is undefined, null in the JSON, out of the means."""
+    import soundfile
+
+    corpus = make_corpus(tmp_path / "corpus", seed=3, train=(), test=TEST, noises=("white",), snrs=(5,))
+    length = soundfile.info(corpus / "clean" / "sp22.wav").frames
+    soundfile.write(corpus / "clean" / "sp22.wav", np.zeros(length), 8000, subtype="PCM_16")
+    soundfile.write(corpus / "noisy" / "white_5dB" / "sp22_white_sn5.wav", np.zeros(length), 8000, subtype="PCM_16")
+    with pytest.warns(RuntimeWarning, match="clean reference is silent"):
+        result = run(["evaluate", "--corpus", corpus, "--dictionary", tiny_dictionary, "--iterations", 5,
+                      "--json", tmp_path / "s.json"])
+    assert result.exit_code == 0, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    scores = json.loads((tmp_path / "s.json").read_text())
+    silent = next(row for row in scores["results"] if row["file"] == "sp22")
+    assert all(value is None for key in ("input", "enhanced") for value in silent[key].values())
+    defined = [row for row in scores["results"] if row["file"] != "sp22"]
+    overall = scores["summary"]["overall"]
+    for metric in ("stoi", "estoi", "pesq"):
+        assert overall["enhanced"][metric] == pytest.approx(np.mean([row["enhanced"][metric] for row in defined]))
 
 
 def test_summary_skips_undefined_scores_and_json_has_no_nan():

@@ -2,19 +2,28 @@
 
 Scores are BSS Eval SDR/SIR/SAR in dB (:func:`sepsti.metrics.bss_eval`,
 references ``[clean, noisy − clean]``, estimates ``[speech, noisy − speech]``;
-for the input, ``speech = noisy``). The table on stdout gives, per SNR, the
-mean over the mixtures of the input's scores, the enhanced scores and their
-difference. The JSON file is::
+for the input, ``speech = noisy``), STOI, extended STOI and PESQ (MOS-LQO) of
+the speech against the clean reference (:func:`sepsti.metrics.stoi`,
+:func:`sepsti.metrics.pesq`), all at the corpus's sample rate. The table on
+stdout gives, per SNR, the mean over the mixtures of the input's scores, the
+enhanced scores and their difference (extended STOI is in the JSON only). The
+JSON file is::
 
     {"results": [{"file": "sp21", "noise": "car", "snr": 5,
-                  "input": {"sdr", "sir", "sar"}, "enhanced": {"sdr", "sir", "sar"}}, ...],
+                  "input": {"sdr", "sir", "sar", "stoi", "estoi", "pesq"}, "enhanced": {...}}, ...],
      "summary": {"by_snr": [{"snr", "count", "input", "enhanced", "improvement"}, ...],
                  "overall": {"count", "input", "enhanced", "improvement"},
-                 "corpus", "dictionary", "noises", "snrs", "settings"}}
+                 "corpus", "dictionary", "noises", "snrs", "pesq_modes", "settings"}}
 
 The input's SAR is infinite (the mixture has no artifacts by construction),
 so it and its difference print as ∞ and – and are ``null`` in the JSON, which
-has no infinities.
+has no infinities. Undefined scores (NaN: silent signals, too little speech
+for STOI, a pair PESQ refuses) are ``null`` too and left out of the means.
+
+STOI and PESQ need the optional packages pystoi and pesq (``pip install
+'sepsti[eval]'``). Without them one line on stderr says so and the scores
+they give are left out of the table, the JSON and the plot; SDR/SIR/SAR are
+reported as ever.
 
 All mixtures and the dictionary are read and checked, and the outputs
 checked, before any enhancement starts.
@@ -26,7 +35,12 @@ import click
 
 __all__ = ["evaluate", "summarize", "format_table", "parse_list"]
 
-METRICS = ("sdr", "sir", "sar")
+#: Every score, in the order of the JSON objects.
+METRICS = ("sdr", "sir", "sar", "stoi", "estoi", "pesq")
+#: The scores in the table and the plot, with their number of decimals and unit.
+_SHOWN = {"sdr": (2, "dB"), "sir": (2, "dB"), "sar": (2, "dB"), "stoi": (3, ""), "pesq": (2, "MOS-LQO")}
+#: The scores computed by each optional package (for the message when it is missing).
+_PERCEPTUAL = {"stoi": ("stoi", "estoi"), "pesq": ("pesq",)}
 _PLOT_EXTENSIONS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 
@@ -52,6 +66,11 @@ def parse_list(text, name, convert=str):
         raise ParameterError(f"--{name} {text!r}: expected comma-separated integers like 0,5") from None
 
 
+def _metrics(rows):
+    """The scores the rows carry, in :data:`METRICS` order."""
+    return [metric for metric in METRICS if rows and metric in rows[0]["input"]]
+
+
 def _mean(rows, key):
     """Mean over the rows with a finite score (silent estimates score NaN; a noiseless mixture's SIR is inf).
 
@@ -60,7 +79,7 @@ def _mean(rows, key):
     import numpy as np
 
     means = {}
-    for metric in METRICS:
+    for metric in _metrics(rows):
         values = np.array([row[key][metric] for row in rows], dtype=float)
         finite = values[np.isfinite(values)]
         if finite.size:
@@ -74,7 +93,7 @@ def _group(rows):
     enhanced = _mean(rows, "enhanced")
     unprocessed = _mean(rows, "input")
     return {"count": len(rows), "input": unprocessed, "enhanced": enhanced,
-            "improvement": {metric: _difference(enhanced[metric], unprocessed[metric]) for metric in METRICS}}
+            "improvement": {metric: _difference(enhanced[metric], unprocessed[metric]) for metric in enhanced}}
 
 
 def _difference(after, before):
@@ -90,41 +109,49 @@ def summarize(results):
     Parameters
     ----------
     results : list of dict
-        Rows with ``snr``, ``input`` and ``enhanced`` (each ``{"sdr", "sir", "sar"}``).
+        Rows with ``snr``, ``input`` and ``enhanced`` (each ``{"sdr", "sir", "sar"}`` and,
+        when scored, ``"stoi"``, ``"estoi"``, ``"pesq"``; every row the same keys).
 
     Returns
     -------
     dict
-        ``{"by_snr": [{"snr", "count", "input", "enhanced", "improvement"}], "overall": {...}}``.
+        ``{"by_snr": [{"snr", "count", "input", "enhanced", "improvement"}], "overall": {...}}``;
+        each of ``input``, ``enhanced``, ``improvement`` has the rows' scores as keys.
     """
     snrs = sorted({row["snr"] for row in results})
     by_snr = [{"snr": snr, **_group([row for row in results if row["snr"] == snr])} for snr in snrs]
     return {"by_snr": by_snr, "overall": _group(results)}
 
 
-def _cell(value, width, sign=""):
-    """A table cell in dB; infinities (the input's SAR) print as ∞ and undefined differences as –."""
+def _cell(value, width, digits, sign=""):
+    """A table cell; infinities (the input's SAR) print as ∞ and undefined values as –."""
     import math
 
     if math.isnan(value):
         return f"{'–':>{width}}"
     if math.isinf(value):
         return f"{'∞' if value > 0 else '−∞':>{width}}"
-    return f"{value:>{sign}{width}.2f}"
+    return f"{value:>{sign}{width}.{digits}f}"
 
 
 def format_table(summary):
-    """The stdout table: one line per SNR and one for all, input / enhanced / difference."""
-    header = (f"{'SNR':>6} {'files':>5} | {'input SDR':>9} {'SIR':>6} {'SAR':>6} | "
-              f"{'enhanced SDR':>12} {'SIR':>6} {'SAR':>6} | {'ΔSDR':>6} {'ΔSIR':>6} {'ΔSAR':>6}")
+    """The stdout table: one line per SNR and one for all, input / enhanced / difference.
+
+    SDR, SIR and SAR are in dB; STOI and PESQ columns appear when the summary has them.
+    """
+    shown = [metric for metric in _SHOWN if metric in summary["overall"]["input"]]
+    names = [metric.upper() for metric in shown]
+    header = (f"{'SNR':>6} {'files':>5} | {'input ' + names[0]:>9} " + " ".join(f"{name:>6}" for name in names[1:])
+              + f" | {'enhanced ' + names[0]:>12} " + " ".join(f"{name:>6}" for name in names[1:])
+              + " | " + " ".join(f"{'Δ' + name:>6}" for name in names))
     lines = [header, "-" * len(header)]
     groups = [(f"{entry['snr']} dB", entry) for entry in summary["by_snr"]] + [("all", summary["overall"])]
     for label, entry in groups:
-        unprocessed, enhanced, gain = entry["input"], entry["enhanced"], entry["improvement"]
-        lines.append(f"{label:>6} {entry['count']:>5} | {_cell(unprocessed['sdr'], 9)} {_cell(unprocessed['sir'], 6)} "
-                     f"{_cell(unprocessed['sar'], 6)} | {_cell(enhanced['sdr'], 12)} {_cell(enhanced['sir'], 6)} "
-                     f"{_cell(enhanced['sar'], 6)} | {_cell(gain['sdr'], 6, '+')} {_cell(gain['sir'], 6, '+')} "
-                     f"{_cell(gain['sar'], 6, '+')}")
+        cells = []
+        for key, first_width, sign in (("input", 9, ""), ("enhanced", 12, ""), ("improvement", 6, "+")):
+            cells.append(" ".join(_cell(entry[key][metric], first_width if number == 0 else 6, _SHOWN[metric][0],
+                                        sign) for number, metric in enumerate(shown)))
+        lines.append(f"{label:>6} {entry['count']:>5} | " + " | ".join(cells))
     return "\n".join(lines)
 
 
@@ -137,13 +164,14 @@ def _plot(summary, path, title, overwrite=True):
     from core.io import atomic_path
 
     snrs = [entry["snr"] for entry in summary["by_snr"]]
-    figure, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharex=True)
-    for axis, metric in zip(axes, METRICS):
+    shown = [metric for metric in _SHOWN if metric in summary["overall"]["input"]]
+    figure, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 3.6), sharex=True)
+    for axis, metric in zip(axes, shown):
         for key, style in (("input", "o--"), ("enhanced", "s-")):
             axis.plot(snrs, [entry[key][metric] for entry in summary["by_snr"]], style, label=key)
         axis.set_title(metric.upper())
         axis.set_xlabel("input SNR (dB)")
-        axis.set_ylabel("dB")
+        axis.set_ylabel(_SHOWN[metric][1])
         axis.set_xticks(snrs)
         axis.grid(alpha=0.3)
     axes[0].legend()
@@ -163,7 +191,7 @@ def _plot(summary, path, title, overwrite=True):
 @click.option("--snr", "snrs", default=None, help="SNRs in dB to score, e.g. 0,5 (default: all).")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the scores as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
-              help="Plot SDR/SIR/SAR against SNR, input vs enhanced (.png, .pdf, .svg).")
+              help="Plot SDR/SIR/SAR/STOI/PESQ against SNR, input vs enhanced (.png, .pdf, .svg).")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each mixture (at most 257, the frequency bins).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
@@ -172,7 +200,7 @@ def _plot(summary, path, title, overwrite=True):
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
 def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank, iterations, seed, overwrite):
-    """Enhance every test-split mixture of a corpus and score it (SDR/SIR/SAR, dB)."""
+    """Enhance every test-split mixture of a corpus and score it (SDR/SIR/SAR in dB, STOI, PESQ)."""
     from sepsti.commands.enhance import _single_threaded_blas
 
     _single_threaded_blas()
@@ -210,7 +238,14 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     # --- enhancement and scoring ---
     from core.progress import progress_bar
     from sepsti.denoise import denoise
-    from sepsti.metrics import bss_eval
+    from sepsti.metrics import pesq_mode, unavailable_scores
+
+    missing = unavailable_scores()
+    if missing:
+        click.echo(f"Warning: {' and '.join(score.upper() for score in missing)} not scored: "
+                   f"{' and '.join(missing.values())} not installed (pip install 'sepsti[eval]')", err=True)
+    skipped = {metric for score in missing for metric in _PERCEPTUAL[score]}
+    metrics = [metric for metric in METRICS if metric not in skipped]
 
     options = {"noise_rank": noise_rank, "seed": seed}
     if iterations is not None:
@@ -226,8 +261,8 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
             speech = resample(speech, rate, mixture.sample_rate, length=len(mixture.noisy))
             results.append({
                 "file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr),
-                "input": _scores(bss_eval(mixture.clean, mixture.noisy, mixture.noisy)),
-                "enhanced": _scores(bss_eval(mixture.clean, mixture.noisy, speech)),
+                "input": _scores(mixture, mixture.noisy, metrics),
+                "enhanced": _scores(mixture, speech, metrics),
             })
             bar.update(1)
 
@@ -236,6 +271,7 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     summary.update({
         "corpus": str(Path(corpus)), "dictionary": str(dictionary_path),
         "noises": sorted({row["noise"] for row in results}), "snrs": sorted({row["snr"] for row in results}),
+        "pesq_modes": sorted({pesq_mode(mixture.sample_rate) for mixture in selected}) if "pesq" in metrics else [],
         "settings": {"noise_rank": noise_rank, "iterations": iterations, "seed": seed,
                      "rank": speech_dictionary.rank},
     })
@@ -250,5 +286,14 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
         click.echo(f"wrote {plot_path}")
 
 
-def _scores(scores):
-    return {metric: float(scores[metric]) for metric in METRICS}
+def _scores(mixture, speech, metrics):
+    """The scores of ``speech`` (the mixture itself for the input) against the mixture's clean speech."""
+    from sepsti.metrics import bss_eval, pesq, stoi
+
+    scores = dict(bss_eval(mixture.clean, mixture.noisy, speech))
+    if "stoi" in metrics:
+        scores["stoi"] = stoi(mixture.clean, speech, mixture.sample_rate)
+        scores["estoi"] = stoi(mixture.clean, speech, mixture.sample_rate, extended=True)
+    if "pesq" in metrics:
+        scores["pesq"] = pesq(mixture.clean, speech, mixture.sample_rate)
+    return {metric: float(scores[metric]) for metric in metrics}

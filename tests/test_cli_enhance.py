@@ -375,7 +375,7 @@ def test_enhance_imports_no_slow_modules(workdir, tiny_dictionary):
               "from sepsti.cli import cli\n"
               "cli.main(sys.argv[1:], prog_name='sepsti', standalone_mode=False)\n"
               "print(sorted({name.split('.')[0] for name in sys.modules} & {'librosa', 'numba', 'matplotlib', "
-              "'mir_eval', 'sklearn'}))\n")
+              "'mir_eval', 'sklearn', 'pystoi', 'pesq'}))\n")
     result = subprocess.run([sys.executable, "-c", script, "enhance", str(workdir / "noisy.wav"), "-o",
                              str(workdir / "out.wav"), "--dictionary", str(tiny_dictionary), "--iterations", "2"],
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])

@@ -127,7 +127,9 @@ def test_corpus_at_another_rate(tmp_path, tiny_dictionary):
                          rate=16000)
     result = run(["evaluate", "--corpus", corpus, "--dictionary", tiny_dictionary, "--json", tmp_path / "s.json"])
     assert result.exit_code == 0, result.stderr
-    (row,) = json.loads((tmp_path / "s.json").read_text())["results"]
+    scores = json.loads((tmp_path / "s.json").read_text())
+    (row,) = scores["results"]
+    assert scores["summary"]["pesq_modes"] == ["wb"]   # scored at the corpus's 16 kHz
     assert row["input"]["sdr"] == pytest.approx(0.0, abs=1.0)
     assert row["enhanced"]["sdr"] > row["input"]["sdr"]
 

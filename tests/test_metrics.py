@@ -139,3 +139,151 @@ def test_scores_pinned_on_three_recordings():
         scores = bss_eval(clean, noisy, speech)
         for metric in ("sdr", "sir", "sar"):
             assert scores[metric] == pytest.approx(expected[metric], abs=1e-6), (number, metric)
+
+
+# --------------------------------------------------------------------------------------------
+# STOI and PESQ
+
+
+def speech(rate, seed=5, seconds=2.0):
+    from test_cli_train import speech_like
+
+    return speech_like(np.random.default_rng(seed), seconds=seconds, rate=rate)
+
+
+def at_snr(clean, noise, snr):
+    return clean + noise * np.sqrt(np.sum(clean**2) / np.sum(noise**2) / 10 ** (snr / 10))
+
+
+@pytest.mark.parametrize("rate", [8000, 16000])
+@pytest.mark.parametrize("extended", [False, True])
+def test_stoi_is_one_on_clean_speech_and_falls_with_noise(rate, extended, rng):
+    from sepsti.metrics import stoi
+
+    clean = speech(rate)
+    noise = rng.standard_normal(clean.size)
+    assert stoi(clean, clean, rate, extended=extended) == pytest.approx(1.0, abs=1e-9)
+    scores = [stoi(clean, at_snr(clean, noise, snr), rate, extended=extended) for snr in (20, 5, -5)]
+    assert 1 > scores[0] > scores[1] > scores[2], scores
+
+
+@pytest.mark.parametrize("rate, mode", [(8000, "nb"), (16000, "wb")])
+def test_pesq_is_high_on_clean_speech_and_falls_with_noise(rate, mode, rng):
+    from sepsti.metrics import pesq, pesq_mode
+
+    assert pesq_mode(rate) == mode
+    clean = speech(rate)
+    noise = rng.standard_normal(clean.size)
+    assert pesq(clean, clean, rate) >= 4.0
+    scores = [pesq(clean, at_snr(clean, noise, snr), rate) for snr in (20, 5, -5)]
+    assert 4.0 > scores[0] > scores[1] > scores[2] >= 1.0, scores
+
+
+@pytest.mark.parametrize("rate, mode, pesq_rate", [
+    (8000, "nb", 8000), (16000, "wb", 16000),
+    (11025, "nb", 8000), (44100, "wb", 16000), (6000, "nb", 8000),   # resampled first
+])
+def test_scores_are_the_libraries_own_on_the_same_arrays(rate, mode, pesq_rate, rng):
+    from pesq import pesq as library_pesq
+    from pystoi import stoi as library_stoi
+    from scipy.signal import resample_poly
+
+    from sepsti.metrics import pesq, pesq_mode, stoi
+
+    clean = speech(rate)
+    noisy = at_snr(np.roll(clean, 3), rng.standard_normal(clean.size), 5)   # a small delay: PESQ aligns it
+    assert pesq_mode(rate) == mode
+    assert stoi(clean, noisy, rate) == pytest.approx(library_stoi(clean, noisy, rate), abs=1e-12)
+    assert stoi(clean, noisy, rate, extended=True) == pytest.approx(library_stoi(clean, noisy, rate, extended=True),
+                                                                    abs=1e-12)
+    common = np.gcd(rate, pesq_rate)
+    expected = library_pesq(pesq_rate, resample_poly(clean, pesq_rate // common, rate // common),
+                            resample_poly(noisy, pesq_rate // common, rate // common), mode)
+    # the block resampler equals resample_poly to rounding; PESQ works in float32
+    assert pesq(clean, noisy, rate) == pytest.approx(expected, abs=1e-4)
+    # the level of the signals does not enter either score
+    assert stoi(0.1 * clean, 3.0 * noisy, rate) == pytest.approx(stoi(clean, noisy, rate), abs=1e-9)
+    assert pesq(0.1 * clean, 0.1 * noisy, rate) == pytest.approx(pesq(clean, noisy, rate), abs=1e-4)
+
+
+def test_pesq_mode_can_be_chosen(rng):
+    from pesq import pesq as library_pesq
+    from scipy.signal import resample_poly
+
+    from sepsti.metrics import pesq
+
+    clean = speech(16000)
+    noisy = at_snr(clean, rng.standard_normal(clean.size), 10)
+    narrow = library_pesq(8000, resample_poly(clean, 1, 2), resample_poly(noisy, 1, 2), "nb")
+    assert pesq(clean, noisy, 16000, mode="nb") == pytest.approx(narrow, abs=1e-4)
+    assert pesq(clean, noisy, 16000, mode="wb") == library_pesq(16000, clean, noisy, "wb")
+
+
+@pytest.mark.parametrize("case, match", [
+    ("silent clean", "clean reference is silent"),
+    ("silent estimate", "speech estimate is silent"),
+    ("too short", None),
+    ("vanishing estimate", None),
+])
+def test_undefined_perceptual_scores_are_nan_with_a_warning(case, match):
+    from sepsti.metrics import pesq, stoi
+
+    clean = speech(8000)
+    estimate = clean + 0.01 * np.sin(np.arange(clean.size))
+    if case == "silent clean":
+        clean = np.zeros_like(clean)
+    elif case == "silent estimate":
+        estimate = np.zeros_like(clean)
+    elif case == "too short":
+        clean, estimate = clean[:1600], estimate[:1600]   # 0.2 s: under STOI's 384 ms and PESQ's 1/4 s
+    else:
+        estimate = 1e-40 * estimate   # vanishes in PESQ's float32 beside the reference
+    stoi_match = {"too short": "less than 384 ms of active clean speech"}.get(case, match)
+    pesq_match = {"too short": "at least 1/4 of a second", "vanishing estimate": "failed on these signals"}.get(case, match)
+    if stoi_match is not None:
+        with pytest.warns(RuntimeWarning, match=f"{stoi_match}.*STOI is undefined"):
+            assert np.isnan(stoi(clean, estimate, 8000))
+    with pytest.warns(RuntimeWarning, match=f"{pesq_match}.*PESQ is undefined"):
+        assert np.isnan(pesq(clean, estimate, 8000))
+
+
+def test_perceptual_scores_leak_no_warning(rng):
+    from sepsti.metrics import pesq, stoi
+
+    clean = speech(8000)
+    noisy = at_snr(clean, rng.standard_normal(clean.size), 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stoi(clean, noisy, 8000)
+        pesq(clean, noisy, 8000)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda f: f(np.ones(8000), np.ones(7999), 8000), "speech: length 7999"),
+    (lambda f: f(np.ones((2, 8000)), np.ones(8000), 8000), "clean: expected a 1-D"),
+    (lambda f: f(np.ones(8000), np.full(8000, np.inf), 8000), "speech: contains NaN or Inf"),
+    (lambda f: f(np.ones(8000), np.ones(8000), 0), "sample_rate=0"),
+    (lambda f: f(np.ones(8000), np.ones(8000), 8000.5), "sample_rate=8000.5"),
+    (lambda f: f(np.ones(8000), np.ones(8000), "8k"), "sample_rate='8k'"),
+])
+@pytest.mark.parametrize("name", ["stoi", "pesq"])
+def test_perceptual_scores_bad_input(name, call, match):
+    import sepsti.metrics
+
+    with pytest.raises(ParameterError, match=match):
+        call(getattr(sepsti.metrics, name))
+    if name == "pesq":
+        with pytest.raises(ParameterError, match="mode='swb'"):
+            sepsti.metrics.pesq(np.ones(8000), np.ones(8000), 8000, mode="swb")
+
+
+def test_unavailable_scores_names_the_missing_packages(monkeypatch):
+    import sys
+
+    from sepsti.metrics import SCORE_PACKAGES, unavailable_scores
+
+    assert unavailable_scores() == {}
+    monkeypatch.setitem(sys.modules, "pesq", None)
+    assert unavailable_scores() == {"pesq": "pesq"}
+    monkeypatch.setitem(sys.modules, "pystoi", None)
+    assert unavailable_scores() == SCORE_PACKAGES

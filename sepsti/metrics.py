@@ -5,7 +5,7 @@ Conventions
 Signals are 1-D float arrays of equal length at one sample rate. The mixture is
 ``noisy = clean + noise``; the references are ``[clean, noisy − clean]`` and the estimates
 ``[speech, noisy − speech]``, with the fixed assignment (``compute_permutation=False``: the
-first estimate is scored against the first reference). Figures are in dB.
+first estimate is scored against the first reference). BSS_EVAL figures are in dB.
 
 With the fixed assignment the speech source's figures depend only on the references and on
 the speech estimate: they are computed for that source alone, with mir_eval's own
@@ -46,8 +46,6 @@ PESQ_RATES = {"nb": 8000, "wb": 16000}
 
 #: The optional package each perceptual score needs (the ``eval`` extra installs both).
 SCORE_PACKAGES = {"stoi": "pystoi", "pesq": "pesq"}
-
-_UNDEFINED = float("nan")
 
 
 def _separation():
@@ -143,7 +141,7 @@ def _silence(clean, speech, name):
 
 def _undefined(reason, score):
     warnings.warn(f"{reason}; {score} is undefined (NaN)", RuntimeWarning, stacklevel=3)
-    return _UNDEFINED
+    return float("nan")
 
 
 def stoi(clean, speech, sample_rate, *, extended=False):

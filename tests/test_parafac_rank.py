@@ -10,7 +10,7 @@ from core.random import stream
 from core.sparse_tensor import from_dense
 from corpora.tensors import simulate_dense
 
-FAST = dict(num_intervals=2, num_steps=40, num_keep=20, num_replicates=2, progress=False)
+FAST = dict(preset="blocks", num_intervals=2, num_steps=40, num_keep=20, num_replicates=2, progress=False)
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,8 @@ SCRIPT = textwrap.dedent("""
     X, _ = simulate_dense((6, 7, 8), 2, prior_rate=0.6, rng=stream(1, 0))
     comm = world()
     assert (comm is None) == (len(sys.argv) == 2)
-    result = select_parafac_rank(from_dense(X), [1, 2, 3], prior_rate=0.6, num_intervals=2, num_steps=30,
+    result = select_parafac_rank(from_dense(X), [1, 2, 3], preset="blocks", prior_rate=0.6, num_intervals=2,
+                                 num_steps=30,
                                  num_keep=15, num_blocks=2, num_replicates=2, progress=False, comm=comm)
     if comm is None or comm.Get_rank() == 0:
         with open(sys.argv[1], "w") as handle:
@@ -76,7 +77,8 @@ BLOCK_SCRIPT = textwrap.dedent("""
                   step_a=1e-3)
     trace, state = run_parafac_block_chain(index, theta, comm=comm, **kwargs)
     full, _ = run_parafac_block_chain(index, theta, comm=comm, evaluate="full", evaluate_every=4, **kwargs)
-    selection = select_parafac_rank(X, [1, 2], prior_rate=0.6, num_intervals=2, num_steps=30, num_keep=15,
+    selection = select_parafac_rank(X, [1, 2], preset="blocks", prior_rate=0.6, num_intervals=2, num_steps=30,
+                                    num_keep=15,
                                     num_blocks=5, num_replicates=2, progress=False, comm=comm, distributed=True)
     arrays = dict(trace=trace, full=full, lml=selection.log_marginal_likelihood)
     for name in ("position", "v", "streams"):

@@ -11,24 +11,39 @@ from core.models.poisson_nmf import PoissonNMF
 from core.random import stream
 
 
-@pytest.fixture
-def reference(rng):
-    shape_U, shape_V = (3, 2), (2, 4)
-    return LogSpaceReference(rng.normal(size=shape_U), rng.normal(size=shape_V), rng.uniform(1, 5, size=shape_U),
-                             rng.uniform(1, 5, size=shape_V), np.array([0.3, 2.0]))
+@pytest.fixture(params=[2, 3], ids=["two factors", "three factors"])
+def reference(rng, request):
+    shapes = [(3, 2), (4, 2), (2, 2)][:request.param]
+    return LogSpaceReference(tuple(rng.normal(size=s) for s in shapes), tuple(rng.uniform(1, 5, size=s) for s in shapes),
+                             rng.uniform(0.2, 3.0, size=(2, request.param)))
+
+
+def flat(arrays):
+    return np.concatenate([a.ravel() for a in arrays])
 
 
 def dense_covariance(q):
-    """D^-1 + sum_k a_k e_k e_k^T written out over the flattened (U, V)."""
-    rank = q.ridge_precision.size
-    d = q.precision_U.sum(axis=0) + q.precision_V.sum(axis=1)
-    covariance = np.diag(np.concatenate([1 / q.precision_U.ravel(), 1 / q.precision_V.ravel()]))
-    for k in range(rank):
-        e = np.concatenate([np.zeros_like(q.precision_U), np.zeros_like(q.precision_V)], axis=None)
-        eU, eV = np.zeros_like(q.precision_U), np.zeros_like(q.precision_V)
-        eU[:, k], eV[k, :] = 1.0, -1.0
-        e = np.concatenate([eU.ravel(), eV.ravel()])
-        covariance += (1 / q.ridge_precision[k] - 1 / d[k]) * np.outer(e, e)
+    """The covariance written out: conditional D^-1 off the ridges, the prior's P^-1 along them.
+
+    Built independently of the class: the ridge of component r is spanned by column-r indicators
+    g_f of each factor, restricted to sum(gamma) = 0; Sigma = D^-1 - E (E^T D E)^-1 E^T + E P^-1 E^T.
+    """
+    D = flat(q.precisions)
+    count = len(q.means)
+    covariance = np.diag(1.0 / D)
+    for r in range(q.ridge_precision.shape[0]):
+        G = np.zeros((D.size, count))
+        offset = 0
+        for f, m in enumerate(q.means):
+            block = np.zeros(m.shape)
+            block[:, r] = 1.0
+            G[offset:offset + m.size, f] = block.ravel()
+            offset += m.size
+        K = np.linalg.svd(np.eye(count) - 1.0 / count)[0][:, :count - 1]
+        E = G @ K
+        M = E.T @ (D[:, None] * E)
+        P = K.T @ np.diag(q.ridge_precision[r]) @ K
+        covariance += E @ (np.linalg.inv(P) - np.linalg.inv(M)) @ E.T
     return covariance
 
 
@@ -37,22 +52,18 @@ def test_reference_density_gradient_and_products_match_the_dense_gaussian(refere
 
     q = reference
     covariance = dense_covariance(q)
-    mean = np.concatenate([q.mean_U.ravel(), q.mean_V.ravel()])
-    U, V = rng.normal(size=q.mean_U.shape), rng.normal(size=q.mean_V.shape)
-    point = np.concatenate([U.ravel(), V.ravel()])
-    assert q.log_density(U, V) == pytest.approx(multivariate_normal(mean, covariance).logpdf(point), rel=1e-12)
-    gU, gV = q.grad_log_density(U, V)
-    np.testing.assert_allclose(np.concatenate([gU.ravel(), gV.ravel()]),
-                               -np.linalg.solve(covariance, point - mean), rtol=1e-10)
-    sU, sV = q.times_covariance(U, V)
-    np.testing.assert_allclose(np.concatenate([sU.ravel(), sV.ravel()]), covariance @ point, rtol=1e-10)
+    point = [rng.normal(size=m.shape) for m in q.means]
+    assert q.log_density(point) == pytest.approx(
+        multivariate_normal(flat(q.means), covariance).logpdf(flat(point)), rel=1e-12)
+    np.testing.assert_allclose(flat(q.grad_log_density(point)),
+                               -np.linalg.solve(covariance, flat(point) - flat(q.means)), rtol=1e-9)
+    np.testing.assert_allclose(flat(q.times_covariance(point)), covariance @ flat(point), rtol=1e-9)
 
 
 def test_reference_draws_have_its_covariance(reference):
     # 40,000 draws: each covariance entry within 5 of its Monte-Carlo standard errors
     q = reference
-    draws = np.array([np.concatenate([u.ravel(), v.ravel()]) for u, v in (q.sample(stream(3, n))
-                                                                           for n in range(40_000))])
+    draws = np.array([flat(q.sample(stream(3, n))) for n in range(40_000)])
     covariance = dense_covariance(q)
     se = np.sqrt((covariance ** 2 + np.outer(np.diag(covariance), np.diag(covariance))) / len(draws))
     assert np.all(np.abs(np.cov(draws.T) - covariance) < 5 * se)
@@ -62,9 +73,9 @@ def test_mode_keeps_entries_positive_and_q_is_proper(rng):
     X = PoissonNMF.sample(rng, (20, 15), 2, rate_W=5.0, rate_H=5.0)[2]
     W, H = log_space_mode(X, 3, rng, prior_rate=5.0, iterations=200)
     assert np.all(W > 0) and np.all(H > 0)
-    q = reference_at_mode(W, H, 5.0)
-    assert np.all(q.precision_U > 0) and np.all(q.ridge_precision > 0)
-    assert np.isfinite(q.log_density(*q.sample(rng)))
+    q = reference_at_mode((W, H.T), (H.sum(axis=1), W.sum(axis=0)), (5.0, 5.0))
+    assert all(np.all(d > 0) for d in q.precisions) and np.all(q.ridge_precision > 0)
+    assert np.isfinite(q.log_density(q.sample(rng)))
 
 
 def test_reference_path_recovers_the_rank_one_evidence():
@@ -97,3 +108,23 @@ def test_reference_path_adds_log_r_factorial_and_refuses_blocks(rng):
                                                               rel=1e-12)
     with pytest.raises(ParameterError, match="full-data"):
         select_rank_sti(X, [2], **{**settings, "num_blocks": 2})
+
+
+def test_parafac_reference_path_agrees_with_chib_at_rank_one():
+    # SPL'18-shaped counts (10 x 15 x 20, lambda = 3, true R = 2) at R = 1, where the posterior is unimodal:
+    # Chib's method with the factor ordinates (3000 Gibbs sweeps) against the reference path
+    from core.evidence.chib import chib_log_marginal_likelihood
+    from core.evidence.parafac_rank import select_parafac_rank
+    from core.models.pltf import pltf_model
+    from corpora.tensors import simulate_dense
+
+    X, _ = simulate_dense((10, 15, 20), 2, prior_rate=3.0, rng=stream(0, 5000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = select_parafac_rank(X, [1], prior_rate=3.0, seed=1, num_intervals=8, num_replicates=3)
+        model = pltf_model("ir,jr,kr->ijk", dict(i=10, j=15, k=20, r=1), prior_shape=1.0, prior_rate=3.0)
+        chib = chib_log_marginal_likelihood(model, X.astype(np.int64), num_burn_in=1000, num_samples=2000,
+                                            method="factors", point="mean", seed=0)
+    joint = np.hypot(ours.stderr[0], chib.stderr)
+    assert abs(ours.log_marginal_likelihood[0] - chib.log_marginal_likelihood) < 4 * joint + 0.1, \
+        (ours.log_marginal_likelihood[0], chib.log_marginal_likelihood, joint)

@@ -48,14 +48,18 @@ from core.sparse_tensor import SparseTensor
 
 __all__ = ["PRESETS", "ParafacChains", "full_data", "part_schedule", "prior_trace", "select_parafac_rank"]
 
-#: Named settings of :func:`select_parafac_rank` (the data decide between blocks and entry subsets:
-#: give ``num_blocks`` or ``subset_size``, else every iteration uses all the data).
+#: Named settings of :func:`select_parafac_rank`. With the (p)SGLD presets the data decide between blocks
+#: and entry subsets: give ``num_blocks`` or ``subset_size``, else every iteration uses all the data.
 PRESETS = {
-    "default": Preset(TemperatureGrid(10, "power", 5.0, "simpson"),
-                      ChainSettings(sampler="psgld", num_steps=3000, num_keep=500, step_a=1e-8, step_b=0.51,
-                                    sigma=1e-5, num_blocks=None, evaluate="full", init="prior",
-                                    init_iterations=0, exact_prior=True),
-                      4),
+    "reference": Preset(TemperatureGrid(16, "power", 2.0, "simpson"),
+                        ChainSettings(sampler="mala", num_steps=300, num_keep=150, num_blocks=None,
+                                      evaluate="full", init="mode", init_iterations=500, exact_prior=True),
+                        4),
+    "blocks": Preset(TemperatureGrid(10, "power", 5.0, "simpson"),
+                     ChainSettings(sampler="psgld", num_steps=3000, num_keep=500, step_a=1e-8, step_b=0.51,
+                                   sigma=1e-5, num_blocks=None, evaluate="full", init="prior",
+                                   init_iterations=0, exact_prior=True),
+                     4),
     "paper": Preset(TemperatureGrid(5, "uniform", 1.0, "trapezoid"),
                     ChainSettings(sampler="psgld", num_steps=3000, num_keep=500, step_a=1e-8, step_b=0.51,
                                   sigma=1e-5, num_blocks=None, evaluate="before_update", init="prior",
@@ -232,7 +236,7 @@ class ParafacChains:
                            seconds if self.compiled else 0.0)
 
 
-def select_parafac_rank(data, ranks, *, preset="default", grid=None, chain=None, num_replicates=None, prior_rate=1.0,
+def select_parafac_rank(data, ranks, *, preset="reference", grid=None, chain=None, num_replicates=None, prior_rate=1.0,
                         engine="auto", parallel=False, distributed=False, seed=0, checkpoint=None, comm=None,
                         threads=1, progress=False, **overrides):
     """Estimate log p(X | R) of Poisson PARAFAC for each rank by STI and select the largest.
@@ -242,8 +246,10 @@ def select_parafac_rank(data, ranks, *, preset="default", grid=None, chain=None,
     data : ndarray, shape (I, J, K), or SparseTensor
         Non-negative counts.
     ranks : iterable of int
-    preset : {"default", "paper"}
-        Settings from :data:`PRESETS`; ``grid``, ``chain``, ``num_replicates`` and
+    preset : {"reference", "blocks", "paper"}
+        Settings from :data:`PRESETS` (``reference``, the default: the path from a log-space
+        Gaussian reference with full-data MALA, :mod:`core.evidence.reference_path`; ``blocks``:
+        (p)SGLD chains from the prior, block-parallel on sparse tensors); ``grid``, ``chain``, ``num_replicates`` and
         ``**overrides`` (single fields such as ``num_blocks=12``) replace its parts.
         With ``evaluate="full"`` and blocks, ``evaluate_every`` defaults to B.
     grid : TemperatureGrid, optional
@@ -276,7 +282,15 @@ def select_parafac_rank(data, ranks, *, preset="default", grid=None, chain=None,
                                                    num_replicates=num_replicates, **overrides)
     if not chain.exact_prior:
         chain = replace(chain, prior_draws=None)
-    factory = ParafacChains(data, chain, prior_rate=prior_rate, engine=engine, parallel=parallel, comm=comm,
-                            distributed=distributed)
+    if chain.sampler == "mala":
+        from core.evidence.reference_path import ParafacLogDensity, ReferencePathChains
+
+        density = ParafacLogDensity(data, prior_rate)
+        factory = ReferencePathChains(density, chain, data_digest=_fingerprint(density.model.data),
+                                      settings={"prior_rate": list(density.rates),
+                                                "shape": list(density.model.shape)})
+    else:
+        factory = ParafacChains(data, chain, prior_rate=prior_rate, engine=engine, parallel=parallel, comm=comm,
+                                distributed=distributed)
     return select_rank(factory, ranks, grid=grid, num_replicates=num_replicates, seed=seed, checkpoint=checkpoint,
                        comm=comm, threads=threads, progress=progress)

@@ -1,10 +1,11 @@
-"""Poisson NMF evidence by thermodynamic integration from a Gaussian reference in log space.
+"""Evidence of Poisson NMF and PARAFAC by thermodynamic integration from a Gaussian reference in log space.
 
 Conventions
 -----------
-X is (n_rows, n_cols); W (n_rows, R), H (R, n_cols) carry Exp(lambda) priors.
-The chains work on U = log W, V = log H, where the prior density includes
-the Jacobian (p(u) = lambda exp(u - lambda e^u)).
+A model is a product of non-negative factors F_f of shape (n_f, R) with
+Exp(lambda_f) priors: NMF's W and H transposed, PARAFAC's A, B, C. The
+chains work on their logs, where the prior density includes the Jacobian
+(p(u) = lambda exp(u - lambda e^u)).
 
 The path runs from a normalised Gaussian q(U, V) to the posterior:
 pi_b ∝ q^(1-b) (p(U, V) p(X | U, V))^b, b from 0 to 1, so that
@@ -32,7 +33,7 @@ Label switching: for b < 1, q holds the chain in one labelling of the
 components, so the path measures the posterior mass of one of the R!
 equivalent labellings; where they do not overlap (components clearly
 distinct, as with many counts) log p(X | R) = that + log R!, which the
-factory adds (:meth:`NMFReferenceChains.log_offset`). Where components
+factory adds (:meth:`ReferencePathChains.log_offset`). Where components
 overlap (ranks above the data's, few counts) this overstates the evidence
 by at most log R!.
 """
@@ -47,84 +48,107 @@ from core.errors import ParameterError
 from core.evidence.rank_selection import SHARED_KEY, ChainRecord
 from core.random import stream
 
-__all__ = ["LogSpaceReference", "NMFReferenceChains", "log_space_mode", "reference_at_mode"]
+__all__ = ["LogSpaceReference", "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains", "data_digest",
+           "log_space_mode", "reference_at_mode"]
 
 #: MALA's acceptance target during burn-in (Roberts & Rosenthal 1998).
 TARGET_ACCEPTANCE = 0.57
 
 
 class LogSpaceReference(NamedTuple):
-    """N(m, D^-1 + sum_k a_k e_k e_k^T) on (U, V), e_k = (+1 on U[:, k], -1 on V[k, :]).
+    """A Gaussian on the log-factors with each component's scale ridge: N(m, D^-1 + sum_r E_r A_r E_r^T).
+
+    The factors are matrices F_f of shape (n_f, R) (for NMF: log W and log H
+    transposed). Component r's ridge is {sum_f gamma_f 1_(f, r) : sum_f gamma_f = 0}
+    (adding gamma_f to column r of factor f leaves the product unchanged);
+    E_r = G_r K spans it, with G_r the indicator columns and K an orthonormal
+    basis of sum(gamma) = 0. Off the ridges q has the conditional precisions D;
+    along them the precision P_r of the prior. Hence A_r = P_r^-1 - (E_r^T D E_r)^-1,
+    and draws are y - E M^-1 E^T D y + E c with y ~ N(0, D^-1), c ~ N(0, P^-1).
 
     Attributes
     ----------
-    mean_U, mean_V : ndarray
-        m.
-    precision_U, precision_V : ndarray
-        D, the conditional precision of each coordinate.
-    ridge_precision : ndarray, shape (R,)
-        Precision of each component's scale along e_k.
+    means : tuple of ndarray
+        m, one (n_f, R) array per factor.
+    precisions : tuple of ndarray
+        D, same shapes.
+    ridge_precision : ndarray, shape (R, F)
+        Prior curvature of each factor's column-wise shift (lambda_f times the column sum).
     """
 
-    mean_U: np.ndarray
-    mean_V: np.ndarray
-    precision_U: np.ndarray
-    precision_V: np.ndarray
+    means: tuple
+    precisions: tuple
     ridge_precision: np.ndarray
 
     @property
-    def _ridge_norm(self):  # e_k^T D e_k
-        return self.precision_U.sum(axis=0) + self.precision_V.sum(axis=1)
+    def _basis(self):  # K: (F, F - 1), orthonormal, columns summing to zero
+        count = len(self.means)
+        return np.linalg.qr(np.eye(count)[:, :-1] - 1.0 / count)[0]
 
-    def _projection(self, zU, zV):  # e_k^T D z
-        return (self.precision_U * zU).sum(axis=0) - (self.precision_V * zV).sum(axis=1)
+    def _ridge(self, values):  # K^T (sum over each factor's rows) of per-entry values: (R, F - 1)
+        return np.stack([v.sum(axis=0) for v in values], axis=1) @ self._basis
 
-    def quadratic(self, zU, zV):
-        """z^T S^-1 z (Sherman-Morrison per component: the ridges have disjoint supports)."""
-        d = self._ridge_norm
-        coefficient = 1.0 / d - self.ridge_precision / d ** 2
-        p = self._projection(zU, zV)
-        return float(np.sum(self.precision_U * zU ** 2) + np.sum(self.precision_V * zV ** 2)
-                     - np.sum(coefficient * p ** 2))
+    def _matrices(self):
+        """M_r = E^T D E, P_r (both (R, F-1, F-1)) and B_r = (A_r^-1 + M_r)^-1."""
+        K = self._basis
+        column_precision = np.stack([d.sum(axis=0) for d in self.precisions], axis=1)  # (R, F)
+        M = np.einsum("fa,rf,fb->rab", K, column_precision, K)
+        P = np.einsum("fa,rf,fb->rab", K, self.ridge_precision, K)
+        A = np.linalg.inv(P) - np.linalg.inv(M)
+        return M, P, np.linalg.inv(np.linalg.inv(A) + M)
 
-    def log_density(self, U, V):
-        d = self._ridge_norm
-        size = self.precision_U.size + self.precision_V.size
-        log_det = (-np.sum(np.log(self.precision_U)) - np.sum(np.log(self.precision_V))
-                   + np.sum(np.log(d / self.ridge_precision)))
-        return -0.5 * (size * np.log(2 * np.pi) + log_det) - 0.5 * self.quadratic(U - self.mean_U, V - self.mean_V)
+    def _spread(self, coefficients):  # E c: per factor (n_f, R) arrays
+        shifts = coefficients @ self._basis.T  # (R, F)
+        return [np.broadcast_to(shifts[:, f], m.shape) for f, m in enumerate(self.means)]
 
-    def grad_log_density(self, U, V):
-        zU, zV = U - self.mean_U, V - self.mean_V
-        d = self._ridge_norm
-        coefficient = 1.0 / d - self.ridge_precision / d ** 2
-        p = coefficient * self._projection(zU, zV)
-        return -self.precision_U * (zU - p[None, :]), -self.precision_V * (zV + p[:, None])
+    def quadratic(self, deviations):
+        """z^T S^-1 z = z^T D z - p^T B p with p = E^T D z (Woodbury per component)."""
+        _, _, B = self._matrices()
+        p = self._ridge([d * z for d, z in zip(self.precisions, deviations)])
+        return float(sum(np.sum(d * z ** 2) for d, z in zip(self.precisions, deviations))
+                     - np.einsum("ra,rab,rb->", p, B, p))
 
-    def times_covariance(self, gU, gV):
-        """S g."""
-        a = 1.0 / self.ridge_precision - 1.0 / self._ridge_norm
-        e = a * (gU.sum(axis=0) - gV.sum(axis=1))
-        return gU / self.precision_U + e[None, :], gV / self.precision_V - e[:, None]
+    def log_density(self, factors):
+        M, P, _ = self._matrices()
+        size = sum(m.size for m in self.means)
+        log_det = (-sum(np.sum(np.log(d)) for d in self.precisions)
+                   + float(np.sum(np.linalg.slogdet(np.linalg.solve(P, M))[1])))
+        deviations = [f - m for f, m in zip(factors, self.means)]
+        return -0.5 * (size * np.log(2 * np.pi) + log_det) - 0.5 * self.quadratic(deviations)
+
+    def grad_log_density(self, factors):
+        """-S^-1 z = -(D z - D E B p)."""
+        _, _, B = self._matrices()
+        weighted = [d * (f - m) for d, f, m in zip(self.precisions, factors, self.means)]
+        back = self._spread(np.einsum("rab,rb->ra", B, self._ridge(weighted)))
+        return [-(w - d * e) for w, d, e in zip(weighted, self.precisions, back)]
+
+    def times_covariance(self, gradients):
+        """S g = D^-1 g + E A E^T g."""
+        M, P, _ = self._matrices()
+        A = np.linalg.inv(P) - np.linalg.inv(M)
+        back = self._spread(np.einsum("rab,rb->ra", A, self._ridge(gradients)))
+        return [g / d + e for g, d, e in zip(gradients, self.precisions, back)]
 
     def noise(self, rng, scale=1.0):
-        """scale S^(1/2) xi: D^(-1/2) xi with its D-projection on each ridge replaced by a ridge draw."""
-        yU = rng.standard_normal(self.precision_U.shape) / np.sqrt(self.precision_U)
-        yV = rng.standard_normal(self.precision_V.shape) / np.sqrt(self.precision_V)
-        along = self._projection(yU, yV) / self._ridge_norm
-        c = rng.standard_normal(self.ridge_precision.shape) / np.sqrt(self.ridge_precision)
-        return scale * (yU + (c - along)[None, :]), scale * (yV - (c - along)[:, None])
+        """scale S^(1/2) xi: D^(-1/2) xi with its ridge part (in the D metric) replaced by a ridge draw."""
+        M, P, _ = self._matrices()
+        y = [rng.standard_normal(d.shape) / np.sqrt(d) for d in self.precisions]
+        along = np.linalg.solve(M, self._ridge([d * v for d, v in zip(self.precisions, y)])[..., None])[..., 0]
+        chol = np.linalg.cholesky(np.linalg.inv(P))
+        ridge = np.einsum("rab,rb->ra", chol, rng.standard_normal(along.shape))
+        back = self._spread(ridge - along)
+        return [scale * (v + e) for v, e in zip(y, back)]
 
     def sample(self, rng):
-        zU, zV = self.noise(rng)
-        return self.mean_U + zU, self.mean_V + zV
+        return [m + z for m, z in zip(self.means, self.noise(rng))]
 
 
 def log_space_mode(X, rank, rng, *, prior_rate, iterations):
     """The mode of the posterior of (log W, log H): MAP-EM with the Jacobian's pseudo-count of one per entry.
 
     Starts from W, H ~ U(0.5, 1.5) sqrt(mean(X) / R) drawn from ``rng``; the
-    pseudo-counts keep every entry positive.
+    pseudo-counts keep every entry positive. Returns W (n_rows, R) and H (R, n_cols).
     """
     level = np.sqrt(max(float(X.mean()), np.finfo(np.float64).tiny) / rank)
     W = level * rng.uniform(0.5, 1.5, size=(X.shape[0], rank))
@@ -135,70 +159,134 @@ def log_space_mode(X, rank, rng, *, prior_rate, iterations):
     return W, H
 
 
-def reference_at_mode(W, H, prior_rate):
-    """q at a mode (W, H): each entry's expected count as its precision, the prior's curvature on each ridge."""
-    return LogSpaceReference(np.log(W), np.log(H), W * (H.sum(axis=1)[None, :] + prior_rate),
-                             H * (W.sum(axis=0)[:, None] + prior_rate), prior_rate * (W.sum(axis=0) + H.sum(axis=1)))
+def reference_at_mode(factors, exposures, prior_rates):
+    """q at a mode: each entry's expected count plus prior curvature as its precision, the prior's on each ridge.
+
+    Parameters
+    ----------
+    factors : sequence of ndarray, each (n_f, R)
+        The mode (positive entries).
+    exposures : sequence of ndarray, each (n_f, R) or (R,)
+        d(expected total count)/d(entry): for NMF the other factor's column sums.
+    prior_rates : sequence of float
+    """
+    return LogSpaceReference(tuple(np.log(F) for F in factors),
+                             tuple(F * (np.asarray(e) + rate) for F, e, rate in zip(factors, exposures, prior_rates)),
+                             np.stack([rate * F.sum(axis=0) for F, rate in zip(factors, prior_rates)], axis=1))
 
 
-class _Density:
-    """log p(U, V) + log p(X | U, V) and its gradient, in float64 with BLAS-shaped products."""
+def _log_prior(logs, rates):
+    """sum over factors of log Exp(e^u | rate) + u (the Jacobian) and its gradient in u."""
+    value = 0.0
+    gradients = []
+    for u, rate in zip(logs, rates):
+        e = np.exp(u)
+        value += float(u.size * np.log(rate) + u.sum() - rate * e.sum())
+        gradients.append(1.0 - rate * e)
+    return value, gradients
+
+
+class NMFLogDensity:
+    """Poisson NMF in log space on the factors (W, H transposed), both (n, R)."""
+
+    name = "poisson_nmf"
 
     def __init__(self, X, prior_rate):
         from scipy.special import gammaln
 
-        self.X = X
-        self.prior_rate = prior_rate
-        self.log_factorial = float(gammaln(X + 1.0).sum())
+        self.X = np.asarray(X, dtype=np.float64)
+        self.rates = (float(prior_rate), float(prior_rate))
+        self.log_factorial = float(gammaln(self.X + 1.0).sum())
 
-    def __call__(self, U, V):
-        W, H = np.exp(U), np.exp(V)
-        WH = W @ H
+    def __call__(self, logs):
+        """log p(theta) + log p(X | theta) and its gradient in the log-factors."""
+        W, Ht = np.exp(logs[0]), np.exp(logs[1])
+        WH = W @ Ht.T
         ratio = self.X / WH - 1.0
-        log_likelihood = float(np.sum(self.X * np.log(WH)) - WH.sum()) - self.log_factorial
-        log_prior = float((U.size + V.size) * np.log(self.prior_rate) + U.sum() + V.sum()
-                          - self.prior_rate * (W.sum() + H.sum()))
-        return (log_likelihood + log_prior, W * (ratio @ H.T) + 1.0 - self.prior_rate * W,
-                H * (W.T @ ratio) + 1.0 - self.prior_rate * H)
+        value, gradients = _log_prior(logs, self.rates)
+        value += float(np.sum(self.X * np.log(WH)) - WH.sum()) - self.log_factorial
+        return value, [gradients[0] + W * (ratio @ Ht), gradients[1] + Ht * (ratio.T @ W)]
+
+    def mode(self, rank, rng, iterations):
+        W, H = log_space_mode(self.X, rank, rng, prior_rate=self.rates[0], iterations=iterations)
+        factors = (W, H.T)
+        return factors, (factors[1].sum(axis=0), factors[0].sum(axis=0))
 
 
-class NMFReferenceChains:
-    """MALA chains on the path from :class:`LogSpaceReference` to the Poisson NMF posterior.
+class ParafacLogDensity:
+    """Poisson PARAFAC in log space on the factors (A, B, C), dense or sparse data (full-data passes)."""
+
+    name = "poisson_parafac"
+
+    def __init__(self, data, prior_rate):
+        from core.models.poisson_parafac import PoissonParafac
+
+        self.model = PoissonParafac(data, 1, prior_rate=prior_rate)
+        self.rates = tuple(float(r) for r in self.model.prior_rates)
+
+    def __call__(self, logs):
+        from core.models.poisson_parafac import ParafacFactors
+
+        factors = ParafacFactors(*(np.exp(u) for u in logs))
+        log_likelihood, grads = self.model.log_likelihood_and_grad(factors)
+        value, gradients = _log_prior(logs, self.rates)
+        return value + log_likelihood, [g + F * dF for g, F, dF in zip(gradients, factors, grads)]
+
+    def _exposures(self, factors):
+        sums = [F.sum(axis=0) for F in factors]
+        return [np.prod([sums[g] for g in range(3) if g != f], axis=0) for f in range(3)]
+
+    def mode(self, rank, rng, iterations):
+        """MAP-EM in log space (one pseudo-count per entry) from U(0.5, 1.5) (mean(X) / R)^(1/3)."""
+        from core.models.poisson_parafac import ParafacFactors
+
+        data = self.model.data
+        total = float(data.values.sum()) if self.model.is_sparse else float(data.sum())
+        level = np.cbrt(max(total / self.model.n_data, np.finfo(np.float64).tiny) / rank)
+        factors = [level * rng.uniform(0.5, 1.5, size=(n, rank)) for n in self.model.shape]
+        for _ in range(int(iterations)):
+            for f in range(3):
+                _, grads = self.model.log_likelihood_and_grad(ParafacFactors(*factors))
+                exposure = self._exposures(factors)[f]
+                factors[f] = (factors[f] * (grads[f] + exposure) + 1.0) / (exposure + self.rates[f])
+        return tuple(factors), tuple(self._exposures(factors))
+
+
+class ReferencePathChains:
+    """MALA chains on the path from :class:`LogSpaceReference` to a factor model's posterior.
 
     A chain factory of :func:`core.evidence.rank_selection.select_rank`:
     ``prepare`` finds each (rank, replicate)'s log-space mode and q (from
     ``stream(seed, R, SHARED_KEY, r)``); chain (R, i, r) starts from a draw of
     q and samples pi_b at b = t_i; at b = 0 it takes exact draws of q. Its
-    trace holds log p(U, V) + log p(X | U, V) - log q(U, V) of the kept
+    trace holds log p(theta) + log p(X | theta) - log q(theta) of the kept
     iterations.
 
     Parameters
     ----------
-    X : ndarray, shape (n_rows, n_cols)
+    density : NMFLogDensity or ParafacLogDensity
+        log p(theta) + log p(X | theta) and its gradient in the log-factors, and ``mode``.
     chain : ChainSettings
         ``sampler="mala"``, ``num_steps``, ``num_keep``, ``init_iterations``
         (EM iterations of the mode), ``exact_prior`` (exact q draws at b = 0,
         ``prior_draws`` of them).
-    prior_rate : float
-    model_settings : dict
+    settings : dict
+        The model's settings (recorded).
+    data_digest : str
     """
 
     collective = False
 
-    def __init__(self, X, chain, *, prior_rate, model_settings):
+    def __init__(self, density, chain, *, settings, data_digest):
         if chain.sampler != "mala":
             raise ParameterError(f"sampler={chain.sampler!r}: the reference path runs 'mala' chains")
         if chain.num_blocks is not None or chain.subset_size is not None:
             raise ParameterError("the reference path uses full-data gradients: give num_blocks=None")
-        self.X = np.asarray(X, dtype=np.float64)
+        self.density = density
         self.chain = chain
-        self.prior_rate = float(prior_rate)
-        self.density = _Density(self.X, self.prior_rate)
-        self.settings = {"model": {"name": "poisson_nmf", "prior_rate": self.prior_rate, **model_settings},
-                         "path": "log_space_reference", "chain": chain.as_dict(), "shape": list(X.shape)}
-        digest = hashlib.sha256(str(X.shape).encode())
-        digest.update(np.ascontiguousarray(self.X).tobytes())
-        self.data_digest = digest.hexdigest()[:32]
+        self.settings = {"model": {"name": density.name, **settings}, "path": "log_space_reference",
+                         "chain": chain.as_dict()}
+        self.data_digest = data_digest
         self._references = {}
 
     def log_offset(self, rank):
@@ -221,9 +309,9 @@ class NMFReferenceChains:
         """The mode and q of every (rank, replicate) still to run (cheap beside the chains; every process)."""
         for rank, replicate in sorted({(task.rank, task.replicate) for task in tasks}):
             if (rank, replicate) not in self._references:
-                W, H = log_space_mode(self.X, rank, stream(seed, rank, SHARED_KEY, replicate),
-                                      prior_rate=self.prior_rate, iterations=max(self.chain.init_iterations, 1))
-                self._references[rank, replicate] = reference_at_mode(W, H, self.prior_rate)
+                factors, exposures = self.density.mode(rank, stream(seed, rank, SHARED_KEY, replicate),
+                                                       max(self.chain.init_iterations, 1))
+                self._references[rank, replicate] = reference_at_mode(factors, exposures, self.density.rates)
 
     def run(self, task, *, seed, progress):
         import time
@@ -237,8 +325,8 @@ class NMFReferenceChains:
             if self._is_exact(task):
                 trace = np.empty(self.trace_length(task))
                 for k in range(trace.size):
-                    U, V = q.sample(rng)
-                    trace[k] = self.density(U, V)[0] - q.log_density(U, V)
+                    logs = q.sample(rng)
+                    trace[k] = self.density(logs)[0] - q.log_density(logs)
                 progress(trace.size)
             else:
                 trace = self._mala(q, task.temperature, rng, progress, self.chain.steps_at(task.index))
@@ -250,34 +338,46 @@ class NMFReferenceChains:
         keep = int(self.chain.num_keep)
         burn_in = num_steps - keep
 
-        def target(U, V):
-            value, gU, gV = self.density(U, V)
-            log_q = q.log_density(U, V)
-            qU, qV = q.grad_log_density(U, V)
-            return (1 - b) * log_q + b * value, (1 - b) * qU + b * gU, (1 - b) * qV + b * gV, value - log_q
+        def target(logs):
+            value, gradients = self.density(logs)
+            log_q = q.log_density(logs)
+            q_gradients = q.grad_log_density(logs)
+            drift = [(1 - b) * gq + b * g for gq, g in zip(q_gradients, gradients)]
+            return (1 - b) * log_q + b * value, drift, value - log_q
 
-        U, V = q.sample(rng)
-        current = target(U, V)
+        def mean_move(logs, drift, step):
+            return [u + 0.5 * step ** 2 * m for u, m in zip(logs, q.times_covariance(drift))]
+
+        logs = q.sample(rng)
+        current = target(logs)
         step = 0.5
         trace = np.empty(keep)
         for k in range(num_steps):
-            driftU, driftV = q.times_covariance(current[1], current[2])
-            noiseU, noiseV = q.noise(rng, step)
-            U2 = U + 0.5 * step ** 2 * driftU + noiseU
-            V2 = V + 0.5 * step ** 2 * driftV + noiseV
-            proposal = target(U2, V2)
-            backU, backV = q.times_covariance(proposal[1], proposal[2])
-            forward = q.quadratic(U2 - U - 0.5 * step ** 2 * driftU, V2 - V - 0.5 * step ** 2 * driftV)
-            backward = q.quadratic(U - U2 - 0.5 * step ** 2 * backU, V - V2 - 0.5 * step ** 2 * backV)
+            centre = mean_move(logs, current[1], step)
+            proposal_logs = [c + z for c, z in zip(centre, q.noise(rng, step))]
+            proposal = target(proposal_logs)
+            back = mean_move(proposal_logs, proposal[1], step)
+            forward = q.quadratic([p - c for p, c in zip(proposal_logs, centre)])
+            backward = q.quadratic([u - c for u, c in zip(logs, back)])
             log_accept = proposal[0] - current[0] + 0.5 * (forward - backward) / step ** 2
             if not np.isfinite(log_accept):
                 log_accept = -np.inf
             if np.log(rng.uniform()) < log_accept:
-                U, V, current = U2, V2, proposal
+                logs, current = proposal_logs, proposal
             if k < burn_in:  # Robbins-Monro on log step, then fixed
                 step *= np.exp(0.1 * (np.exp(min(log_accept, 0.0)) - TARGET_ACCEPTANCE))
             else:
-                trace[k - burn_in] = current[3]
+                trace[k - burn_in] = current[2]
             if (k + 1) % stride == 0 or k + 1 == num_steps:
                 progress(stride if (k + 1) % stride == 0 else num_steps % stride)
         return trace
+
+
+def data_digest(arrays):
+    """A digest of the data arrays (the checkpoint's fingerprint of them)."""
+    digest = hashlib.sha256()
+    for array in arrays:
+        array = np.ascontiguousarray(array)
+        digest.update(str((array.shape, array.dtype.str)).encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:32]

@@ -110,7 +110,7 @@ def pearson_dispersion(X, rank, *, seed=0, prior_rate=4e-4, iterations=100, thre
 class NMFChains:
     """Block-parallel (p)SGLD chains of Poisson NMF for :func:`core.evidence.rank_selection.select_rank`.
 
-    (``sampler="mala"`` selects :class:`core.evidence.reference_path.NMFReferenceChains` instead.)
+    (``sampler="mala"`` selects :class:`core.evidence.reference_path.ReferencePathChains` instead.)
 
     Parameters
     ----------
@@ -253,9 +253,11 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
         X = (X / dispersion).astype(X.dtype)
     model_settings = {"dispersion": float(dispersion)}
     if chain.sampler == "mala":
-        from core.evidence.reference_path import NMFReferenceChains
+        from core.evidence.reference_path import NMFLogDensity, ReferencePathChains, data_digest
 
-        factory = NMFReferenceChains(X, chain, prior_rate=prior_rate, model_settings=model_settings)
+        factory = ReferencePathChains(NMFLogDensity(X, prior_rate), chain, data_digest=data_digest([X]),
+                                      settings={"prior_rate": float(prior_rate), **model_settings,
+                                                "shape": list(X.shape)})
     else:
         factory = NMFChains(X, chain, prior_rate=prior_rate, model_settings=model_settings)
     return select_rank(factory, ranks, grid=grid, num_replicates=num_replicates, seed=seed, checkpoint=checkpoint,

@@ -68,7 +68,7 @@ def test_dispersion_divides_the_magnitudes(noizeus_root, tmp_path):
     doc = json.loads((tmp_path / "a.json").read_text())
     X = training_matrix(noizeus_root).astype("float32")
     dispersion = doc["settings"]["model"]["dispersion"]
-    assert dispersion == pytest.approx(pearson_dispersion(X, 3, seed=0, prior_rate=4e-4))
+    assert dispersion == pytest.approx(pearson_dispersion(X, seed=0, prior_rate=4e-4))
     # int16-scale speech magnitudes are far more dispersed than Poisson counts
     assert dispersion > 100
 

@@ -31,7 +31,8 @@ from core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings
 from core.models.poisson_nmf import validate_nonnegative_matrix
 from core.random import stream
 
-__all__ = ["NMFChains", "PRESETS", "em_start", "pearson_dispersion", "select_rank_sti", "validate_identifiable_ranks"]
+__all__ = ["DISPERSION_DATA_PER_PARAMETER", "NMFChains", "PRESETS", "dispersion_rank", "em_start",
+           "pearson_dispersion", "select_rank_sti", "validate_identifiable_ranks"]
 
 #: Named settings of :func:`select_rank_sti`.
 PRESETS = {
@@ -90,21 +91,48 @@ def em_start(X, rank, rng, *, prior_rate, iterations, threads=None):
     return np.ascontiguousarray(fit.W, dtype=X.dtype), np.ascontiguousarray(fit.H, dtype=X.dtype)
 
 
-def pearson_dispersion(X, rank, *, seed=0, prior_rate=4e-4, iterations=100, threads=None):
-    """Pearson dispersion of a Poisson NMF fit: sum((X - WH)^2 / WH) / N at an EM fit of ``rank``.
+#: Data entries per parameter at the rank where the dispersion is estimated (:func:`dispersion_rank`).
+DISPERSION_DATA_PER_PARAMETER = 10
+
+
+def dispersion_rank(shape):
+    """The largest rank with at least :data:`DISPERSION_DATA_PER_PARAMETER` entries per parameter (at least 1)."""
+    rows, cols = shape
+    return max(1, (rows * cols) // (DISPERSION_DATA_PER_PARAMETER * (rows + cols)))
+
+
+def pearson_dispersion(X, rank=None, *, seed=0, prior_rate=4e-4, max_iter=5000, tol=1e-7, threads=None):
+    """Pearson dispersion of a converged Poisson NMF fit: sum((X - WH)^2 / WH) / (N - p).
 
     Poisson data give about 1; STFT magnitudes on the int16 scale give far
-    more (their spread grows like their mean). The fit is replicate 0's EM
-    start of ``rank`` (``stream(seed, rank, SHARED_KEY, 0)``).
+    more (their spread grows like their mean). Quasi-likelihood practice
+    (QAIC) estimates the dispersion at the largest model compared, but a
+    speech candidate list reaches ranks with more parameters than data
+    (R = 512 on 257 x 1661), where chi^2/N measures the fit's flexibility,
+    not the noise. So the rank is a property of the data, :func:`dispersion_rank`
+    (ten entries per parameter: 22 on 257 x 1661), and EM runs to
+    convergence (``tol`` on the relative objective change), so neither the
+    candidate list nor an iteration count enters. The fit starts from
+    ``stream(seed, rank, SHARED_KEY, 0)``; p = R (n_rows + n_cols).
 
     Returns
     -------
     float
     """
-    W, H = em_start(X, rank, stream(seed, rank, SHARED_KEY, 0), prior_rate=prior_rate, iterations=iterations,
-                    threads=threads)
-    fit = np.maximum(W.astype(np.float64) @ H.astype(np.float64), np.finfo(np.float64).tiny)
-    return float(np.sum((X - fit) ** 2 / fit) / X.size)
+    import warnings
+
+    from core.factorization.em import poisson_nmf_em
+    from core.parallel.blocks import initial_factors, single_threaded_blas
+
+    X = np.asarray(X, dtype=np.float64)
+    rank = dispersion_rank(X.shape) if rank is None else int(rank)
+    W0, H0 = initial_factors(X, rank, stream(seed, rank, SHARED_KEY, 0))
+    with single_threaded_blas(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a capped run still gives a usable fit
+        fit = poisson_nmf_em(X, W0, H0, prior_rate_W=prior_rate, prior_rate_H=prior_rate, max_iter=max_iter,
+                             tol=tol, threads=threads)
+    expected = np.maximum(fit.W @ fit.H, np.finfo(np.float64).tiny)
+    return float(np.sum((X - expected) ** 2 / expected) / max(X.size - rank * sum(X.shape), 1))
 
 
 class NMFChains:
@@ -224,8 +252,9 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
         lambda of the exponential priors on W and H.
     dispersion : float or "auto"
         Model X / dispersion (quasi-Poisson): the estimates are log p(X / dispersion | R).
-        ``"auto"``: :func:`pearson_dispersion` at the largest rank (``chain.init_iterations``
-        EM iterations, at least 100). The value used is ``settings["model"]["dispersion"]``.
+        ``"auto"``: :func:`pearson_dispersion` (at a rank set by the data's shape, EM to
+        convergence), so the modelled data do not change with the candidate list, an EM iteration
+        count or the data's amplitude scale. The value used is ``settings["model"]["dispersion"]``.
     seed : int
     checkpoint, comm, threads, progress
         See :func:`core.evidence.rank_selection.select_rank`.
@@ -245,8 +274,7 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
         raise ParameterError(f"prior_rate={prior_rate} must be positive")
     if isinstance(dispersion, str) and dispersion == "auto":
         threads_here = 1 if comm is not None and comm.Get_size() > 1 else threads
-        dispersion = pearson_dispersion(X, max(ranks), seed=seed, prior_rate=prior_rate,
-                                        iterations=max(chain.init_iterations, 100), threads=threads_here)
+        dispersion = pearson_dispersion(X, seed=seed, prior_rate=prior_rate, threads=threads_here)
     elif isinstance(dispersion, str) or not (np.isfinite(dispersion) and dispersion > 0):
         raise ParameterError(f"dispersion={dispersion!r}: expected 'auto' or a positive number")
     if dispersion != 1.0:

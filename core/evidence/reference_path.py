@@ -40,8 +40,6 @@ by at most log R!.
 
 import hashlib
 import math
-from typing import NamedTuple
-
 import numpy as np
 
 from core.errors import ParameterError
@@ -55,7 +53,7 @@ __all__ = ["LogSpaceReference", "NMFLogDensity", "ParafacLogDensity", "Reference
 TARGET_ACCEPTANCE = 0.57
 
 
-class LogSpaceReference(NamedTuple):
+class LogSpaceReference:
     """A Gaussian on the log-factors with each component's scale ridge: N(m, D^-1 + sum_r E_r A_r E_r^T).
 
     The factors are matrices F_f of shape (n_f, R) (for NMF: log W and log H
@@ -63,80 +61,72 @@ class LogSpaceReference(NamedTuple):
     (adding gamma_f to column r of factor f leaves the product unchanged);
     E_r = G_r K spans it, with G_r the indicator columns and K an orthonormal
     basis of sum(gamma) = 0. Off the ridges q has the conditional precisions D;
-    along them the precision P_r of the prior. Hence A_r = P_r^-1 - (E_r^T D E_r)^-1,
-    and draws are y - E M^-1 E^T D y + E c with y ~ N(0, D^-1), c ~ N(0, P^-1).
+    along them the precision P_r of the prior. Hence A_r = P_r^-1 - M_r^-1 with
+    M_r = E_r^T D E_r, and draws are y - E M^-1 E^T D y + E c with
+    y ~ N(0, D^-1), c ~ N(0, P^-1). The small per-component matrices are
+    computed once.
 
-    Attributes
+    Parameters
     ----------
-    means : tuple of ndarray
+    means : sequence of ndarray
         m, one (n_f, R) array per factor.
-    precisions : tuple of ndarray
+    precisions : sequence of ndarray
         D, same shapes.
     ridge_precision : ndarray, shape (R, F)
         Prior curvature of each factor's column-wise shift (lambda_f times the column sum).
     """
 
-    means: tuple
-    precisions: tuple
-    ridge_precision: np.ndarray
-
-    @property
-    def _basis(self):  # K: (F, F - 1), orthonormal, columns summing to zero
+    def __init__(self, means, precisions, ridge_precision):
+        self.means = tuple(np.asarray(m, dtype=np.float64) for m in means)
+        self.precisions = tuple(np.asarray(d, dtype=np.float64) for d in precisions)
+        self.ridge_precision = np.asarray(ridge_precision, dtype=np.float64)
         count = len(self.means)
-        return np.linalg.qr(np.eye(count)[:, :-1] - 1.0 / count)[0]
-
-    def _ridge(self, values):  # K^T (sum over each factor's rows) of per-entry values: (R, F - 1)
-        return np.stack([v.sum(axis=0) for v in values], axis=1) @ self._basis
-
-    def _matrices(self):
-        """M_r = E^T D E, P_r (both (R, F-1, F-1)) and B_r = (A_r^-1 + M_r)^-1."""
-        K = self._basis
-        column_precision = np.stack([d.sum(axis=0) for d in self.precisions], axis=1)  # (R, F)
-        M = np.einsum("fa,rf,fb->rab", K, column_precision, K)
-        P = np.einsum("fa,rf,fb->rab", K, self.ridge_precision, K)
-        A = np.linalg.inv(P) - np.linalg.inv(M)
-        return M, P, np.linalg.inv(np.linalg.inv(A) + M)
-
-    def _spread(self, coefficients):  # E c: per factor (n_f, R) arrays
-        shifts = coefficients @ self._basis.T  # (R, F)
-        return [np.broadcast_to(shifts[:, f], m.shape) for f, m in enumerate(self.means)]
-
-    def quadratic(self, deviations):
-        """z^T S^-1 z = z^T D z - p^T B p with p = E^T D z (Woodbury per component)."""
-        _, _, B = self._matrices()
-        p = self._ridge([d * z for d, z in zip(self.precisions, deviations)])
-        return float(sum(np.sum(d * z ** 2) for d, z in zip(self.precisions, deviations))
-                     - np.einsum("ra,rab,rb->", p, B, p))
-
-    def log_density(self, factors):
-        M, P, _ = self._matrices()
+        self.basis = np.linalg.qr(np.eye(count)[:, :-1] - 1.0 / count)[0]  # K: (F, F - 1)
+        column_precision = np.stack([d.sum(axis=0) for d in self.precisions], axis=1)
+        M = np.einsum("fa,rf,fb->rab", self.basis, column_precision, self.basis)
+        P = np.einsum("fa,rf,fb->rab", self.basis, self.ridge_precision, self.basis)
+        self._M = M
+        self._A = np.linalg.inv(P) - np.linalg.inv(M)
+        self._B = np.linalg.inv(np.linalg.inv(self._A) + M)  # (A^-1 + M)^-1, for Woodbury
+        self._ridge_root = np.linalg.cholesky(np.linalg.inv(P))
         size = sum(m.size for m in self.means)
         log_det = (-sum(np.sum(np.log(d)) for d in self.precisions)
                    + float(np.sum(np.linalg.slogdet(np.linalg.solve(P, M))[1])))
-        deviations = [f - m for f, m in zip(factors, self.means)]
-        return -0.5 * (size * np.log(2 * np.pi) + log_det) - 0.5 * self.quadratic(deviations)
+        self._log_norm = -0.5 * (size * np.log(2 * np.pi) + log_det)
+
+    def _ridge(self, values):  # K^T (sum over each factor's rows): (R, F - 1)
+        return np.stack([v.sum(axis=0) for v in values], axis=1) @ self.basis
+
+    def _spread(self, coefficients):  # E c: per factor (n_f, R) arrays
+        shifts = coefficients @ self.basis.T  # (R, F)
+        return [shifts[:, f][None, :] for f in range(len(self.means))]
+
+    def quadratic(self, deviations):
+        """z^T S^-1 z = z^T D z - p^T B p with p = E^T D z (Woodbury per component)."""
+        p = self._ridge([d * z for d, z in zip(self.precisions, deviations)])
+        return float(sum(np.sum(d * z ** 2) for d, z in zip(self.precisions, deviations))
+                     - np.einsum("ra,rab,rb->", p, self._B, p))
+
+    def log_density(self, factors):
+        return self._log_norm - 0.5 * self.quadratic([f - m for f, m in zip(factors, self.means)])
 
     def grad_log_density(self, factors):
         """-S^-1 z = -(D z - D E B p)."""
-        _, _, B = self._matrices()
         weighted = [d * (f - m) for d, f, m in zip(self.precisions, factors, self.means)]
-        back = self._spread(np.einsum("rab,rb->ra", B, self._ridge(weighted)))
+        back = self._spread(np.einsum("rab,rb->ra", self._B, self._ridge(weighted)))
         return [-(w - d * e) for w, d, e in zip(weighted, self.precisions, back)]
 
     def times_covariance(self, gradients):
         """S g = D^-1 g + E A E^T g."""
-        M, P, _ = self._matrices()
-        A = np.linalg.inv(P) - np.linalg.inv(M)
-        back = self._spread(np.einsum("rab,rb->ra", A, self._ridge(gradients)))
+        back = self._spread(np.einsum("rab,rb->ra", self._A, self._ridge(gradients)))
         return [g / d + e for g, d, e in zip(gradients, self.precisions, back)]
 
     def noise(self, rng, scale=1.0):
         """scale S^(1/2) xi: D^(-1/2) xi with its ridge part (in the D metric) replaced by a ridge draw."""
-        M, P, _ = self._matrices()
         y = [rng.standard_normal(d.shape) / np.sqrt(d) for d in self.precisions]
-        along = np.linalg.solve(M, self._ridge([d * v for d, v in zip(self.precisions, y)])[..., None])[..., 0]
-        chol = np.linalg.cholesky(np.linalg.inv(P))
-        ridge = np.einsum("rab,rb->ra", chol, rng.standard_normal(along.shape))
+        projection = self._ridge([d * v for d, v in zip(self.precisions, y)])
+        along = np.linalg.solve(self._M, projection[..., None])[..., 0]
+        ridge = np.einsum("rab,rb->ra", self._ridge_root, rng.standard_normal(along.shape))
         back = self._spread(ridge - along)
         return [scale * (v + e) for v, e in zip(y, back)]
 

@@ -45,7 +45,8 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
 @click.command("select-rank")
 @click.option("--corpus", required=True, type=click.Path(path_type=Path),
               help="NOIZEUS-style corpus folder; its clean train split (sp01-sp20) is modelled.")
-@click.option("--ranks", default="32,64,128,256,512", show_default=True, help="Candidate ranks, comma-separated.")
+@click.option("--ranks", default="32,64,128,256", show_default=True,
+              help="Candidate ranks, comma-separated (above the 257 frequency bins a rank is not identifiable).")
 @click.option("--preset", type=click.Choice(["reference", "blocks", "paper"]), default="reference", show_default=True,
               help="Settings: 'reference' (full-data MALA from a log-space reference; validated up to speech "
                    "scale, see docs/rank_selection.md), 'blocks' (block-parallel pSGLD from the prior; fast, "

@@ -52,7 +52,7 @@ def _ranks(text):
               help="NOIZEUS-style corpus folder; its clean train split (sp01-sp20) is used.")
 @click.option("--rank", required=True, type=_Rank(),
               help="Number of dictionary atoms, or 'auto' to select it by STI over --ranks.")
-@click.option("--ranks", "candidate_ranks", default="32,64,128,256,512", show_default=True,
+@click.option("--ranks", "candidate_ranks", default="32,64,128,256", show_default=True,
               callback=lambda ctx, param, value: _ranks(value), help="Candidate ranks of --rank auto.")
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="Dictionary file (.npz).")
 @click.option("--iterations", type=click.IntRange(min=1), default=200, show_default=True,

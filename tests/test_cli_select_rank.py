@@ -106,3 +106,10 @@ def test_ctrl_c_stops_within_two_seconds_keeps_finished_chains_and_exits_130(tmp
 def test_plot_format_follows_its_extension(tmp_path):
     result = _invoke("--corpus", tmp_path, *TINY, "--plot", tmp_path / "p.txt")
     assert result.exit_code == 2 and "--plot" in result.output and ".png" in result.output
+
+
+def test_option_errors_name_the_option(tmp_path):
+    result = _invoke("--corpus", tmp_path, "--ranks", "0,a")
+    assert result.exit_code == 2 and "'--ranks'" in result.output and result.output.count("\n") == 1
+    blocks = _invoke("--corpus", tmp_path, "--blocks", "4")
+    assert blocks.exit_code == 2 and blocks.output.startswith("Error: --blocks 4: the 'reference' preset")

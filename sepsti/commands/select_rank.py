@@ -45,7 +45,7 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
 @click.command("select-rank")
 @click.option("--corpus", required=True, type=click.Path(path_type=Path),
               help="NOIZEUS-style corpus folder; its clean train split (sp01-sp20) is modelled.")
-@click.option("--ranks", default="32,64,128,256", show_default=True,
+@click.option("--ranks", default="32,64,128,256", show_default=True, callback=lambda ctx, param, value: _ranks(value),
               help="Candidate ranks, comma-separated (above the 257 frequency bins a rank is not identifiable).")
 @click.option("--preset", type=click.Choice(["reference", "blocks", "paper"]), default="reference", show_default=True,
               help="Settings: 'reference' (full-data MALA from a log-space reference; validated up to speech "
@@ -110,7 +110,6 @@ def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, d
     from core.errors import ParameterError
     from core.parallel import mpi
 
-    ranks = _ranks(ranks)
     if not prior_rate > 0:
         raise ParameterError(f"--prior-rate={prior_rate} must be positive")
     overrides = {_OVERRIDES[name]: value for name, value in options.items() if value is not None}
@@ -121,6 +120,9 @@ def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, d
     from core.evidence.sti_nmf import PRESETS
 
     settings = resolve_settings(PRESETS, preset, num_replicates=num_replicates, **overrides)  # before any work
+    if settings.chain.sampler == "mala" and settings.chain.num_blocks is not None:
+        raise ParameterError(f"--blocks {settings.chain.num_blocks}: the '{preset}' preset runs full-data MALA "
+                             "chains; blocks apply to --preset blocks or paper")
     comm = mpi.world()
     with mpi.abort_on_error(comm):
         if mpi.is_root(comm):

@@ -128,3 +128,13 @@ def test_parafac_reference_path_agrees_with_chib_at_rank_one():
     joint = np.hypot(ours.stderr[0], chib.stderr)
     assert abs(ours.log_marginal_likelihood[0] - chib.log_marginal_likelihood) < 4 * joint + 0.1, \
         (ours.log_marginal_likelihood[0], chib.log_marginal_likelihood, joint)
+
+
+def test_reference_path_does_not_depend_on_threads(rng):
+    X = PoissonNMF.sample(rng, (14, 11), 2, rate_W=5.0, rate_H=5.0)[2]
+    settings = dict(prior_rate=5.0, num_intervals=2, num_steps=20, num_keep=10, num_replicates=2, prior_draws=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        one = select_rank_sti(X, [1, 2], threads=1, **settings)
+        two = select_rank_sti(X, [1, 2], threads=2, **settings)
+    np.testing.assert_array_equal(one.replicates, two.replicates)

@@ -296,12 +296,34 @@ class ReferencePathChains:
         return (task.rank + 4.0) * self.units(task)
 
     def prepare(self, tasks, *, seed, comm, threads):
-        """The mode and q of every (rank, replicate) still to run (cheap beside the chains; every process)."""
-        for rank, replicate in sorted({(task.rank, task.replicate) for task in tasks}):
-            if (rank, replicate) not in self._references:
+        """The mode and q of every (rank, replicate) still to run: spread over the processes (longest first),
+        on this process's worker threads, then shared with every process."""
+        from core.evidence.rank_selection import balance
+        from core.parallel.blocks import single_threaded_blas
+
+        needed = sorted({(task.rank, task.replicate) for task in tasks} - set(self._references))
+        process, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
+        mine = [key for key, owner in zip(needed, balance([rank + 4.0 for rank, _ in needed], size))
+                if owner == process]
+
+        def reference(key):
+            rank, replicate = key
+            with single_threaded_blas():
                 factors, exposures = self.density.mode(rank, stream(seed, rank, SHARED_KEY, replicate),
                                                        max(self.chain.init_iterations, 1))
-                self._references[rank, replicate] = reference_at_mode(factors, exposures, self.density.rates)
+            return key, reference_at_mode(factors, exposures, self.density.rates)
+
+        if threads > 1 and len(mine) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(threads, len(mine))) as pool:
+                found = dict(pool.map(reference, mine))
+        else:
+            found = dict(map(reference, mine))
+        if comm is not None and size > 1:
+            for part in comm.allgather(found):
+                found.update(part)
+        self._references.update(found)
 
     def run(self, task, *, seed, progress):
         import time

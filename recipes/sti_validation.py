@@ -229,7 +229,8 @@ def main():
             selections = selection_cases(X0, [32, 128], lambda r: [16, 32, 64, 128, 256], args.seed, args.preset)
     preset = PRESETS[args.preset]
     out = {"cases": cases, "coverage": coverage(cases), "selections": selections,
-           "settings": {"nmf_preset": {"name": args.preset, "grid": preset.grid.as_dict(), "chain": preset.chain.as_dict(),
+           "settings": {"nmf_preset": {"name": args.preset, "grid": preset.grid.as_dict(),
+                                       "chain": preset.chain.as_dict(),
                                        "num_replicates": preset.num_replicates},
                         "speech_matrix": source, "quick": quick, "seed": args.seed},
            "seconds": time.perf_counter() - started}

@@ -5,8 +5,8 @@ from click.testing import CliRunner
 
 from sepsti.cli import cli
 
-TINY = ["--preset", "blocks", "--ranks", "2,3", "--temperatures", "2", "--samples", "12", "--keep", "6", "--blocks", "2", "--replicates", "2",
-        "--quiet"]
+TINY = ["--preset", "blocks", "--ranks", "2,3", "--temperatures", "2", "--samples", "12", "--keep", "6",
+        "--blocks", "2", "--replicates", "2", "--quiet"]
 
 
 def _invoke(*args):

@@ -272,7 +272,7 @@ def test_default_dictionary_is_what_the_documented_command_builds(noizeus_root, 
     from sepsti.dictionary import default_dictionary_path, load_dictionary
 
     shipped = load_dictionary(default_dictionary_path())
-    # the rank `sepsti train --rank auto` selects on this corpus (README, "Rank selection")
+    # the documented command (README, "train"): R = 128, selected by `--rank auto` with the earlier dispersion rule
     result = run(["train", "--corpus", noizeus_root, "--rank", 128, "-o", tmp_path / "d.npz"])
     assert result.exit_code == 0, result.stderr
     rebuilt = load_dictionary(tmp_path / "d.npz")

@@ -14,7 +14,8 @@ from core.random import stream
 @pytest.fixture(params=[2, 3], ids=["two factors", "three factors"])
 def reference(rng, request):
     shapes = [(3, 2), (4, 2), (2, 2)][:request.param]
-    return LogSpaceReference(tuple(rng.normal(size=s) for s in shapes), tuple(rng.uniform(1, 5, size=s) for s in shapes),
+    return LogSpaceReference(tuple(rng.normal(size=s) for s in shapes),
+                             tuple(rng.uniform(1, 5, size=s) for s in shapes),
                              rng.uniform(0.2, 3.0, size=(2, request.param)))
 
 

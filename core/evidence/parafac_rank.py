@@ -41,6 +41,7 @@ import numpy as np
 from core.errors import ParameterError
 from core.evidence.rank_selection import (ChainRecord, ChainSettings, Preset, TemperatureGrid, resolve_settings,
                                           select_rank, validate_ranks)
+from core.evidence.reference_path import REFERENCE_PRESET
 from core.evidence.sti import power_posterior_chain
 from core.models.subsample import log_likelihood_estimate
 from core.random import stream
@@ -51,10 +52,7 @@ __all__ = ["PRESETS", "ParafacChains", "full_data", "part_schedule", "prior_trac
 #: Named settings of :func:`select_parafac_rank`. With the (p)SGLD presets the data decide between blocks
 #: and entry subsets: give ``num_blocks`` or ``subset_size``, else every iteration uses all the data.
 PRESETS = {
-    "reference": Preset(TemperatureGrid(16, "power", 2.0, "simpson"),
-                        ChainSettings(sampler="mala", num_steps=300, num_keep=150, num_blocks=None,
-                                      evaluate="full", init="mode", init_iterations=500, exact_prior=True),
-                        4),
+    "reference": REFERENCE_PRESET,
     "blocks": Preset(TemperatureGrid(10, "power", 5.0, "simpson"),
                      ChainSettings(sampler="psgld", num_steps=3000, num_keep=500, step_a=1e-8, step_b=0.51,
                                    sigma=1e-5, num_blocks=None, evaluate="full", init="prior",

@@ -43,14 +43,22 @@ import math
 import numpy as np
 
 from core.errors import ParameterError
-from core.evidence.rank_selection import SHARED_KEY, ChainRecord
+from core.evidence.rank_selection import SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid
 from core.random import stream
 
-__all__ = ["LogSpaceReference", "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains", "data_digest",
+__all__ = ["REFERENCE_PRESET", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains", "data_digest",
            "log_space_mode", "reference_at_mode"]
 
 #: MALA's acceptance target during burn-in (Roberts & Rosenthal 1998).
 TARGET_ACCEPTANCE = 0.57
+
+#: The reference-path preset of every model: b = (i/16)^2 with Simpson's rule (the integrand is steepest
+#: near the reference), 300 MALA iterations keeping 150, the mode from 500 EM iterations, 150 exact draws
+#: of q at b = 0, four replicates.
+REFERENCE_PRESET = Preset(TemperatureGrid(16, "power", 2.0, "simpson"),
+                          ChainSettings(sampler="mala", num_steps=300, num_keep=150, num_blocks=None,
+                                        evaluate="full", init="mode", init_iterations=500, exact_prior=True),
+                          4)
 
 
 class LogSpaceReference:

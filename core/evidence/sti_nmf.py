@@ -28,6 +28,7 @@ import numpy as np
 from core.errors import ParameterError
 from core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid, balance,
                                           resolve_settings, select_rank, validate_ranks)
+from core.evidence.reference_path import REFERENCE_PRESET
 from core.models.poisson_nmf import validate_nonnegative_matrix
 from core.random import stream
 
@@ -36,10 +37,7 @@ __all__ = ["DISPERSION_DATA_PER_PARAMETER", "NMFChains", "PRESETS", "dispersion_
 
 #: Named settings of :func:`select_rank_sti`.
 PRESETS = {
-    "reference": Preset(TemperatureGrid(16, "power", 2.0, "simpson"),
-                        ChainSettings(sampler="mala", num_steps=300, num_keep=150, num_blocks=None,
-                                      evaluate="full", init="mode", init_iterations=500, exact_prior=True),
-                        4),
+    "reference": REFERENCE_PRESET,
     "blocks": Preset(TemperatureGrid(10, "power", 5.0, "simpson"),
                      ChainSettings(sampler="psgld", num_steps=10_000, num_keep=2_000, step_a=1e-7, step_b=0.51,
                                    alpha=0.99, sigma=0.1, num_blocks=8, evaluate="before_update", init="random"),

@@ -201,8 +201,9 @@ class ChainSettings:
             raise ParameterError(f"sampler={self.sampler!r}: expected 'psgld', 'sgld' or 'mala'")
         for name in ("num_steps", "step_a"):
             value = getattr(self, name)
-            if isinstance(value, (list, tuple, np.ndarray)):
-                object.__setattr__(self, name, tuple(value))
+            if isinstance(value, (list, tuple, np.ndarray)):  # one value per temperature, or one for all
+                value = tuple(np.asarray(value).tolist())
+                object.__setattr__(self, name, value[0] if len(value) == 1 else value)
         if any(int(k) != k or k < 1 for k in _values(self.num_steps)):
             raise ParameterError(f"num_steps={self.num_steps!r}: expected positive integers")
         if int(self.num_keep) != self.num_keep or self.num_keep < 1:

@@ -24,9 +24,10 @@ class DriftingChains:
 
     collective = False
 
-    def __init__(self, *, offset=5.0, noise=1.0, length=200, delay=0.0):
-        self.offset, self.noise, self.length, self.delay = offset, noise, length, delay
-        self.settings = {"model": {"name": "drift", "offset": offset, "noise": noise}, "chain": {"length": length}}
+    def __init__(self, *, offset=5.0, noise=1.0, length=200, delay=0.0, trend=0.0):
+        self.offset, self.noise, self.length, self.delay, self.trend = offset, noise, length, delay, trend
+        self.settings = {"model": {"name": "drift", "offset": offset, "noise": noise, "trend": trend},
+                         "chain": {"length": length}}
         self.data_digest = "none"
         self.runs = []
 
@@ -52,7 +53,7 @@ class DriftingChains:
             time.sleep(self.delay)
             progress(self.length // 10)
         trace = (self.mean(task.rank, task.temperature) + self.offset * rng.standard_normal()
-                 + self.noise * rng.standard_normal(self.length))
+                 + self.noise * rng.standard_normal(self.length) + self.trend * np.linspace(-1, 1, self.length))
         self.runs.append(task.key)
         return ChainRecord(trace, 0.0)
 
@@ -161,3 +162,15 @@ def test_settings_objects_validate_and_record_themselves():
         chain.check_grid(TemperatureGrid(3))
     assert chain.steps_at(2) == 30 and chain.as_dict()["num_steps"] == [10, 20, 30]
     assert TemperatureGrid(5, "uniform", 7.0, "trapezoid").as_dict()["power"] == 1.0
+
+
+def test_chains_still_climbing_are_flagged():
+    # every chain climbs by 4 (in E_t units) over its kept iterations: the halves differ by 2 against a
+    # white noise of 1 per iteration; stationary chains give a drift within a few standard errors
+    from core.errors import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match="still drifting"):
+        climbing = select_rank(DriftingChains(trend=2.0), [1], grid=GRID, num_replicates=4, seed=0, threads=1)
+    assert climbing.drift[0] > 10
+    steady = select_rank(DriftingChains(), [1, 2], grid=GRID, num_replicates=4, seed=0, threads=1)
+    assert np.all(np.abs(steady.drift) < 3)

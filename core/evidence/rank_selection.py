@@ -79,6 +79,7 @@ __all__ = [
     "TemperatureGrid",
     "balance",
     "chain_plan",
+    "half_drift",
     "per_temperature",
     "resolve_settings",
     "select_rank",
@@ -91,6 +92,10 @@ SHARED_KEY = 2 ** 32
 #: A chain's E_t[log p] may fall below its neighbour's by this many joint standard errors
 #: before the result is flagged as not equilibrated.
 TEMPERING_LIMIT = 3.0
+
+#: The estimate from the second halves of the kept iterations may differ from the first halves' by
+#: this many standard errors before the chains are flagged as still drifting.
+DRIFT_LIMIT = 3.0
 
 
 @dataclass(frozen=True)
@@ -328,6 +333,9 @@ class RankSelection(NamedTuple):
         Per rank: E_t[log p] per temperature with its standard error.
     largest_decrease : ndarray, shape (n_ranks,)
         Tempering check per rank, in joint standard errors (above 3: not equilibrated).
+    drift : ndarray, shape (n_ranks,)
+        Stationarity check per rank: the estimate from the kept iterations' second halves minus the
+        one from their first halves, in standard errors of that difference (beyond ±3: still drifting).
     min_kept : float
         Smallest factor entry kept by any chain.
     all_finite : bool
@@ -344,6 +352,7 @@ class RankSelection(NamedTuple):
     replicates: np.ndarray
     per_temperature: list
     largest_decrease: np.ndarray
+    drift: np.ndarray
     min_kept: float
     all_finite: bool
     settings: dict
@@ -623,9 +632,44 @@ def per_temperature(records, tasks, grid, num_replicates):
     return [np.stack(by_index[i]) for i in range(grid.num_intervals + 1)]
 
 
+def half_drift(traces, grid):
+    """The thermodynamic integral of (second half - first half) of each kept trace, in its standard errors.
+
+    Parameters
+    ----------
+    traces : list of ndarray, each (replicates, L)
+        Per temperature, as :func:`per_temperature` gives them.
+    grid : TemperatureGrid
+
+    Returns
+    -------
+    float
+        0 when the traces are too short to halve.
+    """
+    from core.evidence.sti import chain_summary
+
+    differences, errors = [], []
+    for trace in traces:
+        half = trace.shape[1] // 2
+        if half < 2:
+            return 0.0
+        first, second = trace[:, :half], trace[:, trace.shape[1] - half:]
+        change = second.mean(axis=1) - first.mean(axis=1)
+        if change.size > 1:
+            error = change.std(ddof=1) / np.sqrt(change.size)
+        else:
+            error = np.hypot(chain_summary(first[0])[1], chain_summary(second[0])[1])
+        differences.append(change.mean())
+        errors.append(error)
+    weights = grid.weights
+    total = float(weights @ np.array(differences))
+    error = float(np.sqrt(np.sum((weights * np.array(errors)) ** 2)))
+    return total / error if error > 0 else (0.0 if total == 0 else float(np.sign(total)) * np.inf)
+
+
 def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, factory_offset):
     temperatures = grid.temperatures
-    estimates, stderrs, replicate_values, pieces, falls = [], [], [], [], []
+    estimates, stderrs, replicate_values, pieces, falls, drifts = [], [], [], [], [], []
     seconds, cpu = [], []
     for rank in ranks:
         mine = [task for task in tasks if task.rank == rank]
@@ -643,6 +687,7 @@ def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, fact
         estimates.append(result.log_marginal_likelihood)
         stderrs.append(result.stderr)
         falls.append(largest_decrease(result.mean_log_likelihood, result.mcse))
+        drifts.append(half_drift(traces, grid))
         seconds.append(float(sum(records[task.key].seconds for task in mine)))
         cpu.append(float(sum(records[task.key].cpu_seconds for task in mine)))
     chain_seconds = sum(record.seconds for record in records.values())
@@ -650,10 +695,12 @@ def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, fact
     timing = {**timing, "chain_seconds_per_rank": seconds, "chain_cpu_seconds_per_rank": cpu,
               "kernel_share": float(kernel_seconds / chain_seconds) if chain_seconds > 0 else 0.0}
     _warn_unequilibrated(ranks, falls)
+    _warn_drifting(ranks, drifts)
     estimates = np.array(estimates)
     kept = [record.min_kept for record in records.values() if np.isfinite(record.min_kept)]
     return RankSelection(ranks, estimates, np.array(stderrs), ranks[int(np.argmax(estimates))],
-                         np.array(replicate_values), pieces, np.array(falls), float(min(kept)) if kept else np.nan,
+                         np.array(replicate_values), pieces, np.array(falls), np.array(drifts),
+                         float(min(kept)) if kept else np.nan,
                          all(record.all_finite for record in records.values()), settings, timing)
 
 
@@ -663,6 +710,14 @@ def _warn_unequilibrated(ranks, falls):
         warnings.warn(f"STI chains did not reach their power posteriors: E_t[log p(X|theta)] falls as t rises "
                       f"for {', '.join(bad)}; the estimates are not log marginal likelihoods (run longer "
                       "chains or take larger steps)", ConvergenceWarning, stacklevel=3)
+
+
+def _warn_drifting(ranks, drifts):
+    bad = [f"R={rank} ({drift:+.0f} se)" for rank, drift in zip(ranks, drifts) if abs(drift) > DRIFT_LIMIT]
+    if bad:
+        warnings.warn(f"STI chains are still drifting: the second halves of the kept iterations give another "
+                      f"estimate than the first halves for {', '.join(bad)}; run longer chains",
+                      ConvergenceWarning, stacklevel=3)
 
 
 def to_json(selection, **extra):
@@ -694,6 +749,8 @@ def to_json(selection, **extra):
             # the chains did not reach their power posteriors
             "largest_decrease_se": dict(zip(map(str, selection.ranks), selection.largest_decrease.tolist())),
         },
+        # the estimate from the kept iterations' second halves minus their first halves', in standard errors
+        "drift_se": dict(zip(map(str, selection.ranks), selection.drift.tolist())),
         "min_kept_factor": selection.min_kept,
         "all_finite": selection.all_finite,
         "timing": {k: v for k, v in selection.timing.items() if k != "seconds"},

@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["TEMPORARY_MARKER", "atomic_path", "check_output_path", "json_safe", "remove_stale_temporaries"]
 

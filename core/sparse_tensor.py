@@ -9,10 +9,10 @@ is zero. Nothing in this module densifies a tensor unless asked to
 Blocks: a :class:`TensorBlocks` is a set of boxes of a three-way tensor
 (an index range per mode) together with, for sparse data, where each box's
 non-zeros sit in a copy of ``coords``/``values`` sorted by box. It is the
-data subset that tensor models sum over (:mod:`core.models.poisson_parafac`),
+data subset that tensor models sum over (:mod:`sepsti.core.models.poisson_parafac`),
 so it lives here, beside the tensor, below the models. How a tensor is cut
 into blocks and which blocks form a part of the block-parallel scheme is
-that scheme's business (:mod:`core.parallel.tensor_blocks`, which builds
+that scheme's business (:mod:`sepsti.core.parallel.tensor_blocks`, which builds
 the sorted copy once).
 """
 
@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["SparseTensor", "TensorBlocks", "coalesce", "from_dense", "to_dense", "validate_sparse_tensor"]
 

@@ -6,7 +6,7 @@ Signals are 1-D float64 arrays (``n_samples,``). Integer formats (16-bit PCM
 and the like) come back in [-1, 1) (soundfile's scaling: int16 / 32768);
 floating-point files come back as stored. Multichannel files are downmixed to
 mono by the mean over channels. Every problem with a file is reported as
-:class:`core.errors.ParameterError` with a one-line message ``<path>: <why>``.
+:class:`sepsti.core.errors.ParameterError` with a one-line message ``<path>: <why>``.
 
 File names go to libsndfile as bytes (``os.fsencode``), so names that are not
 valid UTF-8 (read from the command line as surrogate escapes) work too.
@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["AudioInfo", "audio_info", "read_audio", "read_audio_blocks"]
 

@@ -5,7 +5,7 @@ separated, coordinates 1-based. ``#`` starts a comment (to the end of the
 line); blank lines are ignored. Files ending in ``.gz`` are read and written
 through gzip.
 
-Conventions: the result is a :class:`core.sparse_tensor.SparseTensor` with
+Conventions: the result is a :class:`sepsti.core.sparse_tensor.SparseTensor` with
 0-based int64 ``coords`` of shape (nnz, N) and float64 ``values``. The file is
 read in chunks of lines, each converted to arrays at once, so memory holds
 the arrays and one chunk of text, never the whole file as Python objects.
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.io import atomic_path
-from core.sparse_tensor import coalesce
+from sepsti.core.errors import ParameterError
+from sepsti.core.io import atomic_path
+from sepsti.core.sparse_tensor import coalesce
 
 __all__ = ["read_tns", "write_tns"]
 

@@ -12,12 +12,12 @@ Conventions
 -----------
 Utterance ids are strings ``"sp01"`` ... ``"sp30"``; SNRs are integers in dB;
 signals are float64 arrays ``(n_samples,)`` as returned by
-:func:`corpora.audio.read_audio`. The default split is the paper's
+:func:`sepsti.corpora.audio.read_audio`. The default split is the paper's
 speaker-independent one (ICASSP'16 §4.2): train sp01–sp20, test sp21–sp30.
 
 Finding files (:func:`corpus_index`) reads no audio; signals are loaded by
 :func:`clean_signals` and :func:`mixtures`. Every problem is a
-:class:`core.errors.ParameterError` naming the file or what was asked and
+:class:`sepsti.core.errors.ParameterError` naming the file or what was asked and
 what exists.
 """
 
@@ -29,8 +29,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
-from corpora.audio import read_audio
+from sepsti.core.errors import ParameterError
+from sepsti.corpora.audio import read_audio
 
 __all__ = ["TRAIN_IDS", "TEST_IDS", "ALL_IDS", "Mixture", "CorpusIndex", "corpus_index", "split_ids",
            "clean_signals", "select", "mixtures", "iter_mixtures", "utterance_id", "clean_name", "noisy_name"]

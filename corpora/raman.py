@@ -6,7 +6,7 @@ matrix ``X`` has shape ``(K, L)`` with K = rows · cols positions in row-major
 plate order; ``X = D H + noise`` with true loadings ``D`` of shape ``(K, M)``
 and spectra ``H`` of shape ``(M, L)``; component 0 is the analyte, the last
 component the background. Everything is deterministic given the seed
-(:func:`core.random.stream`).
+(:func:`sepsti.core.random.stream`).
 
 Experiment 1: one analyte spectrum (one Voigt peak) present in two hotspots,
 plus a background. Experiment 2: the analyte spectrum is two Voigt curves
@@ -19,8 +19,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import voigt_profile
 
-from core.errors import ParameterError
-from core.random import stream
+from sepsti.core.errors import ParameterError
+from sepsti.core.random import stream
 
 __all__ = ["RamanData", "voigt_spectrum", "hotspot_map", "simulate_raman"]
 

@@ -45,7 +45,7 @@ that utterance (clean and all its mixtures) is scaled down.
 Conventions
 -----------
 Signals are float64 arrays ``(n_samples,)`` at :data:`SAMPLE_RATE` in
-[-1, 1) units. Every random choice comes from ``core.random.stream(seed, ...)``
+[-1, 1) units. Every random choice comes from ``sepsti.core.random.stream(seed, ...)``
 with a key naming the utterance or noise, so a file does not depend on which
 other files are generated.
 """
@@ -58,11 +58,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.io import atomic_path
-from core.progress import progress_bar
-from core.random import stream
-from corpora.noizeus import ALL_IDS, clean_name, noisy_name, split_ids
+from sepsti.core.errors import ParameterError
+from sepsti.core.io import atomic_path
+from sepsti.core.progress import progress_bar
+from sepsti.core.random import stream
+from sepsti.corpora.noizeus import ALL_IDS, clean_name, noisy_name, split_ids
 
 __all__ = ["SAMPLE_RATE", "NOISE_TYPES", "SNRS", "Speaker", "make_speaker", "corpus_speakers",
            "synth_utterance", "synth_noise", "telephone_band", "mix", "write_corpus", "MARKER"]
@@ -646,7 +646,7 @@ def _own_files(root):
     ParameterError
         Naming the first foreign or changed files; nothing has been touched.
     """
-    from core.io import TEMPORARY_MARKER
+    from sepsti.core.io import TEMPORARY_MARKER
 
     listed = _read_marker(root)
     ours = {MARKER, *listed}

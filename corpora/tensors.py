@@ -1,10 +1,10 @@
 """Tensors drawn from Poisson PARAFAC with exponential priors at a known rank.
 
-Conventions: factors are :class:`core.models.poisson_parafac.ParafacFactors`
+Conventions: factors are :class:`sepsti.core.models.poisson_parafac.ParafacFactors`
 ``(A, B, C)`` with shapes ``(I, R)``, ``(J, R)``, ``(K, R)`` drawn from
 Exp(λ); the data is x_ijk ~ Poisson(Σ_r a_ir b_jr c_kr) (PARAFAC'18 eq. 11).
 The dense simulator returns an ``(I, J, K)`` float64 array of counts; the
-sparse one a :class:`core.sparse_tensor.SparseTensor` and never forms the
+sparse one a :class:`sepsti.core.sparse_tensor.SparseTensor` and never forms the
 dense tensor.
 
 Sparse sampling uses the superposition property of the Poisson: component r
@@ -16,9 +16,9 @@ Cost and memory are linear in the total count, not in I J K.
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.models.poisson_parafac import ParafacFactors, reconstruct
-from core.sparse_tensor import SparseTensor
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.poisson_parafac import ParafacFactors, reconstruct
+from sepsti.core.sparse_tensor import SparseTensor
 
 __all__ = ["FACEBOOK_SHAPE", "simulate_dense", "simulate_sparse", "prior_rate_for_count"]
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from core.io import atomic_path, json_safe  # noqa: E402
+from sepsti.core.io import atomic_path, json_safe  # noqa: E402
 
 __all__ = ["recipe_parser", "write_results", "default_corpus", "ROOT"]
 

@@ -32,7 +32,7 @@ the gradient is about N ḡ), so the fixed step after burn-in is
 a = burn-in × ε^(1/b) with b = 0.51 gives it, per temperature, so every K
 ends at the same step (a 2500-iteration burn-in starts 2500^b ≈ 54 times
 larger); for the synthetic experiment this rule gives ε ≈ 1.1e−6, the paper's (1e−8/1500)^0.51 ≈ 2e−6. As in
-:mod:`core.evidence.parafac_rank`: t = 0 uses independent prior draws, chains
+:mod:`sepsti.core.evidence.parafac_rank`: t = 0 uses independent prior draws, chains
 start at prior draws (``--init map``: that draw after 50 MAP sweeps).
 
 E_t[log p(X | θ)] is the chain average of the *full* log-likelihood of the
@@ -64,7 +64,7 @@ JSON keys: ``shape``, ``nnz``, ``ranks``, ``lambdas``, ``log_marginal_likelihood
 (λ → list), ``stderr`` (λ → list), ``selected_rank`` (λ → R), ``true_R``,
 ``seconds``, ``cpu_seconds``, ``peak_rss_mb``, ``processes``, ``mpi_level``, ``settings``, and per λ
 ``mean_log_likelihood`` / ``mcse`` (rank → per temperature), ``largest_decrease_se`` (the tempering
-check of :mod:`core.evidence.tempering_check`, per rank), ``per_lambda_seconds``, ``per_lambda_cpu_seconds``.
+check of :mod:`sepsti.core.evidence.tempering_check`, per rank), ``per_lambda_seconds``, ``per_lambda_cpu_seconds``.
 """
 
 import argparse
@@ -76,11 +76,11 @@ import numpy as np
 
 from _common import recipe_parser, write_results
 
-from core.evidence.parafac_rank import select_parafac_rank
-from core.parallel.mpi import abort_on_error, is_root, world
-from core.random import stream
-from corpora.frostt import read_tns
-from corpora.tensors import FACEBOOK_SHAPE, prior_rate_for_count, simulate_sparse
+from sepsti.core.evidence.parafac_rank import select_parafac_rank
+from sepsti.core.parallel.mpi import abort_on_error, is_root, world
+from sepsti.core.random import stream
+from sepsti.corpora.frostt import read_tns
+from sepsti.corpora.tensors import FACEBOOK_SHAPE, prior_rate_for_count, simulate_sparse
 
 NAME = "parafac_large"
 STEPS = (3000, 3000, 3000, 3000, 30000, 30000)  # K at t = 0 (unused: prior draws), 0.2, ..., 1

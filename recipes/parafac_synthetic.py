@@ -31,11 +31,11 @@ import numpy as np
 
 from _common import recipe_parser, write_results
 
-from core.evidence.chib import chib_log_marginal_likelihood
-from core.evidence.parafac_rank import select_parafac_rank
-from core.models.pltf import pltf_model
-from core.random import stream
-from corpora.tensors import simulate_dense
+from sepsti.core.evidence.chib import chib_log_marginal_likelihood
+from sepsti.core.evidence.parafac_rank import select_parafac_rank
+from sepsti.core.models.pltf import pltf_model
+from sepsti.core.random import stream
+from sepsti.corpora.tensors import simulate_dense
 
 NAME = "parafac_synthetic"
 SHAPE = (10, 15, 20)

@@ -25,10 +25,10 @@ import numpy as np
 
 from _common import recipe_parser, write_results
 
-from core.models.pltf import pltf_model
-from core.random import stream
-from core.samplers import gibbs, sada
-from core.samplers.driver import run_chain
+from sepsti.core.models.pltf import pltf_model
+from sepsti.core.random import stream
+from sepsti.core.samplers import gibbs, sada
+from sepsti.core.samplers.driver import run_chain
 
 NAME = "pltf_deconvolution"
 FILTER_LENGTH = 8

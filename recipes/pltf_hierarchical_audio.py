@@ -32,11 +32,11 @@ import numpy as np
 
 from _common import recipe_parser, write_results
 
-from core.factorization.pltf_em import pltf_em
-from core.models.pltf import pltf_model
-from core.random import stream
-from core.samplers import gibbs, sada
-from core.samplers.driver import run_chain
+from sepsti.core.factorization.pltf_em import pltf_em
+from sepsti.core.models.pltf import pltf_model
+from sepsti.core.random import stream
+from sepsti.core.samplers import gibbs, sada
+from sepsti.core.samplers.driver import run_chain
 
 NAME = "pltf_hierarchical_audio"
 NUM_TEMPLATES, NUM_CHORDS, NUM_FRAMES = 4, 3, 86

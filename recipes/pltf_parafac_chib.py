@@ -45,9 +45,9 @@ import numpy as np
 
 from _common import recipe_parser, write_results
 
-from core.evidence.chib import chib_log_marginal_likelihood
-from core.models.pltf import pltf_model
-from core.random import stream
+from sepsti.core.evidence.chib import chib_log_marginal_likelihood
+from sepsti.core.models.pltf import pltf_model
+from sepsti.core.random import stream
 
 NAME = "pltf_parafac_chib"
 SHAPE = dict(i=10, j=5, k=8)

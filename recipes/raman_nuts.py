@@ -6,7 +6,7 @@ with nearly the same peak) and each length-scale beta (10 "unsmooth", 20
 
 1. MAP by L-BFGS on (delta, eta) (best of 3 starts), as the paper does;
 2. ``--chains`` (2) NUTS chains from the MAP in parallel
-   (``core.samplers.sample_nuts``): 1000 warm-up iterations then 1000 draws
+   (``sepsti.core.samplers.sample_nuts``): 1000 warm-up iterations then 1000 draws
    per chain (``--quick``: 150 + 150, max tree depth 8), pooled; bulk and tail
    ESS and split-R-hat over every latent parameter, the log posterior and the
    scale coordinates log||D_m|| - log||H_m||.
@@ -44,13 +44,13 @@ import numpy as np
 
 from _common import recipe_parser, write_results
 
-from core.errors import ParameterError
-from core.factorization.map import limit_blas_threads, map_nmf_gpp
-from core.models.nmf_gpp import NMFGPP
-from core.samplers.chains import NUTSSettings, sample_nuts
-from core.samplers.diagnostics import mcse_mean
-from core.samplers.metric import AutoMetricSettings, TargetStructure
-from corpora.raman import simulate_raman
+from sepsti.core.errors import ParameterError
+from sepsti.core.factorization.map import limit_blas_threads, map_nmf_gpp
+from sepsti.core.models.nmf_gpp import NMFGPP
+from sepsti.core.samplers.chains import NUTSSettings, sample_nuts
+from sepsti.core.samplers.diagnostics import mcse_mean
+from sepsti.core.samplers.metric import AutoMetricSettings, TargetStructure
+from sepsti.corpora.raman import simulate_raman
 
 NAME = "raman_nuts"
 

@@ -39,9 +39,9 @@ import numpy as np
 
 from _common import recipe_parser, write_results
 
-from core.evidence.sti import integration_weights, stochastic_thermodynamic_integration
-from core.models.gaussian_additive import GaussianAdditiveModel
-from core.random import stream
+from sepsti.core.evidence.sti import integration_weights, stochastic_thermodynamic_integration
+from sepsti.core.models.gaussian_additive import GaussianAdditiveModel
+from sepsti.core.random import stream
 
 NAME = "sti_gaussian"
 PRIOR = dict(mu=5.0, sigma2_theta=3.0, sigma2_x=5.0)

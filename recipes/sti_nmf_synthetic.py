@@ -4,13 +4,13 @@ Data: W, H ~ Exp(5), X ~ Poisson(WH), I = 100, J = 75, for two true R. For
 R_m = 1..10 the log marginal likelihood is estimated by STI with
 block-parallel SGLD (5 x 5 blocks, K = 10000 keeping the last 2000, a = 1e-5,
 b = 0.51, step fixed after burn-in) and by Chib's method from the Gibbs
-output of ``core.evidence.chib`` (9000 Gibbs samples, 7000 burn-in, 5000
+output of ``sepsti.core.evidence.chib`` (9000 Gibbs samples, 7000 burn-in, 5000
 reduced runs).
 
 Settings (``--settings``):
 
 * ``default``: ``select_rank_sti``'s default, the reference path
-  (:mod:`core.evidence.reference_path`: full-data MALA from a log-space
+  (:mod:`sepsti.core.evidence.reference_path`: full-data MALA from a log-space
   Gaussian reference to the posterior).
 * ``blocks``: preconditioned block SGLD (pSGLD, alpha = 0.99, sigma = 0.1),
   a = 1e-7, b = 0.51, T = 10 intervals on t_i = (i/T)^5 with Simpson's rule in
@@ -35,7 +35,7 @@ vanishes (t -> 0), so that prior-dominated chains do not take steps far larger
 than the prior's scale (1/lambda = 0.2).
 
 Where the truth is known: at R = 1 the evidence reduces to one integral
-(:func:`core.evidence.rank_one.rank_one_log_evidence`): ``exact_rank1``.
+(:func:`sepsti.core.evidence.rank_one.rank_one_log_evidence`): ``exact_rank1``.
 Standard errors: the block chains' own MCSE (integrated time of the kept
 trace) understates the error several-fold here -- the block-subsample noise
 of each log-likelihood estimate hides the slow drift of the chain, so the
@@ -59,11 +59,11 @@ import numpy as np
 
 from _common import recipe_parser, write_results
 
-from core.evidence.rank_one import rank_one_log_evidence
-from core.evidence.sti import thermodynamic_integral
-from core.evidence.sti_nmf import select_rank_sti
-from core.models.poisson_nmf import PoissonNMF
-from core.random import stream
+from sepsti.core.evidence.rank_one import rank_one_log_evidence
+from sepsti.core.evidence.sti import thermodynamic_integral
+from sepsti.core.evidence.sti_nmf import select_rank_sti
+from sepsti.core.models.poisson_nmf import PoissonNMF
+from sepsti.core.random import stream
 
 NAME = "sti_nmf_synthetic"
 #: ``select_rank_sti`` presets, with this experiment's blocks and the paper's step for these counts
@@ -82,9 +82,9 @@ def nuts_reference(X, rank, rate, *, num_intervals=10, power=5.0, num_warmup=600
     """
     from scipy.special import gammaln
 
-    from core.evidence.sti import temperature_grid
-    from core.samplers import hmc, nuts
-    from core.samplers.warmup import window_adaptation
+    from sepsti.core.evidence.sti import temperature_grid
+    from sepsti.core.samplers import hmc, nuts
+    from sepsti.core.samplers.warmup import window_adaptation
 
     X = np.asarray(X, dtype=np.float64)
     n_rows, n_cols = X.shape
@@ -148,7 +148,7 @@ def main():
     chib_counts = (1500, 500, 500) if args.quick else (7000, 2000, 5000)
     rate = 5.0
     settings = SETTINGS[args.settings]
-    from core.evidence.chib import chib_poisson_nmf
+    from sepsti.core.evidence.chib import chib_poisson_nmf
 
     out = {"true_R": true_ranks, "ranks": ranks, "sti": [], "stderr": [], "chib": [], "chib_stderr": [],
            "chib_max_weight_fraction": [], "exact_rank1": [], "seconds_sti": [],

@@ -50,7 +50,7 @@ def main():
     args = parser.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]
 
-    from corpora.noizeus import mixtures
+    from sepsti.corpora.noizeus import mixtures
     from sepsti.commands.select_rank import training_matrix
     from sepsti.denoise import denoise, train_dictionary
     from sepsti.metrics import bss_eval
@@ -86,7 +86,7 @@ def main():
         per_t = sti["per_temperature"]
         falls = [per_t["largest_decrease_se"][str(r)] for r in ranks]
     else:
-        from core.evidence.sti_nmf import select_rank_sti
+        from sepsti.core.evidence.sti_nmf import select_rank_sti
         from sepsti.commands.select_rank import APPLICATION
 
         chains = dict(APPLICATION) if args.settings == "application" else {"preset": args.settings}

@@ -6,7 +6,7 @@ Cases (each one or several data draws, ``seed`` = the draw):
   exact evidence in closed form (``recipes/sti_gaussian.py``'s settings).
 * ``nmf_rank1_icassp``: Poisson NMF at R = 1 on ICASSP'16-shaped counts
   (100 x 75, W, H ~ Exp(5), true R in {1, 3, 6}), exact evidence
-  (:func:`core.evidence.rank_one.rank_one_log_evidence`), ``select_rank_sti``
+  (:func:`sepsti.core.evidence.rank_one.rank_one_log_evidence`), ``select_rank_sti``
   with the preset under test (``--preset``; block presets with 5 x 5 blocks,
   as the paper's synthetic experiment).
 * ``nmf_rank1_speech``: Poisson NMF at R = 1 on a 257 x 1661 matrix with
@@ -15,7 +15,7 @@ Cases (each one or several data draws, ``seed`` = the draw):
   absent), lambda = 4e-4, exact evidence.
 * ``nmf_icassp``: Poisson NMF at R = 2 .. 8 on ICASSP'16-shaped counts
   (true R = 3) against a full-data reference run long
-  (:func:`core.evidence.log_space_sti.log_space_sti`, truth_kind "reference").
+  (:func:`sepsti.core.evidence.log_space_sti.log_space_sti`, truth_kind "reference").
 * ``parafac_spl18``: Poisson PARAFAC on SPL'18's 10 x 15 x 20 counts (true
   R = 2, lambda = 3) against Chib's method (``method="factors"``).
 
@@ -37,9 +37,9 @@ import numpy as np
 
 from _common import default_corpus, recipe_parser, write_results
 
-from core.evidence.rank_one import rank_one_log_evidence
-from core.evidence.sti_nmf import PRESETS, select_rank_sti
-from core.random import stream
+from sepsti.core.evidence.rank_one import rank_one_log_evidence
+from sepsti.core.evidence.sti_nmf import PRESETS, select_rank_sti
+from sepsti.core.random import stream
 
 NAME = "sti_validation"
 ICASSP_RATE = 5.0
@@ -58,9 +58,9 @@ def case(name, model, shape, rank, truth, truth_kind, estimate, stderr, seconds,
 
 
 def gaussian_cases(seeds, ranks):
-    from core.models.gaussian_additive import GaussianAdditiveModel
+    from sepsti.core.models.gaussian_additive import GaussianAdditiveModel
     from sti_gaussian import CHAIN, DEFAULT, PRIOR
-    from core.evidence.sti import stochastic_thermodynamic_integration
+    from sepsti.core.evidence.sti import stochastic_thermodynamic_integration
 
     rows = []
     for seed in seeds:
@@ -75,7 +75,7 @@ def gaussian_cases(seeds, ranks):
 
 
 def icassp_data(seed, true_rank):
-    from core.models.poisson_nmf import PoissonNMF
+    from sepsti.core.models.poisson_nmf import PoissonNMF
 
     return PoissonNMF.sample(stream(seed, 2000), (100, 75), true_rank, rate_W=ICASSP_RATE, rate_H=ICASSP_RATE)[2]
 
@@ -109,7 +109,7 @@ def speech_matrix():
     corpus = default_corpus()
     if corpus is not None:
         return training_matrix(corpus).astype(np.float64), "noizeus"
-    from corpora.synth import write_corpus
+    from sepsti.corpora.synth import write_corpus
 
     with tempfile.TemporaryDirectory() as folder:
         write_corpus(folder, seed=0)
@@ -117,8 +117,8 @@ def speech_matrix():
 
 
 def em_factors(X, rank, seed, iterations=200):
-    from core.factorization.em import poisson_nmf_em
-    from core.parallel.blocks import initial_factors
+    from sepsti.core.factorization.em import poisson_nmf_em
+    from sepsti.core.parallel.blocks import initial_factors
 
     W, H = initial_factors(X, rank, stream(seed, 3000, rank))
     fit = poisson_nmf_em(X, W, H, prior_rate_W=SPEECH_RATE, prior_rate_H=SPEECH_RATE, max_iter=iterations, tol=0)
@@ -139,7 +139,7 @@ def nmf_rank1_speech_cases(seeds, X0, preset):
 
 
 def nmf_reference_cases(seed, ranks, reference_steps, preset):
-    from core.evidence.log_space_sti import log_space_sti
+    from sepsti.core.evidence.log_space_sti import log_space_sti
 
     X = icassp_data(seed, 3)
     selection, seconds = nmf_estimate(X, ranks, ICASSP_RATE, seed, preset, num_blocks=5)
@@ -157,10 +157,10 @@ def nmf_reference_cases(seed, ranks, reference_steps, preset):
 
 
 def parafac_cases(seed, ranks, chib_samples):
-    from core.evidence.chib import chib_log_marginal_likelihood
-    from core.evidence.parafac_rank import select_parafac_rank
-    from core.models.pltf import pltf_model
-    from corpora.tensors import simulate_dense
+    from sepsti.core.evidence.chib import chib_log_marginal_likelihood
+    from sepsti.core.evidence.parafac_rank import select_parafac_rank
+    from sepsti.core.models.pltf import pltf_model
+    from sepsti.corpora.tensors import simulate_dense
 
     shape = (10, 15, 20)
     X, _ = simulate_dense(shape, 2, prior_rate=SPL18_RATE, rng=stream(seed, 5000))

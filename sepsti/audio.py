@@ -1,9 +1,9 @@
-"""Audio input and output for the application, on top of :func:`corpora.audio.read_audio`.
+"""Audio input and output for the application, on top of :func:`sepsti.corpora.audio.read_audio`.
 
 Conventions
 -----------
 Signals are 1-D float64 arrays in [-1, 1) units. Reading (validation of the
-file, mono downmix) is :func:`corpora.audio.read_audio`; this module adds
+file, mono downmix) is :func:`sepsti.corpora.audio.read_audio`; this module adds
 resampling to the dictionary's rate and back (``scipy.signal.resample_poly``
 with the exact rational ratio of the two rates), the check that a signal holds
 at least one STFT frame, and atomic writing (16-bit PCM for ``.wav``; for
@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["Recording", "AudioInput", "Resampler", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "MAX_RATIO_TERM",
            "load_audio", "resample", "validate_frames", "validate_sample_rate", "inspect_input", "input_blocks",
@@ -271,7 +271,7 @@ def load_audio(path, *, sample_rate):
         holds no samples or non-finite ones, is shorter than one frame, or has
         a rate outside what :func:`validate_sample_rate` accepts.
     """
-    from corpora.audio import audio_info, read_audio
+    from sepsti.corpora.audio import audio_info, read_audio
 
     validate_sample_rate(audio_info(path).sample_rate, sample_rate, name=str(path))
     y, file_rate = read_audio(path)
@@ -320,7 +320,7 @@ def inspect_input(path, *, sample_rate):
     ParameterError
         Everything :func:`load_audio` refuses, found without holding the file in memory.
     """
-    from corpora.audio import audio_info, read_audio_blocks
+    from sepsti.corpora.audio import audio_info, read_audio_blocks
 
     path = Path(path)
     info = audio_info(path)
@@ -347,7 +347,7 @@ def input_blocks(audio, *, sample_rate):
     ndarray, shape (n,)
         Concatenated: :func:`load_audio`'s samples, to rounding.
     """
-    from corpora.audio import read_audio_blocks
+    from sepsti.corpora.audio import read_audio_blocks
 
     resampler = Resampler(audio.sample_rate, sample_rate, audio.length)
     for block in read_audio_blocks(audio.path, block_size=BLOCK_SAMPLES):
@@ -431,7 +431,7 @@ def open_output(path, sample_rate, *, overwrite=True):
     sample_rate : int
     overwrite : bool
         False: refuse, at the rename, a file that appeared at ``path`` meanwhile
-        (:func:`core.io.atomic_path`).
+        (:func:`sepsti.core.io.atomic_path`).
 
     Yields
     ------
@@ -441,7 +441,7 @@ def open_output(path, sample_rate, *, overwrite=True):
     """
     import soundfile
 
-    from core.io import atomic_path
+    from sepsti.core.io import atomic_path
 
     fmt, subtype = output_format(path)
     clip = subtype.startswith("PCM") or subtype in ("ULAW", "ALAW")

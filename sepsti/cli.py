@@ -2,7 +2,7 @@
 
 Subcommands live in ``sepsti/commands/<name>.py`` and are imported only when
 invoked, so ``sepsti --help`` starts fast. Errors a user can fix
-(:class:`core.errors.ParameterError`, unreadable or unwritable files) exit
+(:class:`sepsti.core.errors.ParameterError`, unreadable or unwritable files) exit
 with status 2 and one line ``Error: <what>: <why>``; so do click's usage errors
 (a bad option value, a missing argument), without the usage block; anything
 else exits 1. Warnings (e.g. EM stopping at its iteration cap, STI chains that
@@ -18,7 +18,7 @@ import warnings
 
 import click
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["cli", "main", "InputError"]
 
@@ -154,7 +154,7 @@ class _LazyCommand(click.Command):
 def cli(ctx, progress):
     """sepsti: Bayesian NMF speech enhancement with rank selection by STI."""
     if progress:
-        from core.progress import forced
+        from sepsti.core.progress import forced
 
         ctx.with_resource(forced())
 

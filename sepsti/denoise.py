@@ -21,9 +21,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.factorization import initialize_nmf, poisson_nmf_em
-from core.random import stream
+from sepsti.core.errors import ParameterError
+from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
+from sepsti.core.random import stream
 from sepsti import features
 
 __all__ = ["CHUNK_FRAMES", "MAX_QUIET_FRAMES", "train_dictionary", "denoise", "denoise_blocks", "separate",
@@ -54,7 +54,7 @@ def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0,
     -------
     W : ndarray, shape (n_bins, rank)
         Dictionary in float64, each column scaled to sum 1 (the scale moves to the activations).
-    result : core.factorization.EMResult
+    result : sepsti.core.factorization.EMResult
         The full EM result (``result.W`` unnormalised, ``result.H``, history, ``n_iter``),
         computed in float32.
     """

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["Dictionary", "save_dictionary", "load_dictionary", "validate_dictionary",
            "default_dictionary_path", "FIELDS"]
@@ -83,19 +83,19 @@ def save_dictionary(path, dictionary, *, overwrite=True):
     ----------
     path : str or Path
         Target ``.npz`` file; it is replaced if it exists (check beforehand
-        with :func:`core.io.check_output_path`) unless ``overwrite`` is False.
+        with :func:`sepsti.core.io.check_output_path`) unless ``overwrite`` is False.
     dictionary : Dictionary
         Validated before writing.
     overwrite : bool
         False: the final rename refuses a file at ``path``, including one that
-        appeared after the caller's check (:func:`core.io.atomic_path`).
+        appeared after the caller's check (:func:`sepsti.core.io.atomic_path`).
 
     Raises
     ------
     ParameterError
         If a field is invalid, or ``path`` exists and ``overwrite`` is False.
     """
-    from core.io import atomic_path
+    from sepsti.core.io import atomic_path
 
     dictionary = validate_dictionary(dictionary, name=str(path))
     arrays = {

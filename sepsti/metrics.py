@@ -33,7 +33,7 @@ import warnings
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["bss_eval", "stoi", "pesq", "pesq_mode", "unavailable_scores", "FILTER_LENGTH", "PESQ_RATES",
            "SCORE_PACKAGES"]

@@ -1,7 +1,7 @@
 """Regenerate ``tests/data/bss_eval_pinned.npz``: BSS_EVAL v3 scores pinned on three small cases.
 
 Each case is a 1-second, 8 kHz triple (clean, noisy, speech estimate) stored as int16: a
-synthetic utterance (``corpora.synth``), a synthetic noise at 0, 5 or 10 dB, and an estimate
+synthetic utterance (``sepsti.corpora.synth``), a synthetic noise at 0, 5 or 10 dB, and an estimate
 that keeps a filtered copy of the clean speech, part of the noise and a little artifact. The
 scores are those of mir_eval's public ``bss_eval_sources`` (references ``[clean, noisy − clean]``,
 estimates ``[speech, noisy − speech]``, no permutation), row 0. ``tests/test_metrics.py`` checks
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.random import stream
-from corpora.synth import corpus_speakers, mix, synth_noise, synth_utterance
+from sepsti.core.random import stream
+from sepsti.corpora.synth import corpus_speakers, mix, synth_noise, synth_utterance
 
 OUT = Path(__file__).resolve().parent / "data" / "bss_eval_pinned.npz"
 CASES = (("white", 0), ("babble", 5), ("car", 10))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 from sepsti.audio import load_audio, output_format, resample, validate_frames, write_audio
 
 

@@ -1,11 +1,11 @@
-"""corpora.audio: reading audio, and every bad file it must refuse with one line."""
+"""sepsti.corpora.audio: reading audio, and every bad file it must refuse with one line."""
 
 import numpy as np
 import pytest
 import soundfile
 
-from core.errors import ParameterError
-from corpora.audio import audio_info, read_audio
+from sepsti.core.errors import ParameterError
+from sepsti.corpora.audio import audio_info, read_audio
 
 
 def _write(path, y, sample_rate=8000, subtype="PCM_16", **kwargs):

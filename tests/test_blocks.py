@@ -3,8 +3,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from core.models.poisson_nmf import PoissonNMF
-from core.parallel.blocks import (
+from sepsti.core.models.poisson_nmf import PoissonNMF
+from sepsti.core.parallel.blocks import (
     block_log_factorials,
     dense_part_update,
     init_state,
@@ -13,8 +13,8 @@ from core.parallel.blocks import (
     run_block_chain,
     run_prior_chain,
 )
-from core.parallel.schedule import BlockSchedule
-from core.random import stream
+from sepsti.core.parallel.schedule import BlockSchedule
+from sepsti.core.random import stream
 
 
 @pytest.mark.parametrize("sampler", ["sgld", "psgld"])
@@ -83,8 +83,8 @@ def test_same_seed_same_trace(rng):
 
 
 def test_exact_prior_chain_draws_exponentials_and_scores_them_on_the_kept_parts(rng):
-    from core.models.poisson_nmf import NMFTheta
-    from core.models.subsample import log_likelihood_estimate
+    from sepsti.core.models.poisson_nmf import NMFTheta
+    from sepsti.core.models.subsample import log_likelihood_estimate
 
     _, _, X = PoissonNMF.sample(rng, (40, 36), 3)
     W, H = initial_factors(X, 5, rng)
@@ -106,7 +106,7 @@ def test_exact_prior_chain_draws_exponentials_and_scores_them_on_the_kept_parts(
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_minimum_of_nonnegative_entries_by_their_bit_patterns(rng, dtype):
-    from core.parallel._nmf_kernels import _finite_minimum
+    from sepsti.core.parallel._nmf_kernels import _finite_minimum
 
     x = (np.abs(rng.standard_normal(1001)) * 1e3).astype(dtype)
     x[17] = 3e-30  # tiny values order correctly too
@@ -149,7 +149,7 @@ def test_short_chains_reproduce_their_pinned_traces_bit_for_bit():
 
 
 def test_blocks_of_a_part_in_threads_give_the_serial_chain(rng, monkeypatch):
-    from core.parallel import blocks
+    from sepsti.core.parallel import blocks
 
     _, _, X = PoissonNMF.sample(rng, (21, 17), 3)
     W, H = initial_factors(X, 4, rng)

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.random import stream
-from core.samplers.chains import sample_nuts
-from core.samplers.metric import AutoMetricSettings, PilotResult, TargetStructure, choose_metric
+from sepsti.core.errors import ParameterError
+from sepsti.core.random import stream
+from sepsti.core.samplers.chains import sample_nuts
+from sepsti.core.samplers.metric import AutoMetricSettings, PilotResult, TargetStructure, choose_metric
 
 from test_hmc import assert_moments
 

@@ -1,12 +1,12 @@
-"""Tests for core.evidence.chib against evidences computed exactly by enumerating the sources."""
+"""Tests for sepsti.core.evidence.chib against evidences computed exactly by enumerating the sources."""
 
 import numpy as np
 import pytest
 
 from _pltf_closed_form import TinyModel, three_factor_log_evidence
-from core.errors import ParameterError
-from core.evidence.chib import chib_log_marginal_likelihood, chib_poisson_nmf, log_mean_exp
-from core.models.pltf import pltf_model
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.chib import chib_log_marginal_likelihood, chib_poisson_nmf, log_mean_exp
+from sepsti.core.models.pltf import pltf_model
 
 A_W, B_W, A_H, B_H = np.array([2.0, 3.0]), np.array([1.0, 2.0]), 2.0, 1.5
 X_TINY = np.array([0, 2, 6, 6])

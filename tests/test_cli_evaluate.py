@@ -207,7 +207,7 @@ def test_undefined_perceptual_scores_are_null(tmp_path, tiny_dictionary):
 
 
 def test_summary_skips_undefined_scores_and_json_has_no_nan():
-    from core.io import json_safe
+    from sepsti.core.io import json_safe
     from sepsti.commands.evaluate import summarize
 
     nan, inf = float("nan"), float("inf")

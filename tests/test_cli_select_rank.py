@@ -60,7 +60,7 @@ def test_bad_dispersion_is_one_line_and_status_2(tmp_path, value):
 
 @pytest.mark.noizeus
 def test_dispersion_divides_the_magnitudes(noizeus_root, tmp_path):
-    from core.evidence.sti_nmf import pearson_dispersion
+    from sepsti.core.evidence.sti_nmf import pearson_dispersion
     from sepsti.commands.select_rank import training_matrix
 
     result = _invoke("--corpus", noizeus_root, *TINY, "--dispersion", "auto", "--json", tmp_path / "a.json")

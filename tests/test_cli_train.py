@@ -157,7 +157,7 @@ def test_options_reach_the_trainer(tiny_corpus, tmp_path, monkeypatch):
     result = run(["train", "--corpus", tiny_corpus, "--rank", 3, "-o", tmp_path / "d.npz",
                   "--iterations", 11, "--tol", 0.25, "--seed", 9])
     assert result.exit_code == 0, result.stderr
-    from corpora.noizeus import clean_signals
+    from sepsti.corpora.noizeus import clean_signals
 
     expected_shape = training_matrix([y for _, y, _ in clean_signals(tiny_corpus, "train")]).shape
     assert calls == [(expected_shape, 3, {"max_iter": 11, "tol": 0.25, "seed": 9, "progress": True})]
@@ -282,11 +282,11 @@ def test_default_dictionary_is_what_the_documented_command_builds(noizeus_root, 
 
 
 def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeypatch):
-    import core.evidence.sti_nmf
+    import sepsti.core.evidence.sti_nmf
     from sepsti.dictionary import load_dictionary
 
     calls = []
-    real = core.evidence.sti_nmf.select_rank_sti
+    real = sepsti.core.evidence.sti_nmf.select_rank_sti
 
     def short_run(X, ranks, **options):
         # the real estimator on short chains: the paper's 1250 iterations take minutes
@@ -294,7 +294,7 @@ def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeyp
         calls.append((list(ranks), options["seed"], selection.selected_rank, options))
         return selection
 
-    monkeypatch.setattr(core.evidence.sti_nmf, "select_rank_sti", short_run)
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", short_run)
     output = tmp_path / "auto.npz"
     result = run(["train", "--corpus", tiny_corpus, "--rank", "auto", "--ranks", "4,2", "-o", output,
                   "--iterations", 5, "--seed", 3])

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.factorization.corcondia import core_consistency, corcondia
+from sepsti.core.errors import ParameterError
+from sepsti.core.factorization.corcondia import core_consistency, corcondia
 
 pytest.importorskip("tensorly")
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 from sepsti import features
 from sepsti.denoise import denoise, quiet_noise_dictionary, separate, speech_prior_rates, train_dictionary
 from sepsti.metrics import bss_eval
@@ -170,7 +170,7 @@ def test_blocks_of_any_size_give_the_same_result(rng, toy_dictionary):
 
 
 def test_initial_activations_of_a_piece_are_the_whole_ones():
-    from core.random import stream
+    from sepsti.core.random import stream
     from sepsti.denoise import _initial_activations
 
     whole = stream(7, 2).uniform(0.5, 1.5, (6, 50))

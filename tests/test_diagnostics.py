@@ -5,8 +5,8 @@ import warnings
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.samplers import diagnostics
+from sepsti.core.errors import ParameterError
+from sepsti.core.samplers import diagnostics
 
 
 def ar1(rng, phi, shape):

@@ -6,7 +6,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 from sepsti import features
 from sepsti.dictionary import (FIELDS, Dictionary, default_dictionary_path, load_dictionary,
                                save_dictionary)

@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.samplers.dual_averaging import dual_averaging
-from core.samplers.hmc import find_reasonable_step_size, init, sample_momentum
-from core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
-from core.samplers.mass_matrix import warmup_schedule, welford_variance
+from sepsti.core.errors import ParameterError
+from sepsti.core.samplers.dual_averaging import dual_averaging
+from sepsti.core.samplers.hmc import find_reasonable_step_size, init, sample_momentum
+from sepsti.core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
+from sepsti.core.samplers.mass_matrix import warmup_schedule, welford_variance
 
 
 def test_first_update_matches_algorithm_5():

@@ -1,4 +1,4 @@
-"""Tests of core.factorization.em: monotone EM, fixed factors, recovery, sklearn agreement, priors."""
+"""Tests of sepsti.core.factorization.em: monotone EM, fixed factors, recovery, sklearn agreement, priors."""
 
 import warnings
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.special import gammaln, xlogy
 
-from core.errors import ConvergenceWarning, ParameterError
-from core.factorization import EMResult, initialize_nmf, poisson_log_likelihood, poisson_nmf_em
+from sepsti.core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.factorization import EMResult, initialize_nmf, poisson_log_likelihood, poisson_nmf_em
 
 
 def planted(rng, n_rows=30, n_cols=40, rank=4, scale=20.0):

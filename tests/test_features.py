@@ -69,7 +69,7 @@ def test_training_matrix_concatenates(rng):
 
 @pytest.mark.noizeus
 def test_training_matrix_shape_on_noizeus(noizeus_root):
-    from corpora.noizeus import clean_signals
+    from sepsti.corpora.noizeus import clean_signals
 
     signals = clean_signals(noizeus_root, split="train")
     assert [utterance for utterance, _, _ in signals] == [f"sp{i:02d}" for i in range(1, 21)]

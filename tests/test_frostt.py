@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.sparse_tensor import coalesce, to_dense
-from corpora.frostt import read_tns, write_tns
+from sepsti.core.errors import ParameterError
+from sepsti.core.sparse_tensor import coalesce, to_dense
+from sepsti.corpora.frostt import read_tns, write_tns
 
 
 def _write(tmp_path, text, name="t.tns"):

@@ -3,8 +3,8 @@ import pytest
 from scipy.integrate import quad
 from scipy.stats import multivariate_normal
 
-from core.errors import ParameterError
-from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
 
 
 @pytest.mark.parametrize("rank", [1, 3, 7])

@@ -1,15 +1,15 @@
-"""Tests for core.samplers.gibbs: exact posterior means, invariants and simulation-based calibration."""
+"""Tests for sepsti.core.samplers.gibbs: exact posterior means, invariants and simulation-based calibration."""
 
 import numpy as np
 import pytest
 from scipy.stats import chisquare
 
 from _pltf_closed_form import TinyModel
-from core.errors import ParameterError
-from core.models.pltf import pltf_model
-from core.samplers import gibbs
-from core.samplers.diagnostics import effective_sample_size
-from core.samplers.driver import run_chain
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.pltf import pltf_model
+from sepsti.core.samplers import gibbs
+from sepsti.core.samplers.diagnostics import effective_sample_size
+from sepsti.core.samplers.driver import run_chain
 
 A_W, B_W, A_H, B_H = np.array([2.0, 3.0]), np.array([1.0, 2.0]), 2.0, 1.5
 X_TINY = np.array([0, 2, 6, 6])

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from core.samplers import group_move
-from core.samplers.hmc import HMCState
+from sepsti.core.samplers import group_move
+from sepsti.core.samplers.hmc import HMCState
 
 SCALES = np.array([1.0, 2.0])
 

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.random import stream
-from core.samplers import diagnostics, hmc
-from core.samplers.driver import run_chain
-from core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
-from core.samplers.warmup import window_adaptation
+from sepsti.core.errors import ParameterError
+from sepsti.core.random import stream
+from sepsti.core.samplers import diagnostics, hmc
+from sepsti.core.samplers.driver import run_chain
+from sepsti.core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
+from sepsti.core.samplers.warmup import window_adaptation
 
 
 def gaussian(scales, correlation=None):

@@ -1,4 +1,4 @@
-"""``core.io``: atomic outputs that never replace a file they were not allowed to, and their temporaries."""
+"""``sepsti.core.io``: atomic outputs that never replace a file they were not allowed to, and their temporaries."""
 
 import errno
 import os
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ParameterError
-from core.io import TEMPORARY_MARKER, atomic_path, remove_stale_temporaries
+from sepsti.core.errors import ParameterError
+from sepsti.core.io import TEMPORARY_MARKER, atomic_path, remove_stale_temporaries
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,7 +81,7 @@ def test_stale_temporaries_of_killed_writers_are_removed(tmp_path):
 def test_kill_9_leaves_a_recognisable_temporary_that_the_next_writer_removes(tmp_path):
     target = tmp_path / "out.txt"
     script = ("import os, signal, sys\n"
-              "from core.io import atomic_path\n"
+              "from sepsti.core.io import atomic_path\n"
               "with atomic_path(sys.argv[1], overwrite=False) as tmp:\n"
               "    tmp.write_text('half')\n"
               "    os.kill(os.getpid(), signal.SIGKILL)\n")

@@ -2,7 +2,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.samplers.langevin import langevin_step
+from sepsti.core.samplers.langevin import langevin_step
 
 
 class Pair(NamedTuple):

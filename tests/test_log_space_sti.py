@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.evidence.log_space_sti import log_space_sti
-from core.evidence.rank_one import rank_one_log_evidence
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.log_space_sti import log_space_sti
+from sepsti.core.evidence.rank_one import rank_one_log_evidence
 
 # short chains in tests: their own MCSE is flagged as unreliable, and the accuracy test does not use it
 pytestmark = pytest.mark.filterwarnings("ignore:traces shorter:RuntimeWarning")

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from core.errors import ConvergenceWarning, ParameterError
-from core.factorization.map import initialize_nmf_gpp, map_nmf_gpp
-from core.models.nmf_gpp import NMFGPP
-from corpora.raman import simulate_raman
+from sepsti.core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.factorization.map import initialize_nmf_gpp, map_nmf_gpp
+from sepsti.core.models.nmf_gpp import NMFGPP
+from sepsti.corpora.raman import simulate_raman
 
 
 def small_problem(seed=0):

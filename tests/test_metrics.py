@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 from sepsti.metrics import bss_eval
 
 N = 16000

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.parallel import mpi
+from sepsti.core.parallel import mpi
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
@@ -17,9 +17,9 @@ MPIEXEC = Path(sys.executable).parent / "mpiexec"
 SCRIPT = r"""
 import json, sys
 import numpy as np
-from core.evidence.sti_nmf import select_rank_sti
-from core.models.poisson_nmf import PoissonNMF
-from core.parallel import mpi
+from sepsti.core.evidence.sti_nmf import select_rank_sti
+from sepsti.core.models.poisson_nmf import PoissonNMF
+from sepsti.core.parallel import mpi
 
 comm = mpi.world()
 with mpi.abort_on_error(comm):
@@ -81,10 +81,10 @@ def test_exception_on_one_process_ends_the_job(tmp_path):
 DISTRIBUTED = r"""
 import json, sys
 import numpy as np
-from core.models.poisson_nmf import PoissonNMF
-from core.parallel import mpi
-from core.parallel.blocks import init_state, initial_factors, run_block_chain
-from core.parallel.distributed import run_distributed_block_chain
+from sepsti.core.models.poisson_nmf import PoissonNMF
+from sepsti.core.parallel import mpi
+from sepsti.core.parallel.blocks import init_state, initial_factors, run_block_chain
+from sepsti.core.parallel.distributed import run_distributed_block_chain
 
 comm = mpi.world()
 with mpi.abort_on_error(comm):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core.errors import ParameterError
-from core.models.nmf_gpp import (NMFGPP, exp_to_gauss, exp_to_gauss_derivative, exponential_kernel_2d,
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.nmf_gpp import (NMFGPP, exp_to_gauss, exp_to_gauss_derivative, exponential_kernel_2d,
                                  gauss_to_exp, squared_exponential_kernel)
 
 
@@ -118,7 +118,7 @@ def test_compiled_pass_equals_the_numpy_reference(rng, num_components):
 
 
 def test_compiled_link_matches_scipy_across_branches():
-    from core.models import _nmf_gpp_kernels as kernels
+    from sepsti.core.models import _nmf_gpp_kernels as kernels
 
     h = np.array([[-1e300, -1e8, -40.0, -3.0, -1.5, -1.0 - 1e-12, -1.0, -0.3, 0.0, 2.0, 30.0, 1e4, 1e150]])
     sigma, rate = 1.3, 0.8

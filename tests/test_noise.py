@@ -1,7 +1,7 @@
 import numpy as np
 from scipy.stats import kstest, norm
 
-from core.parallel.noise import seed_states, standard_normal
+from sepsti.core.parallel.noise import seed_states, standard_normal
 
 
 def test_ziggurat_normals_are_standard_normal():

@@ -1,12 +1,12 @@
-"""corpora.noizeus: finding, pairing and loading NOIZEUS-style files; errors that name what is missing."""
+"""sepsti.corpora.noizeus: finding, pairing and loading NOIZEUS-style files; errors that name what is missing."""
 
 import numpy as np
 import pytest
 import soundfile
 
-from core.errors import ParameterError
-from corpora import noizeus
-from corpora.noizeus import (TEST_IDS, TRAIN_IDS, clean_signals, corpus_index, iter_mixtures, mixtures,
+from sepsti.core.errors import ParameterError
+from sepsti.corpora import noizeus
+from sepsti.corpora.noizeus import (TEST_IDS, TRAIN_IDS, clean_signals, corpus_index, iter_mixtures, mixtures,
                              select)
 
 IDS = ("sp01", "sp02", "sp21", "sp22")

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core.random import stream
-from core.samplers import diagnostics, hmc, nuts
-from core.samplers.driver import run_chain
-from core.samplers.warmup import window_adaptation
+from sepsti.core.random import stream
+from sepsti.core.samplers import diagnostics, hmc, nuts
+from sepsti.core.samplers.driver import run_chain
+from sepsti.core.samplers.warmup import window_adaptation
 
 from test_hmc import assert_moments, gaussian, sample
 
@@ -139,7 +139,7 @@ def test_simulation_based_calibration_long():
 
 
 def test_low_rank_preconditioner_whitens_a_gaussian(rng):
-    from core.samplers.mass_matrix import low_rank_preconditioner, numerical_precision, reparametrize
+    from sepsti.core.samplers.mass_matrix import low_rank_preconditioner, numerical_precision, reparametrize
 
     fn, _ = gaussian([0.01, 3.0], correlation=0.9)
     center = np.array([0.0, 0.0])
@@ -179,7 +179,7 @@ def sample_dense(target_fn, position, seed, *, num_warmup, num_draws, num_chains
 
 
 def test_welford_covariance_is_the_regularised_sample_covariance(rng):
-    from core.samplers.mass_matrix import welford_covariance
+    from sepsti.core.samplers.mass_matrix import welford_covariance
 
     init, update, final = welford_covariance()
     draws = rng.standard_normal((40, 3)) @ np.array([[1.0, 0.5, 0.0], [0.0, 2.0, 0.3], [0.0, 0.0, 0.1]])
@@ -191,7 +191,7 @@ def test_welford_covariance_is_the_regularised_sample_covariance(rng):
 
 
 def test_dense_momentum_has_covariance_m_and_matching_kinetic_energy():
-    from core.samplers.integrators import kinetic_energy
+    from sepsti.core.samplers.integrators import kinetic_energy
 
     inverse_mass = np.array([[2.0, 0.9, 0.1], [0.9, 1.0, -0.3], [0.1, -0.3, 0.5]])
     factor = np.linalg.cholesky(inverse_mass)

@@ -1,16 +1,16 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.models.poisson_parafac import ParafacFactors, PoissonParafac
-from core.parallel.noise import standard_normal
-from core.parallel.parafac_blocks import (init_block_state, parafac_part_update, run_parafac_block_chain,
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.poisson_parafac import ParafacFactors, PoissonParafac
+from sepsti.core.parallel.noise import standard_normal
+from sepsti.core.parallel.parafac_blocks import (init_block_state, parafac_part_update, run_parafac_block_chain,
                                           slab_log_likelihoods)
-from core.parallel.tensor_blocks import build_block_index
-from core.random import stream
-from core.samplers.psgld import update_average
-from core.sparse_tensor import from_dense
-from corpora.tensors import simulate_dense
+from sepsti.core.parallel.tensor_blocks import build_block_index
+from sepsti.core.random import stream
+from sepsti.core.samplers.psgld import update_average
+from sepsti.core.sparse_tensor import from_dense
+from sepsti.corpora.tensors import simulate_dense
 
 RANK = 3
 
@@ -24,7 +24,7 @@ def setup():
 
 
 def _reference_update(model, state, part, *, eps, t, sampler, alpha, sigma):
-    """The update of core.samplers.(p)sgld with the model's gradient and the blocks' own noise streams."""
+    """The update of sepsti.core.samplers.(p)sgld with the model's gradient and the blocks' own noise streams."""
     theta = [f.copy() for f in state.position]
     v = [f.copy() for f in state.v]
     streams = [s.copy() for s in state.streams]
@@ -139,7 +139,7 @@ def test_cyclic_part_estimates_are_biased_full_evaluation_is_not():
     # spread of its estimates over seeds (variance ratio within the chi-square(11) 0.1 %–99.9 % range).
     from scipy.stats import chi2
 
-    from core.evidence.sti import chain_summary
+    from sepsti.core.evidence.sti import chain_summary
 
     X, _ = simulate_dense((30, 25, 20), 2, prior_rate=1.5, rng=stream(7))
     sparse = from_dense(X)
@@ -190,10 +190,10 @@ def test_invalid_arguments(setup):
 
 def test_factor_block_noise_is_the_shared_stream_including_its_tail_draws():
     # With no drift and a unit noise scale the SGLD update of a zero block is |z|: the fused pass must
-    # draw exactly core.parallel.noise's numbers (15 000 draws reach the ziggurat's slow path ~180 times)
-    from core.parallel._parafac_kernels import _update_factor_block
-    from core.parallel.kernel_arguments import EVALUATE_BEFORE_UPDATE, PartStep, StepConstants
-    from core.parallel.noise import seed_states
+    # draw exactly sepsti.core.parallel.noise's numbers (15 000 draws reach the ziggurat's slow path ~180 times)
+    from sepsti.core.parallel._parafac_kernels import _update_factor_block
+    from sepsti.core.parallel.kernel_arguments import EVALUATE_BEFORE_UPDATE, PartStep, StepConstants
+    from sepsti.core.parallel.noise import seed_states
 
     states = seed_states(4, 2, range(3))
     F = np.zeros((5001, 3))  # an odd split: a buffered half-draw crosses the two calls

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.factorization.parafac_map import poisson_parafac_map
-from core.models.poisson_parafac import PoissonParafac
-from core.sparse_tensor import from_dense
-from corpora.tensors import simulate_dense
+from sepsti.core.errors import ParameterError
+from sepsti.core.factorization.parafac_map import poisson_parafac_map
+from sepsti.core.models.poisson_parafac import PoissonParafac
+from sepsti.core.sparse_tensor import from_dense
+from sepsti.corpora.tensors import simulate_dense
 
 
 def test_log_posterior_never_decreases(rng):

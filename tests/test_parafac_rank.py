@@ -3,12 +3,12 @@ import warnings
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.evidence.parafac_rank import prior_trace, select_parafac_rank
-from core.models.poisson_parafac import PoissonParafac
-from core.random import stream
-from core.sparse_tensor import from_dense
-from corpora.tensors import simulate_dense
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.parafac_rank import prior_trace, select_parafac_rank
+from sepsti.core.models.poisson_parafac import PoissonParafac
+from sepsti.core.random import stream
+from sepsti.core.sparse_tensor import from_dense
+from sepsti.corpora.tensors import simulate_dense
 
 FAST = dict(preset="blocks", num_intervals=2, num_steps=40, num_keep=20, num_replicates=2, progress=False)
 
@@ -95,9 +95,9 @@ def test_block_scheme_scores_on_all_data_every_b_iterations(small):
 
 def test_generic_full_evaluation_scores_on_all_data(small):
     # generic engine, dense blocks: the t = 1 chain's last value is the full log-likelihood of its last sample
-    from core.evidence.sti import power_posterior_chain
-    from core.evidence.parafac_rank import part_schedule
-    from core.parallel.tensor_blocks import build_block_index
+    from sepsti.core.evidence.sti import power_posterior_chain
+    from sepsti.core.evidence.parafac_rank import part_schedule
+    from sepsti.core.parallel.tensor_blocks import build_block_index
 
     model = PoissonParafac(small, 2, prior_rate=0.6)
     kwargs = dict(temperature=1.0, num_steps=40, num_keep=20, sampler="psgld", step_a=1e-4,

@@ -19,11 +19,11 @@ SCRIPT = textwrap.dedent("""
     import json, sys, warnings
     warnings.simplefilter("ignore")
     import numpy as np
-    from core.evidence.parafac_rank import select_parafac_rank
-    from core.parallel.mpi import world
-    from core.sparse_tensor import from_dense
-    from corpora.tensors import simulate_dense
-    from core.random import stream
+    from sepsti.core.evidence.parafac_rank import select_parafac_rank
+    from sepsti.core.parallel.mpi import world
+    from sepsti.core.sparse_tensor import from_dense
+    from sepsti.corpora.tensors import simulate_dense
+    from sepsti.core.random import stream
 
     X, _ = simulate_dense((6, 7, 8), 2, prior_rate=0.6, rng=stream(1, 0))
     comm = world()
@@ -58,14 +58,14 @@ BLOCK_SCRIPT = textwrap.dedent("""
     import sys, warnings
     warnings.simplefilter("ignore")
     import numpy as np
-    from core.evidence.parafac_rank import select_parafac_rank
-    from core.models.poisson_parafac import PoissonParafac
-    from core.parallel.mpi import world
-    from core.parallel.parafac_blocks import run_parafac_block_chain
-    from core.parallel.tensor_blocks import build_block_index
-    from core.sparse_tensor import from_dense
-    from corpora.tensors import simulate_dense
-    from core.random import stream
+    from sepsti.core.evidence.parafac_rank import select_parafac_rank
+    from sepsti.core.models.poisson_parafac import PoissonParafac
+    from sepsti.core.parallel.mpi import world
+    from sepsti.core.parallel.parafac_blocks import run_parafac_block_chain
+    from sepsti.core.parallel.tensor_blocks import build_block_index
+    from sepsti.core.sparse_tensor import from_dense
+    from sepsti.corpora.tensors import simulate_dense
+    from sepsti.core.random import stream
 
     comm = world()
     assert (1 if comm is None else comm.Get_size()) == int(sys.argv[2])

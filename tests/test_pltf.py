@@ -1,12 +1,12 @@
-"""Tests for core.models.pltf: index sets, the contraction engine, densities and the source layout."""
+"""Tests for sepsti.core.models.pltf: index sets, the contraction engine, densities and the source layout."""
 
 import numpy as np
 import pytest
 from scipy.special import gammaln
 from scipy.stats import gamma as gamma_dist, poisson
 
-from core.errors import ParameterError
-from core.models.pltf import gamma_log_pdf, parse_spec, pltf_model
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.pltf import gamma_log_pdf, parse_spec, pltf_model
 
 SPECS = [
     ("ik,kj->ij", dict(i=4, k=3, j=5)),

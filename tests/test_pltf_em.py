@@ -1,11 +1,11 @@
-"""Tests for core.factorization.pltf_em: monotone objective, the NMF kernels, fixed factors, known structure."""
+"""Tests for sepsti.core.factorization.pltf_em: monotone objective, the NMF kernels, fixed factors, known structure."""
 
 import numpy as np
 import pytest
 
-from core.errors import ConvergenceWarning, ParameterError
-from core.factorization.pltf_em import initialize_pltf, pltf_em
-from core.models.pltf import pltf_model
+from sepsti.core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.factorization.pltf_em import initialize_pltf, pltf_em
+from sepsti.core.models.pltf import pltf_model
 
 
 @pytest.mark.parametrize("spec,dims,map_estimate", [

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from scipy.stats import poisson
 
-from core.errors import ParameterError
-from core.models.poisson_nmf import NMFTheta, PoissonNMF
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.poisson_nmf import NMFTheta, PoissonNMF
 
 
 def _blocks():

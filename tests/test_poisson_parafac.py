@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core.errors import ParameterError
-from core.models.poisson_parafac import ParafacFactors, PoissonParafac, reconstruct
-from core.parallel.tensor_blocks import build_block_index
-from core.sparse_tensor import from_dense
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.poisson_parafac import ParafacFactors, PoissonParafac, reconstruct
+from sepsti.core.parallel.tensor_blocks import build_block_index
+from sepsti.core.sparse_tensor import from_dense
 
 SHAPE = (6, 7, 8)
 RANK = 3

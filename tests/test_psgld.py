@@ -1,9 +1,9 @@
 import numpy as np
 from scipy.stats import kstest
 
-from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
-from core.models.poisson_nmf import NMFTheta, PoissonNMF
-from core.samplers import psgld
+from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
+from sepsti.core.models.poisson_nmf import NMFTheta, PoissonNMF
+from sepsti.core.samplers import psgld
 
 
 def test_preconditioner_average_follows_eq9(rng):

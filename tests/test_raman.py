@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy.special import voigt_profile
 
-from core.errors import ParameterError
-from corpora.raman import hotspot_map, simulate_raman, voigt_spectrum
+from sepsti.core.errors import ParameterError
+from sepsti.corpora.raman import hotspot_map, simulate_raman, voigt_spectrum
 
 
 @pytest.mark.parametrize("experiment", [1, 2])

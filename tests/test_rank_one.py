@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from scipy.special import gammaln, logsumexp
 
-from core.errors import ParameterError
-from core.evidence.rank_one import rank_one_log_evidence
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.rank_one import rank_one_log_evidence
 
 
 def _monte_carlo_evidence(X, rate, rng, num_draws):

@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.evidence.rank_selection import (ChainRecord, ChainSettings, TemperatureGrid, balance, chain_plan,
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.rank_selection import (ChainRecord, ChainSettings, TemperatureGrid, balance, chain_plan,
                                           select_rank)
-from core.random import stream
+from sepsti.core.random import stream
 
 GRID = TemperatureGrid(4, "power", 3.0, "simpson")
 
@@ -167,7 +167,7 @@ def test_settings_objects_validate_and_record_themselves():
 def test_chains_still_climbing_are_flagged():
     # every chain climbs by 4 (in E_t units) over its kept iterations: the halves differ by 2 against a
     # white noise of 1 per iteration; stationary chains give a drift within a few standard errors
-    from core.errors import ConvergenceWarning
+    from sepsti.core.errors import ConvergenceWarning
 
     with pytest.warns(ConvergenceWarning, match="still drifting"):
         climbing = select_rank(DriftingChains(trend=2.0), [1], grid=GRID, num_replicates=4, seed=0, threads=1)

@@ -3,12 +3,12 @@ import warnings
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.evidence.rank_one import rank_one_log_evidence
-from core.evidence.reference_path import LogSpaceReference, log_space_mode, reference_at_mode
-from core.evidence.sti_nmf import select_rank_sti
-from core.models.poisson_nmf import PoissonNMF
-from core.random import stream
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.rank_one import rank_one_log_evidence
+from sepsti.core.evidence.reference_path import LogSpaceReference, log_space_mode, reference_at_mode
+from sepsti.core.evidence.sti_nmf import select_rank_sti
+from sepsti.core.models.poisson_nmf import PoissonNMF
+from sepsti.core.random import stream
 
 
 @pytest.fixture(params=[2, 3], ids=["two factors", "three factors"])
@@ -101,7 +101,7 @@ def test_reference_path_adds_log_r_factorial_and_refuses_blocks(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         result = select_rank_sti(X, [2], **settings)
-    from core.evidence.sti import integration_weights
+    from sepsti.core.evidence.sti import integration_weights
 
     grid = result.per_temperature[0]
     weights = integration_weights(grid.temperatures, rule="simpson", power=2.0)
@@ -114,10 +114,10 @@ def test_reference_path_adds_log_r_factorial_and_refuses_blocks(rng):
 def test_parafac_reference_path_agrees_with_chib_at_rank_one():
     # SPL'18-shaped counts (10 x 15 x 20, lambda = 3, true R = 2) at R = 1, where the posterior is unimodal:
     # Chib's method with the factor ordinates (3000 Gibbs sweeps) against the reference path
-    from core.evidence.chib import chib_log_marginal_likelihood
-    from core.evidence.parafac_rank import select_parafac_rank
-    from core.models.pltf import pltf_model
-    from corpora.tensors import simulate_dense
+    from sepsti.core.evidence.chib import chib_log_marginal_likelihood
+    from sepsti.core.evidence.parafac_rank import select_parafac_rank
+    from sepsti.core.models.pltf import pltf_model
+    from sepsti.corpora.tensors import simulate_dense
 
     X, _ = simulate_dense((10, 15, 20), 2, prior_rate=3.0, rng=stream(0, 5000))
     with warnings.catch_warnings():

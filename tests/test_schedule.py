@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.parallel.schedule import BlockSchedule
+from sepsti.core.errors import ParameterError
+from sepsti.core.parallel.schedule import BlockSchedule
 
 
 @pytest.mark.parametrize("shape,num_blocks", [((257, 1661), 8), ((10, 7), 3), ((6, 8, 9), 3)])

@@ -1,10 +1,10 @@
 import numpy as np
 from scipy.stats import kstest
 
-from core.evidence.sti import integrated_time
-from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
-from core.models.poisson_nmf import NMFTheta, PoissonNMF
-from core.samplers import sgld
+from sepsti.core.evidence.sti import integrated_time
+from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
+from sepsti.core.models.poisson_nmf import NMFTheta, PoissonNMF
+from sepsti.core.samplers import sgld
 
 
 def _run(kernel, state, model, rng, num_steps, step_size, temperature, subset=None):

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.samplers.step_size import polynomial_decay, step_sizes
+from sepsti.core.errors import ParameterError
+from sepsti.core.samplers.step_size import polynomial_decay, step_sizes
 
 
 def test_polynomial_decay_then_fixed():

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.evidence.sti import (chain_summary, curvature, integrated_time, integration_weights,
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.sti import (chain_summary, curvature, integrated_time, integration_weights,
                                stochastic_thermodynamic_integration, temperature_grid, thermodynamic_integral,
                                zero_variance_correction)
-from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
+from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
 
 
 def test_grid_counts_intervals():

@@ -4,12 +4,12 @@ import warnings
 import numpy as np
 import pytest
 
-from core.errors import ConvergenceWarning, ParameterError
-from core.evidence.rank_one import rank_one_log_evidence
-from core.evidence.sti_nmf import PRESETS, dispersion_rank, pearson_dispersion, select_rank_sti
-from core.models.poisson_nmf import PoissonNMF
-from core.parallel.blocks import init_state, initial_factors, run_block_chain
-from core.random import stream
+from sepsti.core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.evidence.rank_one import rank_one_log_evidence
+from sepsti.core.evidence.sti_nmf import PRESETS, dispersion_rank, pearson_dispersion, select_rank_sti
+from sepsti.core.models.poisson_nmf import PoissonNMF
+from sepsti.core.parallel.blocks import init_state, initial_factors, run_block_chain
+from sepsti.core.random import stream
 
 SMALL = dict(preset="blocks", num_intervals=2, num_steps=30, num_keep=10, num_blocks=3, step_a=1e-4, prior_rate=0.5,
              num_replicates=2)
@@ -97,7 +97,7 @@ def test_pearson_dispersion_of_poisson_data_is_about_one(rng):
     assert dispersion_rank((60, 80)) == 3 and dispersion_rank((257, 1661)) == 22 and dispersion_rank((3, 3)) == 1
 
 
-@pytest.mark.filterwarnings("ignore::core.errors.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::sepsti.core.errors.ConvergenceWarning")
 def test_dispersion_models_the_scaled_data(X):
     # quasi-Poisson: the estimates are those of X / dispersion, and "auto" uses Pearson's statistic
     # of a converged fit at the rank the data's shape sets

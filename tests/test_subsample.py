@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
-from core.models.subsample import log_likelihood_estimate, make_reference, subset_scale, tempered_gradient
+from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
+from sepsti.core.models.subsample import log_likelihood_estimate, make_reference, subset_scale, tempered_gradient
 
 
 @pytest.fixture

@@ -1,13 +1,13 @@
-"""corpora.synth: speech-like utterances, noise types with their spectral signatures, exact mixing, files."""
+"""sepsti.corpora.synth: speech-like utterances, noise types with their spectral signatures, exact mixing, files."""
 
 import numpy as np
 import pytest
 import soundfile
 
-from core.errors import ParameterError
-from core.random import stream
-from corpora import corpus_index, mixtures
-from corpora.synth import (NOISE_TYPES, SAMPLE_RATE, corpus_speakers, make_speaker, mix, synth_noise,
+from sepsti.core.errors import ParameterError
+from sepsti.core.random import stream
+from sepsti.corpora import corpus_index, mixtures
+from sepsti.corpora.synth import (NOISE_TYPES, SAMPLE_RATE, corpus_speakers, make_speaker, mix, synth_noise,
                            synth_utterance, telephone_band, write_corpus)
 
 
@@ -224,7 +224,7 @@ def test_default_corpus_supports_nmf_enhancement(tmp_path):
     """
     from sepsti.features import istft, stft, training_matrix
 
-    from corpora import clean_signals
+    from sepsti.corpora import clean_signals
 
     root = tmp_path / "corpus"
     settings = write_corpus(root, seed=0)
@@ -312,7 +312,7 @@ def test_overwrite_refuses_edited_files(tmp_path):
 def test_overwrite_replaces_an_interrupted_run_and_its_temporaries(tmp_path):
     import json
 
-    from core.io import TEMPORARY_MARKER
+    from sepsti.core.io import TEMPORARY_MARKER
 
     root = tmp_path / "c"
     settings = write_corpus(root, seed=0, utterances=["sp02", "sp03"], noises=["white"], snrs=[5])

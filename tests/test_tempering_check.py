@@ -1,10 +1,10 @@
-"""Tests of core.evidence.tempering_check against exact power-posterior expectations."""
+"""Tests of sepsti.core.evidence.tempering_check against exact power-posterior expectations."""
 
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.evidence.tempering_check import largest_decrease
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.tempering_check import largest_decrease
 
 
 def exact_gaussian_expectations(temperatures, n=50, prior_var=4.0, noise_var=1.0, xbar=0.3):

@@ -3,10 +3,10 @@ import itertools
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.parallel.schedule import BlockSchedule
-from core.parallel.tensor_blocks import build_block_index, owned_blocks, slab_index
-from core.sparse_tensor import SparseTensor, from_dense
+from sepsti.core.errors import ParameterError
+from sepsti.core.parallel.schedule import BlockSchedule
+from sepsti.core.parallel.tensor_blocks import build_block_index, owned_blocks, slab_index
+from sepsti.core.sparse_tensor import SparseTensor, from_dense
 
 
 @pytest.mark.parametrize("num_blocks", [1, 2, 3, 5, 12])

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from core.errors import ParameterError
-from core.models.poisson_parafac import reconstruct
-from core.random import stream
-from core.sparse_tensor import to_dense, validate_sparse_tensor
-from corpora.tensors import FACEBOOK_SHAPE, prior_rate_for_count, simulate_dense, simulate_sparse
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.poisson_parafac import reconstruct
+from sepsti.core.random import stream
+from sepsti.core.sparse_tensor import to_dense, validate_sparse_tensor
+from sepsti.corpora.tensors import FACEBOOK_SHAPE, prior_rate_for_count, simulate_dense, simulate_sparse
 
 
 def _pearson_within_bounds(X, mean):

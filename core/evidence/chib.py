@@ -52,12 +52,12 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from core.errors import ParameterError
-from core.models.pltf import gamma_log_pdf, pltf_model
-from core.random import stream
-from core.samplers import gibbs
-from core.samplers.diagnostics import mcse_mean
-from core.samplers.driver import run_chain
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.pltf import gamma_log_pdf, pltf_model
+from sepsti.core.random import stream
+from sepsti.core.samplers import gibbs
+from sepsti.core.samplers.diagnostics import mcse_mean
+from sepsti.core.samplers.driver import run_chain
 
 __all__ = ["ChibResult", "chib_log_marginal_likelihood", "chib_poisson_nmf", "log_mean_exp"]
 
@@ -156,7 +156,7 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
 
     Parameters
     ----------
-    model : core.models.pltf.PLTFModel
+    model : sepsti.core.models.pltf.PLTFModel
     X : array_like
         Integer counts, shape ``model.output_shape``.
     num_burn_in : int

@@ -1,6 +1,6 @@
 """Annealed thermodynamic integration for Poisson NMF with Langevin steps on log W, log H.
 
-The block SGLD chains of :mod:`core.evidence.sti_nmf` work on W, H
+The block SGLD chains of :mod:`sepsti.core.evidence.sti_nmf` work on W, H
 themselves: near zero the Poisson curvature x / w^2 explodes, so steps large
 enough to explore the wide power posteriors of small t are unstable, and the
 paper's uniform grid never visits t < 0.2, where most of the Occam factor
@@ -13,15 +13,15 @@ noise, on a power grid that reaches t ~ 1e-10; each temperature starts where
 the previous one stopped, from exact prior draws at t = 0. Full-data
 gradients (BLAS-shaped products): a reference for matrices of moderate size,
 checked against the closed-form rank-1 evidence
-(:func:`core.evidence.rank_one.rank_one_log_evidence`).
+(:func:`sepsti.core.evidence.rank_one.rank_one_log_evidence`).
 """
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.evidence.sti import temperature_grid, thermodynamic_integral
-from core.models.poisson_nmf import validate_nonnegative_matrix
-from core.random import stream
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.sti import temperature_grid, thermodynamic_integral
+from sepsti.core.models.poisson_nmf import validate_nonnegative_matrix
+from sepsti.core.random import stream
 
 __all__ = ["log_space_sti"]
 
@@ -55,11 +55,11 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
     Returns
     -------
     STIResult
-        As :func:`core.evidence.sti.thermodynamic_integral`.
+        As :func:`sepsti.core.evidence.sti.thermodynamic_integral`.
     """
     from scipy.special import gammaln
 
-    from core.progress import progress_bar
+    from sepsti.core.progress import progress_bar
 
     X = validate_nonnegative_matrix(X).astype(np.float64)
     if rank < 1 or not prior_rate > 0 or not 1 <= num_keep <= num_steps:

@@ -1,8 +1,8 @@
-"""PARAFAC rank selection by STI: the Poisson PARAFAC chain factory of :mod:`core.evidence.rank_selection`.
+"""PARAFAC rank selection by STI: the Poisson PARAFAC chain factory of :mod:`sepsti.core.evidence.rank_selection`.
 
 Conventions: ``data`` is a dense ``(I, J, K)`` count array or a
-:class:`core.sparse_tensor.SparseTensor`; the model is Poisson PARAFAC with
-exponential priors (:class:`core.models.poisson_parafac.PoissonParafac`).
+:class:`sepsti.core.sparse_tensor.SparseTensor`; the model is Poisson PARAFAC with
+exponential priors (:class:`sepsti.core.models.poisson_parafac.PoissonParafac`).
 Chain (R, i, r) starts from a prior draw of ``stream(seed, R, i, r)`` (or that
 draw improved by MAP sweeps) and takes its block noise from
 ``stream(seed, R, i, r, block)``, as every chain of the engine does.
@@ -20,12 +20,12 @@ the data every m-th kept iteration (m = B with blocks), the Σ x̂ term from
 factor column sums and the x log x̂ terms in one pass over the non-zeros.
 The paper's per-iteration estimate on the part (eq. 7, ``before_update`` /
 ``after_update``) is both noisy and biased when parts are visited in cyclic
-order (see :mod:`core.parallel.parafac_blocks`); it is unbiased for random
+order (see :mod:`sepsti.core.parallel.parafac_blocks`); it is unbiased for random
 entry subsets.
 
 With ``distributed=True`` (compiled engine) each Markov chain runs on all MPI
 processes at once, its blocks spread as in PARAFAC'18 Fig. 1
-(:mod:`core.parallel.parafac_blocks`), for data too big for one process; the
+(:mod:`sepsti.core.parallel.parafac_blocks`), for data too big for one process; the
 result is the same for any number of processes.
 
 References
@@ -38,14 +38,14 @@ import threading
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.evidence.rank_selection import (ChainRecord, ChainSettings, Preset, TemperatureGrid, resolve_settings,
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.rank_selection import (ChainRecord, ChainSettings, Preset, TemperatureGrid, resolve_settings,
                                           select_rank, validate_ranks)
-from core.evidence.reference_path import REFERENCE_PRESET
-from core.evidence.sti import power_posterior_chain
-from core.models.subsample import log_likelihood_estimate
-from core.random import stream
-from core.sparse_tensor import SparseTensor
+from sepsti.core.evidence.reference_path import REFERENCE_PRESET
+from sepsti.core.evidence.sti import power_posterior_chain
+from sepsti.core.models.subsample import log_likelihood_estimate
+from sepsti.core.random import stream
+from sepsti.core.sparse_tensor import SparseTensor
 
 __all__ = ["PRESETS", "ParafacChains", "full_data", "part_schedule", "prior_trace", "select_parafac_rank"]
 
@@ -107,7 +107,7 @@ def _fingerprint(data):
 
 
 class ParafacChains:
-    """Tempered (p)SGLD chains of Poisson PARAFAC for :func:`core.evidence.rank_selection.select_rank`.
+    """Tempered (p)SGLD chains of Poisson PARAFAC for :func:`sepsti.core.evidence.rank_selection.select_rank`.
 
     Parameters
     ----------
@@ -118,7 +118,7 @@ class ParafacChains:
         ``compiled``: one numba pass per part does the gradient, the (p)SGLD
         update and the log-likelihood (sparse data with blocks only);
         ``generic``: the shared samplers driven by
-        :func:`core.evidence.sti.power_posterior_chain`. Same update rule,
+        :func:`sepsti.core.evidence.sti.power_posterior_chain`. Same update rule,
         different noise streams.
     parallel : bool
         Process the blocks of a part in parallel threads.
@@ -128,8 +128,8 @@ class ParafacChains:
     """
 
     def __init__(self, data, chain, *, prior_rate, engine="auto", parallel=False, comm=None, distributed=False):
-        from core.models.poisson_parafac import PoissonParafac
-        from core.parallel.tensor_blocks import build_block_index, owned_blocks, slab_index
+        from sepsti.core.models.poisson_parafac import PoissonParafac
+        from sepsti.core.parallel.tensor_blocks import build_block_index, owned_blocks, slab_index
 
         if engine not in ("auto", "compiled", "generic"):
             raise ParameterError(f"engine={engine!r}: expected 'auto', 'compiled' or 'generic'")
@@ -172,7 +172,7 @@ class ParafacChains:
         self._lock = threading.Lock()
 
     def _model(self, rank):
-        from core.models.poisson_parafac import PoissonParafac
+        from sepsti.core.models.poisson_parafac import PoissonParafac
 
         with self._lock:
             if rank not in self._models:
@@ -204,8 +204,8 @@ class ParafacChains:
     def run(self, task, *, seed, progress):
         import time
 
-        from core.factorization.parafac_map import poisson_parafac_map
-        from core.parallel.parafac_blocks import run_parafac_block_chain
+        from sepsti.core.factorization.parafac_map import poisson_parafac_map
+        from sepsti.core.parallel.parafac_blocks import run_parafac_block_chain
 
         chain = self.chain
         model = self._model(task.rank)
@@ -246,7 +246,7 @@ def select_parafac_rank(data, ranks, *, preset="reference", grid=None, chain=Non
     ranks : iterable of int
     preset : {"reference", "blocks", "paper"}
         Settings from :data:`PRESETS` (``reference``, the default: the path from a log-space
-        Gaussian reference with full-data MALA, :mod:`core.evidence.reference_path`; ``blocks``:
+        Gaussian reference with full-data MALA, :mod:`sepsti.core.evidence.reference_path`; ``blocks``:
         (p)SGLD chains from the prior, block-parallel on sparse tensors); ``grid``, ``chain``, ``num_replicates`` and
         ``**overrides`` (single fields such as ``num_blocks=12``) replace its parts.
         With ``evaluate="full"`` and blocks, ``evaluate_every`` defaults to B.
@@ -263,12 +263,12 @@ def select_parafac_rank(data, ranks, *, preset="reference", grid=None, chain=Non
     engine, parallel, distributed
         See :class:`ParafacChains`.
     seed, checkpoint, comm, threads, progress
-        See :func:`core.evidence.rank_selection.select_rank` (``threads`` defaults to 1:
+        See :func:`sepsti.core.evidence.rank_selection.select_rank` (``threads`` defaults to 1:
         ``parallel`` uses the cores inside each chain instead).
 
     Returns
     -------
-    core.evidence.rank_selection.RankSelection
+    sepsti.core.evidence.rank_selection.RankSelection
     """
     from dataclasses import replace
 
@@ -281,7 +281,7 @@ def select_parafac_rank(data, ranks, *, preset="reference", grid=None, chain=Non
     if not chain.exact_prior:
         chain = replace(chain, prior_draws=None)
     if chain.sampler == "mala":
-        from core.evidence.reference_path import ParafacLogDensity, ReferencePathChains
+        from sepsti.core.evidence.reference_path import ParafacLogDensity, ReferencePathChains
 
         density = ParafacLogDensity(data, prior_rate)
         factory = ReferencePathChains(density, chain, data_digest=_fingerprint(density.model.data),

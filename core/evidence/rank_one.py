@@ -14,8 +14,8 @@ R = 1 can be checked against it to quadrature accuracy.
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.models.poisson_nmf import validate_nonnegative_matrix
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.poisson_nmf import validate_nonnegative_matrix
 
 __all__ = ["rank_one_log_evidence"]
 

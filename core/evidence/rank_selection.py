@@ -27,10 +27,10 @@ are independent, so the engine owns everything around them:
 
 Standard errors: E_t[log p] of each temperature is averaged over the
 replicates, and its standard error is the larger of the replicates' spread
-and the within-chain MCSE (:func:`core.evidence.sti.chain_summary`);
+and the within-chain MCSE (:func:`sepsti.core.evidence.sti.chain_summary`);
 block-subsampled chains hide a slow drift under their estimator noise, so
 their own MCSE understates the error several-fold (``docs/rank_selection.md``).
-The tempering check (:mod:`core.evidence.tempering_check`) uses the same
+The tempering check (:mod:`sepsti.core.evidence.tempering_check`) uses the same
 errors.
 
 A model plugs in through a *chain factory* with
@@ -48,7 +48,7 @@ A model plugs in through a *chain factory* with
 * optionally ``log_offset(rank)`` -- a constant added to the rank's estimate
   (e.g. log R! for a path that measures one labelling of the components).
 
-:mod:`core.evidence.sti_nmf` (Poisson NMF) and :mod:`core.evidence.parafac_rank`
+:mod:`sepsti.core.evidence.sti_nmf` (Poisson NMF) and :mod:`sepsti.core.evidence.parafac_rank`
 (Poisson PARAFAC) are the two factories shipped.
 """
 
@@ -64,10 +64,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ConvergenceWarning, ParameterError
-from core.evidence.sti import integration_weights, temperature_grid, thermodynamic_integral
-from core.evidence.tempering_check import largest_decrease
-from core.io import atomic_path
+from sepsti.core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.evidence.sti import integration_weights, temperature_grid, thermodynamic_integral
+from sepsti.core.evidence.tempering_check import largest_decrease
+from sepsti.core.io import atomic_path
 
 __all__ = [
     "ChainRecord",
@@ -107,7 +107,7 @@ class TemperatureGrid:
     num_intervals : int
         T; the grid has T + 1 temperatures from 0 to 1.
     schedule : {"power", "uniform"}
-        t_i = (i/T)^c or i/T (see :func:`core.evidence.sti.temperature_grid`).
+        t_i = (i/T)^c or i/T (see :func:`sepsti.core.evidence.sti.temperature_grid`).
     power : float
         c of the power schedule (recorded as 1 for the uniform one).
     rule : {"simpson", "trapezoid"}
@@ -153,7 +153,7 @@ class ChainSettings:
     ----------
     sampler : {"psgld", "sgld", "mala"}
         Block-parallel SGLD (ICASSP'16), its preconditioned variant (PARAFAC'18 eq. 8-9), or
-        Metropolis-adjusted Langevin on full data (:mod:`core.evidence.reference_path`).
+        Metropolis-adjusted Langevin on full data (:mod:`sepsti.core.evidence.reference_path`).
     num_steps : int or tuple of int
         Iterations per chain, or one value per temperature (t = 0 first).
     num_keep : int
@@ -200,7 +200,7 @@ class ChainSettings:
     prior_draws: object = None
 
     def __post_init__(self):
-        from core.samplers.step_size import validate_step_schedule
+        from sepsti.core.samplers.step_size import validate_step_schedule
 
         if self.sampler not in ("psgld", "sgld", "mala"):
             raise ParameterError(f"sampler={self.sampler!r}: expected 'psgld', 'sgld' or 'mala'")
@@ -329,7 +329,7 @@ class RankSelection(NamedTuple):
         The rank of the largest estimate.
     replicates : ndarray, shape (n_ranks, n_replicates)
         The estimate of each replicate alone.
-    per_temperature : list of core.evidence.sti.STIResult
+    per_temperature : list of sepsti.core.evidence.sti.STIResult
         Per rank: E_t[log p] per temperature with its standard error.
     largest_decrease : ndarray, shape (n_ranks,)
         Tempering check per rank, in joint standard errors (above 3: not equilibrated).
@@ -537,7 +537,7 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     KeyboardInterrupt
         On Ctrl-C, after the running chains stopped (finished chains stay in the checkpoint).
     """
-    from core.progress import progress_bar
+    from sepsti.core.progress import progress_bar
 
     started = time.perf_counter()
     ranks = validate_ranks(ranks)
@@ -646,7 +646,7 @@ def half_drift(traces, grid):
     float
         0 when the traces are too short to halve.
     """
-    from core.evidence.sti import chain_summary
+    from sepsti.core.evidence.sti import chain_summary
 
     differences, errors = [], []
     for trace in traces:
@@ -726,7 +726,7 @@ def to_json(selection, **extra):
     Everything but ``seconds`` and ``timing`` is a function of the data and the
     settings: identical for any number of processes or threads and after a resume.
     """
-    from core.io import json_safe
+    from sepsti.core.io import json_safe
 
     def by_rank(values):
         return {str(rank): np.asarray(value).tolist() for rank, value in zip(selection.ranks, values)}

@@ -42,9 +42,9 @@ import hashlib
 import math
 import numpy as np
 
-from core.errors import ParameterError
-from core.evidence.rank_selection import SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid
-from core.random import stream
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid
+from sepsti.core.random import stream
 
 __all__ = ["REFERENCE_PRESET", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains", "data_digest",
            "log_space_mode", "reference_at_mode"]
@@ -217,13 +217,13 @@ class ParafacLogDensity:
     name = "poisson_parafac"
 
     def __init__(self, data, prior_rate):
-        from core.models.poisson_parafac import PoissonParafac
+        from sepsti.core.models.poisson_parafac import PoissonParafac
 
         self.model = PoissonParafac(data, 1, prior_rate=prior_rate)
         self.rates = tuple(float(r) for r in self.model.prior_rates)
 
     def __call__(self, logs):
-        from core.models.poisson_parafac import ParafacFactors
+        from sepsti.core.models.poisson_parafac import ParafacFactors
 
         factors = ParafacFactors(*(np.exp(u) for u in logs))
         log_likelihood, grads = self.model.log_likelihood_and_grad(factors)
@@ -236,7 +236,7 @@ class ParafacLogDensity:
 
     def mode(self, rank, rng, iterations):
         """MAP-EM in log space (one pseudo-count per entry) from U(0.5, 1.5) (mean(X) / R)^(1/3)."""
-        from core.models.poisson_parafac import ParafacFactors
+        from sepsti.core.models.poisson_parafac import ParafacFactors
 
         data = self.model.data
         total = float(data.values.sum()) if self.model.is_sparse else float(data.sum())
@@ -253,7 +253,7 @@ class ParafacLogDensity:
 class ReferencePathChains:
     """MALA chains on the path from :class:`LogSpaceReference` to a factor model's posterior.
 
-    A chain factory of :func:`core.evidence.rank_selection.select_rank`:
+    A chain factory of :func:`sepsti.core.evidence.rank_selection.select_rank`:
     ``prepare`` finds each (rank, replicate)'s log-space mode and q (from
     ``stream(seed, R, SHARED_KEY, r)``); chain (R, i, r) starts from a draw of
     q and samples pi_b at b = t_i; at b = 0 it takes exact draws of q. Its
@@ -306,8 +306,8 @@ class ReferencePathChains:
     def prepare(self, tasks, *, seed, comm, threads):
         """The mode and q of every (rank, replicate) still to run: spread over the processes (longest first),
         on this process's worker threads, then shared with every process."""
-        from core.evidence.rank_selection import balance
-        from core.parallel.blocks import single_threaded_blas
+        from sepsti.core.evidence.rank_selection import balance
+        from sepsti.core.parallel.blocks import single_threaded_blas
 
         needed = sorted({(task.rank, task.replicate) for task in tasks} - set(self._references))
         process, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
@@ -336,7 +336,7 @@ class ReferencePathChains:
     def run(self, task, *, seed, progress):
         import time
 
-        from core.parallel.blocks import single_threaded_blas
+        from sepsti.core.parallel.blocks import single_threaded_blas
 
         started, cpu_started = time.perf_counter(), time.thread_time()
         q = self._references[task.rank, task.replicate]

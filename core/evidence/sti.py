@@ -42,15 +42,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.models.subsample import (log_likelihood_estimate, make_reference, tempered_gradient, tree_add_scaled,
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.subsample import (log_likelihood_estimate, make_reference, tempered_gradient, tree_add_scaled,
                                    tree_vdot)
-from core.random import stream
-from core.samplers import psgld as _psgld
-from core.samplers import sgld as _sgld
-from core.samplers.driver import run_chain
-from core.samplers.langevin import langevin_step
-from core.samplers.step_size import step_sizes
+from sepsti.core.random import stream
+from sepsti.core.samplers import psgld as _psgld
+from sepsti.core.samplers import sgld as _sgld
+from sepsti.core.samplers.driver import run_chain
+from sepsti.core.samplers.langevin import langevin_step
+from sepsti.core.samplers.step_size import step_sizes
 
 __all__ = ["STIResult", "TemperedState", "temperature_grid", "trapezoid_weights", "integration_weights",
            "integrated_time", "chain_summary", "thermodynamic_integral", "power_posterior_chain",
@@ -250,7 +250,7 @@ def power_posterior_chain(model, position, rng, *, temperature, num_steps, num_k
     The step size decays as (a/k)^b over the ``num_steps - num_keep`` burn-in
     iterations and is fixed afterwards. After each kept update, the new
     position's log-likelihood is estimated on the subsample that drove the
-    update (:func:`core.models.subsample.log_likelihood_estimate`); with
+    update (:func:`sepsti.core.models.subsample.log_likelihood_estimate`); with
     ``control_variate`` the last burn-in position is the reference, its
     full-data log-likelihood computed once.
 
@@ -347,7 +347,7 @@ def curvature(model, position, temperature, *, num_iterations=20, rng=None, rela
         g, _ = tempered_gradient(model, theta, None, temperature)
         return g
 
-    from core.samplers.langevin import per_chain
+    from sepsti.core.samplers.langevin import per_chain
 
     base = gradient(position)
     size = norm(position)
@@ -408,7 +408,7 @@ def power_posterior_chains(model, positions, rng, *, temperatures, num_steps, nu
     Parameters
     ----------
     model : batched model
-        ``model.batched`` must be true (see :mod:`core.models.subsample`).
+        ``model.batched`` must be true (see :mod:`sepsti.core.models.subsample`).
     positions : NamedTuple of ndarray
         Starts, leaves of shape (C, ...).
     rng : numpy.random.Generator
@@ -430,11 +430,11 @@ def power_posterior_chains(model, positions, rng, *, temperatures, num_steps, nu
         estimator against the last burn-in sample. ``gradient``: the kept
         updates also use the control-variate gradient around it (SGLD-CV) and
         the log-likelihood its first-order estimator
-        (:func:`core.models.subsample.log_likelihood_estimate`). One full-data
+        (:func:`sepsti.core.models.subsample.log_likelihood_estimate`). One full-data
         pass per chain, at the end of the burn-in.
     integrator : {"euler", "lm"}
         Euler-Maruyama (SGLD) or Leimkuhler-Matthews noise
-        (:mod:`core.samplers.langevin`).
+        (:mod:`sepsti.core.samplers.langevin`).
     evaluate : {"before_update", "after_update"}
     zero_variance : bool
         Zero-variance control variate on each chain's kept trace
@@ -547,7 +547,7 @@ def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, sc
     Parameters
     ----------
     model : model object
-        See :mod:`core.models`.
+        See :mod:`sepsti.core.models`.
     init_fn : callable
         ``init_fn(rng) -> position`` for each chain (e.g. ``model.sample_prior``).
     num_intervals, schedule, power : see :func:`temperature_grid`
@@ -592,7 +592,7 @@ def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, sc
         overlap, so burn-in only has to bridge one step of the grid. Chains
         then run one after the other.
     seed : int
-        Chain i uses ``core.random.stream(seed, i)``.
+        Chain i uses ``sepsti.core.random.stream(seed, i)``.
     progress : bool
         Progress bar per chain on stderr.
 

@@ -1,17 +1,17 @@
-"""Rank selection for Poisson NMF by STI: the NMF chain factory of :mod:`core.evidence.rank_selection`.
+"""Rank selection for Poisson NMF by STI: the NMF chain factory of :mod:`sepsti.core.evidence.rank_selection`.
 
 Conventions
 -----------
 X is (n_rows, n_cols), non-negative; W (n_rows, R) and H (R, n_cols) carry
 exponential priors of rate lambda. Each chain is a block-parallel (p)SGLD
-chain (:func:`core.parallel.blocks.run_block_chain`) on the power posterior;
+chain (:func:`sepsti.core.parallel.blocks.run_block_chain`) on the power posterior;
 its random start comes from ``stream(seed, R, i, r)``, its EM start (shared by
 the chains of replicate r of rank R) from ``stream(seed, R, SHARED_KEY, r)``,
 its noise from ``stream(seed, R, i, r, block)``.
 
 Presets (:data:`PRESETS`): ``reference`` (the default) runs the path from
 a log-space Gaussian reference with full-data MALA chains
-(:mod:`core.evidence.reference_path`), validated against closed forms from
+(:mod:`sepsti.core.evidence.reference_path`), validated against closed forms from
 small counts to speech scale (``recipes/sti_validation.py``,
 ``docs/rank_selection.md``); ``blocks`` is block-parallel pSGLD on the
 prior-to-posterior path, accurate on small counts only; ``paper`` reproduces ICASSP'16 §4.2
@@ -25,12 +25,12 @@ import threading
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid, balance,
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid, balance,
                                           resolve_settings, select_rank, validate_ranks)
-from core.evidence.reference_path import REFERENCE_PRESET
-from core.models.poisson_nmf import validate_nonnegative_matrix
-from core.random import stream
+from sepsti.core.evidence.reference_path import REFERENCE_PRESET
+from sepsti.core.models.poisson_nmf import validate_nonnegative_matrix
+from sepsti.core.random import stream
 
 __all__ = ["DISPERSION_DATA_PER_PARAMETER", "NMFChains", "PRESETS", "dispersion_rank", "em_start",
            "pearson_dispersion", "select_rank_sti", "validate_identifiable_ranks"]
@@ -77,8 +77,8 @@ def em_start(X, rank, rng, *, prior_rate, iterations, threads=None):
 
     The result does not depend on ``threads`` (EM worker threads, each with one BLAS thread).
     """
-    from core.factorization.em import poisson_nmf_em
-    from core.parallel.blocks import initial_factors, single_threaded_blas
+    from sepsti.core.factorization.em import poisson_nmf_em
+    from sepsti.core.parallel.blocks import initial_factors, single_threaded_blas
 
     W0, H0 = initial_factors(X, rank, rng)
     if iterations == 0:
@@ -119,8 +119,8 @@ def pearson_dispersion(X, rank=None, *, seed=0, prior_rate=4e-4, max_iter=5000, 
     """
     import warnings
 
-    from core.factorization.em import poisson_nmf_em
-    from core.parallel.blocks import initial_factors, single_threaded_blas
+    from sepsti.core.factorization.em import poisson_nmf_em
+    from sepsti.core.parallel.blocks import initial_factors, single_threaded_blas
 
     X = np.asarray(X, dtype=np.float64)
     rank = dispersion_rank(X.shape) if rank is None else int(rank)
@@ -134,9 +134,9 @@ def pearson_dispersion(X, rank=None, *, seed=0, prior_rate=4e-4, max_iter=5000, 
 
 
 class NMFChains:
-    """Block-parallel (p)SGLD chains of Poisson NMF for :func:`core.evidence.rank_selection.select_rank`.
+    """Block-parallel (p)SGLD chains of Poisson NMF for :func:`sepsti.core.evidence.rank_selection.select_rank`.
 
-    (``sampler="mala"`` selects :class:`core.evidence.reference_path.ReferencePathChains` instead.)
+    (``sampler="mala"`` selects :class:`sepsti.core.evidence.reference_path.ReferencePathChains` instead.)
 
     Parameters
     ----------
@@ -188,7 +188,7 @@ class NMFChains:
     def prepare(self, tasks, *, seed, comm, threads):
         """Compile the kernels (on this thread), then the EM starts of the (rank, replicate) pairs still to run,
         each computed once, spread over the processes."""
-        from core.parallel.blocks import warm_up
+        from sepsti.core.parallel.blocks import warm_up
 
         warm_up((self.X.dtype,))
         if self.chain.init != "em":
@@ -208,7 +208,7 @@ class NMFChains:
         self._starts = starts
 
     def run(self, task, *, seed, progress):
-        from core.parallel.blocks import init_state, initial_factors, run_block_chain, run_prior_chain
+        from sepsti.core.parallel.blocks import init_state, initial_factors, run_block_chain, run_prior_chain
 
         chain = self.chain
         if chain.init == "em" and not self._is_prior_draw(task):
@@ -255,14 +255,14 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
         count or the data's amplitude scale. The value used is ``settings["model"]["dispersion"]``.
     seed : int
     checkpoint, comm, threads, progress
-        See :func:`core.evidence.rank_selection.select_rank`.
+        See :func:`sepsti.core.evidence.rank_selection.select_rank`.
     **overrides
         Single fields of the grid or chain settings, e.g. ``num_steps=5000``
-        (:func:`core.evidence.rank_selection.resolve_settings`).
+        (:func:`sepsti.core.evidence.rank_selection.resolve_settings`).
 
     Returns
     -------
-    core.evidence.rank_selection.RankSelection
+    sepsti.core.evidence.rank_selection.RankSelection
     """
     X = validate_nonnegative_matrix(X)
     ranks = validate_identifiable_ranks(validate_ranks(ranks), X.shape)
@@ -279,7 +279,7 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
         X = (X / dispersion).astype(X.dtype)
     model_settings = {"dispersion": float(dispersion)}
     if chain.sampler == "mala":
-        from core.evidence.reference_path import NMFLogDensity, ReferencePathChains, data_digest
+        from sepsti.core.evidence.reference_path import NMFLogDensity, ReferencePathChains, data_digest
 
         factory = ReferencePathChains(NMFLogDensity(X, prior_rate), chain, data_digest=data_digest([X]),
                                       settings={"prior_rate": float(prior_rate), **model_settings,

@@ -13,7 +13,7 @@ Arrays are indexed by temperature, t_0 = 0 < ... < t_T = 1.
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["largest_decrease"]
 

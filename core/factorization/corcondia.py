@@ -10,7 +10,7 @@ least-squares Tucker core is ``G = X ×₁ A⁺ ×₂ B⁺ ×₃ C⁺`` and the 
 with ``T`` the R × R × R superdiagonal identity (Bro & Kiers 2003). A
 consistency near 100 says the CP structure is appropriate; it drops (often
 below zero) when R exceeds the rank the data supports. This is the classical
-heuristic the Bayesian evidence (:mod:`core.evidence`) is compared with.
+heuristic the Bayesian evidence (:mod:`sepsti.core.evidence`) is compared with.
 
 TensorLy is an optional dependency, imported inside the functions.
 
@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["CorcondiaResult", "core_consistency", "corcondia"]
 

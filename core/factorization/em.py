@@ -39,7 +39,7 @@ import warnings
 import numpy as np
 from scipy.special import gammaln
 
-from core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.errors import ConvergenceWarning, ParameterError
 
 __all__ = ["EMResult", "poisson_nmf_em", "initialize_nmf", "poisson_log_likelihood"]
 
@@ -391,7 +391,7 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
             _update_H_block(H, buffer, rows_H, W_scaled, use_rate_H, fold_H, floor)
         return xlogp
 
-    from core.progress import progress_bar
+    from sepsti.core.progress import progress_bar
 
     converged = False
     n_iter = 0

@@ -1,6 +1,6 @@
 """MAP estimation of NMF-GPP by L-BFGS on the latent (δ, η).
 
-Conventions: the model is :class:`core.models.nmf_gpp.NMFGPP`; ``theta`` is
+Conventions: the model is :class:`sepsti.core.models.nmf_gpp.NMFGPP`; ``theta`` is
 its flat latent vector (δ then η); the returned factors ``D`` (K, M) and
 ``H`` (M, L) are non-negative. This is the direct optimisation of eq. 19 that
 Schmidt & Laurberg use and the NUTS paper starts its sampler from.
@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 from scipy import optimize
 
-from core.errors import ConvergenceWarning, ParameterError
-from core.random import stream
+from sepsti.core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.random import stream
 
 __all__ = ["MAPResult", "initialize_nmf_gpp", "map_nmf_gpp", "limit_blas_threads"]
 

@@ -1,6 +1,6 @@
 """MAP estimate of Poisson PARAFAC with exponential priors by multiplicative (EM) updates.
 
-Conventions: as :mod:`core.models.poisson_parafac` — data dense ``(I, J, K)``
+Conventions: as :mod:`sepsti.core.models.poisson_parafac` — data dense ``(I, J, K)``
 or sparse, factors :class:`ParafacFactors` ``(A, B, C)`` non-negative.
 
 The update of A (B and C alike, one factor at a time) is the EM / KL
@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.models.poisson_parafac import ParafacFactors
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.poisson_parafac import ParafacFactors
 
 __all__ = ["ParafacMAPResult", "poisson_parafac_map"]
 
@@ -44,7 +44,7 @@ def poisson_parafac_map(model, theta, *, max_iter=100, record=True):
 
     Parameters
     ----------
-    model : core.models.poisson_parafac.PoissonParafac
+    model : sepsti.core.models.poisson_parafac.PoissonParafac
     theta : ParafacFactors
         Positive starting factors.
     max_iter : int

@@ -6,13 +6,13 @@ sources integrated out),
     Z_a <- max(A_a - 1 + Z_a * Phi_a(X / Xhat), 0) / (B_a + Phi_a(1)),
 
 where ``Phi_a(W) = sum_{not v_a} W(v0) prod_{b != a} Z_b`` comes from
-:meth:`core.models.pltf.PLTFModel.phi`. With ``map_estimate=False`` the prior is
+:meth:`sepsti.core.models.pltf.PLTFModel.phi`. With ``map_estimate=False`` the prior is
 ignored (``A = 1, B = 0``): the Lee-Seung KL updates generalised to any index
 sets. Each update does not decrease the objective (log-likelihood, plus the
 log-prior for MAP).
 
 The plain NMF pattern ``"ik,kj->ij"`` with no mask and exponential priors
-(shape 1) is handed to :func:`core.factorization.em.poisson_nmf_em`, whose
+(shape 1) is handed to :func:`sepsti.core.factorization.em.poisson_nmf_em`, whose
 BLAS kernels are the ones the speech application uses: one implementation of
 the NMF updates, reached from both entry points.
 
@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.errors import ConvergenceWarning, ParameterError
 
 __all__ = ["PLTFEMResult", "pltf_em", "initialize_pltf"]
 
@@ -86,7 +86,7 @@ def pltf_em(model, X, factors=None, *, map_estimate=True, max_iter=200, tol=1e-4
 
     Parameters
     ----------
-    model : core.models.pltf.PLTFModel
+    model : sepsti.core.models.pltf.PLTFModel
     X : array_like
         Non-negative data, shape ``model.output_shape``.
     factors : tuple of ndarray, optional
@@ -127,7 +127,7 @@ def pltf_em(model, X, factors=None, *, map_estimate=True, max_iter=200, tol=1e-4
     if _nmf_pattern(model):
         return _nmf_em(model, X, factors, map_estimate, max_iter, tol, progress)
 
-    from core.progress import progress_bar
+    from sepsti.core.progress import progress_bar
 
     tiny = np.finfo(float).tiny
     eps = np.finfo(float).eps
@@ -160,7 +160,7 @@ def pltf_em(model, X, factors=None, *, map_estimate=True, max_iter=200, tol=1e-4
 
 
 def _nmf_em(model, X, factors, map_estimate, max_iter, tol, progress):
-    from core.factorization.em import poisson_nmf_em
+    from sepsti.core.factorization.em import poisson_nmf_em
 
     W, H = factors
     rates = [model.prior_rate[a] if (map_estimate and a in model.free) else 0.0 for a in range(2)]

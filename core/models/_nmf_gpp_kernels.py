@@ -1,4 +1,4 @@
-"""numba kernels of :mod:`core.models.nmf_gpp` (imported lazily: numba loads only when used).
+"""numba kernels of :mod:`sepsti.core.models.nmf_gpp` (imported lazily: numba loads only when used).
 
 Conventions: float64, C-contiguous. A lower Cholesky factor C ``(n, n)`` is
 passed as its packed rows (:func:`pack_rows`); both C v and Cᵀ v read them. Fields are stored one

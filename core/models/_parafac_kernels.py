@@ -1,16 +1,16 @@
-"""numba kernels of :mod:`core.models.poisson_parafac`: the Poisson log-likelihood and its gradient on blocks.
+"""numba kernels of :mod:`sepsti.core.models.poisson_parafac`: the Poisson log-likelihood and its gradient on blocks.
 
 Imported lazily: numba loads only when used.
 
-Conventions: ``factors`` is :class:`core.models.poisson_parafac.ParafacFactors`
+Conventions: ``factors`` is :class:`sepsti.core.models.poisson_parafac.ParafacFactors`
 (A, B, C), C-contiguous float64 ``(I, R)``, ``(J, R)``, ``(K, R)``;
-``blocks`` is a :class:`core.sparse_tensor.TensorBlocks` whose ``coords``
+``blocks`` is a :class:`sepsti.core.sparse_tensor.TensorBlocks` whose ``coords``
 (nnz, 3) int64 global 0-based coordinates are sorted by block and
 ``values`` (nnz,) float64: block ``b`` owns rows ``starts[b]:stops[b]`` and
 the index ranges ``ranges[b]`` (3, 2) ``[lo, hi)``. Gradients are *added*
 to ``gradient`` (three arrays of the factors' shapes). Kernels check
 nothing (the model validates). The block-parallel sampler's part update
-(:mod:`core.parallel._parafac_kernels`) builds on :func:`column_sum`,
+(:mod:`sepsti.core.parallel._parafac_kernels`) builds on :func:`column_sum`,
 :func:`nonzero_terms` and :func:`block_terms`.
 """
 

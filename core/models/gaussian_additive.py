@@ -5,7 +5,7 @@ Conventions
 ``theta`` is a :class:`GaussianAdditiveTheta` holding ``theta`` of shape
 ``(rank,)``; the data ``x`` has shape ``(n_data,)``. A ``subset`` is ``None``
 (all data) or an integer index array into ``x``. Likelihood sums are over the
-subset, unscaled: the N/N_s scaling lives in :mod:`core.models.subsample`.
+subset, unscaled: the N/N_s scaling lives in :mod:`sepsti.core.models.subsample`.
 
 The model is *batched*: every method also takes ``theta`` of shape
 ``(chains, rank)`` with a ``subset`` of shape ``(chains, N_s)`` (or ``None``),
@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["GaussianAdditiveTheta", "GaussianAdditiveModel"]
 

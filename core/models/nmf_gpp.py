@@ -25,7 +25,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import erfcx, log_ndtr, ndtri, ndtri_exp
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["NMFGPPParams", "NMFGPP", "squared_exponential_kernel", "exponential_kernel_2d",
            "exp_to_gauss", "exp_to_gauss_derivative", "gauss_to_exp", "stable_cholesky"]
@@ -194,7 +194,7 @@ class NMFGPP:
 
     def _kernels(self):
         """The compiled kernels module (numba loads on first use), with the packed Cholesky factors."""
-        from core.models import _nmf_gpp_kernels as kernels
+        from sepsti.core.models import _nmf_gpp_kernels as kernels
 
         if self._packed is None:
             self._packed = (kernels.pack_rows(self.chol_d), kernels.pack_rows(self.chol_h))

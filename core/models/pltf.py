@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln, xlogy
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["Contraction", "PLTFModel", "SourceLayout", "pltf_model", "gamma_log_pdf", "parse_spec"]
 

@@ -6,7 +6,7 @@ X is (n_rows, n_cols) and non-negative (real-valued magnitudes allowed);
 ``theta`` is a :class:`NMFTheta` with W (n_rows, rank) and H (rank, n_cols),
 both non-negative. A ``subset`` is ``None`` (all of X) or a sequence of
 blocks ``(row_slice, col_slice)``; sums run over the union of the blocks,
-unscaled (the N/N_s scaling lives in :mod:`core.models.subsample`).
+unscaled (the N/N_s scaling lives in :mod:`sepsti.core.models.subsample`).
 
     W_ir ~ Exp(rate_W),  H_rj ~ Exp(rate_H),
     log p(X_ij | W, H) = X_ij log (WH)_ij - (WH)_ij - lgamma(X_ij + 1).
@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln, xlogy
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["NMFTheta", "PoissonNMF", "validate_nonnegative_matrix"]
 

@@ -6,14 +6,14 @@ Model::
     x_ijk | A, B, C ~ Poisson(x̂_ijk),   x̂_ijk = Σ_r a_ir b_jr c_kr
 
 Conventions: the data ``X`` is a dense array of shape ``(I, J, K)`` or a
-:class:`core.sparse_tensor.SparseTensor` of that shape; ``theta`` is
+:class:`sepsti.core.sparse_tensor.SparseTensor` of that shape; ``theta`` is
 :class:`ParafacFactors` ``(A, B, C)`` with shapes ``(I, R)``, ``(J, R)``,
 ``(K, R)``, non-negative. A data point is one tensor entry (zeros included),
 so ``n_data = I J K``.
 
-Subsets: ``None`` (all entries), a :class:`core.sparse_tensor.TensorBlocks`
+Subsets: ``None`` (all entries), a :class:`sepsti.core.sparse_tensor.TensorBlocks`
 (blocks, e.g. one part of the block-parallel scheme of
-:mod:`core.parallel.tensor_blocks`) or an integer array of
+:mod:`sepsti.core.parallel.tensor_blocks`) or an integer array of
 row-major flat entry indices (dense data). Log-likelihoods and gradients are
 plain sums over the subset: the subsample scaling N/N_s and the temperature
 are applied by the caller.
@@ -29,8 +29,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln, xlogy
 
-from core.errors import ParameterError
-from core.sparse_tensor import SparseTensor, TensorBlocks, validate_sparse_tensor
+from sepsti.core.errors import ParameterError
+from sepsti.core.sparse_tensor import SparseTensor, TensorBlocks, validate_sparse_tensor
 
 __all__ = ["ParafacFactors", "PoissonParafac", "reconstruct"]
 
@@ -261,13 +261,13 @@ def _gradient_arrays(grads):
 
 def _sparse_kernels():
     """The serial and block-parallel sparse kernels (numba, compiled once and cached on disk)."""
-    from core.models import _parafac_kernels
+    from sepsti.core.models import _parafac_kernels
 
     return _parafac_kernels.sparse_serial, _parafac_kernels.sparse_parallel
 
 
 def _entries_kernel():
     """The kernel for explicit entry subsets of dense data (numba, cached on disk)."""
-    from core.models import _parafac_kernels
+    from sepsti.core.models import _parafac_kernels
 
     return _parafac_kernels.entries

@@ -3,19 +3,19 @@
 Imported only inside the functions that run them, so that importing
 ``core`` (and starting the CLI) does not load numba.
 
-Noise streams (:mod:`core.parallel.noise`) are read into registers once per
+Noise streams (:mod:`sepsti.core.parallel.noise`) are read into registers once per
 factor block: :func:`draw_normal` carries the splitmix64 counter and the
 buffered half-draw, which makes a normal about six times cheaper than going
 through the state array at every draw. The NMF kernels
-(:mod:`core.parallel._nmf_kernels`) and the PARAFAC part update
-(:mod:`core.parallel._parafac_kernels`) both draw through it and both apply
+(:mod:`sepsti.core.parallel._nmf_kernels`) and the PARAFAC part update
+(:mod:`sepsti.core.parallel._parafac_kernels`) both draw through it and both apply
 :func:`langevin_entry`.
 """
 
 import numba
 import numpy as np
 
-from core.parallel.ziggurat import ACCEPT_BOUNDS, LAYER_DENSITIES, LAYER_WIDTHS, TAIL_EDGE
+from sepsti.core.parallel.ziggurat import ACCEPT_BOUNDS, LAYER_DENSITIES, LAYER_WIDTHS, TAIL_EDGE
 
 __all__ = ["draw_normal", "fill_normal_kernel", "langevin_entry", "uniform"]
 
@@ -101,7 +101,7 @@ def langevin_entry(x, g, z, mean, v, step, noise_scale, constants):
     a standard normal draw, ``mean`` the tempered mean likelihood gradient feeding
     pSGLD's squared-gradient average ``v`` (which starts at the first ``mean**2``:
     a negative ``v`` marks it unset). ``constants`` is a
-    :class:`core.parallel.kernel_arguments.StepConstants` (SGLD or pSGLD, alpha, sigma).
+    :class:`sepsti.core.parallel.kernel_arguments.StepConstants` (SGLD or pSGLD, alpha, sigma).
     """
     if constants.preconditioned:
         alpha = constants.alpha

@@ -1,4 +1,4 @@
-"""Compiled kernels of the NMF block chain (:mod:`core.parallel.blocks`, :mod:`core.parallel.distributed`).
+"""Compiled kernels of the NMF block chain (:mod:`sepsti.core.parallel.blocks`, :mod:`sepsti.core.parallel.distributed`).
 
 Imported only inside the functions that run them, so that importing
 ``core`` (and starting the CLI) does not load numba.
@@ -7,11 +7,11 @@ Layout: the kernels take ``W`` (n_rows, R) and ``Ht`` = H transposed
 (n_cols, R), both C-contiguous, so that every factor block is a contiguous
 run of rows and the three products of a block (W_b H_b, ratio H_b^T,
 W_b^T ratio) go to BLAS without copies. Arguments travel in the groups of
-:mod:`core.parallel.kernel_arguments`: the data ``X``, the block layout
-(:class:`~core.parallel.kernel_arguments.NMFBlockLayout`), the chain's arrays
-(:class:`~core.parallel.kernel_arguments.NMFChainArrays`, rates ordered
+:mod:`sepsti.core.parallel.kernel_arguments`: the data ``X``, the block layout
+(:class:`~sepsti.core.parallel.kernel_arguments.NMFBlockLayout`), the chain's arrays
+(:class:`~sepsti.core.parallel.kernel_arguments.NMFChainArrays`, rates ordered
 (W, H)) and the step constants
-(:class:`~core.parallel.kernel_arguments.StepConstants`).
+(:class:`~sepsti.core.parallel.kernel_arguments.StepConstants`).
 """
 
 import math
@@ -20,8 +20,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from core.parallel._kernels import draw_normal, langevin_entry, uniform
-from core.parallel.kernel_arguments import EVALUATE_AFTER_UPDATE, EVALUATE_BEFORE_UPDATE, EVALUATE_NONE, PartStep
+from sepsti.core.parallel._kernels import draw_normal, langevin_entry, uniform
+from sepsti.core.parallel.kernel_arguments import EVALUATE_AFTER_UPDATE, EVALUATE_BEFORE_UPDATE, EVALUATE_NONE, PartStep
 
 __all__ = ["block_loglik", "nmf_chain_kernel", "nmf_prior_kernel"]
 

@@ -1,21 +1,21 @@
-"""Compiled part update of the PARAFAC block sampler (:mod:`core.parallel.parafac_blocks`).
+"""Compiled part update of the PARAFAC block sampler (:mod:`sepsti.core.parallel.parafac_blocks`).
 
 Imported lazily: numba loads only when used.
 
-Conventions: the chain is a :class:`core.parallel.kernel_arguments.ParafacChainArrays`
+Conventions: the chain is a :class:`sepsti.core.parallel.kernel_arguments.ParafacChainArrays`
 (factors A, B, C, C-contiguous float64 ``(I, R)``, ``(J, R)``, ``(K, R)``,
 pSGLD's averages, zero gradient accumulators and (B, 2) uint64 noise
 streams, per factor); ``blocks`` a
-:class:`core.sparse_tensor.TensorBlocks` (some blocks of one part, global
-coordinates); ``constants`` a :class:`core.parallel.kernel_arguments.StepConstants`
+:class:`sepsti.core.sparse_tensor.TensorBlocks` (some blocks of one part, global
+coordinates); ``constants`` a :class:`sepsti.core.parallel.kernel_arguments.StepConstants`
 (rates ordered (A, B, C)) and ``part_step`` a
-:class:`core.parallel.kernel_arguments.PartStep`.
+:class:`sepsti.core.parallel.kernel_arguments.PartStep`.
 
 The part update (PARAFAC'18 eq. 6, 8–9) makes one pass over each factor block:
 drift (prior plus the tempered, scaled gradient, whose dense part is the
 column-sum term), pSGLD's average, the noise draw and mirroring, via the shared
-:func:`core.parallel._kernels.langevin_entry`. The likelihood terms come from
-the model's kernels (:mod:`core.models._parafac_kernels`). The sparse gradient
+:func:`sepsti.core.parallel._kernels.langevin_entry`. The likelihood terms come from
+the model's kernels (:mod:`sepsti.core.models._parafac_kernels`). The sparse gradient
 is gathered into whole-factor accumulators that the pass reads and zeroes
 again, so no array is allocated per iteration.
 """
@@ -25,9 +25,9 @@ import math
 import numba
 import numpy as np
 
-from core.models._parafac_kernels import block_terms, column_sum, nonzero_terms
-from core.parallel._kernels import draw_normal, langevin_entry
-from core.parallel.kernel_arguments import EVALUATE_AFTER_UPDATE
+from sepsti.core.models._parafac_kernels import block_terms, column_sum, nonzero_terms
+from sepsti.core.parallel._kernels import draw_normal, langevin_entry
+from sepsti.core.parallel.kernel_arguments import EVALUATE_AFTER_UPDATE
 
 __all__ = ["part_update_parallel", "part_update_serial"]
 
@@ -40,8 +40,8 @@ def _update_factor_block(F, v, grad, states, row, lo, hi, dense, rate, constants
     non-zeros' part gathered in ``grad``, the column-sum part ``dense``);
     those ``grad`` rows are zeroed for the next part. ``rate`` is F's prior rate.
 
-    The noise is stream ``row`` of ``states`` (:mod:`core.parallel.noise`), held in
-    registers for the whole block (:func:`core.parallel._kernels.draw_normal`).
+    The noise is stream ``row`` of ``states`` (:mod:`sepsti.core.parallel.noise`), held in
+    registers for the whole block (:func:`sepsti.core.parallel._kernels.draw_normal`).
     """
     temperature = constants.temperature
     weight = temperature * part_step.scale
@@ -100,7 +100,7 @@ def part_update_serial(chain, blocks, constants, part_step, out):
     Block b updates A-block ``blocks.keys[b, 0]``, B-block ``keys[b, 1]`` and C-block ``keys[b, 2]`` from
     its own data, each factor block drawing its noise from its own stream; ``out[b]`` is the block's
     log-likelihood before the update, or after it when ``constants.evaluate`` is
-    :data:`~core.parallel.kernel_arguments.EVALUATE_AFTER_UPDATE`. The chain's gradient accumulators are
+    :data:`~sepsti.core.parallel.kernel_arguments.EVALUATE_AFTER_UPDATE`. The chain's gradient accumulators are
     left zero.
     """
     for block in range(blocks.starts.shape[0]):

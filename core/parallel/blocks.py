@@ -4,12 +4,12 @@ Conventions
 -----------
 X is (n_rows, n_cols), W (n_rows, rank), H (rank, n_cols), all of one float
 dtype (float64, or float32 with float64 accumulation of log-likelihoods).
-Iteration k uses part (k - 1) mod B of a :class:`core.parallel.schedule.BlockSchedule`;
+Iteration k uses part (k - 1) mod B of a :class:`sepsti.core.parallel.schedule.BlockSchedule`;
 block b of the part updates W's row group b and H's column group
 (b + k) mod B from data block (b, (b + k) mod B) only, with gradients scaled
 by N/N_s (N_s = entries in the part) and the likelihood term tempered by t.
 Every factor block draws its noise from its own stream
-(:mod:`core.parallel.noise`): W row group g from state ``W`` g (row by row),
+(:mod:`sepsti.core.parallel.noise`): W row group g from state ``W`` g (row by row),
 H column group g from state ``H`` g (column by column), seeded from
 (seed, chain, g) and (seed, chain, B + g).
 
@@ -36,12 +36,12 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln
 
-from core.errors import ParameterError
-from core.parallel.kernel_arguments import EVALUATE_CODES, EVALUATE_NONE, NMFBlockLayout, NMFChainArrays, StepConstants
-from core.parallel.noise import fill_normal, seed_states
-from core.parallel.schedule import BlockSchedule
-from core.samplers.psgld import UNSET, update_average
-from core.samplers.step_size import step_sizes
+from sepsti.core.errors import ParameterError
+from sepsti.core.parallel.kernel_arguments import EVALUATE_CODES, EVALUATE_NONE, NMFBlockLayout, NMFChainArrays, StepConstants
+from sepsti.core.parallel.noise import fill_normal, seed_states
+from sepsti.core.parallel.schedule import BlockSchedule
+from sepsti.core.samplers.psgld import UNSET, update_average
+from sepsti.core.samplers.step_size import step_sizes
 
 __all__ = ["BlockChainResult", "NMFBlockState", "block_layout", "block_log_factorials", "dense_part_update",
            "init_state", "initial_factors", "part_update", "run_block_chain", "run_prior_chain", "single_threaded_blas",
@@ -169,13 +169,13 @@ def part_update(X, state, schedule, part, *, step_size, temperature, rate_W, rat
 
 
 def step_constants(*, temperature, rate_W, rate_H, sampler, alpha, sigma, evaluate):
-    """The :class:`core.parallel.kernel_arguments.StepConstants` of an NMF chain (``evaluate`` by name)."""
+    """The :class:`sepsti.core.parallel.kernel_arguments.StepConstants` of an NMF chain (``evaluate`` by name)."""
     return StepConstants(float(temperature), np.array([rate_W, rate_H], dtype=np.float64), sampler == "psgld",
                          float(alpha), float(sigma), EVALUATE_CODES[evaluate])
 
 
 def block_layout(X, schedule):
-    """The :class:`core.parallel.kernel_arguments.NMFBlockLayout` of ``X`` cut by ``schedule`` (all row groups)."""
+    """The :class:`sepsti.core.parallel.kernel_arguments.NMFBlockLayout` of ``X`` cut by ``schedule`` (all row groups)."""
     part_columns = np.ascontiguousarray(np.stack([schedule.part_groups(p)[:, 1] for p in range(schedule.num_parts)]))
     part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
     return NMFBlockLayout(schedule.edges[0], schedule.edges[1], part_columns, part_sizes, float(X.size),
@@ -198,7 +198,7 @@ def _run_kernel(X, state, layout, constants, steps, first, burn_in, trace, statu
 
     ``parallel``: whether the blocks of a part run in numba threads (:func:`_use_threads`).
     """
-    from core.parallel._nmf_kernels import nmf_chain_kernel
+    from sepsti.core.parallel._nmf_kernels import nmf_chain_kernel
 
     chain = _chain_arrays(state)
     Ht, v_Ht = chain.Ht, chain.v_Ht
@@ -237,14 +237,14 @@ def dense_part_update(X, state, schedule, part, *, step_size, temperature, rate_
                       alpha=0.99, sigma=1e-5, evaluate="after_update"):
     """Reference for :func:`part_update`: whole-matrix NumPy through the generic model and Langevin step.
 
-    Uses :class:`core.models.poisson_nmf.PoissonNMF`, the subsample helper and
-    :func:`core.samplers.langevin.langevin_step` with the same noise streams,
+    Uses :class:`sepsti.core.models.poisson_nmf.PoissonNMF`, the subsample helper and
+    :func:`sepsti.core.samplers.langevin.langevin_step` with the same noise streams,
     so it must agree with the compiled path up to rounding. Returns the new
     state (the input is not modified) and the scaled log-likelihood.
     """
-    from core.models.poisson_nmf import NMFTheta, PoissonNMF
-    from core.models.subsample import log_likelihood_estimate, tempered_gradient
-    from core.samplers.langevin import langevin_step
+    from sepsti.core.models.poisson_nmf import NMFTheta, PoissonNMF
+    from sepsti.core.models.subsample import log_likelihood_estimate, tempered_gradient
+    from sepsti.core.samplers.langevin import langevin_step
 
     model = PoissonNMF(X, state.W.shape[1], rate_W=rate_W, rate_H=rate_H)
     blocks = schedule.part_blocks(part)
@@ -353,7 +353,7 @@ def run_prior_chain(X, state, *, num_steps, num_keep, num_blocks=8, rate_W=4e-4,
     -------
     BlockChainResult
     """
-    from core.parallel._nmf_kernels import nmf_prior_kernel
+    from sepsti.core.parallel._nmf_kernels import nmf_prior_kernel
 
     if not 1 <= num_keep <= num_steps:
         raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")

@@ -9,10 +9,10 @@ iterations every process passes the H column group of its first row group
 -- with its pSGLD average and its noise stream -- to process p - 1 and
 receives the next one from process p + 1: the groups travel ring-wise, one
 per process per iteration. The update of each block is the same compiled
-kernel as in :mod:`core.parallel.blocks`, with the same noise streams, so the
+kernel as in :mod:`sepsti.core.parallel.blocks`, with the same noise streams, so the
 samples are those of the single-process block sampler.
 
-The communicator is passed in (see :func:`core.parallel.mpi.world`); this
+The communicator is passed in (see :func:`sepsti.core.parallel.mpi.world`); this
 module does not import mpi4py.
 """
 
@@ -20,19 +20,19 @@ import time
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.parallel.blocks import (
+from sepsti.core.errors import ParameterError
+from sepsti.core.parallel.blocks import (
     BlockChainResult,
     NMFBlockState,
     block_log_factorials,
     single_threaded_blas,
     step_constants,
 )
-from core.parallel.kernel_arguments import EVALUATE_NONE, NMFBlockLayout, NMFChainArrays
-from core.parallel.noise import seed_states
-from core.parallel.schedule import BlockSchedule
-from core.samplers.psgld import UNSET
-from core.samplers.step_size import step_sizes
+from sepsti.core.parallel.kernel_arguments import EVALUATE_NONE, NMFBlockLayout, NMFChainArrays
+from sepsti.core.parallel.noise import seed_states
+from sepsti.core.parallel.schedule import BlockSchedule
+from sepsti.core.samplers.psgld import UNSET
+from sepsti.core.samplers.step_size import step_sizes
 
 __all__ = ["run_distributed_block_chain"]
 
@@ -51,15 +51,15 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
         The start (same on every process).
     comm : MPI communicator
     seed, chain : int
-        Streams as in :func:`core.parallel.blocks.init_state`.
-    Other parameters : as in :func:`core.parallel.blocks.run_block_chain`.
+        Streams as in :func:`sepsti.core.parallel.blocks.init_state`.
+    Other parameters : as in :func:`sepsti.core.parallel.blocks.run_block_chain`.
 
     Returns
     -------
     BlockChainResult or None
         On process 0, the trace and the assembled final state; None elsewhere.
     """
-    from core.parallel._nmf_kernels import nmf_chain_kernel
+    from sepsti.core.parallel._nmf_kernels import nmf_chain_kernel
 
     size, rank_here = comm.Get_size(), comm.Get_rank()
     if num_blocks % size:
@@ -157,12 +157,12 @@ def _final_groups(groups, num_steps, num_blocks):
 
 
 def _min_op():
-    from core.parallel.mpi import reduction
+    from sepsti.core.parallel.mpi import reduction
 
     return reduction("min")
 
 
 def _and_op():
-    from core.parallel.mpi import reduction
+    from sepsti.core.parallel.mpi import reduction
 
     return reduction("land")

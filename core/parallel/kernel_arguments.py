@@ -1,6 +1,6 @@
 """What the compiled block kernels take: named groups of arrays and constants, and the evaluate modes.
 
-The kernels (:mod:`core.parallel._nmf_kernels`, :mod:`core.parallel._parafac_kernels`)
+The kernels (:mod:`sepsti.core.parallel._nmf_kernels`, :mod:`sepsti.core.parallel._parafac_kernels`)
 are compiled by numba, which accepts named tuples of arrays and scalars as
 arguments and reads their fields at no cost. Grouping what travels together
 keeps the kernels' signatures short and the call sites free of long
@@ -15,7 +15,7 @@ Conventions
 -----------
 Arrays are C-contiguous. NMF's H is passed transposed (``Ht``, shape
 (n_cols, rank)), so a column group of H is a contiguous run of rows. Noise
-stream states are (groups, 2) uint64 arrays of :mod:`core.parallel.noise`.
+stream states are (groups, 2) uint64 arrays of :mod:`sepsti.core.parallel.noise`.
 Evaluate modes are the integer constants below; the samplers' ``evaluate``
 argument spells them by name (:data:`EVALUATE_CODES`).
 """
@@ -83,7 +83,7 @@ class PartStep(NamedTuple):
 
 
 class NMFBlockLayout(NamedTuple):
-    """How an NMF data matrix is cut into blocks and parts (from :class:`core.parallel.schedule.BlockSchedule`).
+    """How an NMF data matrix is cut into blocks and parts (from :class:`sepsti.core.parallel.schedule.BlockSchedule`).
 
     Attributes
     ----------

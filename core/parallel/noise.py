@@ -3,11 +3,11 @@
 Conventions
 -----------
 A stream is one ``uint64`` counter state (splitmix64), seeded from
-``core.random.stream(seed, chain, block)``. Each factor block owns one state,
+``sepsti.core.random.stream(seed, chain, block)``. Each factor block owns one state,
 so the noise it receives depends only on (seed, chain, block, iteration) --
 not on threads, processes, or which process holds the block. Normals come
 from Marsaglia & Tsang's 128-layer ziggurat (tables in
-:mod:`core.parallel.ziggurat`, compiled draws in :mod:`core.parallel._kernels`).
+:mod:`sepsti.core.parallel.ziggurat`, compiled draws in :mod:`sepsti.core.parallel._kernels`).
 Each 64-bit draw yields two normals: each 32-bit half gives a 7-bit layer
 index and, from its other 25 bits, a signed 24-bit abscissa (the resolution
 of float32); a stream keeps the unused half of its last draw, so sequences
@@ -16,13 +16,13 @@ do not depend on how they are split into calls.
 
 import numpy as np
 
-from core.random import stream
+from sepsti.core.random import stream
 
 __all__ = ["fill_normal", "seed_states", "standard_normal"]
 
 
 def seed_states(seed, chain, blocks):
-    """Stream states, shape (len(blocks), 2) uint64, from ``core.random.stream(seed, *chain, block)``.
+    """Stream states, shape (len(blocks), 2) uint64, from ``sepsti.core.random.stream(seed, *chain, block)``.
 
     ``chain`` is an integer or a tuple of integers (e.g. rank, temperature index, replicate).
 
@@ -38,7 +38,7 @@ def seed_states(seed, chain, blocks):
 
 def fill_normal(states, index, out):
     """Fill contiguous ``out`` with standard normals from ``states[index]`` (advancing it)."""
-    from core.parallel._kernels import fill_normal_kernel
+    from sepsti.core.parallel._kernels import fill_normal_kernel
 
     fill_normal_kernel(states, index, out)
     return out

@@ -1,14 +1,14 @@
 """Block-parallel tempered SGLD / pSGLD chains for sparse Poisson PARAFAC, one compiled pass per part.
 
-Conventions: data is a :class:`core.parallel.tensor_blocks.TensorBlockIndex`
-of a sparse tensor (cut by the same :class:`core.parallel.schedule.BlockSchedule`
-rule as NMF's matrices); the position is :class:`core.models.poisson_parafac.ParafacFactors`
+Conventions: data is a :class:`sepsti.core.parallel.tensor_blocks.TensorBlockIndex`
+of a sparse tensor (cut by the same :class:`sepsti.core.parallel.schedule.BlockSchedule`
+rule as NMF's matrices); the position is :class:`sepsti.core.models.poisson_parafac.ParafacFactors`
 (A, B, C) and pSGLD's running average v has the same shapes, so v is
 partitioned with its factor blocks. Iteration l uses part (l − 1) mod B²;
 block b of the part updates A-block b, B-block (b + u) mod B and C-block
 (b + v) mod B from its own data only (PARAFAC'18 §III), with the gradient
 scaled by t N/N_s (N_s the part's entries) and the update rule of
-:mod:`core.samplers.psgld` / :mod:`core.samplers.sgld`, then mirroring.
+:mod:`sepsti.core.samplers.psgld` / :mod:`sepsti.core.samplers.sgld`, then mirroring.
 
 What the chain records (``evaluate``): ``before_update``/``after_update``
 score the position before/after iteration l's update on the part that drove
@@ -24,13 +24,13 @@ the position away from it since. On a 10⁶-non-zero Facebook-shaped tensor
 and a mean 3.7·10⁴ below it.
 
 Each factor block draws its noise from its own stream
-(:mod:`core.parallel.noise`, seeded from ``stream(seed, *chain, 1 + m B + b)``
+(:mod:`sepsti.core.parallel.noise`, seeded from ``stream(seed, *chain, 1 + m B + b)``
 for mode m), so the samples do not depend on threads, or on which process
 holds a block. The step size is (a/l)^b during burn-in, then fixed
-(:func:`core.samplers.step_size.step_sizes`).
+(:func:`sepsti.core.samplers.step_size.step_sizes`).
 
 Distributed (PARAFAC'18 Fig. 1): with an MPI communicator of P processes,
-process p keeps A-blocks ``[lo, hi)`` (:func:`core.parallel.tensor_blocks.owned_blocks`)
+process p keeps A-blocks ``[lo, hi)`` (:func:`sepsti.core.parallel.tensor_blocks.owned_blocks`)
 and the data blocks whose first index range is one of them; at part
 ``u B + v`` it holds B-blocks ``(b + u) mod B`` and C-blocks ``(b + v) mod B``
 for its b. After each part it passes the C-block of its first A-block (and,
@@ -47,14 +47,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.models.poisson_parafac import ParafacFactors
-from core.parallel.kernel_arguments import EVALUATE_CODES, ParafacChainArrays, PartStep, StepConstants
-from core.parallel.tensor_blocks import owned_blocks, slab_index
-from core.random import stream
-from core.samplers.psgld import UNSET
-from core.samplers.step_size import step_sizes
-from core.sparse_tensor import TensorBlocks
+from sepsti.core.errors import ParameterError
+from sepsti.core.models.poisson_parafac import ParafacFactors
+from sepsti.core.parallel.kernel_arguments import EVALUATE_CODES, ParafacChainArrays, PartStep, StepConstants
+from sepsti.core.parallel.tensor_blocks import owned_blocks, slab_index
+from sepsti.core.random import stream
+from sepsti.core.samplers.psgld import UNSET
+from sepsti.core.samplers.step_size import step_sizes
+from sepsti.core.sparse_tensor import TensorBlocks
 
 __all__ = ["ParafacBlockState", "init_block_state", "num_evaluations", "parafac_part_update",
            "run_parafac_block_chain", "slab_log_likelihoods"]
@@ -84,7 +84,7 @@ class ParafacBlockState(NamedTuple):
 
 
 def init_block_state(theta, *, seed, chain, num_blocks):
-    """State at ``theta`` (copied) with v unset (:data:`core.samplers.psgld.UNSET`) and the noise streams.
+    """State at ``theta`` (copied) with v unset (:data:`sepsti.core.samplers.psgld.UNSET`) and the noise streams.
 
     ``chain`` is a tuple of integers identifying the chain, e.g. (rank, temperature index).
     """
@@ -111,14 +111,14 @@ def slab_log_likelihoods(index, position, lo=0, hi=None):
     Σ x̂ over a slab is Σ_r (Σ_i a_ir)(Σ_j b_jr)(Σ_k c_kr) with i over the
     A-block's range and j, k over everything; the x log x̂ − lgamma(x + 1) terms
     run over the slab's non-zeros (one contiguous run of the sorted index, also
-    in a process's :func:`core.parallel.tensor_blocks.slab_index`). Their sum
+    in a process's :func:`sepsti.core.parallel.tensor_blocks.slab_index`). Their sum
     is the full log-likelihood.
 
     Returns
     -------
     ndarray, shape (hi − lo,)
     """
-    from core.models import _parafac_kernels as kernels
+    from sepsti.core.models import _parafac_kernels as kernels
 
     hi = index.num_blocks if hi is None else hi
     slabs = np.arange(lo, hi, dtype=np.int64)
@@ -153,7 +153,7 @@ def parafac_part_update(index, state, part, *, step_size, temperature, prior_rat
 
 def _part_kernel(parallel):
     """The compiled part update: blocks in numba threads or in turn."""
-    from core.parallel import _parafac_kernels as kernels
+    from sepsti.core.parallel import _parafac_kernels as kernels
 
     return kernels.part_update_parallel if parallel else kernels.part_update_serial
 
@@ -177,7 +177,7 @@ def _chain_arrays(state):
 
 
 def _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate):
-    """The kernels' :class:`core.parallel.kernel_arguments.StepConstants`; ``evaluate`` by name.
+    """The kernels' :class:`sepsti.core.parallel.kernel_arguments.StepConstants`; ``evaluate`` by name.
 
     For ``"full"`` the chain scores its states itself; the kernel meanwhile records the
     before-update value, a by-product of the gradient.
@@ -299,7 +299,7 @@ def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, 
     while the message travels, then takes in the block from p + 1, which only
     the next part uses: one part of slack against a neighbour's delay.
     """
-    from core.parallel.mpi import ring_exchange_start, wait_all
+    from sepsti.core.parallel.mpi import ring_exchange_start, wait_all
 
     size, process = comm.Get_size(), comm.Get_rank()
     num_blocks = index.num_blocks

@@ -5,7 +5,7 @@ Conventions
 An array of shape (n_0, ..., n_{d-1}) is cut into B groups along every mode
 (``numpy.array_split`` sizes: the first n mod B groups one longer), giving
 B^d blocks. The NMF block samplers (d = 2) and the PARAFAC block index
-(d = 3, :mod:`core.parallel.tensor_blocks`) both cut their data with this
+(d = 3, :mod:`sepsti.core.parallel.tensor_blocks`) both cut their data with this
 class, so both follow one rule for group edges and part numbering. A *part* is B blocks that
 share no group in any mode: part p, written in base B as offsets
 (k_1, ..., k_{d-1}), is {(b, (b + k_1) mod B, ..., (b + k_{d-1}) mod B) :
@@ -23,7 +23,7 @@ ICASSP'16 §4.1.2 (Parallel SGLD); PARAFAC'18 §III and Fig. 1.
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["BlockSchedule"]
 

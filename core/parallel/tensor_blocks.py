@@ -1,6 +1,6 @@
 """B × B × B blocks of a three-way tensor and the B² parts of the block-parallel PARAFAC scheme.
 
-Conventions: the tensor is cut by a :class:`core.parallel.schedule.BlockSchedule`,
+Conventions: the tensor is cut by a :class:`sepsti.core.parallel.schedule.BlockSchedule`,
 the rule the NMF block samplers use for matrices: mode ``m`` of size ``n_m``
 into ``B`` contiguous groups of ``numpy.array_split`` sizes (the first
 ``n_m mod B`` one longer), group ``g`` being ``[edges[m][g], edges[m][g + 1])``.
@@ -18,8 +18,8 @@ while blocks of B and C travel between parts.
 For a sparse tensor the index is built once: the non-zeros are sorted by
 block, so the non-zeros of block ``key`` are rows ``offsets[key]`` to
 ``offsets[key + 1]`` of ``coords``/``values`` (global 0-based coordinates).
-Sets of blocks are handed out as :class:`core.sparse_tensor.TensorBlocks`,
-the subset type of :class:`core.models.poisson_parafac.PoissonParafac`: the
+Sets of blocks are handed out as :class:`sepsti.core.sparse_tensor.TensorBlocks`,
+the subset type of :class:`sepsti.core.models.poisson_parafac.PoissonParafac`: the
 model reads blocks without knowing how they were cut.
 """
 
@@ -27,9 +27,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.parallel.schedule import BlockSchedule
-from core.sparse_tensor import SparseTensor, TensorBlocks
+from sepsti.core.errors import ParameterError
+from sepsti.core.parallel.schedule import BlockSchedule
+from sepsti.core.sparse_tensor import SparseTensor, TensorBlocks
 
 __all__ = ["TensorBlockIndex", "block_key", "build_block_index", "owned_blocks", "slab_index"]
 

@@ -1,7 +1,7 @@
 """Tables of Marsaglia & Tsang's 128-layer ziggurat for standard normals.
 
-Shared by the Python side of the noise streams (:mod:`core.parallel.noise`)
-and the compiled draws (:mod:`core.parallel._kernels`), which both import
+Shared by the Python side of the noise streams (:mod:`sepsti.core.parallel.noise`)
+and the compiled draws (:mod:`sepsti.core.parallel._kernels`), which both import
 them from here.
 
 Conventions

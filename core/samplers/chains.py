@@ -3,7 +3,7 @@
 Conventions: the target is ``logdensity_and_grad_fn(position) -> (logdensity,
 gradient)`` over flat positions of shape ``(dim,)``; draws are returned as
 ``(num_chains, num_draws, dim)`` (ArviZ's order). Chain c draws every random
-number from its own stream ``core.random.stream(seed, c)``, which travels with
+number from its own stream ``sepsti.core.random.stream(seed, c)``, which travels with
 the chain between phases, so the draws do not depend on how many chains run
 at once, nor on processes versus threads.
 
@@ -13,7 +13,7 @@ so that a choice made from all of them applies to all of them:
 1. *explore* (``metric="auto"`` or a ``"precision"`` metric): a share of the
    warm-up with a windowed diagonal metric (Stan's windows), from the start
    to the typical set, keeping its positions;
-2. *pilots* (``"auto"`` only): every candidate of :mod:`core.samplers.metric`
+2. *pilots* (``"auto"`` only): every candidate of :mod:`sepsti.core.samplers.metric`
    runs a short dual averaging then a few measured draws on every chain; the
    candidate with the best smallest ESS per gradient is chosen;
 3. *final*: the rest of the warm-up with the chosen metric (diagonal and
@@ -34,15 +34,15 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.random import stream
-from core.samplers import group_move, nuts
-from core.samplers.driver import run_chain
-from core.samplers.hmc import HMCState, find_reasonable_step_size, init
-from core.samplers.mass_matrix import welford_covariance, welford_variance
-from core.samplers.metric import (AutoMetricSettings, MetricChoice, TargetStructure, candidate_metrics,
+from sepsti.core.errors import ParameterError
+from sepsti.core.random import stream
+from sepsti.core.samplers import group_move, nuts
+from sepsti.core.samplers.driver import run_chain
+from sepsti.core.samplers.hmc import HMCState, find_reasonable_step_size, init
+from sepsti.core.samplers.mass_matrix import welford_covariance, welford_variance
+from sepsti.core.samplers.metric import (AutoMetricSettings, MetricChoice, TargetStructure, candidate_metrics,
                                   choose_metric, pilot_result, split_name, validate_metric)
-from core.samplers.warmup import window_adaptation
+from sepsti.core.samplers.warmup import window_adaptation
 
 __all__ = ["NUTSSettings", "TransitionInfo", "ChainInfo", "SampleDiagnostics", "NUTSResult", "sample_nuts",
            "summarize"]
@@ -138,7 +138,7 @@ class NUTSResult(NamedTuple):
 
     def to_inference_data(self):
         """The draws as ArviZ ``InferenceData`` (``theta``, ``summary`` and per-draw sample stats)."""
-        from core.samplers.diagnostics import to_inference_data
+        from sepsti.core.samplers.diagnostics import to_inference_data
 
         posterior = {"theta": self.draws}
         if self.summaries is not None:
@@ -385,7 +385,7 @@ class _Runner:
 
 def summarize(draws, logdensity, summaries=None, *, num_divergent=0):
     """:class:`SampleDiagnostics` of draws of shape (num_chains, num_draws, dim) and their log densities."""
-    from core.samplers.diagnostics import effective_sample_size, split_rhat
+    from sepsti.core.samplers.diagnostics import effective_sample_size, split_rhat
 
     columns = [draws, logdensity[:, :, None]]
     labels = [f"theta[{i}]" for i in range(draws.shape[2])] + ["logdensity"]
@@ -417,11 +417,11 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
         Warm-up iterations (the pilots of ``"auto"`` come on top) and kept draws per chain.
     num_chains : int
     metric : str
-        ``"auto"`` (chosen from pilot runs, see :mod:`core.samplers.metric`) or
+        ``"auto"`` (chosen from pilot runs, see :mod:`sepsti.core.samplers.metric`) or
         a fixed ``"diagonal"``, ``"dense"``, ``"precision"``, each optionally
         with ``"+moves"``.
     seed : int
-        Chain c uses ``core.random.stream(seed, c)``.
+        Chain c uses ``sepsti.core.random.stream(seed, c)``.
     structure : TargetStructure, optional
         Precision function, scale group and summaries of the target.
     settings : NUTSSettings, optional

@@ -13,7 +13,7 @@ bulk ESS and the rank R̂ (the same definitions as ArviZ's ``ess`` and ``rhat``)
 import numpy as np
 from scipy import stats
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["effective_sample_size", "split_rhat", "mcse_mean", "mcse_variance", "to_inference_data"]
 

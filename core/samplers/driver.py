@@ -10,8 +10,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.progress import progress_bar
+from sepsti.core.errors import ParameterError
+from sepsti.core.progress import progress_bar
 
 __all__ = ["ChainResult", "run_chain", "stack_tree"]
 

@@ -13,7 +13,7 @@ target acceptance statistic δ.
 import math
 from typing import NamedTuple
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["DualAveragingState", "dual_averaging"]
 

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln, xlogy
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["GibbsState", "GibbsInfo", "init", "build_kernel", "draw_sources", "draw_factor",
            "log_joint", "source_log_prob"]
@@ -145,8 +145,8 @@ def draw_sources(rng, model, layout, factors, *, sources=None):
     Parameters
     ----------
     rng : numpy.random.Generator
-    model : core.models.pltf.PLTFModel
-    layout : core.models.pltf.SourceLayout
+    model : sepsti.core.models.pltf.PLTFModel
+    layout : sepsti.core.models.pltf.SourceLayout
         From ``model.source_layout(X)``.
     factors : tuple of ndarray
         All factors.
@@ -218,7 +218,7 @@ def init(model, X, factors=None, *, rng=None):
 
     Parameters
     ----------
-    model : core.models.pltf.PLTFModel
+    model : sepsti.core.models.pltf.PLTFModel
     X : array_like
         Integer counts, shape ``model.output_shape``.
     factors : tuple of ndarray, optional
@@ -244,7 +244,7 @@ def build_kernel(model, X, *, clamped_sources=None, clamped_factors=(), keep_sou
 
     Parameters
     ----------
-    model : core.models.pltf.PLTFModel
+    model : sepsti.core.models.pltf.PLTFModel
     X : array_like
         Integer counts.
     clamped_sources : tuple, optional
@@ -261,7 +261,7 @@ def build_kernel(model, X, *, clamped_sources=None, clamped_factors=(), keep_sou
     Returns
     -------
     callable
-        Usable directly as ``step_fn`` of :func:`core.samplers.driver.run_chain`.
+        Usable directly as ``step_fn`` of :func:`sepsti.core.samplers.driver.run_chain`.
     """
     X = model.validate_data(X, integer=True)
     layout = model.source_layout(X)

@@ -1,7 +1,7 @@
 """Metropolis moves along a one-parameter group acting on the position (scale moves), to interleave with HMC/NUTS.
 
 Conventions: the position is a flat float array of shape ``(dim,)`` and the
-state is HMC's (:class:`core.samplers.hmc.HMCState`: position, log density,
+state is HMC's (:class:`sepsti.core.samplers.hmc.HMCState`: position, log density,
 gradient), so a move composes with a NUTS transition. ``transform_fn(position,
 log_scales) -> (new_position, log_jacobian)`` applies the group element
 ``exp(log_scales)`` (shape ``(num_groups,)``, one commuting scale per group)
@@ -28,8 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.samplers.hmc import HMCState
+from sepsti.core.errors import ParameterError
+from sepsti.core.samplers.hmc import HMCState
 
 __all__ = ["GroupMoveInfo", "build_kernel", "adapt_log_proposal_std"]
 

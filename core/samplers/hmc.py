@@ -19,8 +19,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from core.errors import ParameterError
-from core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
+from sepsti.core.errors import ParameterError
+from sepsti.core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
 
 __all__ = ["HMCState", "HMCInfo", "init", "build_kernel", "sample_momentum", "find_reasonable_step_size"]
 

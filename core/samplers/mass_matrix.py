@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["WelfordState", "welford_variance", "welford_covariance", "warmup_schedule", "LowRankTransform",
            "numerical_precision", "low_rank_preconditioner", "reparametrize"]

@@ -4,13 +4,13 @@ Conventions: positions are flat float arrays of shape ``(dim,)``; a metric is
 given by its inverse mass matrix M⁻¹, shape ``(dim,)`` (diagonal) or
 ``(dim, dim)`` (dense). A metric *name* is one of three kinds, optionally
 followed by ``+moves`` (Metropolis moves along a scale group after each NUTS
-transition, :mod:`core.samplers.group_move`):
+transition, :mod:`sepsti.core.samplers.group_move`):
 
 - ``"diagonal"``: the windowed marginal variance of warm-up draws (Stan);
 - ``"dense"``: the regularised covariance of warm-up draws;
 - ``"precision"``: the inverse of a caller-supplied precision matrix at the
   chain's current state, e.g. the Gauss–Newton precision I + σ⁻² JᵀJ of a
-  least-squares model (:meth:`core.models.NMFGPP.gauss_newton_precision`).
+  least-squares model (:meth:`sepsti.core.models.NMFGPP.gauss_newton_precision`).
 
 Which one mixes best depends on the posterior, not on the model: a stiff
 likelihood makes the curvature-based metric win by orders of magnitude, a
@@ -29,7 +29,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["METRIC_KINDS", "TargetStructure", "AutoMetricSettings", "PilotResult", "MetricChoice",
            "split_name", "validate_metric", "candidate_metrics", "choose_metric", "pilot_result"]
@@ -207,7 +207,7 @@ def pilot_result(metric, draws, labels, work, step_sizes, tree_depths, num_diver
     step_sizes, tree_depths : array_like
     num_divergent : int
     """
-    from core.samplers.diagnostics import effective_sample_size
+    from sepsti.core.samplers.diagnostics import effective_sample_size
 
     ess = effective_sample_size(draws)
     worst = int(np.argmin(ess))

@@ -4,7 +4,7 @@ Conventions: the position is a flat float array of shape ``(dim,)``; the
 target is ``logdensity_and_grad_fn(position) -> (logdensity, gradient)``; the
 mass matrix is passed as its inverse: shape ``(dim,)`` (diagonal) or
 ``(dim, dim)`` (dense). NUTS reuses
-HMC's state (:class:`core.samplers.hmc.HMCState`) and ``init``.
+HMC's state (:class:`sepsti.core.samplers.hmc.HMCState`) and ``init``.
 
 The trajectory doubles, in a random direction each time, until the
 generalised U-turn criterion ``ρ · M⁻¹p± ≤ 0`` holds for the whole tree or for
@@ -26,9 +26,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.samplers.hmc import HMCState, init, sample_momentum
-from core.samplers.integrators import velocity
+from sepsti.core.errors import ParameterError
+from sepsti.core.samplers.hmc import HMCState, init, sample_momentum
+from sepsti.core.samplers.integrators import velocity
 
 __all__ = ["NUTSInfo", "init", "build_kernel"]
 
@@ -93,7 +93,7 @@ def _trailing_ones(n):
 
 
 def _leapfrog(leaf, step_size, logdensity_and_grad_fn, inverse_mass_matrix):
-    # The leapfrog of core.samplers.integrators, carrying M⁻¹p and M⁻¹∇log p: the half-step velocity is
+    # The leapfrog of sepsti.core.samplers.integrators, carrying M⁻¹p and M⁻¹∇log p: the half-step velocity is
     # M⁻¹p + ε/2 M⁻¹∇log p, so only the new gradient needs a product by M⁻¹ (one instead of two for a
     # dense metric, whose product costs dim² and dominates a cheap gradient).
     half = 0.5 * step_size

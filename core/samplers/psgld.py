@@ -19,7 +19,7 @@ alpha = 0.99, G is about 10 / |g_bar|: the first steps are ~10x too large
 and throw chains far off the factors' scale. An entry of v that has seen no
 gradient yet holds ``UNSET`` (-1, a value a mean of squares never takes);
 :func:`init` fills v with it, and every pSGLD implementation (this kernel,
-the NMF block kernels of :mod:`core.parallel`, the PARAFAC block kernels)
+the NMF block kernels of :mod:`sepsti.core.parallel`, the PARAFAC block kernels)
 applies the same rule entry by entry, so block and distributed paths stay
 equal to this one. At t = 0 the first update sets v = 0.
 
@@ -32,8 +32,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from core.models.subsample import tempered_gradient
-from core.samplers.langevin import langevin_step
+from sepsti.core.models.subsample import tempered_gradient
+from sepsti.core.samplers.langevin import langevin_step
 
 __all__ = ["PSGLDState", "PSGLDInfo", "UNSET", "init", "build_kernel", "preconditioner", "update_average"]
 

@@ -16,7 +16,7 @@ the sampler holds ``Xhat`` (|V0|) and factor-sized arrays: no slice, intensity
 or source tensor is ever stored. ``Xhat`` is recomputed from scratch at the
 start of every sweep so rounding cannot drift.
 
-Conventions as in :mod:`core.samplers.gibbs`: integer ``X`` shaped like the
+Conventions as in :mod:`sepsti.core.samplers.gibbs`: integer ``X`` shaped like the
 model output; ``factors`` is the tuple of all factors.
 """
 
@@ -172,14 +172,14 @@ def build_kernel(model, X):
 
     Parameters
     ----------
-    model : core.models.pltf.PLTFModel
+    model : sepsti.core.models.pltf.PLTFModel
     X : array_like
         Integer counts.
 
     Returns
     -------
     callable
-        Usable directly as ``step_fn`` of :func:`core.samplers.driver.run_chain`.
+        Usable directly as ``step_fn`` of :func:`sepsti.core.samplers.driver.run_chain`.
     """
     X = model.validate_data(X, integer=True)
     counts = np.ascontiguousarray(X.ravel())

@@ -2,10 +2,10 @@
 
 Conventions
 -----------
-A kernel moves a :class:`SGLDState` with one :func:`core.samplers.langevin.langevin_step`
+A kernel moves a :class:`SGLDState` with one :func:`sepsti.core.samplers.langevin.langevin_step`
 driven by the gradient of log p(theta) + t (N/N_s) sum_{n in S} log p(x_n | theta)
-(:func:`core.models.subsample.tempered_gradient`). Estimating the evidence
-from the samples is the business of :mod:`core.evidence.sti`.
+(:func:`sepsti.core.models.subsample.tempered_gradient`). Estimating the evidence
+from the samples is the business of :mod:`sepsti.core.evidence.sti`.
 
 References
 ----------
@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from core.models.subsample import tempered_gradient
-from core.samplers.langevin import langevin_step
+from sepsti.core.models.subsample import tempered_gradient
+from sepsti.core.samplers.langevin import langevin_step
 
 __all__ = ["SGLDState", "SGLDInfo", "init", "build_kernel"]
 

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["PolynomialDecayState", "polynomial_decay", "step_sizes", "validate_step_schedule"]
 

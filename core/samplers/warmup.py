@@ -10,11 +10,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from core.errors import ParameterError
-from core.samplers.driver import run_chain
-from core.samplers.dual_averaging import DualAveragingState, dual_averaging
-from core.samplers.hmc import find_reasonable_step_size
-from core.samplers.mass_matrix import WelfordState, warmup_schedule, welford_covariance, welford_variance
+from sepsti.core.errors import ParameterError
+from sepsti.core.samplers.driver import run_chain
+from sepsti.core.samplers.dual_averaging import DualAveragingState, dual_averaging
+from sepsti.core.samplers.hmc import find_reasonable_step_size
+from sepsti.core.samplers.mass_matrix import WelfordState, warmup_schedule, welford_covariance, welford_variance
 
 __all__ = ["WarmupState", "WarmupResult", "window_adaptation"]
 

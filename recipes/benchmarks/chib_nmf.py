@@ -59,7 +59,7 @@ NUM_BURN_IN, NUM_SAMPLES, NUM_REDUCED = 7000, 2000, 5000
 
 
 def simulate(seed):
-    from core.random import stream
+    from sepsti.core.random import stream
 
     rng = stream(seed, 0)
     W = rng.exponential(1.0 / PRIOR_RATE, (SHAPE[0], TRUE_RANK))
@@ -69,7 +69,7 @@ def simulate(seed):
 
 def chib_for_rank(args):
     X, rank, seed, method = args
-    from core.evidence.chib import chib_poisson_nmf
+    from sepsti.core.evidence.chib import chib_poisson_nmf
 
     warnings.filterwarnings("ignore", message="Chib ordinate")  # the weights are reported instead
     start = time.perf_counter()
@@ -92,8 +92,8 @@ def _single_thread_env():
 MEMORY_CHILD = r'''
 import gc, json, resource, sys, time, tracemalloc
 import numpy as np
-from core.models.pltf import pltf_model
-from core.samplers import gibbs, sada
+from sepsti.core.models.pltf import pltf_model
+from sepsti.core.samplers import gibbs, sada
 
 sampler, path = sys.argv[1], sys.argv[2]
 data = np.load(path)
@@ -130,8 +130,8 @@ print(json.dumps({"peak_rss_growth_mb": (peak - baseline) / 1024.0, "tracemalloc
 
 
 def memory_problem(num_frames, seed, path):
-    from core.models.pltf import pltf_model
-    from core.random import stream
+    from sepsti.core.models.pltf import pltf_model
+    from sepsti.core.random import stream
 
     rng = stream(seed, 5)
     num_bins, num_templates, num_chords = 1025, 4, 3

@@ -41,7 +41,7 @@ def training_matrix(corpus, seed):
 
     if corpus is not None:
         try:
-            from corpora.noizeus import clean_signals
+            from sepsti.corpora.noizeus import clean_signals
 
             signals = [y for _, y, _ in clean_signals(corpus, "train")]
         except ImportError:
@@ -55,7 +55,7 @@ def training_matrix(corpus, seed):
 
 
 def run_ours(X, W, H, num_iter):
-    from core.factorization import poisson_nmf_em
+    from sepsti.core.factorization import poisson_nmf_em
 
     start = time.perf_counter()
     result = poisson_nmf_em(X, W, H, max_iter=num_iter, tol=0)
@@ -95,7 +95,7 @@ def thread_counts(n_cols):
     """(BLAS threads, our worker threads) in the current threadpoolctl setting."""
     from threadpoolctl import threadpool_info
 
-    from core.factorization.em import _column_blocks, _workers
+    from sepsti.core.factorization.em import _column_blocks, _workers
 
     blas = max([info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"],
                default=1)
@@ -135,7 +135,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
-    from core.factorization import initialize_nmf, poisson_log_likelihood
+    from sepsti.core.factorization import initialize_nmf, poisson_log_likelihood
 
     corpus = args.corpus or default_corpus()
     X, source = training_matrix(corpus, args.seed)

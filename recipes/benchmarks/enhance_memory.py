@@ -1,7 +1,7 @@
 """Peak memory of ``sepsti enhance`` against the length of the file.
 
 A long noisy file is built by concatenating the mixtures of a synthetic corpus
-(``corpora.synth``: sp01-sp30 in babble at 5 dB, 8 kHz, 16-bit) until it is
+(``sepsti.corpora.synth``: sp01-sp30 in babble at 5 dB, 8 kHz, 16-bit) until it is
 ``--minutes`` long, written block by block; then ``sepsti enhance`` runs on it
 in a fresh process and its peak resident set size (``ru_maxrss`` of that child,
 from ``os.wait4``), wall time and CPU time are recorded. ``--rate`` writes the
@@ -29,8 +29,8 @@ def make_long_file(path, minutes, rate, seed):
     import numpy as np
     import soundfile
 
-    from corpora.noizeus import mixtures
-    from corpora.synth import write_corpus
+    from sepsti.corpora.noizeus import mixtures
+    from sepsti.corpora.synth import write_corpus
     from sepsti.audio import resample
 
     with tempfile.TemporaryDirectory() as folder:

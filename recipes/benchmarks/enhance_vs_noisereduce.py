@@ -41,7 +41,7 @@ def _split(text, convert):
 def iter_mixtures(corpus, utterances, noises, snrs):
     """(utterance, noise, snr, clean, noisy) for the selected files of the corpus."""
     try:
-        from corpora.noizeus import iter_mixtures as corpus_mixtures
+        from sepsti.corpora.noizeus import iter_mixtures as corpus_mixtures
 
         for mixture in corpus_mixtures(corpus, utterances, noises, snrs):
             yield mixture.utterance, mixture.noise, mixture.snr, mixture.clean, mixture.noisy

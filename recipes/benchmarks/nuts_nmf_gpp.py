@@ -13,7 +13,7 @@ Figures, all on the same input in the same run:
      Cholesky factors of the full Kronecker covariances I_M ⊗ K, eq. 22–23
      with ``erf``/``exp`` written out), the form of the authors' NumPy code.
    All three agree to rounding; the script checks it before timing.
-2. NUTS from the MAP, run by ``raman_nuts.run_one`` (``core.samplers.sample_nuts``,
+2. NUTS from the MAP, run by ``raman_nuts.run_one`` (``sepsti.core.samplers.sample_nuts``,
    ``--chains`` chains in parallel), for both regimes of ``raman_nuts.REGIMES``
    (stiff: sigma_N = 0.05; weak: sigma_N = 5) and each metric of ``--metrics``
    (the fixed ones and ``auto``) side by side: smallest and median bulk ESS
@@ -41,10 +41,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import recipe_parser  # noqa: E402
 
-from core.factorization.map import limit_blas_threads, map_nmf_gpp  # noqa: E402
-from core.models.nmf_gpp import NMFGPP, exponential_kernel_2d, squared_exponential_kernel  # noqa: E402
-from core.random import stream  # noqa: E402
-from corpora.raman import simulate_raman  # noqa: E402
+from sepsti.core.factorization.map import limit_blas_threads, map_nmf_gpp  # noqa: E402
+from sepsti.core.models.nmf_gpp import NMFGPP, exponential_kernel_2d, squared_exponential_kernel  # noqa: E402
+from sepsti.core.random import stream  # noqa: E402
+from sepsti.corpora.raman import simulate_raman  # noqa: E402
 from raman_nuts import REGIMES, run_one  # noqa: E402
 
 

@@ -12,8 +12,8 @@ iteration of the block-parallel scheme):
   column sums: the peer, checked to agree with the kernel;
 * ``iteration``: a whole pSGLD iteration (gradient, preconditioner, noise,
   mirroring, and the log-likelihood estimate) with the generic samplers of
-  :mod:`core.samplers`, and ``compiled``: the same with the one-pass numba part
-  update of :mod:`core.parallel.parafac_blocks` (the default engine for sparse data),
+  :mod:`sepsti.core.samplers`, and ``compiled``: the same with the one-pass numba part
+  update of :mod:`sepsti.core.parallel.parafac_blocks` (the default engine for sparse data),
   also per entry-update: every iteration moves all (I + J + K) R factor entries;
 * ``full``: the full-data log-likelihood that STI's chains record every B-th
   kept iteration (``evaluate="full"``: Σ x̂ from column sums, one pass over the
@@ -42,13 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import recipe_parser, write_results  # noqa: E402
 
-from core.evidence.parafac_rank import part_schedule  # noqa: E402
-from core.evidence.sti import power_posterior_chain  # noqa: E402
-from core.models.poisson_parafac import ParafacFactors, PoissonParafac  # noqa: E402
-from core.parallel.parafac_blocks import run_parafac_block_chain, slab_log_likelihoods  # noqa: E402
-from core.parallel.tensor_blocks import build_block_index  # noqa: E402
-from core.random import stream  # noqa: E402
-from corpora.tensors import FACEBOOK_SHAPE, prior_rate_for_count, simulate_sparse  # noqa: E402
+from sepsti.core.evidence.parafac_rank import part_schedule  # noqa: E402
+from sepsti.core.evidence.sti import power_posterior_chain  # noqa: E402
+from sepsti.core.models.poisson_parafac import ParafacFactors, PoissonParafac  # noqa: E402
+from sepsti.core.parallel.parafac_blocks import run_parafac_block_chain, slab_log_likelihoods  # noqa: E402
+from sepsti.core.parallel.tensor_blocks import build_block_index  # noqa: E402
+from sepsti.core.random import stream  # noqa: E402
+from sepsti.corpora.tensors import FACEBOOK_SHAPE, prior_rate_for_count, simulate_sparse  # noqa: E402
 
 NAME = "parafac_scaling"
 

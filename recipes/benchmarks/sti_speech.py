@@ -49,16 +49,16 @@ def main():
 
     import numba
 
-    from core.evidence.sti_nmf import select_rank_sti
-    from core.parallel import mpi
+    from sepsti.core.evidence.sti_nmf import select_rank_sti
+    from sepsti.core.parallel import mpi
     from sepsti.commands.select_rank import training_matrix
 
     comm = mpi.world()
     with mpi.abort_on_error(comm):
         X = training_matrix(args.corpus).astype(args.dtype)
         ranks = [int(r) for r in args.ranks.split(",")]
-        from core.evidence.rank_selection import to_json
-        from core.parallel.blocks import warm_up
+        from sepsti.core.evidence.rank_selection import to_json
+        from sepsti.core.parallel.blocks import warm_up
 
         overrides = {}
         if args.quick:

@@ -40,9 +40,9 @@ def main():
     except ImportError:
         sys.exit("dynesty is not installed: pip install dynesty (the 'bench' extra)")
 
-    from core.evidence.sti import stochastic_thermodynamic_integration
-    from core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
-    from core.random import stream
+    from sepsti.core.evidence.sti import stochastic_thermodynamic_integration
+    from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
+    from sepsti.core.random import stream
     from sti_gaussian import CHAIN, DEFAULT, PRIOR
 
     _, x = GaussianAdditiveModel.sample(stream(args.seed, 1000), 5000, 2, **PRIOR)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from core.errors import ParameterError
+from sepsti.core.errors import ParameterError
 
 __all__ = ["corpus", "parse_utterances", "pairing_problems"]
 
@@ -54,7 +54,7 @@ def pairing_problems(index):
 
     Parameters
     ----------
-    index : corpora.noizeus.CorpusIndex
+    index : sepsti.corpora.noizeus.CorpusIndex
 
     Returns
     -------
@@ -62,7 +62,7 @@ def pairing_problems(index):
         One line per kind of problem: noisy files without a clean file, with another length
         or rate than it, and unreadable files; empty when every noisy file has a usable partner.
     """
-    from corpora.audio import audio_info
+    from sepsti.corpora.audio import audio_info
 
     headers = {}
 
@@ -124,8 +124,8 @@ def synth(directory, seed, overwrite, utterances, noises, snrs, progress):
     """
     import contextlib
 
-    from core.progress import forced
-    from corpora.synth import write_corpus
+    from sepsti.core.progress import forced
+    from sepsti.corpora.synth import write_corpus
 
     with forced() if progress else contextlib.nullcontext():
         settings = write_corpus(directory, seed=seed, utterances=parse_utterances(utterances),
@@ -140,7 +140,7 @@ def synth(directory, seed, overwrite, utterances, noises, snrs, progress):
 @click.argument("directory", type=click.Path(path_type=Path))
 def info(directory):
     """Describe the NOIZEUS-style files found below DIRECTORY."""
-    from corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
+    from sepsti.corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
 
     index = corpus_index(directory)
     click.echo(index.describe())

@@ -45,7 +45,7 @@ def plan_outputs(inputs, output, out_dir):
         If neither or both are given, ``-o`` is used with several inputs, or
         two inputs would write the same output.
     """
-    from core.errors import ParameterError
+    from sepsti.core.errors import ParameterError
 
     if (output is None) == (out_dir is None):
         raise ParameterError("output: give exactly one of -o OUT (one input) or --out-dir DIR")
@@ -68,7 +68,7 @@ def _check_out_dir(out_dir):
     """The folder must exist or be creatable (its nearest existing parent writable)."""
     import os
 
-    from core.errors import ParameterError
+    from sepsti.core.errors import ParameterError
 
     out_dir = Path(out_dir)
     if out_dir.exists():
@@ -165,7 +165,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
     All inputs and outputs are checked before any work is done.
     """
     _single_threaded_blas()
-    from core.io import check_output_path
+    from sepsti.core.io import check_output_path
     from sepsti.audio import inspect_input, output_format
     from sepsti.denoise import validate_noise_rank
     from sepsti.dictionary import default_dictionary_path, load_dictionary
@@ -191,7 +191,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
         Path(out_dir).mkdir(parents=True, exist_ok=True)
 
     # --- processing ---
-    from core.progress import progress_bar
+    from sepsti.core.progress import progress_bar
 
     options = {"noise_rank": noise_rank, "seed": seed}
     if iterations is not None:

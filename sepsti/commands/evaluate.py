@@ -52,7 +52,7 @@ def parse_list(text, name, convert=str):
     ParameterError
         If an item is empty or ``convert`` rejects it.
     """
-    from core.errors import ParameterError
+    from sepsti.core.errors import ParameterError
 
     if text is None:
         return None
@@ -161,7 +161,7 @@ def _plot(summary, path, title, overwrite=True):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from core.io import atomic_path
+    from sepsti.core.io import atomic_path
 
     snrs = [entry["snr"] for entry in summary["by_snr"]]
     shown = [metric for metric in _SHOWN if metric in summary["overall"]["input"]]
@@ -208,9 +208,9 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
 
     import numpy as np
 
-    from core.errors import ParameterError
-    from core.io import atomic_path, check_output_path, json_safe
-    from corpora.noizeus import corpus_index, mixtures
+    from sepsti.core.errors import ParameterError
+    from sepsti.core.io import atomic_path, check_output_path, json_safe
+    from sepsti.corpora.noizeus import corpus_index, mixtures
     from sepsti.audio import resample, validate_frames
     from sepsti.dictionary import default_dictionary_path, load_dictionary
 
@@ -236,7 +236,7 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
         validate_frames(resample(mixture.noisy, mixture.sample_rate, rate), rate, name=str(mixture.path))
 
     # --- enhancement and scoring ---
-    from core.progress import progress_bar
+    from sepsti.core.progress import progress_bar
     from sepsti.denoise import denoise
     from sepsti.metrics import pesq_mode, unavailable_scores
 

@@ -3,7 +3,7 @@
 The clean train split of the corpus (257 x frames magnitudes on the int16
 scale) is modelled by Poisson NMF with exponential priors; for every rank
 the log marginal likelihood is estimated by Stochastic Thermodynamic
-Integration (:mod:`core.evidence.rank_selection`): block-parallel (p)SGLD
+Integration (:mod:`sepsti.core.evidence.rank_selection`): block-parallel (p)SGLD
 chains per (rank, temperature, replicate). ``--preset reference`` (the
 default) is the validated setting, ``--preset blocks`` the fast block-parallel
 one for small counts, ``--preset paper`` ICASSP'16's; single options replace
@@ -107,8 +107,8 @@ def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, d
     """Estimate log p(X | R) for every candidate rank and select the largest."""
     import numpy as np
 
-    from core.errors import ParameterError
-    from core.parallel import mpi
+    from sepsti.core.errors import ParameterError
+    from sepsti.core.parallel import mpi
 
     if not prior_rate > 0:
         raise ParameterError(f"--prior-rate={prior_rate} must be positive")
@@ -116,8 +116,8 @@ def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, d
     if "evaluate" in overrides:
         overrides["evaluate"] = overrides["evaluate"].replace("-", "_")
     dispersion = _dispersion(dispersion)
-    from core.evidence.rank_selection import resolve_settings
-    from core.evidence.sti_nmf import PRESETS
+    from sepsti.core.evidence.rank_selection import resolve_settings
+    from sepsti.core.evidence.sti_nmf import PRESETS
 
     settings = resolve_settings(PRESETS, preset, num_replicates=num_replicates, **overrides)  # before any work
     if settings.chain.sampler == "mala" and settings.chain.num_blocks is not None:
@@ -130,8 +130,8 @@ def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, d
         X = training_matrix(corpus).astype(np.dtype(dtype))
         if settings.chain.sampler != "mala":
             compile_kernels(X.dtype, quiet=quiet or not mpi.is_root(comm))
-        from core.evidence.rank_selection import to_json
-        from core.evidence.sti_nmf import select_rank_sti
+        from sepsti.core.evidence.rank_selection import to_json
+        from sepsti.core.evidence.sti_nmf import select_rank_sti
 
         selection = select_rank_sti(X, ranks, grid=settings.grid, chain=settings.chain,
                                     num_replicates=settings.num_replicates, prior_rate=prior_rate,
@@ -151,7 +151,7 @@ def compile_kernels(dtype, *, quiet=False):
     """Compile (or load from numba's cache) the block kernels, saying so once when it takes a while."""
     import time
 
-    from core.parallel.blocks import warm_up
+    from sepsti.core.parallel.blocks import warm_up
 
     started = time.perf_counter()
     warm_up((dtype,))
@@ -163,7 +163,7 @@ def compile_kernels(dtype, *, quiet=False):
 
 def _dispersion(text):
     """``--dispersion``: 'auto' or a positive number."""
-    from core.errors import ParameterError
+    from sepsti.core.errors import ParameterError
 
     if text == "auto":
         return text
@@ -181,8 +181,8 @@ PLOT_EXTENSIONS = (".png", ".pdf", ".svg")
 
 
 def _check_outputs(json_path, plot_path, overwrite):
-    from core.errors import ParameterError
-    from core.io import check_output_path
+    from sepsti.core.errors import ParameterError
+    from sepsti.core.io import check_output_path
 
     if plot_path is not None and Path(plot_path).suffix.lower() not in PLOT_EXTENSIONS:
         raise ParameterError(f"--plot {plot_path}: expected a {', '.join(PLOT_EXTENSIONS)} file")
@@ -196,7 +196,7 @@ def _check_outputs(json_path, plot_path, overwrite):
 
 def training_matrix(corpus):
     """The STFT magnitudes of the corpus's clean train split, (257, frames) on the int16 scale."""
-    from corpora.noizeus import clean_signals, corpus_index
+    from sepsti.corpora.noizeus import clean_signals, corpus_index
     from sepsti import features
     from sepsti.audio import resample, validate_frames
 
@@ -222,7 +222,7 @@ def _print_table(selection):
 def _write_json(path, results, *, overwrite):
     import json
 
-    from core.io import atomic_path
+    from sepsti.core.io import atomic_path
 
     with atomic_path(path, overwrite=overwrite) as tmp:
         Path(tmp).write_text(json.dumps(results, indent=2) + "\n")
@@ -234,7 +234,7 @@ def _write_plot(path, selection, *, overwrite):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from core.io import atomic_path
+    from sepsti.core.io import atomic_path
 
     values = selection.log_marginal_likelihood
     errors = 2 * selection.stderr

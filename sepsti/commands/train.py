@@ -7,7 +7,7 @@ rate are resampled to 8 kHz first. The output is checked before training and
 written atomically.
 
 ``--rank auto`` first picks the rank by marginal likelihood: Stochastic
-Thermodynamic Integration over ``--ranks`` (:func:`core.evidence.sti_nmf.select_rank_sti`)
+Thermodynamic Integration over ``--ranks`` (:func:`sepsti.core.evidence.sti_nmf.select_rank_sti`)
 with the ICASSP'16 speech settings on quasi-Poisson magnitudes and longer chains
 (:data:`sepsti.commands.select_rank.APPLICATION`; as ``sepsti select-rank --preset paper
 --dispersion auto --samples 5000 --keep 2000``).
@@ -67,9 +67,9 @@ def train(corpus, rank, candidate_ranks, output, iterations, tol, seed, overwrit
     """Train a speech dictionary of RANK atoms on the clean train split of a corpus."""
     import warnings
 
-    from core.errors import ConvergenceWarning
-    from corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
-    from core.io import check_output_path
+    from sepsti.core.errors import ConvergenceWarning
+    from sepsti.corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
+    from sepsti.core.io import check_output_path
     from sepsti import features
     from sepsti.audio import resample, validate_frames
     from sepsti.dictionary import Dictionary, save_dictionary
@@ -78,7 +78,7 @@ def train(corpus, rank, candidate_ranks, output, iterations, tol, seed, overwrit
     check_output_path(output, overwrite=overwrite,
                       inputs=[index.clean[utterance] for utterance in TRAIN_IDS if utterance in index.clean])
     if Path(output).suffix.lower() != ".npz":
-        from core.errors import ParameterError
+        from sepsti.core.errors import ParameterError
 
         raise ParameterError(f"-o {output}: a dictionary is an .npz archive; give an output name ending in .npz")
     signals = []
@@ -120,7 +120,7 @@ def _select_rank(X, ranks, seed):
     """The rank of largest STI log marginal likelihood, reported on stderr (float32 chains, as ``select-rank``)."""
     import numpy as np
 
-    from core.evidence.sti_nmf import select_rank_sti
+    from sepsti.core.evidence.sti_nmf import select_rank_sti
     from sepsti.commands.select_rank import APPLICATION, compile_kernels
 
     compile_kernels(np.float32)

@@ -113,3 +113,32 @@ def test_option_errors_name_the_option(tmp_path):
     assert result.exit_code == 2 and "'--ranks'" in result.output and result.output.count("\n") == 1
     blocks = _invoke("--corpus", tmp_path, "--blocks", "4")
     assert blocks.exit_code == 2 and blocks.output.startswith("Error: --blocks 4: the 'reference' preset")
+
+
+@pytest.mark.mpi
+def test_ctrl_c_under_mpiexec_stops_at_once_and_exits_130(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from test_cli_train import make_corpus
+
+    corpus = make_corpus(tmp_path / "corpus")
+    checkpoint = tmp_path / "ck"
+    bin_dir = Path(sys.executable).parent
+    command = [str(bin_dir / "mpiexec"), "-n", "2", sys.executable, "-m", "sepsti", "select-rank", "--corpus",
+               str(corpus), "--ranks", "2,3,4", "--preset", "blocks", "--samples", "4000", "--keep", "10",
+               "--blocks", "2", "--checkpoint", str(checkpoint)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(checkpoint.glob("R*-t*-r*.npz")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, stderr = process.communicate(timeout=60)
+    assert time.monotonic() - sent < 2.0
+    assert process.returncode == 130, stderr
+    assert "Interrupted." in stderr and "Traceback" not in stderr
+    assert 1 <= len(list(checkpoint.glob("R*-t*-r*.npz"))) < 3 * 11 * 4

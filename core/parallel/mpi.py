@@ -69,7 +69,8 @@ def distribute(items, run_fn, comm):
 
 @contextlib.contextmanager
 def abort_on_error(comm):
-    """Turn an exception on any process into ``COMM_WORLD.Abort(1)``, so that no process hangs.
+    """Turn an exception on any process into ``COMM_WORLD.Abort(1)`` (2 for bad input, 130 for Ctrl-C),
+    so that no process hangs.
 
     Without MPI the exception propagates unchanged (the CLI maps it to an exit status).
     """
@@ -78,6 +79,12 @@ def abort_on_error(comm):
         return
     try:
         yield
+    except KeyboardInterrupt:
+        # Ctrl-C reaches every process (mpiexec forwards it): one line, the conventional status 130
+        if comm.Get_rank() == 0:
+            sys.stderr.write("Interrupted.\n")
+            sys.stderr.flush()
+        comm.Abort(130)
     except BaseException as error:  # noqa: BLE001 -- every failure must end the whole job
         if isinstance(error, SystemExit) and not error.code:
             raise

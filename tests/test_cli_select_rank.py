@@ -73,7 +73,9 @@ def test_dispersion_divides_the_magnitudes(noizeus_root, tmp_path):
     assert dispersion > 100
 
 
-def test_ctrl_c_stops_within_two_seconds_keeps_finished_chains_and_exits_130(tmp_path):
+def _interrupt_after_the_first_chain(tmp_path, launcher, *extra):
+    """Run select-rank on a small corpus, send SIGINT once a chain is saved; (seconds to stop, status,
+    stderr, chains kept)."""
     import os
     import signal
     import subprocess
@@ -85,9 +87,9 @@ def test_ctrl_c_stops_within_two_seconds_keeps_finished_chains_and_exits_130(tmp
 
     corpus = make_corpus(tmp_path / "corpus")
     checkpoint = tmp_path / "ck"
-    command = [sys.executable, "-m", "sepsti", "select-rank", "--corpus", str(corpus), "--ranks", "2,3,4",
-               "--preset", "blocks", "--samples", "4000", "--keep", "10", "--blocks", "2", "--threads", "2",
-               "--checkpoint", str(checkpoint)]
+    command = [*launcher, sys.executable, "-m", "sepsti", "select-rank", "--corpus", str(corpus), "--ranks",
+               "2,3,4", "--preset", "blocks", "--samples", "4000", "--keep", "10", "--blocks", "2",
+               "--checkpoint", str(checkpoint), *extra]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120
@@ -96,11 +98,15 @@ def test_ctrl_c_stops_within_two_seconds_keeps_finished_chains_and_exits_130(tmp
     process.send_signal(signal.SIGINT)
     sent = time.monotonic()
     _, stderr = process.communicate(timeout=60)
-    stopped = time.monotonic() - sent
+    return time.monotonic() - sent, process.returncode, stderr, len(list(checkpoint.glob("R*-t*-r*.npz")))
+
+
+def test_ctrl_c_stops_within_two_seconds_keeps_finished_chains_and_exits_130(tmp_path):
+    stopped, status, stderr, kept = _interrupt_after_the_first_chain(tmp_path, [], "--threads", "2")
     assert stopped < 2.0, stopped
-    assert process.returncode == 130, stderr
+    assert status == 130, stderr
     assert stderr.strip().splitlines()[-1] == "Interrupted." and "Traceback" not in stderr
-    assert 1 <= len(list(checkpoint.glob("R*-t*-r*.npz"))) < 3 * 11 * 4
+    assert 1 <= kept < 3 * 11 * 4
 
 
 def test_plot_format_follows_its_extension(tmp_path):
@@ -117,28 +123,12 @@ def test_option_errors_name_the_option(tmp_path):
 
 @pytest.mark.mpi
 def test_ctrl_c_under_mpiexec_stops_at_once_and_exits_130(tmp_path):
-    import signal
-    import subprocess
     import sys
-    import time
     from pathlib import Path
 
-    from test_cli_train import make_corpus
-
-    corpus = make_corpus(tmp_path / "corpus")
-    checkpoint = tmp_path / "ck"
-    bin_dir = Path(sys.executable).parent
-    command = [str(bin_dir / "mpiexec"), "-n", "2", sys.executable, "-m", "sepsti", "select-rank", "--corpus",
-               str(corpus), "--ranks", "2,3,4", "--preset", "blocks", "--samples", "4000", "--keep", "10",
-               "--blocks", "2", "--checkpoint", str(checkpoint)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not list(checkpoint.glob("R*-t*-r*.npz")) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
-    sent = time.monotonic()
-    _, stderr = process.communicate(timeout=60)
-    assert time.monotonic() - sent < 2.0
-    assert process.returncode == 130, stderr
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    stopped, status, stderr, kept = _interrupt_after_the_first_chain(tmp_path, [mpiexec, "-n", "2"])
+    assert stopped < 2.0
+    assert status == 130, stderr
     assert "Interrupted." in stderr and "Traceback" not in stderr
-    assert 1 <= len(list(checkpoint.glob("R*-t*-r*.npz"))) < 3 * 11 * 4
+    assert 1 <= kept < 3 * 11 * 4

@@ -33,14 +33,13 @@ References
 Nguyen, Şimşekli, Richard, Cemgil, IEEE SPL 2018, §III–V.
 """
 
-import hashlib
 import threading
 
 import numpy as np
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.evidence.rank_selection import (ChainRecord, ChainSettings, Preset, TemperatureGrid, resolve_settings,
-                                          select_rank, validate_ranks)
+from sepsti.core.evidence.rank_selection import (ChainRecord, ChainSettings, Preset, TemperatureGrid, data_digest,
+                                                 resolve_settings, select_rank, validate_ranks)
 from sepsti.core.evidence.reference_path import REFERENCE_PRESET
 from sepsti.core.evidence.sti import power_posterior_chain
 from sepsti.core.models.subsample import log_likelihood_estimate
@@ -96,14 +95,9 @@ def _entry_schedule(num_entries, subset_size):
 
 
 def _fingerprint(data):
-    digest = hashlib.sha256()
-    if isinstance(data, SparseTensor):
-        digest.update(np.ascontiguousarray(data.coords).tobytes())
-        digest.update(np.ascontiguousarray(data.values).tobytes())
-    else:
-        digest.update(np.ascontiguousarray(data).tobytes())
-    digest.update(repr(tuple(data.shape)).encode())
-    return digest.hexdigest()[:32]
+    """The data digest of a dense tensor or of a sparse one's coordinates and values."""
+    arrays = [data.coords, data.values] if isinstance(data, SparseTensor) else [data]
+    return data_digest(arrays + [np.asarray(data.shape)])
 
 
 class ParafacChains:

@@ -79,6 +79,7 @@ __all__ = [
     "TemperatureGrid",
     "balance",
     "chain_plan",
+    "data_digest",
     "half_drift",
     "per_temperature",
     "resolve_settings",
@@ -446,7 +447,7 @@ class _Checkpoint:
             except (OSError, ValueError) as error:
                 raise ParameterError(f"{manifest}: unreadable checkpoint manifest ({error}); "
                                      "use another checkpoint folder or delete it") from None
-            if saved != json.loads(json.dumps(settings)):
+            if saved != settings:
                 changed = sorted(k for k in set(saved) | set(settings) if saved.get(k) != settings.get(k))
                 raise ParameterError(f"{self.folder}: checkpoint written for other data or settings "
                                      f"({', '.join(map(str, changed))}); use another checkpoint folder or delete it")
@@ -489,6 +490,16 @@ class _Checkpoint:
         with atomic_path(self.path(task)) as tmp, open(tmp, "wb") as handle:
             np.savez(handle, settings_digest=self.digest, trace_digest=_trace_digest(record.trace),
                      **record._asdict())
+
+
+def data_digest(arrays):
+    """A digest of the data arrays: shapes, dtypes and bytes (the checkpoint's fingerprint of the data)."""
+    digest = hashlib.sha256()
+    for array in arrays:
+        array = np.ascontiguousarray(array)
+        digest.update(str((array.shape, array.dtype.str)).encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:32]
 
 
 def _trace_digest(trace):

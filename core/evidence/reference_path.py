@@ -38,7 +38,6 @@ overlap (ranks above the data's, few counts) this overstates the evidence
 by at most log R!.
 """
 
-import hashlib
 import math
 import numpy as np
 
@@ -46,7 +45,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid
 from sepsti.core.random import stream
 
-__all__ = ["REFERENCE_PRESET", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains", "data_digest",
+__all__ = ["REFERENCE_PRESET", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains",
            "log_space_mode", "reference_at_mode"]
 
 #: MALA's acceptance target during burn-in (Roberts & Rosenthal 1998).
@@ -93,8 +92,8 @@ class LogSpaceReference:
         column_precision = np.stack([d.sum(axis=0) for d in self.precisions], axis=1)
         M = np.einsum("fa,rf,fb->rab", self.basis, column_precision, self.basis)
         P = np.einsum("fa,rf,fb->rab", self.basis, self.ridge_precision, self.basis)
-        self._M = M
-        self._A = np.linalg.inv(P) - np.linalg.inv(M)
+        self._M_inverse = np.linalg.inv(M)
+        self._A = np.linalg.inv(P) - self._M_inverse
         self._B = np.linalg.inv(np.linalg.inv(self._A) + M)  # (A^-1 + M)^-1, for Woodbury
         self._ridge_root = np.linalg.cholesky(np.linalg.inv(P))
         size = sum(m.size for m in self.means)
@@ -133,7 +132,7 @@ class LogSpaceReference:
         """scale S^(1/2) xi: D^(-1/2) xi with its ridge part (in the D metric) replaced by a ridge draw."""
         y = [rng.standard_normal(d.shape) / np.sqrt(d) for d in self.precisions]
         projection = self._ridge([d * v for d, v in zip(self.precisions, y)])
-        along = np.linalg.solve(self._M, projection[..., None])[..., 0]
+        along = np.einsum("rab,rb->ra", self._M_inverse, projection)
         ridge = np.einsum("rab,rb->ra", self._ridge_root, rng.standard_normal(along.shape))
         back = self._spread(ridge - along)
         return [scale * (v + e) for v, e in zip(y, back)]
@@ -173,14 +172,13 @@ def reference_at_mode(factors, exposures, prior_rates):
                              np.stack([rate * F.sum(axis=0) for F, rate in zip(factors, prior_rates)], axis=1))
 
 
-def _log_prior(logs, rates):
-    """sum over factors of log Exp(e^u | rate) + u (the Jacobian) and its gradient in u."""
+def _log_prior(logs, factors, rates):
+    """sum over factors of log Exp(F | rate) + log F (the Jacobian) and its gradient in log F."""
     value = 0.0
     gradients = []
-    for u, rate in zip(logs, rates):
-        e = np.exp(u)
-        value += float(u.size * np.log(rate) + u.sum() - rate * e.sum())
-        gradients.append(1.0 - rate * e)
+    for u, F, rate in zip(logs, factors, rates):
+        value += float(u.size * np.log(rate) + u.sum() - rate * F.sum())
+        gradients.append(1.0 - rate * F)
     return value, gradients
 
 
@@ -201,7 +199,7 @@ class NMFLogDensity:
         W, Ht = np.exp(logs[0]), np.exp(logs[1])
         WH = W @ Ht.T
         ratio = self.X / WH - 1.0
-        value, gradients = _log_prior(logs, self.rates)
+        value, gradients = _log_prior(logs, (W, Ht), self.rates)
         value += float(np.sum(self.X * np.log(WH)) - WH.sum()) - self.log_factorial
         return value, [gradients[0] + W * (ratio @ Ht), gradients[1] + Ht * (ratio.T @ W)]
 
@@ -227,7 +225,7 @@ class ParafacLogDensity:
 
         factors = ParafacFactors(*(np.exp(u) for u in logs))
         log_likelihood, grads = self.model.log_likelihood_and_grad(factors)
-        value, gradients = _log_prior(logs, self.rates)
+        value, gradients = _log_prior(logs, factors, self.rates)
         return value + log_likelihood, [g + F * dF for g, F, dF in zip(gradients, factors, grads)]
 
     def _exposures(self, factors):
@@ -359,14 +357,14 @@ class ReferencePathChains:
         burn_in = num_steps - keep
 
         def target(logs):
+            """(log pi_b, S times its gradient, the integrand) at ``logs``."""
             value, gradients = self.density(logs)
             log_q = q.log_density(logs)
-            q_gradients = q.grad_log_density(logs)
-            drift = [(1 - b) * gq + b * g for gq, g in zip(q_gradients, gradients)]
-            return (1 - b) * log_q + b * value, drift, value - log_q
+            drift = [(1 - b) * gq + b * g for gq, g in zip(q.grad_log_density(logs), gradients)]
+            return (1 - b) * log_q + b * value, q.times_covariance(drift), value - log_q
 
-        def mean_move(logs, drift, step):
-            return [u + 0.5 * step ** 2 * m for u, m in zip(logs, q.times_covariance(drift))]
+        def mean_move(logs, scaled_drift, step):
+            return [u + 0.5 * step ** 2 * m for u, m in zip(logs, scaled_drift)]
 
         logs = q.sample(rng)
         current = target(logs)
@@ -391,13 +389,3 @@ class ReferencePathChains:
             if (k + 1) % stride == 0 or k + 1 == num_steps:
                 progress(stride if (k + 1) % stride == 0 else num_steps % stride)
         return trace
-
-
-def data_digest(arrays):
-    """A digest of the data arrays (the checkpoint's fingerprint of them)."""
-    digest = hashlib.sha256()
-    for array in arrays:
-        array = np.ascontiguousarray(array)
-        digest.update(str((array.shape, array.dtype.str)).encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()[:32]

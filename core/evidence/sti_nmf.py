@@ -20,14 +20,12 @@ b = 0.51, lambda = 4e-4) and is off by orders of magnitude where the truth
 is known.
 """
 
-import hashlib
-import threading
-
 import numpy as np
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid, balance,
-                                          resolve_settings, select_rank, validate_ranks)
+from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid,
+                                                 balance, data_digest, resolve_settings, select_rank,
+                                                 validate_ranks)
 from sepsti.core.evidence.reference_path import REFERENCE_PRESET
 from sepsti.core.models.poisson_nmf import validate_nonnegative_matrix
 from sepsti.core.random import stream
@@ -166,11 +164,8 @@ class NMFChains:
         self.prior_rate = float(prior_rate)
         self.settings = {"model": {"name": "poisson_nmf", "prior_rate": self.prior_rate, **model_settings},
                          "chain": chain.as_dict(), "dtype": X.dtype.name, "shape": list(X.shape)}
-        digest = hashlib.sha256(str((X.shape, X.dtype.str)).encode())
-        digest.update(np.ascontiguousarray(X).tobytes())
-        self.data_digest = digest.hexdigest()[:32]
+        self.data_digest = data_digest([X])
         self._starts = {}
-        self._lock = threading.Lock()
 
     def _is_prior_draw(self, task):
         return self.chain.exact_prior and task.temperature == 0.0
@@ -279,7 +274,7 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
         X = (X / dispersion).astype(X.dtype)
     model_settings = {"dispersion": float(dispersion)}
     if chain.sampler == "mala":
-        from sepsti.core.evidence.reference_path import NMFLogDensity, ReferencePathChains, data_digest
+        from sepsti.core.evidence.reference_path import NMFLogDensity, ReferencePathChains
 
         factory = ReferencePathChains(NMFLogDensity(X, prior_rate), chain, data_digest=data_digest([X]),
                                       settings={"prior_rate": float(prior_rate), **model_settings,

@@ -183,28 +183,42 @@ def _log_prior(logs, factors, rates):
 
 
 class NMFLogDensity:
-    """Poisson NMF in log space on the factors (W, H transposed), both (n, R)."""
+    """Poisson NMF in log space on the factors (W, H transposed), both (n, R).
+
+    ``prior_rate`` is a number or ``"matched"``
+    (:func:`sepsti.core.models.poisson_nmf.prior_rate_at`).
+    """
 
     name = "poisson_nmf"
 
     def __init__(self, X, prior_rate):
         from scipy.special import gammaln
 
+        from sepsti.core.models.poisson_nmf import validate_prior_rate
+
         self.X = np.asarray(X, dtype=np.float64)
-        self.rates = (float(prior_rate), float(prior_rate))
+        self.prior_rate = validate_prior_rate(prior_rate)
+        self.data_mean = float(self.X.mean())
         self.log_factorial = float(gammaln(self.X + 1.0).sum())
+
+    def rates_at(self, rank):
+        """The prior rates of W and H at ``rank``."""
+        from sepsti.core.models.poisson_nmf import prior_rate_at
+
+        rate = prior_rate_at(self.prior_rate, self.data_mean, rank)
+        return rate, rate
 
     def __call__(self, logs):
         """log p(theta) + log p(X | theta) and its gradient in the log-factors."""
         W, Ht = np.exp(logs[0]), np.exp(logs[1])
         WH = W @ Ht.T
         ratio = self.X / WH - 1.0
-        value, gradients = _log_prior(logs, (W, Ht), self.rates)
+        value, gradients = _log_prior(logs, (W, Ht), self.rates_at(W.shape[1]))
         value += float(np.sum(self.X * np.log(WH)) - WH.sum()) - self.log_factorial
         return value, [gradients[0] + W * (ratio @ Ht), gradients[1] + Ht * (ratio.T @ W)]
 
     def mode(self, rank, rng, iterations):
-        W, H = log_space_mode(self.X, rank, rng, prior_rate=self.rates[0], iterations=iterations)
+        W, H = log_space_mode(self.X, rank, rng, prior_rate=self.rates_at(rank)[0], iterations=iterations)
         factors = (W, H.T)
         return factors, (factors[1].sum(axis=0), factors[0].sum(axis=0))
 
@@ -219,6 +233,10 @@ class ParafacLogDensity:
 
         self.model = PoissonParafac(data, 1, prior_rate=prior_rate)
         self.rates = tuple(float(r) for r in self.model.prior_rates)
+
+    def rates_at(self, rank):
+        """The prior rates of A, B and C (the same at every rank)."""
+        return self.rates
 
     def __call__(self, logs):
         from sepsti.core.models.poisson_parafac import ParafacFactors
@@ -317,7 +335,7 @@ class ReferencePathChains:
             with single_threaded_blas():
                 factors, exposures = self.density.mode(rank, stream(seed, rank, SHARED_KEY, replicate),
                                                        max(self.chain.init_iterations, 1))
-            return key, reference_at_mode(factors, exposures, self.density.rates)
+            return key, reference_at_mode(factors, exposures, self.density.rates_at(rank))
 
         if threads > 1 and len(mine) > 1:
             from concurrent.futures import ThreadPoolExecutor

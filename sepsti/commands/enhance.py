@@ -98,6 +98,30 @@ def _single_threaded_blas():
             os.environ.setdefault(name, "1")
 
 
+def copy_file(audio, target, *, overwrite):
+    """Write a checked input's mono signal into ``target`` unchanged, at its own rate.
+
+    Parameters
+    ----------
+    audio : sepsti.audio.AudioInput
+    target : Path
+    overwrite : bool
+        Whether ``target`` may be replaced (also at the final rename).
+
+    Returns
+    -------
+    int
+        Output samples clipped to full scale.
+    """
+    from sepsti.audio import open_output
+    from sepsti.corpora.audio import read_audio_blocks
+
+    with open_output(target, audio.sample_rate, overwrite=overwrite) as output:
+        for block in read_audio_blocks(audio.path):
+            output.write(block)
+    return output.clipped
+
+
 def enhance_file(audio, target, W, rate, *, overwrite, **options):
     """Enhance one checked input into ``target``, piece by piece.
 
@@ -150,6 +174,9 @@ def enhance_file(audio, target, W, rate, *, overwrite, **options):
               help="Speech dictionary (.npz from `sepsti train`). Default: the one shipped with sepsti.")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each file (at most 257, the frequency bins).")
+@click.option("--noise-sample", type=click.Path(path_type=Path), default=None,
+              help="A recording of the noise alone: the noise model is learned from it (any rate; resampled) "
+                   "instead of being tracked through each file.")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Cap on EM iterations per file (default: the enhancer's own).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
@@ -157,18 +184,23 @@ def enhance_file(audio, target, W, rate, *, overwrite, **options):
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar over several files on stderr (default: only when stderr is a terminal).")
-def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, overwrite, progress):
+def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, iterations, seed, overwrite, progress):
     """Remove noise from speech files IN ... (anything libsndfile reads).
 
     Stereo is downmixed; other sample rates are resampled to the dictionary's
     and the result back, so each output has its input's rate and length.
+    The noise model follows the noise through each file, learned from the
+    frames it judges noise-dominated (no pauses needed), or comes from
+    --noise-sample. A file too short to learn its noise from (fewer than
+    4 x --noise-rank frames of 32 ms) is written unchanged, with a line saying so.
     All inputs and outputs are checked before any work is done.
     """
     _single_threaded_blas()
     from sepsti.core.io import check_output_path
     from sepsti.audio import inspect_input, output_format
-    from sepsti.denoise import validate_noise_rank
+    from sepsti.denoise import min_frames, validate_noise_rank
     from sepsti.dictionary import default_dictionary_path, load_dictionary
+    from sepsti.features import num_frames
 
     inputs = [Path(path) for path in inputs]
     outputs = plan_outputs(inputs, output, out_dir)
@@ -178,15 +210,16 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
     create_out_dir = _check_out_dir(out_dir) if out_dir is not None else False
     for target in outputs:
         if not create_out_dir:
-            check_output_path(target, overwrite=overwrite, inputs=[*inputs, dictionary_path])
+            check_output_path(target, overwrite=overwrite,
+                              inputs=[*inputs, dictionary_path, *([noise_sample] if noise_sample else [])])
         output_format(target)
     speech_dictionary = load_dictionary(dictionary_path)
     rate = speech_dictionary.sample_rate
-    checked = []
-    for path in inputs:
-        audio = inspect_input(path, sample_rate=rate)
-        validate_noise_rank(noise_rank, audio.num_samples, name=str(path))
-        checked.append(audio)
+    sample = None
+    if noise_sample is not None:
+        sample = inspect_input(noise_sample, sample_rate=rate)
+        validate_noise_rank(noise_rank, sample.num_samples, name=f"--noise-sample {noise_sample}")
+    checked = [inspect_input(path, sample_rate=rate) for path in inputs]
     if create_out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
 
@@ -196,10 +229,28 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
     options = {"noise_rank": noise_rank, "seed": seed}
     if iterations is not None:
         options["max_iter"] = iterations
+    if sample is not None:
+        import numpy as np
+
+        from sepsti.audio import input_blocks
+        from sepsti.denoise import CHUNK_FRAMES, learn_noise
+        from sepsti.features import stft_chunks
+
+        options["noise"] = learn_noise(lambda: (np.abs(S) for S in stft_chunks(input_blocks(sample, sample_rate=rate),
+                                                                                CHUNK_FRAMES)),
+                                       noise_rank, seed=seed, name=f"--noise-sample {noise_sample}")
+    fewest = min_frames(noise_rank)
     show = len(inputs) > 1 and progress is not False
     with progress_bar(len(inputs), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar:
         for audio, target in zip(checked, outputs):
-            clipped = enhance_file(audio, target, speech_dictionary.W, rate, overwrite=overwrite, **options)
+            frames = num_frames(audio.num_samples)
+            if sample is None and frames < fewest:
+                clipped = copy_file(audio, target, overwrite=overwrite)
+                bar.write(f"Warning: {audio.path}: too short to learn its noise from ({frames} frames, "
+                          f"{audio.length / audio.sample_rate:.2f} s; at least {fewest} at --noise-rank {noise_rank}); "
+                          "written unchanged", file=sys.stderr)
+            else:
+                clipped = enhance_file(audio, target, speech_dictionary.W, rate, overwrite=overwrite, **options)
             bar.update(1)
             if clipped:
                 bar.write(f"Warning: {target}: {clipped} samples beyond full scale were clipped (the input's peak "

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["evaluate", "summarize", "format_table", "parse_list"]
+__all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_signal", "score_mixture"]
 
 #: Every score, in the order of the JSON objects.
 METRICS = ("sdr", "sir", "sar", "stoi", "estoi", "pesq")
@@ -206,8 +206,6 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     _single_threaded_blas()
     import json
 
-    import numpy as np
-
     from sepsti.core.errors import ParameterError
     from sepsti.core.io import atomic_path, check_output_path, json_safe
     from sepsti.corpora.noizeus import corpus_index, mixtures
@@ -237,7 +235,6 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
 
     # --- enhancement and scoring ---
     from sepsti.core.progress import progress_bar
-    from sepsti.denoise import denoise
     from sepsti.metrics import pesq_mode, unavailable_scores
 
     missing = unavailable_scores()
@@ -253,16 +250,11 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     results = []
     with progress_bar(len(selected), desc="evaluate", unit="file") as bar:
         for mixture in selected:
-            noisy = resample(mixture.noisy, mixture.sample_rate, rate)
-            if np.any(noisy):
-                speech = denoise(noisy, speech_dictionary.W, **options)
-            else:
-                speech = np.zeros_like(noisy)
-            speech = resample(speech, rate, mixture.sample_rate, length=len(mixture.noisy))
+            speech = enhance_signal(mixture.noisy, mixture.sample_rate, speech_dictionary, **options)
             results.append({
                 "file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr),
-                "input": _scores(mixture, mixture.noisy, metrics),
-                "enhanced": _scores(mixture, speech, metrics),
+                "input": score_mixture(mixture, mixture.noisy, metrics),
+                "enhanced": score_mixture(mixture, speech, metrics),
             })
             bar.update(1)
 
@@ -286,8 +278,49 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
         click.echo(f"wrote {plot_path}")
 
 
-def _scores(mixture, speech, metrics):
-    """The scores of ``speech`` (the mixture itself for the input) against the mixture's clean speech."""
+def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
+    """Enhance a signal in memory as ``sepsti enhance`` would: at the dictionary's rate, back at its own.
+
+    Parameters
+    ----------
+    noisy : ndarray, shape (n_samples,)
+    sample_rate : int
+        The signal's rate.
+    speech_dictionary : sepsti.dictionary.Dictionary
+    **options
+        For :func:`sepsti.denoise.denoise`.
+
+    Returns
+    -------
+    ndarray, shape (n_samples,)
+    """
+    import numpy as np
+
+    from sepsti.audio import resample
+    from sepsti.denoise import denoise
+
+    rate = speech_dictionary.sample_rate
+    signal = resample(noisy, sample_rate, rate)
+    speech = denoise(signal, speech_dictionary.W, **options) if np.any(signal) else np.zeros_like(signal)
+    return resample(speech, rate, sample_rate, length=len(noisy))
+
+
+def score_mixture(mixture, speech, metrics=METRICS):
+    """The scores of ``speech`` (the mixture itself for the input) against the mixture's clean speech.
+
+    Parameters
+    ----------
+    mixture : sepsti.corpora.noizeus.Mixture
+    speech : ndarray, shape (n_samples,)
+        At the mixture's rate and length.
+    metrics : sequence of str
+        Among :data:`METRICS` (STOI and ESTOI need pystoi, PESQ needs pesq).
+
+    Returns
+    -------
+    dict
+        ``{metric: float}``; undefined scores are NaN.
+    """
     from sepsti.metrics import bss_eval, pesq, stoi
 
     scores = dict(bss_eval(mixture.clean, mixture.noisy, speech))

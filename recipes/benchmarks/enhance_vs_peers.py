@@ -141,7 +141,8 @@ def deepfilternet_enhancer():
 
 def main(argv=None):
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=None, help="NOIZEUS-style folder (default: ../shared/data/noizeus)")
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="NOIZEUS-style folder (default: ../shared/data/noizeus)")
     parser.add_argument("--noise", default=None, help="noise types, comma-separated (default: all found)")
     parser.add_argument("--snr", default=None, help="SNRs in dB, comma-separated (default: all found)")
     parser.add_argument("--dictionary", type=Path, default=None, help="speech dictionary .npz (default: shipped)")

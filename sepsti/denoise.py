@@ -15,8 +15,8 @@ speech nor a constant noise are needed), and held fixed too, so that it cannot a
 or one model comes from a recording of the noise alone. All activations are learned by MAP-EM
 on the noisy magnitudes; the prior rate of a frame's speech activations grows with the frame's
 estimated noise share, so that content the noise dictionary can explain goes to the noise
-part, while frames well above the noise floor are left alone. The speech is rebuilt with the Wiener-style mask ``S / (S + N)`` applied to the
-complex noisy STFT.
+part, while frames well above the noise floor are left alone. The speech is rebuilt with the
+Wiener-style mask ``S / (S + N)`` applied to the complex noisy STFT.
 """
 
 from typing import NamedTuple

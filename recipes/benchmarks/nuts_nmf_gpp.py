@@ -15,7 +15,7 @@ Figures, all on the same input in the same run:
    All three agree to rounding; the script checks it before timing.
 2. NUTS from the MAP, run by ``raman_nuts.run_one`` (``sepsti.core.samplers.sample_nuts``,
    ``--chains`` chains in parallel), for both regimes of ``raman_nuts.REGIMES``
-   (stiff: sigma_N = 0.05; weak: sigma_N = 5) and each metric of ``--metrics``
+   (stiff: sigma_N = 0.05; weak and faint: sigma_N = 5, signal x5 and x2) and each metric of ``--metrics``
    (the fixed ones and ``auto``) side by side: smallest and median bulk ESS
    over all parameters, the log density and the scale coordinates, the
    smallest tail ESS, split-R-hat, divergences, min ESS per second of
@@ -185,7 +185,7 @@ def main():
     parser.add_argument("--target", type=float, default=0.8)
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--one-chain", action="store_true", help="also run auto with one chain")
-    parser.add_argument("--regimes", default="stiff,weak")
+    parser.add_argument("--regimes", default="stiff,weak,faint")
     parser.add_argument("--diagonal-draws", type=int, default=None,
                         help="warm-up and draws of the fixed diagonal metrics in the stiff regime, whose trees reach "
                              "depth 10 (default: as the others)")

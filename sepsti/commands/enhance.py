@@ -1,9 +1,9 @@
 """``sepsti enhance``: remove noise from speech files with a fixed speech dictionary.
 
 Every input and every output is validated before any file is processed: all
-inputs are read and checked block by block (format, rate, length, finite
-samples, at least ``--noise-rank`` frames), the dictionary is loaded and
-checked, and every output path is checked (not an input, not existing unless
+inputs and the ``--noise-sample`` are read and checked block by block (format,
+rate, length, finite samples; the sample at least ``--noise-rank`` frames), the
+dictionary is loaded and checked, and every output path is checked (not an input, not existing unless
 ``--overwrite``, folder writable, format writable). A bad third file therefore
 stops the command before the first output is written. Each output is then
 written atomically (temporary file, then a rename that, without
@@ -11,7 +11,9 @@ written atomically (temporary file, then a rename that, without
 complete or absent.
 
 Files are processed in pieces (:func:`sepsti.denoise.denoise_blocks`): peak
-memory does not grow with a file's length.
+memory does not grow with a file's length. A file with fewer than
+:func:`sepsti.denoise.min_frames` frames (and no ``--noise-sample``) is
+copied unchanged, with one warning line.
 
 Conventions: signals are float64 in [-1, 1); processing happens at the
 dictionary's rate (8 kHz), each output has its input's rate and length.

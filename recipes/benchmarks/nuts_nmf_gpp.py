@@ -191,6 +191,7 @@ def main():
                              "depth 10 (default: as the others)")
     parser.add_argument("--metrics", default="diagonal,diagonal+moves,gauss-newton,gauss-newton+moves,auto")
     parser.add_argument("--skip-gradient", action="store_true", help="skip the gradient-rate comparison")
+    parser.add_argument("--gradient-only", action="store_true", help="only the gradient-rate comparison")
     parser.add_argument("--json", default=None, help="write the NUTS rows to this JSON file")
     parser.add_argument("--scale-moves", type=int, default=5, help="scale-move sweeps per transition")
     args = parser.parse_args()
@@ -199,6 +200,8 @@ def main():
 
     if not args.skip_gradient:
         gradient_rates(args.seed, args.quick)
+    if args.gradient_only:
+        return
     rows = []
     for regime in args.regimes.split(","):
         intensity, noise_std = REGIMES[regime]

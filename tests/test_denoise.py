@@ -146,23 +146,23 @@ def test_a_noise_change_halfway_is_enhanced_better_than_with_one_global_model(to
     One global model learned on the quietest 20 % of the frames (the method before tracking) learns the first
     noise only and leaves the second in; the tracked model learns each where it is.
     """
-    for seed in range(2):
-        rng = np.random.default_rng(seed)
-        clean = toy_speech(rng, 12.0)
-        half = clean.size // 2
-        power = np.mean(clean ** 2)
-        noise = np.concatenate([colored_noise(rng, half, "low"), colored_noise(rng, clean.size - half, "high")])
-        noise[:half] *= np.sqrt(power / 10 / np.mean(noise[:half] ** 2))
-        noise[half:] *= np.sqrt(power / np.mean(noise[half:] ** 2))
-        noisy = clean + noise
-        V = features.magnitude(noisy)
-        quietest = np.sort(np.argsort(V.sum(axis=0), kind="stable")[:int(np.ceil(0.2 * V.shape[1]))])
-        assert quietest.max() < V.shape[1] // 2  # the global model never sees the second noise
-        one = learn_noise(lambda: iter((V[:, quietest],)), 5)
-        before = bss_eval(clean, noisy, noisy)["sdr"]
-        global_model = bss_eval(clean, noisy, denoise(noisy, toy_dictionary, noise=one))["sdr"]
-        tracked = bss_eval(clean, noisy, denoise(noisy, toy_dictionary))["sdr"]
-        assert tracked > global_model + 2.0 and tracked > before + 2.0, (seed, before, global_model, tracked)
+    rng = np.random.default_rng(0)
+    clean = toy_speech(rng, 8.0)  # two segments, the change between them
+    half = clean.size // 2
+    power = np.mean(clean ** 2)
+    noise = np.concatenate([colored_noise(rng, half, "low"), colored_noise(rng, clean.size - half, "high")])
+    noise[:half] *= np.sqrt(power / 10 / np.mean(noise[:half] ** 2))
+    noise[half:] *= np.sqrt(power / np.mean(noise[half:] ** 2))
+    noisy = clean + noise
+    V = features.magnitude(noisy)
+    quietest = np.sort(np.argsort(V.sum(axis=0), kind="stable")[:int(np.ceil(0.2 * V.shape[1]))])
+    assert quietest.max() < V.shape[1] // 2  # the global model never sees the second noise
+    one = learn_noise(lambda: iter((V[:, quietest],)), 5)
+    before = bss_eval(clean, noisy, noisy)["sdr"]
+    global_model = bss_eval(clean, noisy, denoise(noisy, toy_dictionary, noise=one, max_iter=30))["sdr"]
+    tracked = bss_eval(clean, noisy, denoise(noisy, toy_dictionary, max_iter=30))["sdr"]
+    # measured: input 2.7 dB, global 1.9 dB, tracked 8.5 dB
+    assert tracked > global_model + 3.0 and tracked > before + 3.0, (before, global_model, tracked)
 
 
 def test_speech_prior_rates():

@@ -104,7 +104,8 @@ def _validate_signal(y):
 
 #: Scale of the speech-activation prior rates (:func:`speech_prior_rates`). Twice this removes
 #: more noise energy but also the weak speech that carries the envelope cues of intelligibility:
-#: on the NOIZEUS development set it gains 0.3 dB SDR at 0 dB and loses 0.03 STOI there (docs/enhance.md).
+#: on the NOIZEUS development set it gains 0.6 dB SDR at 0 dB and loses 0.033 STOI there, and STOI
+#: falls below the input's (docs/enhance.md).
 SPARSITY = 0.3
 #: Frames per piece when a signal is enhanced in pieces (65 s at 8 kHz): a file of up to this
 #: many frames is one piece; memory per piece is about 16 kB per frame.
@@ -116,8 +117,8 @@ MAX_NOISE_FRAMES = 4096
 NOISE_FRACTION = 0.2
 #: Time constant (s) of the recursive smoothing of each bin's magnitude before its minimum is taken.
 SMOOTHING_SECONDS = 0.1
-#: Span (s) of the centred window over which each bin's smoothed minimum is its noise floor: long
-#: enough that every bin meets a gap between phonemes of continuous speech (minimum statistics,
+#: Span (s) of the window around a frame over which each bin's smoothed minimum is its noise floor:
+#: long enough that every bin meets a gap between phonemes of continuous speech (minimum statistics,
 #: Martin 2001, uses 1.5 s; twice that keeps the floor steadier under dense speech).
 MINIMUM_SECONDS = 3.0
 #: Length (s) of the segments that get their own noise model.
@@ -223,8 +224,10 @@ class _MinimumTracker:
                 self._minimum = None
 
     def floors(self):
-        """Per-block floors, shape (n_blocks, n_bins): block ``b`` covers frames ``b·block ...`` (the last
-        block also the frames after it).
+        """Per-block floors, shape (n_blocks, n_bins).
+
+        Block ``b`` covers frames ``b·block`` to ``(b + 1)·block - 1``, the last block also any
+        frames after it.
 
         Every block's window has the same length (:data:`MINIMUM_SECONDS`, shifted inwards at
         the ends of the signal; the whole signal if shorter): a minimum over fewer frames would

@@ -12,7 +12,9 @@ Figures, all on the same input in the same run:
    - *literal*: a transcription of the paper's appendix F (vec ordering,
      Cholesky factors of the full Kronecker covariances I_M ⊗ K, eq. 22–23
      with ``erf``/``exp`` written out), the form of the authors' NumPy code.
-   All three agree to rounding; the script checks it before timing.
+   All three agree to rounding; the script checks it before timing. Then the
+   CPU time of a NUTS leaf (diagonal and dense metric) split into the gradient
+   and the rest (leapfrog, U-turn checks, multinomial draw).
 2. NUTS from the MAP, run by ``raman_nuts.run_one`` (``sepsti.core.samplers.sample_nuts``,
    ``--chains`` chains in parallel), for both regimes of ``raman_nuts.REGIMES``
    (stiff: sigma_N = 0.05; weak and faint: sigma_N = 5, signal x5 and x2) and each metric of ``--metrics``
@@ -180,6 +182,40 @@ def print_table(rows):
                   f" [load {two['load'][0]:.1f} / {one['load'][0]:.1f}]")
 
 
+def leaf_cost(seed):
+    """Print the CPU time of a NUTS leaf on the weak posterior and how much of it is the gradient.
+
+    Trees of depth 7 at a fixed step from the MAP, with a diagonal M^-1 and with the dense inverse
+    Gauss-Newton precision; the rest of a leaf is the leapfrog, the U-turn checks and the multinomial draw.
+    """
+    from sepsti.core.samplers import hmc, nuts
+
+    intensity, noise_std = REGIMES["weak"]
+    data = simulate_raman(1, seed=seed, intensity=intensity, noise_std=noise_std)
+    model = NMFGPP(data.X, num_components=2, plate_shape=data.plate_shape, beta=10.0, noise_std=noise_std)
+    with limit_blas_threads(1):
+        theta = map_nmf_gpp(model, num_starts=1, seed=seed).theta
+        kernel = nuts.build_kernel(model.logdensity_and_grad, max_tree_depth=7)
+        covariance = np.linalg.inv(model.gauss_newton_precision(theta))
+        metrics = {"diagonal": (np.full(model.dim, 0.05), 0.02),
+                   "dense (Gauss-Newton)": (0.5 * (covariance + covariance.T), 0.1)}
+        for name, (inverse_mass, step_size) in metrics.items():
+            rng = stream(seed, 6)
+            state = hmc.init(theta, model.logdensity_and_grad)
+            load_start, cpu_start, leaves = load(), time.process_time(), 0
+            for _ in range(10):
+                state, info = kernel(rng, state, step_size, inverse_mass)
+                leaves += info.num_integration_steps
+            per_leaf = (time.process_time() - cpu_start) / leaves
+            cpu_start = time.process_time()
+            for _ in range(leaves):
+                model.logdensity_and_grad(state.position)
+            per_gradient = (time.process_time() - cpu_start) / leaves
+            print(f"NUTS leaf, {name} metric: {1e6 * per_leaf:.0f} us CPU, of which the gradient {1e6 * per_gradient:.0f} "
+                  f"us and the rest {1e6 * (per_leaf - per_gradient):.0f} us ({leaves} leaves) "
+                  f"[load average {load_start:.2f} -> {load():.2f}]", flush=True)
+
+
 def main():
     parser = recipe_parser("nuts_nmf_gpp", __doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=None, help="NUTS warm-up (default 1000; quick 150)")
@@ -194,7 +230,8 @@ def main():
                              "depth 10 (default: as the others)")
     parser.add_argument("--metrics", default="diagonal,diagonal+moves,gauss-newton,gauss-newton+moves,auto")
     parser.add_argument("--skip-gradient", action="store_true", help="skip the gradient-rate comparison")
-    parser.add_argument("--gradient-only", action="store_true", help="only the gradient-rate comparison")
+    parser.add_argument("--gradient-only", action="store_true",
+                        help="only the gradient-rate comparison and the cost of a NUTS leaf")
     parser.add_argument("--json", default=None, help="write the NUTS rows to this JSON file")
     parser.add_argument("--scale-moves", type=int, default=5, help="scale-move sweeps per transition")
     args = parser.parse_args()
@@ -203,6 +240,7 @@ def main():
 
     if not args.skip_gradient:
         gradient_rates(args.seed, args.quick)
+        leaf_cost(args.seed)
     if args.gradient_only:
         return
     rows = []

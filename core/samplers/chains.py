@@ -428,7 +428,10 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     metric : str
         ``"auto"`` (chosen from pilot runs, see :mod:`sepsti.core.samplers.metric`) or
         a fixed ``"diagonal"``, ``"dense"``, ``"precision"``, each optionally
-        with ``"+moves"``.
+        with ``"+moves"``. ``"auto"`` judges the pilots by their ESS pooled over
+        chains; with one chain it sees one short run per candidate, which can
+        miss a direction that candidate leaves still (docs/nuts.md has such a
+        case), so give it two chains or more.
     seed : int
         Chain c uses ``sepsti.core.random.stream(seed, c)``.
     structure : TargetStructure, optional

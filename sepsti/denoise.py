@@ -2,9 +2,10 @@
 
 Conventions
 -----------
-Magnitudes are ``(n_bins, n_frames)`` STFT magnitudes from :mod:`sepsti.features` (257 bins,
-on the int16 amplitude scale). A speech dictionary ``W`` is ``(n_bins, rank)``, non-negative.
-Signals are float arrays at :data:`sepsti.features.SAMPLE_RATE`.
+Magnitudes are ``(n_bins, n_frames)`` STFT magnitudes from :mod:`sepsti.features` (on the int16
+amplitude scale). A speech dictionary ``W`` is ``(n_bins, rank)``, non-negative. Signals are float
+arrays at the rate of the dictionary's framing (``framing=``, :class:`sepsti.features.Framing`;
+default the 8 kHz :data:`sepsti.features.NARROWBAND`: 257 bins).
 
 The noisy magnitude is modelled as ``V ≈ W_sp H_sp + W_no H_no`` (Poisson, ICASSP'16 eq. 14)
 with exponential priors on the speech activations. The speech dictionary is trained on
@@ -17,6 +18,7 @@ left alone. The speech is rebuilt with the Wiener-style mask ``S / (S + N)`` app
 complex noisy STFT.
 """
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -77,10 +79,10 @@ def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0,
     return W, result
 
 
-def _validate_dictionary(W):
+def _validate_dictionary(W, framing):
     W = np.asarray(W, dtype=np.float64)
-    if W.ndim != 2 or W.shape[0] != features.N_FFT // 2 + 1 or W.shape[1] < 1:
-        raise ParameterError(f"W: expected a ({features.N_FFT // 2 + 1}, rank) dictionary, "
+    if W.ndim != 2 or W.shape[0] != framing.n_bins or W.shape[1] < 1:
+        raise ParameterError(f"W: expected a ({framing.n_bins}, rank) dictionary for n_fft={framing.n_fft}, "
                              f"got shape {W.shape}")
     if not np.all(np.isfinite(W)) or W.min() < 0:
         raise ParameterError("W: the dictionary must be finite and non-negative")
@@ -260,11 +262,11 @@ def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=0.6, quiet_fraction=0
     return _separate_frames(V, model, 0, max_iter=max_iter, sparsity=sparsity, seed=seed)
 
 
-def _validate_options(noise_rank, max_iter, sparsity, chunk_frames):
+def _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing):
     if isinstance(noise_rank, (bool, np.bool_)) or not isinstance(noise_rank, (int, np.integer)) or noise_rank < 1:
         raise ParameterError(f"noise_rank: expected a positive integer, got {noise_rank!r}")
-    if noise_rank > features.N_BINS:
-        raise ParameterError(f"noise_rank={noise_rank}: at most {features.N_BINS} (the number of frequency bins)")
+    if noise_rank > framing.n_bins:
+        raise ParameterError(f"noise_rank={noise_rank}: at most {framing.n_bins} (the number of frequency bins)")
     if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ParameterError(f"max_iter: expected a positive integer, got {max_iter!r}")
     if not (isinstance(sparsity, (int, float, np.integer, np.floating)) and np.isfinite(sparsity) and sparsity >= 0):
@@ -274,7 +276,7 @@ def _validate_options(noise_rank, max_iter, sparsity, chunk_frames):
         raise ParameterError(f"chunk_frames: expected a positive integer, got {chunk_frames!r}")
 
 
-def validate_noise_rank(noise_rank, num_samples, *, name="signal"):
+def validate_noise_rank(noise_rank, num_samples, *, name="signal", framing=features.NARROWBAND):
     """Require at least ``noise_rank`` STFT frames in a signal of ``num_samples`` samples.
 
     A noise dictionary of more atoms than the frames it is learned on fits nothing; the
@@ -285,7 +287,7 @@ def validate_noise_rank(noise_rank, num_samples, *, name="signal"):
     ParameterError
         Naming the signal, its frame count and the remedy.
     """
-    frames = features.num_frames(num_samples)
+    frames = features.num_frames(num_samples, framing=framing)
     if noise_rank > frames:
         raise ParameterError(f"{name}: {frames} STFT frames, fewer than the noise rank {noise_rank}; "
                              "lower --noise-rank or give a longer recording")
@@ -293,7 +295,7 @@ def validate_noise_rank(noise_rank, num_samples, *, name="signal"):
 
 
 def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0,
-                   chunk_frames=CHUNK_FRAMES):
+                   chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_fn=None):
     """Enhance a signal given block by block; memory does not grow with its length.
 
     The method is :func:`denoise`'s, computed in three passes over the signal: the frames'
@@ -307,15 +309,19 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
     ----------
     blocks : callable
         ``blocks()`` returns a new iterator over the signal's consecutive pieces (1-D float
-        arrays in [-1, 1) at :data:`sepsti.features.SAMPLE_RATE`); it is called three times.
+        arrays in [-1, 1) at ``framing.sample_rate``); it is called three times.
     num_samples : int
         Length of the signal.
-    W : ndarray, shape (257, rank)
+    W : ndarray, shape (n_bins, rank)
         Speech dictionary.
-    noise_rank, max_iter, sparsity, seed
+    noise_rank, max_iter, sparsity, seed, framing
         As :func:`denoise`.
     chunk_frames : int
         STFT frames per piece (:data:`CHUNK_FRAMES`).
+    mask_fn : callable, optional
+        Called as ``mask_fn(speech, noise)`` with each piece's speech and noise magnitudes,
+        shape (n_bins, m), before that piece's samples are yielded (the upper-band extension of
+        :mod:`sepsti.bandwidth` takes its gains from them).
 
     Yields
     ------
@@ -325,21 +331,22 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
     Raises
     ------
     ParameterError
-        Bad options (a noise rank above the 257 frequency bins, say).
+        Bad options (a noise rank above the frequency bins, say).
     """
-    W = _validate_dictionary(W)
-    _validate_options(noise_rank, max_iter, sparsity, chunk_frames)
+    W = _validate_dictionary(W, framing)
+    _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing)
     noise_rank, max_iter, chunk_frames = int(noise_rank), int(max_iter), int(chunk_frames)
     num_samples = int(num_samples)
     tiny = np.finfo(np.float64).tiny
     W = W / np.maximum(W.sum(axis=0, keepdims=True), tiny)
 
     # pass 1: each frame's total magnitude (8 bytes per frame)
-    energies = np.concatenate([np.abs(S).sum(axis=0) for S in features.stft_chunks(blocks(), chunk_frames)])
+    stft_chunks = functools.partial(features.stft_chunks, chunk_frames=chunk_frames, framing=framing)
+    energies = np.concatenate([np.abs(S).sum(axis=0) for S in stft_chunks(blocks())])
     n_frames = len(energies)
     if not np.any(energies):
-        for start in range(0, num_samples, chunk_frames * features.HOP_LENGTH):
-            yield np.zeros(min(chunk_frames * features.HOP_LENGTH, num_samples - start))
+        for start in range(0, num_samples, chunk_frames * framing.hop_length):
+            yield np.zeros(min(chunk_frames * framing.hop_length, num_samples - start))
         return
 
     # pass 2: the quiet frames, in the order of their loudness
@@ -348,7 +355,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
     position[quiet] = np.arange(len(quiet))
     Vq = np.empty((W.shape[0], len(quiet)))
     start = 0
-    for S in features.stft_chunks(blocks(), chunk_frames):
+    for S in stft_chunks(blocks()):
         where = position[start:start + S.shape[1]]
         Vq[:, where[where >= 0]] = np.abs(S[:, where >= 0])
         start += S.shape[1]
@@ -359,11 +366,13 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
     model = _NoiseModel(np.concatenate([W, W_noise], axis=1), W.shape[1], noise_floor, level, n_frames)
 
     # pass 3: activations, mask and resynthesis, piece by piece
-    synthesis = features.OverlapAdd()
+    synthesis = features.OverlapAdd(framing)
     produced, start = 0, 0
-    for S in features.stft_chunks(blocks(), chunk_frames):
+    for S in stft_chunks(blocks()):
         speech, noise = _separate_frames(np.abs(S), model, start, max_iter=max_iter, sparsity=sparsity, seed=seed)
         start += S.shape[1]
+        if mask_fn is not None:
+            mask_fn(speech, noise)
         total = speech + noise
         mask = np.divide(speech, total, out=np.zeros_like(speech), where=total > 0)
         samples = synthesis.push(mask * S)[:num_samples - produced]
@@ -375,18 +384,19 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
         yield rest
 
 
-def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0, chunk_frames=CHUNK_FRAMES):
+def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0, chunk_frames=CHUNK_FRAMES,
+            framing=features.NARROWBAND):
     """Enhance a noisy speech signal.
 
     Parameters
     ----------
     y : ndarray, shape (n_samples,)
-        Noisy signal in [-1, 1) at :data:`sepsti.features.SAMPLE_RATE`.
-    W : ndarray, shape (257, rank)
+        Noisy signal in [-1, 1) at ``framing.sample_rate``.
+    W : ndarray, shape (n_bins, rank)
         Speech dictionary (fixed during enhancement).
     noise_rank : int
-        Rank of the noise dictionary learned on the signal itself (at most 257, the number of
-        frequency bins; :func:`validate_noise_rank` checks it against a signal's frames).
+        Rank of the noise dictionary learned on the signal itself (at most the number of
+        frequency bins, 257 at 8 kHz; :func:`validate_noise_rank` checks it against a signal's frames).
     max_iter : int
         EM iterations.
     sparsity : float
@@ -397,6 +407,8 @@ def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0, chunk_fra
     chunk_frames : int
         Frames per piece of EM (:func:`denoise_blocks`); the result does not depend on it
         beyond rounding.
+    framing : sepsti.features.Framing
+        The dictionary's STFT (:attr:`sepsti.dictionary.Dictionary.framing`).
 
     Returns
     -------
@@ -409,10 +421,10 @@ def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=0.6, seed=0, chunk_fra
         A signal that is not 1-D float and finite, a dictionary of the wrong shape, bad options.
     """
     y = _validate_signal(y)
-    W = _validate_dictionary(W)
-    _validate_options(noise_rank, max_iter, sparsity, chunk_frames)
+    W = _validate_dictionary(W, framing)
+    _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing)
     if y.size == 0 or not np.any(y):
         return np.zeros_like(y)
     pieces = denoise_blocks(lambda: iter((y,)), y.size, W, noise_rank=noise_rank, max_iter=max_iter,
-                            sparsity=sparsity, seed=seed, chunk_frames=chunk_frames)
+                            sparsity=sparsity, seed=seed, chunk_frames=chunk_frames, framing=framing)
     return np.concatenate(list(pieces))

@@ -237,11 +237,11 @@ def test_bad_dictionary(workdir, tiny_dictionary):
     (workdir / "corrupt.npz").write_bytes(tiny_dictionary.read_bytes()[:300])
     (workdir / "text.npz").write_bytes(b"not a dictionary")
     np.savez(workdir / "bins.npz", **{**_arrays(good), "W": np.ones((129, good.rank)), "n_fft": np.int64(256)})
-    np.savez(workdir / "rate.npz", **{**_arrays(good), "sample_rate": np.int64(16000)})
+    np.savez(workdir / "hop.npz", **{**_arrays(good), "hop_length": np.int64(128)})
     np.savez(workdir / "negative.npz", **{**_arrays(good), "W": -good.W})
     save_dictionary(workdir / "fine.npz", good)
     cases = {"corrupt.npz": "not a readable dictionary", "text.npz": "not a dictionary file",
-             "bins.npz": "n_fft", "rate.npz": "'sample_rate'=16000", "negative.npz": "negative",
+             "bins.npz": "n_fft", "hop.npz": "hop_length=128", "negative.npz": "negative",
              "missing.npz": "no such file"}
     for name, fragment in cases.items():
         before = snapshot(workdir)

@@ -14,7 +14,11 @@ Files are processed in pieces (:func:`sepsti.denoise.denoise_blocks`): peak
 memory does not grow with a file's length.
 
 Conventions: signals are float64 in [-1, 1); processing happens at the
-dictionary's rate (8 kHz), each output has its input's rate and length.
+dictionary's rate, each output has its input's rate and length. Without
+``--dictionary``, inputs below 16 kHz use the shipped 8 kHz dictionary and
+inputs at 16 kHz and above the 16 kHz one (:mod:`sepsti.bandwidth`); the band
+of an input above its dictionary's is enhanced with the speech share of the top
+modelled band (:class:`sepsti.bandwidth.UpperBand`).
 """
 
 import sys
@@ -98,17 +102,17 @@ def _single_threaded_blas():
             os.environ.setdefault(name, "1")
 
 
-def enhance_file(audio, target, W, rate, *, overwrite, **options):
+def enhance_file(audio, target, W, framing, *, overwrite, **options):
     """Enhance one checked input into ``target``, piece by piece.
 
     Parameters
     ----------
     audio : sepsti.audio.AudioInput
     target : Path
-    W : ndarray, shape (257, rank)
+    W : ndarray, shape (n_bins, rank)
         Speech dictionary.
-    rate : int
-        The dictionary's (processing) rate.
+    framing : sepsti.features.Framing
+        The dictionary's STFT; its rate is the processing rate.
     overwrite : bool
         Whether ``target`` may be replaced (also at the final rename).
     **options
@@ -123,16 +127,25 @@ def enhance_file(audio, target, W, rate, *, overwrite, **options):
 
     from sepsti import denoise
     from sepsti.audio import Resampler, input_blocks, open_output
+    from sepsti.bandwidth import UpperBand, has_upper_band
 
+    rate = framing.sample_rate
     back = Resampler(rate, audio.sample_rate, audio.num_samples)
+    upper = None
+    if has_upper_band(audio.sample_rate, framing):
+        upper = UpperBand(lambda: input_blocks(audio, sample_rate=audio.sample_rate), audio.sample_rate,
+                          audio.length, framing)
+        options["mask_fn"] = upper.add_mask
     with open_output(target, audio.sample_rate, overwrite=overwrite) as output:
         def put(samples):
+            if upper is not None:
+                samples = upper.apply(samples)
             samples = samples[:max(0, audio.length - output.written)]
             if len(samples):
                 output.write(samples)
 
         for piece in denoise.denoise_blocks(lambda: input_blocks(audio, sample_rate=rate), audio.num_samples, W,
-                                            **options):
+                                            framing=framing, **options):
             put(back.push(piece))
         put(back.finish())
         if output.written < audio.length:
@@ -147,7 +160,8 @@ def enhance_file(audio, target, W, rate, *, overwrite, **options):
 @click.option("--out-dir", type=click.Path(path_type=Path), default=None,
               help="Output folder for several inputs; file names are kept. Created if missing.")
 @click.option("--dictionary", type=click.Path(path_type=Path), default=None,
-              help="Speech dictionary (.npz from `sepsti train`). Default: the one shipped with sepsti.")
+              help="Speech dictionary (.npz from `sepsti train`) for every input. Default: the shipped 8 kHz "
+                   "dictionary for inputs below 16 kHz, the shipped 16 kHz one from 16 kHz up.")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each file (at most 257, the frequency bins).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
@@ -160,33 +174,46 @@ def enhance_file(audio, target, W, rate, *, overwrite, **options):
 def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, overwrite, progress):
     """Remove noise from speech files IN ... (anything libsndfile reads).
 
-    Stereo is downmixed; other sample rates are resampled to the dictionary's
-    and the result back, so each output has its input's rate and length.
-    All inputs and outputs are checked before any work is done.
+    Stereo is downmixed. Each output has its input's rate and length. By rate:
+    below 8 kHz, upsampled to the 8 kHz dictionary and back; 8 kHz, the 8 kHz
+    dictionary as is; 8-16 kHz, the 8 kHz dictionary up to 4 kHz; 16 kHz, the
+    16 kHz dictionary as is (full band); above 16 kHz (22.05-48 kHz), the
+    16 kHz dictionary up to 8 kHz. The band above the dictionary's is kept and
+    enhanced with the speech share the model finds in the top of its band
+    (frame by frame), never cut. All inputs and outputs are checked before any
+    work is done.
     """
     _single_threaded_blas()
     from sepsti.core.io import check_output_path
     from sepsti.audio import inspect_input, output_format
+    from sepsti.bandwidth import dictionary_path_for_rate
+    from sepsti.corpora.audio import audio_info
     from sepsti.denoise import validate_noise_rank
-    from sepsti.dictionary import default_dictionary_path, load_dictionary
+    from sepsti.dictionary import default_dictionary_path, load_dictionary, wideband_dictionary_path
 
     inputs = [Path(path) for path in inputs]
     outputs = plan_outputs(inputs, output, out_dir)
-    dictionary_path = Path(dictionary) if dictionary is not None else default_dictionary_path()
+    dictionary_paths = [Path(dictionary)] if dictionary is not None else [default_dictionary_path(),
+                                                                           wideband_dictionary_path()]
 
     # --- validation: nothing is written until everything has passed ---
     create_out_dir = _check_out_dir(out_dir) if out_dir is not None else False
     for target in outputs:
         if not create_out_dir:
-            check_output_path(target, overwrite=overwrite, inputs=[*inputs, dictionary_path])
+            check_output_path(target, overwrite=overwrite, inputs=[*inputs, *dictionary_paths])
         output_format(target)
-    speech_dictionary = load_dictionary(dictionary_path)
-    rate = speech_dictionary.sample_rate
+    loaded = {path: load_dictionary(path) for path in dictionary_paths[:1] if dictionary is not None}
     checked = []
     for path in inputs:
-        audio = inspect_input(path, sample_rate=rate)
-        validate_noise_rank(noise_rank, audio.num_samples, name=str(path))
-        checked.append(audio)
+        dictionary_path = Path(dictionary) if dictionary is not None else \
+            dictionary_path_for_rate(audio_info(path).sample_rate)
+        if dictionary_path not in loaded:
+            loaded[dictionary_path] = load_dictionary(dictionary_path)
+        speech_dictionary = loaded[dictionary_path]
+        framing = speech_dictionary.framing
+        audio = inspect_input(path, sample_rate=framing.sample_rate, n_fft=framing.n_fft)
+        validate_noise_rank(noise_rank, audio.num_samples, name=str(path), framing=framing)
+        checked.append((audio, speech_dictionary))
     if create_out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
 
@@ -198,8 +225,9 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
         options["max_iter"] = iterations
     show = len(inputs) > 1 and progress is not False
     with progress_bar(len(inputs), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar:
-        for audio, target in zip(checked, outputs):
-            clipped = enhance_file(audio, target, speech_dictionary.W, rate, overwrite=overwrite, **options)
+        for (audio, speech_dictionary), target in zip(checked, outputs):
+            clipped = enhance_file(audio, target, speech_dictionary.W, speech_dictionary.framing,
+                                   overwrite=overwrite, **options)
             bar.update(1)
             if clipped:
                 bar.write(f"Warning: {target}: {clipped} samples beyond full scale were clipped (the input's peak "

@@ -369,7 +369,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
     synthesis = features.OverlapAdd(framing)
     produced, start = 0, 0
     for S in stft_chunks(blocks()):
-        speech, noise = _separate_frames(np.abs(S), model, start, max_iter=max_iter, sparsity=sparsity, seed=seed)
+        # single precision: magnitudes of 16-bit audio need no more, and the EM runs twice as fast
+        speech, noise = _separate_frames(np.abs(S).astype(np.float32), model, start, max_iter=max_iter,
+                                         sparsity=sparsity, seed=seed)
         start += S.shape[1]
         if mask_fn is not None:
             mask_fn(speech, noise)

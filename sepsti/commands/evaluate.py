@@ -233,7 +233,8 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     selected = mixtures(index, split="test", noises=noise_list, snrs=snr_list)
     corpus_root = Path(corpus).resolve()
     for mixture in selected:
-        validate_frames(resample(mixture.noisy, mixture.sample_rate, rate), rate, name=str(mixture.path))
+        validate_frames(resample(mixture.noisy, mixture.sample_rate, rate), rate, name=str(mixture.path),
+                        n_fft=speech_dictionary.n_fft)
 
     # --- enhancement and scoring ---
     from sepsti.core.progress import progress_bar
@@ -255,7 +256,7 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
         for mixture in selected:
             noisy = resample(mixture.noisy, mixture.sample_rate, rate)
             if np.any(noisy):
-                speech = denoise(noisy, speech_dictionary.W, **options)
+                speech = denoise(noisy, speech_dictionary.W, framing=speech_dictionary.framing, **options)
             else:
                 speech = np.zeros_like(noisy)
             speech = resample(speech, rate, mixture.sample_rate, length=len(mixture.noisy))

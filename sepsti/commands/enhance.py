@@ -202,7 +202,9 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
         if not create_out_dir:
             check_output_path(target, overwrite=overwrite, inputs=[*inputs, *dictionary_paths])
         output_format(target)
-    loaded = {path: load_dictionary(path) for path in dictionary_paths[:1] if dictionary is not None}
+    loaded = {}
+    if dictionary is not None:  # a bad --dictionary is reported before any input is read
+        loaded[Path(dictionary)] = load_dictionary(dictionary)
     checked = []
     for path in inputs:
         dictionary_path = Path(dictionary) if dictionary is not None else \

@@ -74,6 +74,7 @@ def _ranks(text):
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
 def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, dtype, overwrite):
     """Train a speech dictionary of RANK atoms on the clean train split of a corpus."""
+    import functools
     import warnings
 
     from sepsti.core.errors import ConvergenceWarning
@@ -86,14 +87,14 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, dt
     if wideband.is_wideband_corpus(corpus):
         inputs = [utterance.path for utterance in wideband.select(corpus, "train")]
         rate = wideband.TRAIN_RATE if rate is None else rate
-        load_clean = lambda: wideband.clean_signals(corpus, "train")  # noqa: E731
+        load_clean = functools.partial(wideband.clean_signals, corpus, "train")
     else:
         from sepsti.corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
 
         index = corpus_index(corpus)
         inputs = [index.clean[utterance] for utterance in TRAIN_IDS if utterance in index.clean]
         rate = features.SAMPLE_RATE if rate is None else rate
-        load_clean = lambda: clean_signals(index, split="train")  # noqa: E731
+        load_clean = functools.partial(clean_signals, index, split="train")
     check_output_path(output, overwrite=overwrite, inputs=inputs)
     if Path(output).suffix.lower() != ".npz":
         from sepsti.core.errors import ParameterError

@@ -149,7 +149,7 @@ def select(folder, split="train"):
 
 
 def highpass(y, sample_rate):
-    """Zero-phase 4th-order Butterworth high-pass at :data:`HIGHPASS_HZ`."""
+    """High-pass at :data:`HIGHPASS_HZ`: a 2nd-order Butterworth run forward and backward (zero phase)."""
     from scipy.signal import butter, sosfiltfilt
 
     sos = butter(2, HIGHPASS_HZ, btype="highpass", fs=sample_rate, output="sos")

@@ -20,11 +20,12 @@ without the model saying so.
 
 import numpy as np
 
-__all__ = ["WIDEBAND_RATE", "TOP_BAND", "dictionary_path_for_rate", "has_upper_band", "UpperBand"]
+__all__ = ["NARROWBAND_RATE", "TOP_BAND", "dictionary_path_for_rate", "has_upper_band", "UpperBand"]
 
-#: Inputs at this rate and above are enhanced with the 16 kHz dictionary, lower ones with the
-#: 8 kHz one (whose band they cover).
-WIDEBAND_RATE = 16000
+#: Inputs at this rate and below are enhanced with the 8 kHz dictionary (whose band they fill),
+#: higher ones with the 16 kHz one, upsampled to it when below 16 kHz: at 11.025 kHz that beats
+#: the 8 kHz dictionary with the band above 4 kHz carried upward on every score (docs/wideband.md).
+NARROWBAND_RATE = 8000
 #: The part of the modelled band whose speech share is carried upward, as fractions of half
 #: the processing rate. The lower edge takes in the whole fricative region the dictionary sees;
 #: the upper edge stays below the resampling filter's transition band.
@@ -32,7 +33,7 @@ TOP_BAND = (0.5, 0.95)
 
 
 def dictionary_path_for_rate(sample_rate):
-    """The shipped dictionary for an input rate: 16 kHz from :data:`WIDEBAND_RATE` up, else 8 kHz.
+    """The shipped dictionary for an input rate: 8 kHz up to :data:`NARROWBAND_RATE`, else 16 kHz.
 
     Parameters
     ----------
@@ -45,7 +46,7 @@ def dictionary_path_for_rate(sample_rate):
     """
     from sepsti.dictionary import default_dictionary_path, wideband_dictionary_path
 
-    return wideband_dictionary_path() if int(sample_rate) >= WIDEBAND_RATE else default_dictionary_path()
+    return default_dictionary_path() if int(sample_rate) <= NARROWBAND_RATE else wideband_dictionary_path()
 
 
 def has_upper_band(sample_rate, framing):

@@ -13,7 +13,7 @@ from test_cli_train import run
 WIDE = features.framing_for_rate(16000)
 
 
-@pytest.mark.parametrize("rate, wideband", [(4000, False), (8000, False), (11025, False), (12000, False),
+@pytest.mark.parametrize("rate, wideband", [(4000, False), (8000, False), (8001, True), (11025, True), (12000, True),
                                             (16000, True), (22050, True), (44100, True), (48000, True)])
 def test_dictionary_for_rate(rate, wideband):
     expected = wideband_dictionary_path() if wideband else default_dictionary_path()
@@ -154,7 +154,7 @@ def test_enhance_picks_the_dictionary_per_rate(tmp_path, rng, monkeypatch):
                   "--iterations", 2])
     assert result.exit_code == 0, result.stderr
     narrow, wide = features.NARROWBAND, WIDE
-    assert used == [(8000, narrow, 257), (11025, narrow, 257), (16000, wide, 513), (22050, wide, 513),
+    assert used == [(8000, narrow, 257), (11025, wide, 513), (16000, wide, 513), (22050, wide, 513),
                     (48000, wide, 513)]
     for rate in rates:
         info = soundfile.info(tmp_path / "out" / f"in{rate}.wav")

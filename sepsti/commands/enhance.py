@@ -15,8 +15,8 @@ memory does not grow with a file's length.
 
 Conventions: signals are float64 in [-1, 1); processing happens at the
 dictionary's rate, each output has its input's rate and length. Without
-``--dictionary``, inputs below 16 kHz use the shipped 8 kHz dictionary and
-inputs at 16 kHz and above the 16 kHz one (:mod:`sepsti.bandwidth`); the band
+``--dictionary``, inputs up to 8 kHz use the shipped 8 kHz dictionary and
+inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`); the band
 of an input above its dictionary's is enhanced with the speech share of the top
 modelled band (:class:`sepsti.bandwidth.UpperBand`).
 """
@@ -161,7 +161,7 @@ def enhance_file(audio, target, W, framing, *, overwrite, **options):
               help="Output folder for several inputs; file names are kept. Created if missing.")
 @click.option("--dictionary", type=click.Path(path_type=Path), default=None,
               help="Speech dictionary (.npz from `sepsti train`) for every input. Default: the shipped 8 kHz "
-                   "dictionary for inputs below 16 kHz, the shipped 16 kHz one from 16 kHz up.")
+                   "dictionary for inputs up to 8 kHz, the shipped 16 kHz one above.")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each file (at most 257, the frequency bins).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
@@ -176,9 +176,9 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
 
     Stereo is downmixed. Each output has its input's rate and length. By rate:
     below 8 kHz, upsampled to the 8 kHz dictionary and back; 8 kHz, the 8 kHz
-    dictionary as is; 8-16 kHz, the 8 kHz dictionary up to 4 kHz; 16 kHz, the
-    16 kHz dictionary as is (full band); above 16 kHz (22.05-48 kHz), the
-    16 kHz dictionary up to 8 kHz. The band above the dictionary's is kept and
+    dictionary as is; 8-16 kHz (11.025, 12 kHz), upsampled to the 16 kHz
+    dictionary and back; 16 kHz, the 16 kHz dictionary as is (full band); above
+    16 kHz (22.05-48 kHz), the 16 kHz dictionary up to 8 kHz. The band above the dictionary's is kept and
     enhanced with the speech share the model finds in the top of its band
     (frame by frame), never cut. All inputs and outputs are checked before any
     work is done.

@@ -46,6 +46,7 @@ BABBLE_TALKERS = 5
 
 
 def _noise(kind, n, rate, rng, babble_pool):
+    """``n`` samples of a noise type at ``rate`` with unit RMS (babble from ``babble_pool`` speakers)."""
     from sepsti.audio import resample
     from sepsti.corpora.synth import SAMPLE_RATE, synth_noise
 
@@ -121,6 +122,7 @@ def fricative_level(clean, output, rate):
 
 
 def score(clean, signal, noisy, rate):
+    """Every score of ``signal`` (the output, or ``noisy`` itself) against ``clean``, as a dict."""
     from sepsti import metrics
     from sepsti.audio import resample
 

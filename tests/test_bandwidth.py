@@ -167,6 +167,60 @@ def test_enhance_picks_the_dictionary_per_rate(tmp_path, rng, monkeypatch):
     assert used == [(48000, narrow, 257), (8000, narrow, 257)]
 
 
+def test_noise_sample_is_learned_with_the_framing_of_each_input_dictionary(tmp_path, rng, monkeypatch):
+    """One noise sample (22.05 kHz) for an 8 kHz and a 48 kHz input: each gets the sample's model in its own
+    dictionary's framing, learned on the sample resampled to that dictionary's rate."""
+    import sepsti.commands.enhance as command
+    from sepsti.audio import load_audio
+    from sepsti.denoise import learn_noise
+
+    used = {}
+    real = command.enhance_file
+
+    def recorder(audio, target, W, framing, **options):
+        used[audio.sample_rate] = (framing, options["noise"])
+        return real(audio, target, W, framing, **options)
+
+    monkeypatch.setattr(command, "enhance_file", recorder)
+    soundfile.write(tmp_path / "noise.wav", 0.05 * rng.standard_normal(22050 * 2), 22050, subtype="FLOAT")
+    for rate in (8000, 48000):
+        soundfile.write(tmp_path / f"in{rate}.wav", 0.1 * rng.standard_normal(rate // 5), rate, subtype="PCM_16")
+    result = run(["enhance", tmp_path / "in8000.wav", tmp_path / "in48000.wav", "--out-dir", tmp_path / "out",
+                  "--noise-sample", tmp_path / "noise.wav", "--iterations", 2])
+    assert result.exit_code == 0 and result.stderr == "", result.stderr  # 0.2 s inputs: enhanced with the sample
+    for rate, framing in ((8000, features.NARROWBAND), (48000, WIDE)):
+        used_framing, model = used[rate]
+        assert used_framing == framing and model.W_noise.shape == (1, framing.n_bins, 5)
+        sample = load_audio(tmp_path / "noise.wav", sample_rate=framing.sample_rate).samples
+        expected = learn_noise(lambda: iter((features.magnitude(sample, framing=framing),)), 5)
+        np.testing.assert_allclose(model.floor, expected.floor, rtol=1e-10)
+        np.testing.assert_allclose(model.W_noise, expected.W_noise, rtol=1e-6, atol=1e-12)
+        assert soundfile.info(tmp_path / "out" / f"in{rate}.wav").frames == rate // 5
+
+
+def test_a_short_file_above_the_dictionary_rate_is_written_unchanged_with_its_upper_band(tmp_path, rng):
+    """0.3 s at 48 kHz is 11 frames of the 16 kHz dictionary, fewer than 4 per noise atom: the input comes back."""
+    clean, noisy = _fricative_test_signal(rng, 48000, seconds=0.3)
+    soundfile.write(tmp_path / "short.wav", noisy, 48000, subtype="PCM_16")
+    result = run(["enhance", tmp_path / "short.wav", "-o", tmp_path / "out.wav"])
+    assert result.exit_code == 0, result.stderr
+    assert "too short" in result.stderr and "(11 frames, 0.30 s" in result.stderr, result.stderr
+    np.testing.assert_array_equal(soundfile.read(tmp_path / "out.wav", dtype="int16")[0],
+                                  soundfile.read(tmp_path / "short.wav", dtype="int16")[0])
+
+
+def test_evaluate_enhance_signal_keeps_the_upper_band_as_enhance_does(tmp_path, rng):
+    from sepsti.commands.evaluate import enhance_signal
+
+    clean, noisy = _fricative_test_signal(rng, 48000, seconds=2.0)
+    soundfile.write(tmp_path / "noisy.wav", noisy, 48000, subtype="FLOAT")
+    assert run(["enhance", tmp_path / "noisy.wav", "-o", tmp_path / "out.flac", "--iterations", 10]).exit_code == 0
+    written, _ = soundfile.read(tmp_path / "out.flac")
+    speech = enhance_signal(noisy, 48000, load_dictionary(wideband_dictionary_path()), max_iter=10)
+    np.testing.assert_allclose(speech, written, rtol=0, atol=1.01 / 32768)  # FLAC's 16-bit rounding
+    assert abs(10 * np.log10(_band_energy(speech, 48000, 8000) / _band_energy(clean, 48000, 8000))) < 3.0
+
+
 def test_shipped_dictionary_trained_on_train_speakers_only():
     from pathlib import Path
 

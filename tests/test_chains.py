@@ -45,6 +45,11 @@ def test_auto_metric_picks_the_kind_that_whitens_the_gaussian(name):
                          auto=AutoMetricSettings(num_pilot_draws=150))
     assert result.metric.metric == EXPECTED[name], result.metric.reason
     assert [p.metric for p in result.metric.pilots] == ["diagonal", "dense"]
+    # The pilots measured what the covariance implies (not merely a default that happens to be right): a dense
+    # metric beats the diagonal by more than the margin only when the covariance is rotated.
+    diagonal, dense = (p.ess_per_work for p in result.metric.pilots)
+    margin = AutoMetricSettings().margin
+    assert (dense > margin * diagonal) == (EXPECTED[name] == "dense"), result.metric.reason
     assert result.diagnostics.num_divergent == 0
     assert_moments(result.draws, 0.0, np.diag(covariance))
 

@@ -301,10 +301,71 @@ def test_sample_rates_that_would_blow_up_resampling(workdir, tiny_dictionary, ra
 def test_noise_rank_is_bounded_by_bins_and_frames(workdir, tiny_dictionary):
     result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav", "--noise-rank", 2000000)
     assert_one_line_error(result, "--noise-rank", "1<=x<=257", "enhance --help")
-    soundfile.write(workdir / "short.wav", np.full(700, 0.1), RATE, subtype="PCM_16")  # 4 frames
+
+
+@pytest.mark.parametrize("milliseconds", [100, 300])
+def test_a_file_too_short_to_learn_from_is_written_unchanged(workdir, tiny_dictionary, milliseconds):
+    """100 ms (5 frames) and 300 ms (11 frames) are fewer than 4 frames per noise atom: one line, the input."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    start = len(noisy) // 2  # from the middle: speech and noise, no pause to learn from
+    short = noisy[start:start + RATE * milliseconds // 1000]
+    soundfile.write(workdir / "short.wav", short, RATE, subtype="PCM_16")
+    result = _enhance(tiny_dictionary, workdir / "short.wav", "-o", workdir / "out.wav")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Warning: ") and "short.wav" in lines[0], result.stderr
+    assert "too short" in lines[0] and "written unchanged" in lines[0] and "--noise-rank 5" in lines[0]
+    np.testing.assert_array_equal(soundfile.read(workdir / "out.wav", dtype="int16")[0],
+                                  soundfile.read(workdir / "short.wav", dtype="int16")[0])
+    assert result.stdout.strip() == f"wrote {workdir / 'out.wav'}"
+    # a lower noise rank needs fewer frames: 300 ms is then enhanced
+    result = _enhance(tiny_dictionary, workdir / "short.wav", "-o", workdir / "low.wav", "--noise-rank", 2)
+    assert result.exit_code == 0 and (result.stderr == "") == (milliseconds == 300), result.stderr
+
+
+def test_noise_sample_gives_the_noise_model(workdir, tiny_dictionary):
+    """The noise alone (here at another rate, resampled) gives the model denoise uses with ``noise=``."""
+    from sepsti import features
+    from sepsti.audio import load_audio, resample
+    from sepsti.denoise import denoise, learn_noise
+    from sepsti.dictionary import load_dictionary
+
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    clean, _ = soundfile.read(workdir / "clean.wav")
+    noise = noisy - clean
+    soundfile.write(workdir / "noise.wav", resample(noise, RATE, 16000), 16000, subtype="FLOAT")
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav", "--noise-sample",
+                      workdir / "noise.wav", "--iterations", 20)
+    assert result.exit_code == 0, result.stderr
+    sample = load_audio(workdir / "noise.wav", sample_rate=RATE).samples
+    model = learn_noise(lambda: iter((features.magnitude(sample),)), 5)
+    expected = denoise(noisy, load_dictionary(tiny_dictionary).W, noise=model, max_iter=20)
+    enhanced, _ = soundfile.read(workdir / "out.wav")
+    np.testing.assert_allclose(enhanced, np.clip(expected, -1, 1), rtol=0, atol=1.01 / 32768)
+    assert _snr(clean, enhanced) > _snr(clean, noisy)
+    # a file too short to learn its noise from is enhanced with the sample's model
+    soundfile.write(workdir / "short.wav", noisy[:RATE // 10], RATE, subtype="PCM_16")
+    result = _enhance(tiny_dictionary, workdir / "short.wav", "-o", workdir / "short_out.wav", "--noise-sample",
+                      workdir / "noise.wav")
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
+
+
+@pytest.mark.parametrize("kind, fragment", [("missing", "no such file"), ("text", "not a readable audio file"),
+                                            ("silent", "silent"), ("short", "fewer than the noise rank 5"),
+                                            ("rate", "sample rate 1 Hz")])
+def test_bad_noise_sample(workdir, tiny_dictionary, kind, fragment):
+    path = workdir / "sample.wav"
+    if kind == "text":
+        path.write_text("not audio")
+    elif kind == "silent":
+        soundfile.write(path, np.zeros(RATE), RATE, subtype="PCM_16")
+    elif kind == "short":
+        soundfile.write(path, 0.1 * np.ones(600), RATE, subtype="PCM_16")  # 4 frames
+    elif kind == "rate":
+        soundfile.write(path, 0.1 * np.ones(600), 1, subtype="PCM_16")
     before = snapshot(workdir)
-    result = _enhance(tiny_dictionary, workdir / "short.wav", "-o", workdir / "out.wav", "--noise-rank", 5)
-    assert_one_line_error(result, "short.wav", "4 STFT frames", "noise rank 5")
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav", "--noise-sample", path)
+    assert_one_line_error(result, fragment)
     assert snapshot(workdir) == before
 
 

@@ -52,25 +52,51 @@ def test_existing_output_needs_overwrite(tmp_path):
     assert (tmp_path / "out.json").read_text() == "{}"
 
 
+@pytest.mark.parametrize("option", ["--dispersion", "--prior-rate"])
 @pytest.mark.parametrize("value", ["0", "-2", "inf", "nan", "lots"])
-def test_bad_dispersion_is_one_line_and_status_2(tmp_path, value):
-    result = _invoke("--corpus", tmp_path, *TINY, "--dispersion", value)
-    assert result.exit_code == 2 and result.output.startswith("Error: --dispersion")
+def test_bad_dispersion_or_prior_rate_is_one_line_and_status_2(tmp_path, option, value):
+    result = _invoke("--corpus", tmp_path, *TINY, option, value)
+    assert result.exit_code == 2 and result.output.startswith(f"Error: {option}")
 
 
 @pytest.mark.noizeus
-def test_dispersion_divides_the_magnitudes(noizeus_root, tmp_path):
-    from sepsti.core.evidence.sti_nmf import pearson_dispersion
+def test_speech_model_divides_the_magnitudes_by_their_rayleigh_dispersion(noizeus_root, tmp_path):
+    from sepsti.core.evidence.sti_nmf import rayleigh_dispersion
     from sepsti.commands.select_rank import training_matrix
 
-    result = _invoke("--corpus", noizeus_root, *TINY, "--dispersion", "auto", "--json", tmp_path / "a.json")
+    result = _invoke("--corpus", noizeus_root, *TINY, "--json", tmp_path / "a.json")
     assert result.exit_code == 0, result.output
     doc = json.loads((tmp_path / "a.json").read_text())
     X = training_matrix(noizeus_root).astype("float32")
-    dispersion = doc["settings"]["model"]["dispersion"]
-    assert dispersion == pytest.approx(pearson_dispersion(X, seed=0, prior_rate=4e-4))
+    assert doc["settings"]["model"]["dispersion"] == pytest.approx(rayleigh_dispersion(X), rel=1e-6)
+    assert doc["settings"]["model"]["prior_rate"] == "matched"
     # int16-scale speech magnitudes are far more dispersed than Poisson counts
-    assert dispersion > 100
+    assert doc["settings"]["model"]["dispersion"] > 100
+
+
+def test_speech_model_selection_does_not_change_with_the_audio_scale(tmp_path):
+    import numpy as np
+    import soundfile
+
+    from test_cli_train import make_corpus
+
+    corpus = make_corpus(tmp_path / "corpus")
+    quieter = tmp_path / "quieter"
+    for wav in corpus.rglob("*.wav"):
+        y, rate = soundfile.read(wav)
+        target = quieter / wav.relative_to(corpus)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        soundfile.write(target, 0.1 * y, rate, subtype="FLOAT")
+    docs = []
+    for root in (corpus, quieter):
+        result = _invoke("--corpus", root, "--ranks", "1,2", "--samples", "40", "--keep", "20", "--temperatures",
+                         "4", "--replicates", "2", "--quiet", "--json", tmp_path / f"{root.name}.json")
+        assert result.exit_code == 0, result.output
+        docs.append(json.loads((tmp_path / f"{root.name}.json").read_text()))
+    np.testing.assert_allclose(docs[0]["log_marginal_likelihood"], docs[1]["log_marginal_likelihood"], rtol=1e-7)
+    assert docs[0]["selected_rank"] == docs[1]["selected_rank"]
+    assert docs[1]["settings"]["model"]["dispersion"] == pytest.approx(0.1 * docs[0]["settings"]["model"]["dispersion"],
+                                                                       rel=1e-5)
 
 
 def _interrupt_after_the_first_chain(tmp_path, launcher, *extra):

@@ -365,8 +365,8 @@ def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeyp
     real = sepsti.core.evidence.sti_nmf.select_rank_sti
 
     def short_run(X, ranks, **options):
-        # the real estimator on short chains: the paper's 1250 iterations take minutes
-        selection = real(X, ranks, **{**options, "num_steps": 40, "num_keep": 20, "num_blocks": 2})
+        # the real estimator on short chains
+        selection = real(X, ranks, **{**options, "num_steps": 40, "num_keep": 20, "num_intervals": 4})
         calls.append((list(ranks), options["seed"], selection.selected_rank, options))
         return selection
 
@@ -376,9 +376,9 @@ def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeyp
                   "--iterations", 5, "--seed", 3])
     assert result.exit_code == 0, result.stderr
     assert len(calls) == 1 and calls[0][:2] == ([2, 4], 3)
-    # quasi-Poisson magnitudes and the longer chains (README, "Rank selection")
-    assert {key: calls[0][3][key] for key in ("dispersion", "num_steps", "num_keep")} == \
-        {"dispersion": "auto", "num_steps": 5000, "num_keep": 2000}
+    # the speech model (docs/rank_selection.md) with the library's validated settings
+    assert {key: value for key, value in calls[0][3].items() if key not in ("seed", "progress")} == \
+        {"dispersion": "rayleigh", "prior_rate": "matched"}
     assert load_dictionary(output).rank == calls[0][2]
     assert f"selected rank {calls[0][2]} by STI" in result.stderr
 

@@ -5,7 +5,8 @@ import pytest
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.rank_one import rank_one_log_evidence
-from sepsti.core.evidence.reference_path import LogSpaceReference, log_space_mode, reference_at_mode
+from sepsti.core.evidence.reference_path import (LogSpaceReference, NMFLogDensity, annealed_importance_bound,
+                                                 log_space_mode, reference_at_mode)
 from sepsti.core.evidence.sti_nmf import select_rank_sti
 from sepsti.core.models.poisson_nmf import PoissonNMF
 from sepsti.core.random import stream
@@ -90,6 +91,20 @@ def test_reference_path_recovers_the_rank_one_evidence():
         (result.log_marginal_likelihood[0], exact, result.stderr[0])
     assert result.stderr[0] < 2.0
     assert result.settings["path"] == "log_space_reference"
+
+
+def test_annealed_importance_bound_lies_below_the_exact_evidence_and_tightens_with_annealing():
+    # E[log w] <= log p(X | 1); with more temperatures the bound closes in on the closed form
+    X = PoissonNMF.sample(stream(5, 2000), (40, 30), 1, rate_W=2.0, rate_H=2.0)[2]
+    exact = rank_one_log_evidence(X, 2.0)
+    density = NMFLogDensity(X, 2.0)
+    short = annealed_importance_bound(density, 1, num_temperatures=20, num_runs=6, seed=1)
+    long = annealed_importance_bound(density, 1, num_temperatures=400, num_runs=6, seed=1)
+    for result in (short, long):
+        assert result["lower_bound"] < exact + 3 * result["stderr"], (result, exact)
+        assert len(result["log_weights"]) == 6
+    assert long["lower_bound"] > short["lower_bound"] - 3 * np.hypot(short["stderr"], long["stderr"])
+    assert abs(long["log_mean_weight"] - exact) < 0.5, (long, exact)
 
 
 def test_reference_path_adds_log_r_factorial_and_refuses_blocks(rng):

@@ -27,11 +27,11 @@ from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainS
                                                  balance, data_digest, resolve_settings, select_rank,
                                                  validate_ranks)
 from sepsti.core.evidence.reference_path import REFERENCE_PRESET
-from sepsti.core.models.poisson_nmf import validate_nonnegative_matrix
+from sepsti.core.models.poisson_nmf import prior_rate_at, validate_nonnegative_matrix, validate_prior_rate
 from sepsti.core.random import stream
 
-__all__ = ["DISPERSION_DATA_PER_PARAMETER", "NMFChains", "PRESETS", "dispersion_rank", "em_start",
-           "pearson_dispersion", "select_rank_sti", "validate_identifiable_ranks"]
+__all__ = ["NMFChains", "PRESETS", "RAYLEIGH_VARIANCE_RATIO", "em_start", "rayleigh_dispersion", "select_rank_sti",
+           "validate_identifiable_ranks"]
 
 #: Named settings of :func:`select_rank_sti`.
 PRESETS = {
@@ -87,48 +87,27 @@ def em_start(X, rank, rng, *, prior_rate, iterations, threads=None):
     return np.ascontiguousarray(fit.W, dtype=X.dtype), np.ascontiguousarray(fit.H, dtype=X.dtype)
 
 
-#: Data entries per parameter at the rank where the dispersion is estimated (:func:`dispersion_rank`).
-DISPERSION_DATA_PER_PARAMETER = 10
+#: Var / mean^2 of the magnitude of a circular complex Gaussian (Rayleigh): 4 / pi - 1.
+RAYLEIGH_VARIANCE_RATIO = 4.0 / np.pi - 1.0
 
 
-def dispersion_rank(shape):
-    """The largest rank with at least :data:`DISPERSION_DATA_PER_PARAMETER` entries per parameter (at least 1)."""
-    rows, cols = shape
-    return max(1, (rows * cols) // (DISPERSION_DATA_PER_PARAMETER * (rows + cols)))
+def rayleigh_dispersion(X):
+    """The dispersion of STFT magnitudes that owe their spread to the STFT alone: (4/pi - 1) mean(X).
 
-
-def pearson_dispersion(X, rank=None, *, seed=0, prior_rate=4e-4, max_iter=5000, tol=1e-7, threads=None):
-    """Pearson dispersion of a converged Poisson NMF fit: sum((X - WH)^2 / WH) / (N - p).
-
-    Poisson data give about 1; STFT magnitudes on the int16 scale give far
-    more (their spread grows like their mean). Quasi-likelihood practice
-    (QAIC) estimates the dispersion at the largest model compared, but a
-    speech candidate list reaches ranks with more parameters than data
-    (R = 512 on 257 x 1661), where chi^2/N measures the fit's flexibility,
-    not the noise. So the rank is a property of the data, :func:`dispersion_rank`
-    (ten entries per parameter: 22 on 257 x 1661), and EM runs to
-    convergence (``tol`` on the relative objective change), so neither the
-    candidate list nor an iteration count enters. The fit starts from
-    ``stream(seed, rank, SHARED_KEY, 0)``; p = R (n_rows + n_cols).
+    The magnitude of a complex Gaussian STFT coefficient with mean magnitude
+    mu varies with variance (4/pi - 1) mu^2 (a Rayleigh variable). Pearson's
+    dispersion sum((x - mu)^2 / mu) / N of a model whose means mu are right
+    then has expectation (4/pi - 1) mean(mu) = (4/pi - 1) mean(X): the
+    quasi-Poisson dispersion of the data's own noise, with no lack of fit
+    counted in and no factorization, rank, start or iteration count
+    involved; it scales with the data, so X / dispersion does not change
+    when the audio is scaled (``docs/rank_selection.md``).
 
     Returns
     -------
     float
     """
-    import warnings
-
-    from sepsti.core.factorization.em import poisson_nmf_em
-    from sepsti.core.parallel.blocks import initial_factors, single_threaded_blas
-
-    X = np.asarray(X, dtype=np.float64)
-    rank = dispersion_rank(X.shape) if rank is None else int(rank)
-    W0, H0 = initial_factors(X, rank, stream(seed, rank, SHARED_KEY, 0))
-    with single_threaded_blas(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a capped run still gives a usable fit
-        fit = poisson_nmf_em(X, W0, H0, prior_rate_W=prior_rate, prior_rate_H=prior_rate, max_iter=max_iter,
-                             tol=tol, threads=threads)
-    expected = np.maximum(fit.W @ fit.H, np.finfo(np.float64).tiny)
-    return float(np.sum((X - expected) ** 2 / expected) / max(X.size - rank * sum(X.shape), 1))
+    return float(RAYLEIGH_VARIANCE_RATIO * np.mean(X, dtype=np.float64))
 
 
 class NMFChains:
@@ -141,7 +120,8 @@ class NMFChains:
     X : ndarray, shape (n_rows, n_cols)
         The data as modelled (already divided by any dispersion).
     chain : ChainSettings
-    prior_rate : float
+    prior_rate : float or "matched"
+        See :func:`sepsti.core.models.poisson_nmf.prior_rate_at`.
     model_settings : dict
         Recorded beside the chain settings (e.g. the dispersion).
     """
@@ -161,11 +141,16 @@ class NMFChains:
             raise ParameterError(f"init={chain.init!r}: expected 'random' or 'em'")
         self.X = X
         self.chain = chain
-        self.prior_rate = float(prior_rate)
+        self.prior_rate = validate_prior_rate(prior_rate)
+        self.data_mean = float(np.mean(X, dtype=np.float64))
         self.settings = {"model": {"name": "poisson_nmf", "prior_rate": self.prior_rate, **model_settings},
                          "chain": chain.as_dict(), "dtype": X.dtype.name, "shape": list(X.shape)}
         self.data_digest = data_digest([X])
         self._starts = {}
+
+    def rate_at(self, rank):
+        """The rate of the Exp priors on W and H at ``rank``."""
+        return prior_rate_at(self.prior_rate, self.data_mean, rank)
 
     def _is_prior_draw(self, task):
         return self.chain.exact_prior and task.temperature == 0.0
@@ -195,7 +180,7 @@ class NMFChains:
         for (rank, replicate), owner in zip(needed, owners):
             if owner == process:
                 starts[rank, replicate] = em_start(self.X, rank, stream(seed, rank, SHARED_KEY, replicate),
-                                                   prior_rate=self.prior_rate,
+                                                   prior_rate=self.rate_at(rank),
                                                    iterations=self.chain.init_iterations, threads=threads)
         if comm is not None and size > 1:
             for part in comm.allgather(starts):
@@ -212,15 +197,16 @@ class NMFChains:
             W, H = initial_factors(self.X, task.rank, stream(seed, *task.key))
         state = init_state(W, H, seed=seed, chain=task.key, num_blocks=chain.num_blocks)
         steps = chain.steps_at(task.index)
+        rate = self.rate_at(task.rank)
         if self._is_prior_draw(task):
             result = run_prior_chain(self.X, state, num_steps=steps, num_keep=chain.num_keep,
-                                     num_blocks=chain.num_blocks, rate_W=self.prior_rate, rate_H=self.prior_rate)
+                                     num_blocks=chain.num_blocks, rate_W=rate, rate_H=rate)
             progress(steps)
         else:
             result = run_block_chain(self.X, state, temperature=task.temperature, num_steps=steps,
                                      num_keep=chain.num_keep, num_blocks=chain.num_blocks, sampler=chain.sampler,
                                      step_a=chain.step_a_at(task.index), step_b=chain.step_b,
-                                     rate_W=self.prior_rate, rate_H=self.prior_rate, alpha=chain.alpha,
+                                     rate_W=rate, rate_H=rate, alpha=chain.alpha,
                                      sigma=chain.sigma, evaluate=chain.evaluate, progress=progress, threads=1)
         return ChainRecord(result.trace, result.seconds, result.cpu_seconds, result.seconds_kernel, result.min_kept,
                            result.all_finite)
@@ -241,13 +227,14 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
     chain : ChainSettings, optional
     num_replicates : int, optional
         Independent chains per (rank, temperature).
-    prior_rate : float
-        lambda of the exponential priors on W and H.
-    dispersion : float or "auto"
+    prior_rate : float or "matched"
+        lambda of the exponential priors on W and H; ``"matched"`` puts the prior on the scale of
+        the modelled data at every rank (:func:`sepsti.core.models.poisson_nmf.prior_rate_at`).
+    dispersion : float or "rayleigh"
         Model X / dispersion (quasi-Poisson): the estimates are log p(X / dispersion | R).
-        ``"auto"``: :func:`pearson_dispersion` (at a rank set by the data's shape, EM to
-        convergence), so the modelled data do not change with the candidate list, an EM iteration
-        count or the data's amplitude scale. The value used is ``settings["model"]["dispersion"]``.
+        ``"rayleigh"`` (for STFT magnitudes): :func:`rayleigh_dispersion`, which depends on
+        nothing but the data and scales with them. The value used is
+        ``settings["model"]["dispersion"]``.
     seed : int
     checkpoint, comm, threads, progress
         See :func:`sepsti.core.evidence.rank_selection.select_rank`.
@@ -263,13 +250,11 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
     ranks = validate_identifiable_ranks(validate_ranks(ranks), X.shape)
     grid, chain, num_replicates = resolve_settings(PRESETS, preset, grid=grid, chain=chain,
                                                    num_replicates=num_replicates, **overrides)
-    if not prior_rate > 0:
-        raise ParameterError(f"prior_rate={prior_rate} must be positive")
-    if isinstance(dispersion, str) and dispersion == "auto":
-        threads_here = 1 if comm is not None and comm.Get_size() > 1 else threads
-        dispersion = pearson_dispersion(X, seed=seed, prior_rate=prior_rate, threads=threads_here)
+    prior_rate = validate_prior_rate(prior_rate)
+    if isinstance(dispersion, str) and dispersion == "rayleigh":
+        dispersion = rayleigh_dispersion(X)
     elif isinstance(dispersion, str) or not (np.isfinite(dispersion) and dispersion > 0):
-        raise ParameterError(f"dispersion={dispersion!r}: expected 'auto' or a positive number")
+        raise ParameterError(f"dispersion={dispersion!r}: expected 'rayleigh' or a positive number")
     if dispersion != 1.0:
         X = (X / dispersion).astype(X.dtype)
     model_settings = {"dispersion": float(dispersion)}
@@ -277,7 +262,7 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
         from sepsti.core.evidence.reference_path import NMFLogDensity, ReferencePathChains
 
         factory = ReferencePathChains(NMFLogDensity(X, prior_rate), chain, data_digest=data_digest([X]),
-                                      settings={"prior_rate": float(prior_rate), **model_settings,
+                                      settings={"prior_rate": prior_rate, **model_settings,
                                                 "shape": list(X.shape)})
     else:
         factory = NMFChains(X, chain, prior_rate=prior_rate, model_settings=model_settings)

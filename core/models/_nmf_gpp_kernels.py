@@ -19,7 +19,8 @@ from llvmlite import binding
 from numba import types
 from numba.extending import get_cython_function_address
 
-__all__ = ["pack_rows", "tril_matvec", "tril_rmatvec", "tril_solve", "link", "logdensity_and_grad"]
+__all__ = ["pack_rows", "tril_matvec", "tril_rmatvec", "tril_solve", "link", "logdensity_and_grad",
+           "logdensity_and_grad_flat"]
 
 binding.add_symbol("sepsti_nmf_gpp_erfcx",
                    get_cython_function_address("scipy.special.cython_special", "__pyx_fuse_1erfcx"))
@@ -228,3 +229,29 @@ def logdensity_and_grad(delta_t, eta, packed_d, packed_h, X, inv_var,
             prior += eta[m, l] * eta[m, l]
             grad_eta[m, l] -= eta[m, l]
     return -0.5 * (inv_var * squared_error + prior)
+
+
+@numba.njit(cache=True, nogil=True)
+def logdensity_and_grad_flat(theta, num_components, packed_d, packed_h, X, inv_var,
+                             inv_sqrt2_sigma_d, inv_rate_d, slope_scale_d,
+                             inv_sqrt2_sigma_h, inv_rate_h, slope_scale_h, grad):
+    """:func:`logdensity_and_grad` on the model's flat θ (δ (K, M) row-major, then η (M, L)), gradient into ``grad``.
+
+    The transposes of δ and of its gradient happen here, so a caller makes one call per evaluation.
+    """
+    num_rows, num_cols = X.shape
+    num_d = num_rows * num_components
+    delta_t = np.empty((num_components, num_rows))
+    for i in range(num_rows):
+        for m in range(num_components):
+            delta_t[m, i] = theta[i * num_components + m]
+    eta = theta[num_d:].reshape(num_components, num_cols)
+    grad_delta_t = np.empty((num_components, num_rows))
+    logp = logdensity_and_grad(delta_t, eta, packed_d, packed_h, X, inv_var,
+                               inv_sqrt2_sigma_d, inv_rate_d, slope_scale_d,
+                               inv_sqrt2_sigma_h, inv_rate_h, slope_scale_h,
+                               grad_delta_t, grad[num_d:].reshape(num_components, num_cols))
+    for i in range(num_rows):
+        for m in range(num_components):
+            grad[i * num_components + m] = grad_delta_t[m, i]
+    return logp

@@ -148,6 +148,7 @@ class NMFGPP:
         self._link_d = (1.0 / (np.sqrt(2.0) * sigma_d), 1.0 / self.rate_d, _SQRT_2_OVER_PI / (self.rate_d * sigma_d))
         self._link_h = (1.0 / (np.sqrt(2.0) * sigma_h), 1.0 / self.rate_h, _SQRT_2_OVER_PI / (self.rate_h * sigma_h))
         self._inv_var = 1.0 / self.noise_std ** 2
+        self._dim = self.dim
         self._kernel = None
         self._packed = None
 
@@ -303,20 +304,16 @@ class NMFGPP:
         """
         if self._kernel is None:
             kernels = self._kernels()
-            self._kernel = kernels.logdensity_and_grad
-            self._kernel_args = (*self._packed, self.X, self._inv_var, *self._link_d, *self._link_h)
+            self._kernel = kernels.logdensity_and_grad_flat
+            self._kernel_args = (self.num_components, *self._packed, self.X, self._inv_var, *self._link_d,
+                                 *self._link_h)
         theta = np.asarray(theta, dtype=float)
-        K, M, L = self.X.shape[0], self.num_components, self.X.shape[1]
-        if theta.shape != (self.dim,):
+        if theta.shape != (self._dim,):
             self.split(theta)  # raises with the shapes
-        # NUTS calls this once per leaf: no validation beyond the shape, and the gradient of η is written
-        # by the kernel straight into its slice of the returned vector.
-        delta_t = np.ascontiguousarray(theta[:K * M].reshape(K, M).T)
-        eta = np.ascontiguousarray(theta[K * M:].reshape(M, L))
-        grad = np.empty(self.dim)
-        grad_delta_t = np.empty_like(delta_t)
-        logp = self._kernel(delta_t, eta, *self._kernel_args, grad_delta_t, grad[K * M:].reshape(M, L))
-        grad[:K * M].reshape(K, M)[...] = grad_delta_t.T
+        # NUTS calls this once per leaf: one compiled call (it also transposes δ and its gradient), no validation
+        # beyond the shape.
+        grad = np.empty(self._dim)
+        logp = self._kernel(np.ascontiguousarray(theta), *self._kernel_args, grad)
         return float(logp), grad
 
     def logdensity_and_grad_numpy(self, theta):

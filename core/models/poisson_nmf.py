@@ -19,7 +19,10 @@ from scipy.special import gammaln, xlogy
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["NMFTheta", "PoissonNMF", "validate_nonnegative_matrix"]
+__all__ = ["MATCHED", "NMFTheta", "PoissonNMF", "prior_rate_at", "validate_nonnegative_matrix", "validate_prior_rate"]
+
+#: The prior rate that follows the data and the rank (:func:`prior_rate_at`).
+MATCHED = "matched"
 
 
 class NMFTheta(NamedTuple):
@@ -42,6 +45,39 @@ def validate_nonnegative_matrix(X, name="X", dtype=None):
     if X.min() < 0:
         raise ParameterError(f"{name} has minimum {X.min()}: entries must be non-negative")
     return X
+
+
+def validate_prior_rate(prior_rate):
+    """Return a positive float rate, or :data:`MATCHED`; raise ParameterError otherwise."""
+    if isinstance(prior_rate, str):
+        if prior_rate == MATCHED:
+            return prior_rate
+    elif isinstance(prior_rate, (int, float, np.integer, np.floating)) and not isinstance(prior_rate, bool):
+        if np.isfinite(prior_rate) and prior_rate > 0:
+            return float(prior_rate)
+    raise ParameterError(f"prior_rate={prior_rate!r}: expected a positive number or {MATCHED!r}")
+
+
+def prior_rate_at(prior_rate, data_mean, rank):
+    """The rate of the Exp priors on W and H at ``rank``.
+
+    A number is returned as it is. :data:`MATCHED` gives lambda = sqrt(R / mean(X)),
+    the rate at which the prior predictive mean of every entry of W H,
+    R / lambda^2, equals the data's mean: the prior sits on the data's scale
+    at every rank, instead of a fixed rate whose width relative to the data
+    depends on their units and charges every parameter an Occam factor for
+    that mismatch (``docs/rank_selection.md``).
+
+    Parameters
+    ----------
+    prior_rate : float or "matched"
+    data_mean : float
+        Mean of X (only used for "matched").
+    rank : int
+    """
+    if prior_rate == MATCHED:
+        return float(np.sqrt(rank / max(float(data_mean), np.finfo(np.float64).tiny)))
+    return float(prior_rate)
 
 
 class PoissonNMF:

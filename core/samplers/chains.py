@@ -79,7 +79,9 @@ class TransitionInfo(NamedTuple):
 class ChainInfo(NamedTuple):
     """What one chain did.
 
-    ``seconds`` are the chain's own wall time in its worker (warm-up, sampling);
+    ``seconds`` are the chain's own wall time in its worker (warm-up, sampling),
+    ``cpu_seconds`` the CPU time of the thread that ran it: what the wall time
+    would be with a core to itself, whatever else the machine runs;
     ``info`` holds the sampling transitions, each field of shape (num_draws,).
     """
 
@@ -92,6 +94,8 @@ class ChainInfo(NamedTuple):
     mean_tree_depth: float
     warmup_seconds: float
     sampling_seconds: float
+    warmup_cpu_seconds: float
+    sampling_cpu_seconds: float
     move_acceptance: Optional[np.ndarray]
     info: TransitionInfo
 
@@ -171,6 +175,7 @@ class _Chain(NamedTuple):
     num_warmup_gradients: int
     num_warmup_divergent: int
     warmup_seconds: float
+    warmup_cpu_seconds: float
 
 
 class _Moves:
@@ -233,7 +238,7 @@ def _warmup(problem, chain, kind, moves, num_steps, inverse_mass_matrix, *, adap
             max_tree_depth=None):
     """``num_steps`` of window adaptation for one metric kind; returns the chain and the WarmupResult."""
     kernel = _transition_kernel(problem, max_tree_depth or problem.settings.max_tree_depth, moves)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     warm = window_adaptation(kernel, chain.state, chain.rng, problem.logdensity_and_grad_fn, num_steps=num_steps,
                              target=problem.settings.target, adapt_mass_matrix=adapt,
                              metric="diagonal" if kind == "diagonal" else "dense",
@@ -243,7 +248,8 @@ def _warmup(problem, chain, kind, moves, num_steps, inverse_mass_matrix, *, adap
         log_move_std=None if moves is None else moves.log_std, move_iteration=0 if moves is None else moves.iteration,
         num_warmup_gradients=chain.num_warmup_gradients + int(_work(warm.info, 0.0, False)),
         num_warmup_divergent=chain.num_warmup_divergent + int(np.sum(warm.info.is_divergent)),
-        warmup_seconds=chain.warmup_seconds + time.perf_counter() - start)
+        warmup_seconds=chain.warmup_seconds + time.perf_counter() - start,
+        warmup_cpu_seconds=chain.warmup_cpu_seconds + time.thread_time() - cpu_start)
     return chain, warm
 
 
@@ -280,7 +286,7 @@ def _phase_pilots(problem, chain, candidates):
         inverse_mass = _initial_inverse_mass(problem, chain, kind)
         pilot, warm = _warmup(problem, chain, kind, moves, auto.num_pilot_adapt, inverse_mass, adapt=False)
         kernel = _transition_kernel(problem, problem.settings.max_tree_depth, moves)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.thread_time()
         result = run_chain(lambda r, s, i: kernel(r, s, pilot.step_size, pilot.inverse_mass_matrix), pilot.state,
                            pilot.rng, num_steps=auto.num_pilot_draws, transform=lambda s: (s.position, s.logdensity))
         positions, logdensity = result.samples
@@ -290,14 +296,17 @@ def _phase_pilots(problem, chain, candidates):
             move_iteration=0 if moves is None else moves.iteration,
             num_warmup_gradients=pilot.num_warmup_gradients + int(_work(info, 0.0, False)),
             num_warmup_divergent=pilot.num_warmup_divergent + int(np.sum(info.is_divergent)),
-            warmup_seconds=pilot.warmup_seconds + time.perf_counter() - start)
+            warmup_seconds=pilot.warmup_seconds + time.perf_counter() - start,
+            warmup_cpu_seconds=pilot.warmup_cpu_seconds + time.thread_time() - cpu_start)
         measured.append((_quantities(problem, positions, logdensity),
                          _work(info, auto.dense_cost, kind != "diagonal"), pilot.step_size,
                          float(np.mean(info.tree_depth)), int(np.sum(info.is_divergent))))
         chains.append(pilot)
     # The pilots ran one after another from one state: each candidate's chain carries the time of all of them.
     total = sum(c.warmup_seconds - chain.warmup_seconds for c in chains)
-    chains = [c._replace(warmup_seconds=chain.warmup_seconds + total) for c in chains]
+    total_cpu = sum(c.warmup_cpu_seconds - chain.warmup_cpu_seconds for c in chains)
+    chains = [c._replace(warmup_seconds=chain.warmup_seconds + total,
+                         warmup_cpu_seconds=chain.warmup_cpu_seconds + total_cpu) for c in chains]
     return chains, measured
 
 
@@ -316,18 +325,18 @@ def _phase_sample(problem, chain, metric, num_draws):
     kind, has_moves = split_name(metric)
     moves = _Moves(problem, chain, is_adapting=False) if has_moves else None
     kernel = _transition_kernel(problem, problem.settings.max_tree_depth, moves)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     result = run_chain(lambda r, s, i: kernel(r, s, chain.step_size, chain.inverse_mass_matrix), chain.state,
                        chain.rng, num_steps=num_draws, transform=lambda s: (s.position, s.logdensity))
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.thread_time() - cpu_start
     positions, logdensity = result.samples
     summaries = None
     if problem.structure.summary_fn is not None:
         summaries = np.array([problem.structure.summary_fn(x) for x in positions]).reshape(num_draws, -1)
     info = ChainInfo(chain.step_size, chain.inverse_mass_matrix, int(result.num_divergent),
                      chain.num_warmup_divergent, int(_work(result.info, 0.0, False)), chain.num_warmup_gradients,
-                     float(np.mean(result.info.tree_depth)), chain.warmup_seconds, seconds,
-                     None if moves is None else np.mean(moves.acceptance, axis=0), result.info)
+                     float(np.mean(result.info.tree_depth)), chain.warmup_seconds, seconds, chain.warmup_cpu_seconds,
+                     cpu_seconds, None if moves is None else np.mean(moves.acceptance, axis=0), result.info)
     return positions, logdensity, summaries, info
 
 
@@ -419,7 +428,10 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     metric : str
         ``"auto"`` (chosen from pilot runs, see :mod:`sepsti.core.samplers.metric`) or
         a fixed ``"diagonal"``, ``"dense"``, ``"precision"``, each optionally
-        with ``"+moves"``.
+        with ``"+moves"``. ``"auto"`` judges the pilots by their ESS pooled over
+        chains; with one chain it sees one short run per candidate, which can
+        miss a direction that candidate leaves still (docs/nuts.md has such a
+        case), so give it two chains or more.
     seed : int
         Chain c uses ``sepsti.core.random.stream(seed, c)``.
     structure : TargetStructure, optional
@@ -461,8 +473,8 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     if num_workers < 1:
         raise ParameterError(f"num_workers={num_workers} must be a positive integer")
     problem = _Problem(logdensity_and_grad_fn, structure, settings, auto)
-    chains = [_Chain(c, stream(seed, c), init(starts[c], logdensity_and_grad_fn), 0.0, None, None, 0, None, 0, 0, 0.0)
-              for c in range(num_chains)]
+    chains = [_Chain(c, stream(seed, c), init(starts[c], logdensity_and_grad_fn), 0.0, None, None, 0, None, 0, 0,
+                     0.0, 0.0) for c in range(num_chains)]
     kind, _ = split_name(metric)
     num_explore = int(round(auto.explore_fraction * num_warmup)) if metric == "auto" or kind == "precision" else 0
     runner = _Runner(problem, num_workers=num_workers, executor=executor)

@@ -12,16 +12,24 @@ Figures, all on the same input in the same run:
    - *literal*: a transcription of the paper's appendix F (vec ordering,
      Cholesky factors of the full Kronecker covariances I_M ⊗ K, eq. 22–23
      with ``erf``/``exp`` written out), the form of the authors' NumPy code.
-   All three agree to rounding; the script checks it before timing.
+   All three agree to rounding; the script checks it before timing. Then the
+   CPU time of a NUTS leaf (diagonal and dense metric) split into the gradient
+   and the rest (leapfrog, U-turn checks, multinomial draw).
 2. NUTS from the MAP, run by ``raman_nuts.run_one`` (``sepsti.core.samplers.sample_nuts``,
    ``--chains`` chains in parallel), for both regimes of ``raman_nuts.REGIMES``
-   (stiff: sigma_N = 0.05; weak: sigma_N = 5) and each metric of ``--metrics``
+   (stiff: sigma_N = 0.05; weak and faint: sigma_N = 5, signal x5 and x2) and each metric of ``--metrics``
    (the fixed ones and ``auto``) side by side: smallest and median bulk ESS
    over all parameters, the log density and the scale coordinates, the
    smallest tail ESS, split-R-hat, divergences, min ESS per second of
    sampling wall time and of warm-up + sampling, gradient evaluations, the
    metric ``auto`` chose, and one line per pilot. ``--one-chain`` adds an
    ``auto`` run with one chain for the speed-up of two chains over one.
+   Min ESS per 1000 gradient evaluations (scale-move evaluations included;
+   a dense M^-1 product is not a gradient and shows only in ESS/s) does not
+   depend on the machine's load; ESS/s does. Min ESS per CPU second of the
+   slowest chain is the wall-clock figure with a core per chain, nearly free of
+   the load too. A Markdown table of every row and the speed-up close the
+   output.
 
 No peer NUTS library (BlackJAX, PyMC) is installed here, so the NUTS figure
 has no peer column. Timings are wall-clock on one thread; on a shared machine
@@ -146,6 +154,68 @@ def gradient_rates(seed, quick):
                   f"[load average {loads[0]:.2f} -> {loads[1]:.2f}]", flush=True)
 
 
+def print_table(rows):
+    """Every run side by side as a Markdown table, then the speed-up of the two-chain ``auto`` run over one chain."""
+    print("\n| regime | metric | chains | warm-up + draws | chosen | min / median bulk ESS | min tail ESS | max R-hat "
+          "| divergences | gradients (sampling) | min ESS per 1000 gradients | min ESS/s sampling | with warm-up "
+          "| min ESS per CPU s of the slowest chain, sampling | with warm-up | mean log posterior | load |")
+    print("|---" * 17 + "|")
+    for r in rows:
+        print(f"| {r['regime']} | {r['metric']} | {r['num_chains']} | {r['num_warmup']} + {r['num_draws']} "
+              f"| {r['chosen_metric']} | {r['min_ess']:.0f} / {r['median_ess']:.0f} | {r['min_tail_ess']:.0f} "
+              f"| {r['max_rhat']:.3f} | {r['divergences']} | {r['gradient_evaluations']:,} "
+              f"| {r['ess_per_1000_gradients']:.3f} | {r['ess_per_second']:.3g} | {r['ess_per_second_with_warmup']:.3g} "
+              f"| {r['ess_per_cpu_second']:.3g} | {r['ess_per_cpu_second_with_warmup']:.3g} "
+              f"| {r['mean_draw_log_posterior']:.1f} ± {r['mean_draw_log_posterior_mcse']:.1f} "
+              f"| {r['load'][0]:.1f} → {r['load'][1]:.1f} |")
+
+    def rate(row):
+        return row["gradient_evaluations"] / row["sampling_seconds"]
+
+    for regime in dict.fromkeys(r["regime"] for r in rows):
+        auto = {r["num_chains"]: r for r in rows if r["regime"] == regime and r["metric"] == "auto"}
+        if 1 in auto and 2 in auto:
+            one, two = auto[1], auto[2]
+            print(f"{regime}: two chains over one (auto), min ESS/s of sampling {two['ess_per_second']:.3g} / "
+                  f"{one['ess_per_second']:.3g} = {two['ess_per_second'] / one['ess_per_second']:.2f}x; gradient "
+                  f"evaluations per second of sampling {rate(two):.0f} / {rate(one):.0f} = {rate(two) / rate(one):.2f}x"
+                  f" [load {two['load'][0]:.1f} / {one['load'][0]:.1f}]")
+
+
+def leaf_cost(seed):
+    """Print the CPU time of a NUTS leaf on the weak posterior and how much of it is the gradient.
+
+    Trees of depth 7 at a fixed step from the MAP, with a diagonal M^-1 and with the dense inverse
+    Gauss-Newton precision; the rest of a leaf is the leapfrog, the U-turn checks and the multinomial draw.
+    """
+    from sepsti.core.samplers import hmc, nuts
+
+    intensity, noise_std = REGIMES["weak"]
+    data = simulate_raman(1, seed=seed, intensity=intensity, noise_std=noise_std)
+    model = NMFGPP(data.X, num_components=2, plate_shape=data.plate_shape, beta=10.0, noise_std=noise_std)
+    with limit_blas_threads(1):
+        theta = map_nmf_gpp(model, num_starts=1, seed=seed).theta
+        kernel = nuts.build_kernel(model.logdensity_and_grad, max_tree_depth=7)
+        covariance = np.linalg.inv(model.gauss_newton_precision(theta))
+        metrics = {"diagonal": (np.full(model.dim, 0.05), 0.02),
+                   "dense (Gauss-Newton)": (0.5 * (covariance + covariance.T), 0.1)}
+        for name, (inverse_mass, step_size) in metrics.items():
+            rng = stream(seed, 6)
+            state = hmc.init(theta, model.logdensity_and_grad)
+            load_start, cpu_start, leaves = load(), time.process_time(), 0
+            for _ in range(10):
+                state, info = kernel(rng, state, step_size, inverse_mass)
+                leaves += info.num_integration_steps
+            per_leaf = (time.process_time() - cpu_start) / leaves
+            cpu_start = time.process_time()
+            for _ in range(leaves):
+                model.logdensity_and_grad(state.position)
+            per_gradient = (time.process_time() - cpu_start) / leaves
+            print(f"NUTS leaf, {name} metric: {1e6 * per_leaf:.0f} us CPU, of which the gradient {1e6 * per_gradient:.0f} "
+                  f"us and the rest {1e6 * (per_leaf - per_gradient):.0f} us ({leaves} leaves) "
+                  f"[load average {load_start:.2f} -> {load():.2f}]", flush=True)
+
+
 def main():
     parser = recipe_parser("nuts_nmf_gpp", __doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=None, help="NUTS warm-up (default 1000; quick 150)")
@@ -154,9 +224,14 @@ def main():
     parser.add_argument("--target", type=float, default=0.8)
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--one-chain", action="store_true", help="also run auto with one chain")
-    parser.add_argument("--regimes", default="stiff,weak")
+    parser.add_argument("--regimes", default="stiff,weak,faint")
+    parser.add_argument("--diagonal-draws", type=int, default=None,
+                        help="warm-up and draws of the fixed diagonal metrics in the stiff regime, whose trees reach "
+                             "depth 10 (default: as the others)")
     parser.add_argument("--metrics", default="diagonal,diagonal+moves,gauss-newton,gauss-newton+moves,auto")
     parser.add_argument("--skip-gradient", action="store_true", help="skip the gradient-rate comparison")
+    parser.add_argument("--gradient-only", action="store_true",
+                        help="only the gradient-rate comparison and the cost of a NUTS leaf")
     parser.add_argument("--json", default=None, help="write the NUTS rows to this JSON file")
     parser.add_argument("--scale-moves", type=int, default=5, help="scale-move sweeps per transition")
     args = parser.parse_args()
@@ -165,6 +240,9 @@ def main():
 
     if not args.skip_gradient:
         gradient_rates(args.seed, args.quick)
+        leaf_cost(args.seed)
+    if args.gradient_only:
+        return
     rows = []
     for regime in args.regimes.split(","):
         intensity, noise_std = REGIMES[regime]
@@ -174,16 +252,21 @@ def main():
             runs.append(("auto", 1))
         for metric, chains in runs:
             load_start = load()
+            warmup, draws = num_warmup, num_draws
+            if regime == "stiff" and metric.startswith("diagonal") and args.diagonal_draws:
+                warmup = draws = args.diagonal_draws
             with limit_blas_threads(1):
-                record, _ = run_one(regime_data, 10.0, num_warmup=num_warmup, num_draws=num_draws, metric=metric,
+                record, _ = run_one(regime_data, 10.0, num_warmup=warmup, num_draws=draws, metric=metric,
                                     max_tree_depth=args.max_tree_depth, target=args.target, seed=args.seed,
                                     num_chains=chains, scale_moves=args.scale_moves)
-            record.update(regime=regime, load=[load_start, load()])
+            record.update(regime=regime, load=[load_start, load()], num_warmup=warmup, num_draws=draws,
+                          ess_per_1000_gradients=1e3 * record["min_ess"] / record["gradient_evaluations"])
             rows.append(record)
             print(f"{regime:6s} {metric:19s} chains {chains}: chosen {record['chosen_metric']:16s} "
                   f"min/median ESS {record['min_ess']:7.1f} / {record['median_ess']:7.1f} (tail {record['min_tail_ess']:.1f}, "
                   f"worst {record['worst']}), min ESS/s {record['ess_per_second']:7.3f} sampling, "
-                  f"{record['ess_per_second_with_warmup']:7.3f} with warm-up; R-hat {record['max_rhat']:.3f}; "
+                  f"{record['ess_per_second_with_warmup']:7.3f} with warm-up, {record['ess_per_cpu_second']:.3g} per CPU "
+                  f"second of the slowest chain; R-hat {record['max_rhat']:.3f}; "
                   f"divergences {record['divergences']} (warm-up {record['warmup_divergences']}); gradients "
                   f"{record['gradient_evaluations']} (+{record['warmup_gradient_evaluations']} warm-up); depth "
                   f"{record['mean_tree_depth']:.2f}; step {np.mean(record['step_size']):.3g}; sampling "
@@ -195,6 +278,7 @@ def main():
                       f"{pilot['work']:.0f} gradients, {1e3 * pilot['ess_per_work']:.3g} per 1000, step "
                       f"{pilot['step_size']:.3g}, depth {pilot['mean_tree_depth']:.2f}, "
                       f"divergences {pilot['num_divergent']}", flush=True)
+    print_table(rows)
     if args.json:
         import json
 

@@ -1,9 +1,9 @@
 """``sepsti enhance``: remove noise from speech files with a fixed speech dictionary.
 
 Every input and every output is validated before any file is processed: all
-inputs are read and checked block by block (format, rate, length, finite
-samples, at least ``--noise-rank`` frames), the dictionary is loaded and
-checked, and every output path is checked (not an input, not existing unless
+inputs and the ``--noise-sample`` are read and checked block by block (format,
+rate, length, finite samples; the sample at least ``--noise-rank`` frames), the
+dictionary is loaded and checked, and every output path is checked (not an input, not existing unless
 ``--overwrite``, folder writable, format writable). A bad third file therefore
 stops the command before the first output is written. Each output is then
 written atomically (temporary file, then a rename that, without
@@ -11,7 +11,9 @@ written atomically (temporary file, then a rename that, without
 complete or absent.
 
 Files are processed in pieces (:func:`sepsti.denoise.denoise_blocks`): peak
-memory does not grow with a file's length.
+memory does not grow with a file's length. A file with fewer than
+:func:`sepsti.denoise.min_frames` frames (and no ``--noise-sample``) is
+copied unchanged, with one warning line.
 
 Conventions: signals are float64 in [-1, 1); processing happens at the
 dictionary's rate, each output has its input's rate and length. Without
@@ -102,6 +104,30 @@ def _single_threaded_blas():
             os.environ.setdefault(name, "1")
 
 
+def copy_file(audio, target, *, overwrite):
+    """Write a checked input's mono signal into ``target`` unchanged, at its own rate.
+
+    Parameters
+    ----------
+    audio : sepsti.audio.AudioInput
+    target : Path
+    overwrite : bool
+        Whether ``target`` may be replaced (also at the final rename).
+
+    Returns
+    -------
+    int
+        Output samples clipped to full scale.
+    """
+    from sepsti.audio import open_output
+    from sepsti.corpora.audio import read_audio_blocks
+
+    with open_output(target, audio.sample_rate, overwrite=overwrite) as output:
+        for block in read_audio_blocks(audio.path):
+            output.write(block)
+    return output.clipped
+
+
 def enhance_file(audio, target, W, framing, *, overwrite, **options):
     """Enhance one checked input into ``target``, piece by piece.
 
@@ -164,6 +190,9 @@ def enhance_file(audio, target, W, framing, *, overwrite, **options):
                    "dictionary for inputs up to 8 kHz, the shipped 16 kHz one above.")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each file (at most 257, the frequency bins).")
+@click.option("--noise-sample", type=click.Path(path_type=Path), default=None,
+              help="A recording of the noise alone: the noise model is learned from it (any rate; resampled to "
+                   "the rate of each input's dictionary) instead of being tracked through each file.")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Cap on EM iterations per file (default: the enhancer's own).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
@@ -171,7 +200,7 @@ def enhance_file(audio, target, W, framing, *, overwrite, **options):
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar over several files on stderr (default: only when stderr is a terminal).")
-def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, overwrite, progress):
+def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, iterations, seed, overwrite, progress):
     """Remove noise from speech files IN ... (anything libsndfile reads).
 
     Stereo is downmixed. Each output has its input's rate and length. By rate:
@@ -180,16 +209,21 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
     dictionary and back; 16 kHz, the 16 kHz dictionary as is (full band); above
     16 kHz (22.05-48 kHz), the 16 kHz dictionary up to 8 kHz. The band above the dictionary's is kept and
     enhanced with the speech share the model finds in the top of its band
-    (frame by frame), never cut. All inputs and outputs are checked before any
-    work is done.
+    (frame by frame), never cut. The noise model follows the noise through each
+    file, learned from the frames it judges noise-dominated (no pauses needed),
+    or comes from --noise-sample (learned at the rate of each file's dictionary).
+    A file too short to learn its noise from (fewer than 4 x --noise-rank frames
+    of 32 ms) is written unchanged, with a line saying so. All inputs and outputs
+    are checked before any work is done.
     """
     _single_threaded_blas()
     from sepsti.core.io import check_output_path
     from sepsti.audio import inspect_input, output_format
     from sepsti.bandwidth import dictionary_path_for_rate
     from sepsti.corpora.audio import audio_info
-    from sepsti.denoise import validate_noise_rank
+    from sepsti.denoise import min_frames, validate_noise_rank
     from sepsti.dictionary import default_dictionary_path, load_dictionary, wideband_dictionary_path
+    from sepsti.features import num_frames
 
     inputs = [Path(path) for path in inputs]
     outputs = plan_outputs(inputs, output, out_dir)
@@ -200,7 +234,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
     create_out_dir = _check_out_dir(out_dir) if out_dir is not None else False
     for target in outputs:
         if not create_out_dir:
-            check_output_path(target, overwrite=overwrite, inputs=[*inputs, *dictionary_paths])
+            check_output_path(target, overwrite=overwrite,
+                              inputs=[*inputs, *dictionary_paths, *([noise_sample] if noise_sample else [])])
         output_format(target)
     loaded = {}
     if dictionary is not None:  # a bad --dictionary is reported before any input is read
@@ -213,9 +248,16 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
             loaded[dictionary_path] = load_dictionary(dictionary_path)
         speech_dictionary = loaded[dictionary_path]
         framing = speech_dictionary.framing
-        audio = inspect_input(path, sample_rate=framing.sample_rate, n_fft=framing.n_fft)
-        validate_noise_rank(noise_rank, audio.num_samples, name=str(path), framing=framing)
-        checked.append((audio, speech_dictionary))
+        checked.append((inspect_input(path, sample_rate=framing.sample_rate, n_fft=framing.n_fft),
+                        speech_dictionary))
+    # the noise sample is checked at the rate and framing of every dictionary it will serve
+    samples = {}
+    if noise_sample is not None:
+        for framing in dict.fromkeys(speech_dictionary.framing for _, speech_dictionary in checked):
+            sample = inspect_input(noise_sample, sample_rate=framing.sample_rate, n_fft=framing.n_fft)
+            validate_noise_rank(noise_rank, sample.num_samples, name=f"--noise-sample {noise_sample}",
+                                framing=framing)
+            samples[framing] = sample
     if create_out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
 
@@ -225,11 +267,38 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, iterations, seed, o
     options = {"noise_rank": noise_rank, "seed": seed}
     if iterations is not None:
         options["max_iter"] = iterations
+    noise_models = {}  # the noise sample's model in each framing in use
+    if samples:
+        import functools
+
+        import numpy as np
+
+        from sepsti.audio import input_blocks
+        from sepsti.denoise import CHUNK_FRAMES, learn_noise
+        from sepsti.features import stft_chunks
+
+        def sample_magnitudes(sample, framing):
+            return (np.abs(S) for S in stft_chunks(input_blocks(sample, sample_rate=framing.sample_rate),
+                                                   CHUNK_FRAMES, framing=framing))
+
+        for framing, sample in samples.items():
+            noise_models[framing] = learn_noise(functools.partial(sample_magnitudes, sample, framing), noise_rank,
+                                                seed=seed, name=f"--noise-sample {noise_sample}")
+    fewest = min_frames(noise_rank)
     show = len(inputs) > 1 and progress is not False
     with progress_bar(len(inputs), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar:
         for (audio, speech_dictionary), target in zip(checked, outputs):
-            clipped = enhance_file(audio, target, speech_dictionary.W, speech_dictionary.framing,
-                                   overwrite=overwrite, **options)
+            framing = speech_dictionary.framing
+            frames = num_frames(audio.num_samples, framing=framing)
+            if noise_sample is None and frames < fewest:
+                clipped = copy_file(audio, target, overwrite=overwrite)
+                bar.write(f"Warning: {audio.path}: too short to learn its noise from ({frames} frames, "
+                          f"{audio.length / audio.sample_rate:.2f} s; at least {fewest} at --noise-rank {noise_rank}); "
+                          "written unchanged", file=sys.stderr)
+            else:
+                if noise_sample is not None:
+                    options["noise"] = noise_models[framing]
+                clipped = enhance_file(audio, target, speech_dictionary.W, framing, overwrite=overwrite, **options)
             bar.update(1)
             if clipped:
                 bar.write(f"Warning: {target}: {clipped} samples beyond full scale were clipped (the input's peak "

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["evaluate", "summarize", "format_table", "parse_list"]
+__all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_signal", "score_mixture"]
 
 #: Every score, in the order of the JSON objects.
 METRICS = ("sdr", "sir", "sar", "stoi", "estoi", "pesq")
@@ -206,8 +206,6 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     _single_threaded_blas()
     import json
 
-    import numpy as np
-
     from sepsti.core.errors import ParameterError
     from sepsti.core.io import atomic_path, check_output_path, json_safe
     from sepsti.corpora.noizeus import corpus_index, mixtures
@@ -238,7 +236,6 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
 
     # --- enhancement and scoring ---
     from sepsti.core.progress import progress_bar
-    from sepsti.denoise import denoise
     from sepsti.metrics import pesq_mode, unavailable_scores
 
     missing = unavailable_scores()
@@ -254,16 +251,11 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     results = []
     with progress_bar(len(selected), desc="evaluate", unit="file") as bar:
         for mixture in selected:
-            noisy = resample(mixture.noisy, mixture.sample_rate, rate)
-            if np.any(noisy):
-                speech = denoise(noisy, speech_dictionary.W, framing=speech_dictionary.framing, **options)
-            else:
-                speech = np.zeros_like(noisy)
-            speech = resample(speech, rate, mixture.sample_rate, length=len(mixture.noisy))
+            speech = enhance_signal(mixture.noisy, mixture.sample_rate, speech_dictionary, **options)
             results.append({
                 "file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr),
-                "input": _scores(mixture, mixture.noisy, metrics),
-                "enhanced": _scores(mixture, speech, metrics),
+                "input": score_mixture(mixture, mixture.noisy, metrics),
+                "enhanced": score_mixture(mixture, speech, metrics),
             })
             bar.update(1)
 
@@ -287,8 +279,63 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
         click.echo(f"wrote {plot_path}")
 
 
-def _scores(mixture, speech, metrics):
-    """The scores of ``speech`` (the mixture itself for the input) against the mixture's clean speech."""
+def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
+    """Enhance a signal in memory as ``sepsti enhance`` would: at the dictionary's rate, back at its own.
+
+    A signal at a rate above the dictionary's keeps its upper band, enhanced with the speech share
+    of the top modelled band (:class:`sepsti.bandwidth.UpperBand`), as ``sepsti enhance`` does.
+
+    Parameters
+    ----------
+    noisy : ndarray, shape (n_samples,)
+    sample_rate : int
+        The signal's rate.
+    speech_dictionary : sepsti.dictionary.Dictionary
+    **options
+        For :func:`sepsti.denoise.denoise_blocks` (``noise_rank``, ``max_iter``, ``noise``, ``seed``, ...).
+
+    Returns
+    -------
+    ndarray, shape (n_samples,)
+    """
+    import numpy as np
+
+    from sepsti.audio import resample
+    from sepsti.bandwidth import UpperBand, has_upper_band
+    from sepsti.denoise import denoise, denoise_blocks
+
+    framing = speech_dictionary.framing
+    rate = framing.sample_rate
+    signal = resample(noisy, sample_rate, rate)
+    if not np.any(signal):
+        speech = np.zeros_like(signal)
+    elif has_upper_band(sample_rate, framing):
+        noisy = np.asarray(noisy, dtype=np.float64)
+        upper = UpperBand(lambda: iter((noisy,)), sample_rate, len(noisy), framing)
+        speech = np.concatenate(list(denoise_blocks(lambda: iter((signal,)), len(signal), speech_dictionary.W,
+                                                    framing=framing, mask_fn=upper.add_mask, **options)))
+        return upper.apply(resample(speech, rate, sample_rate, length=len(noisy)))
+    else:
+        speech = denoise(signal, speech_dictionary.W, framing=framing, **options)
+    return resample(speech, rate, sample_rate, length=len(noisy))
+
+
+def score_mixture(mixture, speech, metrics=METRICS):
+    """The scores of ``speech`` (the mixture itself for the input) against the mixture's clean speech.
+
+    Parameters
+    ----------
+    mixture : sepsti.corpora.noizeus.Mixture
+    speech : ndarray, shape (n_samples,)
+        At the mixture's rate and length.
+    metrics : sequence of str
+        Among :data:`METRICS` (STOI and ESTOI need pystoi, PESQ needs pesq).
+
+    Returns
+    -------
+    dict
+        ``{metric: float}``; undefined scores are NaN.
+    """
     from sepsti.metrics import bss_eval, pesq, stoi
 
     scores = dict(bss_eval(mixture.clean, mixture.noisy, speech))

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import click
 
-__all__ = ["APPLICATION", "compile_kernels", "select_rank", "training_matrix"]
+__all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank", "training_matrix"]
 
-#: What ``sepsti train --rank auto`` runs (``recipes/sti_speech.py --settings application``):
-#: the paper's chains on quasi-Poisson magnitudes, 5000 iterations keeping 2000.
-APPLICATION = {"preset": "paper", "dispersion": "auto", "num_steps": 5000, "num_keep": 2000}
+#: The model of magnitude spectrograms that ``select-rank`` (by default) and ``train --rank auto`` compare
+#: ranks of: quasi-Poisson with the STFT's own (Rayleigh) dispersion and the prior on the data's scale at
+#: every rank (``docs/rank_selection.md``).
+SPEECH_MODEL = {"dispersion": "rayleigh", "prior_rate": "matched"}
 
 
 def _ranks(text):
@@ -73,8 +74,9 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
                    "MALA on the reference path [preset's].")
 @click.option("--step-a", type=float, default=None, help="a of the step (a/k)^b of the block samplers [preset's].")
 @click.option("--step-b", type=float, default=None, help="b of the step (a/k)^b [0.51].")
-@click.option("--prior-rate", type=float, default=4e-4, show_default=True,
-              help="lambda of the exponential priors on W and H.")
+@click.option("--prior-rate", default=SPEECH_MODEL["prior_rate"], show_default=True,
+              help="lambda of the exponential priors on W and H; 'matched': sqrt(R / mean(X / dispersion)), the "
+                   "prior on the data's scale at every rank (docs/rank_selection.md).")
 @click.option("--alpha", type=click.FloatRange(0.0, 1.0), default=None,
               help="pSGLD: decay of the squared-gradient average [0.99].")
 @click.option("--sigma", type=click.FloatRange(min=0.0, min_open=True), default=None,
@@ -85,9 +87,10 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
 @click.option("--init", type=click.Choice(["em", "random"]), default=None,
               help="Chain start: a random start on the data's scale, or 100 MAP-EM iterations from it "
                    "[preset's].")
-@click.option("--dispersion", default="1", show_default=True,
-              help="Divide the magnitudes by this before modelling them as Poisson counts; 'auto': the Pearson "
-                   "dispersion of the largest rank's EM fit (quasi-Poisson).")
+@click.option("--dispersion", default=SPEECH_MODEL["dispersion"], show_default=True,
+              help="Divide the magnitudes by this before modelling them as Poisson counts (quasi-Poisson); "
+                   "'rayleigh': (4/pi - 1) mean(X), the spread of STFT magnitudes themselves "
+                   "(docs/rank_selection.md).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
               help="Floating-point type of the chains (log-likelihoods are summed in float64).")
 @click.option("--exact-prior/--no-exact-prior", default=None,
@@ -110,12 +113,11 @@ def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, d
     from sepsti.core.errors import ParameterError
     from sepsti.core.parallel import mpi
 
-    if not prior_rate > 0:
-        raise ParameterError(f"--prior-rate={prior_rate} must be positive")
+    prior_rate = _positive_or("--prior-rate", prior_rate, "matched")
     overrides = {_OVERRIDES[name]: value for name, value in options.items() if value is not None}
     if "evaluate" in overrides:
         overrides["evaluate"] = overrides["evaluate"].replace("-", "_")
-    dispersion = _dispersion(dispersion)
+    dispersion = _positive_or("--dispersion", dispersion, "rayleigh")
     from sepsti.core.evidence.rank_selection import resolve_settings
     from sepsti.core.evidence.sti_nmf import PRESETS
 
@@ -161,18 +163,18 @@ def compile_kernels(dtype, *, quiet=False):
                    "chain time)", err=True)
 
 
-def _dispersion(text):
-    """``--dispersion``: 'auto' or a positive number."""
+def _positive_or(option, text, word):
+    """An option's value: ``word`` or a finite positive number."""
     from sepsti.core.errors import ParameterError
 
-    if text == "auto":
+    if text == word:
         return text
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
     if not value > 0 or value == float("inf"):
-        raise ParameterError(f"--dispersion={text!r}: expected 'auto' or a positive number")
+        raise ParameterError(f"{option}={text!r}: expected {word!r} or a positive number")
     return value
 
 

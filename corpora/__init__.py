@@ -1,4 +1,4 @@
-"""Data for sepsti: audio reading, the NOIZEUS-style reader and the synthetic speech corpus.
+"""Data for sepsti: audio reading, the NOIZEUS-style reader, wideband manifests and the synthetic speech corpus.
 
 ``corpora`` never imports ``sepsti``.
 
@@ -28,5 +28,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "raman": ['RamanData', 'hotspot_map', 'simulate_raman', 'voigt_spectrum'],
         "synth": ['NOISE_TYPES', 'corpus_speakers', 'synth_noise', 'synth_utterance', 'write_corpus'],
         "tensors": ['FACEBOOK_SHAPE', 'prior_rate_for_count', 'simulate_dense', 'simulate_sparse'],
+        "wideband": ['EXCLUDED_FLAGS', 'HIGHPASS_HZ', 'TRAIN_RATE', 'Utterance', 'is_wideband_corpus', 'read_manifest',
+                     'split_of'],
     },
 )

@@ -219,8 +219,8 @@ def validate_sample_rate(sample_rate, target_sr, *, name="audio"):
     return sample_rate
 
 
-def validate_frames(y, sample_rate, *, name="audio"):
-    """Require at least one full STFT frame (:data:`sepsti.features.N_FFT` samples).
+def validate_frames(y, sample_rate, *, name="audio", n_fft=None):
+    """Require at least one full STFT frame (``n_fft`` samples).
 
     Parameters
     ----------
@@ -229,6 +229,8 @@ def validate_frames(y, sample_rate, *, name="audio"):
     sample_rate : int
     name : str
         How to name the signal in the message (usually its path).
+    n_fft : int, optional
+        The frame length; default :data:`sepsti.features.N_FFT` (512, the 8 kHz framing).
 
     Returns
     -------
@@ -238,15 +240,16 @@ def validate_frames(y, sample_rate, *, name="audio"):
     Raises
     ------
     ParameterError
-        If ``len(y) < N_FFT``.
+        If ``len(y) < n_fft``.
     """
-    from sepsti.features import N_FFT
+    if n_fft is None:
+        from sepsti.features import N_FFT as n_fft
 
-    if len(y) < N_FFT:
-        need_ms = 1000.0 * N_FFT / sample_rate
+    if len(y) < n_fft:
+        need_ms = 1000.0 * n_fft / sample_rate
         have_ms = 1000.0 * len(y) / sample_rate
         raise ParameterError(f"{name}: audio shorter than one frame ({have_ms:.1f} ms; at least "
-                             f"{need_ms:.0f} ms = {N_FFT} samples at {sample_rate} Hz are needed)")
+                             f"{need_ms:.0f} ms = {n_fft} samples at {sample_rate} Hz are needed)")
     return y
 
 
@@ -302,7 +305,7 @@ class AudioInput(NamedTuple):
     peak: float
 
 
-def inspect_input(path, *, sample_rate):
+def inspect_input(path, *, sample_rate, n_fft=None):
     """Check an input file completely, reading it block by block.
 
     Parameters
@@ -310,6 +313,8 @@ def inspect_input(path, *, sample_rate):
     path : str or Path
     sample_rate : int
         The processing rate.
+    n_fft : int, optional
+        The processing frame length (:func:`validate_frames`).
 
     Returns
     -------
@@ -329,7 +334,7 @@ def inspect_input(path, *, sample_rate):
     for block in read_audio_blocks(path, block_size=BLOCK_SAMPLES):
         peak = max(peak, float(np.max(np.abs(block))))
     num_samples = Resampler(info.sample_rate, sample_rate, info.num_samples).num_output
-    validate_frames(np.broadcast_to(0.0, (num_samples,)), sample_rate, name=str(path))
+    validate_frames(np.broadcast_to(0.0, (num_samples,)), sample_rate, name=str(path), n_fft=n_fft)
     return AudioInput(path, info.sample_rate, info.num_samples, num_samples, peak)
 
 

@@ -2,9 +2,10 @@
 
 Conventions
 -----------
-Magnitudes are ``(n_bins, n_frames)`` STFT magnitudes from :mod:`sepsti.features` (257 bins,
-on the int16 amplitude scale). A speech dictionary ``W`` is ``(n_bins, rank)``, non-negative.
-Signals are float arrays at :data:`sepsti.features.SAMPLE_RATE`.
+Magnitudes are ``(n_bins, n_frames)`` STFT magnitudes from :mod:`sepsti.features` (on the int16
+amplitude scale). A speech dictionary ``W`` is ``(n_bins, rank)``, non-negative. Signals are float
+arrays at the rate of the dictionary's framing (``framing=``, :class:`sepsti.features.Framing`;
+default the 8 kHz :data:`sepsti.features.NARROWBAND`: 257 bins).
 
 The noisy magnitude is modelled as ``V ≈ W_sp H_sp + W_no H_no`` (Poisson, ICASSP'16 eq. 14)
 with exponential priors on the speech activations. The speech dictionary is trained on
@@ -19,6 +20,7 @@ part, while frames well above the noise floor are left alone. The speech is rebu
 Wiener-style mask ``S / (S + N)`` applied to the complex noisy STFT.
 """
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -80,10 +82,10 @@ def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0,
     return W, result
 
 
-def _validate_dictionary(W):
+def _validate_dictionary(W, framing):
     W = np.asarray(W, dtype=np.float64)
-    if W.ndim != 2 or W.shape[0] != features.N_FFT // 2 + 1 or W.shape[1] < 1:
-        raise ParameterError(f"W: expected a ({features.N_FFT // 2 + 1}, rank) dictionary, "
+    if W.ndim != 2 or W.shape[0] != framing.n_bins or W.shape[1] < 1:
+        raise ParameterError(f"W: expected a ({framing.n_bins}, rank) dictionary for n_fft={framing.n_fft}, "
                              f"got shape {W.shape}")
     if not np.all(np.isfinite(W)) or W.min() < 0:
         raise ParameterError("W: the dictionary must be finite and non-negative")
@@ -107,8 +109,9 @@ def _validate_signal(y):
 #: on the NOIZEUS development set it gains 0.6 dB SDR at 0 dB and loses 0.033 STOI there, and STOI
 #: falls below the input's (docs/enhance.md).
 SPARSITY = 0.3
-#: Frames per piece when a signal is enhanced in pieces (65 s at 8 kHz): a file of up to this
-#: many frames is one piece; memory per piece is about 16 kB per frame.
+#: Frames per piece when a signal is enhanced in pieces (65 s with the 32 ms hop of every shipped
+#: framing): a file of up to this many frames is one piece; memory per piece is about 16 kB per
+#: frame at 8 kHz, 32 kB at 16 kHz.
 CHUNK_FRAMES = 2048
 #: Most frames a noise recording's model is learned on (2.2 min at 8 kHz); a longer recording
 #: has this many spread evenly over it.
@@ -127,8 +130,8 @@ SEGMENT_SECONDS = 4.0
 CONTEXT_SECONDS = 2.0
 
 
-def _seconds_to_frames(seconds):
-    return max(1, int(round(seconds * features.SAMPLE_RATE / features.HOP_LENGTH)))
+def _seconds_to_frames(seconds, framing):
+    return max(1, int(round(seconds * framing.sample_rate / framing.hop_length)))
 
 
 def min_frames(noise_rank):
@@ -202,9 +205,9 @@ class _MinimumTracker:
     mean by a factor that is about the same in every bin, which ranking frames does not mind.
     """
 
-    def __init__(self):
-        self.block = max(1, _seconds_to_frames(MINIMUM_SECONDS / 4))
-        self._alpha = float(np.exp(-features.HOP_LENGTH / features.SAMPLE_RATE / SMOOTHING_SECONDS))
+    def __init__(self, framing):
+        self.block = max(1, _seconds_to_frames(MINIMUM_SECONDS / 4, framing))
+        self._alpha = float(np.exp(-framing.hop_length / framing.sample_rate / SMOOTHING_SECONDS))
         self._smoothed = None
         self._minimum = None
         self._count = 0
@@ -250,7 +253,7 @@ def _relative_loudness(V, floor):
     return V.sum(axis=0) / np.maximum(floor.sum(axis=0), np.finfo(np.float64).tiny)
 
 
-def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors, block):
+def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors, block, framing):
     """One noise model per segment, learned on the noise-dominated frames around it (one pass).
 
     The frames stream through a buffer holding a segment and its context. A frame's loudness
@@ -259,8 +262,8 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
     frames around a segment that are quietest in that sense (at least two per atom) are the
     ones its dictionary and floor are learned on.
     """
-    segment = _seconds_to_frames(SEGMENT_SECONDS)
-    context = _seconds_to_frames(CONTEXT_SECONDS)
+    segment = _seconds_to_frames(SEGMENT_SECONDS, framing)
+    context = _seconds_to_frames(CONTEXT_SECONDS, framing)
     n_segments = max(1, -(-n_frames // segment))
     if n_segments > 1 and n_frames - (n_segments - 1) * segment < segment // 2:
         n_segments -= 1  # a short last piece joins the segment before it
@@ -288,7 +291,7 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
     return NoiseModel(W_noise, noise_floor, segment)
 
 
-def track_noise(magnitudes, noise_rank, *, seed=0):
+def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
     """A noise model that follows the noise through a recording, learned from the recording itself.
 
     Two passes over the magnitudes. Minimum statistics give each bin's noise floor along the
@@ -306,6 +309,9 @@ def track_noise(magnitudes, noise_rank, *, seed=0):
         magnitudes, each ``(n_bins, m)``; it is called twice.
     noise_rank : int
     seed : int
+    framing : sepsti.features.Framing
+        The STFT the magnitudes come from: it turns the durations (segments, context, the
+        floor's smoothing and window) into frames.
 
     Returns
     -------
@@ -313,7 +319,7 @@ def track_noise(magnitudes, noise_rank, *, seed=0):
     energies : ndarray, shape (n_frames,)
         Each frame's total magnitude.
     """
-    tracker = _MinimumTracker()
+    tracker = _MinimumTracker(framing)
     energies = []
     for V in magnitudes():
         tracker.push(V)
@@ -321,7 +327,7 @@ def track_noise(magnitudes, noise_rank, *, seed=0):
     energies = np.concatenate(energies)
     floors = tracker.floors()
     model = _segment_noise_models(magnitudes, len(energies), noise_rank, stream(seed, 1),
-                                  _offset(energies.mean() / floors.shape[1]), floors, tracker.block)
+                                  _offset(energies.mean() / floors.shape[1]), floors, tracker.block, framing)
     return model, energies
 
 
@@ -332,7 +338,8 @@ def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
     ----------
     magnitudes : callable
         ``magnitudes()`` returns a new iterator over consecutive chunks of the recording's
-        magnitudes, each ``(n_bins, m)``; it is called twice (frame count, then at most
+        magnitudes, each ``(n_bins, m)``, in the framing of the dictionary the model will be used
+        with (at that framing's rate); it is called twice (frame count, then at most
         :data:`MAX_NOISE_FRAMES` frames spread evenly over the recording).
     noise_rank : int
         At most the recording's number of frames.
@@ -442,7 +449,8 @@ def _separate_frames(V, setting, start, *, max_iter, sparsity, seed):
     return speech, noise
 
 
-def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None, seed=0):
+def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None, seed=0,
+             framing=features.NARROWBAND):
     """Split noisy magnitudes into speech and noise parts with a fixed speech dictionary.
 
     The noise model follows the noise through the recording (:func:`track_noise`), unless
@@ -465,9 +473,11 @@ def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None,
         Scale of the speech-activation prior rates (0: maximum likelihood, the plain method
         with fixed noise dictionaries).
     noise : NoiseModel, optional
-        A noise model learned elsewhere (:func:`learn_noise`).
+        A noise model learned elsewhere (:func:`learn_noise`, on magnitudes of the same framing).
     seed : int
         Seed of the initialisations.
+    framing : sepsti.features.Framing
+        The STFT of ``V`` (:func:`track_noise` counts its durations in its frames).
 
     Returns
     -------
@@ -476,17 +486,29 @@ def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None,
     """
     V = np.asarray(V, dtype=np.float64)
     if noise is None:
-        noise, _ = track_noise(lambda: iter((V,)), noise_rank, seed=seed)
+        noise, _ = track_noise(lambda: iter((V,)), noise_rank, seed=seed, framing=framing)
+    else:
+        _validate_noise_model(noise, framing)
     level = max(float(V.sum(axis=0).mean()), np.finfo(np.float64).tiny)
     return _separate_frames(V, _Setting(W, noise, level, V.shape[1]), 0, max_iter=max_iter, sparsity=sparsity,
                             seed=seed)
 
 
-def _validate_options(noise_rank, max_iter, sparsity, chunk_frames):
+def _validate_noise_model(noise, framing):
+    """Require a noise model whose dictionaries have ``framing``'s bins."""
+    if not isinstance(noise, NoiseModel):
+        raise ParameterError(f"noise: expected a NoiseModel (learn_noise or track_noise), got {type(noise).__name__}")
+    if noise.W_noise.ndim != 3 or noise.W_noise.shape[1] != framing.n_bins:
+        raise ParameterError(f"noise: a model of {noise.W_noise.shape[1]} frequency bins does not fit the "
+                             f"dictionary's framing ({framing.n_bins} bins at {framing.sample_rate} Hz); learn it "
+                             "from magnitudes of that framing")
+
+
+def _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing):
     if isinstance(noise_rank, (bool, np.bool_)) or not isinstance(noise_rank, (int, np.integer)) or noise_rank < 1:
         raise ParameterError(f"noise_rank: expected a positive integer, got {noise_rank!r}")
-    if noise_rank > features.N_BINS:
-        raise ParameterError(f"noise_rank={noise_rank}: at most {features.N_BINS} (the number of frequency bins)")
+    if noise_rank > framing.n_bins:
+        raise ParameterError(f"noise_rank={noise_rank}: at most {framing.n_bins} (the number of frequency bins)")
     if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ParameterError(f"max_iter: expected a positive integer, got {max_iter!r}")
     if not (isinstance(sparsity, (int, float, np.integer, np.floating)) and np.isfinite(sparsity) and sparsity >= 0):
@@ -496,7 +518,7 @@ def _validate_options(noise_rank, max_iter, sparsity, chunk_frames):
         raise ParameterError(f"chunk_frames: expected a positive integer, got {chunk_frames!r}")
 
 
-def validate_noise_rank(noise_rank, num_samples, *, name="signal"):
+def validate_noise_rank(noise_rank, num_samples, *, name="signal", framing=features.NARROWBAND):
     """Require at least ``noise_rank`` STFT frames in a signal of ``num_samples`` samples.
 
     A noise dictionary of more atoms than the frames it is learned on fits nothing; the
@@ -507,7 +529,7 @@ def validate_noise_rank(noise_rank, num_samples, *, name="signal"):
     ParameterError
         Naming the signal, its frame count and the remedy.
     """
-    frames = features.num_frames(num_samples)
+    frames = features.num_frames(num_samples, framing=framing)
     if noise_rank > frames:
         raise ParameterError(f"{name}: {frames} STFT frames, fewer than the noise rank {noise_rank}; "
                              "lower --noise-rank or give a longer recording")
@@ -515,7 +537,7 @@ def validate_noise_rank(noise_rank, num_samples, *, name="signal"):
 
 
 def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None, seed=0,
-                   chunk_frames=CHUNK_FRAMES):
+                   chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_fn=None):
     """Enhance a signal given block by block; memory does not grow with its length.
 
     The method is :func:`denoise`'s, computed in passes over the signal: the noise model
@@ -528,15 +550,20 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
     ----------
     blocks : callable
         ``blocks()`` returns a new iterator over the signal's consecutive pieces (1-D float
-        arrays in [-1, 1) at :data:`sepsti.features.SAMPLE_RATE`); it is called up to three times.
+        arrays in [-1, 1) at ``framing.sample_rate``); it is called up to three times.
     num_samples : int
         Length of the signal.
-    W : ndarray, shape (257, rank)
+    W : ndarray, shape (n_bins, rank)
         Speech dictionary.
-    noise_rank, max_iter, sparsity, noise, seed
+    noise_rank, max_iter, sparsity, noise, seed, framing
         As :func:`denoise`.
     chunk_frames : int
         STFT frames per piece (:data:`CHUNK_FRAMES`).
+    mask_fn : callable, optional
+        Called as ``mask_fn(speech, noise)`` with each piece's speech and noise magnitudes,
+        shape (n_bins, m), before that piece's samples are yielded (the upper-band extension of
+        :mod:`sepsti.bandwidth` takes its gains from them); a signal too short to be enhanced
+        gives its magnitudes as speech and zero noise (gain 1).
 
     Yields
     ------
@@ -546,40 +573,49 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
     Raises
     ------
     ParameterError
-        Bad options (a noise rank above the 257 frequency bins, say).
+        Bad options (a noise rank above the frequency bins, say).
     """
-    W = _validate_dictionary(W)
-    _validate_options(noise_rank, max_iter, sparsity, chunk_frames)
+    W = _validate_dictionary(W, framing)
+    _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing)
     noise_rank, max_iter, chunk_frames = int(noise_rank), int(max_iter), int(chunk_frames)
     num_samples = int(num_samples)
     tiny = np.finfo(np.float64).tiny
     W = W / np.maximum(W.sum(axis=0, keepdims=True), tiny)
 
-    def magnitudes():
-        return (np.abs(S) for S in features.stft_chunks(blocks(), chunk_frames))
+    stft_chunks = functools.partial(features.stft_chunks, chunk_frames=chunk_frames, framing=framing)
 
-    if noise is None and features.num_frames(num_samples) < min_frames(noise_rank):
-        # too few frames to tell noise from speech: the signal is left as it is
+    def magnitudes():
+        return (np.abs(S) for S in stft_chunks(blocks()))
+
+    if noise is None and features.num_frames(num_samples, framing=framing) < min_frames(noise_rank):
+        # too few frames to tell noise from speech: the signal is left as it is (its upper band too)
+        if mask_fn is not None:
+            for V in magnitudes():
+                mask_fn(V, np.zeros_like(V))
         yield from blocks()
         return
     if noise is None:
-        noise, energies = track_noise(magnitudes, noise_rank, seed=seed)
+        noise, energies = track_noise(magnitudes, noise_rank, seed=seed, framing=framing)
     else:
+        _validate_noise_model(noise, framing)
         energies = np.concatenate([V.sum(axis=0) for V in magnitudes()])
     n_frames = len(energies)
     if not np.any(energies):
-        for start in range(0, num_samples, chunk_frames * features.HOP_LENGTH):
-            yield np.zeros(min(chunk_frames * features.HOP_LENGTH, num_samples - start))
+        for start in range(0, num_samples, chunk_frames * framing.hop_length):
+            yield np.zeros(min(chunk_frames * framing.hop_length, num_samples - start))
         return
     setting = _Setting(W, noise, max(float(energies.mean()), tiny), n_frames)
 
     # activations, mask and resynthesis, piece by piece
-    synthesis = features.OverlapAdd()
+    synthesis = features.OverlapAdd(framing)
     produced, start = 0, 0
-    for S in features.stft_chunks(blocks(), chunk_frames):
-        speech, noise_part = _separate_frames(np.abs(S), setting, start, max_iter=max_iter, sparsity=sparsity,
-                                              seed=seed)
+    for S in stft_chunks(blocks()):
+        # single precision: magnitudes of 16-bit audio need no more, and the EM runs twice as fast
+        speech, noise_part = _separate_frames(np.abs(S).astype(np.float32), setting, start, max_iter=max_iter,
+                                              sparsity=sparsity, seed=seed)
         start += S.shape[1]
+        if mask_fn is not None:
+            mask_fn(speech, noise_part)
         total = speech + noise_part
         mask = np.divide(speech, total, out=np.zeros_like(speech), where=total > 0)
         samples = synthesis.push(mask * S)[:num_samples - produced]
@@ -591,19 +627,20 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
         yield rest
 
 
-def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None, seed=0, chunk_frames=CHUNK_FRAMES):
+def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None, seed=0, chunk_frames=CHUNK_FRAMES,
+            framing=features.NARROWBAND):
     """Enhance a noisy speech signal.
 
     Parameters
     ----------
     y : ndarray, shape (n_samples,)
-        Noisy signal in [-1, 1) at :data:`sepsti.features.SAMPLE_RATE`.
-    W : ndarray, shape (257, rank)
+        Noisy signal in [-1, 1) at ``framing.sample_rate``.
+    W : ndarray, shape (n_bins, rank)
         Speech dictionary (fixed during enhancement).
     noise_rank : int
-        Rank of the noise dictionaries learned on the signal itself (at most 257, the number
-        of frequency bins). A signal of fewer than :func:`min_frames` frames is returned
-        unchanged: too little of it could be judged noise.
+        Rank of the noise dictionaries learned on the signal itself (at most the number of
+        frequency bins, 257 at 8 kHz). A signal of fewer than :func:`min_frames` frames is
+        returned unchanged: too little of it could be judged noise.
     max_iter : int
         EM iterations.
     sparsity : float
@@ -617,6 +654,8 @@ def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None, 
     chunk_frames : int
         Frames per piece of EM (:func:`denoise_blocks`); the result does not depend on it
         beyond rounding.
+    framing : sepsti.features.Framing
+        The dictionary's STFT (:attr:`sepsti.dictionary.Dictionary.framing`).
 
     Returns
     -------
@@ -629,10 +668,10 @@ def denoise(y, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None, 
         A signal that is not 1-D float and finite, a dictionary of the wrong shape, bad options.
     """
     y = _validate_signal(y)
-    W = _validate_dictionary(W)
-    _validate_options(noise_rank, max_iter, sparsity, chunk_frames)
+    W = _validate_dictionary(W, framing)
+    _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing)
     if y.size == 0 or not np.any(y):
         return np.zeros_like(y)
     pieces = denoise_blocks(lambda: iter((y,)), y.size, W, noise_rank=noise_rank, max_iter=max_iter,
-                            sparsity=sparsity, noise=noise, seed=seed, chunk_frames=chunk_frames)
+                            sparsity=sparsity, noise=noise, seed=seed, chunk_frames=chunk_frames, framing=framing)
     return np.concatenate(list(pieces))

@@ -4,7 +4,11 @@ Conventions
 -----------
 ``W`` is ``(n_bins, rank)``, non-negative and finite, with ``n_bins = n_fft // 2 + 1``;
 its columns are spectral atoms on the magnitude scale of :mod:`sepsti.features`
-(``scale`` = int16 full scale). A file holds, besides ``W``: ``rank``,
+(``scale`` = int16 full scale). The STFT is a property of the dictionary: ``sample_rate``,
+``n_fft`` and ``hop_length`` are the framing the enhancer uses with it
+(:attr:`Dictionary.framing`), so the 8 kHz NOIZEUS dictionary (512 points, hop 256) and the
+16 kHz wideband one (1024 points, hop 512) are read by the same code. ``W`` may be stored
+in float32 (the shipped files are) and is read as float64. A file holds, besides ``W``: ``rank``,
 ``sample_rate``, ``n_fft``, ``hop_length``, ``window``, ``scale``, ``prior_rate``
 (the exponential prior rate on the factors the training used; 0 for plain
 maximum likelihood) and provenance: ``corpus``, ``files``, ``iterations``,
@@ -20,7 +24,7 @@ import numpy as np
 from sepsti.core.errors import ParameterError
 
 __all__ = ["Dictionary", "save_dictionary", "load_dictionary", "validate_dictionary",
-           "default_dictionary_path", "FIELDS"]
+           "default_dictionary_path", "wideband_dictionary_path", "FIELDS"]
 
 FIELDS = ("W", "rank", "sample_rate", "n_fft", "hop_length", "window", "scale", "prior_rate",
           "corpus", "files", "iterations", "seed", "version")
@@ -70,13 +74,25 @@ class Dictionary(NamedTuple):
     seed: int
     version: str
 
+    @property
+    def framing(self):
+        """The STFT the atoms were made with, :class:`sepsti.features.Framing`."""
+        from sepsti.features import Framing
+
+        return Framing(self.sample_rate, self.n_fft, self.hop_length)
+
 
 def default_dictionary_path():
-    """Path of the dictionary shipped with the package (rank 128, NOIZEUS sp01–sp20)."""
+    """Path of the 8 kHz dictionary shipped with the package (rank 128, NOIZEUS sp01–sp20)."""
     return Path(__file__).resolve().parent / "data" / "default_dictionary.npz"
 
 
-def save_dictionary(path, dictionary, *, overwrite=True):
+def wideband_dictionary_path():
+    """Path of the 16 kHz dictionary shipped with the package (LibriSpeech, docs/wideband.md)."""
+    return Path(__file__).resolve().parent / "data" / "wideband_dictionary.npz"
+
+
+def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
     """Write a dictionary atomically (temporary file beside ``path``, then rename).
 
     Parameters
@@ -89,6 +105,9 @@ def save_dictionary(path, dictionary, *, overwrite=True):
     overwrite : bool
         False: the final rename refuses a file at ``path``, including one that
         appeared after the caller's check (:func:`sepsti.core.io.atomic_path`).
+    dtype : numpy dtype
+        Type ``W`` is stored in: float64, or float32 for a file half the size (atoms
+        need no more than single precision; loading returns float64 either way).
 
     Raises
     ------
@@ -99,7 +118,7 @@ def save_dictionary(path, dictionary, *, overwrite=True):
 
     dictionary = validate_dictionary(dictionary, name=str(path))
     arrays = {
-        "W": np.ascontiguousarray(dictionary.W, dtype=np.float64),
+        "W": np.ascontiguousarray(dictionary.W, dtype=_storage_dtype(dtype)),
         "rank": np.int64(dictionary.rank),
         "sample_rate": np.int64(dictionary.sample_rate),
         "n_fft": np.int64(dictionary.n_fft),
@@ -126,8 +145,8 @@ def load_dictionary(path, *, features=True):
     path : str or Path
         A file written by :func:`save_dictionary`.
     features : bool
-        Also require the framing (rate, ``n_fft``, hop, window, scale) to be
-        that of :mod:`sepsti.features`, which the enhancer uses.
+        Also require what :mod:`sepsti.features` can compute: the Hamming window, the int16
+        scale and a framing of 50 % overlap (:func:`sepsti.features.validate_framing`).
 
     Returns
     -------
@@ -189,7 +208,7 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
     name : str
         How to name it in messages.
     features : bool
-        Require the framing of :mod:`sepsti.features`.
+        Require a framing, window and scale :mod:`sepsti.features` can compute.
 
     Raises
     ------
@@ -228,14 +247,20 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
     if features:
         from sepsti import features as feat
 
-        expected = {"sample_rate": feat.SAMPLE_RATE, "n_fft": feat.N_FFT, "hop_length": feat.HOP_LENGTH,
-                    "window": feat.WINDOW, "scale": feat.AMPLITUDE_SCALE}
-        for field, want in expected.items():
+        for field, want in (("window", feat.WINDOW), ("scale", feat.AMPLITUDE_SCALE)):
             value = getattr(dictionary, field)
             if value != want:
                 raise ParameterError(f"{name}: field {field!r}={value!r} does not match the features "
                                      f"({field}={want!r}); retrain the dictionary with `sepsti train`")
+        feat.validate_framing(dictionary.sample_rate, dictionary.n_fft, dictionary.hop_length, name=name)
     return dictionary._replace(W=W, files=tuple(dictionary.files))
+
+
+def _storage_dtype(dtype):
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ParameterError(f"dtype={dtype}: a dictionary is stored as float32 or float64")
+    return dtype
 
 
 def _scalar(array, field, name, *, kind):

@@ -2,13 +2,20 @@
 
 Conventions
 -----------
-Signals are float arrays in [-1, 1) at :data:`SAMPLE_RATE`. Spectrograms are
-``(n_bins, n_frames)`` with ``n_bins = N_FFT // 2 + 1 = 257``: a 512-point
-periodic Hamming window, hop 256 (50 % overlap), frames centred (librosa
+Signals are float arrays in [-1, 1) at a framing's ``sample_rate``. Spectrograms are
+``(n_bins, n_frames)`` with ``n_bins = n_fft // 2 + 1``: a periodic Hamming window of
+``n_fft`` points, hop ``n_fft / 2`` (50 % overlap), frames centred (librosa
 ``center=True``, zero padding). Each signal is first zero-padded at the end to
-a multiple of the hop, so that every sample is covered by two full frames;
-with this framing the clean training files sp01–sp20 of NOIZEUS give a
-257 × 1661 matrix, the size the ICASSP'16 paper reports.
+a multiple of the hop, so that every sample is covered by two full frames.
+
+The framing is a property of the speech dictionary (:class:`Framing`, stored in
+its file): :data:`NARROWBAND` is the 8 kHz one of the NOIZEUS dictionary (512
+points, hop 256; the clean training files sp01–sp20 give a 257 × 1661 matrix,
+the size the ICASSP'16 paper reports), and :func:`framing_for_rate` scales it
+to another rate with the same durations (64 ms windows, 32 ms hop: 1024 points,
+hop 512 at 16 kHz). Every function takes ``framing=`` and defaults to
+:data:`NARROWBAND`; :data:`SAMPLE_RATE`, :data:`N_FFT`, :data:`HOP_LENGTH` and
+:data:`N_BINS` are its values.
 
 The transform is plain NumPy (``numpy.fft``) and matches ``librosa.stft`` /
 ``librosa.istft`` with the same settings to rounding error (tested); it avoids
@@ -25,63 +32,142 @@ Poisson models and the prior rate λ = 4e-4 of the paper are defined on that
 scale.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
-__all__ = ["SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WINDOW", "AMPLITUDE_SCALE", "N_BINS",
+from sepsti.core.errors import ParameterError
+
+__all__ = ["Framing", "NARROWBAND", "framing_for_rate", "validate_framing",
+           "SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WINDOW", "AMPLITUDE_SCALE", "N_BINS",
            "window", "stft", "istft", "stft_chunks", "OverlapAdd", "num_frames", "magnitude", "training_matrix"]
 
-SAMPLE_RATE = 8000
-N_FFT = 512
-HOP_LENGTH = 256
+
+class Framing(NamedTuple):
+    """The STFT of a speech dictionary: rate, window length and hop.
+
+    Attributes
+    ----------
+    sample_rate : int
+        Rate of the signals (Hz).
+    n_fft : int
+        Window length in samples (even).
+    hop_length : int
+        Hop in samples, ``n_fft // 2``.
+    """
+
+    sample_rate: int
+    n_fft: int
+    hop_length: int
+
+    @property
+    def n_bins(self):
+        """Frequency bins, ``n_fft // 2 + 1``."""
+        return self.n_fft // 2 + 1
+
+
+#: The 8 kHz framing of the NOIZEUS dictionary and of the ICASSP'16 paper.
+NARROWBAND = Framing(8000, 512, 256)
+SAMPLE_RATE = NARROWBAND.sample_rate
+N_FFT = NARROWBAND.n_fft
+HOP_LENGTH = NARROWBAND.hop_length
+N_BINS = NARROWBAND.n_bins
 WINDOW = "hamming"
 AMPLITUDE_SCALE = 32768.0
-N_BINS = N_FFT // 2 + 1
 
 
-def window():
-    """The analysis and synthesis window: periodic Hamming of :data:`N_FFT` points.
+def validate_framing(sample_rate, n_fft, hop_length, *, name="framing"):
+    """Check an STFT framing and return it as a :class:`Framing`.
 
-    Same values as ``scipy.signal.get_window("hamming", N_FFT, fftbins=True)``.
+    Parameters
+    ----------
+    sample_rate, n_fft, hop_length : int
+    name : str
+        How to name the owner (a dictionary file) in messages.
+
+    Returns
+    -------
+    Framing
+
+    Raises
+    ------
+    ParameterError
+        A non-positive value, an odd ``n_fft``, or a hop other than ``n_fft / 2`` (the
+        overlap-add of :class:`OverlapAdd` assumes two frames over every sample).
     """
-    n = np.arange(N_FFT)
-    return 0.54 - 0.46 * np.cos(2.0 * np.pi * n / N_FFT)
+    for field, value in (("sample_rate", sample_rate), ("n_fft", n_fft), ("hop_length", hop_length)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ParameterError(f"{name}: {field}={value!r} must be a positive integer")
+    if n_fft < 4 or n_fft % 2 or hop_length * 2 != n_fft:
+        raise ParameterError(f"{name}: n_fft={n_fft}, hop_length={hop_length}: expected an even n_fft and "
+                             "hop_length = n_fft / 2 (50 % overlap)")
+    return Framing(int(sample_rate), int(n_fft), int(hop_length))
 
 
-def _pad_to_hop(y):
-    remainder = len(y) % HOP_LENGTH
-    return y if remainder == 0 else np.pad(y, (0, HOP_LENGTH - remainder))
+def framing_for_rate(sample_rate):
+    """The framing of :data:`NARROWBAND` scaled to ``sample_rate``: 64 ms windows, 32 ms hop.
+
+    The hop is ``round(0.032 · sample_rate)`` samples (256 at 8 kHz, 512 at 16 kHz, 706 at
+    22.05 kHz) and ``n_fft`` twice that.
+
+    Raises
+    ------
+    ParameterError
+        A rate below 1 kHz (windows of fewer than 64 samples).
+    """
+    if isinstance(sample_rate, (bool, np.bool_)) or not isinstance(sample_rate, (int, np.integer)) \
+            or sample_rate < 1000:
+        raise ParameterError(f"sample_rate={sample_rate!r}: expected an integer rate of at least 1000 Hz")
+    hop = int(round(sample_rate * NARROWBAND.hop_length / NARROWBAND.sample_rate))
+    return Framing(int(sample_rate), 2 * hop, hop)
 
 
-def stft(y):
+def window(framing=NARROWBAND):
+    """The analysis and synthesis window: periodic Hamming of ``framing.n_fft`` points.
+
+    Same values as ``scipy.signal.get_window("hamming", n_fft, fftbins=True)``.
+    """
+    n = np.arange(framing.n_fft)
+    return 0.54 - 0.46 * np.cos(2.0 * np.pi * n / framing.n_fft)
+
+
+def _pad_to_hop(y, hop_length=HOP_LENGTH):
+    remainder = len(y) % hop_length
+    return y if remainder == 0 else np.pad(y, (0, hop_length - remainder))
+
+
+def stft(y, *, framing=NARROWBAND):
     """Complex STFT of a signal, on the amplitude scale.
 
     Parameters
     ----------
     y : ndarray, shape (n_samples,)
-        Signal in [-1, 1).
+        Signal in [-1, 1) at ``framing.sample_rate``.
+    framing : Framing
 
     Returns
     -------
-    ndarray of complex128, shape (257, n_frames)
-        ``n_frames = ceil(n_samples / 256) + 1``.
+    ndarray of complex128, shape (n_bins, n_frames)
+        ``n_frames = ceil(n_samples / hop_length) + 1`` (257 bins at 8 kHz).
     """
-    y = _pad_to_hop(np.asarray(y, dtype=np.float64))
-    padded = np.pad(y * AMPLITUDE_SCALE, N_FFT // 2)
-    frames = np.lib.stride_tricks.sliding_window_view(padded, N_FFT)[::HOP_LENGTH]
-    return np.fft.rfft(frames * window(), axis=1).T
+    n_fft, hop = framing.n_fft, framing.hop_length
+    y = _pad_to_hop(np.asarray(y, dtype=np.float64), hop)
+    padded = np.pad(y * AMPLITUDE_SCALE, n_fft // 2)
+    frames = np.lib.stride_tricks.sliding_window_view(padded, n_fft)[::hop]
+    return np.fft.rfft(frames * window(framing), axis=1).T
 
 
-def _overlap_add(frames):
-    """Sum frames (n_frames, N_FFT) placed every HOP_LENGTH samples."""
-    n_frames = frames.shape[0]
-    chunks = N_FFT // HOP_LENGTH
-    blocks = np.zeros((n_frames + chunks - 1, HOP_LENGTH))
+def _overlap_add(frames, hop_length):
+    """Sum frames (n_frames, n_fft) placed every ``hop_length`` samples."""
+    n_frames, n_fft = frames.shape
+    chunks = n_fft // hop_length
+    blocks = np.zeros((n_frames + chunks - 1, hop_length))
     for c in range(chunks):
-        blocks[c:c + n_frames] += frames[:, c * HOP_LENGTH:(c + 1) * HOP_LENGTH]
+        blocks[c:c + n_frames] += frames[:, c * hop_length:(c + 1) * hop_length]
     return blocks.reshape(-1)
 
 
-def istft(spectrogram, length):
+def istft(spectrogram, length, *, framing=NARROWBAND):
     """Inverse of :func:`stft`: a signal of ``length`` samples in [-1, 1) units.
 
     Overlap-add of the windowed inverse frames, divided by the summed squared
@@ -89,38 +175,40 @@ def istft(spectrogram, length):
 
     Parameters
     ----------
-    spectrogram : ndarray of complex, shape (257, n_frames)
+    spectrogram : ndarray of complex, shape (n_bins, n_frames)
     length : int
         Number of samples of the original signal.
+    framing : Framing
 
     Returns
     -------
     ndarray, shape (length,)
     """
     spectrogram = np.asarray(spectrogram)
-    win = window()
-    frames = np.fft.irfft(spectrogram.T, n=N_FFT, axis=1) * win
-    y = _overlap_add(frames)
-    envelope = _overlap_add(np.broadcast_to(win ** 2, frames.shape))
+    win = window(framing)
+    frames = np.fft.irfft(spectrogram.T, n=framing.n_fft, axis=1) * win
+    y = _overlap_add(frames, framing.hop_length)
+    envelope = _overlap_add(np.broadcast_to(win ** 2, frames.shape), framing.hop_length)
     nonzero = envelope > np.finfo(envelope.dtype).tiny
     y[nonzero] /= envelope[nonzero]
-    y = y[N_FFT // 2:]
+    y = y[framing.n_fft // 2:]
     if len(y) < length:
         y = np.pad(y, (0, length - len(y)))
     return y[:length] / AMPLITUDE_SCALE
 
 
-def num_frames(num_samples):
-    """Number of STFT frames of a signal of ``num_samples`` samples: ``ceil(n / 256) + 1``."""
-    return -(-int(num_samples) // HOP_LENGTH) + 1
+def num_frames(num_samples, *, framing=NARROWBAND):
+    """Number of STFT frames of a signal of ``num_samples`` samples: ``ceil(n / hop_length) + 1``."""
+    return -(-int(num_samples) // framing.hop_length) + 1
 
 
-def _frames_spectrum(padded, count):
-    frames = np.lib.stride_tricks.sliding_window_view(padded[:(count - 1) * HOP_LENGTH + N_FFT], N_FFT)[::HOP_LENGTH]
-    return np.fft.rfft(frames * window(), axis=1).T
+def _frames_spectrum(padded, count, framing):
+    n_fft, hop = framing.n_fft, framing.hop_length
+    frames = np.lib.stride_tricks.sliding_window_view(padded[:(count - 1) * hop + n_fft], n_fft)[::hop]
+    return np.fft.rfft(frames * window(framing), axis=1).T
 
 
-def stft_chunks(blocks, chunk_frames):
+def stft_chunks(blocks, chunk_frames, *, framing=NARROWBAND):
     """:func:`stft` of a signal given block by block, in chunks of frames.
 
     Parameters
@@ -129,28 +217,30 @@ def stft_chunks(blocks, chunk_frames):
         The signal's consecutive pieces, in [-1, 1) (any sizes).
     chunk_frames : int
         Frames per chunk; every chunk but the last has exactly this many.
+    framing : Framing
 
     Yields
     ------
-    ndarray of complex128, shape (257, m)
+    ndarray of complex128, shape (n_bins, m)
         Consecutive columns of ``stft(np.concatenate(blocks))``, same values.
     """
     chunk_frames = int(chunk_frames)
-    pending = np.zeros(N_FFT // 2)  # the centring pad, then scaled samples not yet fully framed
+    n_fft, hop = framing.n_fft, framing.hop_length
+    pending = np.zeros(n_fft // 2)  # the centring pad, then scaled samples not yet fully framed
     total = 0
     for block in blocks:
         block = np.asarray(block, dtype=np.float64)
         total += len(block)
         pending = np.concatenate([pending, block * AMPLITUDE_SCALE])
-        while len(pending) >= (chunk_frames - 1) * HOP_LENGTH + N_FFT:
-            yield _frames_spectrum(pending, chunk_frames)
-            pending = pending[chunk_frames * HOP_LENGTH:]
-    pending = np.concatenate([pending, np.zeros((-total) % HOP_LENGTH + N_FFT // 2)])
-    remaining = (len(pending) - N_FFT) // HOP_LENGTH + 1
+        while len(pending) >= (chunk_frames - 1) * hop + n_fft:
+            yield _frames_spectrum(pending, chunk_frames, framing)
+            pending = pending[chunk_frames * hop:]
+    pending = np.concatenate([pending, np.zeros((-total) % hop + n_fft // 2)])
+    remaining = (len(pending) - n_fft) // hop + 1
     while remaining > 0:
         count = min(chunk_frames, remaining)
-        yield _frames_spectrum(pending, count)
-        pending = pending[count * HOP_LENGTH:]
+        yield _frames_spectrum(pending, count, framing)
+        pending = pending[count * hop:]
         remaining -= count
 
 
@@ -159,29 +249,36 @@ class OverlapAdd:
 
     ``push`` each chunk in order, then ``finish(length)``; the samples returned, concatenated
     and cut to ``length``, are ``istft(whole_spectrogram, length)`` with the same values.
+
+    Parameters
+    ----------
+    framing : Framing
     """
 
-    def __init__(self):
-        win = window()
+    def __init__(self, framing=NARROWBAND):
+        win = window(framing)
+        self._framing = framing
         self._window = win
+        hop = framing.hop_length
         squared = win ** 2
         # the summed squared window where two frames overlap, as istft computes it
-        self._envelope = (np.zeros(HOP_LENGTH) + squared[:HOP_LENGTH]) + squared[HOP_LENGTH:]
+        self._envelope = (np.zeros(hop) + squared[:hop]) + squared[hop:]
         self._tail = None
         self._produced = 0
 
     def push(self, spectrogram):
-        """Add frames (complex, shape (257, m)); return the samples they complete, in [-1, 1) units."""
-        frames = np.fft.irfft(np.asarray(spectrogram).T, n=N_FFT, axis=1) * self._window
+        """Add frames (complex, shape (n_bins, m)); return the samples they complete, in [-1, 1) units."""
+        hop = self._framing.hop_length
+        frames = np.fft.irfft(np.asarray(spectrogram).T, n=self._framing.n_fft, axis=1) * self._window
         if len(frames) == 0:
             return np.zeros(0)
-        firsts = frames[:, :HOP_LENGTH]
-        seconds = frames[:-1, HOP_LENGTH:]
+        firsts = frames[:, :hop]
+        seconds = frames[:-1, hop:]
         if self._tail is None:  # the first frame's first half lies in the centring pad
             firsts = firsts[1:]
         else:
             seconds = np.concatenate([self._tail[None, :], seconds])
-        self._tail = frames[-1, HOP_LENGTH:].copy()
+        self._tail = frames[-1, hop:].copy()
         out = ((firsts + seconds) / self._envelope).reshape(-1) / AMPLITUDE_SCALE
         self._produced += len(out)
         return out
@@ -191,21 +288,22 @@ class OverlapAdd:
         return np.zeros(max(0, int(length) - self._produced))
 
 
-def magnitude(y):
-    """STFT magnitude of a signal on the amplitude scale, shape (257, n_frames)."""
-    return np.abs(stft(y))
+def magnitude(y, *, framing=NARROWBAND):
+    """STFT magnitude of a signal on the amplitude scale, shape (n_bins, n_frames)."""
+    return np.abs(stft(y, framing=framing))
 
 
-def training_matrix(signals):
+def training_matrix(signals, *, framing=NARROWBAND):
     """Concatenate the magnitudes of several signals along the frame axis.
 
     Parameters
     ----------
     signals : iterable of ndarray
-        Signals in [-1, 1).
+        Signals in [-1, 1) at ``framing.sample_rate``.
+    framing : Framing
 
     Returns
     -------
-    ndarray, shape (257, total_frames)
+    ndarray, shape (n_bins, total_frames)
     """
-    return np.concatenate([magnitude(y) for y in signals], axis=1)
+    return np.concatenate([magnitude(y, framing=framing) for y in signals], axis=1)

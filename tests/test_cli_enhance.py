@@ -113,7 +113,9 @@ def test_options_reach_the_enhancer(workdir, tiny_dictionary, monkeypatch):
                       "--noise-rank", 3, "--iterations", 17, "--seed", 4)
     assert result.exit_code == 0, result.stderr
     n = soundfile.info(workdir / "noisy.wav").frames
-    assert calls == [(n, load_dictionary(tiny_dictionary).W.shape, {"noise_rank": 3, "max_iter": 17, "seed": 4})]
+    dictionary = load_dictionary(tiny_dictionary)
+    assert calls == [(n, dictionary.W.shape, {"noise_rank": 3, "max_iter": 17, "seed": 4,
+                                              "framing": dictionary.framing})]
     out, _ = soundfile.read(workdir / "out.wav")
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     np.testing.assert_allclose(out, 0.5 * noisy, atol=1 / 32768)
@@ -237,11 +239,11 @@ def test_bad_dictionary(workdir, tiny_dictionary):
     (workdir / "corrupt.npz").write_bytes(tiny_dictionary.read_bytes()[:300])
     (workdir / "text.npz").write_bytes(b"not a dictionary")
     np.savez(workdir / "bins.npz", **{**_arrays(good), "W": np.ones((129, good.rank)), "n_fft": np.int64(256)})
-    np.savez(workdir / "rate.npz", **{**_arrays(good), "sample_rate": np.int64(16000)})
+    np.savez(workdir / "hop.npz", **{**_arrays(good), "hop_length": np.int64(128)})
     np.savez(workdir / "negative.npz", **{**_arrays(good), "W": -good.W})
     save_dictionary(workdir / "fine.npz", good)
     cases = {"corrupt.npz": "not a readable dictionary", "text.npz": "not a dictionary file",
-             "bins.npz": "n_fft", "rate.npz": "'sample_rate'=16000", "negative.npz": "negative",
+             "bins.npz": "n_fft", "hop.npz": "hop_length=128", "negative.npz": "negative",
              "missing.npz": "no such file"}
     for name, fragment in cases.items():
         before = snapshot(workdir)
@@ -380,11 +382,14 @@ def test_clipping_of_float_input_is_reported(workdir, tiny_dictionary):
 
 
 def test_streamed_output_equals_the_whole_signal_pipeline(workdir, tiny_dictionary, monkeypatch):
-    """Read, resampled, enhanced and written in pieces: the same file as the in-memory pipeline."""
+    """Read, resampled, enhanced and written in pieces: the same file as the in-memory pipeline
+    (the 8 kHz dictionary's band, and the band above it at 11.025 kHz)."""
     import sepsti.audio
     from sepsti.audio import load_audio, resample
-    from sepsti.denoise import denoise
+    from sepsti.bandwidth import UpperBand
+    from sepsti.denoise import denoise_blocks
     from sepsti.dictionary import load_dictionary
+    from sepsti.features import NARROWBAND
 
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     at_11k = resample(noisy, RATE, 11025)
@@ -393,8 +398,12 @@ def test_streamed_output_equals_the_whole_signal_pipeline(workdir, tiny_dictiona
     result = _enhance(tiny_dictionary, workdir / "in.wav", "-o", workdir / "out.wav", "--iterations", 10)
     assert result.exit_code == 0, result.stderr
     recording = load_audio(workdir / "in.wav", sample_rate=RATE)
-    speech = denoise(recording.samples, load_dictionary(tiny_dictionary).W, max_iter=10)
-    expected = np.clip(resample(speech, RATE, 11025, length=recording.length), -1, 1)
+    mono = 0.9 * at_11k
+    upper = UpperBand(lambda: iter((mono,)), 11025, len(mono), NARROWBAND)
+    speech = np.concatenate(list(denoise_blocks(lambda: iter((recording.samples,)), len(recording.samples),
+                                                load_dictionary(tiny_dictionary).W, max_iter=10,
+                                                mask_fn=upper.add_mask)))
+    expected = np.clip(upper.apply(resample(speech, RATE, 11025))[:recording.length], -1, 1)
     out, rate = soundfile.read(workdir / "out.wav")
     assert rate == 11025 and len(out) == len(expected)
     np.testing.assert_allclose(out, expected, rtol=0, atol=1.01 / 32768)  # libsndfile's 16-bit rounding

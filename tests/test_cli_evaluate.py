@@ -153,7 +153,9 @@ def test_options_reach_the_core(tiny_corpus, tiny_dictionary, tmp_path, monkeypa
     result = run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary, "--noise", "white",
                   "--noise-rank", 2, "--iterations", 9, "--seed", 7])
     assert result.exit_code == 0, result.stderr
-    assert calls == [{"noise_rank": 2, "max_iter": 9, "seed": 7}] * (len(TEST) * len(SNRS))
+    from sepsti.features import NARROWBAND
+
+    assert calls == [{"noise_rank": 2, "max_iter": 9, "seed": 7, "framing": NARROWBAND}] * (len(TEST) * len(SNRS))
     assert scored == [True, False] * (len(TEST) * len(SNRS))  # the input, then the enhanced speech
 
 

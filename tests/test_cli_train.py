@@ -13,6 +13,7 @@ import soundfile
 from click.testing import CliRunner
 
 from sepsti.cli import cli
+from sepsti.core.errors import ParameterError
 
 TRAIN = ("sp01", "sp02", "sp03")
 TEST = ("sp21", "sp22")
@@ -176,6 +177,64 @@ def test_other_sample_rate_is_resampled(tmp_path):
     assert load_dictionary(tmp_path / "d.npz").sample_rate == 8000
 
 
+def _wideband_corpus(root, rng):
+    """Seven speakers at 16 kHz (one flagged band-limited) and one at 22.05 kHz, with a manifest."""
+    import json
+
+    entries = []
+    for number, speaker in enumerate(("11", "12", "13", "14", "15", "16", "17", "LJ")):
+        rate = 22050 if speaker == "LJ" else 16000
+        name = f"{speaker}/{speaker}-1-0000.wav"
+        (root / speaker).mkdir(parents=True)
+        y = speech_like(rng, rate=rate) + 0.2 * np.sin(2 * np.pi * 30 * np.arange(int(0.8 * rate)) / rate)
+        soundfile.write(root / name, y, rate)
+        flags = ["band_limited"] if speaker == "14" else []
+        entries.append({"file": name, "rate": rate, "speaker": speaker, "duration_s": 0.8, "flags": flags})
+    (root / "manifest.json").write_text(json.dumps(entries))
+    return root
+
+
+def test_wideband_corpus_gives_a_16_khz_dictionary_of_its_train_speakers(tmp_path, rng):
+    from sepsti.dictionary import load_dictionary
+
+    corpus = _wideband_corpus(tmp_path / "wide", rng)
+    result = run(["train", "--corpus", corpus, "--rank", 3, "-o", tmp_path / "d.npz", "--iterations", 3,
+                  "--dtype", "float32"])
+    assert result.exit_code == 0, result.stderr
+    assert "on 3 files (513 x " in result.stdout
+    dictionary = load_dictionary(tmp_path / "d.npz")
+    assert dictionary.framing == (16000, 1024, 512)
+    # speakers by id: 11 and 16 test, 12 validation, the others train less the flagged 14; LJ (22.05 kHz) is
+    # test material
+    assert dictionary.files == ("13-1-0000", "15-1-0000", "17-1-0000")
+    with np.load(tmp_path / "d.npz", allow_pickle=False) as archive:
+        assert archive["W"].dtype == np.float32
+    result = run(["train", "--corpus", corpus, "--rank", 3, "-o", tmp_path / "e.npz", "--iterations", 3,
+                  "--rate", 8000])
+    assert result.exit_code == 0, result.stderr
+    assert load_dictionary(tmp_path / "e.npz").framing == (8000, 512, 256)
+
+
+def test_wideband_split_and_high_pass(tmp_path, rng):
+    from sepsti.corpora import wideband
+
+    corpus = _wideband_corpus(tmp_path / "wide", rng)
+    splits = wideband.split_of(wideband.read_manifest(corpus))
+    assert splits == {"11": "test", "12": "validation", "13": "train", "14": "train", "15": "train",
+                      "16": "test", "17": "train", "LJ": "test"}
+    assert [u.speaker for u in wideband.select(corpus, "test")] == ["11", "16", "LJ"]
+    assert [u.speaker for u in wideband.select(corpus, "train")] == ["13", "15", "17"]
+    (_, y, rate), = [s for s in wideband.clean_signals(corpus, "test") if s[0] == "11-1-0000"]
+    raw, _ = soundfile.read(corpus / "11" / "11-1-0000.wav")
+    hum = lambda z: abs(np.sum(z * np.exp(-2j * np.pi * 30 * np.arange(len(z)) / rate)))  # noqa: E731
+    assert hum(y) < 0.05 * hum(raw)  # the 30 Hz rumble is gone
+    with pytest.raises(ParameterError, match="split='dev'"):
+        wideband.select(corpus, "dev")
+    (corpus / "manifest.json").write_text('[{"file": "x.wav"}]')
+    with pytest.raises(ParameterError, match="entry 0 lacks"):
+        wideband.read_manifest(corpus)
+
+
 # --------------------------------------------------------------------------------------------
 # bad input
 
@@ -279,6 +338,23 @@ def test_default_dictionary_is_what_the_documented_command_builds(noizeus_root, 
     assert (rebuilt.files, rebuilt.iterations, rebuilt.seed) == (shipped.files, shipped.iterations, shipped.seed)
     # BLAS may sum in another order on another machine: equal up to rounding growth over 200 iterations.
     np.testing.assert_allclose(rebuilt.W, shipped.W, rtol=1e-6, atol=1e-9 * shipped.W.max())
+
+
+@pytest.mark.slow
+def test_wideband_dictionary_is_what_the_documented_command_builds(tmp_path):
+    from sepsti.corpora.wideband import is_wideband_corpus
+    from sepsti.dictionary import load_dictionary, wideband_dictionary_path
+
+    data = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "wideband"
+    if not is_wideband_corpus(data):
+        pytest.skip("wideband corpus not found at ../shared/data/wideband")
+    shipped = load_dictionary(wideband_dictionary_path())
+    # the documented command (docs/wideband.md): R = 128 by held-out enhancement on the validation speakers
+    result = run(["train", "--corpus", data, "--rank", 128, "--dtype", "float32", "-o", tmp_path / "d.npz"])
+    assert result.exit_code == 0, result.stderr
+    rebuilt = load_dictionary(tmp_path / "d.npz")
+    assert (rebuilt.files, rebuilt.iterations, rebuilt.framing) == (shipped.files, shipped.iterations, shipped.framing)
+    np.testing.assert_allclose(rebuilt.W, shipped.W, rtol=1e-5, atol=1e-7 * shipped.W.max())
 
 
 def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeypatch):

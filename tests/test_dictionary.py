@@ -66,9 +66,9 @@ def test_missing_field_is_named(tmp_path, rng, field):
     ("W", np.array([["a"] * 4] * 257), "'W' must be a real array"),
     ("rank", np.float64(4.0), "'rank' must be an integer"),
     ("rank", np.array([4]), "'rank' must be a scalar"),
-    ("sample_rate", np.int64(16000), "'sample_rate'=16000 does not match the features"),
+    ("sample_rate", np.int64(0), "'sample_rate'=0 must be a positive integer"),
     ("n_fft", np.int64(510), "'W' has 257 rows .* n_fft=510 gives 256"),
-    ("hop_length", np.int64(128), "'hop_length'=128 does not match"),
+    ("hop_length", np.int64(128), "n_fft=512, hop_length=128: expected an even n_fft and hop_length = n_fft / 2"),
     ("window", np.str_("hann"), "'window'='hann' does not match"),
     ("window", np.int64(3), "'window' must be a string"),
     ("scale", np.float64(1.0), "'scale'=1.0 does not match"),
@@ -85,11 +85,61 @@ def test_bad_field_is_named(tmp_path, rng, field, value, message):
         load_dictionary(tmp_path / "d.npz")
 
 
-def test_other_framing_loads_when_features_not_required(tmp_path, rng):
+def test_other_overlap_loads_when_features_not_required(tmp_path, rng):
     arrays = _fields(_dictionary(rng))
-    arrays["sample_rate"] = np.int64(16000)
+    arrays["hop_length"] = np.int64(128)
     np.savez(tmp_path / "d.npz", **arrays)
-    assert load_dictionary(tmp_path / "d.npz", features=False).sample_rate == 16000
+    assert load_dictionary(tmp_path / "d.npz", features=False).hop_length == 128
+
+
+def _wideband(rng, rank=6):
+    return _dictionary(rng, rank)._replace(W=rng.gamma(1.0, 1.0, (513, rank)).astype(np.float32), sample_rate=16000,
+                                           n_fft=1024, hop_length=512, corpus="wideband", files=("103", "1034"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_wideband_round_trip(tmp_path, rng, dtype):
+    original = _wideband(rng)
+    path = tmp_path / "wide.npz"
+    save_dictionary(path, original, dtype=dtype)
+    with np.load(path, allow_pickle=False) as archive:
+        assert archive["W"].dtype == dtype
+    loaded = load_dictionary(path)
+    assert loaded.W.dtype == np.float64
+    np.testing.assert_array_equal(loaded.W, original.W.astype(dtype))
+    assert loaded.framing == features.Framing(16000, 1024, 512) == features.framing_for_rate(16000)
+    assert loaded.framing.n_bins == 513
+    for field in FIELDS[1:]:
+        assert getattr(loaded, field) == getattr(original, field), field
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("W", np.ones((257, 6)), "'W' has 257 rows .* n_fft=1024 gives 513"),
+    ("n_fft", np.int64(512), "'W' has 513 rows .* n_fft=512 gives 257"),
+    ("hop_length", np.int64(256), "n_fft=1024, hop_length=256: expected .* hop_length = n_fft / 2"),
+    ("sample_rate", np.float64(16000.0), "'sample_rate' must be an integer"),
+    ("sample_rate", np.int64(-16000), "'sample_rate'=-16000 must be a positive integer"),
+])
+def test_wideband_bad_field_is_named(tmp_path, rng, field, value, message):
+    arrays = _fields(_wideband(rng))
+    arrays[field] = value
+    np.savez(tmp_path / "d.npz", **arrays)
+    with pytest.raises(ParameterError, match=message):
+        load_dictionary(tmp_path / "d.npz")
+
+
+def test_save_refuses_other_storage_types(tmp_path, rng):
+    with pytest.raises(ParameterError, match="float32 or float64"):
+        save_dictionary(tmp_path / "d.npz", _wideband(rng), dtype=np.float16)
+    assert os.listdir(tmp_path) == []
+
+
+def test_framing_for_rate():
+    assert features.framing_for_rate(8000) == features.NARROWBAND
+    assert features.framing_for_rate(16000) == (16000, 1024, 512)
+    assert features.framing_for_rate(22050) == (22050, 1412, 706)
+    with pytest.raises(ParameterError, match="sample_rate=500"):
+        features.framing_for_rate(500)
 
 
 def test_not_a_dictionary_file(tmp_path, rng):

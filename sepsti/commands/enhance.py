@@ -16,7 +16,11 @@ memory does not grow with a file's length. A file with fewer than
 copied unchanged, with one warning line.
 
 Conventions: signals are float64 in [-1, 1); processing happens at the
-dictionary's rate (8 kHz), each output has its input's rate and length.
+dictionary's rate, each output has its input's rate and length. Without
+``--dictionary``, inputs up to 8 kHz use the shipped 8 kHz dictionary and
+inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`); the band
+of an input above its dictionary's is enhanced with the speech share of the top
+modelled band (:class:`sepsti.bandwidth.UpperBand`).
 """
 
 import sys
@@ -124,17 +128,17 @@ def copy_file(audio, target, *, overwrite):
     return output.clipped
 
 
-def enhance_file(audio, target, W, rate, *, overwrite, **options):
+def enhance_file(audio, target, W, framing, *, overwrite, **options):
     """Enhance one checked input into ``target``, piece by piece.
 
     Parameters
     ----------
     audio : sepsti.audio.AudioInput
     target : Path
-    W : ndarray, shape (257, rank)
+    W : ndarray, shape (n_bins, rank)
         Speech dictionary.
-    rate : int
-        The dictionary's (processing) rate.
+    framing : sepsti.features.Framing
+        The dictionary's STFT; its rate is the processing rate.
     overwrite : bool
         Whether ``target`` may be replaced (also at the final rename).
     **options
@@ -149,16 +153,25 @@ def enhance_file(audio, target, W, rate, *, overwrite, **options):
 
     from sepsti import denoise
     from sepsti.audio import Resampler, input_blocks, open_output
+    from sepsti.bandwidth import UpperBand, has_upper_band
 
+    rate = framing.sample_rate
     back = Resampler(rate, audio.sample_rate, audio.num_samples)
+    upper = None
+    if has_upper_band(audio.sample_rate, framing):
+        upper = UpperBand(lambda: input_blocks(audio, sample_rate=audio.sample_rate), audio.sample_rate,
+                          audio.length, framing)
+        options["mask_fn"] = upper.add_mask
     with open_output(target, audio.sample_rate, overwrite=overwrite) as output:
         def put(samples):
+            if upper is not None:
+                samples = upper.apply(samples)
             samples = samples[:max(0, audio.length - output.written)]
             if len(samples):
                 output.write(samples)
 
         for piece in denoise.denoise_blocks(lambda: input_blocks(audio, sample_rate=rate), audio.num_samples, W,
-                                            **options):
+                                            framing=framing, **options):
             put(back.push(piece))
         put(back.finish())
         if output.written < audio.length:
@@ -173,12 +186,13 @@ def enhance_file(audio, target, W, rate, *, overwrite, **options):
 @click.option("--out-dir", type=click.Path(path_type=Path), default=None,
               help="Output folder for several inputs; file names are kept. Created if missing.")
 @click.option("--dictionary", type=click.Path(path_type=Path), default=None,
-              help="Speech dictionary (.npz from `sepsti train`). Default: the one shipped with sepsti.")
+              help="Speech dictionary (.npz from `sepsti train`) for every input. Default: the shipped 8 kHz "
+                   "dictionary for inputs up to 8 kHz, the shipped 16 kHz one above.")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each file (at most 257, the frequency bins).")
 @click.option("--noise-sample", type=click.Path(path_type=Path), default=None,
-              help="A recording of the noise alone: the noise model is learned from it (any rate; resampled) "
-                   "instead of being tracked through each file.")
+              help="A recording of the noise alone: the noise model is learned from it (any rate; resampled to "
+                   "the rate of each input's dictionary) instead of being tracked through each file.")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Cap on EM iterations per file (default: the enhancer's own).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
@@ -189,39 +203,61 @@ def enhance_file(audio, target, W, rate, *, overwrite, **options):
 def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, iterations, seed, overwrite, progress):
     """Remove noise from speech files IN ... (anything libsndfile reads).
 
-    Stereo is downmixed; other sample rates are resampled to the dictionary's
-    and the result back, so each output has its input's rate and length.
-    The noise model follows the noise through each file, learned from the
-    frames it judges noise-dominated (no pauses needed), or comes from
-    --noise-sample. A file too short to learn its noise from (fewer than
-    4 x --noise-rank frames of 32 ms) is written unchanged, with a line saying so.
-    All inputs and outputs are checked before any work is done.
+    Stereo is downmixed. Each output has its input's rate and length. By rate:
+    below 8 kHz, upsampled to the 8 kHz dictionary and back; 8 kHz, the 8 kHz
+    dictionary as is; 8-16 kHz (11.025, 12 kHz), upsampled to the 16 kHz
+    dictionary and back; 16 kHz, the 16 kHz dictionary as is (full band); above
+    16 kHz (22.05-48 kHz), the 16 kHz dictionary up to 8 kHz. The band above the dictionary's is kept and
+    enhanced with the speech share the model finds in the top of its band
+    (frame by frame), never cut. The noise model follows the noise through each
+    file, learned from the frames it judges noise-dominated (no pauses needed),
+    or comes from --noise-sample (learned at the rate of each file's dictionary).
+    A file too short to learn its noise from (fewer than 4 x --noise-rank frames
+    of 32 ms) is written unchanged, with a line saying so. All inputs and outputs
+    are checked before any work is done.
     """
     _single_threaded_blas()
     from sepsti.core.io import check_output_path
     from sepsti.audio import inspect_input, output_format
+    from sepsti.bandwidth import dictionary_path_for_rate
+    from sepsti.corpora.audio import audio_info
     from sepsti.denoise import min_frames, validate_noise_rank
-    from sepsti.dictionary import default_dictionary_path, load_dictionary
+    from sepsti.dictionary import default_dictionary_path, load_dictionary, wideband_dictionary_path
     from sepsti.features import num_frames
 
     inputs = [Path(path) for path in inputs]
     outputs = plan_outputs(inputs, output, out_dir)
-    dictionary_path = Path(dictionary) if dictionary is not None else default_dictionary_path()
+    dictionary_paths = [Path(dictionary)] if dictionary is not None else [default_dictionary_path(),
+                                                                           wideband_dictionary_path()]
 
     # --- validation: nothing is written until everything has passed ---
     create_out_dir = _check_out_dir(out_dir) if out_dir is not None else False
     for target in outputs:
         if not create_out_dir:
             check_output_path(target, overwrite=overwrite,
-                              inputs=[*inputs, dictionary_path, *([noise_sample] if noise_sample else [])])
+                              inputs=[*inputs, *dictionary_paths, *([noise_sample] if noise_sample else [])])
         output_format(target)
-    speech_dictionary = load_dictionary(dictionary_path)
-    rate = speech_dictionary.sample_rate
-    sample = None
+    loaded = {}
+    if dictionary is not None:  # a bad --dictionary is reported before any input is read
+        loaded[Path(dictionary)] = load_dictionary(dictionary)
+    checked = []
+    for path in inputs:
+        dictionary_path = Path(dictionary) if dictionary is not None else \
+            dictionary_path_for_rate(audio_info(path).sample_rate)
+        if dictionary_path not in loaded:
+            loaded[dictionary_path] = load_dictionary(dictionary_path)
+        speech_dictionary = loaded[dictionary_path]
+        framing = speech_dictionary.framing
+        checked.append((inspect_input(path, sample_rate=framing.sample_rate, n_fft=framing.n_fft),
+                        speech_dictionary))
+    # the noise sample is checked at the rate and framing of every dictionary it will serve
+    samples = {}
     if noise_sample is not None:
-        sample = inspect_input(noise_sample, sample_rate=rate)
-        validate_noise_rank(noise_rank, sample.num_samples, name=f"--noise-sample {noise_sample}")
-    checked = [inspect_input(path, sample_rate=rate) for path in inputs]
+        for framing in dict.fromkeys(speech_dictionary.framing for _, speech_dictionary in checked):
+            sample = inspect_input(noise_sample, sample_rate=framing.sample_rate, n_fft=framing.n_fft)
+            validate_noise_rank(noise_rank, sample.num_samples, name=f"--noise-sample {noise_sample}",
+                                framing=framing)
+            samples[framing] = sample
     if create_out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
 
@@ -231,28 +267,38 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     options = {"noise_rank": noise_rank, "seed": seed}
     if iterations is not None:
         options["max_iter"] = iterations
-    if sample is not None:
+    noise_models = {}  # the noise sample's model in each framing in use
+    if samples:
+        import functools
+
         import numpy as np
 
         from sepsti.audio import input_blocks
         from sepsti.denoise import CHUNK_FRAMES, learn_noise
         from sepsti.features import stft_chunks
 
-        options["noise"] = learn_noise(lambda: (np.abs(S) for S in stft_chunks(input_blocks(sample, sample_rate=rate),
-                                                                                CHUNK_FRAMES)),
-                                       noise_rank, seed=seed, name=f"--noise-sample {noise_sample}")
+        def sample_magnitudes(sample, framing):
+            return (np.abs(S) for S in stft_chunks(input_blocks(sample, sample_rate=framing.sample_rate),
+                                                   CHUNK_FRAMES, framing=framing))
+
+        for framing, sample in samples.items():
+            noise_models[framing] = learn_noise(functools.partial(sample_magnitudes, sample, framing), noise_rank,
+                                                seed=seed, name=f"--noise-sample {noise_sample}")
     fewest = min_frames(noise_rank)
     show = len(inputs) > 1 and progress is not False
     with progress_bar(len(inputs), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar:
-        for audio, target in zip(checked, outputs):
-            frames = num_frames(audio.num_samples)
-            if sample is None and frames < fewest:
+        for (audio, speech_dictionary), target in zip(checked, outputs):
+            framing = speech_dictionary.framing
+            frames = num_frames(audio.num_samples, framing=framing)
+            if noise_sample is None and frames < fewest:
                 clipped = copy_file(audio, target, overwrite=overwrite)
                 bar.write(f"Warning: {audio.path}: too short to learn its noise from ({frames} frames, "
                           f"{audio.length / audio.sample_rate:.2f} s; at least {fewest} at --noise-rank {noise_rank}); "
                           "written unchanged", file=sys.stderr)
             else:
-                clipped = enhance_file(audio, target, speech_dictionary.W, rate, overwrite=overwrite, **options)
+                if noise_sample is not None:
+                    options["noise"] = noise_models[framing]
+                clipped = enhance_file(audio, target, speech_dictionary.W, framing, overwrite=overwrite, **options)
             bar.update(1)
             if clipped:
                 bar.write(f"Warning: {target}: {clipped} samples beyond full scale were clipped (the input's peak "

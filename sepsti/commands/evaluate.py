@@ -231,7 +231,8 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     selected = mixtures(index, split="test", noises=noise_list, snrs=snr_list)
     corpus_root = Path(corpus).resolve()
     for mixture in selected:
-        validate_frames(resample(mixture.noisy, mixture.sample_rate, rate), rate, name=str(mixture.path))
+        validate_frames(resample(mixture.noisy, mixture.sample_rate, rate), rate, name=str(mixture.path),
+                        n_fft=speech_dictionary.n_fft)
 
     # --- enhancement and scoring ---
     from sepsti.core.progress import progress_bar
@@ -281,6 +282,9 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
 def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
     """Enhance a signal in memory as ``sepsti enhance`` would: at the dictionary's rate, back at its own.
 
+    A signal at a rate above the dictionary's keeps its upper band, enhanced with the speech share
+    of the top modelled band (:class:`sepsti.bandwidth.UpperBand`), as ``sepsti enhance`` does.
+
     Parameters
     ----------
     noisy : ndarray, shape (n_samples,)
@@ -288,7 +292,7 @@ def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
         The signal's rate.
     speech_dictionary : sepsti.dictionary.Dictionary
     **options
-        For :func:`sepsti.denoise.denoise`.
+        For :func:`sepsti.denoise.denoise_blocks` (``noise_rank``, ``max_iter``, ``noise``, ``seed``, ...).
 
     Returns
     -------
@@ -297,11 +301,22 @@ def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
     import numpy as np
 
     from sepsti.audio import resample
-    from sepsti.denoise import denoise
+    from sepsti.bandwidth import UpperBand, has_upper_band
+    from sepsti.denoise import denoise, denoise_blocks
 
-    rate = speech_dictionary.sample_rate
+    framing = speech_dictionary.framing
+    rate = framing.sample_rate
     signal = resample(noisy, sample_rate, rate)
-    speech = denoise(signal, speech_dictionary.W, **options) if np.any(signal) else np.zeros_like(signal)
+    if not np.any(signal):
+        speech = np.zeros_like(signal)
+    elif has_upper_band(sample_rate, framing):
+        noisy = np.asarray(noisy, dtype=np.float64)
+        upper = UpperBand(lambda: iter((noisy,)), sample_rate, len(noisy), framing)
+        speech = np.concatenate(list(denoise_blocks(lambda: iter((signal,)), len(signal), speech_dictionary.W,
+                                                    framing=framing, mask_fn=upper.add_mask, **options)))
+        return upper.apply(resample(speech, rate, sample_rate, length=len(noisy)))
+    else:
+        speech = denoise(signal, speech_dictionary.W, framing=framing, **options)
     return resample(speech, rate, sample_rate, length=len(noisy))
 
 

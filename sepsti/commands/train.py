@@ -1,10 +1,13 @@
 """``sepsti train``: learn a speech dictionary by EM on the clean train split of a corpus.
 
-The training matrix is the concatenation of the STFT magnitudes
-(:func:`sepsti.features.training_matrix`, ``(257, frames)``; 257 × 1661 on
-NOIZEUS sp01–sp20) of every clean file of the train split; files at another
-rate are resampled to 8 kHz first. The output is checked before training and
-written atomically.
+The corpus is a NOIZEUS-style folder (train split sp01–sp20) or a wideband folder described by
+a ``manifest.json`` (:mod:`sepsti.corpora.wideband`: its train speakers, flagged files left out,
+high-passed at 80 Hz). The training matrix is the concatenation of the STFT magnitudes
+(:func:`sepsti.features.training_matrix`; 257 × 1661 on NOIZEUS sp01–sp20) of every clean file of
+the train split, resampled to ``--rate`` (default 8 kHz for NOIZEUS-style folders, 16 kHz for
+wideband ones) with the framing scaled to it (:func:`sepsti.features.framing_for_rate`: 64 ms
+windows, 32 ms hop), which the dictionary file records. The output is checked before training
+and written atomically.
 
 ``--rank auto`` first picks the rank by marginal likelihood: thermodynamic
 integration over ``--ranks`` (:func:`sepsti.core.evidence.sti_nmf.select_rank_sti`)
@@ -49,7 +52,11 @@ def _ranks(text):
 
 @click.command("train")
 @click.option("--corpus", required=True, type=click.Path(path_type=Path),
-              help="NOIZEUS-style corpus folder; its clean train split (sp01-sp20) is used.")
+              help="NOIZEUS-style corpus folder (its clean train split sp01-sp20 is used), or a wideband "
+                   "folder with a manifest.json (its train speakers; flagged files left out).")
+@click.option("--rate", type=click.IntRange(min=4000, max=48000), default=None,
+              help="Sample rate of the dictionary (Hz); the STFT is 64 ms windows, 32 ms hop at that rate. "
+                   "Default: 8000 for NOIZEUS-style folders, 16000 for wideband ones.")
 @click.option("--rank", required=True, type=_Rank(),
               help="Number of dictionary atoms, or 'auto' to select it by STI over --ranks.")
 @click.option("--ranks", "candidate_ranks", default="32,64,128,256", show_default=True,
@@ -62,32 +69,45 @@ def _ranks(text):
                    "exactly --iterations).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random initialization.")
+@click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
+              help="Storage type of the atoms; float32 halves the file (the shipped 16 kHz dictionary).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
-def train(corpus, rank, candidate_ranks, output, iterations, tol, seed, overwrite):
+def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, dtype, overwrite):
     """Train a speech dictionary of RANK atoms on the clean train split of a corpus."""
+    import functools
     import warnings
 
     from sepsti.core.errors import ConvergenceWarning
-    from sepsti.corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
+    from sepsti.corpora import wideband
     from sepsti.core.io import check_output_path
     from sepsti import features
     from sepsti.audio import resample, validate_frames
     from sepsti.dictionary import Dictionary, save_dictionary
 
-    index = corpus_index(corpus)
-    check_output_path(output, overwrite=overwrite,
-                      inputs=[index.clean[utterance] for utterance in TRAIN_IDS if utterance in index.clean])
+    if wideband.is_wideband_corpus(corpus):
+        inputs = [utterance.path for utterance in wideband.select(corpus, "train")]
+        rate = wideband.TRAIN_RATE if rate is None else rate
+        load_clean = functools.partial(wideband.clean_signals, corpus, "train")
+    else:
+        from sepsti.corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
+
+        index = corpus_index(corpus)
+        inputs = [index.clean[utterance] for utterance in TRAIN_IDS if utterance in index.clean]
+        rate = features.SAMPLE_RATE if rate is None else rate
+        load_clean = functools.partial(clean_signals, index, split="train")
+    check_output_path(output, overwrite=overwrite, inputs=inputs)
     if Path(output).suffix.lower() != ".npz":
         from sepsti.core.errors import ParameterError
 
         raise ParameterError(f"-o {output}: a dictionary is an .npz archive; give an output name ending in .npz")
+    framing = features.framing_for_rate(rate)
     signals = []
     ids = []
-    for utterance, y, sample_rate in clean_signals(index, split="train"):
-        y = resample(y, sample_rate, features.SAMPLE_RATE)
-        signals.append(validate_frames(y, features.SAMPLE_RATE, name=f"{corpus}: {utterance}"))
+    for utterance, y, sample_rate in load_clean():
+        y = resample(y, sample_rate, rate)
+        signals.append(validate_frames(y, rate, name=f"{corpus}: {utterance}", n_fft=framing.n_fft))
         ids.append(utterance)
-    X = features.training_matrix(signals)
+    X = features.training_matrix(signals, framing=framing)
     if rank == "auto":
         rank = _select_rank(X, candidate_ranks, seed)
 
@@ -106,11 +126,11 @@ def train(corpus, rank, candidate_ranks, output, iterations, tol, seed, overwrit
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     dictionary = Dictionary(
-        W=W, rank=rank, sample_rate=features.SAMPLE_RATE, n_fft=features.N_FFT,
-        hop_length=features.HOP_LENGTH, window=features.WINDOW, scale=features.AMPLITUDE_SCALE,
+        W=W, rank=rank, sample_rate=framing.sample_rate, n_fft=framing.n_fft,
+        hop_length=framing.hop_length, window=features.WINDOW, scale=features.AMPLITUDE_SCALE,
         prior_rate=_prior_rate(train_dictionary), corpus=str(Path(corpus)), files=tuple(ids),
         iterations=int(result.n_iter), seed=seed, version=_version())
-    save_dictionary(output, dictionary, overwrite=overwrite)
+    save_dictionary(output, dictionary, overwrite=overwrite, dtype=dtype)
     log_likelihood = float(result.log_likelihood[-1])
     click.echo(f"trained a rank-{rank} dictionary on {len(ids)} files ({X.shape[0]} x {X.shape[1]}), "
                f"{result.n_iter} EM iterations, log-likelihood {log_likelihood:.6g}: wrote {output}")

@@ -1,0 +1,179 @@
+"""Wideband clean-speech folders described by a ``manifest.json`` (LibriSpeech, LJ Speech).
+
+Layout
+------
+A folder holds audio files anywhere below it and a ``manifest.json``: a list of entries
+``{"file", "rate", "duration_s", "speaker", "gender", "flags", ...}`` with ``file`` relative to
+the folder and ``flags`` advisory quality notes (``lf_rumble_below_100hz``,
+``low_dynamic_range(noisy?)``, ``band_limited``, ``clipped``).
+
+Conventions
+-----------
+Signals are float64 arrays ``(n_samples,)`` as :func:`sepsti.corpora.audio.read_audio`
+returns them. The split is by speaker, so no speaker is in two splits: the speakers of the
+corpus rate (:data:`TRAIN_RATE`, LibriSpeech) sorted by id, position ``i``: ``test`` when
+``i % 5 == 0``, ``validation`` when ``i % 10 == 1`` (for choices such as the rank), ``train``
+otherwise. Speakers at another rate (LJ Speech, 22.05 kHz, one reader) are test material
+only. Files carrying one of :data:`EXCLUDED_FLAGS` are left out of every split, and
+:func:`clean_signals` high-passes what it returns at :data:`HIGHPASS_HZ` (why: docs/wideband.md).
+"""
+
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from sepsti.core.errors import ParameterError
+from sepsti.corpora.audio import read_audio
+
+__all__ = ["MANIFEST", "TRAIN_RATE", "EXCLUDED_FLAGS", "HIGHPASS_HZ", "SPLITS", "Utterance", "is_wideband_corpus",
+           "read_manifest", "split_of", "select", "clean_signals", "highpass"]
+
+MANIFEST = "manifest.json"
+#: The rate of the training speakers (LibriSpeech).
+TRAIN_RATE = 16000
+#: Files left out: noisy-looking (5–95 % frame-energy range 26 dB median against 42 dB, three
+#: times the share above 4 kHz: hiss a speech dictionary must not learn), one speaker whose
+#: band stops at 6.75 kHz, one clipped file.
+EXCLUDED_FLAGS = ("low_dynamic_range(noisy?)", "band_limited", "clipped")
+#: High-pass corner (Hz): removes the low-frequency rumble some recordings carry below 100 Hz
+#: (up to 99 % of a file's energy); voiced speech starts above it.
+HIGHPASS_HZ = 80.0
+SPLITS = ("train", "validation", "test")
+
+
+class Utterance(NamedTuple):
+    """One manifest entry.
+
+    Attributes
+    ----------
+    path : Path
+    speaker : str
+    rate : int
+        Sample rate (Hz) the manifest states.
+    duration : float
+        Seconds.
+    flags : tuple of str
+    """
+
+    path: Path
+    speaker: str
+    rate: int
+    duration: float
+    flags: tuple
+
+
+def is_wideband_corpus(folder):
+    """Whether ``folder`` is a manifest-described wideband corpus."""
+    return (Path(folder) / MANIFEST).is_file()
+
+
+def read_manifest(folder):
+    """Read and check ``folder/manifest.json``.
+
+    Returns
+    -------
+    list of Utterance
+        In manifest order.
+
+    Raises
+    ------
+    ParameterError
+        A missing or unparsable manifest, or an entry without ``file``, ``rate``, ``speaker``.
+    """
+    folder = Path(folder)
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise ParameterError(f"{folder}: no {MANIFEST} (a wideband corpus lists its files there)")
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ParameterError(f"{path}: not a readable manifest ({error})") from None
+    if not isinstance(entries, list):
+        raise ParameterError(f"{path}: expected a list of entries, got {type(entries).__name__}")
+    utterances = []
+    for number, entry in enumerate(entries):
+        try:
+            utterances.append(Utterance(folder / str(entry["file"]), str(entry["speaker"]), int(entry["rate"]),
+                                        float(entry.get("duration_s", 0.0)), tuple(entry.get("flags", ()))))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ParameterError(f"{path}: entry {number} lacks or garbles {error}; each entry needs "
+                                 "'file', 'rate' and 'speaker'") from None
+    return utterances
+
+
+def split_of(utterances):
+    """The split of every speaker (see the module conventions).
+
+    Returns
+    -------
+    dict of str to str
+        Speaker id to ``"train"``, ``"validation"`` or ``"test"``.
+    """
+    corpus_speakers = sorted({u.speaker for u in utterances if u.rate == TRAIN_RATE},
+                             key=lambda s: (not s.isdigit(), int(s) if s.isdigit() else 0, s))
+    splits = {}
+    for position, speaker in enumerate(corpus_speakers):
+        splits[speaker] = "test" if position % 5 == 0 else "validation" if position % 10 == 1 else "train"
+    for u in utterances:
+        splits.setdefault(u.speaker, "test")
+    return splits
+
+
+def select(folder, split="train"):
+    """The usable utterances of a split: no excluded flag, in manifest order.
+
+    Parameters
+    ----------
+    folder : str or Path
+    split : {"train", "validation", "test"}
+
+    Returns
+    -------
+    list of Utterance
+
+    Raises
+    ------
+    ParameterError
+        An unknown split, or a split with no usable file.
+    """
+    if split not in SPLITS:
+        raise ParameterError(f"split={split!r}: expected one of {', '.join(SPLITS)}")
+    utterances = read_manifest(folder)
+    splits = split_of(utterances)
+    chosen = [u for u in utterances if splits[u.speaker] == split and not set(u.flags) & set(EXCLUDED_FLAGS)]
+    if not chosen:
+        raise ParameterError(f"{folder}: no usable files in the {split} split")
+    return chosen
+
+
+def highpass(y, sample_rate):
+    """High-pass at :data:`HIGHPASS_HZ`: a 2nd-order Butterworth run forward and backward (zero phase)."""
+    from scipy.signal import butter, sosfiltfilt
+
+    sos = butter(2, HIGHPASS_HZ, btype="highpass", fs=sample_rate, output="sos")
+    return sosfiltfilt(sos, y) if len(y) > 15 else y
+
+
+def clean_signals(folder, split="train"):
+    """Load the clean utterances of a split, high-passed at :data:`HIGHPASS_HZ`.
+
+    Returns
+    -------
+    list of (str, ndarray, int)
+        ``(id, y, sample_rate)``, the id being the file name without extension.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`select`, and a file whose rate differs from the manifest's.
+    """
+    signals = []
+    for utterance in select(folder, split):
+        y, sample_rate = read_audio(utterance.path)
+        if sample_rate != utterance.rate:
+            raise ParameterError(f"{utterance.path}: sample rate {sample_rate} Hz, the manifest says "
+                                 f"{utterance.rate} Hz")
+        signals.append((utterance.path.stem, highpass(y, sample_rate), sample_rate))
+    return signals

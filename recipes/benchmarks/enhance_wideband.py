@@ -1,0 +1,217 @@
+"""Wideband enhancement: SDR (full band and at 8 kHz), STOI, PESQ-wb and the band above 4 kHz.
+
+Noisy material is made from held-out speakers of a wideband corpus (``sepsti.corpora.wideband``:
+the ``validation`` split to choose settings, the ``test`` split to report), since no wideband
+noise recordings are provided:
+
+- 16 kHz: LibriSpeech utterances of the split (high-passed at 80 Hz, at most ``--seconds`` long,
+  set to −27 dBFS RMS) mixed at 0/5/10 dB with four noises made here: ``white``, ``pink``
+  (1/f power over the whole band), ``babble`` (five other speakers of the same split, summed)
+  and ``car`` (the synthetic corpus's car noise, ``sepsti.corpora.synth.synth_noise``, which is
+  telephone band, resampled);
+- 48 kHz (``--rate48 N``): LJ Speech utterances (22.05 kHz, speech up to 11 kHz) resampled to
+  48 kHz and mixed with white, pink and babble noise generated at 48 kHz.
+
+Every noisy file is written as 16-bit PCM and enhanced by ``python -m sepsti enhance`` in one
+process (the checkout given by ``--sepsti``, default this one, so that an earlier commit's
+telephone-band path can be measured the same way). Scores, against the clean reference:
+BSS_EVAL SDR at the file's rate and after resampling all three signals to 8 kHz
+(``sepsti.metrics.bss_eval``), STOI and PESQ wide band (``sepsti.metrics``), the share of energy
+above 4 kHz of the output against the clean speech (dB), and the same in *fricative-dominated*
+frames: 32 ms frames of the clean speech within 40 dB of its loudest frame whose energy lies
+mostly (> 50 %) above 4 kHz.
+
+Usage::
+
+    python recipes/benchmarks/enhance_wideband.py --data ../shared/data/wideband --split test \\
+        [--label after] [--sepsti CHECKOUT] [--dictionary D.npz] [--files 12] [--snr 0,5,10] \\
+        [--noise white,pink,babble,car] [--rate48 4] [--seconds 8] [--out results/wideband]
+"""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from _common import ROOT, recipe_parser, write_results  # noqa: E402
+
+NAME = "enhance_wideband"
+LEVEL_DB = -27.0
+BABBLE_TALKERS = 5
+
+
+def _noise(kind, n, rate, rng, babble_pool):
+    """``n`` samples of a noise type at ``rate`` with unit RMS (babble from ``babble_pool`` speakers)."""
+    from sepsti.audio import resample
+    from sepsti.corpora.synth import SAMPLE_RATE, synth_noise
+
+    if kind == "white":
+        y = rng.standard_normal(n)
+    elif kind == "pink":
+        spectrum = rng.standard_normal(n // 2 + 1) + 1j * rng.standard_normal(n // 2 + 1)
+        spectrum /= np.sqrt(np.maximum(np.fft.rfftfreq(n, 1 / rate), 20.0))
+        y = np.fft.irfft(spectrum, n)
+    elif kind == "babble":
+        y = np.zeros(n)
+        for talker in rng.choice(len(babble_pool), BABBLE_TALKERS, replace=False):
+            voice = resample(babble_pool[talker][1], babble_pool[talker][2], rate)
+            voice = np.tile(voice, -(-n // len(voice)) + 1)
+            start = rng.integers(0, len(voice) - n + 1)
+            y += voice[start:start + n] / max(np.std(voice), 1e-12)
+    elif kind == "car":
+        y = resample(synth_noise("car", -(-n * SAMPLE_RATE // rate) + 1, rng), SAMPLE_RATE, rate, length=n)
+    else:
+        raise SystemExit(f"unknown noise {kind!r}")
+    return y / max(np.std(y), 1e-12)
+
+
+def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, seed):
+    """Write the noisy files; return [(path, clean, rate, noise, snr, utterance)]."""
+    import soundfile
+
+    from sepsti.audio import resample
+    from sepsti.corpora import wideband
+
+    signals = wideband.clean_signals(data, split)
+    libri = [s for s in signals if s[2] == wideband.TRAIN_RATE]
+    others = [s for s in signals if s[2] != wideband.TRAIN_RATE]
+    sets = [(16000, libri[:files], noises)]
+    if rate48:
+        sets.append((48000, others[:rate48], [n for n in noises if n != "car"]))
+    folder.mkdir(parents=True, exist_ok=True)
+    mixtures = []
+    for rate, chosen, kinds in sets:
+        for number, (utterance, y, source_rate) in enumerate(chosen):
+            clean = resample(y, source_rate, rate)[:int(seconds * rate)]
+            clean *= 10 ** (LEVEL_DB / 20) / max(np.sqrt(np.mean(clean ** 2)), 1e-12)
+            pool = [s for s in libri if s[0] != utterance]
+            for k, kind in enumerate(kinds):
+                rng = np.random.default_rng([seed, rate, number, k])
+                noise = _noise(kind, len(clean), rate, rng, pool)
+                for snr in snrs:
+                    scaled = noise * np.sqrt(np.sum(clean ** 2) / (np.sum(noise ** 2) * 10 ** (snr / 10)))
+                    path = folder / f"{utterance}_{rate // 1000}k_{kind}_sn{snr}.wav"
+                    soundfile.write(path, np.clip(clean + scaled, -1, 1), rate, subtype="PCM_16")
+                    mixtures.append((path, clean, rate, kind, snr, utterance))
+    return mixtures
+
+
+def band_share(y, rate, cutoff=4000.0):
+    """Fraction of the energy of ``y`` above ``cutoff`` Hz."""
+    power = np.abs(np.fft.rfft(y)) ** 2
+    return float(power[np.fft.rfftfreq(len(y), 1 / rate) > cutoff].sum() / max(power.sum(), 1e-30))
+
+
+def fricative_level(clean, output, rate):
+    """Output energy above 4 kHz against the clean speech's (dB) in fricative-dominated frames, and their count."""
+    frame = int(0.032 * rate)
+    count = len(clean) // frame
+    spectra = [np.abs(np.fft.rfft(z[:count * frame].reshape(count, frame), axis=1)) ** 2 for z in (clean, output)]
+    high = np.fft.rfftfreq(frame, 1 / rate) > 4000
+    total = spectra[0].sum(axis=1)
+    chosen = (spectra[0][:, high].sum(axis=1) > 0.5 * total) & (total > total.max() * 1e-4)
+    if not chosen.any():
+        return float("nan"), 0
+    ratio = spectra[1][chosen][:, high].sum() / max(spectra[0][chosen][:, high].sum(), 1e-30)
+    return float(10 * np.log10(max(ratio, 1e-30))), int(chosen.sum())
+
+
+def score(clean, signal, noisy, rate):
+    """Every score of ``signal`` (the output, or ``noisy`` itself) against ``clean``, as a dict."""
+    from sepsti import metrics
+    from sepsti.audio import resample
+
+    full = metrics.bss_eval(clean, noisy, signal)["sdr"]
+    narrow = [resample(z, rate, 8000) for z in (clean, noisy, signal)]
+    fricative, frames = fricative_level(clean, signal, rate)
+    return {"sdr": full, "sdr_8k": metrics.bss_eval(*narrow)["sdr"], "stoi": metrics.stoi(clean, signal, rate),
+            "pesq_wb": metrics.pesq(clean, signal, rate, mode="wb"),
+            "share_above_4k": band_share(signal, rate), "clean_share_above_4k": band_share(clean, rate),
+            "fricative_db": fricative, "fricative_frames": frames}
+
+
+def main():
+    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "wideband")
+    parser.add_argument("--split", default="test", choices=("validation", "test"))
+    parser.add_argument("--label", default="sepsti", help="name of this run in the results")
+    parser.add_argument("--sepsti", type=Path, default=ROOT, help="checkout whose sepsti enhances")
+    parser.add_argument("--dictionary", type=Path, default=None, help="passed to enhance --dictionary")
+    parser.add_argument("--files", type=int, default=12, help="16 kHz utterances")
+    parser.add_argument("--rate48", type=int, default=4, help="48 kHz utterances (LJ Speech)")
+    parser.add_argument("--noise", default="white,pink,babble,car")
+    parser.add_argument("--snr", default="0,5,10")
+    parser.add_argument("--seconds", type=float, default=8.0, help="longest clean utterance used")
+    parser.add_argument("--no-input", action="store_true", help="do not score the unprocessed input")
+    args = parser.parse_args()
+    if not (args.data / "manifest.json").is_file():
+        raise SystemExit(f"{args.data}: no wideband corpus (manifest.json) there")
+    import soundfile
+
+    noises = args.noise.split(",")
+    snrs = [int(s) for s in args.snr.split(",")]
+    files = 3 if args.quick else args.files
+    mixtures = make_mixtures(args.data, args.split, args.out / f"noisy_{args.split}", files=files, noises=noises,
+                             snrs=snrs, seconds=args.seconds, rate48=0 if args.quick else args.rate48, seed=args.seed)
+    enhanced = args.out / f"{args.label}_{args.split}"
+    command = [sys.executable, "-m", "sepsti", "enhance", *[str(m[0]) for m in mixtures], "--out-dir", str(enhanced),
+               "--overwrite"]
+    if args.dictionary is not None:
+        command += ["--dictionary", str(args.dictionary.resolve())]
+    env = {**os.environ, "PYTHONPATH": str(args.sepsti.resolve()), "OPENBLAS_NUM_THREADS": "1"}
+    start = time.perf_counter()
+    subprocess.run(command, env=env, cwd=args.sepsti, check=True, stdout=subprocess.DEVNULL)
+    seconds = time.perf_counter() - start
+    audio_seconds = sum(len(m[1]) / m[2] for m in mixtures)
+    rows = []
+    for path, clean, rate, kind, snr, utterance in mixtures:
+        noisy, _ = soundfile.read(path)
+        output, _ = soundfile.read(enhanced / path.name)
+        row = {"file": path.name, "rate": rate, "noise": kind, "snr": snr, "utterance": utterance,
+               args.label: score(clean, output, noisy, rate)}
+        if not args.no_input:
+            row["input"] = score(clean, noisy, noisy, rate)
+        rows.append(row)
+        print(path.name, {k: round(v, 3) for k, v in row[args.label].items()}, flush=True)
+    summary = summarize(rows, [args.label] + ([] if args.no_input else ["input"]))
+    print_summary(summary)
+    write_results(args.out, f"{NAME}_{args.label}_{args.split}", {
+        "split": args.split, "label": args.label, "checkout": str(args.sepsti.resolve()),
+        "dictionary": None if args.dictionary is None else str(args.dictionary), "enhance_seconds": seconds,
+        "audio_seconds": audio_seconds, "load_average": os.getloadavg(), "results": rows, "summary": summary})
+
+
+def summarize(rows, methods):
+    """Means per method, rate and SNR (energy shares as the mean share in dB against the clean's)."""
+    summary = {}
+    for method in methods:
+        for rate in sorted({r["rate"] for r in rows}):
+            for snr in sorted({r["snr"] for r in rows}) + ["all"]:
+                chosen = [r for r in rows if r["rate"] == rate and (snr == "all" or r["snr"] == snr)]
+                values = {key: float(np.nanmean([r[method][key] for r in chosen]))
+                          for key in ("sdr", "sdr_8k", "stoi", "pesq_wb", "fricative_db")}
+                share = np.mean([r[method]["share_above_4k"] for r in chosen])
+                clean_share = np.mean([r[method]["clean_share_above_4k"] for r in chosen])
+                values["share_above_4k"] = float(share)
+                values["clean_share_above_4k"] = float(clean_share)
+                values["above_4k_db"] = float(10 * np.log10(max(share, 1e-30) / clean_share))
+                summary[f"{method} {rate} {snr}"] = values
+    return summary
+
+
+def print_summary(summary):
+    print(f"{'method rate snr':<22}{'SDR':>7}{'SDR8k':>7}{'STOI':>7}{'PESQwb':>7}{'>4k %':>8}{'clean %':>8}"
+          f"{'>4k dB':>8}{'fric dB':>8}")
+    for key, v in summary.items():
+        print(f"{key:<22}{v['sdr']:7.2f}{v['sdr_8k']:7.2f}{v['stoi']:7.3f}{v['pesq_wb']:7.2f}"
+              f"{100 * v['share_above_4k']:8.3f}{100 * v['clean_share_above_4k']:8.3f}{v['above_4k_db']:8.2f}"
+              f"{v['fricative_db']:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

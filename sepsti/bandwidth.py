@@ -1,0 +1,132 @@
+"""Which dictionary fits an input's rate, and the band above the dictionary's.
+
+Conventions
+-----------
+Signals are float64 in [-1, 1) at the input's own rate ``sample_rate`` unless said otherwise; the
+dictionary's rate is its framing's (:class:`sepsti.features.Framing`), the *processing rate*.
+Speech and noise magnitudes are ``(n_bins, n_frames)`` at the processing rate.
+
+The enhancer models the band up to half the processing rate. An input recorded at a higher
+rate also has an *upper band*: the input minus its own round trip through the processing rate
+(``resample_poly`` down and up, the filter the enhanced band goes through), so that the two
+bands add up to the input exactly. The model says nothing about the upper band directly;
+what it does know is how much of the top modelled band is speech in each frame. The upper
+band is therefore enhanced with that frame's gain ``Σ S / Σ (S + N)`` over the top of the
+modelled band (:data:`TOP_BAND`, 4–7.6 kHz for the 16 kHz dictionary, 2–3.8 kHz for the 8 kHz
+one), interpolated linearly between frame centres: fricatives (speech in the top band) keep
+their upper band, noise-only frames lose it as the top band's noise does. Nothing is removed
+without the model saying so.
+"""
+
+import numpy as np
+
+__all__ = ["NARROWBAND_RATE", "TOP_BAND", "dictionary_path_for_rate", "has_upper_band", "UpperBand"]
+
+#: Inputs at this rate and below are enhanced with the 8 kHz dictionary (whose band they fill),
+#: higher ones with the 16 kHz one, upsampled to it when below 16 kHz: at 11.025 kHz that beats
+#: the 8 kHz dictionary with the band above 4 kHz carried upward on every score (docs/wideband.md).
+NARROWBAND_RATE = 8000
+#: The part of the modelled band whose speech share is carried upward, as fractions of half
+#: the processing rate. The lower edge takes in the whole fricative region the dictionary sees;
+#: the upper edge stays below the resampling filter's transition band.
+TOP_BAND = (0.5, 0.95)
+
+
+def dictionary_path_for_rate(sample_rate):
+    """The shipped dictionary for an input rate: 8 kHz up to :data:`NARROWBAND_RATE`, else 16 kHz.
+
+    Parameters
+    ----------
+    sample_rate : int
+        The input file's rate (Hz).
+
+    Returns
+    -------
+    Path
+    """
+    from sepsti.dictionary import default_dictionary_path, wideband_dictionary_path
+
+    return default_dictionary_path() if int(sample_rate) <= NARROWBAND_RATE else wideband_dictionary_path()
+
+
+def has_upper_band(sample_rate, framing):
+    """Whether an input at ``sample_rate`` has a band above what ``framing``'s dictionary models."""
+    return int(sample_rate) > framing.sample_rate
+
+
+class UpperBand:
+    """The upper band of an input, enhanced with the speech share of the top modelled band.
+
+    Feed it the enhancer's speech and noise magnitudes with :meth:`add_mask` (the ``mask_fn`` of
+    :func:`sepsti.denoise.denoise_blocks`) and pass each piece of the enhanced, re-upsampled
+    signal through :meth:`apply`, in order. The gains a piece needs are known by then: the
+    overlap-add has released a sample only once the frames around it are done.
+
+    Parameters
+    ----------
+    blocks : callable
+        ``blocks()`` returns an iterator over the input's consecutive pieces at ``sample_rate``
+        (called once).
+    sample_rate : int
+        The input's rate, above ``framing.sample_rate``.
+    length : int
+        The input's number of samples.
+    framing : sepsti.features.Framing
+        The dictionary's STFT.
+    """
+
+    def __init__(self, blocks, sample_rate, length, framing):
+        from sepsti.audio import Resampler
+
+        self._rate, self._length, self._framing = int(sample_rate), int(length), framing
+        frequencies = np.arange(framing.n_bins) / framing.n_fft
+        self._top = (frequencies >= TOP_BAND[0] / 2) & (frequencies <= TOP_BAND[1] / 2)
+        self._gains = []
+        self._down = Resampler(self._rate, framing.sample_rate, self._length)
+        self._up = Resampler(framing.sample_rate, self._rate, self._down.num_output)
+        self._upper = self._upper_blocks(blocks)
+        self._buffer = np.zeros(0)
+        self._next = 0
+
+    def add_mask(self, speech, noise):
+        """Record the gains of frames (speech and noise magnitudes, shape (n_bins, m), in order)."""
+        speech = speech[self._top].sum(axis=0)
+        total = speech + noise[self._top].sum(axis=0)
+        self._gains.append(np.divide(speech, total, out=np.zeros_like(speech), where=total > 0))
+
+    def _upper_blocks(self, blocks):
+        """The input minus its round trip through the processing rate, block by block."""
+        held, low = np.zeros(0), np.zeros(0)
+        for block in blocks():
+            held = np.concatenate([held, block])
+            low = np.concatenate([low, self._up.push(self._down.push(block))])
+            count = min(len(held), len(low))
+            yield held[:count] - low[:count]
+            held, low = held[count:], low[count:]
+        low = np.concatenate([low, self._up.push(self._down.finish()), self._up.finish()])[:len(held)]
+        yield held - low
+
+    def _take(self, count):
+        while len(self._buffer) < count:
+            block = next(self._upper, None)
+            if block is None:  # past the input's end (the way back may round up): no upper band
+                self._buffer = np.pad(self._buffer, (0, count - len(self._buffer)))
+                break
+            self._buffer = np.concatenate([self._buffer, block])
+        out, self._buffer = self._buffer[:count], self._buffer[count:]
+        return out
+
+    def apply(self, piece):
+        """Add the enhanced upper band to the next samples of the enhanced signal (at ``sample_rate``)."""
+        piece = np.asarray(piece, dtype=np.float64)
+        if len(piece) == 0:
+            return piece
+        if not self._gains:  # all-zero input: the enhancer computed no frames and the band is silent
+            return piece
+        gains = np.concatenate(self._gains) if len(self._gains) > 1 else self._gains[0]
+        self._gains = [gains]
+        # frame j is centred on processing sample j·hop, i.e. input sample j·hop·rate / processing rate
+        centres = np.arange(len(gains)) * (self._framing.hop_length * self._rate / self._framing.sample_rate)
+        where = np.arange(self._next, self._next + len(piece))
+        self._next += len(piece)
+        return piece + np.interp(where, centres, gains) * self._take(len(piece))

@@ -1,0 +1,235 @@
+"""Rates, dictionaries and the band above the dictionary's: :mod:`sepsti.bandwidth` and ``enhance``."""
+
+import numpy as np
+import pytest
+import soundfile
+
+from sepsti import bandwidth, features
+from sepsti.audio import resample
+from sepsti.dictionary import default_dictionary_path, load_dictionary, wideband_dictionary_path
+
+from test_cli_train import run
+
+WIDE = features.framing_for_rate(16000)
+
+
+@pytest.mark.parametrize("rate, wideband", [(4000, False), (8000, False), (8001, True), (11025, True), (12000, True),
+                                            (16000, True), (22050, True), (44100, True), (48000, True)])
+def test_dictionary_for_rate(rate, wideband):
+    expected = wideband_dictionary_path() if wideband else default_dictionary_path()
+    assert bandwidth.dictionary_path_for_rate(rate) == expected
+
+
+def test_shipped_dictionaries_load_with_their_framing():
+    narrow = load_dictionary(default_dictionary_path())
+    wide = load_dictionary(wideband_dictionary_path())
+    assert narrow.framing == features.NARROWBAND
+    assert wide.framing == WIDE == (16000, 1024, 512)
+    assert wide.W.shape == (513, wide.rank)
+    with np.load(wideband_dictionary_path(), allow_pickle=False) as archive:
+        assert archive["W"].dtype == np.float32  # shipped small
+    assert wideband_dictionary_path().stat().st_size < 400_000
+
+
+def _pieces(y, sizes):
+    start, k = 0, 0
+    while start < len(y):
+        yield y[start:start + sizes[k % len(sizes)]]
+        start += sizes[k % len(sizes)]
+        k += 1
+
+
+def _run_upper_band(y, rate, speech_share, *, block_sizes=(len,), piece_sizes=(4096,)):
+    """The enhancer's signal path with a given per-bin speech share as its mask (speech, noise)."""
+    from sepsti.audio import Resampler
+
+    down = resample(y, rate, WIDE.sample_rate)
+    spectrogram = features.stft(down, framing=WIDE)
+    sizes = [size(y) if callable(size) else size for size in block_sizes]
+    upper = bandwidth.UpperBand(lambda: _pieces(y, sizes), rate, len(y), WIDE)
+    speech = speech_share * np.abs(spectrogram)
+    upper.add_mask(speech[:, :7], np.abs(spectrogram[:, :7]) - speech[:, :7])
+    upper.add_mask(speech[:, 7:], np.abs(spectrogram[:, 7:]) - speech[:, 7:])
+    low = features.istft(speech_share * spectrogram, len(down), framing=WIDE)
+    back = Resampler(WIDE.sample_rate, rate, len(down))
+    out = [upper.apply(piece) for piece in _pieces(back.push(low), piece_sizes)]
+    out.append(upper.apply(back.finish()))
+    return np.concatenate(out)[:len(y)]
+
+
+@pytest.mark.parametrize("rate", [22050, 48000])
+def test_full_mask_gives_the_input_back(rng, rate):
+    # the two bands add up to the input: a model that calls everything speech changes nothing
+    y = 0.1 * rng.standard_normal(rate // 2)
+    np.testing.assert_allclose(_run_upper_band(y, rate, 1.0), y, rtol=0, atol=1e-9)
+
+
+def test_upper_band_follows_the_gain_of_the_top_band(rng):
+    rate = 48000
+    y = 0.1 * rng.standard_normal(rate)
+    out = _run_upper_band(y, rate, 0.25)
+    spectrum = lambda z: np.abs(np.fft.rfft(z)) ** 2  # noqa: E731
+    frequencies = np.fft.rfftfreq(len(y), 1 / rate)
+    upper = frequencies > 9000
+    # amplitude gain 1/4 in the modelled band, so 1/16 of the power above it too
+    ratio = spectrum(out)[upper].sum() / spectrum(y)[upper].sum()
+    assert ratio == pytest.approx(1 / 16, rel=0.02)
+    out_zero = _run_upper_band(y, rate, 0.0)
+    assert np.max(np.abs(out_zero)) < 1e-9
+
+
+def test_blocks_and_pieces_do_not_change_the_result(rng):
+    rate = 44100
+    y = 0.1 * rng.standard_normal(rate)
+    share = np.linspace(0.0, 1.0, WIDE.n_bins)[:, None]
+    whole = _run_upper_band(y, rate, share)
+    pieced = _run_upper_band(y, rate, share, block_sizes=(999, 4096, 17), piece_sizes=(1, 3000, 777))
+    np.testing.assert_allclose(pieced, whole, rtol=0, atol=1e-12)
+
+
+def _fricative_test_signal(rng, rate, seconds=3.0):
+    """Voiced stretches (harmonics below 4 kHz) alternating with fricative-like noise bursts that reach
+    up to 0.45 × the rate, in pauses of nothing; the noise is weak white noise over the whole band."""
+    from scipy.signal import butter, sosfilt
+
+    n = int(seconds * rate)
+    t = np.arange(n) / rate
+    f0 = 130 * (1 + 0.1 * np.sin(2 * np.pi * 0.7 * t))
+    phase = 2 * np.pi * np.cumsum(f0) / rate
+    voiced = sum(np.sin(k * phase) / k for k in range(1, 30) if k * 150 < 4000)
+    cycle = (t * 2.0) % 1.0
+    voiced *= (cycle < 0.4)
+    hiss = sosfilt(butter(6, [4500, 0.45 * rate], btype="bandpass", fs=rate, output="sos"), rng.standard_normal(n))
+    hiss *= (cycle > 0.5) & (cycle < 0.75)
+    clean = 0.05 * voiced / np.std(voiced) + 0.05 * hiss / np.std(hiss)
+    return clean, clean + 0.002 * rng.standard_normal(n)
+
+
+def _band_energy(y, rate, low, high=np.inf):
+    power = np.abs(np.fft.rfft(y)) ** 2
+    frequencies = np.fft.rfftfreq(len(y), 1 / rate)
+    return power[(frequencies > low) & (frequencies <= high)].sum()
+
+
+@pytest.mark.parametrize("rate, top", [(16000, 8000), (48000, 24000)])
+def test_enhanced_output_keeps_its_high_band(tmp_path, rng, rate, top):
+    clean, noisy = _fricative_test_signal(rng, rate)
+    soundfile.write(tmp_path / "noisy.wav", noisy, rate, subtype="FLOAT")
+    result = run(["enhance", tmp_path / "noisy.wav", "-o", tmp_path / "out.wav"])
+    assert result.exit_code == 0, result.stderr
+    out, out_rate = soundfile.read(tmp_path / "out.wav")
+    assert out_rate == rate and len(out) == len(noisy)
+    for low, high in [(4000, top), (8000, top)] if rate > 16000 else [(4000, top)]:
+        kept = 10 * np.log10(_band_energy(out, rate, low, high) / _band_energy(clean, rate, low, high))
+        assert abs(kept) < 3.0, f"{low}-{high} Hz: output {kept:.2f} dB against the clean speech"
+
+
+def test_upper_band_noise_is_reduced_where_the_model_hears_no_speech(tmp_path, rng):
+    rate = 48000
+    clean, noisy = _fricative_test_signal(rng, rate)
+    soundfile.write(tmp_path / "noisy.wav", noisy, rate, subtype="FLOAT")
+    assert run(["enhance", tmp_path / "noisy.wav", "-o", tmp_path / "out.wav"]).exit_code == 0
+    out, _ = soundfile.read(tmp_path / "out.wav")
+    t = np.arange(len(clean)) / rate
+    pause = ((t * 2.0) % 1.0 > 0.8) & ((t * 2.0) % 1.0 < 0.95)  # neither voiced nor fricative
+    kept = _band_energy(out[pause], rate, 12000, 20000) / _band_energy(noisy[pause], rate, 12000, 20000)
+    assert 10 * np.log10(kept) < -6.0, 10 * np.log10(kept)
+
+
+def test_enhance_picks_the_dictionary_per_rate(tmp_path, rng, monkeypatch):
+    import sepsti.commands.enhance as command
+
+    used = []
+    real = command.enhance_file
+
+    def recorder(audio, target, W, framing, **options):
+        used.append((audio.sample_rate, framing, W.shape[0]))
+        return real(audio, target, W, framing, **options)
+
+    monkeypatch.setattr(command, "enhance_file", recorder)
+    rates = (8000, 11025, 16000, 22050, 48000)
+    for rate in rates:
+        soundfile.write(tmp_path / f"in{rate}.wav", 0.1 * rng.standard_normal(rate), rate, subtype="PCM_16")
+    result = run(["enhance", *[tmp_path / f"in{rate}.wav" for rate in rates], "--out-dir", tmp_path / "out",
+                  "--iterations", 2])
+    assert result.exit_code == 0, result.stderr
+    narrow, wide = features.NARROWBAND, WIDE
+    assert used == [(8000, narrow, 257), (11025, wide, 513), (16000, wide, 513), (22050, wide, 513),
+                    (48000, wide, 513)]
+    for rate in rates:
+        info = soundfile.info(tmp_path / "out" / f"in{rate}.wav")
+        assert (info.samplerate, info.frames) == (rate, rate)
+    # --dictionary applies to every input
+    used.clear()
+    result = run(["enhance", tmp_path / "in48000.wav", tmp_path / "in8000.wav", "--out-dir", tmp_path / "again",
+                  "--dictionary", default_dictionary_path(), "--iterations", 2])
+    assert result.exit_code == 0, result.stderr
+    assert used == [(48000, narrow, 257), (8000, narrow, 257)]
+
+
+def test_noise_sample_is_learned_with_the_framing_of_each_input_dictionary(tmp_path, rng, monkeypatch):
+    """One noise sample (22.05 kHz) for an 8 kHz and a 48 kHz input: each gets the sample's model in its own
+    dictionary's framing, learned on the sample resampled to that dictionary's rate."""
+    import sepsti.commands.enhance as command
+    from sepsti.audio import load_audio
+    from sepsti.denoise import learn_noise
+
+    used = {}
+    real = command.enhance_file
+
+    def recorder(audio, target, W, framing, **options):
+        used[audio.sample_rate] = (framing, options["noise"])
+        return real(audio, target, W, framing, **options)
+
+    monkeypatch.setattr(command, "enhance_file", recorder)
+    soundfile.write(tmp_path / "noise.wav", 0.05 * rng.standard_normal(22050 * 2), 22050, subtype="FLOAT")
+    for rate in (8000, 48000):
+        soundfile.write(tmp_path / f"in{rate}.wav", 0.1 * rng.standard_normal(rate // 5), rate, subtype="PCM_16")
+    result = run(["enhance", tmp_path / "in8000.wav", tmp_path / "in48000.wav", "--out-dir", tmp_path / "out",
+                  "--noise-sample", tmp_path / "noise.wav", "--iterations", 2])
+    assert result.exit_code == 0 and result.stderr == "", result.stderr  # 0.2 s inputs: enhanced with the sample
+    for rate, framing in ((8000, features.NARROWBAND), (48000, WIDE)):
+        used_framing, model = used[rate]
+        assert used_framing == framing and model.W_noise.shape == (1, framing.n_bins, 5)
+        sample = load_audio(tmp_path / "noise.wav", sample_rate=framing.sample_rate).samples
+        expected = learn_noise(lambda: iter((features.magnitude(sample, framing=framing),)), 5)
+        np.testing.assert_allclose(model.floor, expected.floor, rtol=1e-10)
+        np.testing.assert_allclose(model.W_noise, expected.W_noise, rtol=1e-6, atol=1e-12)
+        assert soundfile.info(tmp_path / "out" / f"in{rate}.wav").frames == rate // 5
+
+
+def test_a_short_file_above_the_dictionary_rate_is_written_unchanged_with_its_upper_band(tmp_path, rng):
+    """0.3 s at 48 kHz is 11 frames of the 16 kHz dictionary, fewer than 4 per noise atom: the input comes back."""
+    clean, noisy = _fricative_test_signal(rng, 48000, seconds=0.3)
+    soundfile.write(tmp_path / "short.wav", noisy, 48000, subtype="PCM_16")
+    result = run(["enhance", tmp_path / "short.wav", "-o", tmp_path / "out.wav"])
+    assert result.exit_code == 0, result.stderr
+    assert "too short" in result.stderr and "(11 frames, 0.30 s" in result.stderr, result.stderr
+    np.testing.assert_array_equal(soundfile.read(tmp_path / "out.wav", dtype="int16")[0],
+                                  soundfile.read(tmp_path / "short.wav", dtype="int16")[0])
+
+
+def test_evaluate_enhance_signal_keeps_the_upper_band_as_enhance_does(tmp_path, rng):
+    from sepsti.commands.evaluate import enhance_signal
+
+    clean, noisy = _fricative_test_signal(rng, 48000, seconds=2.0)
+    soundfile.write(tmp_path / "noisy.wav", noisy, 48000, subtype="FLOAT")
+    assert run(["enhance", tmp_path / "noisy.wav", "-o", tmp_path / "out.flac", "--iterations", 10]).exit_code == 0
+    written, _ = soundfile.read(tmp_path / "out.flac")
+    speech = enhance_signal(noisy, 48000, load_dictionary(wideband_dictionary_path()), max_iter=10)
+    np.testing.assert_allclose(speech, written, rtol=0, atol=1.01 / 32768)  # FLAC's 16-bit rounding
+    assert abs(10 * np.log10(_band_energy(speech, 48000, 8000) / _band_energy(clean, 48000, 8000))) < 3.0
+
+
+def test_shipped_dictionary_trained_on_train_speakers_only():
+    from pathlib import Path
+
+    from sepsti.corpora import wideband
+
+    data = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "wideband"
+    if not wideband.is_wideband_corpus(data):
+        pytest.skip("wideband corpus not found at ../shared/data/wideband")
+    splits = wideband.split_of(wideband.read_manifest(data))
+    files = load_dictionary(wideband_dictionary_path()).files
+    speakers = {name.split("-")[0] for name in files}
+    assert files and {splits[speaker] for speaker in speakers} == {"train"}

@@ -78,7 +78,11 @@ def test_missing_field_is_named(tmp_path, rng, field):
     ("files", np.array([[1, 2]]), "'files' must be a 1-D array of strings"),
 ])
 def test_bad_field_is_named(tmp_path, rng, field, value, message):
-    arrays = _fields(_dictionary(rng))
+    _assert_bad_field_is_named(tmp_path, _dictionary(rng), field, value, message)
+
+
+def _assert_bad_field_is_named(tmp_path, dictionary, field, value, message):
+    arrays = _fields(dictionary)
     arrays[field] = value
     np.savez(tmp_path / "d.npz", **arrays)
     with pytest.raises(ParameterError, match=message):
@@ -121,11 +125,7 @@ def test_wideband_round_trip(tmp_path, rng, dtype):
     ("sample_rate", np.int64(-16000), "'sample_rate'=-16000 must be a positive integer"),
 ])
 def test_wideband_bad_field_is_named(tmp_path, rng, field, value, message):
-    arrays = _fields(_wideband(rng))
-    arrays[field] = value
-    np.savez(tmp_path / "d.npz", **arrays)
-    with pytest.raises(ParameterError, match=message):
-        load_dictionary(tmp_path / "d.npz")
+    _assert_bad_field_is_named(tmp_path, _wideband(rng), field, value, message)
 
 
 def test_save_refuses_other_storage_types(tmp_path, rng):

@@ -43,10 +43,12 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid
+from sepsti.core.models.poisson_nmf import prior_rate_at, validate_prior_rate
 from sepsti.core.random import stream
 
 __all__ = ["REFERENCE_PRESET", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains",
-           "annealed_importance_bound", "log_space_mode", "mala_move", "path_point", "reference_at_mode"]
+           "annealed_importance_bound", "at_temperature", "log_space_mode", "mala_move", "path_point",
+           "reference_at_mode"]
 
 #: MALA's acceptance target during burn-in (Roberts & Rosenthal 1998).
 TARGET_ACCEPTANCE = 0.57
@@ -194,8 +196,6 @@ class NMFLogDensity:
     def __init__(self, X, prior_rate):
         from scipy.special import gammaln
 
-        from sepsti.core.models.poisson_nmf import validate_prior_rate
-
         self.X = np.asarray(X, dtype=np.float64)
         self.prior_rate = validate_prior_rate(prior_rate)
         self.data_mean = float(self.X.mean())
@@ -203,8 +203,6 @@ class NMFLogDensity:
 
     def rates_at(self, rank):
         """The prior rates of W and H at ``rank``."""
-        from sepsti.core.models.poisson_nmf import prior_rate_at
-
         rate = prior_rate_at(self.prior_rate, self.data_mean, rank)
         return rate, rate
 
@@ -389,11 +387,16 @@ class ReferencePathChains:
 
 
 def path_point(density, q, b, logs):
-    """(log pi_b, S times its gradient, the integrand log p + log L - log q) at ``logs``."""
+    """(log pi_b, S times its gradient, the integrand log p + log L - log q, the terms) at ``logs``."""
     value, gradients = density(logs)
-    log_q = q.log_density(logs)
-    drift = [(1 - b) * gq + b * g for gq, g in zip(q.grad_log_density(logs), gradients)]
-    return (1 - b) * log_q + b * value, q.times_covariance(drift), value - log_q
+    return at_temperature((value, gradients, q.log_density(logs), q.grad_log_density(logs)), q, b)
+
+
+def at_temperature(terms, q, b):
+    """:func:`path_point` at another temperature from its ``terms`` (no density evaluation)."""
+    value, gradients, log_q, q_gradients = terms
+    drift = [(1 - b) * gq + b * g for gq, g in zip(q_gradients, gradients)]
+    return (1 - b) * log_q + b * value, q.times_covariance(drift), value - log_q, terms
 
 
 def mala_move(density, q, b, logs, current, step, rng):
@@ -458,7 +461,7 @@ def annealed_importance_bound(density, rank, *, num_temperatures=3000, num_runs=
         log_weight, step = 0.0, 0.5
         for previous, b in zip(temperatures[:-1], temperatures[1:]):
             log_weight += (b - previous) * current[2]
-            current = path_point(density, q, b, logs)
+            current = at_temperature(current[3], q, b)
             for _ in range(moves):
                 logs, current, log_accept = mala_move(density, q, b, logs, current, step, rng)
                 step *= np.exp(0.05 * (np.exp(min(log_accept, 0.0)) - TARGET_ACCEPTANCE))

@@ -28,6 +28,18 @@ def test_weights_integrate_what_they_should(rule, power):
         assert w @ u == pytest.approx(power / (power + 1), rel=1e-9)
 
 
+def test_beta_grid_is_dense_at_both_ends_and_its_simpson_weights_integrate():
+    t = temperature_grid(16, schedule="beta", power=2.0)
+    u = np.arange(17) / 16
+    np.testing.assert_allclose(t, 3 * u ** 2 - 2 * u ** 3, atol=1e-12)
+    w = integration_weights(t, rule="simpson", power=2.0, schedule="beta")
+    assert w[0] == 0.0 and w[-1] == pytest.approx(0.0, abs=1e-12)  # dt/du = 6u(1 - u) vanishes at both ends
+    assert w.sum() == pytest.approx(1.0, rel=1e-12)  # Simpson is exact on the quadratic 6u(1 - u)
+    # f(t) = u(t) makes the integrand 6u^2(1 - u), a cubic: exact again; e^(3t) to its fourth-order error
+    assert w @ u == pytest.approx(0.5, rel=1e-12)
+    assert w @ np.exp(3 * t) == pytest.approx((np.exp(3) - 1) / 3, rel=1e-3)
+
+
 def test_integrated_time_of_ar1(rng):
     rho = 0.8
     x = np.empty(200000)

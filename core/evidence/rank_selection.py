@@ -107,12 +107,12 @@ class TemperatureGrid:
     ----------
     num_intervals : int
         T; the grid has T + 1 temperatures from 0 to 1.
-    schedule : {"power", "uniform"}
-        t_i = (i/T)^c or i/T (see :func:`sepsti.core.evidence.sti.temperature_grid`).
+    schedule : {"power", "uniform", "beta"}
+        t_i = (i/T)^c, i/T or I_(i/T)(c, c) (see :func:`sepsti.core.evidence.sti.temperature_grid`).
     power : float
-        c of the power schedule (recorded as 1 for the uniform one).
+        c of the power or beta schedule (recorded as 1 for the uniform one).
     rule : {"simpson", "trapezoid"}
-        Quadrature (Simpson works in u = t^(1/c)).
+        Quadrature (Simpson works in the grid variable u = i/T).
     """
 
     num_intervals: int = 10
@@ -123,14 +123,14 @@ class TemperatureGrid:
     def __post_init__(self):
         if int(self.num_intervals) != self.num_intervals or self.num_intervals < 1:
             raise ParameterError(f"num_intervals={self.num_intervals} must be a positive integer")
-        if self.schedule not in ("power", "uniform"):
-            raise ParameterError(f"schedule={self.schedule!r}: expected 'power' or 'uniform'")
+        if self.schedule not in ("power", "uniform", "beta"):
+            raise ParameterError(f"schedule={self.schedule!r}: expected 'power', 'uniform' or 'beta'")
         if self.rule not in ("simpson", "trapezoid"):
             raise ParameterError(f"rule={self.rule!r}: expected 'simpson' or 'trapezoid'")
         if not self.power >= 1.0:
             raise ParameterError(f"power={self.power} must be at least 1")
         object.__setattr__(self, "num_intervals", int(self.num_intervals))
-        object.__setattr__(self, "power", float(self.power) if self.schedule == "power" else 1.0)
+        object.__setattr__(self, "power", float(self.power) if self.schedule != "uniform" else 1.0)
 
     @property
     def temperatures(self):
@@ -140,7 +140,7 @@ class TemperatureGrid:
     @property
     def weights(self):
         """ndarray, shape (T + 1,): quadrature weights of E_t[log p] on the grid."""
-        return integration_weights(self.temperatures, rule=self.rule, power=self.power)
+        return integration_weights(self.temperatures, rule=self.rule, power=self.power, schedule=self.schedule)
 
     def as_dict(self):
         return {**asdict(self), "temperatures": self.temperatures.tolist()}
@@ -177,7 +177,7 @@ class ChainSettings:
     init : str
         Chain start (the model's options, e.g. ``random``/``em`` or ``prior``/``map``).
     init_iterations : int
-        EM or MAP iterations of the start.
+        EM or MAP iterations of the start (for the reference path's mode: accelerated EM sweeps).
     exact_prior : bool
         At t = 0, independent prior draws instead of a chain.
     prior_draws : int or None

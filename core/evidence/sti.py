@@ -101,11 +101,14 @@ def temperature_grid(num_intervals, *, schedule="uniform", power=5.0):
     ----------
     num_intervals : int
         T, the number of intervals.
-    schedule : {"uniform", "power"}
+    schedule : {"uniform", "power", "beta"}
         ``uniform``: t_i = i/T (ICASSP'16). ``power``: t_i = (i/T)^c, which
         puts temperatures where E_t[log p(x|theta)] changes fastest, near 0.
+        ``beta``: t_i = I_(i/T)(c, c), the regularised incomplete beta function
+        (c = 2: 3u^2 - 2u^3), dense near both ends, for paths whose integrand
+        is also steep near t = 1 (:mod:`sepsti.core.evidence.reference_path`).
     power : float
-        c of the power schedule.
+        c of the power or beta schedule.
 
     Returns
     -------
@@ -120,7 +123,13 @@ def temperature_grid(num_intervals, *, schedule="uniform", power=5.0):
         if not power >= 1:
             raise ParameterError(f"power={power} must be >= 1")
         return grid ** float(power)
-    raise ParameterError(f"schedule={schedule!r}: expected 'uniform' or 'power'")
+    if schedule == "beta":
+        from scipy.special import betainc
+
+        if not power >= 1:
+            raise ParameterError(f"power={power} must be >= 1")
+        return betainc(float(power), float(power), grid)
+    raise ParameterError(f"schedule={schedule!r}: expected 'uniform', 'power' or 'beta'")
 
 
 def trapezoid_weights(temperatures):
@@ -133,7 +142,7 @@ def trapezoid_weights(temperatures):
     return w
 
 
-def integration_weights(temperatures, *, rule="trapezoid", power=1.0):
+def integration_weights(temperatures, *, rule="trapezoid", power=1.0, schedule="power"):
     """Quadrature weights w over the grid, so that log p(x) ~ sum_i w_i E_{t_i}[log p(x | theta)].
 
     Parameters
@@ -141,22 +150,30 @@ def integration_weights(temperatures, *, rule="trapezoid", power=1.0):
     temperatures : array_like, shape (T + 1,)
     rule : {"trapezoid", "simpson"}
         ``trapezoid``: ICASSP'16 eq. 7, in t. ``simpson``: Simpson's rule in
-        the grid variable u = t^(1/c), on the integrand c u^(c-1) E_t[...]
-        which is smooth where E_t changes fastest; its weight at t = 0 is 0
-        for c > 1.
+        the grid variable u (t = u^c, or t = I_u(c, c) for the beta schedule),
+        on the integrand (dt/du) E_t[...], which is smooth where E_t changes
+        fastest; its weight is 0 where dt/du is (t = 0 for c > 1, and t = 1
+        too for the beta schedule).
     power : float
         c, the exponent the grid was built with (1 for a uniform grid).
+    schedule : {"power", "uniform", "beta"}
+        How the grid was built (``uniform`` is the power schedule with c = 1).
     """
     t = np.asarray(temperatures, dtype=np.float64)
     if rule == "trapezoid":
         return trapezoid_weights(t)
     if rule == "simpson":
         from scipy.integrate import simpson
+        from scipy.special import beta, betaincinv
 
-        u = t ** (1.0 / power)
+        if schedule == "beta":
+            u = betaincinv(power, power, t)
+            slope = (u * (1.0 - u)) ** (power - 1.0) / beta(power, power)
+        else:
+            u = t ** (1.0 / power)
+            slope = power * u ** (power - 1.0)
         basis = np.eye(t.size)
-        weights_u = np.array([simpson(row, x=u) for row in basis])
-        return weights_u * power * u ** (power - 1.0)
+        return np.array([simpson(row, x=u) for row in basis]) * slope
     raise ParameterError(f"rule={rule!r}: expected 'trapezoid' or 'simpson'")
 
 

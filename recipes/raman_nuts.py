@@ -26,7 +26,10 @@ reached, each with or without Metropolis moves along the D/H scale orbit
 with the best smallest ESS per gradient evaluation is kept (a dense M^-1
 product counted as ``DENSE_COST`` gradients). The fixed choices remain:
 ``diagonal`` (the paper's), ``gauss-newton``, ``dense`` (from warm-up draws),
-each with ``+moves`` (``--scale-moves`` sweeps per transition).
+each with ``+moves`` (``--scale-moves`` sweeps per transition). Whatever the
+metric, the warm-up ends by checking the adapted step: if it diverged there,
+the target acceptance statistic is raised from ``--target`` (0.8) to 0.9, then
+0.95, and the step size re-adapted (the record's ``target`` and ``step_checks``).
 
 Settings the paper leaves open: lambda = 1 for both exponential marginals,
 sigma_N = the simulator's noise standard deviation, kernels exactly as
@@ -82,7 +85,7 @@ def nmf_gpp_structure(model):
 
 def run_one(data, beta, *, num_warmup, num_draws, metric, max_tree_depth, target, seed, num_chains=2,
             num_workers=None, scale_moves=5):
-    """MAP then ``num_chains`` NUTS chains from it; returns the JSON record and the figure data."""
+    """MAP then ``num_chains`` NUTS chains from it; returns the JSON record, the figure data and the NUTSResult."""
     if metric not in METRICS:
         raise ParameterError(f"metric={metric!r}: expected one of {sorted(METRICS)}")
     model = NMFGPP(data.X, num_components=2, plate_shape=data.plate_shape, beta=beta, noise_std=data.noise_std)
@@ -93,7 +96,9 @@ def run_one(data, beta, *, num_warmup, num_draws, metric, max_tree_depth, target
     model.logdensity_and_grad(estimate.theta)  # compile (or load) the kernel once, before the workers fork
     result = sample_nuts(model.logdensity_and_grad, estimate.theta, num_warmup=num_warmup, num_draws=num_draws,
                          num_chains=num_chains, metric=METRICS[metric], seed=seed, structure=nmf_gpp_structure(model),
-                         settings=NUTSSettings(max_tree_depth=max_tree_depth, target=target),
+                         settings=NUTSSettings(max_tree_depth=max_tree_depth, target=target,
+                                               raised_targets=tuple(t for t in NUTSSettings().raised_targets
+                                                                    if t > target)),
                          auto=AutoMetricSettings(dense_cost=DENSE_COST, num_move_sweeps=scale_moves),
                          num_workers=num_workers)
     thetas = result.draws.reshape(-1, model.dim)
@@ -111,6 +116,8 @@ def run_one(data, beta, *, num_warmup, num_draws, metric, max_tree_depth, target
         "num_chains": num_chains,
         "min_ess": diagnostics.min_bulk_ess, "median_ess": diagnostics.median_bulk_ess,
         "min_tail_ess": diagnostics.min_tail_ess, "worst": diagnostics.worst, "max_rhat": diagnostics.max_rhat,
+        "worst_rhat": diagnostics.worst_rhat, "target": result.metric.target,
+        "step_checks": [list(check) for check in result.metric.checks],
         "ess_per_second": diagnostics.min_bulk_ess / wall,
         "ess_per_second_with_warmup": diagnostics.min_bulk_ess / (wall + result.warmup_seconds),
         # The slowest chain's own CPU time: the wall time with a core per chain, whatever else the machine runs.
@@ -139,7 +146,7 @@ def run_one(data, beta, *, num_warmup, num_draws, metric, max_tree_depth, target
                "true_D": data.D[:, 0].reshape(data.plate_shape),
                "map_D": estimate.D[:, analyte].reshape(data.plate_shape),
                "draw_D": [model.factors(thetas[i])[0][:, analyte].reshape(data.plate_shape) for i in picks[[0, -1]]]}
-    return record, figures
+    return record, figures, result
 
 
 def make_figure(panels):
@@ -201,7 +208,7 @@ def main():
         for experiment in [int(e) for e in args.experiments.split(",")]:
             data = simulate_raman(experiment, seed=args.seed, intensity=intensity, noise_std=noise_std)
             for beta in [float(b) for b in args.betas.split(",")]:
-                record, fig_data = run_one(data, beta, num_warmup=num_warmup, num_draws=num_draws,
+                record, fig_data, _ = run_one(data, beta, num_warmup=num_warmup, num_draws=num_draws,
                                            metric=args.metric, max_tree_depth=args.max_tree_depth,
                                            target=args.target, seed=args.seed, num_chains=args.chains,
                                            num_workers=args.workers, scale_moves=args.scale_moves)
@@ -211,7 +218,8 @@ def main():
                       f"MAP corr {record['map_spectrum_corr']:.3f}, posterior corr "
                       f"{record['posterior_spectrum_corr']:.3f}, min ESS {record['min_ess']:.0f} "
                       f"({record['ess_per_second']:.2f}/s, {record['worst']}), max R-hat {record['max_rhat']:.3f}, "
-                      f"divergences {record['divergences']}, depth {record['mean_tree_depth']:.2f}", flush=True)
+                      f"divergences {record['divergences']} (delta {record['target']:g}), "
+                      f"depth {record['mean_tree_depth']:.2f}", flush=True)
     settings = {"num_warmup": num_warmup, "num_draws": num_draws, "metric": args.metric, "regime": args.regime,
                 "intensity": intensity, "noise_std": noise_std, "chains": args.chains, "scale_moves": args.scale_moves,
                 "max_tree_depth": args.max_tree_depth, "target": args.target, "rate": 1.0,

@@ -1,11 +1,13 @@
-"""sample_nuts: the automatic metric on Gaussians of known covariance, parallel = sequential, known moments."""
+"""sample_nuts: the automatic metric on Gaussians of known covariance, parallel = sequential, known moments,
+the divergence check of the warm-up."""
 
 import numpy as np
 import pytest
+from scipy.special import gamma
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.random import stream
-from sepsti.core.samplers.chains import sample_nuts
+from sepsti.core.samplers.chains import NUTSSettings, sample_nuts
 from sepsti.core.samplers.metric import AutoMetricSettings, PilotResult, TargetStructure, choose_metric
 
 from test_hmc import assert_moments
@@ -99,6 +101,33 @@ def test_fixed_metric_and_diagnostics():
     diagnostics = result.diagnostics
     assert 0 < diagnostics.min_bulk_ess <= diagnostics.median_bulk_ess
     assert diagnostics.max_rhat < 1.05 and diagnostics.num_divergent == 0
+    # A Gaussian does not diverge: one check, at the caller's target, which every chain keeps.
+    assert result.metric.checks == ((0.8, 0, 0, 60),) and result.metric.target == 0.8
+    assert [c.target for c in result.chains] == [0.8, 0.8]
+
+
+def quartic(x):
+    """exp(-sum x^4 / 4): the curvature 3 x^2 grows in the tails, so a step fit to the bulk diverges out there."""
+    return -0.25 * float(np.sum(x ** 4)), -x ** 3
+
+
+def test_divergent_check_raises_the_target_until_the_divergences_are_gone():
+    # At delta = 0.5 the adapted step exceeds the leapfrog's stability limit 2 / sqrt(3 x^2) in the tails.
+    options = dict(num_warmup=500, num_draws=500, num_chains=2, metric="diagonal", seed=0, num_workers=1)
+    fixed = sample_nuts(quartic, np.full(10, 0.1), settings=NUTSSettings(target=0.5, raised_targets=()), **options)
+    assert fixed.diagnostics.num_divergent >= 10 and fixed.metric.target == 0.5
+    raised = sample_nuts(quartic, np.full(10, 0.1), settings=NUTSSettings(target=0.5, raised_targets=(0.8, 0.9, 0.95)),
+                         **options)
+    checks = raised.metric.checks
+    # The first check saw what the fixed run then met in its draws; the target rose until a check passed.
+    assert checks[0][0] == 0.5 and checks[0][1] + checks[0][2] > 0
+    assert checks[-1][1] + checks[-1][2] == 0 and raised.metric.target == checks[-1][0] > 0.5
+    assert "target raised" in raised.metric.reason
+    assert [c.target for c in raised.chains] == [raised.metric.target] * 2
+    assert max(c.step_size for c in raised.chains) < min(c.step_size for c in fixed.chains)
+    assert raised.diagnostics.num_divergent == 0
+    # E x^2 = 2 Gamma(3/4) / Gamma(1/4) under exp(-x^4 / 4).
+    assert_moments(raised.draws, 0.0, 2 * gamma(0.75) / gamma(0.25))
 
 
 def test_inference_data_on_request():
@@ -118,6 +147,12 @@ def test_choose_metric_prefers_the_cheaper_within_the_margin_and_skips_divergent
     assert choose_metric([pilot("diagonal", 1.0), pilot("dense", 1.9)], margin=2.0)[0] == "diagonal"
     assert choose_metric([pilot("diagonal", 1.0), pilot("dense", 2.1)], margin=2.0)[0] == "dense"
     assert choose_metric([pilot("diagonal", 1.0), pilot("dense", 5.0, divergent=3)], margin=2.0)[0] == "diagonal"
+    # Of the kind kept, the variant with scale moves when it is within the margin as well.
+    assert choose_metric([pilot("diagonal", 1.0), pilot("diagonal+moves", 0.6)], margin=2.0)[0] == "diagonal+moves"
+    assert choose_metric([pilot("diagonal", 1.0), pilot("diagonal+moves", 0.4)], margin=2.0)[0] == "diagonal"
+    chosen, reason = choose_metric([pilot("diagonal", 0.1), pilot("diagonal+moves", 0.1), pilot("precision", 1.0),
+                                    pilot("precision+moves", 0.8)], margin=2.0)
+    assert chosen == "precision+moves" and "scale moves" in reason
 
 
 def test_bad_input_is_refused():
@@ -130,3 +165,7 @@ def test_bad_input_is_refused():
         sample_nuts(fn, np.zeros((3, 2)), num_warmup=50, num_draws=10, num_chains=2)
     with pytest.raises(ParameterError, match="num_warmup"):
         sample_nuts(fn, np.zeros(2), num_warmup=5, num_draws=10)
+    with pytest.raises(ParameterError, match="must rise"):
+        sample_nuts(fn, np.zeros(2), num_warmup=50, num_draws=10, settings=NUTSSettings(raised_targets=(0.95, 0.9)))
+    with pytest.raises(ParameterError, match="check_fraction"):
+        sample_nuts(fn, np.zeros(2), num_warmup=50, num_draws=10, settings=NUTSSettings(check_fraction=0.6))

@@ -19,7 +19,15 @@ so that a choice made from all of them applies to all of them:
 3. *final*: the rest of the warm-up with the chosen metric (diagonal and
    dense re-estimated in windows, ``precision`` fixed at the state reached),
    the step size by dual averaging, the scale-move proposals by Robbins–Monro;
-4. *sampling* with everything fixed.
+4. *check*: the last share of the warm-up runs the sampling kernel as it
+   will be (step size, metric and moves fixed) and counts divergences. If
+   any chain diverged there, or in its adaptation with the final metric at a
+   step no larger than the adapted one, or the chosen candidate's pilot
+   draws did, the target acceptance statistic δ is raised to the next of
+   ``NUTSSettings.raised_targets`` on every chain, the step size re-adapted
+   by dual averaging from where it was and the check repeated, until one
+   passes or the targets run out;
+5. *sampling* with everything fixed.
 
 References
 ----------
@@ -39,7 +47,7 @@ from sepsti.core.random import stream
 from sepsti.core.samplers import group_move, nuts
 from sepsti.core.samplers.driver import run_chain
 from sepsti.core.samplers.hmc import HMCState, find_reasonable_step_size, init
-from sepsti.core.samplers.mass_matrix import welford_covariance, welford_variance
+from sepsti.core.samplers.mass_matrix import warmup_schedule, welford_covariance, welford_variance
 from sepsti.core.samplers.metric import (AutoMetricSettings, MetricChoice, TargetStructure, candidate_metrics,
                                   choose_metric, pilot_result, split_name, validate_metric)
 from sepsti.core.samplers.warmup import window_adaptation
@@ -58,11 +66,19 @@ class NUTSSettings(NamedTuple):
         Target acceptance statistic δ of dual averaging.
     divergence_threshold : float
         Δ_max of the energy error.
+    raised_targets : tuple of float
+        The targets tried in turn, each followed by a re-adaptation of the step
+        size, while the warm-up's check transitions at the adapted step diverge.
+    check_fraction : float
+        Share of the warm-up run as the check (and, after each raise, both the
+        re-adaptation and the new check); 0 turns the check off.
     """
 
     max_tree_depth: int = 10
     target: float = 0.8
     divergence_threshold: float = 1000.0
+    raised_targets: tuple = (0.9, 0.95)
+    check_fraction: float = 0.1
 
 
 class TransitionInfo(NamedTuple):
@@ -82,10 +98,13 @@ class ChainInfo(NamedTuple):
     ``seconds`` are the chain's own wall time in its worker (warm-up, sampling),
     ``cpu_seconds`` the CPU time of the thread that ran it: what the wall time
     would be with a core to itself, whatever else the machine runs;
-    ``info`` holds the sampling transitions, each field of shape (num_draws,).
+    ``target`` is the δ the step size was adapted to (above
+    ``NUTSSettings.target`` when the warm-up's check diverged); ``info`` holds
+    the sampling transitions, each field of shape (num_draws,).
     """
 
     step_size: float
+    target: float
     inverse_mass_matrix: np.ndarray
     num_divergent: int
     num_warmup_divergent: int
@@ -104,7 +123,7 @@ class SampleDiagnostics(NamedTuple):
     """Diagnostics over all chains: bulk and tail ESS, split-R̂ (rank), divergences.
 
     ``worst`` names the quantity with the smallest bulk ESS: ``theta[i]``,
-    ``logdensity`` or ``summary[j]``.
+    ``logdensity`` or ``summary[j]``; ``worst_rhat`` the one with the largest R̂.
     """
 
     min_bulk_ess: float
@@ -114,6 +133,7 @@ class SampleDiagnostics(NamedTuple):
     worst: str
     logdensity_ess: float
     num_divergent: int
+    worst_rhat: str
 
 
 class NUTSResult(NamedTuple):
@@ -174,6 +194,7 @@ class _Chain(NamedTuple):
     explore_positions: Optional[np.ndarray]
     num_warmup_gradients: int
     num_warmup_divergent: int
+    num_adapted_divergent: int  # of the latest adaptation: see _divergent_at_adapted_step
     warmup_seconds: float
     warmup_cpu_seconds: float
 
@@ -235,22 +256,40 @@ def _metric_from_positions(positions, kind):
 
 
 def _warmup(problem, chain, kind, moves, num_steps, inverse_mass_matrix, *, adapt, keep_positions=False,
-            max_tree_depth=None):
+            max_tree_depth=None, target=None, initial_step_size=None):
     """``num_steps`` of window adaptation for one metric kind; returns the chain and the WarmupResult."""
     kernel = _transition_kernel(problem, max_tree_depth or problem.settings.max_tree_depth, moves)
     start, cpu_start = time.perf_counter(), time.thread_time()
     warm = window_adaptation(kernel, chain.state, chain.rng, problem.logdensity_and_grad_fn, num_steps=num_steps,
-                             target=problem.settings.target, adapt_mass_matrix=adapt,
+                             target=problem.settings.target if target is None else target, adapt_mass_matrix=adapt,
                              metric="diagonal" if kind == "diagonal" else "dense",
-                             inverse_mass_matrix=inverse_mass_matrix, keep_positions=keep_positions)
+                             inverse_mass_matrix=inverse_mass_matrix, keep_positions=keep_positions,
+                             initial_step_size=initial_step_size)
     chain = chain._replace(
         state=warm.state, step_size=warm.step_size, inverse_mass_matrix=warm.inverse_mass_matrix,
         log_move_std=None if moves is None else moves.log_std, move_iteration=0 if moves is None else moves.iteration,
         num_warmup_gradients=chain.num_warmup_gradients + int(_work(warm.info, 0.0, False)),
         num_warmup_divergent=chain.num_warmup_divergent + int(np.sum(warm.info.is_divergent)),
+        num_adapted_divergent=_divergent_at_adapted_step(warm, num_steps, adapt),
         warmup_seconds=chain.warmup_seconds + time.perf_counter() - start,
         warmup_cpu_seconds=chain.warmup_cpu_seconds + time.thread_time() - cpu_start)
     return chain, warm
+
+
+def _divergent_at_adapted_step(warm, num_steps, adapt):
+    """Divergences with the final metric at a step no larger than the adapted one.
+
+    Dual averaging tries steps above and below the value it settles on; a
+    transition that diverged with the metric sampling will use, at a step the
+    sampling will not exceed, is a divergence the sampling can meet as well.
+    """
+    first = 0
+    if adapt:
+        _, is_window_end = warmup_schedule(num_steps)
+        ends = np.flatnonzero(is_window_end)
+        first = int(ends[-1]) + 1 if len(ends) else 0
+    info = warm.info
+    return int(np.sum(info.is_divergent[first:] & (info.step_size[first:] <= warm.step_size)))
 
 
 def _phase_explore(problem, chain, num_steps):
@@ -321,19 +360,43 @@ def _phase_final(problem, chain, metric, num_steps, *, is_chosen_by_pilot):
     return chain._replace(explore_positions=None)
 
 
-def _phase_sample(problem, chain, metric, num_draws):
-    kind, has_moves = split_name(metric)
+def _run_fixed(problem, chain, metric, num_steps):
+    """``num_steps`` transitions with the chain's step size, metric and move scales fixed."""
+    _, has_moves = split_name(metric)
     moves = _Moves(problem, chain, is_adapting=False) if has_moves else None
     kernel = _transition_kernel(problem, problem.settings.max_tree_depth, moves)
     start, cpu_start = time.perf_counter(), time.thread_time()
     result = run_chain(lambda r, s, i: kernel(r, s, chain.step_size, chain.inverse_mass_matrix), chain.state,
-                       chain.rng, num_steps=num_draws, transform=lambda s: (s.position, s.logdensity))
-    seconds, cpu_seconds = time.perf_counter() - start, time.thread_time() - cpu_start
+                       chain.rng, num_steps=num_steps, transform=lambda s: (s.position, s.logdensity))
+    return result, moves, time.perf_counter() - start, time.thread_time() - cpu_start
+
+
+def _phase_check(problem, chain, metric, num_steps):
+    """The sampling kernel as it will run, counted as warm-up; returns the chain and its divergences."""
+    result, _, seconds, cpu_seconds = _run_fixed(problem, chain, metric, num_steps)
+    chain = chain._replace(
+        state=result.state, num_warmup_gradients=chain.num_warmup_gradients + int(_work(result.info, 0.0, False)),
+        num_warmup_divergent=chain.num_warmup_divergent + int(result.num_divergent),
+        warmup_seconds=chain.warmup_seconds + seconds, warmup_cpu_seconds=chain.warmup_cpu_seconds + cpu_seconds)
+    return chain, int(result.num_divergent)
+
+
+def _phase_readapt(problem, chain, metric, num_steps, target):
+    """Dual averaging towards ``target`` from the chain's step size, the metric fixed."""
+    kind, has_moves = split_name(metric)
+    moves = _Moves(problem, chain, is_adapting=True) if has_moves else None
+    chain, _ = _warmup(problem, chain, kind, moves, num_steps, chain.inverse_mass_matrix, adapt=False, target=target,
+                       initial_step_size=chain.step_size)
+    return chain
+
+
+def _phase_sample(problem, chain, metric, num_draws, target):
+    result, moves, seconds, cpu_seconds = _run_fixed(problem, chain, metric, num_draws)
     positions, logdensity = result.samples
     summaries = None
     if problem.structure.summary_fn is not None:
         summaries = np.array([problem.structure.summary_fn(x) for x in positions]).reshape(num_draws, -1)
-    info = ChainInfo(chain.step_size, chain.inverse_mass_matrix, int(result.num_divergent),
+    info = ChainInfo(chain.step_size, target, chain.inverse_mass_matrix, int(result.num_divergent),
                      chain.num_warmup_divergent, int(_work(result.info, 0.0, False)), chain.num_warmup_gradients,
                      float(np.mean(result.info.tree_depth)), chain.warmup_seconds, seconds, chain.warmup_cpu_seconds,
                      cpu_seconds, None if moves is None else np.mean(moves.acceptance, axis=0), result.info)
@@ -406,9 +469,43 @@ def summarize(draws, logdensity, summaries=None, *, num_divergent=0):
     tail = effective_sample_size(everything, method="tail")
     rhat = split_rhat(everything) if draws.shape[0] > 1 else np.full(bulk.shape, np.nan)
     worst = int(np.argmin(bulk))
+    several = draws.shape[0] > 1
     return SampleDiagnostics(float(bulk.min()), float(np.median(bulk[:draws.shape[2]])), float(tail.min()),
-                             float(np.nanmax(rhat)) if draws.shape[0] > 1 else float("nan"), labels[worst],
-                             float(bulk[draws.shape[2]]), int(num_divergent))
+                             float(np.nanmax(rhat)) if several else float("nan"), labels[worst],
+                             float(bulk[draws.shape[2]]), int(num_divergent),
+                             labels[int(np.argmax(rhat))] if several else "")
+
+
+def _check_step_size(runner, chains, choice, settings, num_steps, num_chains):
+    """Check the adapted step on every chain; raise δ and re-adapt while it diverged.
+
+    The evidence at each target: divergences in the check transitions, those
+    of the adaptation at or below the adapted step (see
+    :func:`_divergent_at_adapted_step`) and, at the first target, those of the
+    chosen candidate's measured pilot draws.
+    """
+    if num_steps == 0:
+        return chains, choice._replace(target=settings.target)
+    target, checks, raised = settings.target, [], list(settings.raised_targets)
+    chosen_pilot_divergent = sum(p.num_divergent for p in choice.pilots if p.metric == choice.metric)
+    pilot_divergent = chosen_pilot_divergent
+    while True:
+        adapted = sum(chain.num_adapted_divergent for chain in chains)
+        outcomes = runner.map(_phase_check, chains, choice.metric, num_steps)
+        chains = [chain for chain, _ in outcomes]
+        checked = sum(count for _, count in outcomes)
+        checks.append((target, adapted, checked, num_steps * num_chains))
+        if not raised or adapted + checked + pilot_divergent == 0:
+            break
+        target, pilot_divergent = raised.pop(0), 0
+        chains = runner.map(_phase_readapt, chains, choice.metric, num_steps, target)
+    steps = "; ".join(f"delta {t:g}: {a} divergences at or below the adapted step in its adaptation, {n} of {total} "
+                      f"check transitions" for t, a, n, total in checks)
+    if chosen_pilot_divergent:
+        steps = f"{chosen_pilot_divergent} divergences in the chosen pilot; " + steps
+    if len(checks) > 1:
+        steps += f" (target raised to {target:g}, the step size re-adapted after each raise)"
+    return chains, choice._replace(reason=f"{choice.reason}; {steps}", target=target, checks=tuple(checks))
 
 
 def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains=2, metric="auto", seed=0,
@@ -423,7 +520,9 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     x0 : array_like, shape (dim,) or (num_chains, dim)
         Starting position(s).
     num_warmup, num_draws : int
-        Warm-up iterations (the pilots of ``"auto"`` come on top) and kept draws per chain.
+        Warm-up iterations, the first check of the step size included (the
+        pilots of ``"auto"`` and any re-adaptation after a divergent check
+        come on top), and kept draws per chain.
     num_chains : int
     metric : str
         ``"auto"`` (chosen from pilot runs, see :mod:`sepsti.core.samplers.metric`) or
@@ -465,6 +564,14 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
         raise ParameterError(f"executor={executor!r}: expected 'process' or 'thread'")
     if not 0.0 < auto.explore_fraction < 1.0:
         raise ParameterError(f"explore_fraction={auto.explore_fraction} must lie in (0, 1)")
+    largest_check = 0.5 * (1.0 - auto.explore_fraction)
+    if not 0.0 <= settings.check_fraction <= largest_check:
+        raise ParameterError(f"check_fraction={settings.check_fraction} must lie in [0, {largest_check:g}] "
+                             "(half of what the exploration leaves)")
+    targets = (settings.target,) + tuple(settings.raised_targets)
+    if not all(0.0 < t < 1.0 for t in targets) or any(a >= b for a, b in zip(targets, targets[1:])):
+        raise ParameterError(f"target={settings.target} and raised_targets={settings.raised_targets} must rise "
+                             "within (0, 1)")
     x0 = np.asarray(x0, dtype=float)
     starts = np.broadcast_to(x0, (num_chains, x0.shape[-1])) if x0.ndim == 1 else x0
     if starts.shape[0] != num_chains:
@@ -473,10 +580,11 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     if num_workers < 1:
         raise ParameterError(f"num_workers={num_workers} must be a positive integer")
     problem = _Problem(logdensity_and_grad_fn, structure, settings, auto)
-    chains = [_Chain(c, stream(seed, c), init(starts[c], logdensity_and_grad_fn), 0.0, None, None, 0, None, 0, 0,
+    chains = [_Chain(c, stream(seed, c), init(starts[c], logdensity_and_grad_fn), 0.0, None, None, 0, None, 0, 0, 0,
                      0.0, 0.0) for c in range(num_chains)]
     kind, _ = split_name(metric)
     num_explore = int(round(auto.explore_fraction * num_warmup)) if metric == "auto" or kind == "precision" else 0
+    num_check = int(round(settings.check_fraction * num_warmup))
     runner = _Runner(problem, num_workers=num_workers, executor=executor)
     try:
         start = time.perf_counter()
@@ -500,11 +608,12 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
             choice = MetricChoice(chosen, reason, tuple(pilots), tuple(skipped))
         else:
             choice = MetricChoice(metric, "fixed by the caller", (), ())
-        chains = runner.map(_phase_final, chains, choice.metric, num_warmup - num_explore,
+        chains = runner.map(_phase_final, chains, choice.metric, num_warmup - num_explore - num_check,
                             is_chosen_by_pilot=metric == "auto")
+        chains, choice = _check_step_size(runner, chains, choice, settings, num_check, num_chains)
         warmup_seconds = time.perf_counter() - start
         start = time.perf_counter()
-        results = runner.map(_phase_sample, chains, choice.metric, num_draws)
+        results = runner.map(_phase_sample, chains, choice.metric, num_draws, choice.target)
         sampling_seconds = time.perf_counter() - start
     finally:
         runner.close()

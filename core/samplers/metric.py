@@ -20,9 +20,14 @@ few dual-averaging iterations and then a few draws on every chain, and the
 smallest bulk ESS over the parameters, the log density and the caller's
 summaries (e.g. the scale directions of a factorisation), pooled over
 chains, is divided by the work spent (gradient evaluations, a scale-move
-density evaluation counting as one). The cheapest candidate within a factor
+density evaluation counting as one). The cheapest kind within a factor
 ``margin`` of the best is kept, because a short pilot's ESS is noisy and a
-diagonal metric is cheaper and estimated from fewer draws than a dense one.
+diagonal metric is cheaper and estimated from fewer draws than a dense one;
+of that kind, the variant with scale moves when it too is within the margin:
+the moves' cost is in the work already and small beside a tree's, while
+leaving them out when the scale direction is the slow one costs orders of
+magnitude (docs/nuts.md, stiff regime), a difference pilots too short to see
+that direction cannot resolve.
 """
 
 from typing import Callable, NamedTuple, Optional
@@ -76,8 +81,9 @@ class AutoMetricSettings(NamedTuple):
         Per candidate and chain: dual-averaging iterations, then draws at the
         adapted step whose ESS is measured. These come on top of the warm-up.
     margin : float
-        The cheapest candidate whose ESS per unit of work is within this factor of the best is kept
-        (a pilot's smallest ESS over 2 × 75 draws is uncertain by tens of per cent).
+        The cheapest kind whose ESS per unit of work is within this factor of the best is kept, with
+        its scale moves if they are within it too (a pilot's smallest ESS over 2 × 75 draws is uncertain
+        by tens of per cent).
     dense_cost : float
         Work of one product by a dense M⁻¹ (one per leaf), in gradient
         evaluations; 0 counts gradients only. The ratio of its time to a
@@ -113,12 +119,15 @@ class PilotResult(NamedTuple):
 
 
 class MetricChoice(NamedTuple):
-    """The metric used for sampling and why."""
+    """The metric used for sampling and why, with the target δ its step size was adapted to."""
 
     metric: str
     reason: str
     pilots: tuple            # of PilotResult, empty for a fixed metric
     skipped: tuple           # (metric, reason) of candidates not tried
+    target: float = 0.8      # δ after the warm-up's divergence checks
+    checks: tuple = ()       # per target δ tried: (δ, divergences in its adaptation at or below the adapted
+                             # step, divergences in its check, check transitions), over all chains
 
 
 def split_name(name):
@@ -167,7 +176,7 @@ def candidate_metrics(structure, *, dim, num_explore_draws, settings):
 
 
 def choose_metric(pilots, *, margin):
-    """Pick from pilot results: the cheapest (first) candidate within ``margin`` of the best ESS per work.
+    """Pick from pilot results: the cheapest kind within ``margin`` of the best ESS per work, with moves if within too.
 
     Candidates whose measured pilot draws diverged are passed over unless all did.
 
@@ -185,10 +194,15 @@ def choose_metric(pilots, *, margin):
         raise ParameterError("choose_metric needs at least one pilot result")
     pool = [p for p in pilots if p.num_divergent == 0] or list(pilots)
     best = max(pool, key=lambda p: p.ess_per_work)
-    chosen = next(p for p in pool if p.ess_per_work * margin >= best.ess_per_work)
+    within = [p for p in pool if p.ess_per_work * margin >= best.ess_per_work]
+    kind = split_name(within[0].metric)[0]
+    of_kind = [p for p in within if split_name(p.metric)[0] == kind]
+    chosen = next((p for p in of_kind if split_name(p.metric)[1]), of_kind[0])
     table = ", ".join(f"{p.metric} {1e3 * p.ess_per_work:.3g}" for p in pilots)
-    reason = (f"min ESS per 1000 gradients in the pilots: {table}; "
-              f"{chosen.metric} is the cheapest within {margin:g}x of the best ({best.metric})")
+    reason = (f"min ESS per 1000 gradients in the pilots: {table}; {kind} is the cheapest kind within {margin:g}x "
+              f"of the best ({best.metric})")
+    if split_name(chosen.metric)[1]:
+        reason += ", taken with its scale moves (within the margin too)"
     dropped = [p.metric for p in pilots if p not in pool]
     if dropped:
         reason += f"; passed over for divergences: {', '.join(dropped)}"

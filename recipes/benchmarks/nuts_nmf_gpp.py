@@ -28,8 +28,18 @@ Figures, all on the same input in the same run:
    a dense M^-1 product is not a gradient and shows only in ESS/s) does not
    depend on the machine's load; ESS/s does. Min ESS per CPU second of the
    slowest chain is the wall-clock figure with a core per chain, nearly free of
-   the load too. A Markdown table of every row and the speed-up close the
-   output.
+   the load too. Each row also gives the target acceptance statistic the
+   warm-up's divergence check settled on, the quantity with the largest R-hat
+   and the mean log posterior of the draws with its Monte-Carlo standard
+   error. A Markdown table of every row, the agreement of the mean log
+   posterior between metrics (largest difference over its combined MCSE) and
+   the speed-up close the output.
+3. ``--rhat-null``: for each run, the largest split-R-hat that stationary
+   chains would show with the run's measured ESS of every quantity (bulk ESS
+   for the rank R-hat, ESS of the folded draws for the folded one; AR(1)
+   chains of those ESS), and the chance that it stays below 1.01 with the
+   run's draws and with 2x and 4x as many: whether an R-hat above 1.01 says
+   the chains disagree or only that the draws are too few.
 
 No peer NUTS library (BlackJAX, PyMC) is installed here, so the NUTS figure
 has no peer column. Timings are wall-clock on one thread; on a shared machine
@@ -154,20 +164,74 @@ def gradient_rates(seed, quick):
                   f"[load average {loads[0]:.2f} -> {loads[1]:.2f}]", flush=True)
 
 
+def rhat_null(draws, seed, *, factors=(1, 2, 4), repeats=10):
+    """The largest rank R-hat of stationary chains with the measured ESS of each quantity, at more draws.
+
+    ``draws`` has shape (num_chains, num_draws, k). Each quantity is replaced by
+    AR(1) chains whose ESS is its bulk ESS (for the rank-normalised R-hat) and
+    the ESS of its folded draws |x - median| (for the folded R-hat), times
+    ``factor`` for ``factor`` times the draws. Returns, per factor, the median
+    of the largest R-hat over the quantities and the share of repeats in which
+    it stayed below 1.01; and the measured figures behind it: the bulk and
+    folded ESS of the quantity with the largest R-hat, and the smallest and
+    median folded ESS over all quantities.
+    """
+    from sepsti.core.samplers.diagnostics import effective_sample_size, split_rhat
+
+    num_chains, num_draws, _ = draws.shape
+    bulk = effective_sample_size(draws)
+    folded = effective_sample_size(np.abs(draws - np.median(draws.reshape(-1, draws.shape[2]), axis=0)))
+    rng = stream(seed, 11)
+
+    def largest(ess, length):
+        total = num_chains * length
+        phi = (total - np.clip(ess, 10, 3 * total)) / (total + np.clip(ess, 10, 3 * total))  # AR(1) of that ESS
+        chains = np.empty((num_chains, length, len(ess)))
+        chains[:, 0] = rng.standard_normal((num_chains, len(ess)))
+        noise = rng.standard_normal((num_chains, length, len(ess))) * np.sqrt(1 - phi ** 2)
+        for t in range(1, length):
+            chains[:, t] = phi * chains[:, t - 1] + noise[:, t]
+        return split_rhat(chains, method="split")  # Gaussian chains: the rank transform changes nothing
+
+    worst = int(np.argmax(split_rhat(draws)))
+    measured = (float(bulk[worst]), float(folded[worst]), float(folded.min()), float(np.median(folded)))
+    out = {}
+    for factor in factors:
+        length = factor * num_draws
+        maxima = [max(largest(factor * bulk, length).max(), largest(factor * folded, length).max())
+                  for _ in range(repeats)]
+        out[factor] = (float(np.median(maxima)), float(np.mean(np.array(maxima) < 1.01)))
+    return out, measured
+
+
 def print_table(rows):
     """Every run side by side as a Markdown table, then the speed-up of the two-chain ``auto`` run over one chain."""
-    print("\n| regime | metric | chains | warm-up + draws | chosen | min / median bulk ESS | min tail ESS | max R-hat "
-          "| divergences | gradients (sampling) | min ESS per 1000 gradients | min ESS/s sampling | with warm-up "
-          "| min ESS per CPU s of the slowest chain, sampling | with warm-up | mean log posterior | load |")
-    print("|---" * 17 + "|")
+    print("\n| regime | metric | chains | warm-up + draws | chosen | delta | min / median bulk ESS | min tail ESS "
+          "| max R-hat (quantity) | divergences | gradients (sampling) | min ESS per 1000 gradients "
+          "| min ESS/s sampling | with warm-up | min ESS per CPU s of the slowest chain, sampling | with warm-up "
+          "| mean log posterior | load |")
+    print("|---" * 18 + "|")
     for r in rows:
         print(f"| {r['regime']} | {r['metric']} | {r['num_chains']} | {r['num_warmup']} + {r['num_draws']} "
-              f"| {r['chosen_metric']} | {r['min_ess']:.0f} / {r['median_ess']:.0f} | {r['min_tail_ess']:.0f} "
-              f"| {r['max_rhat']:.3f} | {r['divergences']} | {r['gradient_evaluations']:,} "
+              f"| {r['chosen_metric']} | {r['target']:g} | {r['min_ess']:.0f} / {r['median_ess']:.0f} "
+              f"| {r['min_tail_ess']:.0f} | {r['max_rhat']:.3f} ({r['worst_rhat']}) | {r['divergences']} "
+              f"| {r['gradient_evaluations']:,} "
               f"| {r['ess_per_1000_gradients']:.3f} | {r['ess_per_second']:.3g} | {r['ess_per_second_with_warmup']:.3g} "
               f"| {r['ess_per_cpu_second']:.3g} | {r['ess_per_cpu_second_with_warmup']:.3g} "
               f"| {r['mean_draw_log_posterior']:.1f} ± {r['mean_draw_log_posterior_mcse']:.1f} "
               f"| {r['load'][0]:.1f} → {r['load'][1]:.1f} |")
+
+    for regime in dict.fromkeys(r["regime"] for r in rows):
+        runs = [r for r in rows if r["regime"] == regime]
+        gaps = [(abs(a["mean_draw_log_posterior"] - b["mean_draw_log_posterior"])
+                 / np.hypot(a["mean_draw_log_posterior_mcse"], b["mean_draw_log_posterior_mcse"]), a, b)
+                for i, a in enumerate(runs) for b in runs[i + 1:]]
+        if gaps:
+            z, a, b = max(gaps, key=lambda g: g[0])
+            print(f"{regime}: mean log posterior {min(r['mean_draw_log_posterior'] for r in runs):.1f} .. "
+                  f"{max(r['mean_draw_log_posterior'] for r in runs):.1f} over {len(runs)} runs; largest difference "
+                  f"{z:.2f} combined MCSE ({a['metric']}, {a['num_chains']} chains vs {b['metric']}, "
+                  f"{b['num_chains']} chains)")
 
     def rate(row):
         return row["gradient_evaluations"] / row["sampling_seconds"]
@@ -234,6 +298,8 @@ def main():
                         help="only the gradient-rate comparison and the cost of a NUTS leaf")
     parser.add_argument("--json", default=None, help="write the NUTS rows to this JSON file")
     parser.add_argument("--scale-moves", type=int, default=5, help="scale-move sweeps per transition")
+    parser.add_argument("--rhat-null", action="store_true",
+                        help="R-hat that stationary chains with each run's ESS would show, at 1x, 2x and 4x the draws")
     args = parser.parse_args()
     num_warmup = args.warmup or (150 if args.quick else 1000)
     num_draws = args.draws or (150 if args.quick else 1000)
@@ -256,7 +322,7 @@ def main():
             if regime == "stiff" and metric.startswith("diagonal") and args.diagonal_draws:
                 warmup = draws = args.diagonal_draws
             with limit_blas_threads(1):
-                record, _ = run_one(regime_data, 10.0, num_warmup=warmup, num_draws=draws, metric=metric,
+                record, _, result = run_one(regime_data, 10.0, num_warmup=warmup, num_draws=draws, metric=metric,
                                     max_tree_depth=args.max_tree_depth, target=args.target, seed=args.seed,
                                     num_chains=chains, scale_moves=args.scale_moves)
             record.update(regime=regime, load=[load_start, load()], num_warmup=warmup, num_draws=draws,
@@ -271,8 +337,16 @@ def main():
                   f"{record['gradient_evaluations']} (+{record['warmup_gradient_evaluations']} warm-up); depth "
                   f"{record['mean_tree_depth']:.2f}; step {np.mean(record['step_size']):.3g}; sampling "
                   f"{record['sampling_seconds']:.1f} s, warm-up {record['warmup_seconds']:.1f} s; mean log posterior "
-                  f"{record['mean_draw_log_posterior']:.1f} +- {record['mean_draw_log_posterior_mcse']:.1f} "
+                  f"{record['mean_draw_log_posterior']:.1f} +- {record['mean_draw_log_posterior_mcse']:.1f}; "
+                  f"max R-hat at {record['worst_rhat']}; delta {record['target']:g}, checks {record['step_checks']} "
                   f"[load {load_start:.2f} -> {load():.2f}]", flush=True)
+            if args.rhat_null and chains > 1:
+                quantities = np.concatenate([result.draws, result.logdensity[:, :, None], result.summaries], axis=2)
+                null, (bulk, folded, least, median) = rhat_null(quantities, args.seed)
+                print(f"    largest R-hat at bulk ESS {bulk:.0f}, folded ESS {folded:.0f}; folded ESS min {least:.0f}, "
+                      f"median {median:.0f}. R-hat of stationary chains with these ESS: " + ", ".join(
+                          f"{factor}x draws: max {m:.4f}, P(max < 1.01) {p:.2f}" for factor, (m, p) in null.items()),
+                      flush=True)
             for pilot in record["pilots"]:
                 print(f"    pilot {pilot['metric']:16s} min ESS {pilot['min_ess']:6.1f} ({pilot['worst']}), "
                       f"{pilot['work']:.0f} gradients, {1e3 * pilot['ess_per_work']:.3g} per 1000, step "

@@ -325,7 +325,9 @@ class RankSelection(NamedTuple):
     log_marginal_likelihood : ndarray, shape (n_ranks,)
         STI estimate of log p(X | R): the replicates' mean.
     stderr : ndarray, shape (n_ranks,)
-        Its standard error (replicate spread or within-chain MCSE per temperature, the larger).
+        Its standard error: per temperature the replicates' spread or the within-chain MCSE, the
+        larger, combined over the quadrature; at least the spread of the replicates' own estimates
+        (a replicate's chains share its start, so their errors can be correlated over temperatures).
     selected_rank : int
         The rank of the largest estimate.
     replicates : ndarray, shape (n_ranks, n_replicates)
@@ -687,12 +689,17 @@ def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, fact
         traces = per_temperature(records, mine, grid, num_replicates)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            result = thermodynamic_integral(temperatures, traces, rule=grid.rule, power=grid.power)
-            replicate_values.append([thermodynamic_integral(temperatures, [t[r] for t in traces], rule=grid.rule,
-                                                            power=grid.power).log_marginal_likelihood
+            quadrature = {"rule": grid.rule, "power": grid.power, "schedule": grid.schedule}
+            result = thermodynamic_integral(temperatures, traces, **quadrature)
+            replicate_values.append([thermodynamic_integral(temperatures, [t[r] for t in traces],
+                                                            **quadrature).log_marginal_likelihood
                                      for r in range(num_replicates)])
         offset = float(factory_offset(rank))
-        result = result._replace(log_marginal_likelihood=result.log_marginal_likelihood + offset)
+        # a replicate's chains may share work (e.g. a mode), so their errors can be correlated over the
+        # temperatures: the spread of the replicates' own estimates bounds the standard error from below
+        spread = float(np.std(replicate_values[-1], ddof=1) / np.sqrt(num_replicates)) if num_replicates > 1 else 0.0
+        result = result._replace(log_marginal_likelihood=result.log_marginal_likelihood + offset,
+                                 stderr=max(result.stderr, spread))
         replicate_values[-1] = [value + offset for value in replicate_values[-1]]
         pieces.append(result)
         estimates.append(result.log_marginal_likelihood)

@@ -221,7 +221,7 @@ def chain_summary(trace):
     return float(trace.mean()), float(np.sqrt(variance * tau / trace.size)), tau
 
 
-def thermodynamic_integral(temperatures, traces, *, rule="trapezoid", power=1.0, tol=50.0):
+def thermodynamic_integral(temperatures, traces, *, rule="trapezoid", power=1.0, schedule="power", tol=50.0):
     """Combine per-temperature log-likelihood traces into an :class:`STIResult`.
 
     Parameters
@@ -231,7 +231,7 @@ def thermodynamic_integral(temperatures, traces, *, rule="trapezoid", power=1.0,
     traces : sequence of array_like
         The kept log-likelihood estimates of each temperature's chain, or of
         its chains (2-d, one row per chain).
-    rule, power : see :func:`integration_weights`
+    rule, power, schedule : see :func:`integration_weights`
     tol : float
         Warn (RuntimeWarning) when a trace is shorter than ``tol`` times its
         integrated time, as emcee does: its MCSE is then unreliable.
@@ -248,7 +248,7 @@ def thermodynamic_integral(temperatures, traces, *, rule="trapezoid", power=1.0,
     if short:
         warnings.warn(f"traces shorter than {tol:g} integrated times at {', '.join(short)}: "
                       "their standard errors are unreliable; run longer chains", RuntimeWarning, stacklevel=2)
-    weights = integration_weights(t, rule=rule, power=power)
+    weights = integration_weights(t, rule=rule, power=power, schedule=schedule)
     return STIResult(float(weights @ means), float(np.sqrt(np.sum((weights * mcses) ** 2))), t, means, mcses, taus,
                      int(min(lengths)))
 

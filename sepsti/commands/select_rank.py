@@ -58,11 +58,12 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
                    "[preset's].")
 @click.option("--temperatures", "num_intervals", type=click.IntRange(min=1), default=None,
               help="T, intervals of the temperature grid (T + 1 temperatures) [preset's].")
-@click.option("--schedule", type=click.Choice(["uniform", "power"]), default=None,
-              help="Temperature grid: t_i = (i/T)^c or i/T [preset's].")
-@click.option("--power", type=click.FloatRange(min=1.0), default=None, help="c of the power schedule [5].")
+@click.option("--schedule", type=click.Choice(["uniform", "power", "beta"]), default=None,
+              help="Temperature grid: t_i = (i/T)^c, i/T or I_(i/T)(c, c) (dense at both ends) [preset's].")
+@click.option("--power", type=click.FloatRange(min=1.0), default=None,
+              help="c of the power or beta schedule [preset's].")
 @click.option("--rule", type=click.Choice(["trapezoid", "simpson"]), default=None,
-              help="Quadrature over the grid (Simpson works in u = t^(1/c)) [preset's].")
+              help="Quadrature over the grid (Simpson works in u = i/T) [preset's].")
 @click.option("--samples", "num_steps", type=click.IntRange(min=1), default=None,
               help="K, iterations per chain [preset's].")
 @click.option("--keep", "num_keep", type=click.IntRange(min=1), default=None,

@@ -150,12 +150,11 @@ def test_reference_path_adds_log_r_factorial_and_refuses_blocks(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         result = select_rank_sti(X, [2], **settings)
-    from sepsti.core.evidence.sti import integration_weights
+    from sepsti.core.evidence.rank_selection import TemperatureGrid
 
-    grid = result.per_temperature[0]
-    weights = integration_weights(grid.temperatures, rule="simpson", power=2.0)
-    assert result.log_marginal_likelihood[0] == pytest.approx(weights @ grid.mean_log_likelihood + lgamma(3),
-                                                              rel=1e-12)
+    weights = TemperatureGrid(2, "beta", 2.0, "simpson").weights  # the preset's schedule at T = 2
+    assert result.log_marginal_likelihood[0] == pytest.approx(
+        weights @ result.per_temperature[0].mean_log_likelihood + lgamma(3), rel=1e-12)
     with pytest.raises(ParameterError, match="full-data"):
         select_rank_sti(X, [2], **{**settings, "num_blocks": 2})
 

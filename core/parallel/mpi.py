@@ -12,10 +12,14 @@ draws its randomness from its own (seed, chain, block) streams.
 import contextlib
 import os
 import sys
+import time
 import traceback
 
 __all__ = ["world", "is_root", "distribute", "abort_on_error", "launched_size", "reduction",
            "ring_exchange_start", "wait_all"]
+
+#: Seconds a process other than 0 waits after Ctrl-C before ending the job, so that 0 reports it.
+INTERRUPT_GRACE = 0.5
 
 _LAUNCHER_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE")
 
@@ -80,10 +84,13 @@ def abort_on_error(comm):
     try:
         yield
     except KeyboardInterrupt:
-        # Ctrl-C reaches every process (mpiexec forwards it): one line, the conventional status 130
+        # Ctrl-C reaches every process (mpiexec forwards it): one line, the conventional status 130; the
+        # others give process 0 a moment to say so before any Abort ends the job
         if comm.Get_rank() == 0:
             sys.stderr.write("Interrupted.\n")
             sys.stderr.flush()
+        else:
+            time.sleep(INTERRUPT_GRACE)
         comm.Abort(130)
     except BaseException as error:  # noqa: BLE001 -- every failure must end the whole job
         if isinstance(error, SystemExit) and not error.code:

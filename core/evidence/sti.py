@@ -119,17 +119,15 @@ def temperature_grid(num_intervals, *, schedule="uniform", power=5.0):
     grid = np.arange(int(num_intervals) + 1) / int(num_intervals)
     if schedule == "uniform":
         return grid
+    if schedule not in ("power", "beta"):
+        raise ParameterError(f"schedule={schedule!r}: expected 'uniform', 'power' or 'beta'")
+    if not power >= 1:
+        raise ParameterError(f"power={power} must be >= 1")
     if schedule == "power":
-        if not power >= 1:
-            raise ParameterError(f"power={power} must be >= 1")
         return grid ** float(power)
-    if schedule == "beta":
-        from scipy.special import betainc
+    from scipy.special import betainc
 
-        if not power >= 1:
-            raise ParameterError(f"power={power} must be >= 1")
-        return betainc(float(power), float(power), grid)
-    raise ParameterError(f"schedule={schedule!r}: expected 'uniform', 'power' or 'beta'")
+    return betainc(float(power), float(power), grid)
 
 
 def trapezoid_weights(temperatures):

@@ -60,7 +60,7 @@ import numpy as np
 from _common import recipe_parser, write_results
 
 from sepsti.core.evidence.rank_one import rank_one_log_evidence
-from sepsti.core.evidence.sti import thermodynamic_integral
+from sepsti.core.evidence.sti import integration_weights, thermodynamic_integral
 from sepsti.core.evidence.sti_nmf import select_rank_sti
 from sepsti.core.models.poisson_nmf import PoissonNMF
 from sepsti.core.random import stream
@@ -124,7 +124,7 @@ def nuts_reference(X, rank, rate, *, num_intervals=10, power=5.0, num_warmup=600
         traces.append(values)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        result = thermodynamic_integral(grid, traces, rule="simpson", power=power)
+        result = thermodynamic_integral(grid, traces, weights=integration_weights(grid, rule="simpson", power=power))
     return result.log_marginal_likelihood, result.stderr
 
 

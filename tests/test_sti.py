@@ -4,7 +4,7 @@ import pytest
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.sti import (chain_summary, curvature, integrated_time, integration_weights,
                                stochastic_thermodynamic_integration, temperature_grid, thermodynamic_integral,
-                               zero_variance_correction)
+                               trapezoid_weights, zero_variance_correction)
 from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
 
 
@@ -146,3 +146,15 @@ def test_batched_options_are_checked(rng):
     with pytest.raises(ParameterError, match="batched"):
         stochastic_thermodynamic_integration(model, model.sample_prior, num_steps=10, num_keep=5,
                                              integrator="lm", warm_start=True)
+
+
+def test_integral_uses_the_weights_it_is_given_and_checks_their_length():
+    t = temperature_grid(4, schedule="beta", power=2.0)
+    traces = [np.full(3, 3 * ti ** 2) for ti in t]
+    picks_middle = np.array([0.0, 0.0, 1.0, 0.0, 0.0])
+    assert thermodynamic_integral(t, traces, weights=picks_middle, tol=0).log_marginal_likelihood == 0.75
+    # default: the trapezoid rule in t
+    assert thermodynamic_integral(t, traces, tol=0).log_marginal_likelihood == pytest.approx(
+        trapezoid_weights(t) @ (3 * t ** 2))
+    with pytest.raises(ParameterError, match="quadrature weights"):
+        thermodynamic_integral(t, traces, weights=picks_middle[:-1])

@@ -19,7 +19,7 @@ checked against the closed-form rank-1 evidence
 import numpy as np
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.evidence.sti import temperature_grid, thermodynamic_integral
+from sepsti.core.evidence.sti import integration_weights, temperature_grid, thermodynamic_integral
 from sepsti.core.models.poisson_nmf import validate_nonnegative_matrix
 from sepsti.core.random import stream
 
@@ -112,4 +112,5 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
                                          "raise num_steps")
             traces.append(trace)
             bar.update(1)
-    return thermodynamic_integral(temperatures, traces, rule="simpson", power=power)
+    weights = integration_weights(temperatures, rule="simpson", power=power)
+    return thermodynamic_integral(temperatures, traces, weights=weights)

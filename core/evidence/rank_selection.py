@@ -681,7 +681,7 @@ def half_drift(traces, grid):
 
 
 def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, factory_offset):
-    temperatures = grid.temperatures
+    temperatures, weights = grid.temperatures, grid.weights
     estimates, stderrs, replicate_values, pieces, falls, drifts = [], [], [], [], [], []
     seconds, cpu = [], []
     for rank in ranks:
@@ -689,10 +689,9 @@ def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, fact
         traces = per_temperature(records, mine, grid, num_replicates)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            quadrature = {"rule": grid.rule, "power": grid.power, "schedule": grid.schedule}
-            result = thermodynamic_integral(temperatures, traces, **quadrature)
+            result = thermodynamic_integral(temperatures, traces, weights=weights)
             replicate_values.append([thermodynamic_integral(temperatures, [t[r] for t in traces],
-                                                            **quadrature).log_marginal_likelihood
+                                                            weights=weights).log_marginal_likelihood
                                      for r in range(num_replicates)])
         offset = float(factory_offset(rank))
         # a replicate's chains may share work (e.g. a mode), so their errors can be correlated over the

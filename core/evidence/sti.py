@@ -168,8 +168,9 @@ def integration_weights(temperatures, *, rule="trapezoid", power=1.0, schedule="
             u = betaincinv(power, power, t)
             slope = (u * (1.0 - u)) ** (power - 1.0) / beta(power, power)
         else:
-            u = t ** (1.0 / power)
-            slope = power * u ** (power - 1.0)
+            c = 1.0 if schedule == "uniform" else power
+            u = t ** (1.0 / c)
+            slope = c * u ** (c - 1.0)
         basis = np.eye(t.size)
         return np.array([simpson(row, x=u) for row in basis]) * slope
     raise ParameterError(f"rule={rule!r}: expected 'trapezoid' or 'simpson'")
@@ -219,7 +220,7 @@ def chain_summary(trace):
     return float(trace.mean()), float(np.sqrt(variance * tau / trace.size)), tau
 
 
-def thermodynamic_integral(temperatures, traces, *, rule="trapezoid", power=1.0, schedule="power", tol=50.0):
+def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0):
     """Combine per-temperature log-likelihood traces into an :class:`STIResult`.
 
     Parameters
@@ -229,7 +230,9 @@ def thermodynamic_integral(temperatures, traces, *, rule="trapezoid", power=1.0,
     traces : sequence of array_like
         The kept log-likelihood estimates of each temperature's chain, or of
         its chains (2-d, one row per chain).
-    rule, power, schedule : see :func:`integration_weights`
+    weights : array_like, shape (T + 1,), optional
+        Quadrature weights over the grid (:func:`integration_weights` for the
+        rule and schedule the grid was built with); default the trapezoid rule.
     tol : float
         Warn (RuntimeWarning) when a trace is shorter than ``tol`` times its
         integrated time, as emcee does: its MCSE is then unreliable.
@@ -246,7 +249,9 @@ def thermodynamic_integral(temperatures, traces, *, rule="trapezoid", power=1.0,
     if short:
         warnings.warn(f"traces shorter than {tol:g} integrated times at {', '.join(short)}: "
                       "their standard errors are unreliable; run longer chains", RuntimeWarning, stacklevel=2)
-    weights = integration_weights(t, rule=rule, power=power, schedule=schedule)
+    weights = trapezoid_weights(t) if weights is None else np.asarray(weights, dtype=np.float64)
+    if weights.shape != t.shape:
+        raise ParameterError(f"got {weights.size} quadrature weights for {t.size} temperatures")
     return STIResult(float(weights @ means), float(np.sqrt(np.sum((weights * mcses) ** 2))), t, means, mcses, taus,
                      int(min(lengths)))
 
@@ -617,7 +622,9 @@ def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, sc
     """
     grid = temperature_grid(num_intervals, schedule=schedule, power=power) if temperatures is None else (
         np.asarray(temperatures, dtype=np.float64))
-    grid_power = power if (temperatures is None and schedule == "power") else 1.0
+    # Simpson works in the variable the grid was built on; an explicit grid is taken as it is (in t)
+    weights = (integration_weights(grid, rule=rule, power=power, schedule=schedule) if temperatures is None
+               else integration_weights(grid, rule=rule))
     if getattr(model, "batched", False) and not warm_start and subset_fn is None and sampler == "sgld":
         copies = int(chains_per_temperature)
         if copies < 1:
@@ -632,7 +639,7 @@ def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, sc
                                            integrator=integrator, evaluate=evaluate,
                                            zero_variance=zero_variance, progress=progress,
                                            desc=f"STI ({t.size} chains)")
-        return thermodynamic_integral(grid, list(traces.reshape(grid.size, copies, -1)), rule=rule, power=grid_power)
+        return thermodynamic_integral(grid, list(traces.reshape(grid.size, copies, -1)), weights=weights)
     if control_variate == "gradient" or integrator != "euler" or step_scale is not None or (
             chains_per_temperature != 1) or zero_variance:
         raise ParameterError("control_variate='gradient', integrator, step_scale, chains_per_temperature and "
@@ -652,5 +659,5 @@ def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, sc
                                          desc=f"t={t:.3g}")
         previous = chain.state.inner.position
         traces.append(trace)
-    return thermodynamic_integral(grid, traces, rule=rule, power=grid_power)
+    return thermodynamic_integral(grid, traces, weights=weights)
 

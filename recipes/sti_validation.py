@@ -217,7 +217,7 @@ def main():
     X0, source = speech_matrix()
     cases = []
     cases += gaussian_cases(range(args.seed, args.seed + (3 if quick else 6)), [2, 5])
-    cases += nmf_rank1_icassp_cases(range(args.seed, args.seed + (12 if quick else 30)), args.preset)
+    cases += nmf_rank1_icassp_cases(range(args.seed, args.seed + (15 if quick else 30)), args.preset)
     cases += nmf_rank1_speech_cases(range(args.seed, args.seed + (1 if quick else 4)), X0, args.preset)
     cases += nmf_reference_cases(args.seed, [2, 4] if quick else list(range(2, 9)), 30_000 if quick else 100_000,
                                  args.preset)

@@ -122,6 +122,10 @@ def test_divergent_check_raises_the_target_until_the_divergences_are_gone():
     # The first check saw what the fixed run then met in its draws; the target rose until a check passed.
     assert checks[0][0] == 0.5 and checks[0][1] + checks[0][2] > 0
     assert checks[-1][1] + checks[-1][2] == 0 and raised.metric.target == checks[-1][0] > 0.5
+    # The first target that passed got one more raise as a margin (where the ladder had one).
+    first_pass = next(i for i, check in enumerate(checks) if check[1] + check[2] == 0)
+    assert len(checks) == min(first_pass + 2, 4)
+    assert ("as a margin" in raised.metric.reason) == (first_pass < 3)
     assert "target raised" in raised.metric.reason
     assert [c.target for c in raised.chains] == [raised.metric.target] * 2
     assert max(c.step_size for c in raised.chains) < min(c.step_size for c in fixed.chains)

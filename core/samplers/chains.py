@@ -26,7 +26,8 @@ so that a choice made from all of them applies to all of them:
    draws did, the target acceptance statistic δ is raised to the next of
    ``NUTSSettings.raised_targets`` on every chain, the step size re-adapted
    by dual averaging from where it was and the check repeated, until one
-   passes or the targets run out;
+   passes or the targets run out; where a lower target diverged, the first
+   one that passes is raised once more as a margin;
 5. *sampling* with everything fixed.
 
 References
@@ -489,14 +490,19 @@ def _check_step_size(runner, chains, choice, settings, num_steps, num_chains):
     target, checks, raised = settings.target, [], list(settings.raised_targets)
     chosen_pilot_divergent = sum(p.num_divergent for p in choice.pilots if p.metric == choice.metric)
     pilot_divergent = chosen_pilot_divergent
+    margin = False
     while True:
         adapted = sum(chain.num_adapted_divergent for chain in chains)
         outcomes = runner.map(_phase_check, chains, choice.metric, num_steps)
         chains = [chain for chain, _ in outcomes]
         checked = sum(count for _, count in outcomes)
         checks.append((target, adapted, checked, num_steps * num_chains))
-        if not raised or adapted + checked + pilot_divergent == 0:
+        passed = adapted + checked + pilot_divergent == 0
+        if not raised or (passed and (len(checks) == 1 or margin)):
             break
+        # a check of a few hundred transitions bounds the divergence rate at about one in a hundred, not one in
+        # thousands: where a lower target diverged, the first one that passes gets one more raise as a margin
+        margin = passed
         target, pilot_divergent = raised.pop(0), 0
         chains = runner.map(_phase_readapt, chains, choice.metric, num_steps, target)
     steps = "; ".join(f"delta {t:g}: {a} divergences at or below the adapted step in its adaptation, {n} of {total} "
@@ -504,7 +510,8 @@ def _check_step_size(runner, chains, choice, settings, num_steps, num_chains):
     if chosen_pilot_divergent:
         steps = f"{chosen_pilot_divergent} divergences in the chosen pilot; " + steps
     if len(checks) > 1:
-        steps += f" (target raised to {target:g}, the step size re-adapted after each raise)"
+        steps += (f" (target raised to {target:g}, the step size re-adapted after each raise"
+                  f"{', the last as a margin' if margin else ''})")
     return chains, choice._replace(reason=f"{choice.reason}; {steps}", target=target, checks=tuple(checks))
 
 

@@ -283,7 +283,7 @@ def leaf_cost(seed):
 def main():
     parser = recipe_parser("nuts_nmf_gpp", __doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=None, help="NUTS warm-up (default 1000; quick 150)")
-    parser.add_argument("--draws", type=int, default=None, help="NUTS draws per chain (default 1000; quick 150)")
+    parser.add_argument("--draws", type=int, default=None, help="NUTS draws per chain (default 2000; quick 150)")
     parser.add_argument("--max-tree-depth", type=int, default=10)
     parser.add_argument("--target", type=float, default=0.8)
     parser.add_argument("--chains", type=int, default=2)
@@ -302,7 +302,7 @@ def main():
                         help="R-hat that stationary chains with each run's ESS would show, at 1x, 2x and 4x the draws")
     args = parser.parse_args()
     num_warmup = args.warmup or (150 if args.quick else 1000)
-    num_draws = args.draws or (150 if args.quick else 1000)
+    num_draws = args.draws or (150 if args.quick else 2000)
 
     if not args.skip_gradient:
         gradient_rates(args.seed, args.quick)

@@ -187,3 +187,29 @@ def test_reference_path_does_not_depend_on_threads(rng):
         one = select_rank_sti(X, [1, 2], threads=1, **settings)
         two = select_rank_sti(X, [1, 2], threads=2, **settings)
     np.testing.assert_array_equal(one.replicates, two.replicates)
+
+
+def test_nmf_log_density_is_the_model_with_its_gradient_and_threads_do_not_share_its_workspace():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from scipy.stats import poisson
+
+    X = PoissonNMF.sample(stream(6, 1), (20, 15), 2, rate_W=1.0, rate_H=1.0)[2]
+    density = NMFLogDensity(X, 1.5)
+    rng = stream(6, 2)
+    points = [[rng.normal(size=(20, 2)), rng.normal(size=(15, 2))] for _ in range(8)]
+    U, V = points[0]
+    # Exp(1.5) priors on W = e^U and H^T = e^V, with the Jacobian e^u of each entry
+    expected = (poisson.logpmf(X, np.exp(U) @ np.exp(V).T).sum()
+                + sum(np.sum(np.log(1.5) + u - 1.5 * np.exp(u)) for u in (U, V)))
+    value, gradients = density(points[0])
+    assert value == pytest.approx(expected, rel=1e-12)
+    for factor, index in ((0, (3, 1)), (1, (7, 0))):
+        shifted = [u.copy() for u in points[0]]
+        shifted[factor][index] += 1e-6
+        assert (density(shifted)[0] - value) / 1e-6 == pytest.approx(gradients[factor][index], rel=1e-4, abs=1e-4)
+    serial = [density(p) for p in points]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        threaded = list(pool.map(density, points * 4))
+    for (v, g), (v2, g2) in zip(serial * 4, threaded):
+        assert v == v2 and all(np.array_equal(a, b) for a, b in zip(g, g2))

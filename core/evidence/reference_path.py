@@ -39,6 +39,8 @@ by at most log R!.
 """
 
 import math
+import threading
+
 import numpy as np
 
 from sepsti.core.errors import ParameterError
@@ -198,16 +200,22 @@ def log_space_mode(X, rank, rng, *, prior_rate, iterations):
     start = [np.log(level * rng.uniform(0.5, 1.5, size=(X.shape[0], rank))),
              np.log(level * rng.uniform(0.5, 1.5, size=(rank, X.shape[1])))]
 
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    ratio, log_rate = np.empty_like(X), np.empty_like(X)  # reused: fresh data-sized arrays cost a pass each
+
+    def data_ratio(W, H):  # X / (W H)
+        return np.divide(X, np.matmul(W, H, out=ratio), out=ratio)
+
     def step(logs):
         W, H = np.exp(logs[0]), np.exp(logs[1])
-        W = (W * ((X / (W @ H)) @ H.T) + 1.0) / (H.sum(axis=1)[None, :] + prior_rate)
-        H = (H * (W.T @ (X / (W @ H))) + 1.0) / (W.sum(axis=0)[:, None] + prior_rate)
+        W = (W * (data_ratio(W, H) @ H.T) + 1.0) / (H.sum(axis=1)[None, :] + prior_rate)
+        H = (H * (W.T @ data_ratio(W, H)) + 1.0) / (W.sum(axis=0)[:, None] + prior_rate)
         return [np.log(W), np.log(H)]
 
     def objective(logs):  # log p(log W, log H | X) up to a constant
         W, H = np.exp(logs[0]), np.exp(logs[1])
-        WH = W @ H
-        return float(np.sum(X * np.log(WH)) - WH.sum() + logs[0].sum() + logs[1].sum()
+        rate = np.matmul(W, H, out=ratio)
+        return float(np.vdot(X, np.log(rate, out=log_rate)) - rate.sum() + logs[0].sum() + logs[1].sum()
                      - prior_rate * (W.sum() + H.sum()))
 
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -253,7 +261,8 @@ class NMFLogDensity:
     def __init__(self, X, prior_rate):
         from scipy.special import gammaln
 
-        self.X = np.asarray(X, dtype=np.float64)
+        self.X = np.ascontiguousarray(X, dtype=np.float64)
+        self._local = threading.local()
         self.prior_rate = validate_prior_rate(prior_rate)
         self.data_mean = float(self.X.mean())
         self.log_factorial = float(gammaln(self.X + 1.0).sum())
@@ -266,11 +275,21 @@ class NMFLogDensity:
     def __call__(self, logs):
         """log p(theta) + log p(X | theta) and its gradient in the log-factors."""
         W, Ht = np.exp(logs[0]), np.exp(logs[1])
-        WH = W @ Ht.T
-        ratio = self.X / WH - 1.0
         value, gradients = _log_prior(logs, (W, Ht), self.rates_at(W.shape[1]))
-        value += float(np.sum(self.X * np.log(WH)) - WH.sum()) - self.log_factorial
+        ratio, log_rate = self._workspace()
+        np.matmul(W, Ht.T, out=ratio)
+        value += float(np.vdot(self.X, np.log(ratio, out=log_rate)) - ratio.sum()) - self.log_factorial
+        np.divide(self.X, ratio, out=ratio)
+        ratio -= 1.0
         return value, [gradients[0] + W * (ratio @ Ht), gradients[1] + Ht * (ratio.T @ W)]
+
+    def _workspace(self):
+        """Two arrays of the data's shape, one pair per thread: a fresh pair per call costs as much as the
+        pass itself at speech scale (the allocator hands the pages back to the system and faults them in again)."""
+        buffers = getattr(self._local, "buffers", None)
+        if buffers is None:
+            buffers = self._local.buffers = (np.empty_like(self.X), np.empty_like(self.X))
+        return buffers
 
     def mode(self, rank, rng, iterations):
         """The log-space mode (:func:`log_space_mode`) and the exposures of q."""

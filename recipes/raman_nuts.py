@@ -211,9 +211,9 @@ def main():
             data = simulate_raman(experiment, seed=args.seed, intensity=intensity, noise_std=noise_std)
             for beta in [float(b) for b in args.betas.split(",")]:
                 record, fig_data, _ = run_one(data, beta, num_warmup=num_warmup, num_draws=num_draws,
-                                           metric=args.metric, max_tree_depth=args.max_tree_depth,
-                                           target=args.target, seed=args.seed, num_chains=args.chains,
-                                           num_workers=args.workers, scale_moves=args.scale_moves)
+                                              metric=args.metric, max_tree_depth=args.max_tree_depth,
+                                              target=args.target, seed=args.seed, num_chains=args.chains,
+                                              num_workers=args.workers, scale_moves=args.scale_moves)
                 runs.append(record)
                 panels.append((record, fig_data))
                 print(f"exp {experiment} beta {beta:g} ({args.regime}): metric {record['chosen_metric']}, "

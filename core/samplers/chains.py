@@ -470,11 +470,11 @@ def summarize(draws, logdensity, summaries=None, *, num_divergent=0):
     tail = effective_sample_size(everything, method="tail")
     rhat = split_rhat(everything) if draws.shape[0] > 1 else np.full(bulk.shape, np.nan)
     worst = int(np.argmin(bulk))
-    several = draws.shape[0] > 1
+    has_rhat = draws.shape[0] > 1 and bool(np.any(np.isfinite(rhat)))  # a constant quantity's R-hat is NaN
     return SampleDiagnostics(float(bulk.min()), float(np.median(bulk[:draws.shape[2]])), float(tail.min()),
-                             float(np.nanmax(rhat)) if several else float("nan"), labels[worst],
+                             float(np.nanmax(rhat)) if has_rhat else float("nan"), labels[worst],
                              float(bulk[draws.shape[2]]), int(num_divergent),
-                             labels[int(np.argmax(rhat))] if several else "")
+                             labels[int(np.nanargmax(rhat))] if has_rhat else "")
 
 
 def _check_step_size(runner, chains, choice, settings, num_steps, num_chains):

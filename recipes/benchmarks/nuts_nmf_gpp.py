@@ -193,7 +193,7 @@ def rhat_null(draws, seed, *, factors=(1, 2, 4), repeats=10):
             chains[:, t] = phi * chains[:, t - 1] + noise[:, t]
         return split_rhat(chains, method="split")  # Gaussian chains: the rank transform changes nothing
 
-    worst = int(np.argmax(split_rhat(draws)))
+    worst = int(np.nanargmax(split_rhat(draws)))
     measured = (float(bulk[worst]), float(folded[worst]), float(folded.min()), float(np.median(folded)))
     out = {}
     for factor in factors:
@@ -323,8 +323,8 @@ def main():
                 warmup = draws = args.diagonal_draws
             with limit_blas_threads(1):
                 record, _, result = run_one(regime_data, 10.0, num_warmup=warmup, num_draws=draws, metric=metric,
-                                    max_tree_depth=args.max_tree_depth, target=args.target, seed=args.seed,
-                                    num_chains=chains, scale_moves=args.scale_moves)
+                                            max_tree_depth=args.max_tree_depth, target=args.target, seed=args.seed,
+                                            num_chains=chains, scale_moves=args.scale_moves)
             record.update(regime=regime, load=[load_start, load()], num_warmup=warmup, num_draws=draws,
                           ess_per_1000_gradients=1e3 * record["min_ess"] / record["gradient_evaluations"])
             rows.append(record)

@@ -124,6 +124,9 @@ SMOOTHING_SECONDS = 0.1
 #: long enough that every bin meets a gap between phonemes of continuous speech (minimum statistics,
 #: Martin 2001, uses 1.5 s; twice that keeps the floor steadier under dense speech).
 MINIMUM_SECONDS = 3.0
+#: Shortest signal (s) whose own noise is learned: the minimum-statistics window of Martin (2001), within
+#: which speech leaves a gap in every bin (:func:`min_frames`).
+SHORTEST_SECONDS = 1.5
 #: Length (s) of the segments that get their own noise model.
 SEGMENT_SECONDS = 4.0
 #: Context (s) on each side of a segment whose frames its noise model is also learned on.
@@ -134,21 +137,25 @@ def _seconds_to_frames(seconds, framing):
     return max(1, int(round(seconds * framing.sample_rate / framing.hop_length)))
 
 
-def min_frames(noise_rank):
+def min_frames(noise_rank, framing=features.NARROWBAND):
     """Fewest STFT frames a signal's own noise model is learned from.
 
-    The frames judged noise-dominated (at least two per noise atom) must be at most half of
-    the signal's frames; a shorter signal would have its speech learned as noise.
+    Two conditions, the larger count wins. The frames judged noise-dominated (at least two per
+    noise atom) must be at most half of the signal's frames: 4 x ``noise_rank``. And the signal
+    must span :data:`SHORTEST_SECONDS`, the window within which speech leaves a gap in every
+    frequency bin: in a shorter piece of continuous speech the quietest frames are speech, which
+    would be learned as noise and removed (``docs/enhance.md``, "Short files").
 
     Parameters
     ----------
     noise_rank : int
+    framing : sepsti.features.Framing
 
     Returns
     -------
     int
     """
-    return 4 * int(noise_rank)
+    return max(4 * int(noise_rank), _seconds_to_frames(SHORTEST_SECONDS, framing))
 
 
 class NoiseModel(NamedTuple):
@@ -587,7 +594,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
     def magnitudes():
         return (np.abs(S) for S in stft_chunks(blocks()))
 
-    if noise is None and features.num_frames(num_samples, framing=framing) < min_frames(noise_rank):
+    if noise is None and features.num_frames(num_samples, framing=framing) < min_frames(noise_rank, framing):
         # too few frames to tell noise from speech: the signal is left as it is (its upper band too)
         if mask_fn is not None:
             for V in magnitudes():

@@ -23,7 +23,7 @@ RATE = 8000
 RANK = 16
 
 
-def speech_like(rng, seconds=0.8, rate=RATE):
+def speech_like(rng, seconds=1.6, rate=RATE):
     """Voiced segments with a gliding pitch and a few formant-like peaks, separated by pauses."""
     n = int(seconds * rate)
     t = np.arange(n) / rate
@@ -186,7 +186,7 @@ def _wideband_corpus(root, rng):
         rate = 22050 if speaker == "LJ" else 16000
         name = f"{speaker}/{speaker}-1-0000.wav"
         (root / speaker).mkdir(parents=True)
-        y = speech_like(rng, rate=rate) + 0.2 * np.sin(2 * np.pi * 30 * np.arange(int(0.8 * rate)) / rate)
+        y = speech_like(rng, rate=rate) + 0.2 * np.sin(2 * np.pi * 30 * np.arange(int(1.6 * rate)) / rate)
         soundfile.write(root / name, y, rate)
         flags = ["band_limited"] if speaker == "14" else []
         entries.append({"file": name, "rate": rate, "speaker": speaker, "duration_s": 0.8, "flags": flags})

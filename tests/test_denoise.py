@@ -177,8 +177,8 @@ def test_short_signals_are_left_as_they_are_at_every_framing(rng):
 
     wide = features.framing_for_rate(16000)
     W = rng.uniform(0.5, 1.0, (wide.n_bins, 4))
-    y = 0.01 * rng.standard_normal(int(0.3 * wide.sample_rate))  # 11 frames of 32 ms
-    assert features.num_frames(len(y), framing=wide) < min_frames(5) <= features.num_frames(len(y))  # 8 kHz hops
+    y = 0.01 * rng.standard_normal(int(1.4 * wide.sample_rate))  # 45 frames of 32 ms
+    assert features.num_frames(len(y), framing=wide) < min_frames(5, wide) == 47
     np.testing.assert_array_equal(denoise(y, W, framing=wide), y)
     gains = []
     out = np.concatenate(list(denoise_blocks(lambda: iter((y,)), len(y), W, framing=wide,
@@ -300,14 +300,17 @@ def test_noise_frames_are_capped_on_long_recordings(monkeypatch, rng):
 
 
 def test_short_signals_are_left_as_they_are(rng, toy_dictionary):
-    """Fewer than 4 frames per noise atom: too little to tell noise from speech, the input comes back."""
-    for seconds in (0.1, 0.3):
-        y = toy_speech(rng, 1.0)[:int(seconds * SR)] + 0.01 * rng.standard_normal(int(seconds * SR))
+    """Under 1.5 s, or fewer than 4 frames per noise atom: too little to tell noise from speech, the input comes back."""
+    assert min_frames(5) == min_frames(2) == 47 and min_frames(20) == 80
+    for seconds in (0.1, 0.3, 1.4):
+        y = toy_speech(rng, 1.5)[:int(seconds * SR)] + 0.01 * rng.standard_normal(int(seconds * SR))
         assert features.num_frames(len(y)) < min_frames(5)
         np.testing.assert_array_equal(denoise(y, toy_dictionary), y)
-    y = 0.01 * rng.standard_normal(int(0.3 * SR))
-    assert features.num_frames(len(y)) >= min_frames(2)
-    assert not np.array_equal(denoise(y, toy_dictionary, noise_rank=2, max_iter=5), y)
+        np.testing.assert_array_equal(denoise(y, toy_dictionary, noise_rank=2), y)
+    y = 0.01 * rng.standard_normal(int(1.5 * SR))
+    assert min_frames(5) <= features.num_frames(len(y)) < min_frames(20)
+    assert not np.array_equal(denoise(y, toy_dictionary, max_iter=5), y)
+    np.testing.assert_array_equal(denoise(y, toy_dictionary, noise_rank=20), y)
 
 
 def test_noise_rank_above_the_bins_is_refused(toy_dictionary):

@@ -212,8 +212,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     (frame by frame), never cut. The noise model follows the noise through each
     file, learned from the frames it judges noise-dominated (no pauses needed),
     or comes from --noise-sample (learned at the rate of each file's dictionary).
-    A file too short to learn its noise from (fewer than 4 x --noise-rank frames
-    of 32 ms) is written unchanged, with a line saying so. All inputs and outputs
+    A file too short to learn its noise from (under 1.5 s, or fewer than
+    4 x --noise-rank frames of 32 ms) is written unchanged, with a line saying so. All inputs and outputs
     are checked before any work is done.
     """
     _single_threaded_blas()
@@ -284,17 +284,18 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
         for framing, sample in samples.items():
             noise_models[framing] = learn_noise(functools.partial(sample_magnitudes, sample, framing), noise_rank,
                                                 seed=seed, name=f"--noise-sample {noise_sample}")
-    fewest = min_frames(noise_rank)
     show = len(inputs) > 1 and progress is not False
     with progress_bar(len(inputs), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar:
         for (audio, speech_dictionary), target in zip(checked, outputs):
             framing = speech_dictionary.framing
             frames = num_frames(audio.num_samples, framing=framing)
+            fewest = min_frames(noise_rank, framing)
             if noise_sample is None and frames < fewest:
                 clipped = copy_file(audio, target, overwrite=overwrite)
+                least = fewest * framing.hop_length / framing.sample_rate
                 bar.write(f"Warning: {audio.path}: too short to learn its noise from ({frames} frames, "
-                          f"{audio.length / audio.sample_rate:.2f} s; at least {fewest} at --noise-rank {noise_rank}); "
-                          "written unchanged", file=sys.stderr)
+                          f"{audio.length / audio.sample_rate:.2f} s; at least {fewest}, {least:.2f} s, at --noise-rank "
+                          f"{noise_rank}); written unchanged", file=sys.stderr)
             else:
                 if noise_sample is not None:
                     options["noise"] = noise_models[framing]

@@ -24,9 +24,9 @@ Cases (each one or several data draws, ``seed`` = the draw):
 truth) / stderr and the share within 2 standard errors. ``selections``: data
 drawn from the model at speech scale (W of an EM dictionary of the training
 matrix at the true rank, H its activations) and the rank the default
-settings select among candidates around it.
+settings select among candidates around it (``--quick``: R/2, R, 2R; else 16 ... 256).
 
-    python recipes/sti_validation.py [--quick] [--out DIR] [--seed S]
+    python recipes/sti_validation.py [--quick] [--out DIR] [--seed S] [--true-ranks 32,128] [--skip-selections]
 
 ``--quick`` keeps every kind of case with fewer draws and ranks.
 """
@@ -208,6 +208,9 @@ def coverage(cases):
 def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--skip-selections", action="store_true", help="leave out the speech-scale selections")
+    parser.add_argument("--true-ranks", default=None,
+                        help="true ranks of the speech-scale selections, comma-separated (default: 32 with --quick, "
+                             "else 32,128)")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="reference",
                         help="the select_rank_sti preset under test (default: the library's default)")
     args = parser.parse_args()
@@ -224,10 +227,9 @@ def main():
     cases += parafac_cases(args.seed, [2] if quick else [1, 2, 3, 4], 400 if quick else 2000)
     selections = []
     if not args.skip_selections:
-        if quick:
-            selections = selection_cases(X0, [32], lambda r: [r // 2, r, 2 * r], args.seed, args.preset)
-        else:
-            selections = selection_cases(X0, [32, 128], lambda r: [16, 32, 64, 128, 256], args.seed, args.preset)
+        true_ranks = [int(r) for r in args.true_ranks.split(",")] if args.true_ranks else [32] if quick else [32, 128]
+        candidates_of = (lambda r: [r // 2, r, 2 * r]) if quick else (lambda r: [16, 32, 64, 128, 256])
+        selections = selection_cases(X0, true_ranks, candidates_of, args.seed, args.preset)
     preset = PRESETS[args.preset]
     out = {"cases": cases, "coverage": coverage(cases), "selections": selections,
            "settings": {"nmf_preset": {"name": args.preset, "grid": preset.grid.as_dict(),

@@ -1,20 +1,24 @@
-"""Short pieces of continuous speech: is the enhanced piece worse than the input?
+"""Pieces of continuous speech: is the enhanced piece worse than the input?
 
 Pieces of several lengths are cut from the middle of the speech of each test mixture of a
 NOIZEUS-style corpus (sp21–sp30, every noise type and SNR): the centre of the span where the clean
 speech's 100 ms energy exceeds a tenth of its peak, so a piece holds speech throughout and no
-pause. Each piece is enhanced by :func:`sepsti.denoise.denoise` with the shipped 8 kHz dictionary
+pause. With ``--continuous`` the pieces are longer than a sentence: the test sentences with their
+pauses of more than 100 ms removed (50 ms energy below 1 % of the sentence's peak), put back to
+back (18 s), eight pieces per length spread over it, each mixed with the same length of a noise
+type's ``noisy − clean`` parts at each SNR of the corpus. Each piece is enhanced by :func:`sepsti.denoise.denoise` with the shipped 8 kHz dictionary
 and scored by :func:`sepsti.metrics.bss_eval` against the cut clean speech; the whole mixtures are
 scored too. With ``--no-limit`` the shortest-file limit (:data:`sepsti.denoise.SHORTEST_SECONDS`)
 is lifted, which measures what the limit guards against; without it, pieces below the limit
 come back unchanged (gain 0).
 
 Prints the SDR gain over the input per length (mean, pieces worse than the input, worst, mean
-at the highest SNR) and writes ``OUT/enhance_short_pieces.json``.
+per SNR) and writes ``OUT/enhance_short_pieces.json``.
 
 Usage::
 
-    python recipes/benchmarks/enhance_short_pieces.py [--corpus DIR] [--lengths 0.65,1,1.5,2] [--no-limit] [--out DIR]
+    python recipes/benchmarks/enhance_short_pieces.py [--corpus DIR] [--lengths 0.65,1,1.5,2] [--no-limit]
+        [--continuous] [--out DIR]
 """
 
 import os
@@ -38,16 +42,58 @@ def speech_centre(clean, rate):
     return (active[0] + active[-1]) // 2
 
 
+def without_pauses(clean, rate):
+    """``clean`` from its first to its last active sample, pauses over 100 ms removed."""
+    energy = np.convolve(clean ** 2, np.ones(int(0.05 * rate)), "same")
+    active = energy > 0.01 * energy.max()
+    first, last = np.flatnonzero(active)[[0, -1]]
+    clean, active = clean[first:last], active[first:last]
+    runs = np.split(np.arange(len(clean)), np.flatnonzero(np.diff(active.astype(int))) + 1)
+    return np.concatenate([clean[run] for run in runs if active[run[0]] or len(run) <= int(0.1 * rate)])
+
+
+def pieces(corpus, lengths, continuous, rate):
+    """``(id, noise, snr, seconds, clean, noisy)`` of every piece, whole mixtures as ``seconds=None``."""
+    from sepsti.corpora.noizeus import corpus_index, mixtures
+
+    index = corpus_index(corpus)
+    if not continuous:
+        for mixture in mixtures(index, split="test"):
+            centre = speech_centre(mixture.clean, rate)
+            for length in [*lengths, None]:
+                start = 0 if length is None else max(0, centre - int(length * rate) // 2)
+                stop = len(mixture.clean) if length is None else start + int(length * rate)
+                yield (mixture.utterance, mixture.noise, mixture.snr, length, mixture.clean[start:stop],
+                       mixture.noisy[start:stop])
+        return
+    test = mixtures(index, split="test")
+    first = test[0].noise, test[0].snr
+    speech = np.concatenate([without_pauses(m.clean, rate) for m in test if (m.noise, m.snr) == first])
+    for noise in sorted({m.noise for m in test}):
+        parts = [m.noise_signal for m in mixtures(index, split="all", noises=[noise], snrs=[first[1]])]
+        noise_signal = np.concatenate(parts)
+        for length in lengths:
+            n = int(length * rate)
+            for piece, start in enumerate(np.linspace(0, len(speech) - n, 8).astype(int)):
+                clean = speech[start:start + n]
+                offset = piece * n % (len(noise_signal) - n)
+                raw = noise_signal[offset:offset + n]
+                for snr in sorted({m.snr for m in test}):
+                    scaled = raw * np.sqrt(np.mean(clean ** 2) / np.mean(raw ** 2) / 10 ** (snr / 10))
+                    yield f"continuous:{piece}", noise, snr, length, clean, clean + scaled
+
+
 def main(argv=None):
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=None,
                         help="NOIZEUS-style folder (default: ../shared/data/noizeus)")
     parser.add_argument("--lengths", default="0.65,0.8,1,1.25,1.5,2", help="piece lengths in seconds")
     parser.add_argument("--no-limit", action="store_true", help="enhance pieces below the shortest-file limit too")
+    parser.add_argument("--continuous", action="store_true",
+                        help="pieces of the test sentences put back to back without their pauses")
     args = parser.parse_args(argv)
 
     import sepsti.denoise
-    from sepsti.corpora.noizeus import corpus_index, mixtures
     from sepsti.dictionary import default_dictionary_path, load_dictionary
     from sepsti.metrics import bss_eval
 
@@ -58,31 +104,24 @@ def main(argv=None):
         sepsti.denoise.SHORTEST_SECONDS = 0.0
     lengths = [float(value) for value in args.lengths.split(",")]
     dictionary = load_dictionary(default_dictionary_path())
-    rate = dictionary.sample_rate
     rows = []
-    for mixture in mixtures(corpus_index(corpus), split="test"):
-        centre = speech_centre(mixture.clean, rate)
-        for length in [*lengths, None]:
-            if length is None:
-                part = slice(None)
-            else:
-                start = max(0, centre - int(length * rate) // 2)
-                part = slice(start, start + int(length * rate))
-            clean, noisy = mixture.clean[part], mixture.noisy[part]
-            speech = sepsti.denoise.denoise(noisy, dictionary.W, seed=args.seed, framing=dictionary.framing)
-            rows.append({"id": mixture.utterance, "noise": mixture.noise, "snr": mixture.snr, "seconds": length,
-                         "input": bss_eval(clean, noisy, noisy)["sdr"], "sdr": bss_eval(clean, noisy, speech)["sdr"]})
+    for name, noise, snr, length, clean, noisy in pieces(corpus, lengths, args.continuous, dictionary.sample_rate):
+        speech = sepsti.denoise.denoise(noisy, dictionary.W, seed=args.seed, framing=dictionary.framing)
+        rows.append({"id": name, "noise": noise, "snr": snr, "seconds": length,
+                     "input": bss_eval(clean, noisy, noisy)["sdr"], "sdr": bss_eval(clean, noisy, speech)["sdr"]})
     summary = []
-    top = max(row["snr"] for row in rows)
-    for length in [*lengths, None]:
+    snrs = sorted({row["snr"] for row in rows})
+    for length in lengths if args.continuous else [*lengths, None]:
         gain = np.array([row["sdr"] - row["input"] for row in rows if row["seconds"] == length])
-        at_top = np.array([row["sdr"] - row["input"] for row in rows if row["seconds"] == length and row["snr"] == top])
+        by_snr = {snr: float(np.mean([row["sdr"] - row["input"] for row in rows
+                                      if row["seconds"] == length and row["snr"] == snr])) for snr in snrs}
         summary.append({"seconds": length, "n": len(gain), "mean_gain": gain.mean(), "worse": int(np.sum(gain < 0)),
-                        "worst": gain.min(), f"mean_gain_at_{top}_db": at_top.mean()})
+                        "worst": gain.min(), "mean_gain_by_snr": by_snr})
         print(f"{'whole' if length is None else f'{length:.2f} s':>8}: mean gain {gain.mean():+.2f} dB, "
-              f"{int(np.sum(gain < 0))} of {len(gain)} worse than the input, worst {gain.min():+.2f} dB, "
-              f"mean at {top} dB {at_top.mean():+.2f} dB")
+              f"{int(np.sum(gain < 0))} of {len(gain)} worse than the input, worst {gain.min():+.2f} dB; by SNR "
+              + ", ".join(f"{snr} dB {value:+.2f}" for snr, value in by_snr.items()))
     write_results(args.out, NAME, {"corpus": str(corpus), "limit_lifted": args.no_limit,
+                                   "continuous": args.continuous,
                                    "shortest_seconds": sepsti.denoise.SHORTEST_SECONDS, "seed": args.seed,
                                    "summary": summary, "results": rows})
 

@@ -52,33 +52,38 @@ def without_pauses(clean, rate):
     return np.concatenate([clean[run] for run in runs if active[run[0]] or len(run) <= int(0.1 * rate)])
 
 
-def pieces(corpus, lengths, continuous, rate):
-    """``(id, noise, snr, seconds, clean, noisy)`` of every piece, whole mixtures as ``seconds=None``."""
-    from sepsti.corpora.noizeus import corpus_index, mixtures
+def sentence_pieces(index, lengths, rate):
+    """``(id, noise, snr, seconds, clean, noisy)`` cut around each test mixture's speech centre, whole ones as
+    ``seconds=None``."""
+    from sepsti.corpora.noizeus import mixtures
 
-    index = corpus_index(corpus)
-    if not continuous:
-        for mixture in mixtures(index, split="test"):
-            centre = speech_centre(mixture.clean, rate)
-            for length in [*lengths, None]:
-                start = 0 if length is None else max(0, centre - int(length * rate) // 2)
-                stop = len(mixture.clean) if length is None else start + int(length * rate)
-                yield (mixture.utterance, mixture.noise, mixture.snr, length, mixture.clean[start:stop],
-                       mixture.noisy[start:stop])
-        return
+    for mixture in mixtures(index, split="test"):
+        centre = speech_centre(mixture.clean, rate)
+        for length in [*lengths, None]:
+            start = 0 if length is None else max(0, centre - int(length * rate) // 2)
+            stop = len(mixture.clean) if length is None else start + int(length * rate)
+            yield (mixture.utterance, mixture.noise, mixture.snr, length, mixture.clean[start:stop],
+                   mixture.noisy[start:stop])
+
+
+def continuous_pieces(index, lengths, rate):
+    """``(id, noise, snr, seconds, clean, noisy)`` of the test sentences put back to back without their pauses."""
+    from sepsti.corpora.noizeus import mixtures
+
     test = mixtures(index, split="test")
     first = test[0].noise, test[0].snr
     speech = np.concatenate([without_pauses(m.clean, rate) for m in test if (m.noise, m.snr) == first])
+    snrs = sorted({m.snr for m in test})
     for noise in sorted({m.noise for m in test}):
-        parts = [m.noise_signal for m in mixtures(index, split="all", noises=[noise], snrs=[first[1]])]
-        noise_signal = np.concatenate(parts)
+        noise_signal = np.concatenate([m.noise_signal for m in mixtures(index, split="all", noises=[noise],
+                                                                         snrs=[first[1]])])
         for length in lengths:
             n = int(length * rate)
             for piece, start in enumerate(np.linspace(0, len(speech) - n, 8).astype(int)):
                 clean = speech[start:start + n]
                 offset = piece * n % (len(noise_signal) - n)
                 raw = noise_signal[offset:offset + n]
-                for snr in sorted({m.snr for m in test}):
+                for snr in snrs:
                     scaled = raw * np.sqrt(np.mean(clean ** 2) / np.mean(raw ** 2) / 10 ** (snr / 10))
                     yield f"continuous:{piece}", noise, snr, length, clean, clean + scaled
 
@@ -94,6 +99,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     import sepsti.denoise
+    from sepsti.corpora.noizeus import corpus_index
     from sepsti.dictionary import default_dictionary_path, load_dictionary
     from sepsti.metrics import bss_eval
 
@@ -105,7 +111,8 @@ def main(argv=None):
     lengths = [float(value) for value in args.lengths.split(",")]
     dictionary = load_dictionary(default_dictionary_path())
     rows = []
-    for name, noise, snr, length, clean, noisy in pieces(corpus, lengths, args.continuous, dictionary.sample_rate):
+    pieces = continuous_pieces if args.continuous else sentence_pieces
+    for name, noise, snr, length, clean, noisy in pieces(corpus_index(corpus), lengths, dictionary.sample_rate):
         speech = sepsti.denoise.denoise(noisy, dictionary.W, seed=args.seed, framing=dictionary.framing)
         rows.append({"id": name, "noise": noise, "snr": snr, "seconds": length,
                      "input": bss_eval(clean, noisy, noisy)["sdr"], "sdr": bss_eval(clean, noisy, speech)["sdr"]})

@@ -213,8 +213,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     file, learned from the frames it judges noise-dominated (no pauses needed),
     or comes from --noise-sample (learned at the rate of each file's dictionary).
     A file too short to learn its noise from (under 1.5 s, or fewer than
-    4 x --noise-rank frames of 32 ms) is written unchanged, with a line saying so. All inputs and outputs
-    are checked before any work is done.
+    4 x --noise-rank frames of 32 ms) is written unchanged, with a line saying
+    so. All inputs and outputs are checked before any work is done.
     """
     _single_threaded_blas()
     from sepsti.core.io import check_output_path

@@ -30,8 +30,8 @@ from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
 from sepsti.core.random import stream
 from sepsti import features
 
-__all__ = ["SPARSITY", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION", "SMOOTHING_SECONDS", "MINIMUM_SECONDS",
-           "SEGMENT_SECONDS", "CONTEXT_SECONDS", "NoiseModel", "train_dictionary", "denoise", "denoise_blocks",
+__all__ = ["SPARSITY", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING", "SMOOTHING_SECONDS",
+           "MINIMUM_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "NoiseModel", "train_dictionary", "denoise", "denoise_blocks",
            "separate", "track_noise", "learn_noise", "min_frames", "speech_prior_rates", "validate_noise_rank"]
 
 
@@ -118,6 +118,10 @@ CHUNK_FRAMES = 2048
 MAX_NOISE_FRAMES = 4096
 #: Share of the frames around a segment judged noise-dominated and learned on (at least two per atom).
 NOISE_FRACTION = 0.2
+#: Multiple of a bin's minimum-statistics floor at which the magnitudes of those frames are cut
+#: before their noise dictionary is learned: in continuous speech the quietest frames still hold
+#: speech, whose peaks stand far above the floor and would otherwise be learned as noise.
+NOISE_CEILING = 3.0
 #: Time constant (s) of the recursive smoothing of each bin's magnitude before its minimum is taken.
 SMOOTHING_SECONDS = 0.1
 #: Span (s) of the window around a frame over which each bin's smoothed minimum is its noise floor:
@@ -166,7 +170,7 @@ class NoiseModel(NamedTuple):
     W_noise : ndarray, shape (n_segments, n_bins, noise_rank)
         Each segment's noise dictionary, columns summing to 1.
     floor : ndarray, shape (n_segments, n_bins)
-        Each segment's noise floor: the mean magnitude of the frames it was learned on.
+        Each segment's noise floor: each bin's median magnitude over the frames it was learned on.
     segment_frames : int
         Frames per segment; frame ``j`` belongs to segment ``min(j // segment_frames, n_segments - 1)``.
     """
@@ -179,9 +183,15 @@ class NoiseModel(NamedTuple):
         return min(frame // self.segment_frames, len(self.floor) - 1)
 
 
-def _fit_noise(Vq, noise_rank, rng, offset, max_iter):
-    """Noise dictionary and floor from the magnitudes ``Vq`` of noise-dominated frames."""
-    noise_floor = Vq.mean(axis=1)
+def _fit_noise(Vq, noise_rank, rng, offset, max_iter, ceiling=None):
+    """Noise dictionary and floor from the magnitudes ``Vq`` of noise-dominated frames.
+
+    The floor is each bin's median over the frames; with ``ceiling`` (same shape as ``Vq``) the
+    dictionary is learned on the magnitudes cut at it.
+    """
+    noise_floor = np.median(Vq, axis=1)
+    if ceiling is not None:
+        Vq = np.minimum(Vq, ceiling)
     # a small offset keeps bins that are exactly zero in these frames learnable
     Vq = Vq + offset
     W0, H0 = initialize_nmf(Vq, noise_rank, rng)
@@ -290,7 +300,8 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
             start, stop = bounds[s][0] - buffer_start, bounds[s][1] - buffer_start
             count = min(stop - start, max(2 * noise_rank, int(np.ceil(NOISE_FRACTION * (stop - start)))))
             chosen = start + np.sort(np.argsort(loudness[0][start:stop], kind="stable")[:count])
-            W_noise[s], noise_floor[s] = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset, 50)
+            ceiling = NOISE_CEILING * floors[np.minimum((buffer_start + chosen) // block, len(floors) - 1)].T
+            W_noise[s], noise_floor[s] = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset, 50, ceiling)
             s += 1
             if s < n_segments:  # keep only the frames later segments still need
                 drop = bounds[s][0] - buffer_start
@@ -305,8 +316,10 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
     recording, and each frame's loudness relative to its floor judges how noise-dominated it is;
     then each segment of :data:`SEGMENT_SECONDS` gets a rank-``noise_rank`` Poisson NMF of the
     :data:`NOISE_FRACTION` of the frames around it (:data:`CONTEXT_SECONDS` on each side) that
-    are quietest relative to their floor. No pause in the speech is needed, and a noise that
-    changes is learned where it is. A signal shorter than one and a half segments gets one
+    are quietest relative to their floor, their magnitudes cut at :data:`NOISE_CEILING` times the
+    floor (speech peaks left in them by speech without a pause are not learned as noise); the
+    segment's floor for the speech prior is their median. No pause in the speech is needed, and a
+    noise that changes is learned where it is. A signal shorter than one and a half segments gets one
     model, learned on the whole signal.
 
     Parameters

@@ -13,7 +13,8 @@ is lifted, which measures what the limit guards against; without it, pieces belo
 come back unchanged (gain 0).
 
 Prints the SDR gain over the input per length (mean, pieces worse than the input, worst, mean
-per SNR) and writes ``OUT/enhance_short_pieces.json``.
+per SNR) and the mean STOI change per SNR (:func:`sepsti.metrics.stoi`), and writes
+``OUT/enhance_short_pieces.json``.
 
 Usage::
 
@@ -101,7 +102,7 @@ def main(argv=None):
     import sepsti.denoise
     from sepsti.corpora.noizeus import corpus_index
     from sepsti.dictionary import default_dictionary_path, load_dictionary
-    from sepsti.metrics import bss_eval
+    from sepsti.metrics import bss_eval, stoi
 
     corpus = args.corpus or default_corpus()
     if corpus is None:
@@ -114,19 +115,25 @@ def main(argv=None):
     pieces = continuous_pieces if args.continuous else sentence_pieces
     for name, noise, snr, length, clean, noisy in pieces(corpus_index(corpus), lengths, dictionary.sample_rate):
         speech = sepsti.denoise.denoise(noisy, dictionary.W, seed=args.seed, framing=dictionary.framing)
+        rate = dictionary.sample_rate
         rows.append({"id": name, "noise": noise, "snr": snr, "seconds": length,
-                     "input": bss_eval(clean, noisy, noisy)["sdr"], "sdr": bss_eval(clean, noisy, speech)["sdr"]})
+                     "input": bss_eval(clean, noisy, noisy)["sdr"], "sdr": bss_eval(clean, noisy, speech)["sdr"],
+                     "stoi_input": stoi(clean, noisy, rate), "stoi": stoi(clean, speech, rate)})
     summary = []
     snrs = sorted({row["snr"] for row in rows})
     for length in lengths if args.continuous else [*lengths, None]:
         gain = np.array([row["sdr"] - row["input"] for row in rows if row["seconds"] == length])
-        by_snr = {snr: float(np.mean([row["sdr"] - row["input"] for row in rows
-                                      if row["seconds"] == length and row["snr"] == snr])) for snr in snrs}
+        def mean_by_snr(score, reference):
+            return {snr: float(np.mean([row[score] - row[reference] for row in rows
+                                        if row["seconds"] == length and row["snr"] == snr])) for snr in snrs}
+
+        by_snr, stoi_by_snr = mean_by_snr("sdr", "input"), mean_by_snr("stoi", "stoi_input")
         summary.append({"seconds": length, "n": len(gain), "mean_gain": gain.mean(), "worse": int(np.sum(gain < 0)),
-                        "worst": gain.min(), "mean_gain_by_snr": by_snr})
+                        "worst": gain.min(), "mean_gain_by_snr": by_snr, "mean_stoi_change_by_snr": stoi_by_snr})
         print(f"{'whole' if length is None else f'{length:.2f} s':>8}: mean gain {gain.mean():+.2f} dB, "
               f"{int(np.sum(gain < 0))} of {len(gain)} worse than the input, worst {gain.min():+.2f} dB; by SNR "
-              + ", ".join(f"{snr} dB {value:+.2f}" for snr, value in by_snr.items()))
+              + ", ".join(f"{snr} dB {value:+.2f}" for snr, value in by_snr.items())
+              + "; STOI change " + ", ".join(f"{value:+.3f}" for value in stoi_by_snr.values()))
     write_results(args.out, NAME, {"corpus": str(corpus), "limit_lifted": args.no_limit,
                                    "continuous": args.continuous,
                                    "shortest_seconds": sepsti.denoise.SHORTEST_SECONDS, "seed": args.seed,

@@ -6,11 +6,12 @@ speech's 100 ms energy exceeds a tenth of its peak, so a piece holds speech thro
 pause. With ``--continuous`` the pieces are longer than a sentence: the test sentences with their
 pauses of more than 100 ms removed (50 ms energy below 1 % of the sentence's peak), put back to
 back (18 s), eight pieces per length spread over it, each mixed with the same length of a noise
-type's ``noisy − clean`` parts at each SNR of the corpus. Each piece is enhanced by :func:`sepsti.denoise.denoise` with the shipped 8 kHz dictionary
-and scored by :func:`sepsti.metrics.bss_eval` against the cut clean speech; the whole mixtures are
-scored too. With ``--no-limit`` the shortest-file limit (:data:`sepsti.denoise.SHORTEST_SECONDS`)
-is lifted, which measures what the limit guards against; without it, pieces below the limit
-come back unchanged (gain 0).
+type's ``noisy − clean`` parts at each SNR of the corpus. Each piece is enhanced by
+:func:`sepsti.denoise.denoise` with the shipped 8 kHz dictionary (or ``--dictionary``) and scored by
+:func:`sepsti.metrics.bss_eval` against the cut clean speech; the whole mixtures are scored too.
+With ``--no-limit`` the shortest-file limit (:data:`sepsti.denoise.SHORTEST_SECONDS`) is lifted,
+which measures what the limit guards against; without it, pieces below the limit come back
+unchanged (gain 0).
 
 Prints the SDR gain over the input per length (mean, pieces worse than the input, worst, mean
 per SNR) and the mean STOI change per SNR (:func:`sepsti.metrics.stoi`), and writes
@@ -19,7 +20,7 @@ per SNR) and the mean STOI change per SNR (:func:`sepsti.metrics.stoi`), and wri
 Usage::
 
     python recipes/benchmarks/enhance_short_pieces.py [--corpus DIR] [--lengths 0.65,1,1.5,2] [--no-limit]
-        [--continuous] [--out DIR]
+        [--continuous] [--dictionary D.npz] [--out DIR]
 """
 
 import os
@@ -97,6 +98,7 @@ def main(argv=None):
     parser.add_argument("--no-limit", action="store_true", help="enhance pieces below the shortest-file limit too")
     parser.add_argument("--continuous", action="store_true",
                         help="pieces of the test sentences put back to back without their pauses")
+    parser.add_argument("--dictionary", type=Path, default=None, help="8 kHz speech dictionary (default: the shipped one)")
     args = parser.parse_args(argv)
 
     import sepsti.denoise
@@ -110,7 +112,7 @@ def main(argv=None):
     if args.no_limit:
         sepsti.denoise.SHORTEST_SECONDS = 0.0
     lengths = [float(value) for value in args.lengths.split(",")]
-    dictionary = load_dictionary(default_dictionary_path())
+    dictionary = load_dictionary(args.dictionary or default_dictionary_path())
     rows = []
     pieces = continuous_pieces if args.continuous else sentence_pieces
     for name, noise, snr, length, clean, noisy in pieces(corpus_index(corpus), lengths, dictionary.sample_rate):
@@ -134,7 +136,8 @@ def main(argv=None):
               f"{int(np.sum(gain < 0))} of {len(gain)} worse than the input, worst {gain.min():+.2f} dB; by SNR "
               + ", ".join(f"{snr} dB {value:+.2f}" for snr, value in by_snr.items())
               + "; STOI change " + ", ".join(f"{value:+.3f}" for value in stoi_by_snr.values()))
-    write_results(args.out, NAME, {"corpus": str(corpus), "limit_lifted": args.no_limit,
+    write_results(args.out, NAME, {"corpus": str(corpus), "dictionary": str(args.dictionary or default_dictionary_path()),
+                                   "limit_lifted": args.no_limit,
                                    "continuous": args.continuous,
                                    "shortest_seconds": sepsti.denoise.SHORTEST_SECONDS, "seed": args.seed,
                                    "summary": summary, "results": rows})

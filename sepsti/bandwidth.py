@@ -12,13 +12,15 @@ rate also has an *upper band*: the input minus its own round trip through the pr
 bands add up to the input exactly. The model says nothing about the upper band directly;
 what it does know is how much of the top modelled band is speech in each frame. The upper
 band is therefore enhanced with that frame's gain ``Σ S / Σ (S + N)`` over the top of the
-modelled band (:data:`TOP_BAND`, 4–7.6 kHz for the 16 kHz dictionary, 2–3.8 kHz for the 8 kHz
+modelled band (at least :data:`sepsti.denoise.MASK_FLOOR`, as every modelled bin) (:data:`TOP_BAND`, 4–7.6 kHz for the 16 kHz dictionary, 2–3.8 kHz for the 8 kHz
 one), interpolated linearly between frame centres: fricatives (speech in the top band) keep
 their upper band, noise-only frames lose it as the top band's noise does. Nothing is removed
 without the model saying so.
 """
 
 import numpy as np
+
+from sepsti.denoise import speech_mask
 
 __all__ = ["NARROWBAND_RATE", "TOP_BAND", "dictionary_path_for_rate", "has_upper_band", "UpperBand"]
 
@@ -90,9 +92,7 @@ class UpperBand:
 
     def add_mask(self, speech, noise):
         """Record the gains of frames (speech and noise magnitudes, shape (n_bins, m), in order)."""
-        speech = speech[self._top].sum(axis=0)
-        total = speech + noise[self._top].sum(axis=0)
-        self._gains.append(np.divide(speech, total, out=np.zeros_like(speech), where=total > 0))
+        self._gains.append(speech_mask(speech[self._top].sum(axis=0), noise[self._top].sum(axis=0)))
 
     def _upper_blocks(self, blocks):
         """The input minus its round trip through the processing rate, block by block."""

@@ -240,6 +240,14 @@ def test_speech_prior_rates():
     np.testing.assert_allclose(rates, [0.3 * 9, 0.3 / 9, 0.3 * 9, 0.0])
 
 
+def test_speech_mask_keeps_every_bin_above_its_floor():
+    from sepsti.denoise import MASK_FLOOR, speech_mask
+
+    speech = np.array([3.0, 0.0, 1.0, 0.0, 0.01])
+    noise = np.array([1.0, 2.0, 0.0, 0.0, 0.99])
+    np.testing.assert_allclose(speech_mask(speech, noise), [0.75, MASK_FLOOR, 1.0, MASK_FLOOR, MASK_FLOOR])
+
+
 def test_bad_input(toy_dictionary):
     with pytest.raises(ParameterError, match="mono"):
         denoise(np.zeros((2, 100)), toy_dictionary)

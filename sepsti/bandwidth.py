@@ -12,8 +12,9 @@ rate also has an *upper band*: the input minus its own round trip through the pr
 bands add up to the input exactly. The model says nothing about the upper band directly;
 what it does know is how much of the top modelled band is speech in each frame. The upper
 band is therefore enhanced with that frame's gain ``Σ S / Σ (S + N)`` over the top of the
-modelled band (at least :data:`sepsti.denoise.MASK_FLOOR`, as every modelled bin) (:data:`TOP_BAND`, 4–7.6 kHz for the 16 kHz dictionary, 2–3.8 kHz for the 8 kHz
-one), interpolated linearly between frame centres: fricatives (speech in the top band) keep
+modelled band (:data:`TOP_BAND`, 4–7.6 kHz for the 16 kHz dictionary, 2–3.8 kHz for the 8 kHz
+one; at least :data:`sepsti.denoise.MASK_FLOOR`, like every modelled bin, through
+:func:`sepsti.denoise.speech_mask`), interpolated linearly between frame centres: fricatives (speech in the top band) keep
 their upper band, noise-only frames lose it as the top band's noise does. Nothing is removed
 without the model saying so.
 """

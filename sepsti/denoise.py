@@ -30,10 +30,10 @@ from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
 from sepsti.core.random import stream
 from sepsti import features
 
-__all__ = ["SPARSITY", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING", "SMOOTHING_SECONDS",
-           "MINIMUM_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "NoiseModel", "train_dictionary", "denoise", "denoise_blocks",
-           "separate", "track_noise", "learn_noise", "min_frames", "speech_mask", "speech_prior_rates",
-           "validate_noise_rank", "MASK_FLOOR"]
+__all__ = ["SPARSITY", "MASK_FLOOR", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING",
+           "SMOOTHING_SECONDS", "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS",
+           "NoiseModel", "train_dictionary", "denoise", "denoise_blocks", "separate", "track_noise", "learn_noise",
+           "min_frames", "speech_mask", "speech_prior_rates", "validate_noise_rank"]
 
 
 def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0, progress=False):
@@ -325,8 +325,8 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
     are quietest relative to their floor, their magnitudes cut at :data:`NOISE_CEILING` times the
     floor (speech peaks left in them by speech without a pause are not learned as noise); the
     segment's floor for the speech prior is their median. No pause in the speech is needed, and a
-    noise that changes is learned where it is. A signal shorter than one and a half segments gets one
-    model, learned on the whole signal.
+    noise that changes is learned where it is. A signal shorter than one and a half segments gets
+    one model, learned on the whole signal.
 
     Parameters
     ----------

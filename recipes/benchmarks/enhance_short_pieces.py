@@ -98,7 +98,8 @@ def main(argv=None):
     parser.add_argument("--no-limit", action="store_true", help="enhance pieces below the shortest-file limit too")
     parser.add_argument("--continuous", action="store_true",
                         help="pieces of the test sentences put back to back without their pauses")
-    parser.add_argument("--dictionary", type=Path, default=None, help="8 kHz speech dictionary (default: the shipped one)")
+    parser.add_argument("--dictionary", type=Path, default=None,
+                        help="8 kHz speech dictionary (default: the shipped one)")
     args = parser.parse_args(argv)
 
     import sepsti.denoise
@@ -112,33 +113,34 @@ def main(argv=None):
     if args.no_limit:
         sepsti.denoise.SHORTEST_SECONDS = 0.0
     lengths = [float(value) for value in args.lengths.split(",")]
-    dictionary = load_dictionary(args.dictionary or default_dictionary_path())
+    dictionary_path = args.dictionary or default_dictionary_path()
+    dictionary = load_dictionary(dictionary_path)
+    rate = dictionary.sample_rate
     rows = []
     pieces = continuous_pieces if args.continuous else sentence_pieces
-    for name, noise, snr, length, clean, noisy in pieces(corpus_index(corpus), lengths, dictionary.sample_rate):
+    for name, noise, snr, length, clean, noisy in pieces(corpus_index(corpus), lengths, rate):
         speech = sepsti.denoise.denoise(noisy, dictionary.W, seed=args.seed, framing=dictionary.framing)
-        rate = dictionary.sample_rate
         rows.append({"id": name, "noise": noise, "snr": snr, "seconds": length,
                      "input": bss_eval(clean, noisy, noisy)["sdr"], "sdr": bss_eval(clean, noisy, speech)["sdr"],
                      "stoi_input": stoi(clean, noisy, rate), "stoi": stoi(clean, speech, rate)})
     summary = []
     snrs = sorted({row["snr"] for row in rows})
+
+    def mean_by_snr(length, score, reference):
+        return {snr: float(np.mean([row[score] - row[reference] for row in rows
+                                    if row["seconds"] == length and row["snr"] == snr])) for snr in snrs}
+
     for length in lengths if args.continuous else [*lengths, None]:
         gain = np.array([row["sdr"] - row["input"] for row in rows if row["seconds"] == length])
-        def mean_by_snr(score, reference):
-            return {snr: float(np.mean([row[score] - row[reference] for row in rows
-                                        if row["seconds"] == length and row["snr"] == snr])) for snr in snrs}
-
-        by_snr, stoi_by_snr = mean_by_snr("sdr", "input"), mean_by_snr("stoi", "stoi_input")
+        by_snr, stoi_by_snr = mean_by_snr(length, "sdr", "input"), mean_by_snr(length, "stoi", "stoi_input")
         summary.append({"seconds": length, "n": len(gain), "mean_gain": gain.mean(), "worse": int(np.sum(gain < 0)),
                         "worst": gain.min(), "mean_gain_by_snr": by_snr, "mean_stoi_change_by_snr": stoi_by_snr})
         print(f"{'whole' if length is None else f'{length:.2f} s':>8}: mean gain {gain.mean():+.2f} dB, "
               f"{int(np.sum(gain < 0))} of {len(gain)} worse than the input, worst {gain.min():+.2f} dB; by SNR "
               + ", ".join(f"{snr} dB {value:+.2f}" for snr, value in by_snr.items())
               + "; STOI change " + ", ".join(f"{value:+.3f}" for value in stoi_by_snr.values()))
-    write_results(args.out, NAME, {"corpus": str(corpus), "dictionary": str(args.dictionary or default_dictionary_path()),
-                                   "limit_lifted": args.no_limit,
-                                   "continuous": args.continuous,
+    write_results(args.out, NAME, {"corpus": str(corpus), "dictionary": str(dictionary_path),
+                                   "limit_lifted": args.no_limit, "continuous": args.continuous,
                                    "shortest_seconds": sepsti.denoise.SHORTEST_SECONDS, "seed": args.seed,
                                    "summary": summary, "results": rows})
 

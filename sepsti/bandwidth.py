@@ -14,8 +14,9 @@ what it does know is how much of the top modelled band is speech in each frame. 
 band is therefore enhanced with that frame's gain ``Σ S / Σ (S + N)`` over the top of the
 modelled band (:data:`TOP_BAND`, 4–7.6 kHz for the 16 kHz dictionary, 2–3.8 kHz for the 8 kHz
 one; at least :data:`sepsti.denoise.MASK_FLOOR`, like every modelled bin, through
-:func:`sepsti.denoise.speech_mask`), interpolated linearly between frame centres: fricatives (speech in the top band) keep
-their upper band, noise-only frames lose it as the top band's noise does. Nothing is removed
+:func:`sepsti.denoise.speech_mask`), interpolated linearly between frame centres: fricatives
+(speech in the top band) keep their upper band, noise-only frames lose it as the top band's noise
+does. Nothing is removed
 without the model saying so.
 """
 

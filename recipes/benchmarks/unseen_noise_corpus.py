@@ -1,0 +1,114 @@
+"""A NOIZEUS-style corpus with noise types the enhancer was never tuned on, for ``enhance_vs_peers.py``.
+
+The development noises (babble, car, street, train) are the ones every setting of ``sepsti enhance``
+was chosen on; this writes the NOIZEUS test sentences (sp21–sp30) mixed at 0/5/10/15 dB with three
+noises made from material no setting saw:
+
+- ``crowd``: eight talkers of the wideband corpus's ``test`` split (LibriSpeech, one utterance each,
+  random gains between 0.5 and 1.5, looped), resampled to 8 kHz;
+- ``hall``: sixteen such talkers in a reverberant room (a decaying noise tail of 0.8 s);
+- ``concourse``: a crowd of twelve plus the synthetic corpus's street noise (passing vehicles,
+  horns, sirens, knocks: :func:`sepsti.corpora.synth.synth_noise`) at equal power.
+
+Every noise is band-limited like NOIZEUS (:func:`sepsti.corpora.synth.telephone_band`). Each file's
+plain energy ratio is its label minus 0.48 dB, the offset of the NOIZEUS files themselves (their
+labels are by active speech level, ITU-T P.56), so that the input scores are comparable. The clean
+sentences are written beside the mixtures, so that the folder is a complete corpus::
+
+    python recipes/benchmarks/unseen_noise_corpus.py --noizeus ../shared/data/noizeus \\
+        --wideband ../shared/data/wideband --out results/unseen_noise
+    python recipes/benchmarks/enhance_vs_peers.py --corpus results/unseen_noise/corpus --out results/unseen_noise
+
+Writes ``OUT/corpus/clean/spNN.wav`` and ``OUT/corpus/noisy/<noise>_<snr>dB/spNN_<noise>_sn<snr>.wav``
+(16-bit, 8 kHz) and refuses to write into an existing ``OUT/corpus``.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from _common import ROOT, default_corpus, recipe_parser  # noqa: E402
+
+NAME = "unseen_noise_corpus"
+SNRS = (0, 5, 10, 15)
+#: Plain energy ratio minus the label in the NOIZEUS files (their mean over every mixture).
+NOIZEUS_OFFSET_DB = -0.48
+#: Talkers per noise type.
+TALKERS = {"crowd": 8, "hall": 16, "concourse": 12}
+#: Length (s) of the hall's reverberation tail (60 dB decay).
+HALL_SECONDS = 0.8
+
+
+def crowd(pool, talkers, n, rng):
+    """``n`` samples of ``talkers`` voices of ``pool`` (8 kHz signals) summed with random gains."""
+    total = np.zeros(n)
+    for talker in rng.choice(len(pool), talkers, replace=False):
+        voice = np.tile(pool[talker], -(-n // len(pool[talker])) + 1)
+        start = rng.integers(0, len(voice) - n + 1)
+        total += rng.uniform(0.5, 1.5) * voice[start:start + n] / max(np.std(voice), 1e-12)
+    return total
+
+
+def make_noise(kind, pool, n, rng):
+    """``n`` samples of a noise type at 8 kHz, telephone band, unit RMS."""
+    from scipy.signal import fftconvolve
+
+    from sepsti.corpora.synth import SAMPLE_RATE, synth_noise, telephone_band
+
+    warm = SAMPLE_RATE  # the band filter's and the room's start-up is cut off
+    y = crowd(pool, TALKERS[kind], n + warm, rng)
+    if kind == "hall":
+        t = np.arange(int(HALL_SECONDS * SAMPLE_RATE)) / SAMPLE_RATE
+        y = fftconvolve(y, rng.standard_normal(len(t)) * np.exp(-6.9 * t / HALL_SECONDS))[:len(y)]
+    elif kind == "concourse":
+        y = y / np.std(y) + synth_noise("street", n + warm, rng)
+    y = telephone_band(y)[warm:]
+    return y / max(np.std(y), 1e-12)
+
+
+def main(argv=None):
+    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser.add_argument("--noizeus", type=Path, default=None, help="NOIZEUS folder (default: ../shared/data/noizeus)")
+    parser.add_argument("--wideband", type=Path, default=ROOT.parent / "shared" / "data" / "wideband",
+                        help="wideband corpus whose test-split talkers make the noises")
+    args = parser.parse_args(argv)
+
+    import soundfile
+
+    from sepsti.audio import resample
+    from sepsti.corpora import noizeus, wideband
+    from sepsti.corpora.synth import SAMPLE_RATE
+
+    corpus = args.noizeus or default_corpus()
+    if corpus is None:
+        raise SystemExit("no NOIZEUS corpus: pass --noizeus DIR")
+    if not wideband.is_wideband_corpus(args.wideband):
+        raise SystemExit(f"{args.wideband}: not a wideband corpus (pass --wideband DIR)")
+    folder = args.out / "corpus"
+    if folder.exists():
+        raise SystemExit(f"{folder} exists; remove it or choose another --out")
+    sentences = noizeus.clean_signals(corpus, "test")
+    if args.quick:
+        sentences = sentences[:3]
+    pool = [resample(y, rate, SAMPLE_RATE) for _, y, rate in wideband.clean_signals(args.wideband, "test")]
+    (folder / "clean").mkdir(parents=True)
+    for number, (utterance, clean, rate) in enumerate(sentences):
+        if rate != SAMPLE_RATE:
+            raise SystemExit(f"{utterance}: {rate} Hz; expected NOIZEUS at {SAMPLE_RATE} Hz")
+        soundfile.write(folder / "clean" / f"{utterance}.wav", clean, rate, subtype="PCM_16")
+        for k, kind in enumerate(TALKERS):
+            noise = make_noise(kind, pool, len(clean), np.random.default_rng([args.seed, number, k]))
+            for snr in SNRS:
+                scaled = noise * np.sqrt(np.sum(clean ** 2) / (np.sum(noise ** 2) * 10 ** ((snr + NOIZEUS_OFFSET_DB)
+                                                                                           / 10)))
+                path = folder / "noisy" / f"{kind}_{snr}dB" / f"{utterance}_{kind}_sn{snr}.wav"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                soundfile.write(path, np.clip(clean + scaled, -1, 1), rate, subtype="PCM_16")
+    print(f"wrote {len(sentences) * len(TALKERS) * len(SNRS)} mixtures of {len(sentences)} sentences to {folder}")
+
+
+if __name__ == "__main__":
+    main()

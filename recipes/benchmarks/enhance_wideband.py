@@ -8,7 +8,9 @@ noise recordings are provided:
   set to −27 dBFS RMS) mixed at 0/5/10 dB with four noises made here: ``white``, ``pink``
   (1/f power over the whole band), ``babble`` (five other speakers of the same split, summed)
   and ``car`` (the synthetic corpus's car noise, ``sepsti.corpora.synth.synth_noise``, which is
-  telephone band, resampled);
+  telephone band, resampled); and, when asked (``--noise ...,music``), ``music``: three-note chords
+  of harmonic tones (a new chord every 0.25–0.8 s, partials up to 7 kHz) over a decaying noise beat
+  twice a second;
 - 48 kHz (``--rate48 N``): LJ Speech utterances (22.05 kHz, speech up to 11 kHz) resampled to
   48 kHz and mixed with white, pink and babble noise generated at 48 kHz.
 
@@ -63,11 +65,32 @@ def _noise(kind, n, rate, rng, babble_pool):
             voice = np.tile(voice, -(-n // len(voice)) + 1)
             start = rng.integers(0, len(voice) - n + 1)
             y += voice[start:start + n] / max(np.std(voice), 1e-12)
+    elif kind == "music":
+        y = _music(n, rate, rng)
     elif kind == "car":
         y = resample(synth_noise("car", -(-n * SAMPLE_RATE // rate) + 1, rng), SAMPLE_RATE, rate, length=n)
     else:
         raise SystemExit(f"unknown noise {kind!r}")
     return y / max(np.std(y), 1e-12)
+
+
+def _music(n, rate, rng):
+    """``n`` samples of synthetic music: chords of harmonic tones with a decaying noise beat."""
+    y, start = np.zeros(n), 0
+    while start < n:
+        t = np.arange(min(int(rng.uniform(0.25, 0.8) * rate), n - start)) / rate
+        root = 110.0 * 2 ** (rng.integers(0, 24) / 12)
+        for step in (0, 4, 7):  # a major triad
+            pitch = root * 2 ** (step / 12)
+            partials = [k for k in range(1, 12) if k * pitch < 7000.0]
+            tone = sum(np.sin(2 * np.pi * k * pitch * t) / k ** 1.5 for k in partials)
+            y[start:start + len(t)] += tone * np.exp(-2 * t)
+        start += len(t)
+    beat = np.zeros(n)
+    for onset in range(0, n, rate // 2):
+        m = min(n - onset, rate // 10)
+        beat[onset:onset + m] = rng.standard_normal(m) * np.exp(-np.arange(m) / (rate / 80))
+    return y / np.std(y) + 0.5 * beat / max(np.std(beat), 1e-12)
 
 
 def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, seed):

@@ -16,8 +16,7 @@ modelled band (:data:`TOP_BAND`, 4–7.6 kHz for the 16 kHz dictionary, 2–3.8 
 one; at least :data:`sepsti.denoise.MASK_FLOOR`, like every modelled bin, through
 :func:`sepsti.denoise.speech_mask`), interpolated linearly between frame centres: fricatives
 (speech in the top band) keep their upper band, noise-only frames lose it as the top band's noise
-does. Nothing is removed
-without the model saying so.
+does. Nothing is removed without the model saying so.
 """
 
 import numpy as np

@@ -13,8 +13,12 @@ clean speech and held fixed. The noise model follows the noise through the signa
 segment of a few seconds gets its own noise dictionary and floor, learned on the frames around
 it that are quietest relative to a minimum-statistics noise floor (so neither pauses in the
 speech nor a constant noise are needed), and held fixed too, so that it cannot absorb speech;
-or one model comes from a recording of the noise alone. All activations are learned by MAP-EM
-on the noisy magnitudes; the prior rate of a frame's speech activations grows with the frame's
+or one model comes from a recording of the noise alone. Beside its segment's dictionary, the
+noise part of every frame holds a known component: the mean noise magnitude of that frame,
+predicted from the frames around it by MMSE speech-presence tracking of the noise power
+(:mod:`sepsti.noise_power`); it follows the loud moments and quick changes of a noise, which a
+dictionary learned on the quietest frames does not hold, and anchors the noise part's level.
+All activations are learned by MAP-EM on the noisy magnitudes; the prior rate of a frame's speech activations grows with the frame's
 estimated noise share, so that content the noise dictionary can explain goes to the noise
 part, while frames well above the noise floor are left alone. The speech is rebuilt with the
 Wiener-style mask ``S / (S + N)``, at least :data:`MASK_FLOOR`, applied to the complex noisy STFT.
@@ -29,6 +33,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
 from sepsti.core.random import stream
 from sepsti import features
+from sepsti.noise_power import RAYLEIGH_POWER, NoisePowerTracker, expected_magnitude, track_noise_power
 
 __all__ = ["SPARSITY", "MASK_FLOOR", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING",
            "SMOOTHING_SECONDS", "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS",
@@ -458,12 +463,14 @@ class _Setting(NamedTuple):
     n_frames: int
 
 
-def _separate_frames(V, setting, start, *, max_iter, sparsity, seed):
+def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity, seed):
     """Speech and noise magnitudes of frames ``start : start + V.shape[1]``.
 
-    Frames are independent given the fixed dictionaries and the per-frame prior rates, so
-    the frames are split where the noise model changes segment and each part is fitted with
-    its segment's noise dictionary.
+    Frames are independent given the fixed dictionaries, the tracked noise power and the
+    per-frame prior rates, so the frames are split where the noise model changes segment and
+    each part is fitted with its segment's noise dictionary. The noise part of each frame
+    also holds a known component, the mean noise magnitude predicted for that frame by the
+    noise power tracker (:mod:`sepsti.noise_power`); the dictionaries explain what it does not.
     """
     rank = setting.W.shape[1]
     speech, noise = np.empty_like(V, dtype=np.float64), np.empty_like(V, dtype=np.float64)
@@ -480,9 +487,11 @@ def _separate_frames(V, setting, start, *, max_iter, sparsity, seed):
         rates = np.zeros((size, part.shape[1]))
         if sparsity > 0:
             rates[:rank] = speech_prior_rates(part, setting.noise.floor[segment], sparsity)[None, :]
-        result = poisson_nmf_em(part, W_all, H, update_W=False, prior_rate_H=rates, max_iter=max_iter, tol=0)
+        tracked = expected_magnitude(noise_power[:, position:stop]).astype(part.dtype)
+        result = poisson_nmf_em(part, W_all, H, update_W=False, prior_rate_H=rates, max_iter=max_iter, tol=0,
+                                background=tracked)
         speech[:, position:stop] = result.W[:, :rank] @ result.H[:rank]
-        noise[:, position:stop] = result.W[:, rank:] @ result.H[rank:]
+        noise[:, position:stop] = result.W[:, rank:] @ result.H[rank:] + tracked
         position = stop
     return speech, noise
 
@@ -493,9 +502,11 @@ def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None,
 
     The noise model follows the noise through the recording (:func:`track_noise`), unless
     one is given (:func:`learn_noise` on a noise-only recording); its dictionaries are held
-    fixed with the speech dictionary, and the activations of both are learned by MAP-EM on
-    all frames, with exponential priors on the speech activations whose rates follow each
-    frame's estimated noise share (:func:`speech_prior_rates`).
+    fixed with the speech dictionary, each frame's noise part also holds the mean noise
+    magnitude predicted for it (:func:`sepsti.noise_power.track_noise_power`), and the
+    activations are learned by MAP-EM on all frames, with exponential priors on the speech
+    activations whose rates follow each frame's estimated noise share
+    (:func:`speech_prior_rates`).
 
     Parameters
     ----------
@@ -520,7 +531,7 @@ def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None,
     Returns
     -------
     speech, noise : ndarray, shape (n_bins, n_frames)
-        ``W_sp H_sp`` and ``W_no H_no``.
+        ``W_sp H_sp``, and ``W_no H_no`` plus the predicted noise magnitude.
     """
     V = np.asarray(V, dtype=np.float64)
     if noise is None:
@@ -528,8 +539,35 @@ def separate(V, W, *, noise_rank=5, max_iter=100, sparsity=SPARSITY, noise=None,
     else:
         _validate_noise_model(noise, framing)
     level = max(float(V.sum(axis=0).mean()), np.finfo(np.float64).tiny)
-    return _separate_frames(V, _Setting(W, noise, level, V.shape[1]), 0, max_iter=max_iter, sparsity=sparsity,
-                            seed=seed)
+    noise_power = track_noise_power(V, _initial_noise_power(noise), framing)
+    return _separate_frames(V, noise_power, _Setting(W, noise, level, V.shape[1]), 0, max_iter=max_iter,
+                            sparsity=sparsity, seed=seed)
+
+
+def _initial_noise_power(noise):
+    """The noise power tracker's start: the first segment's floor (median magnitudes) as a power."""
+    return RAYLEIGH_POWER * np.square(noise.floor[0].astype(np.float64))
+
+
+def _with_noise_power(spectra, tracker):
+    """The complex spectra re-cut into the pieces whose noise power ``tracker`` has estimated.
+
+    Yields
+    ------
+    S : ndarray, shape (n_bins, m)
+    noise_power : ndarray, shape (n_bins, m)
+    """
+    held = None
+    for S in spectra:
+        estimates = tracker.push(np.abs(S))
+        held = S if held is None else np.concatenate([held, S], axis=1)
+        del S  # one copy of the frames at a time
+        if estimates.shape[1]:
+            yield held[:, :estimates.shape[1]], estimates
+            held = held[:, estimates.shape[1]:].copy()
+    estimates = tracker.finish()
+    if estimates.shape[1]:
+        yield held, estimates
 
 
 def _validate_noise_model(noise, framing):
@@ -580,9 +618,12 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
 
     The method is :func:`denoise`'s, computed in passes over the signal: the noise model
     (:func:`track_noise`, two passes; one pass for the frames' scale with ``noise`` given),
-    then MAP-EM and the mask in pieces of ``chunk_frames`` frames. Frames are independent once
-    the dictionaries and the prior rates are fixed, and each piece starts from the activations
-    the whole signal would, so the result does not depend on ``chunk_frames`` beyond rounding.
+    then the tracked noise power, MAP-EM and the mask in pieces of about ``chunk_frames``
+    frames (each piece waits for its noise power's lookahead, :class:`NoisePowerTracker`).
+    Frames are independent once the dictionaries, the tracked noise power and the prior rates
+    are fixed, the tracker's result does not depend on how the frames are cut, and each piece
+    starts from the activations the whole signal would, so the result does not depend on
+    ``chunk_frames`` beyond rounding.
 
     Parameters
     ----------
@@ -647,10 +688,11 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
     # activations, mask and resynthesis, piece by piece
     synthesis = features.OverlapAdd(framing)
     produced, start = 0, 0
-    for S in stft_chunks(blocks()):
+    tracker = NoisePowerTracker(_initial_noise_power(noise), framing)
+    for S, noise_power in _with_noise_power(stft_chunks(blocks()), tracker):
         # single precision: magnitudes of 16-bit audio need no more, and the EM runs twice as fast
-        speech, noise_part = _separate_frames(np.abs(S).astype(np.float32), setting, start, max_iter=max_iter,
-                                              sparsity=sparsity, seed=seed)
+        speech, noise_part = _separate_frames(np.abs(S).astype(np.float32), noise_power, setting, start,
+                                              max_iter=max_iter, sparsity=sparsity, seed=seed)
         start += S.shape[1]
         if mask_fn is not None:
             mask_fn(speech, noise_part)

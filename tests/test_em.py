@@ -131,6 +131,46 @@ def test_masked_update_equals_reference(rng):
     np.testing.assert_allclose(result.H, H_ref, rtol=1e-10)
 
 
+@pytest.mark.parametrize("n_cols, threads, update_W", [(60, None, True), (2300, 2, False)])
+def test_rank_one_background_is_a_fixed_component(rng, n_cols, threads, update_W):
+    """A known background w hᵀ is the same EM as w and h as a dictionary column and activation row held fixed."""
+    X = rng.poisson(4.0, (12, n_cols)).astype(np.float64)
+    W, H = initialize_nmf(X + 1.0, 3, rng)
+    w, h = rng.uniform(0.1, 1.0, 12), rng.uniform(0.5, 2.0, n_cols)
+    result = poisson_nmf_em(X, W, H, update_W=update_W, prior_rate_H=0.3, max_iter=25, tol=0,
+                            track_log_likelihood=True, threads=threads, background=np.outer(w, h))
+    fixed = np.r_[[True] * 3, False]
+    extended = poisson_nmf_em(X, np.c_[W, w], np.r_[H, h[None]], update_W=fixed & update_W, update_H=fixed,
+                              prior_rate_H=np.r_[[0.3] * 3, 0.0][:, None], max_iter=25, tol=0,
+                              track_log_likelihood=True)
+    np.testing.assert_allclose(result.W, extended.W[:, :3], rtol=1e-10)
+    np.testing.assert_allclose(result.H, extended.H[:3], rtol=1e-10)
+    np.testing.assert_allclose(result.log_likelihood, extended.log_likelihood, rtol=1e-12)
+    assert np.diff(result.log_likelihood).min() >= -1e-9 * abs(result.log_likelihood[-1])
+
+
+def test_background_updates_equal_reference(rng):
+    """With any known background the updates are the multiplicative ones with W H + B in the ratio."""
+    X, _, _ = planted(rng, rank=4)
+    W, H = initialize_nmf(X, 4, rng)
+    B = rng.gamma(0.5, 2.0, X.shape)
+    result = poisson_nmf_em(X, W, H, prior_rate_H=0.5, max_iter=15, tol=0, background=B,
+                            track_log_likelihood=True)
+    W_ref, H_ref = W.copy(), H.copy()
+    for _ in range(15):
+        W_ref *= ((X / (W_ref @ H_ref + B)) @ H_ref.T) / H_ref.sum(axis=1)[None, :]
+        H_ref *= (W_ref.T @ (X / (W_ref @ H_ref + B))) / (W_ref.sum(axis=0)[:, None] + 0.5)
+    np.testing.assert_allclose(result.W, W_ref, rtol=1e-10)
+    np.testing.assert_allclose(result.H, H_ref, rtol=1e-10)
+    rate = W_ref @ H_ref + B
+    expected = np.sum(X * np.log(rate) - rate - gammaln(X + 1)) + np.sum(np.log(0.5) - 0.5 * H_ref)
+    np.testing.assert_allclose(result.log_likelihood[-1], expected, rtol=1e-10)
+    with pytest.raises(ParameterError, match="background: expected the shape of X"):
+        poisson_nmf_em(X, W, H, background=B[:, :-1])
+    with pytest.raises(ParameterError, match="background: must be non-negative"):
+        poisson_nmf_em(X, W, H, background=-B)
+
+
 def test_recovers_planted_factorization(rng):
     W_true = rng.gamma(0.5, 1.0, (40, 3))
     H_true = rng.gamma(0.5, 1.0, (3, 60))

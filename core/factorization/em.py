@@ -16,6 +16,11 @@ with the latent Poisson components integrated out, is the pair of multiplicative
 applied alternately (W first, then H, as scikit-learn's ``solver='mu'``). Each update never
 decreases the log-posterior. With all rates 0 they are the Lee–Seung KL updates.
 
+A known *background* ``B`` (same shape as ``X``) adds to the rate: ``X_ij ~ Poisson((W H)_ij +
+B_ij)``. The updates are the same with ``W H + B`` in the ratio: the latent Poisson component
+that ``B`` stands for takes its share of every count, and the factors explain the rest (a
+noise spectrum known frame by frame beside a fixed dictionary, say).
+
 The log-likelihood is ``Σ xlogy(x, λ) − λ − gammaln(x + 1)`` (x = 0 is exact); with priors
 the log-prior ``Σ log λ − λ w`` over the entries with a positive rate is added. Any factor,
 or any subset of the columns of ``W`` (rows of ``H``), can be held fixed: a fixed speech
@@ -139,6 +144,16 @@ def _validate_rate(rate, shape, name, dtype):
     return np.ascontiguousarray(array, dtype=dtype)
 
 
+def _validate_background(background, X):
+    """The known background as a matrix of X's shape and dtype (None stays None)."""
+    if background is None:
+        return None
+    B = _as_float_matrix(background, "background", X.dtype)
+    if B.shape != X.shape:
+        raise ParameterError(f"background: expected the shape of X {X.shape}, got {B.shape}")
+    return B
+
+
 def _log_prior(factor, rate):
     """Σ log λ − λ w over the entries with λ > 0 (exponential prior), in float64."""
     if rate is None:
@@ -236,7 +251,7 @@ def _validate_rank(rank):
 
 def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, prior_rate_H=0.0,
                    max_iter=200, tol=1e-4, track_log_likelihood=None, progress=False, desc="EM",
-                   threads=None):
+                   threads=None, background=None):
     """Fit ``X ≈ W H`` under the Poisson model by (MAP-)EM: alternating KL multiplicative updates.
 
     Parameters
@@ -276,6 +291,8 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
         around the call makes it serial. With more than one worker, BLAS is limited to one
         thread (process-wide, threadpoolctl) for the duration of the call. The result does not
         depend on this number.
+    background : ndarray, shape (n_rows, n_cols), optional
+        A known non-negative part of the rate: ``X ~ Poisson(W H + background)``.
 
     Returns
     -------
@@ -324,6 +341,8 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
                                 or threads < 1):
         raise ParameterError(f"threads: expected a positive integer or None, got {threads!r}")
 
+    B = _validate_background(background, X)
+
     floor = dtype.type(np.finfo(dtype).eps)
     lgamma_sum = float(np.sum(gammaln(X.astype(np.float64) + 1)))
     # x log x - x: the saturated model's log-likelihood minus the lgamma term, for the criterion
@@ -346,20 +365,24 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     fold_H = not has_prior_H or bool(np.all(rate_H == rate_H[:, :1]))
 
     blocks = _column_blocks(n_cols)
-    # per column block: slice, data, ratio buffer, log buffer, numerators of W and of H
     n_W = rank if cols_W is None else cols_W.size
     n_H = rank if rows_H is None else rows_H.size
     numerators_W = np.empty((len(blocks), n_rows, n_W), dtype=dtype)
-    buffers = []
-    for b, s in enumerate(blocks):
-        width = s.stop - s.start
-        buffers.append((s, X if len(blocks) == 1 else np.ascontiguousarray(X[:, s]),
-                        np.empty((n_rows, width), dtype=dtype), np.empty((n_rows, width), dtype=dtype),
-                        numerators_W[b], np.empty((n_H, width), dtype=dtype)))
+
+    def columns(array, s):
+        return array if array is None or len(blocks) == 1 else np.ascontiguousarray(array[:, s])
+
+    buffers = [_Block(s, columns(X, s), np.empty((n_rows, s.stop - s.start), dtype=dtype),
+                      np.empty((n_rows, s.stop - s.start), dtype=dtype), numerators_W[index],
+                      np.empty((n_H, s.stop - s.start), dtype=dtype), columns(B, s))
+               for index, s in enumerate(blocks)]
+
+    background_sum = 0.0 if B is None else float(B.sum(dtype=np.float64))
 
     def log_posterior(xlogp):
-        # Σλ = Σ_r (Σ_i W_ir)(Σ_j H_rj): no need for W H itself.
+        # Σλ = Σ_r (Σ_i W_ir)(Σ_j H_rj) + Σ B: no need for W H itself.
         total_rate = float(np.dot(W.sum(axis=0, dtype=np.float64), H.sum(axis=1, dtype=np.float64)))
+        total_rate += background_sum
         value = xlogp - total_rate - lgamma_sum
         return value + _log_prior(W, use_rate_W) + _log_prior(H, use_rate_H)
 
@@ -367,9 +390,10 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
         return log_posterior(math.fsum(ratio(buffer, True) for buffer in buffers))
 
     def ratio(buffer, want_log):
-        s, X_b, P_b, L_b = buffer[:4]
-        np.dot(W, H[:, s], out=P_b)
-        return _ratio(X_b, P_b, floor, L_b if want_log else None)
+        np.dot(W, H[:, buffer.columns], out=buffer.ratio)
+        if buffer.background is not None:
+            np.add(buffer.ratio, buffer.background, out=buffer.ratio)
+        return _ratio(buffer.X, buffer.ratio, floor, buffer.log if want_log else None)
 
     history = np.full(max_iter + 1, np.nan)
     if max_iter == 0 or not (learn_W or learn_H):
@@ -379,10 +403,9 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     workers = _workers(threads, len(blocks))
 
     def phase_W(buffer, want_log):
-        s, _, P_b, _, numerator, _ = buffer
         xlogp = ratio(buffer, want_log)
-        H_b = H[:, s] if cols_W is None else H[cols_W, s]
-        np.dot(P_b, H_b.T, out=numerator)
+        H_b = H[:, buffer.columns] if cols_W is None else H[cols_W, buffer.columns]
+        np.dot(buffer.ratio, H_b.T, out=buffer.numerator_W)
         return xlogp, H_b.sum(axis=1)
 
     def phase_H(buffer, want_log, W_scaled):
@@ -462,6 +485,18 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
 _BLOCK_COLUMNS = 1024
 
 
+class _Block(NamedTuple):
+    """One column block's data and work buffers."""
+
+    columns: slice
+    X: np.ndarray
+    ratio: np.ndarray          # W H (+ background), then X / that
+    log: np.ndarray            # log of the rate, when the log-likelihood is wanted
+    numerator_W: np.ndarray
+    numerator_H: np.ndarray
+    background: np.ndarray | None
+
+
 def _column_blocks(n_cols):
     count = max(1, -(-n_cols // _BLOCK_COLUMNS))
     edges = np.linspace(0, n_cols, count + 1).round().astype(int)
@@ -524,8 +559,8 @@ def _update_H_block(H, buffer, rows, W_scaled, rate, fold, floor):
     W divided by the denominator, one number per component, so the numerator needs one
     multiplication pass instead of a division and a multiplication.
     """
-    s, _, P_b, _, _, numerator = buffer
-    np.dot(W_scaled.T, P_b, out=numerator)
+    s, numerator = buffer.columns, buffer.numerator_H
+    np.dot(W_scaled.T, buffer.ratio, out=numerator)
     if not fold:
         block_rate = rate[:, s] if rows is None else rate[rows, s]
         numerator /= np.maximum(W_scaled.sum(axis=0)[:, None] + block_rate, floor)

@@ -1,0 +1,103 @@
+"""Tests of sepsti.noise_power: the two-sided MMSE noise power tracker."""
+
+import numpy as np
+import pytest
+
+from sepsti import features
+from sepsti.noise_power import (LOOKAHEAD_SECONDS, POWER_SMOOTHING, PRESENCE_SMOOTHING, SPEECH_SNR_DB, STAGNATION,
+                                NoisePowerTracker, stationary_bias, track_noise_power)
+
+FRAMING = features.NARROWBAND
+HOP = FRAMING.hop_length / FRAMING.sample_rate
+
+
+def reference_estimates(powers, initial_power):
+    """The two-sided prediction written out bin by bin and frame by frame (Gerkmann & Hendriks 2012's recursion)."""
+    alpha = POWER_SMOOTHING ** (HOP / 0.016)
+    beta = PRESENCE_SMOOTHING ** (HOP / 0.016)
+    xi = 10 ** (SPEECH_SNR_DB / 10)
+
+    def run(sequence, sigma):
+        """The estimate before each observation."""
+        presence, out = 0.5, []
+        for observed in sequence:
+            out.append(sigma)
+            probability = 1 / (1 + (1 + xi) * np.exp(-observed / sigma * xi / (1 + xi)))
+            presence = beta * presence + (1 - beta) * probability
+            if presence > STAGNATION:
+                probability = min(probability, STAGNATION)
+            sigma = alpha * sigma + (1 - alpha) * ((1 - probability) * observed + probability * sigma)
+        return np.array(out)
+
+    n_bins, n = powers.shape
+    cell = int(round(LOOKAHEAD_SECONDS / HOP))
+    out = np.empty_like(powers)
+    for f in range(n_bins):
+        forward = run(powers[f], initial_power[f])
+        for start in range(0, n, cell):
+            # each cell's backward run starts at the end of the next cell (or of the signal), from the forward estimate
+            end = start + 2 * cell if start + 2 * cell <= n else n
+            backward = run(powers[f, start:end][::-1], forward[end - 1])[::-1]
+            stop = min(start + cell, n)
+            out[f, start:stop] = 0.5 * (forward[start:stop] + backward[:stop - start])
+    return out / stationary_bias(HOP)
+
+
+def noise_powers(rng, level, n):
+    """|N|² of a complex Gaussian noise of power ``level`` per bin (exponential), shape (len(level), n)."""
+    return rng.exponential(1.0, (len(level), n)) * np.asarray(level)[:, None]
+
+
+def test_two_sided_estimate_matches_the_reference(rng):
+    n = 7 * int(round(LOOKAHEAD_SECONDS / HOP)) + 11  # several cells and a partial one
+    level = np.array([1.0, 30.0, 1e4])
+    powers = noise_powers(rng, level, n)
+    powers[:, 100:130] *= 100.0  # a burst 20 dB up
+    initial = level * 0.3
+    np.testing.assert_allclose(track_noise_power(np.sqrt(powers), initial, FRAMING),
+                               reference_estimates(powers, initial), rtol=2e-6)
+
+
+@pytest.mark.parametrize("sizes", [(1,), (7,), (64, 1, 200), (5000,)])
+def test_estimates_do_not_depend_on_chunking(rng, sizes):
+    level = np.exp(rng.uniform(0, 5, 20))
+    magnitudes = np.sqrt(noise_powers(rng, level, 700))
+    whole = track_noise_power(magnitudes, level, FRAMING)
+    tracker, pieces, position, index = NoisePowerTracker(level, FRAMING), [], 0, 0
+    while position < magnitudes.shape[1]:
+        size = sizes[index % len(sizes)]
+        pieces.append(tracker.push(magnitudes[:, position:position + size]))
+        position, index = position + size, index + 1
+    pieces.append(tracker.finish())
+    assert sum(piece.shape[1] for piece in pieces) == magnitudes.shape[1]
+    np.testing.assert_allclose(np.concatenate(pieces, axis=1), whole, rtol=1e-12)
+
+
+def test_stationary_noise_power_is_estimated_without_bias_in_every_bin(rng):
+    """On noise alone the mean estimate is the noise's power, whatever the bin's level."""
+    level = np.exp(rng.uniform(0, 8, 64))  # 35 dB of spectral tilt
+    n = 3000
+    ratio = track_noise_power(np.sqrt(noise_powers(rng, level, n)), 0.3 * level, FRAMING)[:, 100:] / level[:, None]
+    per_bin = ratio.mean(axis=1)
+    # bins are independent (and seeded apart from the bias's own simulation): the spread of their means is
+    # the Monte-Carlo error of one bin's mean
+    sd = per_bin.std(ddof=1)
+    assert abs(per_bin.mean() - 1.0) < 4 * sd / np.sqrt(len(per_bin)), (per_bin.mean(), sd)
+    assert np.abs(per_bin - 1.0).max() < 5 * sd, per_bin
+    # the raw recursion settles well below the power: the correction is not a no-op
+    assert 0.6 < stationary_bias(HOP) < 0.8
+
+
+def test_a_rising_noise_is_followed_and_speech_is_not(rng):
+    level = np.full(32, 100.0)
+    n = 400
+    powers = noise_powers(rng, level, n)
+    powers[:, 200:] *= 10.0                      # the noise rises by 10 dB for good at frame 200
+    burst = slice(80, 90)                         # 0.3 s of 'speech' 20 dB above the noise
+    powers[:, burst] += 100.0 * level[:, None] * rng.exponential(1.0, (32, 10))
+    estimate = track_noise_power(np.sqrt(powers), level, FRAMING).mean(axis=0) / 100.0
+    settled = estimate[20:70].mean()             # noise alone, before the burst
+    assert estimate[burst].max() < 2.0 * settled, (estimate[burst].max(), settled)
+    # a second after the rise (both directions have seen it) the estimate is 10 dB up
+    after = estimate[240:360].mean()
+    assert 8.0 < after / settled < 12.5, after / settled

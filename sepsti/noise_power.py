@@ -137,7 +137,7 @@ class NoisePowerTracker:
         hop_seconds = framing.hop_length / framing.sample_rate
         self._c = _Coefficients(hop_seconds)
         self._bias = stationary_bias(hop_seconds)
-        self.cell = max(1, int(round(LOOKAHEAD_SECONDS * framing.sample_rate / framing.hop_length)))
+        self._cell = max(1, int(round(LOOKAHEAD_SECONDS * framing.sample_rate / framing.hop_length)))
         self._sigma = np.array(initial_power, dtype=np.float64)
         self._presence = np.full_like(self._sigma, 0.5)
         # frames still held, in single precision: enough for the estimates, half the memory
@@ -150,21 +150,21 @@ class NoisePowerTracker:
         forward = _recursion(powers, self._sigma, self._presence, self._c)
         self._powers = np.concatenate([self._powers, powers], axis=1)
         self._forward = np.concatenate([self._forward, forward], axis=1)
-        ready = max(0, self._powers.shape[1] // self.cell - 1)  # cells whose next cell is complete
-        return self._emit(ready, 2 * self.cell)
+        ready = max(0, self._powers.shape[1] // self._cell - 1)  # cells whose next cell is complete
+        return self._emit(ready, 2 * self._cell)
 
     def finish(self):
         """The estimates of the frames still held, shape (n_bins, m), float32."""
-        cells = -(-self._powers.shape[1] // self.cell)
+        cells = -(-self._powers.shape[1] // self._cell)
         return self._emit(cells, self._powers.shape[1])
 
     def _emit(self, cells, span):
         """Two-sided estimates of the first ``cells`` cells held; each backward run covers ``span`` frames."""
         n = self._powers.shape[1]
-        stop = min(cells * self.cell, n)
+        stop = min(cells * self._cell, n)
         estimates = np.empty((len(self._sigma), stop), dtype=np.float32)
         for first in range(0, cells, _CELLS_AT_ONCE):
-            self._backward_runs(np.arange(first, min(cells, first + _CELLS_AT_ONCE)) * self.cell, span, estimates)
+            self._backward_runs(np.arange(first, min(cells, first + _CELLS_AT_ONCE)) * self._cell, span, estimates)
         self._powers = self._powers[:, stop:]
         self._forward = self._forward[:, stop:]
         return estimates
@@ -178,7 +178,7 @@ class NoisePowerTracker:
         sigma = self._forward[:, ends - 1].astype(np.float64)  # each run starts from the forward estimate
         backward = _recursion(self._powers[:, frames], sigma, np.full_like(sigma, 0.5), self._c)
         for index, (start, end) in enumerate(zip(starts, ends)):
-            cell_stop = min(start + self.cell, n)
+            cell_stop = min(start + self._cell, n)
             # frame f of this cell is step end - 1 - f of its run
             steps = end - 1 - np.arange(start, cell_stop)
             estimates[:, start:cell_stop] = (0.5 / self._bias) * (self._forward[:, start:cell_stop]

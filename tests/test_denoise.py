@@ -305,11 +305,12 @@ def test_noizeus_enhancement_beats_input(noizeus_root):
 def test_pieces_give_the_whole_signal_result(rng, toy_dictionary):
     """EM, mask and resynthesis in pieces of a few frames: the one-piece result to rounding (the EM runs in
     float32, whose rounding differs with the matrix sizes: 1e-7 is 300 times below a 16-bit step)."""
+    from sepsti.denoise import CHUNK_FRAMES
     from sepsti.features import num_frames
 
     y = toy_speech(rng, 1.0) + 0.05 * rng.standard_normal(SR)
     whole = denoise(y, toy_dictionary, max_iter=30, seed=3)
-    assert num_frames(len(y)) < 2048  # one piece by default
+    assert num_frames(len(y)) < CHUNK_FRAMES  # one chunk by default
     for chunk_frames in (1, 7, 16):
         pieces = denoise(y, toy_dictionary, max_iter=30, seed=3, chunk_frames=chunk_frames)
         np.testing.assert_allclose(pieces, whole, rtol=0, atol=1e-7)

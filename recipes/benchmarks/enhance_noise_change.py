@@ -8,8 +8,10 @@ dictionary, prior scale and seed:
 
 - ``tracked``: ``sepsti.denoise.denoise`` as ``sepsti enhance`` runs it (a noise model per
   segment, learned on the frames quietest relative to the minimum-statistics floor);
-- ``global``: one noise model for the whole recording, learned (``sepsti.denoise.learn_noise``)
-  on its quietest 20 % of frames by total magnitude — the noise model before tracking.
+- ``global``: one noise dictionary and floor for the whole recording, learned
+  (``sepsti.denoise.learn_noise``) on its quietest 20 % of frames by total magnitude — the noise
+  dictionary before tracking (``denoise(..., noise=...)``, so the noise predicted frame by frame,
+  :mod:`sepsti.noise_power`, is there in both).
 
 Both and the input are scored by :func:`sepsti.metrics.bss_eval` (SDR), :func:`sepsti.metrics.stoi`
 and :func:`sepsti.metrics.pesq` against the clean recording. Prints one line per case and writes

@@ -191,8 +191,8 @@ def enhance_file(audio, target, W, framing, *, overwrite, **options):
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each file (at most 257, the frequency bins).")
 @click.option("--noise-sample", type=click.Path(path_type=Path), default=None,
-              help="A recording of the noise alone: the noise model is learned from it (any rate; resampled to "
-                   "the rate of each input's dictionary) instead of being tracked through each file.")
+              help="A recording of the noise alone: the noise dictionary is learned from it (any rate; resampled "
+                   "to the rate of each input's dictionary) instead of from each file.")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Cap on EM iterations per file (default: the enhancer's own).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
@@ -211,7 +211,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     enhanced with the speech share the model finds in the top of its band
     (frame by frame), never cut. The noise model follows the noise through each
     file, learned from the frames it judges noise-dominated (no pauses needed),
-    or comes from --noise-sample (learned at the rate of each file's dictionary).
+    or comes from --noise-sample (learned at the rate of each file's dictionary);
+    either way each frame's noise is also predicted from the frames around it.
     A file too short to learn its noise from (under 1.5 s, or fewer than
     4 x --noise-rank frames of 32 ms) is written unchanged, with a line saying
     so. All inputs and outputs are checked before any work is done.

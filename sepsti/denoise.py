@@ -232,6 +232,7 @@ class _MinimumTracker:
     over the four blocks around it. Speech seldom fills a bin for the whole window, so the
     floor follows the noise under continuous speech; being a minimum, it lies below the noise's
     mean by a factor that is about the same in every bin, which ranking frames does not mind.
+    Frames of digital silence are skipped (a block of nothing else has no floor: NaN).
     """
 
     def __init__(self, framing):
@@ -244,16 +245,25 @@ class _MinimumTracker:
 
     def push(self, V):
         for frame in V.T:
+            self._count += 1
+            if frame.sum() <= features.SILENT_MAGNITUDE * len(frame):
+                # digital silence: no noise to see; its frames count towards the block only
+                self._close_block(frame)
+                continue
             if self._smoothed is None:
                 self._smoothed = frame.copy()
             else:
                 self._smoothed = self._alpha * self._smoothed + (1.0 - self._alpha) * frame
             self._minimum = self._smoothed.copy() if self._minimum is None else np.minimum(self._minimum,
                                                                                           self._smoothed)
-            self._count += 1
-            if self._count % self.block == 0:
-                self._blocks.append(self._minimum.astype(np.float32))
-                self._minimum = None
+            self._close_block(frame)
+
+    def _close_block(self, frame):
+        if self._count % self.block == 0:
+            # a block of digital silence alone has no minimum (NaN)
+            self._blocks.append(np.full(len(frame), np.nan, dtype=np.float32) if self._minimum is None
+                                else self._minimum.astype(np.float32))
+            self._minimum = None
 
     def floors(self):
         """Per-block floors, shape (n_blocks, n_bins).
@@ -267,19 +277,28 @@ class _MinimumTracker:
         """
         blocks = list(self._blocks)
         if self._minimum is not None:  # a last, shorter block joins the one before it
-            blocks[-1:] = [np.minimum(blocks[-1], self._minimum) if blocks else self._minimum.astype(np.float32)]
+            blocks[-1:] = [np.fmin(blocks[-1], self._minimum) if blocks else self._minimum.astype(np.float32)]
         minima = np.array(blocks)
         width = min(len(minima), 4)
         floors = np.empty_like(minima)
         for index in range(len(minima)):
             start = min(max(0, index - width // 2), len(minima) - width)
-            floors[index] = minima[start:start + width].min(axis=0)
+            # blocks of digital silence (NaN) do not count; a window of nothing else stays NaN
+            floors[index] = np.fmin.reduce(minima[start:start + width], axis=0)
         return floors
 
 
 def _relative_loudness(V, floor):
-    """Each frame's total magnitude over its noise floor's (``floor`` per frame, ``(n_bins, m)``)."""
-    return V.sum(axis=0) / np.maximum(floor.sum(axis=0), np.finfo(np.float64).tiny)
+    """Each frame's total magnitude over its noise floor's (``floor`` per frame, ``(n_bins, m)``).
+
+    A frame of digital silence is infinitely loud in this sense: it is never taken for noise.
+    """
+    total = V.sum(axis=0)
+    silent = total <= features.SILENT_MAGNITUDE * V.shape[0]
+    floor_total = np.where(silent, 1.0, floor.sum(axis=0))
+    loudness = total / np.maximum(floor_total, features.SILENT_MAGNITUDE * V.shape[0])
+    loudness[silent] = np.inf
+    return loudness
 
 
 def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors, block, framing):

@@ -39,7 +39,7 @@ import numpy as np
 from sepsti.core.errors import ParameterError
 
 __all__ = ["Framing", "NARROWBAND", "framing_for_rate", "validate_framing",
-           "SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WINDOW", "AMPLITUDE_SCALE", "N_BINS",
+           "SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WINDOW", "AMPLITUDE_SCALE", "SILENT_MAGNITUDE", "N_BINS",
            "window", "stft", "istft", "stft_chunks", "OverlapAdd", "num_frames", "magnitude", "training_matrix"]
 
 
@@ -74,6 +74,10 @@ HOP_LENGTH = NARROWBAND.hop_length
 N_BINS = NARROWBAND.n_bins
 WINDOW = "hamming"
 AMPLITUDE_SCALE = 32768.0
+#: Magnitude below which an STFT bin counts as digital silence: on the :data:`AMPLITUDE_SCALE`,
+#: a thousandth of one 16-bit quantisation step. Frames and bins of exact zeros (padding, muted
+#: stretches) carry no information about the noise, and the noise estimators skip them.
+SILENT_MAGNITUDE = 1e-3
 
 
 def validate_framing(sample_rate, n_fft, hop_length, *, name="framing"):

@@ -14,7 +14,8 @@ expected given the observation, ``(1 − P) |Y|² + P σ²``, is smoothed recurs
 (:data:`POWER_SMOOTHING`); ``P`` is capped at :data:`STAGNATION` in a bin where its own smoothed
 value (:data:`PRESENCE_SMOOTHING`) stays above the cap, so that a noise that rises for good is
 followed. The estimate moves with the noise in every bin and frame that speech leaves free,
-including the loud moments of a noise (a passing vehicle), which a minimum does not see.
+including the loud moments of a noise (a passing vehicle), which a minimum does not see. A bin of
+digital silence (below :data:`sepsti.features.SILENT_MAGNITUDE`) leaves the state as it was.
 
 Offline, a frame's noise power is predicted from both sides: the mean of the forward
 recursion's estimate *before* the frame and the backward recursion's estimate before it (from
@@ -40,6 +41,8 @@ import functools
 
 import numpy as np
 
+from sepsti.features import SILENT_MAGNITUDE
+
 __all__ = ["SPEECH_SNR_DB", "POWER_SMOOTHING", "PRESENCE_SMOOTHING", "STAGNATION", "LOOKAHEAD_SECONDS",
            "RAYLEIGH_POWER", "RAYLEIGH_MEAN", "NoisePowerTracker", "track_noise_power", "stationary_bias",
            "expected_magnitude"]
@@ -62,6 +65,7 @@ RAYLEIGH_POWER = 1.0 / np.log(2.0)
 RAYLEIGH_MEAN = np.pi / 4.0
 
 _PAPER_HOP_SECONDS = 0.016
+_SILENT_POWER = SILENT_MAGNITUDE ** 2
 #: Backward runs computed side by side (bounds their memory: bins × 2 cells × this many values).
 _CELLS_AT_ONCE = 16
 
@@ -88,23 +92,25 @@ def _recursion(powers, sigma, presence, c):
         already seen, not from the frame itself.
     """
     out = np.empty_like(powers)
-    probability, difference = np.empty_like(sigma), np.empty_like(sigma)
-    stuck = np.empty(sigma.shape, dtype=bool)
-    tiny = np.finfo(sigma.dtype).tiny
+    probability, difference, smoothed = np.empty_like(sigma), np.empty_like(sigma), np.empty_like(sigma)
+    stuck, heard = np.empty(sigma.shape, dtype=bool), np.empty(sigma.shape, dtype=bool)
     for j in range(powers.shape[1]):
         out[:, j] = sigma
         observed = powers[:, j]
         # P(speech | |Y|²) under the a priori SNR ξ: 1 / (1 + (1 + ξ) exp(−γ ξ / (1 + ξ))), γ = |Y|² / σ²
-        np.maximum(sigma, tiny, out=difference)
+        np.maximum(sigma, _SILENT_POWER, out=difference)
         np.divide(observed, difference, out=probability)
         probability *= -c.exponent
         np.exp(probability, out=probability)
         probability *= c.prior_odds
         probability += 1.0
         np.reciprocal(probability, out=probability)
-        # its smoothed value; where that stays above the cap, the cap applies
-        presence *= c.presence
-        presence += (1.0 - c.presence) * probability
+        # bins of digital silence say nothing about the noise: their state is held
+        np.greater(observed, _SILENT_POWER, out=heard)
+        # the probability's smoothed value; where that stays above the cap, the cap applies
+        np.multiply(presence, c.presence, out=smoothed)
+        smoothed += (1.0 - c.presence) * probability
+        np.copyto(presence, smoothed, where=heard)
         np.greater(presence, STAGNATION, out=stuck)
         np.minimum(probability, STAGNATION, out=probability, where=stuck)
         # σ ← α σ + (1 − α) E[|N|² | Y] with E[|N|² | Y] = (1 − P) |Y|² + P σ², that is
@@ -113,7 +119,8 @@ def _recursion(powers, sigma, presence, c):
         probability *= 1.0 - c.power
         probability += c.power
         difference *= probability
-        np.add(observed, difference, out=sigma)
+        difference += observed
+        np.copyto(sigma, difference, where=heard)
     return out
 
 

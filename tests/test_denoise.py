@@ -372,3 +372,33 @@ def test_train_rank_is_bounded_by_the_frames(rng):
         with pytest.raises(ParameterError, match=r"rank=.*expected an integer in 1\.\.40"):
             train_dictionary(X, rank, max_iter=1)
     assert train_dictionary(X, 40, max_iter=1, tol=0)[0].shape == (257, 40)
+
+
+def test_digital_silence_around_a_recording_changes_nothing(toy_dictionary):
+    """Padding of exact zeros carries no noise: it is not learned as the quietest noise, nor tracked to zero."""
+    import warnings
+
+    rng = np.random.default_rng(5)
+    clean = toy_speech(rng, 4.0)
+    noise = colored_noise(rng, clean.size, "low")
+    noisy = clean + noise * np.sqrt(np.sum(clean ** 2) / np.sum(noise ** 2))  # 0 dB
+    pad = np.zeros(SR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain = denoise(noisy, toy_dictionary, max_iter=30)
+        padded = denoise(np.concatenate([pad, noisy, pad]), toy_dictionary, max_iter=30)[SR:SR + noisy.size]
+    before, plain, padded = (bss_eval(clean, noisy, y)["sdr"] for y in (noisy, plain, padded))
+    # measured: input 0.1 dB, plain 8.8 dB, padded 8.6 dB (commit 281ca3f, before silence was skipped: 3.2 dB)
+    assert padded > before + 3.0 and abs(padded - plain) < 0.5, (before, plain, padded)
+
+
+def test_digital_silence_is_not_taken_for_the_quietest_noise(rng):
+    """The noise model of a padded recording is learned on its noise, not on the padding's zeros."""
+    noise = 0.05 * colored_noise(rng, 3 * SR, "high")
+    V = features.magnitude(noise)
+    padded = features.magnitude(np.concatenate([np.zeros(SR), noise, np.zeros(SR)]))
+    plain, _ = track_noise(lambda: iter((V,)), 3)
+    model, _ = track_noise(lambda: iter((padded,)), 3)
+    # the padding's frames would give a floor of zero; the noise's frames give the noise's median magnitude
+    ratio = model.floor[0].sum() / plain.floor[0].sum()
+    assert 0.8 < ratio < 1.25, ratio

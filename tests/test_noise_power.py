@@ -101,3 +101,18 @@ def test_a_rising_noise_is_followed_and_speech_is_not(rng):
     # a second after the rise (both directions have seen it) the estimate is 10 dB up
     after = estimate[240:360].mean()
     assert 8.0 < after / settled < 12.5, after / settled
+
+
+def test_digital_silence_holds_the_estimate(rng):
+    """Frames of exact zeros (padding, a muted stretch) say nothing about the noise: the estimate is held."""
+    import warnings
+
+    level = np.full(16, 50.0)
+    powers = np.concatenate([noise_powers(rng, level, 150), np.zeros((16, 100)), noise_powers(rng, level, 150)], axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow or division warnings either
+        estimate = track_noise_power(np.sqrt(powers), level, FRAMING).mean(axis=0) / 50.0
+        from_silence = track_noise_power(np.sqrt(powers[:, 150:]), 1e-12 * level, FRAMING).mean(axis=0) / 50.0
+    assert np.all((estimate > 0.6) & (estimate < 1.6)), estimate.min()
+    # a recording that starts with silence: the estimate after it is found from the noise, not held at zero
+    assert 0.6 < from_silence[150:].mean() < 1.6, from_silence[150:].mean()

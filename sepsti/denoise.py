@@ -390,8 +390,8 @@ def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
     magnitudes : callable
         ``magnitudes()`` returns a new iterator over consecutive chunks of the recording's
         magnitudes, each ``(n_bins, m)``, in the framing of the dictionary the model will be used
-        with (at that framing's rate); it is called twice (frame count, then at most
-        :data:`MAX_NOISE_FRAMES` frames spread evenly over the recording).
+        with (at that framing's rate); it is called twice (which frames are digital silence, then
+        at most :data:`MAX_NOISE_FRAMES` of the others spread evenly over the recording).
     noise_rank : int
         At most the recording's number of frames.
     seed : int
@@ -408,12 +408,15 @@ def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
     ParameterError
         Fewer frames than ``noise_rank``, or a silent recording.
     """
-    n_frames = sum(V.shape[1] for V in magnitudes())
+    heard = np.concatenate([V.sum(axis=0) > features.SILENT_MAGNITUDE * V.shape[0] for V in magnitudes()])
+    n_frames = len(heard)
     if n_frames < noise_rank:
         raise ParameterError(f"{name}: {n_frames} STFT frames, fewer than the noise rank {noise_rank}; "
                              "give a longer noise recording or lower the noise rank")
+    # frames of digital silence hold no noise; a recording of nothing else is refused below
+    candidates = np.flatnonzero(heard) if heard.sum() >= noise_rank else np.arange(n_frames)
     chosen = np.zeros(n_frames, dtype=bool)
-    chosen[_spread(np.arange(n_frames), MAX_NOISE_FRAMES)] = True
+    chosen[_spread(candidates, MAX_NOISE_FRAMES)] = True
     parts, start = [], 0
     for V in magnitudes():
         parts.append(V[:, chosen[start:start + V.shape[1]]])

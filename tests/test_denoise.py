@@ -111,6 +111,11 @@ def test_learn_noise_finds_noise_spectrum(rng):
     assert np.linalg.norm(fit - V.mean(axis=1)) / np.linalg.norm(V.mean(axis=1)) < 0.05
     with pytest.raises(ParameterError, match="silent"):
         learn_noise(lambda: iter((np.zeros((257, 40)),)), 3)
+    # a sample padded with digital silence gives the model of its noise alone
+    padded = np.concatenate([np.zeros((257, 30)), V, np.zeros((257, 30))], axis=1)
+    again = learn_noise(lambda: iter((padded,)), 3, seed=1)
+    np.testing.assert_allclose(again.floor, model.floor, rtol=1e-12)
+    np.testing.assert_allclose(again.W_noise, model.W_noise, rtol=1e-6)
     with pytest.raises(ParameterError, match="fewer than the noise rank 9"):
         learn_noise(lambda: iter((V[:, :8],)), 9)
 

@@ -8,9 +8,11 @@ noise recordings are provided:
   set to −27 dBFS RMS) mixed at 0/5/10 dB with four noises made here: ``white``, ``pink``
   (1/f power over the whole band), ``babble`` (five other speakers of the same split, summed)
   and ``car`` (the synthetic corpus's car noise, ``sepsti.corpora.synth.synth_noise``, which is
-  telephone band, resampled); and, when asked (``--noise ...,music``), ``music``: three-note chords
-  of harmonic tones (a new chord every 0.25–0.8 s, partials up to 7 kHz) over a decaying noise beat
-  twice a second;
+  telephone band, resampled); and, when asked (``--noise ...,music,dishes``), ``music``: three-note
+  chords of harmonic tones (a new chord every 0.25–0.8 s, partials up to 7 kHz) over a decaying noise
+  beat twice a second, and ``dishes``: clatter, as if from a kitchen sink — clinks (a few damped
+  partials between 1.5 and 7 kHz, 10–60 ms decay, with a click) at random, about four a second, over
+  running water (noise rising with frequency, 20 dB below the clinks' level);
 - 48 kHz (``--rate48 N``): LJ Speech utterances (22.05 kHz, speech up to 11 kHz) resampled to
   48 kHz and mixed with white, pink and babble noise generated at 48 kHz.
 
@@ -67,11 +69,28 @@ def _noise(kind, n, rate, rng, babble_pool):
             y += voice[start:start + n] / max(np.std(voice), 1e-12)
     elif kind == "music":
         y = _music(n, rate, rng)
+    elif kind == "dishes":
+        y = _dishes(n, rate, rng)
     elif kind == "car":
         y = resample(synth_noise("car", -(-n * SAMPLE_RATE // rate) + 1, rng), SAMPLE_RATE, rate, length=n)
     else:
         raise SystemExit(f"unknown noise {kind!r}")
     return y / max(np.std(y), 1e-12)
+
+
+def _dishes(n, rate, rng):
+    """``n`` samples of kitchen clatter: damped clinks at random times over running water."""
+    y = np.zeros(n)
+    for onset in np.flatnonzero(rng.random(n) < 4.0 / rate):
+        m = min(n - onset, int(0.25 * rate))
+        t = np.arange(m) / rate
+        clink = sum(rng.uniform(0.3, 1.0) * np.sin(2 * np.pi * rng.uniform(1500.0, min(7000.0, 0.45 * rate)) * t)
+                    * np.exp(-t / rng.uniform(0.01, 0.06)) for _ in range(rng.integers(2, 6)))
+        clink += 0.5 * rng.standard_normal(m) * np.exp(-t / 0.002)
+        y[onset:onset + m] += rng.uniform(0.3, 1.0) * clink
+    spectrum = np.fft.rfft(rng.standard_normal(n)) * np.sqrt(np.fft.rfftfreq(n, 1 / rate) / (rate / 2))
+    water = np.fft.irfft(spectrum, n)
+    return y / max(np.std(y), 1e-12) + 0.1 * water / max(np.std(water), 1e-12)
 
 
 def _music(n, rate, rng):

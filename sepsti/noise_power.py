@@ -91,12 +91,13 @@ def _recursion(powers, sigma, presence, c):
         The estimate *before* each frame: the frame's noise power predicted from the frames
         already seen, not from the frame itself.
     """
-    out = np.empty_like(powers)
+    # frames first and contiguous: every step then reads and writes one block of memory
+    frames = np.ascontiguousarray(np.moveaxis(powers, 1, 0))
+    out = np.empty_like(frames)
     probability, difference, smoothed = np.empty_like(sigma), np.empty_like(sigma), np.empty_like(sigma)
     stuck, heard = np.empty(sigma.shape, dtype=bool), np.empty(sigma.shape, dtype=bool)
-    for j in range(powers.shape[1]):
-        out[:, j] = sigma
-        observed = powers[:, j]
+    for j, observed in enumerate(frames):
+        out[j] = sigma
         # P(speech | |Y|²) under the a priori SNR ξ: 1 / (1 + (1 + ξ) exp(−γ ξ / (1 + ξ))), γ = |Y|² / σ²
         np.maximum(sigma, _SILENT_POWER, out=difference)
         np.divide(observed, difference, out=probability)
@@ -121,7 +122,7 @@ def _recursion(powers, sigma, presence, c):
         difference *= probability
         difference += observed
         np.copyto(sigma, difference, where=heard)
-    return out
+    return np.moveaxis(out, 0, 1)
 
 
 class NoisePowerTracker:

@@ -7,21 +7,22 @@ amplitude scale). A speech dictionary ``W`` is ``(n_bins, rank)``, non-negative.
 arrays at the rate of the dictionary's framing (``framing=``, :class:`sepsti.features.Framing`;
 default the 8 kHz :data:`sepsti.features.NARROWBAND`: 257 bins).
 
-The noisy magnitude is modelled as ``V ≈ W_sp H_sp + W_no H_no`` (Poisson, ICASSP'16 eq. 14)
-with exponential priors on the speech activations. The speech dictionary is trained on
+The noisy magnitude is modelled as ``V ≈ W_sp H_sp + W_no H_no + N̂`` (Poisson, ICASSP'16
+eq. 14, with a known term ``N̂``) with exponential priors on the speech activations. The speech dictionary is trained on
 clean speech and held fixed. The noise model follows the noise through the signal: each
 segment of a few seconds gets its own noise dictionary and floor, learned on the frames around
 it that are quietest relative to a minimum-statistics noise floor (so neither pauses in the
 speech nor a constant noise are needed), and held fixed too, so that it cannot absorb speech;
 or one model comes from a recording of the noise alone. Beside its segment's dictionary, the
-noise part of every frame holds a known component: the mean noise magnitude of that frame,
+noise part of every frame holds a known component ``N̂``: the mean noise magnitude of that frame,
 predicted from the frames around it by MMSE speech-presence tracking of the noise power
 (:mod:`sepsti.noise_power`); it follows the loud moments and quick changes of a noise, which a
 dictionary learned on the quietest frames does not hold, and anchors the noise part's level.
-All activations are learned by MAP-EM on the noisy magnitudes; the prior rate of a frame's speech activations grows with the frame's
-estimated noise share, so that content the noise dictionary can explain goes to the noise
-part, while frames well above the noise floor are left alone. The speech is rebuilt with the
-Wiener-style mask ``S / (S + N)``, at least :data:`MASK_FLOOR`, applied to the complex noisy STFT.
+All activations are learned by MAP-EM on the noisy magnitudes; the prior rate of a frame's
+speech activations grows with the frame's estimated noise share, so that content the noise
+model can explain goes to the noise part, while frames well above the noise floor are left
+alone. The speech is rebuilt with the Wiener-style mask ``S / (S + N)`` (``N`` the whole noise
+part), at least :data:`MASK_FLOOR`, applied to the complex noisy STFT.
 """
 
 import functools

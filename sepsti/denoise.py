@@ -8,14 +8,14 @@ arrays at the rate of the dictionary's framing (``framing=``, :class:`sepsti.fea
 default the 8 kHz :data:`sepsti.features.NARROWBAND`: 257 bins).
 
 The noisy magnitude is modelled as ``V ≈ W_sp H_sp + W_no H_no + N̂`` (Poisson, ICASSP'16
-eq. 14, with a known term ``N̂``) with exponential priors on the speech activations. The speech dictionary is trained on
-clean speech and held fixed. The noise model follows the noise through the signal: each
-segment of a few seconds gets its own noise dictionary and floor, learned on the frames around
-it that are quietest relative to a minimum-statistics noise floor (so neither pauses in the
-speech nor a constant noise are needed), and held fixed too, so that it cannot absorb speech;
-or one model comes from a recording of the noise alone. Beside its segment's dictionary, the
-noise part of every frame holds a known component ``N̂``: the mean noise magnitude of that frame,
-predicted from the frames around it by MMSE speech-presence tracking of the noise power
+eq. 14, with a known term ``N̂``) with exponential priors on the speech activations. The speech
+dictionary is trained on clean speech and held fixed. The noise model follows the noise through
+the signal: each segment of a few seconds gets its own noise dictionary and floor, learned on
+the frames around it that are quietest relative to a minimum-statistics noise floor (so neither
+pauses in the speech nor a constant noise are needed), and held fixed too, so that it cannot
+absorb speech; or one model comes from a recording of the noise alone. Beside its segment's
+dictionary, the noise part of every frame holds a known component ``N̂``: the mean noise
+magnitude of that frame, predicted from the frames around it by MMSE speech-presence tracking of the noise power
 (:mod:`sepsti.noise_power`); it follows the loud moments and quick changes of a noise, which a
 dictionary learned on the quietest frames does not hold, and anchors the noise part's level.
 All activations are learned by MAP-EM on the noisy magnitudes; the prior rate of a frame's

@@ -245,9 +245,9 @@ class _MinimumTracker:
         self._blocks = []
 
     def push(self, V):
-        for frame in V.T:
+        for frame, silent in zip(V.T, _silent_frames(V)):
             self._count += 1
-            if frame.sum() <= features.SILENT_MAGNITUDE * len(frame):
+            if silent:
                 # digital silence: no noise to see; its frames count towards the block only
                 self._close_block(frame)
                 continue
@@ -289,16 +289,20 @@ class _MinimumTracker:
         return floors
 
 
+def _silent_frames(V):
+    """Which frames of ``V`` (``(n_bins, m)``) are digital silence (:data:`sepsti.features.SILENT_MAGNITUDE`)."""
+    return V.sum(axis=0) <= features.SILENT_MAGNITUDE * V.shape[0]
+
+
 def _relative_loudness(V, floor):
     """Each frame's total magnitude over its noise floor's (``floor`` per frame, ``(n_bins, m)``).
 
     A frame of digital silence is infinitely loud in this sense: it is never taken for noise.
     """
-    total = V.sum(axis=0)
-    silent = total <= features.SILENT_MAGNITUDE * V.shape[0]
-    floor_total = np.where(silent, 1.0, floor.sum(axis=0))
-    loudness = total / np.maximum(floor_total, features.SILENT_MAGNITUDE * V.shape[0])
-    loudness[silent] = np.inf
+    heard = ~_silent_frames(V)
+    loudness = np.full(V.shape[1], np.inf)
+    loudness[heard] = V[:, heard].sum(axis=0) / np.maximum(floor[:, heard].sum(axis=0),
+                                                            features.SILENT_MAGNITUDE * V.shape[0])
     return loudness
 
 
@@ -409,7 +413,7 @@ def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
     ParameterError
         Fewer frames than ``noise_rank``, or a silent recording.
     """
-    heard = np.concatenate([V.sum(axis=0) > features.SILENT_MAGNITUDE * V.shape[0] for V in magnitudes()])
+    heard = ~np.concatenate([_silent_frames(V) for V in magnitudes()])
     n_frames = len(heard)
     if n_frames < noise_rank:
         raise ParameterError(f"{name}: {n_frames} STFT frames, fewer than the noise rank {noise_rank}; "

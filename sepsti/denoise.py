@@ -39,7 +39,7 @@ from sepsti.noise_power import RAYLEIGH_POWER, NoisePowerTracker, expected_magni
 __all__ = ["SPARSITY", "MASK_FLOOR", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING",
            "SMOOTHING_SECONDS", "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS",
            "NoiseModel", "train_dictionary", "denoise", "denoise_blocks", "separate", "track_noise", "learn_noise",
-           "min_frames", "speech_mask", "speech_prior_rates", "validate_noise_rank"]
+           "min_frames", "smooth_speech", "speech_mask", "speech_prior_rates", "validate_noise_rank"]
 
 
 def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0, progress=False):
@@ -455,6 +455,59 @@ def speech_prior_rates(V, noise_floor, sparsity):
 _MAX_NOISE_SHARE = 0.9
 
 
+def smooth_speech(speech, noise, before=None, after=None):
+    """The speech magnitudes averaged over neighbouring frames in proportion to the noise's share.
+
+    ``S̃_j = S_j + ρ_j / 4 · (S_{j-1} − 2 S_j + S_{j+1})`` in every bin, ``ρ = N / (S + N)``: where
+    the noise dominates a bin, a frame's speech estimate is mostly estimation error, nearly
+    independent from frame to frame (the noise's periodogram is), while the speech itself changes
+    little over one 32 ms hop, so the ``[¼, ½, ¼]`` average of the frame and its neighbours is
+    the better estimate; where the speech dominates, the estimate is left as it is, onsets
+    included (and so is a bin with neither).
+
+    Parameters
+    ----------
+    speech, noise : ndarray, shape (n_bins, m)
+        Speech and noise magnitudes of consecutive frames.
+    before, after : ndarray, shape (n_bins,), optional
+        The speech magnitudes of the frames just before and after these (none: the first or last
+        frame stands for its missing neighbour).
+
+    Returns
+    -------
+    ndarray, shape (n_bins, m)
+    """
+    first = speech[:, 0] if before is None else before
+    last = speech[:, -1] if after is None else after
+    curvature = -2.0 * speech
+    curvature[:, 1:] += speech[:, :-1]
+    curvature[:, 0] += first
+    curvature[:, :-1] += speech[:, 1:]
+    curvature[:, -1] += last
+    total = speech + noise
+    share = np.divide(noise, total, out=np.zeros_like(total), where=total > 0)
+    return speech + 0.25 * share * curvature
+
+
+def _smoothed(pieces):
+    """``(S, speech, noise)`` pieces of consecutive frames, the speech smoothed (:func:`smooth_speech`).
+
+    Each frame waits for the next one, so a piece is released one frame late; the last frame
+    comes at the end.
+    """
+    held, before = None, None
+    for piece in pieces:
+        if held is not None:
+            piece = tuple(np.concatenate([old, new], axis=1) for old, new in zip(held, piece))
+        S, speech, noise = piece
+        if speech.shape[1] > 1:
+            yield S[:, :-1], smooth_speech(speech[:, :-1], noise[:, :-1], before, speech[:, -1]), noise[:, :-1]
+            before = speech[:, -2]
+        held = (S[:, -1:], speech[:, -1:], noise[:, -1:])
+    if held is not None:
+        yield held[0], smooth_speech(held[1], held[2], before), held[2]
+
+
 def speech_mask(speech, noise):
     """The gain ``max(S / (S + N), MASK_FLOOR)`` of the speech and noise magnitudes (``S + N = 0``: the floor).
 
@@ -713,15 +766,20 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
         return
     setting = _Setting(W, noise, max(float(energies.mean()), tiny), n_frames)
 
-    # activations, mask and resynthesis, piece by piece
+    def separated():
+        start = 0
+        tracker = NoisePowerTracker(_initial_noise_power(noise), framing)
+        for S, noise_power in _with_noise_power(stft_chunks(blocks()), tracker):
+            # single precision: magnitudes of 16-bit audio need no more, and the EM runs twice as fast
+            speech, noise_part = _separate_frames(np.abs(S).astype(np.float32), noise_power, setting, start,
+                                                  max_iter=max_iter, sparsity=sparsity, seed=seed)
+            start += S.shape[1]
+            yield S, speech, noise_part
+
+    # activations, smoothing, mask and resynthesis, piece by piece
     synthesis = features.OverlapAdd(framing)
-    produced, start = 0, 0
-    tracker = NoisePowerTracker(_initial_noise_power(noise), framing)
-    for S, noise_power in _with_noise_power(stft_chunks(blocks()), tracker):
-        # single precision: magnitudes of 16-bit audio need no more, and the EM runs twice as fast
-        speech, noise_part = _separate_frames(np.abs(S).astype(np.float32), noise_power, setting, start,
-                                              max_iter=max_iter, sparsity=sparsity, seed=seed)
-        start += S.shape[1]
+    produced = 0
+    for S, speech, noise_part in _smoothed(separated()):
         if mask_fn is not None:
             mask_fn(speech, noise_part)
         samples = synthesis.push(speech_mask(speech, noise_part) * S)[:num_samples - produced]

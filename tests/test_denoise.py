@@ -272,6 +272,32 @@ def test_speech_mask_keeps_every_bin_above_its_floor():
     np.testing.assert_allclose(speech_mask(speech, noise), [0.75, MASK_FLOOR, 1.0, MASK_FLOOR, MASK_FLOOR])
 
 
+def test_speech_is_averaged_over_frames_where_the_noise_dominates():
+    from sepsti.denoise import smooth_speech
+
+    speech = np.array([[0.0, 0.0, 4.0, 0.0, 0.0],    # a one-frame estimate in a bin of noise alone
+                       [0.0, 8.0, 8.0, 8.0, 8.0]])   # an onset with no noise
+    noise = np.array([[4.0] * 5, [0.0] * 5])
+    # row 0: noise shares 1, 1, 0.5, 1, 1 -> S + share / 4 * (left - 2 S + right); row 1 untouched
+    np.testing.assert_allclose(smooth_speech(speech, noise), [[0.0, 1.0, 3.0, 1.0, 0.0], speech[1]])
+    # the frames around a block stand in for the block's own first and last frames
+    np.testing.assert_allclose(smooth_speech(speech[:, 1:4], noise[:, 1:4], speech[:, 0], speech[:, 4]),
+                               smooth_speech(speech, noise)[:, 1:4])
+
+
+def test_smoothing_pieces_of_any_size_gives_the_whole_result(rng):
+    from sepsti.denoise import _smoothed, smooth_speech
+
+    S = rng.standard_normal((3, 12)) + 1j * rng.standard_normal((3, 12))
+    speech, noise = rng.uniform(0, 2, (3, 12)), rng.uniform(0, 2, (3, 12))
+    cuts = [0, 1, 4, 5, 11, 12]
+    pieces = [(S[:, a:b], speech[:, a:b], noise[:, a:b]) for a, b in zip(cuts, cuts[1:])]
+    released = list(_smoothed(iter(pieces)))
+    np.testing.assert_array_equal(np.hstack([part[0] for part in released]), S)
+    np.testing.assert_allclose(np.hstack([part[1] for part in released]), smooth_speech(speech, noise))
+    np.testing.assert_array_equal(np.hstack([part[2] for part in released]), noise)
+
+
 def test_bad_input(toy_dictionary):
     with pytest.raises(ParameterError, match="mono"):
         denoise(np.zeros((2, 100)), toy_dictionary)

@@ -21,8 +21,10 @@ dictionary learned on the quietest frames does not hold, and anchors the noise p
 All activations are learned by MAP-EM on the noisy magnitudes; the prior rate of a frame's
 speech activations grows with the frame's estimated noise share, so that content the noise
 model can explain goes to the noise part, while frames well above the noise floor are left
-alone. The speech is rebuilt with the Wiener-style mask ``S / (S + N)`` (``N`` the whole noise
-part), at least :data:`MASK_FLOOR`, applied to the complex noisy STFT.
+alone. Where the noise dominates a bin, the speech estimate is averaged with the neighbouring
+frames' (:func:`smooth_speech`); the speech is then rebuilt with the Wiener-style mask
+``S / (S + N)`` (``N`` the whole noise part), at least :data:`MASK_FLOOR`, applied to the complex
+noisy STFT.
 """
 
 import functools
@@ -699,8 +701,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
 
     The method is :func:`denoise`'s, computed in passes over the signal: the noise model
     (:func:`track_noise`, two passes; one pass for the frames' scale with ``noise`` given),
-    then the tracked noise power, MAP-EM and the mask in pieces of about ``chunk_frames``
-    frames (each piece waits for its noise power's lookahead, :class:`NoisePowerTracker`).
+    then the tracked noise power, MAP-EM, the speech smoothing and the mask in pieces of about
+    ``chunk_frames`` frames (each piece waits for its noise power's lookahead,
+    :class:`NoisePowerTracker`, and for one frame more, :func:`smooth_speech`).
     Frames are independent once the dictionaries, the tracked noise power and the prior rates
     are fixed, the tracker's result does not depend on how the frames are cut, and each piece
     starts from the activations the whole signal would, so the result does not depend on
@@ -720,8 +723,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=100, sparsi
     chunk_frames : int
         STFT frames per piece (:data:`CHUNK_FRAMES`).
     mask_fn : callable, optional
-        Called as ``mask_fn(speech, noise)`` with each piece's speech and noise magnitudes,
-        shape (n_bins, m), before that piece's samples are yielded (the upper-band extension of
+        Called as ``mask_fn(speech, noise)`` with each piece's speech (smoothed) and noise
+        magnitudes, shape (n_bins, m), before that piece's samples are yielded (the upper-band extension of
         :mod:`sepsti.bandwidth` takes its gains from them); a signal too short to be enhanced
         gives its magnitudes as speech and zero noise (gain 1).
 

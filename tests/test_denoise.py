@@ -358,15 +358,6 @@ def test_blocks_of_any_size_give_the_same_result(rng, toy_dictionary):
     np.testing.assert_allclose(streamed, whole, rtol=0, atol=1e-12)
 
 
-def test_initial_activations_of_a_piece_are_the_whole_ones():
-    from sepsti.core.random import stream
-    from sepsti.denoise import _initial_activations
-
-    whole = stream(7, 2).uniform(0.5, 1.5, (6, 50))
-    np.testing.assert_array_equal(np.hstack([_initial_activations(7, (6, 50), a, b)
-                                             for a, b in ((0, 13), (13, 14), (14, 50))]), whole)
-
-
 def test_noise_frames_are_capped_on_long_recordings(monkeypatch, rng):
     import sepsti.denoise as module
 

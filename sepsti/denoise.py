@@ -38,8 +38,8 @@ from sepsti.core.random import stream
 from sepsti import features
 from sepsti.noise_power import RAYLEIGH_POWER, NoisePowerTracker, expected_magnitude, track_noise_power
 
-__all__ = ["SPARSITY", "EM_ITERATIONS", "MASK_FLOOR", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING",
-           "SMOOTHING_SECONDS", "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS",
+__all__ = ["SPARSITY", "EM_ITERATIONS", "MASK_FLOOR", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION",
+           "NOISE_CEILING", "SMOOTHING_SECONDS", "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS",
            "NoiseModel", "train_dictionary", "denoise", "denoise_blocks", "separate", "track_noise", "learn_noise",
            "min_frames", "smooth_speech", "speech_mask", "speech_prior_rates", "validate_noise_rank"]
 
@@ -687,8 +687,8 @@ def validate_noise_rank(noise_rank, num_samples, *, name="signal", framing=featu
     return noise_rank
 
 
-def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None, seed=0,
-                   chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_fn=None):
+def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None,
+                   seed=0, chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_fn=None):
     """Enhance a signal given block by block; memory does not grow with its length.
 
     The method is :func:`denoise`'s, computed in passes over the signal: the noise model
@@ -697,8 +697,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     ``chunk_frames`` frames (each piece waits for its noise power's lookahead,
     :class:`NoisePowerTracker`, and for one frame more, :func:`smooth_speech`).
     Frames are independent once the dictionaries, the tracked noise power and the prior rates
-    are fixed, the tracker's result does not depend on how the frames are cut, and each piece
-    starts from the activations the whole signal would, so the result does not depend on
+    are fixed, the tracker's result does not depend on how the frames are cut, and each frame's
+    activations start from the frame alone, so the result does not depend on
     ``chunk_frames`` beyond rounding.
 
     Parameters
@@ -716,9 +716,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         STFT frames per piece (:data:`CHUNK_FRAMES`).
     mask_fn : callable, optional
         Called as ``mask_fn(speech, noise)`` with each piece's speech (smoothed) and noise
-        magnitudes, shape (n_bins, m), before that piece's samples are yielded (the upper-band extension of
-        :mod:`sepsti.bandwidth` takes its gains from them); a signal too short to be enhanced
-        gives its magnitudes as speech and zero noise (gain 1).
+        magnitudes, shape (n_bins, m), before that piece's samples are yielded (the upper-band
+        extension of :mod:`sepsti.bandwidth` takes its gains from them); a signal too short to be
+        enhanced gives its magnitudes as speech and zero noise (gain 1).
 
     Yields
     ------
@@ -785,8 +785,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         yield rest
 
 
-def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None, seed=0, chunk_frames=CHUNK_FRAMES,
-            framing=features.NARROWBAND):
+def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None, seed=0,
+            chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND):
     """Enhance a noisy speech signal.
 
     Parameters

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from test_cli_train import (NOISES, SNRS, TEST, assert_one_line_error, make_corpus, no_temp_files, run,  # noqa: F401
-                            snapshot, tiny_corpus, tiny_dictionary)
+from test_cli_train import (NOISES, RANK, SNRS, TEST, assert_one_line_error, make_corpus,  # noqa: F401
+                            no_temp_files, run, snapshot, tiny_corpus, tiny_dictionary)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -55,6 +55,10 @@ def test_json_follows_the_contract(evaluated):
         # the unprocessed input has no artifacts: SAR is infinite, which JSON writes as null
         assert row["input"]["sar"] is None
     summary = scores["summary"]
+    from sepsti.denoise import EM_ITERATIONS
+
+    # the settings the scores were made with, defaults written out
+    assert summary["settings"] == {"noise_rank": 5, "iterations": EM_ITERATIONS, "seed": 0, "rank": RANK}
     assert [entry["snr"] for entry in summary["by_snr"]] == sorted(SNRS)
     for entry in summary["by_snr"]:
         matching = [row for row in rows if row["snr"] == entry["snr"]]

@@ -236,6 +236,7 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
 
     # --- enhancement and scoring ---
     from sepsti.core.progress import progress_bar
+    from sepsti.denoise import EM_ITERATIONS
     from sepsti.metrics import pesq_mode, unavailable_scores
 
     missing = unavailable_scores()
@@ -265,7 +266,7 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
         "corpus": str(Path(corpus)), "dictionary": str(dictionary_path),
         "noises": sorted({row["noise"] for row in results}), "snrs": sorted({row["snr"] for row in results}),
         "pesq_modes": sorted({pesq_mode(mixture.sample_rate) for mixture in selected}) if "pesq" in metrics else [],
-        "settings": {"noise_rank": noise_rank, "iterations": iterations, "seed": seed,
+        "settings": {"noise_rank": noise_rank, "iterations": options.get("max_iter", EM_ITERATIONS), "seed": seed,
                      "rank": speech_dictionary.rank},
     })
     if json_path is not None:

@@ -285,6 +285,21 @@ def test_speech_is_averaged_over_frames_where_the_noise_dominates():
                                smooth_speech(speech, noise)[:, 1:4])
 
 
+def test_smoothing_the_speech_estimate_raises_sdr_in_white_noise(monkeypatch, toy_dictionary):
+    """Toy speech in white noise at 0 dB, enhanced with and without the speech smoothing."""
+    import sepsti.denoise as module
+
+    rng = np.random.default_rng(0)
+    clean = toy_speech(rng, 3.0)
+    noise = rng.standard_normal(clean.size)
+    noisy = clean + noise * np.sqrt(np.sum(clean ** 2) / np.sum(noise ** 2))
+    smoothed = bss_eval(clean, noisy, denoise(noisy, toy_dictionary, max_iter=30))["sdr"]
+    monkeypatch.setattr(module, "smooth_speech", lambda speech, noise, before=None, after=None: speech)
+    raw = bss_eval(clean, noisy, denoise(noisy, toy_dictionary, max_iter=30))["sdr"]
+    # measured: 9.98 against 9.39 dB (+0.57 to +0.68 dB over four seeds)
+    assert smoothed > raw + 0.3, (raw, smoothed)
+
+
 def test_smoothing_pieces_of_any_size_gives_the_whole_result(rng):
     from sepsti.denoise import _smoothed, smooth_speech
 

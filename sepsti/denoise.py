@@ -39,8 +39,8 @@ from sepsti import features
 from sepsti.noise_power import RAYLEIGH_POWER, NoisePowerTracker, expected_magnitude, track_noise_power
 
 __all__ = ["SPARSITY", "EM_ITERATIONS", "MASK_FLOOR", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION",
-           "NOISE_CEILING", "SMOOTHING_SECONDS", "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS",
-           "NoiseModel", "train_dictionary", "denoise", "denoise_blocks", "separate", "track_noise", "learn_noise",
+           "NOISE_CEILING", "SMOOTHING_SECONDS", "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS",
+           "CONTEXT_SECONDS", "NoiseModel", "train_dictionary", "denoise", "denoise_blocks", "separate", "track_noise", "learn_noise",
            "min_frames", "smooth_speech", "speech_mask", "speech_prior_rates", "validate_noise_rank"]
 
 

@@ -40,8 +40,8 @@ from sepsti.noise_power import RAYLEIGH_POWER, NoisePowerTracker, expected_magni
 
 __all__ = ["SPARSITY", "EM_ITERATIONS", "MASK_FLOOR", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION",
            "NOISE_CEILING", "SMOOTHING_SECONDS", "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS",
-           "CONTEXT_SECONDS", "NoiseModel", "train_dictionary", "denoise", "denoise_blocks", "separate", "track_noise", "learn_noise",
-           "min_frames", "smooth_speech", "speech_mask", "speech_prior_rates", "validate_noise_rank"]
+           "CONTEXT_SECONDS", "NoiseModel", "train_dictionary", "denoise", "denoise_blocks", "separate", "track_noise",
+           "learn_noise", "min_frames", "smooth_speech", "speech_mask", "speech_prior_rates", "validate_noise_rank"]
 
 
 def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0, progress=False):

@@ -21,6 +21,7 @@ does. Nothing is removed without the model saying so.
 
 import numpy as np
 
+from sepsti import features
 from sepsti.denoise import speech_mask
 
 __all__ = ["NARROWBAND_RATE", "TOP_BAND", "dictionary_path_for_rate", "has_upper_band", "UpperBand"]
@@ -75,13 +76,15 @@ class UpperBand:
     length : int
         The input's number of samples.
     framing : sepsti.features.Framing
-        The dictionary's STFT.
+        The dictionary's STFT; the gains come one per frame of the enhancer's
+        (:func:`sepsti.features.enhancement_framing`).
     """
 
     def __init__(self, blocks, sample_rate, length, framing):
         from sepsti.audio import Resampler
 
-        self._rate, self._length, self._framing = int(sample_rate), int(length), framing
+        self._rate, self._length = int(sample_rate), int(length)
+        self._framing = features.enhancement_framing(framing)  # the frames the enhancer's gains come in
         frequencies = np.arange(framing.n_bins) / framing.n_fft
         self._top = (frequencies >= TOP_BAND[0] / 2) & (frequencies <= TOP_BAND[1] / 2)
         self._gains = []

@@ -25,9 +25,12 @@ alone. Where the noise dominates a bin, the speech estimate is averaged with the
 frames' (:func:`smooth_speech`); the speech is then rebuilt with the Wiener-style mask
 ``S / (S + N)`` (``N`` the whole noise part), at least :data:`MASK_FLOOR`, applied to the complex
 noisy STFT.
+
+:func:`denoise` and :func:`denoise_blocks` take the dictionary's framing and enhance in frames of its
+window every quarter window (:func:`sepsti.features.enhancement_framing`), twice as dense as the
+dictionary's own, which the noise model is learned on.
 """
 
-import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -119,19 +122,21 @@ def _validate_signal(y):
 #: falls below the input's (docs/enhance.md).
 SPARSITY = 0.3
 #: EM iterations per frame of the enhancement. The activations start equal and the speech prior
-#: sparsifies them slowly: 200 instead of 100 gained 0.04 dB SDR at 0 dB on the NOIZEUS development
-#: set and lost 0.001 STOI; 70 lose 0.05 dB there, keep SDR from 10 dB up and STOI everywhere, and
-#: take 30 % less time (docs/enhance.md).
-EM_ITERATIONS = 70
+#: sparsifies them slowly; with frames every quarter window, 30 iterations do the EM work per second
+#: of audio that 60 did with frames every half window. On the NOIZEUS development set 70 instead
+#: gain 0.12 dB SDR at 0 dB and nothing from 5 dB up, lose 0.03 dB on wideband speech, and take 60 %
+#: more time (docs/enhance.md).
+EM_ITERATIONS = 30
 #: Least gain of the speech mask (-26 dB): no time-frequency bin of the input is removed outright, so
 #: the noise left is a quiet copy of the input's instead of isolated tones ("musical noise"), which
 #: PESQ marks down; on NOIZEUS it raises PESQ by 0.15-0.18 at every SNR and leaves SDR and STOI
 #: unchanged to 0.002 (docs/enhance.md).
 MASK_FLOOR = 0.05
-#: Frames per STFT chunk when a signal is enhanced in pieces (33 s with the 32 ms hop of every
-#: shipped framing; the EM then takes the frames as the noise power tracker releases them). Memory
-#: per chunk is about 16 kB per frame at 8 kHz, 32 kB at 16 kHz, more with the resampling of a
-#: faster input; the EM runs in blocks of 1024 columns anyway, so larger chunks gain no speed.
+#: Frames per STFT chunk when a signal is enhanced in pieces (16 s with the enhancer's 16 ms hop at
+#: every shipped framing, 33 s for the noise model's 32 ms; the EM then takes the frames as the noise
+#: power tracker releases them). Memory per chunk is about 16 kB per frame at 8 kHz, 32 kB at 16 kHz,
+#: more with the resampling of a faster input; the EM runs in blocks of 1024 columns anyway, so
+#: larger chunks gain no speed.
 CHUNK_FRAMES = 1024
 #: Most frames a noise recording's model is learned on (2.2 min at 8 kHz); a longer recording
 #: has this many spread evenly over it.
@@ -468,7 +473,7 @@ def smooth_speech(speech, noise, before=None, after=None):
     ``S̃_j = S_j + ρ_j / 4 · (S_{j-1} − 2 S_j + S_{j+1})`` in every bin, ``ρ = N / (S + N)``: where
     the noise dominates a bin, a frame's speech estimate is mostly estimation error, nearly
     independent from frame to frame (the noise's periodogram is), while the speech itself changes
-    little over one 32 ms hop, so the ``[¼, ½, ¼]`` average of the frame and its neighbours is
+    little over one 16 ms hop, so the ``[¼, ½, ¼]`` average of the frame and its neighbours is
     the better estimate; where the speech dominates, the estimate is left as it is, onsets
     included (and so is a bin with neither).
 
@@ -692,9 +697,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     """Enhance a signal given block by block; memory does not grow with its length.
 
     The method is :func:`denoise`'s, computed in passes over the signal: the noise model
-    (:func:`track_noise`, two passes; one pass for the frames' scale with ``noise`` given),
-    then the tracked noise power, MAP-EM, the speech smoothing and the mask in pieces of about
-    ``chunk_frames`` frames (each piece waits for its noise power's lookahead,
+    (:func:`track_noise` in the dictionary's frames, two passes; one pass for the frames' scale
+    with ``noise`` given), then, in frames every quarter window, the tracked noise power, MAP-EM,
+    the speech smoothing and the mask in pieces of about ``chunk_frames`` frames (each piece waits for its noise power's lookahead,
     :class:`NoisePowerTracker`, and for one frame more, :func:`smooth_speech`).
     Frames are independent once the dictionaries, the tracked noise power and the prior rates
     are fixed, the tracker's result does not depend on how the frames are cut, and each frame's
@@ -716,7 +721,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         STFT frames per piece (:data:`CHUNK_FRAMES`).
     mask_fn : callable, optional
         Called as ``mask_fn(speech, noise)`` with each piece's speech (smoothed) and noise
-        magnitudes, shape (n_bins, m), before that piece's samples are yielded (the upper-band
+        magnitudes, shape (n_bins, m), in frames every quarter window, before that piece's samples are yielded (the upper-band
         extension of :mod:`sepsti.bandwidth` takes its gains from them); a signal too short to be
         enhanced gives its magnitudes as speech and zero noise (gain 1).
 
@@ -737,23 +742,26 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     tiny = np.finfo(np.float64).tiny
     W = W / np.maximum(W.sum(axis=0, keepdims=True), tiny)
 
-    stft_chunks = functools.partial(features.stft_chunks, chunk_frames=chunk_frames, framing=framing)
+    analysis = features.enhancement_framing(framing)  # the dictionary's window, a quarter-window hop
 
-    def magnitudes():
-        return (np.abs(S) for S in stft_chunks(blocks()))
+    def magnitudes(frames=framing):
+        return (np.abs(S) for S in features.stft_chunks(blocks(), chunk_frames, framing=frames))
 
     if noise is None and features.num_frames(num_samples, framing=framing) < min_frames(noise_rank, framing):
         # too few frames to tell noise from speech: the signal is left as it is (its upper band too)
         if mask_fn is not None:
-            for V in magnitudes():
+            for V in magnitudes(analysis):
                 mask_fn(V, np.zeros_like(V))
         yield from blocks()
         return
+    # the noise model is learned on the dictionary's own frames (frames twice as dense would double its
+    # time for 0.06 dB at 0 dB) and serves the enhancer's: its segments span the same seconds
     if noise is None:
         noise, energies = track_noise(magnitudes, noise_rank, seed=seed, framing=framing)
     else:
         _validate_noise_model(noise, framing)
         energies = np.concatenate([V.sum(axis=0) for V in magnitudes()])
+    noise = noise._replace(segment_frames=noise.segment_frames * (framing.hop_length // analysis.hop_length))
     if not np.any(energies):
         for start in range(0, num_samples, chunk_frames * framing.hop_length):
             yield np.zeros(min(chunk_frames * framing.hop_length, num_samples - start))
@@ -762,8 +770,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
 
     def separated():
         start = 0
-        tracker = NoisePowerTracker(_initial_noise_power(noise), framing)
-        for S, noise_power in _with_noise_power(stft_chunks(blocks()), tracker):
+        tracker = NoisePowerTracker(_initial_noise_power(noise), analysis)
+        for S, noise_power in _with_noise_power(features.stft_chunks(blocks(), chunk_frames, framing=analysis),
+                                                tracker):
             # single precision: magnitudes of 16-bit audio need no more, and the EM runs twice as fast
             speech, noise_part = _separate_frames(np.abs(S).astype(np.float32), noise_power, setting, start,
                                                   max_iter=max_iter, sparsity=sparsity)
@@ -771,7 +780,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
             yield S, speech, noise_part
 
     # activations, smoothing, mask and resynthesis, piece by piece
-    synthesis = features.OverlapAdd(framing)
+    synthesis = features.OverlapAdd(analysis)
     produced = 0
     for S, speech, noise_part in _smoothed(separated()):
         if mask_fn is not None:
@@ -813,7 +822,9 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
         Frames per piece of EM (:func:`denoise_blocks`); the result does not depend on it
         beyond rounding.
     framing : sepsti.features.Framing
-        The dictionary's STFT (:attr:`sepsti.dictionary.Dictionary.framing`).
+        The dictionary's STFT (:attr:`sepsti.dictionary.Dictionary.framing`): the noise model is
+        learned on its frames, and the signal is enhanced in frames of its window every quarter
+        window (:func:`sepsti.features.enhancement_framing`).
 
     Returns
     -------

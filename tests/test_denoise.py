@@ -189,7 +189,7 @@ def test_short_signals_are_left_as_they_are_at_every_framing(rng):
     out = np.concatenate(list(denoise_blocks(lambda: iter((y,)), len(y), W, framing=wide,
                                              mask_fn=lambda speech, noise: gains.append((speech, noise)))))
     np.testing.assert_array_equal(out, y)
-    assert sum(speech.shape[1] for speech, _ in gains) == features.num_frames(len(y), framing=wide)
+    assert sum(speech.shape[1] for speech, _ in gains) == features.num_frames(len(y), framing=features.enhancement_framing(wide))
     assert all(not np.any(noise) for _, noise in gains)
 
 
@@ -296,8 +296,10 @@ def test_smoothing_the_speech_estimate_raises_sdr_in_white_noise(monkeypatch, to
     smoothed = bss_eval(clean, noisy, denoise(noisy, toy_dictionary, max_iter=30))["sdr"]
     monkeypatch.setattr(module, "smooth_speech", lambda speech, noise, before=None, after=None: speech)
     raw = bss_eval(clean, noisy, denoise(noisy, toy_dictionary, max_iter=30))["sdr"]
-    # measured: 9.98 against 9.39 dB (+0.57 to +0.68 dB over four seeds)
-    assert smoothed > raw + 0.3, (raw, smoothed)
+    # measured: 9.87 against 9.67 dB (+0.20 to +0.25 dB over six seeds; frames every quarter window
+    # already average four estimates of every sample, so the smoothing adds less than the +0.6 dB it
+    # gave with frames every half window)
+    assert smoothed > raw + 0.1, (raw, smoothed)
 
 
 def test_smoothing_pieces_of_any_size_gives_the_whole_result(rng):

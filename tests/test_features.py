@@ -6,11 +6,14 @@ import pytest
 from sepsti import features
 
 
-def _librosa_stft(y):
+FRAMINGS = [features.NARROWBAND, features.enhancement_framing(features.NARROWBAND)]
+
+
+def _librosa_stft(y, framing):
     import librosa
 
-    padded = features._pad_to_hop(y)
-    return librosa.stft(padded * features.AMPLITUDE_SCALE, n_fft=features.N_FFT, hop_length=features.HOP_LENGTH,
+    padded = features._pad_to_hop(y, framing.hop_length)
+    return librosa.stft(padded * features.AMPLITUDE_SCALE, n_fft=framing.n_fft, hop_length=framing.hop_length,
                         window=features.WINDOW, center=True, pad_mode="constant")
 
 
@@ -22,30 +25,43 @@ def test_window_matches_scipy():
 
 
 @pytest.mark.parametrize("n", [512, 513, 1000, 24000, 24007])
-def test_stft_matches_librosa(rng, n):
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_stft_matches_librosa(rng, n, framing):
     y = rng.uniform(-1, 1, n)
-    ours = features.stft(y)
-    reference = _librosa_stft(y)
-    assert ours.shape == reference.shape == (257, int(np.ceil(n / 256)) + 1)
+    ours = features.stft(y, framing=framing)
+    reference = _librosa_stft(y, framing)
+    hop = framing.hop_length
+    assert ours.shape == reference.shape == (257, int(np.ceil(n / hop)) + 1)
     np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-10 * np.abs(reference).max())
 
 
 @pytest.mark.parametrize("n", [512, 777, 24000])
-def test_istft_matches_librosa_on_modified_spectrogram(rng, n):
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_istft_matches_librosa_on_modified_spectrogram(rng, n, framing):
     import librosa
 
     y = rng.uniform(-1, 1, n)
-    spectrogram = features.stft(y) * rng.uniform(0, 1, (257, int(np.ceil(n / 256)) + 1))
-    padded = int(np.ceil(n / 256) * 256)
-    reference = librosa.istft(spectrogram, n_fft=512, hop_length=256, window="hamming", center=True,
+    hop = framing.hop_length
+    spectrogram = features.stft(y, framing=framing) * rng.uniform(0, 1, (257, int(np.ceil(n / hop)) + 1))
+    padded = int(np.ceil(n / hop) * hop)
+    reference = librosa.istft(spectrogram, n_fft=512, hop_length=hop, window="hamming", center=True,
                               length=padded)[:n] / features.AMPLITUDE_SCALE
-    np.testing.assert_allclose(features.istft(spectrogram, n), reference, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(features.istft(spectrogram, n, framing=framing), reference, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("n", [512, 700, 8000, 24001])
-def test_istft_inverts_stft(rng, n):
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_istft_inverts_stft(rng, n, framing):
     y = rng.uniform(-1, 1, n)
-    np.testing.assert_allclose(features.istft(features.stft(y), n), y, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(features.istft(features.stft(y, framing=framing), n, framing=framing), y, rtol=0,
+                               atol=1e-12)
+
+
+def test_enhancement_framing_quarters_the_window():
+    assert features.enhancement_framing(features.NARROWBAND) == features.Framing(8000, 512, 128)
+    assert features.enhancement_framing(features.framing_for_rate(16000)) == features.Framing(16000, 1024, 256)
+    # a window four does not divide keeps the hop of half a window
+    assert features.enhancement_framing(features.Framing(11025, 706, 353)) == features.Framing(11025, 706, 353)
 
 
 def test_zero_signal_gives_zero_spectrogram():
@@ -78,19 +94,21 @@ def test_training_matrix_shape_on_noizeus(noizeus_root):
     assert X.shape == (257, 1661)
 
 
-@pytest.mark.parametrize("n", [0, 1, 255, 256, 257, 5000, 9999])
+@pytest.mark.parametrize("n", [0, 1, 127, 255, 256, 257, 5000, 9999])
 @pytest.mark.parametrize("chunk_frames", [1, 3, 64])
-def test_stft_and_istft_in_pieces_equal_the_whole(rng, n, chunk_frames):
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_stft_and_istft_in_pieces_equal_the_whole(rng, n, chunk_frames, framing):
     from sepsti.features import OverlapAdd, stft_chunks
 
     y = rng.uniform(-1, 1, n)
     cuts = np.sort(rng.integers(0, n + 1, 5))
-    pieces = list(stft_chunks(np.split(y, cuts), chunk_frames))
+    pieces = list(stft_chunks(np.split(y, cuts), chunk_frames, framing=framing))
     assert all(piece.shape[1] == chunk_frames for piece in pieces[:-1])
-    S = features.stft(y)
+    S = features.stft(y, framing=framing)
     np.testing.assert_array_equal(np.concatenate(pieces, axis=1), S)
     masked = rng.uniform(size=S.shape) * S
-    synthesis = OverlapAdd()
+    synthesis = OverlapAdd(framing)
     out = [synthesis.push(masked[:, j:j + chunk_frames]) for j in range(0, S.shape[1], chunk_frames)]
     out = np.concatenate([*out, synthesis.finish(n)])[:n]
-    np.testing.assert_array_equal(out, features.istft(masked, n))
+    # the same sums, added in another order
+    np.testing.assert_allclose(out, features.istft(masked, n, framing=framing), rtol=0, atol=1e-15)

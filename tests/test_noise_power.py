@@ -40,7 +40,7 @@ def reference_estimates(powers, initial_power):
             backward = run(powers[f, start:end][::-1], forward[end - 1])[::-1]
             stop = min(start + cell, n)
             out[f, start:stop] = 0.5 * (forward[start:stop] + backward[:stop - start])
-    return out / stationary_bias(HOP)
+    return out / stationary_bias(FRAMING)
 
 
 def noise_powers(rng, level, n):
@@ -73,11 +73,15 @@ def test_estimates_do_not_depend_on_chunking(rng, sizes):
     np.testing.assert_allclose(np.concatenate(pieces, axis=1), whole, rtol=1e-12)
 
 
-def test_stationary_noise_power_is_estimated_without_bias_in_every_bin(rng):
-    """On noise alone the mean estimate is the noise's power, whatever the bin's level."""
-    level = np.exp(rng.uniform(0, 8, 64))  # 35 dB of spectral tilt
-    n = 3000
-    ratio = track_noise_power(np.sqrt(noise_powers(rng, level, n)), 0.3 * level, FRAMING)[:, 100:] / level[:, None]
+@pytest.mark.parametrize("framing", [features.NARROWBAND, features.enhancement_framing(features.NARROWBAND)])
+def test_stationary_noise_power_is_estimated_without_bias_in_every_bin(rng, framing):
+    """On the STFT of a stationary noise alone the mean estimate is the noise's power, whatever the bin's level."""
+    # white Gaussian noise framed as the enhancer frames it (overlapping, correlated frames); every fourth
+    # bin, so that the bins are independent (a Hamming window's squared transform spans five bins)
+    white = rng.standard_normal(3000 * framing.hop_length) / features.AMPLITUDE_SCALE
+    powers = np.square(np.abs(features.stft(white, framing=framing)[2:254:4])) / np.sum(features.window(framing) ** 2)
+    level = np.exp(rng.uniform(0, 8, len(powers)))  # 35 dB of spectral tilt
+    ratio = track_noise_power(np.sqrt(powers * level[:, None]), 0.3 * level, framing)[:, 100:] / level[:, None]
     per_bin = ratio.mean(axis=1)
     # bins are independent (and seeded apart from the bias's own simulation): the spread of their means is
     # the Monte-Carlo error of one bin's mean
@@ -85,7 +89,18 @@ def test_stationary_noise_power_is_estimated_without_bias_in_every_bin(rng):
     assert abs(per_bin.mean() - 1.0) < 4 * sd / np.sqrt(len(per_bin)), (per_bin.mean(), sd)
     assert np.abs(per_bin - 1.0).max() < 5 * sd, per_bin
     # the raw recursion settles well below the power: the correction is not a no-op
-    assert 0.6 < stationary_bias(HOP) < 0.8
+    assert 0.6 < stationary_bias(framing) < 0.85
+
+
+def test_overlapping_frames_settle_higher_than_independent_ones(rng):
+    """The bias is measured on framed noise: denser frames are more alike, and the recursion follows them closer."""
+    from sepsti.noise_power import _Coefficients, _recursion
+
+    quarter = features.enhancement_framing(FRAMING)
+    hop_seconds = quarter.hop_length / quarter.sample_rate
+    independent = _recursion(rng.exponential(1.0, (256, 2000)), np.ones(256), np.full(256, 0.5),
+                             _Coefficients(hop_seconds))[:, 200:].mean()
+    assert stationary_bias(quarter) - independent > 0.02, (stationary_bias(quarter), independent)
 
 
 def test_a_rising_noise_is_followed_and_speech_is_not(rng):

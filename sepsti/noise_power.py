@@ -19,9 +19,10 @@ digital silence (below :data:`sepsti.features.SILENT_MAGNITUDE`) leaves the stat
 
 Offline, a frame's noise power is predicted from both sides: the mean of the forward
 recursion's estimate *before* the frame and the backward recursion's estimate before it (from
-the frames after it). The frame's own observation is left out, so a model that explains the
-frame is not handed a copy of its speech as noise; a noise that changes is followed from
-either side a frame late (docs/enhance.md measures these choices). Under its fixed speech prior
+the frames after it). The frame's own observation is left out, and so are those of the frames
+that share more than half of its samples (:func:`overlapping_neighbours`), so a model that
+explains the frame is not handed a copy of its speech as noise; a noise that changes is followed
+from either side a frame or two late (docs/enhance.md measures these choices). Under its fixed speech prior
 the recursion settles a fixed factor below the power of a stationary noise (:func:`stationary_bias`,
 0.72–0.79 with the framings in use); the estimates are divided by it, which makes them unbiased there.
 
@@ -46,7 +47,7 @@ from sepsti.features import SILENT_MAGNITUDE
 
 __all__ = ["SPEECH_SNR_DB", "POWER_SMOOTHING", "PRESENCE_SMOOTHING", "STAGNATION", "LOOKAHEAD_SECONDS",
            "RAYLEIGH_POWER", "RAYLEIGH_MEAN", "NoisePowerTracker", "track_noise_power", "stationary_bias",
-           "expected_magnitude"]
+           "overlapping_neighbours", "expected_magnitude"]
 
 #: A priori SNR (dB) of a bin where speech is present (ξ_H1 of Gerkmann & Hendriks).
 SPEECH_SNR_DB = 15.0
@@ -137,9 +138,11 @@ class NoisePowerTracker:
 
     Notes
     -----
-    :meth:`push` returns the estimates of the frames whose lookahead has arrived (up to two
-    cells of :data:`LOOKAHEAD_SECONDS` behind the newest frame), :meth:`finish` the rest; in all,
-    one estimate per frame pushed, in order.
+    A frame's estimate leaves out the frame and the frames that share more than half of its
+    samples (:func:`overlapping_neighbours`: none with frames every half window, one on each side
+    every quarter window). :meth:`push` returns the estimates of the frames whose lookahead has
+    arrived (up to two cells of :data:`LOOKAHEAD_SECONDS` behind the newest frame), :meth:`finish`
+    the rest; in all, one estimate per frame pushed, in order.
     """
 
     def __init__(self, initial_power, framing):
@@ -152,6 +155,9 @@ class NoisePowerTracker:
         # frames still held, in single precision: enough for the estimates, half the memory
         self._powers = np.empty((len(self._sigma), 0), dtype=np.float32)
         self._forward = np.empty((len(self._sigma), 0), dtype=np.float32)
+        # the forward estimates of the frames just before those held, which the first held frames take
+        self._gap = overlapping_neighbours(framing)
+        self._forward_before = np.repeat(self._sigma.astype(np.float32)[:, None], self._gap, axis=1)
 
     def push(self, magnitudes):
         """Add frames; returns the estimates now complete, shape (n_bins, m), float32."""
@@ -172,14 +178,22 @@ class NoisePowerTracker:
         n = self._powers.shape[1]
         stop = min(cells * self._cell, n)
         estimates = np.empty((len(self._sigma), stop), dtype=np.float32)
+        # column f of this array is the forward estimate before frame f - gap
+        forward = np.concatenate([self._forward_before, self._forward], axis=1)
         for first in range(0, cells, _CELLS_AT_ONCE):
-            self._backward_runs(np.arange(first, min(cells, first + _CELLS_AT_ONCE)) * self._cell, span, estimates)
+            self._backward_runs(np.arange(first, min(cells, first + _CELLS_AT_ONCE)) * self._cell, span, forward,
+                                estimates)
+        self._forward_before = forward[:, stop:stop + self._gap]
         self._powers = self._powers[:, stop:]
         self._forward = self._forward[:, stop:]
         return estimates
 
-    def _backward_runs(self, starts, span, estimates):
-        """The cells starting at ``starts``: backward runs side by side, averaged with the forward estimates."""
+    def _backward_runs(self, starts, span, forward, estimates):
+        """The cells starting at ``starts``: backward runs side by side, averaged with the forward estimates.
+
+        Frame f takes the forward estimate before frame f - gap (``forward[:, f]``) and the backward
+        estimate before frame f + gap (at the end of the signal, the run's start).
+        """
         n = self._powers.shape[1]
         ends = np.minimum(starts + span, n)
         offsets = np.arange(int((ends - starts).max()))
@@ -188,10 +202,20 @@ class NoisePowerTracker:
         backward = _recursion(self._powers[:, frames], sigma, np.full_like(sigma, 0.5), self._c)
         for index, (start, end) in enumerate(zip(starts, ends)):
             cell_stop = min(start + self._cell, n)
-            # frame f of this cell is step end - 1 - f of its run
-            steps = end - 1 - np.arange(start, cell_stop)
-            estimates[:, start:cell_stop] = (0.5 / self._bias) * (self._forward[:, start:cell_stop]
+            # frame f + gap is step end - 1 - f - gap of this cell's run
+            steps = np.maximum(end - 1 - self._gap - np.arange(start, cell_stop), 0)
+            estimates[:, start:cell_stop] = (0.5 / self._bias) * (forward[:, start:cell_stop]
                                                                   + backward[:, steps, index])
+
+
+def overlapping_neighbours(framing):
+    """Frames on each side of a frame that share more than half of its samples.
+
+    A frame's noise power is predicted without them, so that the prediction cannot copy the
+    frame's own speech: 0 with frames every half window (a neighbour shares half), 1 every
+    quarter window (the nearest neighbours share three quarters; the next ones half).
+    """
+    return max(0, framing.n_fft // framing.hop_length // 2 - 1)
 
 
 @functools.lru_cache

@@ -11,10 +11,17 @@ FRAMING = features.NARROWBAND
 HOP = FRAMING.hop_length / FRAMING.sample_rate
 
 
-def reference_estimates(powers, initial_power):
-    """The two-sided prediction written out bin by bin and frame by frame (Gerkmann & Hendriks 2012's recursion)."""
-    alpha = POWER_SMOOTHING ** (HOP / 0.016)
-    beta = PRESENCE_SMOOTHING ** (HOP / 0.016)
+QUARTER = features.enhancement_framing(FRAMING)
+
+
+def reference_estimates(powers, initial_power, framing=FRAMING, gap=0):
+    """The two-sided prediction written out bin by bin and frame by frame (Gerkmann & Hendriks 2012's recursion).
+
+    Frame f takes the forward estimate before frame f - gap and the backward estimate before frame f + gap.
+    """
+    hop = framing.hop_length / framing.sample_rate
+    alpha = POWER_SMOOTHING ** (hop / 0.016)
+    beta = PRESENCE_SMOOTHING ** (hop / 0.016)
     xi = 10 ** (SPEECH_SNR_DB / 10)
 
     def run(sequence, sigma):
@@ -30,7 +37,7 @@ def reference_estimates(powers, initial_power):
         return np.array(out)
 
     n_bins, n = powers.shape
-    cell = int(round(LOOKAHEAD_SECONDS / HOP))
+    cell = int(round(LOOKAHEAD_SECONDS / hop))
     out = np.empty_like(powers)
     for f in range(n_bins):
         forward = run(powers[f], initial_power[f])
@@ -38,9 +45,11 @@ def reference_estimates(powers, initial_power):
             # each cell's backward run starts at the end of the next cell (or of the signal), from the forward estimate
             end = start + 2 * cell if start + 2 * cell <= n else n
             backward = run(powers[f, start:end][::-1], forward[end - 1])[::-1]
-            stop = min(start + cell, n)
-            out[f, start:stop] = 0.5 * (forward[start:stop] + backward[:stop - start])
-    return out / stationary_bias(FRAMING)
+            for frame in range(start, min(start + cell, n)):
+                before = forward[frame - gap] if frame >= gap else initial_power[f]
+                after = backward[min(frame + gap, end - 1) - start]
+                out[f, frame] = 0.5 * (before + after)
+    return out / stationary_bias(framing)
 
 
 def noise_powers(rng, level, n):
@@ -58,12 +67,32 @@ def test_two_sided_estimate_matches_the_reference(rng):
                                reference_estimates(powers, initial), rtol=2e-6)
 
 
+def test_frames_every_quarter_window_leave_out_their_nearest_neighbours(rng):
+    """Frames every quarter window share three quarters of their samples with the frames beside them."""
+    from sepsti.noise_power import overlapping_neighbours
+
+    assert overlapping_neighbours(FRAMING) == 0 and overlapping_neighbours(QUARTER) == 1
+    n = 3 * int(round(LOOKAHEAD_SECONDS * QUARTER.sample_rate / QUARTER.hop_length)) + 7
+    level = np.array([1.0, 30.0, 1e4])
+    powers = noise_powers(rng, level, n)
+    powers[:, 100:130] *= 100.0
+    initial = level * 0.3
+    ours = track_noise_power(np.sqrt(powers), initial, QUARTER)
+    np.testing.assert_allclose(ours, reference_estimates(powers, initial, QUARTER, gap=1), rtol=2e-6)
+    # a burst in one frame moves the estimates of the frames two away, not those of its neighbours
+    burst = powers.copy()
+    burst[:, 200] *= 1e4
+    moved = np.abs(track_noise_power(np.sqrt(burst), initial, QUARTER) / ours - 1).max(axis=0)
+    assert moved[199:202].max() < 1e-6 and moved[198] > 1e-3 and moved[202] > 1e-3, moved[197:204]
+
+
 @pytest.mark.parametrize("sizes", [(1,), (7,), (64, 1, 200), (5000,)])
-def test_estimates_do_not_depend_on_chunking(rng, sizes):
+@pytest.mark.parametrize("framing", [FRAMING, QUARTER])
+def test_estimates_do_not_depend_on_chunking(rng, sizes, framing):
     level = np.exp(rng.uniform(0, 5, 20))
     magnitudes = np.sqrt(noise_powers(rng, level, 700))
-    whole = track_noise_power(magnitudes, level, FRAMING)
-    tracker, pieces, position, index = NoisePowerTracker(level, FRAMING), [], 0, 0
+    whole = track_noise_power(magnitudes, level, framing)
+    tracker, pieces, position, index = NoisePowerTracker(level, framing), [], 0, 0
     while position < magnitudes.shape[1]:
         size = sizes[index % len(sizes)]
         pieces.append(tracker.push(magnitudes[:, position:position + size]))

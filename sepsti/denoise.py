@@ -122,11 +122,11 @@ def _validate_signal(y):
 #: falls below the input's (docs/enhance.md).
 SPARSITY = 0.3
 #: EM iterations per frame of the enhancement. The activations start equal and the speech prior
-#: sparsifies them slowly; with frames every quarter window, 30 iterations do the EM work per second
-#: of audio that 60 did with frames every half window. On the NOIZEUS development set 70 instead
-#: gain 0.12 dB SDR at 0 dB and nothing from 5 dB up, lose 0.03 dB on wideband speech, and take 60 %
-#: more time (docs/enhance.md).
-EM_ITERATIONS = 30
+#: sparsifies them; with frames every quarter window and the noise predicted without a frame's nearest
+#: neighbours, scores change by at most 0.03 dB from 15 to 30 iterations and 50 add 0.1 dB at 0 dB on
+#: the NOIZEUS development set for less STOI and less on wideband speech, at two and a half times the
+#: time (docs/enhance.md).
+EM_ITERATIONS = 20
 #: Least gain of the speech mask (-26 dB): no time-frequency bin of the input is removed outright, so
 #: the noise left is a quiet copy of the input's instead of isolated tones ("musical noise"), which
 #: PESQ marks down; on NOIZEUS it raises PESQ by 0.15-0.18 at every SNR and leaves SDR and STOI

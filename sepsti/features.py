@@ -99,8 +99,9 @@ def validate_framing(sample_rate, n_fft, hop_length, *, name="framing"):
     Raises
     ------
     ParameterError
-        A non-positive value, an odd ``n_fft``, or a hop other than ``n_fft / 2`` (the
-        overlap-add of :class:`OverlapAdd` assumes two frames over every sample).
+        A non-positive value, an odd ``n_fft``, or a hop other than ``n_fft / 2``: a dictionary's
+        frames come every half window (its noise model is learned on them, and the enhancer's
+        frames, :func:`enhancement_framing`, are derived from them).
     """
     for field, value in (("sample_rate", sample_rate), ("n_fft", n_fft), ("hop_length", hop_length)):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:

@@ -232,7 +232,7 @@ def test_a_noise_change_halfway_is_enhanced_better_than_with_one_global_model(to
     static = bss_eval(clean, noisy, static_enhancement(noisy, toy_dictionary, one, 30))["sdr"]
     tracked = bss_eval(clean, noisy, denoise(noisy, toy_dictionary, max_iter=30))["sdr"]
     followed = bss_eval(clean, noisy, denoise(noisy, toy_dictionary, noise=one, max_iter=30))["sdr"]
-    # measured: input 2.7 dB, static global model 1.9 dB, tracked 8.5 dB, first noise's model followed 10.0 dB
+    # measured: input 2.7 dB, static global model 1.9 dB, tracked 8.7 dB, first noise's model followed 9.8 dB
     assert tracked > static + 3.0 and tracked > before + 3.0, (before, static, tracked)
     assert followed > static + 3.0, (static, followed)
 

@@ -699,8 +699,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     The method is :func:`denoise`'s, computed in passes over the signal: the noise model
     (:func:`track_noise` in the dictionary's frames, two passes; one pass for the frames' scale
     with ``noise`` given), then, in frames every quarter window, the tracked noise power, MAP-EM,
-    the speech smoothing and the mask in pieces of about ``chunk_frames`` frames (each piece waits for its noise power's lookahead,
-    :class:`NoisePowerTracker`, and for one frame more, :func:`smooth_speech`).
+    the speech smoothing and the mask in pieces of about ``chunk_frames`` frames (each piece
+    waits for its noise power's lookahead, :class:`NoisePowerTracker`, and for one frame more,
+    :func:`smooth_speech`).
     Frames are independent once the dictionaries, the tracked noise power and the prior rates
     are fixed, the tracker's result does not depend on how the frames are cut, and each frame's
     activations start from the frame alone, so the result does not depend on
@@ -721,9 +722,10 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         STFT frames per piece (:data:`CHUNK_FRAMES`).
     mask_fn : callable, optional
         Called as ``mask_fn(speech, noise)`` with each piece's speech (smoothed) and noise
-        magnitudes, shape (n_bins, m), in frames every quarter window, before that piece's samples are yielded (the upper-band
-        extension of :mod:`sepsti.bandwidth` takes its gains from them); a signal too short to be
-        enhanced gives its magnitudes as speech and zero noise (gain 1).
+        magnitudes, shape (n_bins, m), in frames every quarter window, before that piece's
+        samples are yielded (the upper-band extension of :mod:`sepsti.bandwidth` takes its gains
+        from them); a signal too short to be enhanced gives its magnitudes as speech and zero
+        noise (gain 1).
 
     Yields
     ------
@@ -744,8 +746,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
 
     analysis = features.enhancement_framing(framing)  # the dictionary's window, a quarter-window hop
 
-    def magnitudes(frames=framing):
-        return (np.abs(S) for S in features.stft_chunks(blocks(), chunk_frames, framing=frames))
+    def magnitudes(stft_framing=framing):
+        return (np.abs(S) for S in features.stft_chunks(blocks(), chunk_frames, framing=stft_framing))
 
     if noise is None and features.num_frames(num_samples, framing=framing) < min_frames(noise_rank, framing):
         # too few frames to tell noise from speech: the signal is left as it is (its upper band too)

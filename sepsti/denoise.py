@@ -39,7 +39,8 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
 from sepsti.core.random import stream
 from sepsti import features
-from sepsti.noise_power import RAYLEIGH_POWER, NoisePowerTracker, expected_magnitude, track_noise_power
+from sepsti.noise_power import (RAYLEIGH_POWER, NoisePowerTracker, expected_magnitude, median_magnitude,
+                                track_noise_power)
 
 __all__ = ["SPARSITY", "EM_ITERATIONS", "MASK_FLOOR", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION",
            "NOISE_CEILING", "SMOOTHING_SECONDS", "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS",
@@ -195,7 +196,8 @@ class NoiseModel(NamedTuple):
     W_noise : ndarray, shape (n_segments, n_bins, noise_rank)
         Each segment's noise dictionary, columns summing to 1.
     floor : ndarray, shape (n_segments, n_bins)
-        Each segment's noise floor: each bin's median magnitude over the frames it was learned on.
+        Each segment's noise floor: each bin's median magnitude over the frames it was learned on
+        (the noise power tracker starts from the first segment's).
     segment_frames : int
         Frames per segment; frame ``j`` belongs to segment ``min(j // segment_frames, n_segments - 1)``.
     """
@@ -366,7 +368,7 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
     :data:`NOISE_FRACTION` of the frames around it (:data:`CONTEXT_SECONDS` on each side) that
     are quietest relative to their floor, their magnitudes cut at :data:`NOISE_CEILING` times the
     floor (speech peaks left in them by speech without a pause are not learned as noise); the
-    segment's floor for the speech prior is their median. No pause in the speech is needed, and a
+    segment's floor is their median. No pause in the speech is needed, and a
     noise that changes is learned where it is. A signal shorter than one and a half segments gets
     one model, learned on the whole signal.
 
@@ -445,21 +447,30 @@ def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
     return NoiseModel(W_noise[None], floor[None], max(1, n_frames))
 
 
-def speech_prior_rates(V, noise_floor, sparsity):
+def speech_prior_rates(V, noise_level, sparsity):
     """Per-frame rates of the exponential prior on the speech activations.
 
-    ``λ_j = sparsity · ρ_j / (1 − ρ_j)`` with ``ρ_j = Σ_f min(n_f, V_fj) / Σ_f V_fj`` the
-    frame's estimated noise share (``n`` the noise floor of the frame's segment): frames that
-    the noise floor explains get a strong pull of their speech activations towards 0, frames
-    well above it (clean-ish speech) almost none. With unit-sum dictionary columns, the rate is
-    the price of one unit of speech magnitude relative to noise magnitude.
+    ``λ_j = sparsity · ρ_j / (1 − ρ_j)`` with ``ρ_j = Σ_f min(n_fj, V_fj) / Σ_f V_fj`` the
+    frame's estimated noise share (``n`` the noise level: the enhancer passes each frame's median
+    noise magnitude predicted by the noise power tracker): frames that the noise explains get a
+    strong pull of their speech activations towards 0, frames well above it (clean-ish speech)
+    almost none. With unit-sum dictionary columns, the rate is the price of one unit of speech
+    magnitude relative to noise magnitude.
+
+    Parameters
+    ----------
+    V : ndarray, shape (n_bins, n_frames)
+    noise_level : ndarray, shape (n_bins, n_frames) or (n_bins,)
+        Each frame's noise magnitude per bin, or one for all frames.
+    sparsity : float
 
     Returns
     -------
     ndarray, shape (n_frames,)
     """
     total = V.sum(axis=0)
-    share = np.minimum(noise_floor[:, None], V).sum(axis=0) / np.maximum(total, np.finfo(np.float64).tiny)
+    level = noise_level if np.ndim(noise_level) == 2 else np.asarray(noise_level)[:, None]
+    share = np.minimum(level, V).sum(axis=0) / np.maximum(total, np.finfo(np.float64).tiny)
     share = np.clip(share, 0.0, _MAX_NOISE_SHARE)
     return sparsity * share / (1.0 - share)
 
@@ -568,7 +579,8 @@ def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
         H = np.repeat(np.maximum(unexplained, 1e-3 * setting.level)[None, :] / size, size, axis=0)
         rates = np.zeros((size, part.shape[1]))
         if sparsity > 0:
-            rates[:rank] = speech_prior_rates(part, setting.noise.floor[segment], sparsity)[None, :]
+            # the noise's level in each frame: the median magnitude of the noise predicted for it
+            rates[:rank] = speech_prior_rates(part, median_magnitude(noise_power[:, position:stop]), sparsity)[None, :]
         result = poisson_nmf_em(part, W_all, H, update_W=False, prior_rate_H=rates, max_iter=max_iter, tol=0,
                                 background=tracked)
         speech[:, position:stop] = result.W[:, :rank] @ result.H[:rank]

@@ -47,7 +47,7 @@ from sepsti.features import SILENT_MAGNITUDE
 
 __all__ = ["SPEECH_SNR_DB", "POWER_SMOOTHING", "PRESENCE_SMOOTHING", "STAGNATION", "LOOKAHEAD_SECONDS",
            "RAYLEIGH_POWER", "RAYLEIGH_MEAN", "NoisePowerTracker", "track_noise_power", "stationary_bias",
-           "overlapping_neighbours", "expected_magnitude"]
+           "overlapping_neighbours", "expected_magnitude", "median_magnitude"]
 
 #: A priori SNR (dB) of a bin where speech is present (ξ_H1 of Gerkmann & Hendriks).
 SPEECH_SNR_DB = 15.0
@@ -267,3 +267,8 @@ def track_noise_power(magnitudes, initial_power, framing):
 def expected_magnitude(noise_power):
     """The mean STFT magnitude of a complex Gaussian noise of the given power: ``sqrt(π/4 · power)``."""
     return np.sqrt(RAYLEIGH_MEAN * noise_power)
+
+
+def median_magnitude(noise_power):
+    """The median STFT magnitude of a complex Gaussian noise of the given power: ``sqrt(ln 2 · power)``."""
+    return np.sqrt(noise_power / RAYLEIGH_POWER)

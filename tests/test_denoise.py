@@ -263,6 +263,18 @@ def test_speech_prior_rates():
     rates = speech_prior_rates(V, floor, 0.3)
     # shares 1 (capped at 0.9), 0.1, 1 (capped), 0 (silent frame)
     np.testing.assert_allclose(rates, [0.3 * 9, 0.3 / 9, 0.3 * 9, 0.0])
+    # a level per frame: the second frame's noise is as loud as the frame, the first's a tenth of it
+    level = np.stack([0.1 * np.ones(257), 10 * np.ones(257), 0.5 * np.ones(257), np.ones(257)], axis=1)
+    np.testing.assert_allclose(speech_prior_rates(V, level, 0.3), [0.3 / 9, 0.3 * 9, 0.3 * 9, 0.0])
+
+
+def test_median_magnitude_is_the_median_of_rayleigh_magnitudes(rng):
+    from sepsti.noise_power import median_magnitude
+
+    power = 7.0
+    samples = np.abs(rng.normal(0, np.sqrt(power / 2), 200_000) + 1j * rng.normal(0, np.sqrt(power / 2), 200_000))
+    # the sample median's standard error is about 0.2 % here
+    np.testing.assert_allclose(median_magnitude(power), np.median(samples), rtol=0.01)
 
 
 def test_speech_mask_keeps_every_bin_above_its_floor():

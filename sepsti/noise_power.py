@@ -43,7 +43,6 @@ import functools
 import numpy as np
 
 from sepsti import features
-from sepsti.features import SILENT_MAGNITUDE
 
 __all__ = ["SPEECH_SNR_DB", "POWER_SMOOTHING", "PRESENCE_SMOOTHING", "STAGNATION", "LOOKAHEAD_SECONDS",
            "RAYLEIGH_POWER", "RAYLEIGH_MEAN", "NoisePowerTracker", "track_noise_power", "stationary_bias",
@@ -67,7 +66,7 @@ RAYLEIGH_POWER = 1.0 / np.log(2.0)
 RAYLEIGH_MEAN = np.pi / 4.0
 
 _PAPER_HOP_SECONDS = 0.016
-_SILENT_POWER = SILENT_MAGNITUDE ** 2
+_SILENT_POWER = features.SILENT_MAGNITUDE ** 2
 #: Backward runs computed side by side (bounds their memory: bins × 2 cells × this many values).
 _CELLS_AT_ONCE = 16
 

@@ -31,6 +31,7 @@ window every quarter window (:func:`sepsti.features.enhancement_framing`), twice
 dictionary's own, which the noise model is learned on.
 """
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -45,7 +46,8 @@ from sepsti.noise_power import (RAYLEIGH_POWER, NoisePowerTracker, expected_magn
 __all__ = ["SPARSITY", "EM_ITERATIONS", "MASK_FLOOR", "CHUNK_FRAMES", "MAX_NOISE_FRAMES", "NOISE_FRACTION",
            "NOISE_CEILING", "SMOOTHING_SECONDS", "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS",
            "CONTEXT_SECONDS", "NoiseModel", "train_dictionary", "denoise", "denoise_blocks", "separate", "track_noise",
-           "learn_noise", "min_frames", "smooth_speech", "speech_mask", "speech_prior_rates", "validate_noise_rank"]
+           "learn_noise", "min_frames", "smooth_speech", "speech_mask", "speech_prior_rates", "validate_noise_rank",
+           "UnchangedSignalWarning"]
 
 
 def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0, progress=False):
@@ -161,6 +163,17 @@ SHORTEST_SECONDS = 1.5
 SEGMENT_SECONDS = 4.0
 #: Context (s) on each side of a segment whose frames its noise model is also learned on.
 CONTEXT_SECONDS = 2.0
+
+
+def _too_little_sound(noise_rank, framing):
+    """Why no noise model could be learned from a signal (:func:`track_noise` gave none)."""
+    least = min_frames(noise_rank, framing) * framing.hop_length / framing.sample_rate
+    return (f"too little sound to learn its noise from (no {SEGMENT_SECONDS + 2 * CONTEXT_SECONDS:g} s stretch "
+            f"holds {least:.2f} s that is not digital silence)")
+
+
+class UnchangedSignalWarning(UserWarning):
+    """A signal was returned as it is: too little of it could be judged noise."""
 
 
 def _seconds_to_frames(seconds, framing):
@@ -327,15 +340,20 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
     is taken relative to the minimum-statistics floor of its block, so that a louder noise
     elsewhere in the window does not hide this part's noise; the :data:`NOISE_FRACTION` of the
     frames around a segment that are quietest in that sense (at least two per atom) are the
-    ones its dictionary and floor are learned on.
+    ones its dictionary and floor are learned on. Frames of digital silence are never chosen:
+    a segment whose window holds fewer than :func:`min_frames` other frames (a long stretch of
+    zeros; a shorter signal needs all its frames heard) takes the model of the nearest segment
+    that has them; with none, there is no model (``None``).
     """
     segment = _seconds_to_frames(SEGMENT_SECONDS, framing)
     context = _seconds_to_frames(CONTEXT_SECONDS, framing)
+    fewest = min_frames(noise_rank, framing)
     n_segments = max(1, -(-n_frames // segment))
     if n_segments > 1 and n_frames - (n_segments - 1) * segment < segment // 2:
         n_segments -= 1  # a short last piece joins the segment before it
     W_noise = np.empty((n_segments, floors.shape[1], noise_rank))
     noise_floor = np.empty((n_segments, floors.shape[1]))
+    learned = np.zeros(n_segments, dtype=bool)
     bounds = [(max(0, s * segment - context),
                n_frames if s == n_segments - 1 else min(n_frames, (s + 1) * segment + context))
               for s in range(n_segments)]
@@ -348,15 +366,23 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
         while s < n_segments and seen >= bounds[s][1]:
             frames, loudness = [np.concatenate(frames, axis=1)], [np.concatenate(loudness)]
             start, stop = bounds[s][0] - buffer_start, bounds[s][1] - buffer_start
-            count = min(stop - start, max(2 * noise_rank, int(np.ceil(NOISE_FRACTION * (stop - start)))))
-            chosen = start + np.sort(np.argsort(loudness[0][start:stop], kind="stable")[:count])
-            ceiling = NOISE_CEILING * floors[np.minimum((buffer_start + chosen) // block, len(floors) - 1)].T
-            W_noise[s], noise_floor[s] = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset, 50, ceiling)
+            heard = np.flatnonzero(np.isfinite(loudness[0][start:stop]))  # digital silence is infinitely loud
+            if len(heard) >= min(fewest, stop - start):  # a signal shorter than that has it all heard
+                count = min(len(heard), max(2 * noise_rank, int(np.ceil(NOISE_FRACTION * len(heard)))))
+                chosen = start + np.sort(heard[np.argsort(loudness[0][start + heard], kind="stable")[:count]])
+                ceiling = NOISE_CEILING * floors[np.minimum((buffer_start + chosen) // block, len(floors) - 1)].T
+                W_noise[s], noise_floor[s] = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset, 50, ceiling)
+                learned[s] = True
             s += 1
             if s < n_segments:  # keep only the frames later segments still need
                 drop = bounds[s][0] - buffer_start
                 frames, loudness, buffer_start = [frames[0][:, drop:]], [loudness[0][drop:]], bounds[s][0]
-    return NoiseModel(W_noise, noise_floor, segment)
+    if not learned.any():
+        return None
+    # a segment of (nearly) nothing but digital silence takes its nearest learned neighbour's model
+    sources = np.flatnonzero(learned)
+    nearest = sources[np.abs(np.arange(n_segments)[:, None] - sources[None, :]).argmin(axis=1)]
+    return NoiseModel(W_noise[nearest], noise_floor[nearest], segment)
 
 
 def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
@@ -370,7 +396,9 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
     floor (speech peaks left in them by speech without a pause are not learned as noise); the
     segment's floor is their median. No pause in the speech is needed, and a
     noise that changes is learned where it is. A signal shorter than one and a half segments gets
-    one model, learned on the whole signal.
+    one model, learned on the whole signal. Frames of digital silence are never learned on; a
+    segment with too few others around it (fewer than :func:`min_frames`) takes the nearest
+    segment's model.
 
     Parameters
     ----------
@@ -385,7 +413,8 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
 
     Returns
     -------
-    NoiseModel
+    NoiseModel or None
+        None if no segment has enough frames that are not digital silence.
     energies : ndarray, shape (n_frames,)
         Each frame's total magnitude.
     """
@@ -625,10 +654,18 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
     -------
     speech, noise : ndarray, shape (n_bins, n_frames)
         ``W_sp H_sp``, and ``W_no H_no`` plus the predicted noise magnitude.
+
+    Raises
+    ------
+    ParameterError
+        Without ``noise``, if too little of ``V`` is other than digital silence to learn a noise
+        model from (:func:`track_noise`).
     """
     V = np.asarray(V, dtype=np.float64)
     if noise is None:
         noise, _ = track_noise(lambda: iter((V,)), noise_rank, seed=seed, framing=framing)
+        if noise is None:
+            raise ParameterError(f"V: {_too_little_sound(noise_rank, framing)}; give a noise model (learn_noise)")
     else:
         _validate_noise_model(noise, framing)
     level = max(float(V.sum(axis=0).mean()), np.finfo(np.float64).tiny)
@@ -739,6 +776,12 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         from them); a signal too short to be enhanced gives its magnitudes as speech and zero
         noise (gain 1).
 
+    Warns
+    -----
+    UnchangedSignalWarning
+        Without ``noise``, when too little of the signal is other than digital silence to learn
+        its noise from (:func:`track_noise`); the signal is then yielded as it is.
+
     Yields
     ------
     ndarray
@@ -761,25 +804,32 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     def magnitudes(stft_framing=framing):
         return (np.abs(S) for S in features.stft_chunks(blocks(), chunk_frames, framing=stft_framing))
 
-    if noise is None and features.num_frames(num_samples, framing=framing) < min_frames(noise_rank, framing):
-        # too few frames to tell noise from speech: the signal is left as it is (its upper band too)
+    def unchanged():
+        # too little to tell noise from speech: the signal is left as it is (its upper band too)
         if mask_fn is not None:
             for V in magnitudes(analysis):
                 mask_fn(V, np.zeros_like(V))
         yield from blocks()
+
+    if noise is None and features.num_frames(num_samples, framing=framing) < min_frames(noise_rank, framing):
+        yield from unchanged()
         return
     # the noise model is learned on the dictionary's own frames (frames twice as dense would double its
     # time for 0.06 dB at 0 dB) and serves the enhancer's: its segments span the same seconds
     if noise is None:
         noise, energies = track_noise(magnitudes, noise_rank, seed=seed, framing=framing)
+        if noise is None and np.any(energies):
+            warnings.warn(_too_little_sound(noise_rank, framing), UnchangedSignalWarning, stacklevel=2)
+            yield from unchanged()
+            return
     else:
         _validate_noise_model(noise, framing)
         energies = np.concatenate([V.sum(axis=0) for V in magnitudes()])
-    noise = noise._replace(segment_frames=noise.segment_frames * (framing.hop_length // analysis.hop_length))
     if not np.any(energies):
         for start in range(0, num_samples, chunk_frames * framing.hop_length):
             yield np.zeros(min(chunk_frames * framing.hop_length, num_samples - start))
         return
+    noise = noise._replace(segment_frames=noise.segment_frames * (framing.hop_length // analysis.hop_length))
     setting = _Setting(W, noise, max(float(energies.mean()), tiny))
 
     def separated():
@@ -821,7 +871,8 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
     noise_rank : int
         Rank of the noise dictionaries learned on the signal itself (at most the number of
         frequency bins, 257 at 8 kHz). A signal of fewer than :func:`min_frames` frames is
-        returned unchanged: too little of it could be judged noise.
+        returned unchanged: too little of it could be judged noise; so is one with too few
+        frames other than digital silence, with an :class:`UnchangedSignalWarning`.
     max_iter : int
         EM iterations.
     sparsity : float

@@ -327,6 +327,23 @@ def test_a_file_too_short_to_learn_from_is_written_unchanged(workdir, tiny_dicti
     assert same
 
 
+def test_a_file_of_little_but_digital_silence_is_written_unchanged(workdir, tiny_dictionary):
+    """A second of noisy speech after 20 s of zeros: one line, the input, and no temporary file left."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    start = (len(noisy) - RATE) // 2
+    padded = np.concatenate([np.zeros(20 * RATE), noisy[start:start + RATE]])
+    soundfile.write(workdir / "padded.wav", padded, RATE, subtype="PCM_16")
+    result = _enhance(tiny_dictionary, workdir / "padded.wav", "-o", workdir / "out.wav")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == f"wrote {workdir / 'out.wav'}"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Warning: ") and "padded.wav" in lines[0], result.stderr
+    assert "too little sound" in lines[0] and "written unchanged" in lines[0]
+    np.testing.assert_array_equal(soundfile.read(workdir / "out.wav", dtype="int16")[0],
+                                  soundfile.read(workdir / "padded.wav", dtype="int16")[0])
+    assert sorted(path.name for path in workdir.iterdir() if path.name.startswith(("out", ".out"))) == ["out.wav"]
+
+
 def test_noise_sample_gives_the_noise_model(workdir, tiny_dictionary):
     """The noise alone (here at another rate, resampled) gives the model denoise uses with ``noise=``."""
     from sepsti import features

@@ -426,22 +426,45 @@ def test_train_rank_is_bounded_by_the_frames(rng):
     assert train_dictionary(X, 40, max_iter=1, tol=0)[0].shape == (257, 40)
 
 
-def test_digital_silence_around_a_recording_changes_nothing(toy_dictionary):
-    """Padding of exact zeros carries no noise: it is not learned as the quietest noise, nor tracked to zero."""
+@pytest.mark.parametrize("seconds", [1, 10])
+def test_digital_silence_around_a_recording_changes_nothing(toy_dictionary, seconds):
+    """Padding of exact zeros carries no noise: it is not learned as the quietest noise, nor tracked to zero.
+
+    Ten seconds of zeros fill whole segments with their context (8 s): those segments take the noise
+    model of the nearest segment with sound.
+    """
     import warnings
 
     rng = np.random.default_rng(5)
     clean = toy_speech(rng, 4.0)
     noise = colored_noise(rng, clean.size, "low")
     noisy = clean + noise * np.sqrt(np.sum(clean ** 2) / np.sum(noise ** 2))  # 0 dB
-    pad = np.zeros(SR)
+    pad = np.zeros(seconds * SR)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         plain = denoise(noisy, toy_dictionary, max_iter=30)
-        padded = denoise(np.concatenate([pad, noisy, pad]), toy_dictionary, max_iter=30)[SR:SR + noisy.size]
+        padded = denoise(np.concatenate([pad, noisy, pad]), toy_dictionary, max_iter=30)[pad.size:pad.size + noisy.size]
     before, plain, padded = (bss_eval(clean, noisy, y)["sdr"] for y in (noisy, plain, padded))
-    # measured: input 0.1 dB, plain 8.8 dB, padded 8.6 dB (commit 281ca3f, before silence was skipped: 3.2 dB)
+    # measured: input 0.1 dB, plain 8.8 dB, padded 8.6 dB with 1 s (commit 281ca3f, before silence was skipped:
+    # 3.2 dB), 8.8 dB with 10 s (before segments of silence took a neighbour's model: an error)
     assert padded > before + 3.0 and abs(padded - plain) < 0.5, (before, plain, padded)
+
+
+def test_too_little_sound_besides_digital_silence_is_left_as_it_is(toy_dictionary):
+    """A second of sound in 20 s of zeros: too little to learn a noise from, returned unchanged with a warning."""
+    from sepsti.denoise import UnchangedSignalWarning
+
+    rng = np.random.default_rng(5)
+    sound = toy_speech(rng, 1.0) + 0.01 * rng.standard_normal(SR)
+    y = np.concatenate([np.zeros(10 * SR), sound, np.zeros(10 * SR)])
+    with pytest.warns(UnchangedSignalWarning, match="too little sound"):
+        out = denoise(y, toy_dictionary)
+    np.testing.assert_array_equal(out, y)
+    with pytest.raises(ParameterError, match="too little sound"):
+        separate(features.magnitude(y), toy_dictionary)
+    # with a noise model given, the sound is enhanced
+    noise = learn_noise(lambda: iter((features.magnitude(0.01 * rng.standard_normal(2 * SR)),)), 3)
+    assert not np.array_equal(denoise(y, toy_dictionary, noise=noise), y)
 
 
 def test_digital_silence_is_not_taken_for_the_quietest_noise(rng):

@@ -12,7 +12,8 @@ complete or absent.
 
 Files are processed in pieces (:func:`sepsti.denoise.denoise_blocks`): peak
 memory does not grow with a file's length. A file with fewer than
-:func:`sepsti.denoise.min_frames` frames (and no ``--noise-sample``) is
+:func:`sepsti.denoise.min_frames` frames, or with too little sound besides
+digital silence to learn its noise from (and no ``--noise-sample``), is
 copied unchanged, with one warning line.
 
 Conventions: signals are float64 in [-1, 1); processing happens at the
@@ -24,6 +25,7 @@ modelled band (:class:`sepsti.bandwidth.UpperBand`).
 """
 
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -214,15 +216,16 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     or comes from --noise-sample (learned at the rate of each file's dictionary);
     either way each frame's noise is also predicted from the frames around it.
     A file too short to learn its noise from (under 1.5 s, or fewer than
-    4 x --noise-rank frames of 32 ms) is written unchanged, with a line saying
-    so. All inputs and outputs are checked before any work is done.
+    4 x --noise-rank frames of 32 ms; or no 8 s stretch holds that much sound
+    besides digital silence) is written unchanged, with a line saying so. All
+    inputs and outputs are checked before any work is done.
     """
     _single_threaded_blas()
     from sepsti.core.io import check_output_path
     from sepsti.audio import inspect_input, output_format
     from sepsti.bandwidth import dictionary_path_for_rate
     from sepsti.corpora.audio import audio_info
-    from sepsti.denoise import min_frames, validate_noise_rank
+    from sepsti.denoise import UnchangedSignalWarning, min_frames, validate_noise_rank
     from sepsti.dictionary import default_dictionary_path, load_dictionary, wideband_dictionary_path
     from sepsti.features import num_frames
 
@@ -300,7 +303,15 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             else:
                 if noise_sample is not None:
                     options["noise"] = noise_models[framing]
-                clipped = enhance_file(audio, target, speech_dictionary.W, framing, overwrite=overwrite, **options)
+                with warnings.catch_warnings():
+                    # a file of (nearly) nothing but digital silence: no output is kept, the input is copied
+                    warnings.simplefilter("error", UnchangedSignalWarning)
+                    try:
+                        clipped = enhance_file(audio, target, speech_dictionary.W, framing, overwrite=overwrite,
+                                               **options)
+                    except UnchangedSignalWarning as reason:
+                        clipped = copy_file(audio, target, overwrite=overwrite)
+                        bar.write(f"Warning: {audio.path}: {reason}; written unchanged", file=sys.stderr)
             bar.update(1)
             if clipped:
                 bar.write(f"Warning: {target}: {clipped} samples beyond full scale were clipped (the input's peak "

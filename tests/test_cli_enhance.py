@@ -96,6 +96,20 @@ def test_progress_bar_on_request(workdir, tiny_corpus, tiny_dictionary, where):
     result = run(["--progress", *args] if where == "group" else [*args, "--progress"])
     assert result.exit_code == 0, result.stderr
     assert "enhance:" in result.stderr and "/2 " in result.stderr
+    # and a bar over each file's seconds
+    seconds = soundfile.info(inputs[0]).frames // soundfile.info(inputs[0]).samplerate
+    assert f"{inputs[0].name}:" in result.stderr and f"0/{seconds} " in result.stderr, result.stderr
+
+
+def test_one_long_file_shows_its_progress_in_seconds(workdir, tiny_dictionary):
+    noisy, rate = soundfile.read(workdir / "noisy.wav")
+    soundfile.write(workdir / "long.wav", np.tile(noisy, 8), rate, subtype="PCM_16")
+    seconds = 8 * len(noisy) // rate
+    result = _enhance(tiny_dictionary, workdir / "long.wav", "-o", workdir / "out.wav", "--progress")
+    assert result.exit_code == 0, result.stderr
+    assert "long.wav:" in result.stderr and f"0/{seconds} " in result.stderr, result.stderr
+    quiet = _enhance(tiny_dictionary, workdir / "long.wav", "-o", workdir / "out2.wav")
+    assert quiet.exit_code == 0 and quiet.stderr == ""  # stderr is no terminal here
 
 
 def test_options_reach_the_enhancer(workdir, tiny_dictionary, monkeypatch):

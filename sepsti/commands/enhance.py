@@ -130,7 +130,7 @@ def copy_file(audio, target, *, overwrite):
     return output.clipped
 
 
-def enhance_file(audio, target, W, framing, *, overwrite, **options):
+def enhance_file(audio, target, W, framing, *, overwrite, written=None, **options):
     """Enhance one checked input into ``target``, piece by piece.
 
     Parameters
@@ -143,6 +143,8 @@ def enhance_file(audio, target, W, framing, *, overwrite, **options):
         The dictionary's STFT; its rate is the processing rate.
     overwrite : bool
         Whether ``target`` may be replaced (also at the final rename).
+    written : callable, optional
+        Called with the whole seconds of audio written since its last call (a progress bar's ``update``).
     **options
         For :func:`sepsti.denoise.denoise_blocks`.
 
@@ -164,13 +166,18 @@ def enhance_file(audio, target, W, framing, *, overwrite, **options):
         upper = UpperBand(lambda: input_blocks(audio, sample_rate=audio.sample_rate), audio.sample_rate,
                           audio.length, framing)
         options["mask_fn"] = upper.add_mask
+    seconds = 0  # whole seconds written
     with open_output(target, audio.sample_rate, overwrite=overwrite) as output:
         def put(samples):
+            nonlocal seconds
             if upper is not None:
                 samples = upper.apply(samples)
             samples = samples[:max(0, audio.length - output.written)]
             if len(samples):
                 output.write(samples)
+                if written is not None and output.written // audio.sample_rate > seconds:
+                    written(output.written // audio.sample_rate - seconds)
+                    seconds = output.written // audio.sample_rate
 
         for piece in denoise.denoise_blocks(lambda: input_blocks(audio, sample_rate=rate), audio.num_samples, W,
                                             framing=framing, **options):
@@ -201,7 +208,8 @@ def enhance_file(audio, target, W, framing, *, overwrite, **options):
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--progress/--no-progress", default=None,
-              help="Progress bar over several files on stderr (default: only when stderr is a terminal).")
+              help="Progress bars on stderr, over the seconds of each file written and over several files "
+                   "(default: only when stderr is a terminal).")
 def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, iterations, seed, overwrite, progress):
     """Remove noise from speech files IN ... (anything libsndfile reads).
 
@@ -303,12 +311,14 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             else:
                 if noise_sample is not None:
                     options["noise"] = noise_models[framing]
-                with warnings.catch_warnings():
+                with warnings.catch_warnings(), \
+                        progress_bar(audio.length // audio.sample_rate, desc=audio.path.name, unit="s",
+                                     enabled=progress is not False, force=bool(progress)) as file_bar:
                     # a file of (nearly) nothing but digital silence: no output is kept, the input is copied
                     warnings.simplefilter("error", UnchangedSignalWarning)
                     try:
                         clipped = enhance_file(audio, target, speech_dictionary.W, framing, overwrite=overwrite,
-                                               **options)
+                                               written=file_bar.update, **options)
                     except UnchangedSignalWarning as reason:
                         clipped = copy_file(audio, target, overwrite=overwrite)
                         bar.write(f"Warning: {audio.path}: {reason}; written unchanged", file=sys.stderr)

@@ -31,6 +31,8 @@ engine harmonics at a drifting firing rate, low-passed road noise);
 ``street`` (non-stationary: a fluctuating traffic background, passing
 vehicles swelling and fading, horn and siren tones, impulsive knocks). Each
 noise type is one 30 s recording per seed; every mixture takes a segment of it.
+:func:`clatter` (kitchen clinks over running water, full band at any rate) is not
+one of them: the benchmarks mix it into their household and restaurant noises.
 
 Mixing
 ------
@@ -65,7 +67,7 @@ from sepsti.core.random import stream
 from sepsti.corpora.noizeus import ALL_IDS, clean_name, noisy_name, split_ids
 
 __all__ = ["SAMPLE_RATE", "NOISE_TYPES", "SNRS", "Speaker", "make_speaker", "corpus_speakers",
-           "synth_utterance", "synth_noise", "telephone_band", "mix", "write_corpus", "MARKER"]
+           "synth_utterance", "synth_noise", "clatter", "telephone_band", "mix", "write_corpus", "MARKER"]
 
 SAMPLE_RATE = 8000
 NOISE_TYPES = ("white", "pink", "babble", "car", "street")
@@ -534,6 +536,32 @@ def synth_noise(kind, n, rng):
     warm = 2000
     y = telephone_band(makers[kind](rng, n + warm))[warm:]
     return y / max(np.sqrt(np.mean(y ** 2)), 1e-12)
+
+
+def clatter(n, rate, rng):
+    """``n`` samples of kitchen clatter at ``rate``: damped clinks at random times over running water.
+
+    Clinks come about four times a second: two to five partials between 1.5 and 7 kHz (at most
+    0.45 ``rate``), each decaying in 10–60 ms, with a 2 ms click; the running water is noise whose
+    power rises with frequency, 20 dB below the clinks. Full band at any ``rate`` (not telephone
+    band, not among :data:`NOISE_TYPES`): the benchmarks' household noise.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        About unit RMS.
+    """
+    y = np.zeros(n)
+    for onset in np.flatnonzero(rng.random(n) < 4.0 / rate):
+        m = min(n - onset, int(0.25 * rate))
+        t = np.arange(m) / rate
+        clink = sum(rng.uniform(0.3, 1.0) * np.sin(2 * np.pi * rng.uniform(1500.0, min(7000.0, 0.45 * rate)) * t)
+                    * np.exp(-t / rng.uniform(0.01, 0.06)) for _ in range(rng.integers(2, 6)))
+        clink += 0.5 * rng.standard_normal(m) * np.exp(-t / 0.002)
+        y[onset:onset + m] += rng.uniform(0.3, 1.0) * clink
+    spectrum = np.fft.rfft(rng.standard_normal(n)) * np.sqrt(np.fft.rfftfreq(n, 1 / rate) / (rate / 2))
+    water = np.fft.irfft(spectrum, n)
+    return y / max(np.std(y), 1e-12) + 0.1 * water / max(np.std(water), 1e-12)
 
 
 def mix(clean, noise, snr):

@@ -7,7 +7,7 @@ import soundfile
 from sepsti.core.errors import ParameterError
 from sepsti.core.random import stream
 from sepsti.corpora import corpus_index, mixtures
-from sepsti.corpora.synth import (NOISE_TYPES, SAMPLE_RATE, corpus_speakers, make_speaker, mix, synth_noise,
+from sepsti.corpora.synth import (NOISE_TYPES, SAMPLE_RATE, clatter, corpus_speakers, make_speaker, mix, synth_noise,
                            synth_utterance, telephone_band, write_corpus)
 
 
@@ -117,6 +117,23 @@ def test_street_and_babble_are_non_stationary(noises):
     for stationary in ("white", "pink", "car"):
         assert spread[stationary] < 1.5, spread
     assert spread["street"] > 2 * spread["pink"] and spread["babble"] > 2 * spread["pink"], spread
+
+
+@pytest.mark.parametrize("rate", [8000, 16000, 48000])
+def test_clatter_is_clinks_between_1_5_and_7_khz_over_quiet_water(rate):
+    """About four clinks a second, their partials in 1.5 kHz to min(7 kHz, 0.45 rate), the water 20 dB down."""
+    rng = np.random.default_rng(3)
+    y = clatter(10 * rate, rate, rng)
+    assert y.shape == (10 * rate,) and abs(np.sqrt(np.mean(y ** 2)) - 1) < 0.01  # clinks unit RMS, water +0.5 %
+    power = np.abs(np.fft.rfft(y)) ** 2
+    frequency = np.fft.rfftfreq(len(y), 1 / rate)
+    band = (frequency >= 1500) & (frequency <= min(7000, 0.45 * rate))
+    assert power[band].sum() > 0.8 * power.sum()
+    # clinks: 10 ms frames whose energy jumps tenfold over the frame before (about four a second)
+    energy = np.sum(y[:len(y) // (rate // 100) * (rate // 100)].reshape(-1, rate // 100) ** 2, axis=1)
+    onsets = np.sum(energy[1:] > 10 * energy[:-1])
+    assert 15 <= onsets <= 60, onsets
+    np.testing.assert_array_equal(y, clatter(10 * rate, rate, np.random.default_rng(3)))
 
 
 def test_unknown_noise_type():

@@ -52,7 +52,7 @@ BABBLE_TALKERS = 5
 def _noise(kind, n, rate, rng, babble_pool):
     """``n`` samples of a noise type at ``rate`` with unit RMS (babble from ``babble_pool`` speakers)."""
     from sepsti.audio import resample
-    from sepsti.corpora.synth import SAMPLE_RATE, synth_noise
+    from sepsti.corpora.synth import SAMPLE_RATE, clatter, synth_noise
 
     if kind == "white":
         y = rng.standard_normal(n)
@@ -70,27 +70,12 @@ def _noise(kind, n, rate, rng, babble_pool):
     elif kind == "music":
         y = _music(n, rate, rng)
     elif kind == "dishes":
-        y = _dishes(n, rate, rng)
+        y = clatter(n, rate, rng)
     elif kind == "car":
         y = resample(synth_noise("car", -(-n * SAMPLE_RATE // rate) + 1, rng), SAMPLE_RATE, rate, length=n)
     else:
         raise SystemExit(f"unknown noise {kind!r}")
     return y / max(np.std(y), 1e-12)
-
-
-def _dishes(n, rate, rng):
-    """``n`` samples of kitchen clatter: damped clinks at random times over running water."""
-    y = np.zeros(n)
-    for onset in np.flatnonzero(rng.random(n) < 4.0 / rate):
-        m = min(n - onset, int(0.25 * rate))
-        t = np.arange(m) / rate
-        clink = sum(rng.uniform(0.3, 1.0) * np.sin(2 * np.pi * rng.uniform(1500.0, min(7000.0, 0.45 * rate)) * t)
-                    * np.exp(-t / rng.uniform(0.01, 0.06)) for _ in range(rng.integers(2, 6)))
-        clink += 0.5 * rng.standard_normal(m) * np.exp(-t / 0.002)
-        y[onset:onset + m] += rng.uniform(0.3, 1.0) * clink
-    spectrum = np.fft.rfft(rng.standard_normal(n)) * np.sqrt(np.fft.rfftfreq(n, 1 / rate) / (rate / 2))
-    water = np.fft.irfft(spectrum, n)
-    return y / max(np.std(y), 1e-12) + 0.1 * water / max(np.std(water), 1e-12)
 
 
 def _music(n, rate, rng):

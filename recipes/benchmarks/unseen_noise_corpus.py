@@ -1,14 +1,16 @@
 """A NOIZEUS-style corpus with noise types the enhancer was never tuned on, for ``enhance_vs_peers.py``.
 
 The development noises (babble, car, street, train) are the ones every setting of ``sepsti enhance``
-was chosen on; this writes the NOIZEUS test sentences (sp21–sp30) mixed at 0/5/10/15 dB with three
+was chosen on; this writes the NOIZEUS test sentences (sp21–sp30) mixed at 0/5/10/15 dB with four
 noises made from material no setting saw:
 
 - ``crowd``: eight talkers of the wideband corpus's ``test`` split (LibriSpeech, one utterance each,
   random gains between 0.5 and 1.5, looped), resampled to 8 kHz;
 - ``hall``: sixteen such talkers in a reverberant room (a decaying noise tail of 0.8 s);
 - ``concourse``: a crowd of twelve plus the synthetic corpus's street noise (passing vehicles,
-  horns, sirens, knocks: :func:`sepsti.corpora.synth.synth_noise`) at equal power.
+  horns, sirens, knocks: :func:`sepsti.corpora.synth.synth_noise`) at equal power;
+- ``restaurant``: a crowd of twelve plus kitchen clatter (clinks about four times a second over
+  running water: :func:`sepsti.corpora.synth.clatter`) at equal power.
 
 Every noise is band-limited like NOIZEUS (:func:`sepsti.corpora.synth.telephone_band`). Each file's
 plain energy ratio is its label minus 0.48 dB, the offset of the NOIZEUS files themselves (their
@@ -37,7 +39,7 @@ SNRS = (0, 5, 10, 15)
 #: Plain energy ratio minus the label in the NOIZEUS files (their mean over every mixture).
 NOIZEUS_OFFSET_DB = -0.48
 #: Talkers per noise type.
-TALKERS = {"crowd": 8, "hall": 16, "concourse": 12}
+TALKERS = {"crowd": 8, "hall": 16, "concourse": 12, "restaurant": 12}
 #: Length (s) of the hall's reverberation tail (60 dB decay).
 HALL_SECONDS = 0.8
 
@@ -56,7 +58,7 @@ def make_noise(kind, pool, n, rng):
     """``n`` samples of a noise type at 8 kHz, telephone band, unit RMS."""
     from scipy.signal import fftconvolve
 
-    from sepsti.corpora.synth import SAMPLE_RATE, synth_noise, telephone_band
+    from sepsti.corpora.synth import SAMPLE_RATE, clatter, synth_noise, telephone_band
 
     warm = SAMPLE_RATE  # the band filter's and the room's start-up is cut off
     y = crowd(pool, TALKERS[kind], n + warm, rng)
@@ -65,6 +67,8 @@ def make_noise(kind, pool, n, rng):
         y = fftconvolve(y, rng.standard_normal(len(t)) * np.exp(-6.9 * t / HALL_SECONDS))[:len(y)]
     elif kind == "concourse":
         y = y / np.std(y) + synth_noise("street", n + warm, rng)
+    elif kind == "restaurant":
+        y = y / np.std(y) + clatter(n + warm, SAMPLE_RATE, rng)
     y = telephone_band(y)[warm:]
     return y / max(np.std(y), 1e-12)
 

@@ -5,6 +5,7 @@ and writes ``DIR/<name>.json`` and ``DIR/<name>.png`` (atomically).
 """
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ if str(ROOT) not in sys.path:
 
 from sepsti.core.io import atomic_path, json_safe  # noqa: E402
 
-__all__ = ["recipe_parser", "write_results", "default_corpus", "ROOT"]
+__all__ = ["recipe_parser", "write_results", "default_corpus", "checkout_package", "ROOT"]
 
 
 def recipe_parser(name, description):
@@ -35,6 +36,39 @@ def default_corpus():
         if candidate and Path(candidate, "clean").is_dir():
             return Path(candidate).resolve()
     return None
+
+
+@contextlib.contextmanager
+def checkout_package(checkout):
+    """The ``sepsti`` package of a checkout laid out as installed, for ``python -m sepsti`` in a child process.
+
+    The project maps ``sepsti.core`` to ``core/`` and ``sepsti.corpora`` to ``corpora/`` (pyproject.toml);
+    with the checkout itself on ``PYTHONPATH`` those two would still come from the installed package.
+    A temporary folder holds ``sepsti/`` with links to the checkout's files and to its ``core`` and
+    ``corpora``, so that every module comes from the checkout; the checkout follows it on
+    ``PYTHONPATH`` for older layouts, which import ``core`` and ``corpora`` as top-level packages.
+
+    Yields
+    ------
+    env : dict
+        The environment with ``PYTHONPATH`` set to the folder.
+    cwd : Path
+        The folder (``python -m`` puts the working directory first on ``sys.path``).
+    """
+    import os
+    import tempfile
+
+    checkout = Path(checkout).resolve()
+    with tempfile.TemporaryDirectory(prefix="sepsti-checkout-") as folder:
+        package = Path(folder) / "sepsti"
+        package.mkdir()
+        for entry in (checkout / "sepsti").iterdir():
+            (package / entry.name).symlink_to(entry)
+        for name in ("core", "corpora"):
+            if (checkout / name).is_dir() and not (package / name).exists():
+                (package / name).symlink_to(checkout / name)
+        # the checkout itself next: older layouts import ``core`` and ``corpora`` as top-level packages
+        yield {**os.environ, "PYTHONPATH": os.pathsep.join((folder, str(checkout)))}, Path(folder)
 
 
 def write_results(out_dir, name, results, figure=None):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import ROOT, recipe_parser, write_results  # noqa: E402
+from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
 
 
 def make_long_file(path, minutes, rate, seed):
@@ -74,15 +74,14 @@ def main():
     parser.add_argument("--sepsti", type=Path, default=ROOT, help="checkout whose sepsti is measured")
     args = parser.parse_args()
     minutes = [1.0, 10.0] if args.quick else [float(item) for item in args.minutes.split(",")]
-    env = {**os.environ, "PYTHONPATH": str(args.sepsti.resolve())}
     rows = []
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, checkout_package(args.sepsti) as (env, cwd):
         for length in minutes:
             source = Path(folder) / f"long_{length:g}min.wav"
             samples = make_long_file(source, length, args.rate, args.seed)
             target = Path(folder) / "out.wav"
             command = [sys.executable, "-m", "sepsti", "enhance", str(source), "-o", str(target), "--overwrite"]
-            peak, wall, cpu = measure(command, env, folder)
+            peak, wall, cpu = measure(command, env, cwd)
             rows.append({"minutes": length, "rate": args.rate, "samples": samples, "peak_rss_mb": round(peak, 1),
                          "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)})
             print(f"{length:g} min at {args.rate} Hz: peak RSS {peak:.0f} MB, {wall:.0f} s wall, {cpu:.0f} s CPU",

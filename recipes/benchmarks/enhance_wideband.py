@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import ROOT, recipe_parser, write_results  # noqa: E402
+from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
 
 NAME = "enhance_wideband"
 LEVEL_DB = -27.0
@@ -186,14 +186,15 @@ def main():
     mixtures = make_mixtures(args.data, args.split, args.out / f"noisy_{args.split}", files=files, noises=noises,
                              snrs=snrs, seconds=args.seconds, rate48=0 if args.quick else args.rate48, seed=args.seed)
     enhanced = args.out / f"{args.label}_{args.split}"
-    command = [sys.executable, "-m", "sepsti", "enhance", *[str(m[0]) for m in mixtures], "--out-dir", str(enhanced),
-               "--overwrite"]
+    command = [sys.executable, "-m", "sepsti", "enhance", *[str(m[0].resolve()) for m in mixtures], "--out-dir",
+               str(enhanced.resolve()), "--overwrite"]
     if args.dictionary is not None:
         command += ["--dictionary", str(args.dictionary.resolve())]
-    env = {**os.environ, "PYTHONPATH": str(args.sepsti.resolve()), "OPENBLAS_NUM_THREADS": "1"}
-    start = time.perf_counter()
-    subprocess.run(command, env=env, cwd=args.sepsti, check=True, stdout=subprocess.DEVNULL)
-    seconds = time.perf_counter() - start
+    with checkout_package(args.sepsti) as (env, cwd):
+        start = time.perf_counter()
+        subprocess.run(command, env={**env, "OPENBLAS_NUM_THREADS": "1"}, cwd=cwd, check=True,
+                       stdout=subprocess.DEVNULL)
+        seconds = time.perf_counter() - start
     audio_seconds = sum(len(m[1]) / m[2] for m in mixtures)
     rows = []
     for path, clean, rate, kind, snr, utterance in mixtures:

@@ -175,7 +175,7 @@ def test_noise_sample_is_learned_with_the_framing_of_each_input_dictionary(tmp_p
     dictionary's framing, learned on the sample resampled to that dictionary's rate."""
     import sepsti.commands.enhance as command
     from sepsti.audio import load_audio
-    from sepsti.denoise import learn_noise
+    from sepsti.noise_model import learn_noise
 
     used = {}
     real = command.enhance_file

@@ -362,8 +362,9 @@ def test_noise_sample_gives_the_noise_model(workdir, tiny_dictionary):
     """The noise alone (here at another rate, resampled) gives the model denoise uses with ``noise=``."""
     from sepsti import features
     from sepsti.audio import load_audio, resample
-    from sepsti.denoise import denoise, learn_noise
+    from sepsti.denoise import denoise
     from sepsti.dictionary import load_dictionary
+    from sepsti.noise_model import learn_noise
 
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     clean, _ = soundfile.read(workdir / "clean.wav")

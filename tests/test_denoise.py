@@ -5,8 +5,8 @@ import pytest
 
 from sepsti.core.errors import ParameterError
 from sepsti import features
-from sepsti.denoise import (denoise, learn_noise, min_frames, separate, speech_prior_rates, track_noise,
-                            train_dictionary)
+from sepsti.denoise import denoise, separate, speech_prior_rates, train_dictionary
+from sepsti.noise_model import learn_noise, min_frames, track_noise
 from sepsti.metrics import bss_eval
 
 SR = features.SAMPLE_RATE
@@ -151,7 +151,7 @@ def test_track_noise_follows_a_change_under_continuous_speech(rng):
 def test_track_noise_counts_its_durations_in_seconds_of_the_framing(rng, framing, segment_frames):
     """Segments of 4 s whatever the framing: 125 frames of a 32 ms hop, 250 of a 16 ms hop; the floor's
     smoothing and window scale the same way, and the model has the framing's bins."""
-    from sepsti.denoise import _MinimumTracker
+    from sepsti.noise_model import _MinimumTracker
 
     seconds = 16
     n_frames = int(round(seconds * framing.sample_rate / framing.hop_length))
@@ -244,7 +244,7 @@ def test_speech_peaks_of_continuous_speech_are_not_learned_as_noise(monkeypatch,
     Cut at ``NOISE_CEILING`` times the minimum-statistics floor, their speech peaks stay out of the noise
     dictionary; learned as they are, the noise dictionary takes speech from every frame.
     """
-    import sepsti.denoise as module
+    import sepsti.noise_model as module
 
     rng = np.random.default_rng(0)
     clean = toy_speech(rng, 6.0, pauses=False)
@@ -389,7 +389,7 @@ def test_blocks_of_any_size_give_the_same_result(rng, toy_dictionary):
 
 
 def test_noise_frames_are_capped_on_long_recordings(monkeypatch, rng):
-    import sepsti.denoise as module
+    import sepsti.noise_model as module
 
     V = rng.gamma(2.0, 1.0, (257, 1000))
     monkeypatch.setattr(module, "MAX_NOISE_FRAMES", 50)

@@ -9,7 +9,7 @@ dictionary, prior scale and seed:
 - ``tracked``: ``sepsti.denoise.denoise`` as ``sepsti enhance`` runs it (a noise model per
   segment, learned on the frames quietest relative to the minimum-statistics floor);
 - ``global``: one noise dictionary and floor for the whole recording, learned
-  (``sepsti.denoise.learn_noise``) on its quietest 20 % of frames by total magnitude — the noise
+  (``sepsti.noise_model.learn_noise``) on its quietest 20 % of frames by total magnitude — the noise
   dictionary before tracking (``denoise(..., noise=...)``, so the noise predicted frame by frame,
   :mod:`sepsti.noise_power`, is there in both).
 
@@ -47,7 +47,8 @@ def main(argv=None):
 
     from sepsti import features
     from sepsti.corpora.noizeus import corpus_index, mixtures
-    from sepsti.denoise import NOISE_FRACTION, denoise, learn_noise
+    from sepsti.denoise import denoise
+    from sepsti.noise_model import NOISE_FRACTION, learn_noise
     from sepsti.dictionary import default_dictionary_path, load_dictionary
     from sepsti.metrics import bss_eval, pesq, stoi
 

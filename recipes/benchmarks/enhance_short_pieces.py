@@ -9,7 +9,7 @@ back (18 s), eight pieces per length spread over it, each mixed with the same le
 type's ``noisy − clean`` parts at each SNR of the corpus. Each piece is enhanced by
 :func:`sepsti.denoise.denoise` with the shipped 8 kHz dictionary (or ``--dictionary``) and scored by
 :func:`sepsti.metrics.bss_eval` against the cut clean speech; the whole mixtures are scored too.
-With ``--no-limit`` the shortest-file limit (:data:`sepsti.denoise.SHORTEST_SECONDS`) is lifted,
+With ``--no-limit`` the shortest-file limit (:data:`sepsti.noise_model.SHORTEST_SECONDS`) is lifted,
 which measures what the limit guards against; without it, pieces below the limit come back
 unchanged (gain 0).
 
@@ -103,6 +103,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     import sepsti.denoise
+    import sepsti.noise_model
     from sepsti.corpora.noizeus import corpus_index
     from sepsti.dictionary import default_dictionary_path, load_dictionary
     from sepsti.metrics import bss_eval, stoi
@@ -111,7 +112,7 @@ def main(argv=None):
     if corpus is None:
         raise SystemExit("no corpus: pass --corpus DIR (a NOIZEUS-style folder)")
     if args.no_limit:
-        sepsti.denoise.SHORTEST_SECONDS = 0.0
+        sepsti.noise_model.SHORTEST_SECONDS = 0.0
     lengths = [float(value) for value in args.lengths.split(",")]
     dictionary_path = args.dictionary or default_dictionary_path()
     dictionary = load_dictionary(dictionary_path)
@@ -141,7 +142,7 @@ def main(argv=None):
               + "; STOI change " + ", ".join(f"{value:+.3f}" for value in stoi_by_snr.values()))
     write_results(args.out, NAME, {"corpus": str(corpus), "dictionary": str(dictionary_path),
                                    "limit_lifted": args.no_limit, "continuous": args.continuous,
-                                   "shortest_seconds": sepsti.denoise.SHORTEST_SECONDS, "seed": args.seed,
+                                   "shortest_seconds": sepsti.noise_model.SHORTEST_SECONDS, "seed": args.seed,
                                    "summary": summary, "results": rows})
 
 

@@ -12,7 +12,7 @@ complete or absent.
 
 Files are processed in pieces (:func:`sepsti.denoise.denoise_blocks`): peak
 memory does not grow with a file's length. A file with fewer than
-:func:`sepsti.denoise.min_frames` frames, or with too little sound besides
+:func:`sepsti.noise_model.min_frames` frames, or with too little sound besides
 digital silence to learn its noise from (and no ``--noise-sample``), is
 copied unchanged, with one warning line.
 
@@ -233,7 +233,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     from sepsti.audio import inspect_input, output_format
     from sepsti.bandwidth import dictionary_path_for_rate
     from sepsti.corpora.audio import audio_info
-    from sepsti.denoise import UnchangedSignalWarning, min_frames, validate_noise_rank
+    from sepsti.denoise import UnchangedSignalWarning
+    from sepsti.noise_model import min_frames, validate_noise_rank
     from sepsti.dictionary import default_dictionary_path, load_dictionary, wideband_dictionary_path
     from sepsti.features import num_frames
 
@@ -286,7 +287,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
         import numpy as np
 
         from sepsti.audio import input_blocks
-        from sepsti.denoise import CHUNK_FRAMES, learn_noise
+        from sepsti.denoise import CHUNK_FRAMES
+        from sepsti.noise_model import learn_noise
         from sepsti.features import stft_chunks
 
         def sample_magnitudes(sample, framing):

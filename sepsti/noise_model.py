@@ -1,0 +1,388 @@
+"""The noise model of the enhancer: noise dictionaries and floors that follow the noise.
+
+A :class:`NoiseModel` holds one noise dictionary (Poisson NMF atoms, columns summing to 1) and one
+floor (each bin's median magnitude) per segment of a signal. :func:`track_noise` learns it from
+the noisy signal itself: minimum statistics (Martin 2001) give each bin's noise floor along the
+recording, each frame's loudness relative to its floor judges how noise-dominated it is, and each
+segment of :data:`SEGMENT_SECONDS` is learned on the quietest frames around it, so that no pause in
+the speech is needed and a noise that changes is learned where it is. :func:`learn_noise` learns
+one model from a recording of the noise alone. Frames of digital silence (padding, muted stretches)
+carry no noise and are never learned on.
+
+Magnitudes are ``(n_bins, n_frames)`` STFT magnitudes from :mod:`sepsti.features`, given as a
+callable that returns a new iterator over consecutive chunks, so that a long signal is read in
+passes without being held; durations are counted in the frames of a
+:class:`sepsti.features.Framing`. :mod:`sepsti.denoise` holds the models fixed beside the speech
+dictionary.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from sepsti.core.errors import ParameterError
+from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
+from sepsti.core.random import stream
+from sepsti import features
+
+__all__ = ["MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING", "SMOOTHING_SECONDS", "MINIMUM_SECONDS",
+           "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "NoiseModel", "track_noise", "learn_noise",
+           "min_frames", "validate_noise_model", "validate_noise_rank"]
+
+#: Most frames a noise recording's model is learned on (2.2 min at 8 kHz); a longer recording
+#: has this many spread evenly over it.
+MAX_NOISE_FRAMES = 4096
+#: Share of the frames around a segment judged noise-dominated and learned on (at least two per atom).
+NOISE_FRACTION = 0.2
+#: Multiple of a bin's minimum-statistics floor at which the magnitudes of those frames are cut
+#: before their noise dictionary is learned: in continuous speech the quietest frames still hold
+#: speech, whose peaks stand far above the floor and would otherwise be learned as noise.
+NOISE_CEILING = 3.0
+#: Time constant (s) of the recursive smoothing of each bin's magnitude before its minimum is taken.
+SMOOTHING_SECONDS = 0.1
+#: Span (s) of the window around a frame over which each bin's smoothed minimum is its noise floor:
+#: long enough that every bin meets a gap between phonemes of continuous speech (minimum statistics,
+#: Martin 2001, uses 1.5 s; twice that keeps the floor steadier under dense speech).
+MINIMUM_SECONDS = 3.0
+#: Shortest signal (s) whose own noise is learned: the minimum-statistics window of Martin (2001), within
+#: which speech leaves a gap in every bin (:func:`min_frames`).
+SHORTEST_SECONDS = 1.5
+#: Length (s) of the segments that get their own noise model.
+SEGMENT_SECONDS = 4.0
+#: Context (s) on each side of a segment whose frames its noise model is also learned on.
+CONTEXT_SECONDS = 2.0
+
+
+
+def _seconds_to_frames(seconds, framing):
+    return max(1, int(round(seconds * framing.sample_rate / framing.hop_length)))
+
+
+def min_frames(noise_rank, framing=features.NARROWBAND):
+    """Fewest STFT frames a signal's own noise model is learned from.
+
+    Two conditions, the larger count wins. The frames judged noise-dominated (at least two per
+    noise atom) must be at most half of the signal's frames: 4 x ``noise_rank``. And the signal
+    must span :data:`SHORTEST_SECONDS`, the window within which speech leaves a gap in every
+    frequency bin: in a shorter piece of continuous speech the quietest frames are speech, which
+    would be learned as noise and removed (``docs/enhance.md``, "Short files").
+
+    Parameters
+    ----------
+    noise_rank : int
+    framing : sepsti.features.Framing
+
+    Returns
+    -------
+    int
+    """
+    return max(4 * int(noise_rank), _seconds_to_frames(SHORTEST_SECONDS, framing))
+
+
+class NoiseModel(NamedTuple):
+    """Noise dictionaries and floors, one per segment of a signal.
+
+    Attributes
+    ----------
+    W_noise : ndarray, shape (n_segments, n_bins, noise_rank)
+        Each segment's noise dictionary, columns summing to 1.
+    floor : ndarray, shape (n_segments, n_bins)
+        Each segment's noise floor: each bin's median magnitude over the frames it was learned on
+        (the noise power tracker starts from the first segment's).
+    segment_frames : int
+        Frames per segment; frame ``j`` belongs to segment ``min(j // segment_frames, n_segments - 1)``.
+    """
+
+    W_noise: np.ndarray
+    floor: np.ndarray
+    segment_frames: int
+
+    def segment(self, frame):
+        return min(frame // self.segment_frames, len(self.floor) - 1)
+
+
+def _fit_noise(Vq, noise_rank, rng, offset, max_iter, ceiling=None):
+    """Noise dictionary and floor from the magnitudes ``Vq`` of noise-dominated frames.
+
+    The floor is each bin's median over the frames; with ``ceiling`` (same shape as ``Vq``) the
+    dictionary is learned on the magnitudes cut at it.
+    """
+    noise_floor = np.median(Vq, axis=1)
+    if ceiling is not None:
+        Vq = np.minimum(Vq, ceiling)
+    # a small offset keeps bins that are exactly zero in these frames learnable
+    Vq = Vq + offset
+    W0, H0 = initialize_nmf(Vq, noise_rank, rng)
+    result = poisson_nmf_em(Vq, W0, H0, max_iter=max_iter, tol=0)
+    W_noise = result.W / result.W.sum(axis=0, keepdims=True)
+    return W_noise, noise_floor
+
+
+def _offset(mean_magnitude):
+    return 1e-3 * max(float(mean_magnitude), np.finfo(np.float64).tiny)
+
+
+def _spread(indices, limit):
+    """At most ``limit`` of ``indices``, spread evenly over them (first and last kept)."""
+    if len(indices) <= limit:
+        return indices
+    return indices[np.unique(np.linspace(0, len(indices) - 1, limit).round().astype(np.int64))]
+
+
+class _MinimumTracker:
+    """Minimum statistics of the frames' magnitudes, pushed chunk by chunk.
+
+    Each bin's magnitude is smoothed over time (first-order recursion, time constant
+    :data:`SMOOTHING_SECONDS`); the minimum of the smoothed magnitude is kept per block of
+    frames (a quarter of :data:`MINIMUM_SECONDS`), and a bin's floor at a block is the minimum
+    over the four blocks around it. Speech seldom fills a bin for the whole window, so the
+    floor follows the noise under continuous speech; being a minimum, it lies below the noise's
+    mean by a factor that is about the same in every bin, which ranking frames does not mind.
+    Frames of digital silence are skipped (a block of nothing else has no floor: NaN).
+    """
+
+    def __init__(self, framing):
+        self.block = max(1, _seconds_to_frames(MINIMUM_SECONDS / 4, framing))
+        self._alpha = float(np.exp(-framing.hop_length / framing.sample_rate / SMOOTHING_SECONDS))
+        self._smoothed = None
+        self._minimum = None
+        self._count = 0
+        self._blocks = []
+
+    def push(self, V):
+        for frame, silent in zip(V.T, _silent_frames(V)):
+            self._count += 1
+            if silent:
+                # digital silence: no noise to see; its frames count towards the block only
+                self._close_block(frame)
+                continue
+            if self._smoothed is None:
+                self._smoothed = frame.copy()
+            else:
+                self._smoothed = self._alpha * self._smoothed + (1.0 - self._alpha) * frame
+            self._minimum = self._smoothed.copy() if self._minimum is None else np.minimum(self._minimum,
+                                                                                          self._smoothed)
+            self._close_block(frame)
+
+    def _close_block(self, frame):
+        if self._count % self.block == 0:
+            # a block of digital silence alone has no minimum (NaN)
+            self._blocks.append(np.full(len(frame), np.nan, dtype=np.float32) if self._minimum is None
+                                else self._minimum.astype(np.float32))
+            self._minimum = None
+
+    def floors(self):
+        """Per-block floors, shape (n_blocks, n_bins).
+
+        Block ``b`` covers frames ``b·block`` to ``(b + 1)·block - 1``, the last block also any
+        frames after it.
+
+        Every block's window has the same length (:data:`MINIMUM_SECONDS`, shifted inwards at
+        the ends of the signal; the whole signal if shorter): a minimum over fewer frames would
+        lie higher, and the frames near the ends would look quieter than they are.
+        """
+        blocks = list(self._blocks)
+        if self._minimum is not None:  # a last, shorter block joins the one before it
+            blocks[-1:] = [np.fmin(blocks[-1], self._minimum) if blocks else self._minimum.astype(np.float32)]
+        minima = np.array(blocks)
+        width = min(len(minima), 4)
+        floors = np.empty_like(minima)
+        for index in range(len(minima)):
+            start = min(max(0, index - width // 2), len(minima) - width)
+            # blocks of digital silence (NaN) do not count; a window of nothing else stays NaN
+            floors[index] = np.fmin.reduce(minima[start:start + width], axis=0)
+        return floors
+
+
+def _silent_frames(V):
+    """Which frames of ``V`` (``(n_bins, m)``) are digital silence (:data:`sepsti.features.SILENT_MAGNITUDE`)."""
+    return V.sum(axis=0) <= features.SILENT_MAGNITUDE * V.shape[0]
+
+
+def _relative_loudness(V, floor):
+    """Each frame's total magnitude over its noise floor's (``floor`` per frame, ``(n_bins, m)``).
+
+    A frame of digital silence is infinitely loud in this sense: it is never taken for noise.
+    """
+    heard = ~_silent_frames(V)
+    loudness = np.full(V.shape[1], np.inf)
+    loudness[heard] = V[:, heard].sum(axis=0) / np.maximum(floor[:, heard].sum(axis=0),
+                                                            features.SILENT_MAGNITUDE * V.shape[0])
+    return loudness
+
+
+def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors, block, framing):
+    """One noise model per segment, learned on the noise-dominated frames around it (one pass).
+
+    The frames stream through a buffer holding a segment and its context. A frame's loudness
+    is taken relative to the minimum-statistics floor of its block, so that a louder noise
+    elsewhere in the window does not hide this part's noise; the :data:`NOISE_FRACTION` of the
+    frames around a segment that are quietest in that sense (at least two per atom) are the
+    ones its dictionary and floor are learned on. Frames of digital silence are never chosen:
+    a segment whose window holds fewer than :func:`min_frames` other frames (a long stretch of
+    zeros; a shorter signal needs all its frames heard) takes the model of the nearest segment
+    that has them; with none, there is no model (``None``).
+    """
+    segment = _seconds_to_frames(SEGMENT_SECONDS, framing)
+    context = _seconds_to_frames(CONTEXT_SECONDS, framing)
+    fewest = min_frames(noise_rank, framing)
+    n_segments = max(1, -(-n_frames // segment))
+    if n_segments > 1 and n_frames - (n_segments - 1) * segment < segment // 2:
+        n_segments -= 1  # a short last piece joins the segment before it
+    W_noise = np.empty((n_segments, floors.shape[1], noise_rank))
+    noise_floor = np.empty((n_segments, floors.shape[1]))
+    learned = np.zeros(n_segments, dtype=bool)
+    bounds = [(max(0, s * segment - context),
+               n_frames if s == n_segments - 1 else min(n_frames, (s + 1) * segment + context))
+              for s in range(n_segments)]
+    frames, loudness, buffer_start, seen, s = [], [], 0, 0, 0
+    for V in magnitudes():
+        frame_blocks = np.minimum((seen + np.arange(V.shape[1])) // block, len(floors) - 1)
+        loudness.append(_relative_loudness(V, floors[frame_blocks].T))
+        frames.append(V)
+        seen += V.shape[1]
+        while s < n_segments and seen >= bounds[s][1]:
+            frames, loudness = [np.concatenate(frames, axis=1)], [np.concatenate(loudness)]
+            start, stop = bounds[s][0] - buffer_start, bounds[s][1] - buffer_start
+            heard = np.flatnonzero(np.isfinite(loudness[0][start:stop]))  # digital silence is infinitely loud
+            if len(heard) >= min(fewest, stop - start):  # a signal shorter than that has it all heard
+                count = min(len(heard), max(2 * noise_rank, int(np.ceil(NOISE_FRACTION * len(heard)))))
+                chosen = start + np.sort(heard[np.argsort(loudness[0][start + heard], kind="stable")[:count]])
+                ceiling = NOISE_CEILING * floors[np.minimum((buffer_start + chosen) // block, len(floors) - 1)].T
+                W_noise[s], noise_floor[s] = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset, 50, ceiling)
+                learned[s] = True
+            s += 1
+            if s < n_segments:  # keep only the frames later segments still need
+                drop = bounds[s][0] - buffer_start
+                frames, loudness, buffer_start = [frames[0][:, drop:]], [loudness[0][drop:]], bounds[s][0]
+    if not learned.any():
+        return None
+    # a segment of (nearly) nothing but digital silence takes its nearest learned neighbour's model
+    sources = np.flatnonzero(learned)
+    nearest = sources[np.abs(np.arange(n_segments)[:, None] - sources[None, :]).argmin(axis=1)]
+    return NoiseModel(W_noise[nearest], noise_floor[nearest], segment)
+
+
+def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
+    """A noise model that follows the noise through a recording, learned from the recording itself.
+
+    Two passes over the magnitudes. Minimum statistics give each bin's noise floor along the
+    recording, and each frame's loudness relative to its floor judges how noise-dominated it is;
+    then each segment of :data:`SEGMENT_SECONDS` gets a rank-``noise_rank`` Poisson NMF of the
+    :data:`NOISE_FRACTION` of the frames around it (:data:`CONTEXT_SECONDS` on each side) that
+    are quietest relative to their floor, their magnitudes cut at :data:`NOISE_CEILING` times the
+    floor (speech peaks left in them by speech without a pause are not learned as noise); the
+    segment's floor is their median. No pause in the speech is needed, and a
+    noise that changes is learned where it is. A signal shorter than one and a half segments gets
+    one model, learned on the whole signal. Frames of digital silence are never learned on; a
+    segment with too few others around it (fewer than :func:`min_frames`) takes the nearest
+    segment's model.
+
+    Parameters
+    ----------
+    magnitudes : callable
+        ``magnitudes()`` returns a new iterator over consecutive chunks of the noisy
+        magnitudes, each ``(n_bins, m)``; it is called twice.
+    noise_rank : int
+    seed : int
+    framing : sepsti.features.Framing
+        The STFT the magnitudes come from: it turns the durations (segments, context, the
+        floor's smoothing and window) into frames.
+
+    Returns
+    -------
+    NoiseModel or None
+        None if no segment has enough frames that are not digital silence.
+    energies : ndarray, shape (n_frames,)
+        Each frame's total magnitude.
+    """
+    tracker = _MinimumTracker(framing)
+    energies = []
+    for V in magnitudes():
+        tracker.push(V)
+        energies.append(V.sum(axis=0))
+    energies = np.concatenate(energies)
+    floors = tracker.floors()
+    model = _segment_noise_models(magnitudes, len(energies), noise_rank, stream(seed, 1),
+                                  _offset(energies.mean() / floors.shape[1]), floors, tracker.block, framing)
+    return model, energies
+
+
+def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
+    """A noise model learned from a noise-only recording: one dictionary and floor for all frames.
+
+    Parameters
+    ----------
+    magnitudes : callable
+        ``magnitudes()`` returns a new iterator over consecutive chunks of the recording's
+        magnitudes, each ``(n_bins, m)``, in the framing of the dictionary the model will be used
+        with (at that framing's rate); it is called twice (which frames are digital silence, then
+        at most :data:`MAX_NOISE_FRAMES` of the others spread evenly over the recording).
+    noise_rank : int
+        At most the recording's number of frames.
+    seed : int
+    name : str
+        How to name the recording in messages (its path, say).
+
+    Returns
+    -------
+    NoiseModel
+        A single segment.
+
+    Raises
+    ------
+    ParameterError
+        Fewer frames than ``noise_rank``, or a silent recording.
+    """
+    heard = ~np.concatenate([_silent_frames(V) for V in magnitudes()])
+    n_frames = len(heard)
+    if n_frames < noise_rank:
+        raise ParameterError(f"{name}: {n_frames} STFT frames, fewer than the noise rank {noise_rank}; "
+                             "give a longer noise recording or lower the noise rank")
+    # frames of digital silence hold no noise; a recording of nothing else is refused below
+    candidates = np.flatnonzero(heard) if heard.sum() >= noise_rank else np.arange(n_frames)
+    chosen = np.zeros(n_frames, dtype=bool)
+    chosen[_spread(candidates, MAX_NOISE_FRAMES)] = True
+    parts, start = [], 0
+    for V in magnitudes():
+        parts.append(V[:, chosen[start:start + V.shape[1]]])
+        start += V.shape[1]
+    Vq = np.concatenate(parts, axis=1)
+    if not np.any(Vq):
+        raise ParameterError(f"{name}: the recording is silent; give a recording of the noise")
+    W_noise, floor = _fit_noise(Vq, noise_rank, stream(seed, 1), _offset(Vq.mean()), 50)
+    return NoiseModel(W_noise[None], floor[None], max(1, n_frames))
+
+
+def validate_noise_model(noise, framing):
+    """Require a :class:`NoiseModel` whose dictionaries have ``framing``'s bins.
+
+    Raises
+    ------
+    ParameterError
+        Another type, or another number of frequency bins.
+    """
+    if not isinstance(noise, NoiseModel):
+        raise ParameterError(f"noise: expected a NoiseModel (learn_noise or track_noise), got {type(noise).__name__}")
+    if noise.W_noise.ndim != 3 or noise.W_noise.shape[1] != framing.n_bins:
+        raise ParameterError(f"noise: a model of {noise.W_noise.shape[1]} frequency bins does not fit the "
+                             f"dictionary's framing ({framing.n_bins} bins at {framing.sample_rate} Hz); learn it "
+                             "from magnitudes of that framing")
+
+
+def validate_noise_rank(noise_rank, num_samples, *, name="signal", framing=features.NARROWBAND):
+    """Require at least ``noise_rank`` STFT frames in a signal of ``num_samples`` samples.
+
+    A noise dictionary of more atoms than the frames it is learned on fits nothing; the
+    command line refuses such a file before any work (the library accepts it).
+
+    Raises
+    ------
+    ParameterError
+        Naming the signal, its frame count and the remedy.
+    """
+    frames = features.num_frames(num_samples, framing=framing)
+    if noise_rank > frames:
+        raise ParameterError(f"{name}: {frames} STFT frames, fewer than the noise rank {noise_rank}; "
+                             "lower --noise-rank or give a longer recording")
+    return noise_rank

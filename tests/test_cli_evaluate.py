@@ -212,6 +212,27 @@ def test_undefined_perceptual_scores_are_null(tmp_path, tiny_dictionary):
         assert overall["enhanced"][metric] == pytest.approx(np.mean([row["enhanced"][metric] for row in defined]))
 
 
+def test_a_mixture_of_little_but_digital_silence_is_scored_unchanged(tmp_path, tiny_dictionary):
+    """A second of sound after 20 s of zeros: one warning line naming the file, the input scored as the output."""
+    import soundfile
+
+    corpus = make_corpus(tmp_path / "corpus", seed=3, train=(), test=TEST, noises=("white",), snrs=(5,))
+    noisy_path = corpus / "noisy" / "white_5dB" / "sp22_white_sn5.wav"
+    for path in (corpus / "clean" / "sp22.wav", noisy_path):
+        signal, rate = soundfile.read(path, dtype="int16")
+        soundfile.write(path, np.concatenate([np.zeros(20 * rate, dtype=np.int16), signal[:rate]]), rate,
+                        subtype="PCM_16")
+    result = run(["evaluate", "--corpus", corpus, "--dictionary", tiny_dictionary, "--iterations", 5,
+                  "--json", tmp_path / "s.json"])
+    assert result.exit_code == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("Warning: ")]
+    assert len(lines) == 1 and str(noisy_path) in lines[0] and "too little sound" in lines[0], result.stderr
+    row = next(row for row in json.loads((tmp_path / "s.json").read_text())["results"] if row["file"] == "sp22")
+    assert row["enhanced"].keys() == row["input"].keys()
+    for metric, value in row["input"].items():  # SAR of the input itself is undefined (null)
+        assert row["enhanced"][metric] == (None if value is None else pytest.approx(value, rel=1e-9)), metric
+
+
 def test_summary_skips_undefined_scores_and_json_has_no_nan():
     from sepsti.core.io import json_safe
     from sepsti.commands.evaluate import summarize

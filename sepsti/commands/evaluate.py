@@ -29,6 +29,8 @@ All mixtures and the dictionary are read and checked, and the outputs
 checked, before any enhancement starts.
 """
 
+import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -210,6 +212,7 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     from sepsti.core.io import atomic_path, check_output_path, json_safe
     from sepsti.corpora.noizeus import corpus_index, mixtures
     from sepsti.audio import resample, validate_frames
+    from sepsti.denoise import UnchangedSignalWarning
     from sepsti.dictionary import default_dictionary_path, load_dictionary
 
     noise_list = parse_list(noises, "noise", lambda item: item.lower())
@@ -252,7 +255,11 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     results = []
     with progress_bar(len(selected), desc="evaluate", unit="file") as bar:
         for mixture in selected:
-            speech = enhance_signal(mixture.noisy, mixture.sample_rate, speech_dictionary, **options)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", UnchangedSignalWarning)
+                speech = enhance_signal(mixture.noisy, mixture.sample_rate, speech_dictionary, **options)
+            for warning in caught:  # a file of (nearly) nothing but digital silence, scored as it is
+                bar.write(f"Warning: {mixture.path}: {warning.message}; scored unchanged", file=sys.stderr)
             results.append({
                 "file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr),
                 "input": score_mixture(mixture, mixture.noisy, metrics),

@@ -40,8 +40,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
 from sepsti.core.random import stream
 from sepsti import features
-from sepsti.noise_model import (CONTEXT_SECONDS, SEGMENT_SECONDS, NoiseModel, min_frames, track_noise,
-                                validate_noise_model)
+from sepsti.noise_model import NoiseModel, min_frames, too_little_sound, track_noise, validate_noise_model
 from sepsti.noise_power import (RAYLEIGH_POWER, NoisePowerTracker, expected_magnitude, median_magnitude,
                                 track_noise_power)
 
@@ -141,13 +140,6 @@ MASK_FLOOR = 0.05
 #: more with the resampling of a faster input; the EM runs in blocks of 1024 columns anyway, so
 #: larger chunks gain no speed.
 CHUNK_FRAMES = 1024
-def _too_little_sound(noise_rank, framing):
-    """Why no noise model could be learned from a signal (:func:`sepsti.noise_model.track_noise` gave none)."""
-    least = min_frames(noise_rank, framing) * framing.hop_length / framing.sample_rate
-    return (f"too little sound to learn its noise from (no {SEGMENT_SECONDS + 2 * CONTEXT_SECONDS:g} s stretch "
-            f"holds {least:.2f} s that is not digital silence)")
-
-
 class UnchangedSignalWarning(UserWarning):
     """A signal was returned as it is: too little of it could be judged noise."""
 
@@ -341,7 +333,7 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
     if noise is None:
         noise, _ = track_noise(lambda: iter((V,)), noise_rank, seed=seed, framing=framing)
         if noise is None:
-            raise ParameterError(f"V: {_too_little_sound(noise_rank, framing)}; give a noise model (learn_noise)")
+            raise ParameterError(f"V: {too_little_sound(noise_rank, framing)}; give a noise model (learn_noise)")
     else:
         validate_noise_model(noise, framing)
     level = max(float(V.sum(axis=0).mean()), np.finfo(np.float64).tiny)
@@ -467,7 +459,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     if noise is None:
         noise, energies = track_noise(magnitudes, noise_rank, seed=seed, framing=framing)
         if noise is None and np.any(energies):
-            warnings.warn(_too_little_sound(noise_rank, framing), UnchangedSignalWarning, stacklevel=2)
+            warnings.warn(too_little_sound(noise_rank, framing), UnchangedSignalWarning, stacklevel=2)
             yield from unchanged()
             return
     else:

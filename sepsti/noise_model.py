@@ -27,7 +27,7 @@ from sepsti import features
 
 __all__ = ["MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING", "SMOOTHING_SECONDS", "MINIMUM_SECONDS",
            "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "NoiseModel", "track_noise", "learn_noise",
-           "min_frames", "validate_noise_model", "validate_noise_rank"]
+           "min_frames", "too_little_sound", "validate_noise_model", "validate_noise_rank"]
 
 #: Most frames a noise recording's model is learned on (2.2 min at 8 kHz); a longer recording
 #: has this many spread evenly over it.
@@ -306,6 +306,13 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
     model = _segment_noise_models(magnitudes, len(energies), noise_rank, stream(seed, 1),
                                   _offset(energies.mean() / floors.shape[1]), floors, tracker.block, framing)
     return model, energies
+
+
+def too_little_sound(noise_rank, framing):
+    """Why :func:`track_noise` gives no model, in words: no segment's window holds :func:`min_frames` heard frames."""
+    least = min_frames(noise_rank, framing) * framing.hop_length / framing.sample_rate
+    return (f"too little sound to learn its noise from (no {SEGMENT_SECONDS + 2 * CONTEXT_SECONDS:g} s stretch "
+            f"holds {least:.2f} s that is not digital silence)")
 
 
 def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):

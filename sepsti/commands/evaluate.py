@@ -255,11 +255,14 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     results = []
     with progress_bar(len(selected), desc="evaluate", unit="file") as bar:
         for mixture in selected:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", UnchangedSignalWarning)
-                speech = enhance_signal(mixture.noisy, mixture.sample_rate, speech_dictionary, **options)
-            for warning in caught:  # a file of (nearly) nothing but digital silence, scored as it is
-                bar.write(f"Warning: {mixture.path}: {warning.message}; scored unchanged", file=sys.stderr)
+            with warnings.catch_warnings():
+                # a file of (nearly) nothing but digital silence is scored as it is, as enhance writes it
+                warnings.simplefilter("error", UnchangedSignalWarning)
+                try:
+                    speech = enhance_signal(mixture.noisy, mixture.sample_rate, speech_dictionary, **options)
+                except UnchangedSignalWarning as reason:
+                    speech = mixture.noisy
+                    bar.write(f"Warning: {mixture.path}: {reason}; scored unchanged", file=sys.stderr)
             results.append({
                 "file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr),
                 "input": score_mixture(mixture, mixture.noisy, metrics),

@@ -31,6 +31,7 @@ window every quarter window (:func:`sepsti.features.enhancement_framing`), twice
 dictionary's own, which the noise model is learned on.
 """
 
+import contextlib
 import warnings
 from typing import NamedTuple
 
@@ -46,7 +47,7 @@ from sepsti.noise_power import (RAYLEIGH_POWER, NoisePowerTracker, expected_magn
 
 __all__ = ["SPARSITY", "EM_ITERATIONS", "MASK_FLOOR", "CHUNK_FRAMES", "train_dictionary", "denoise",
            "denoise_blocks", "separate", "smooth_speech", "speech_mask", "speech_prior_rates",
-           "UnchangedSignalWarning"]
+           "UnchangedSignalWarning", "unchanged_signal_raised"]
 
 
 def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0, progress=False):
@@ -140,8 +141,22 @@ MASK_FLOOR = 0.05
 #: more with the resampling of a faster input; the EM runs in blocks of 1024 columns anyway, so
 #: larger chunks gain no speed.
 CHUNK_FRAMES = 1024
+
+
 class UnchangedSignalWarning(UserWarning):
     """A signal was returned as it is: too little of it could be judged noise."""
+
+
+@contextlib.contextmanager
+def unchanged_signal_raised():
+    """Within it, :class:`UnchangedSignalWarning` is raised instead of warned.
+
+    For applications that keep the input themselves (a copy of the file, the mixture scored as it
+    is) rather than the signal returned; other warnings pass as they would.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnchangedSignalWarning)
+        yield
 
 
 def speech_prior_rates(V, noise_level, sparsity):

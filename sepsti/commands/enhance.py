@@ -25,7 +25,6 @@ modelled band (:class:`sepsti.bandwidth.UpperBand`).
 """
 
 import sys
-import warnings
 from pathlib import Path
 
 import click
@@ -233,7 +232,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     from sepsti.audio import inspect_input, output_format
     from sepsti.bandwidth import dictionary_path_for_rate
     from sepsti.corpora.audio import audio_info
-    from sepsti.denoise import UnchangedSignalWarning
+    from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
     from sepsti.noise_model import min_frames, validate_noise_rank
     from sepsti.dictionary import default_dictionary_path, load_dictionary, wideband_dictionary_path
     from sepsti.features import num_frames
@@ -313,11 +312,10 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             else:
                 if noise_sample is not None:
                     options["noise"] = noise_models[framing]
-                with warnings.catch_warnings(), \
+                with unchanged_signal_raised(), \
                         progress_bar(audio.length // audio.sample_rate, desc=audio.path.name, unit="s",
                                      enabled=progress is not False, force=bool(progress)) as file_bar:
                     # a file of (nearly) nothing but digital silence: no output is kept, the input is copied
-                    warnings.simplefilter("error", UnchangedSignalWarning)
                     try:
                         clipped = enhance_file(audio, target, speech_dictionary.W, framing, overwrite=overwrite,
                                                written=file_bar.update, **options)

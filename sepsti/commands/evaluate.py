@@ -30,7 +30,6 @@ checked, before any enhancement starts.
 """
 
 import sys
-import warnings
 from pathlib import Path
 
 import click
@@ -212,7 +211,7 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     from sepsti.core.io import atomic_path, check_output_path, json_safe
     from sepsti.corpora.noizeus import corpus_index, mixtures
     from sepsti.audio import resample, validate_frames
-    from sepsti.denoise import UnchangedSignalWarning
+    from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
     from sepsti.dictionary import default_dictionary_path, load_dictionary
 
     noise_list = parse_list(noises, "noise", lambda item: item.lower())
@@ -255,9 +254,8 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     results = []
     with progress_bar(len(selected), desc="evaluate", unit="file") as bar:
         for mixture in selected:
-            with warnings.catch_warnings():
+            with unchanged_signal_raised():
                 # a file of (nearly) nothing but digital silence is scored as it is, as enhance writes it
-                warnings.simplefilter("error", UnchangedSignalWarning)
                 try:
                     speech = enhance_signal(mixture.noisy, mixture.sample_rate, speech_dictionary, **options)
                 except UnchangedSignalWarning as reason:

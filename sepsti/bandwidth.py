@@ -48,9 +48,9 @@ def dictionary_path_for_rate(sample_rate):
     -------
     Path
     """
-    from sepsti.dictionary import default_dictionary_path, wideband_dictionary_path
+    from sepsti.dictionary import narrowband_dictionary_path, wideband_dictionary_path
 
-    return default_dictionary_path() if int(sample_rate) <= NARROWBAND_RATE else wideband_dictionary_path()
+    return narrowband_dictionary_path() if int(sample_rate) <= NARROWBAND_RATE else wideband_dictionary_path()
 
 
 def has_upper_band(sample_rate, framing):

@@ -346,7 +346,7 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
     """
     V = np.asarray(V, dtype=np.float64)
     if noise is None:
-        noise, _ = track_noise(lambda: iter((V,)), noise_rank, seed=seed, framing=framing)
+        noise, _ = track_noise(lambda: iter((V,)), noise_rank, seed=seed, framing=framing, speech=W)
         if noise is None:
             raise ParameterError(f"V: {too_little_sound(noise_rank, framing)}; give a noise model (learn_noise)")
     else:
@@ -472,7 +472,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     # the noise model is learned on the dictionary's own frames (frames twice as dense would double its
     # time for 0.06 dB at 0 dB) and serves the enhancer's: its segments span the same seconds
     if noise is None:
-        noise, energies = track_noise(magnitudes, noise_rank, seed=seed, framing=framing)
+        noise, energies = track_noise(magnitudes, noise_rank, seed=seed, framing=framing, speech=W)
         if noise is None and np.any(energies):
             warnings.warn(too_little_sound(noise_rank, framing), UnchangedSignalWarning, stacklevel=2)
             yield from unchanged()

@@ -6,7 +6,7 @@ Conventions
 its columns are spectral atoms on the magnitude scale of :mod:`sepsti.features`
 (``scale`` = int16 full scale). The STFT is a property of the dictionary: ``sample_rate``,
 ``n_fft`` and ``hop_length`` are the framing the enhancer uses with it
-(:attr:`Dictionary.framing`), so the 8 kHz NOIZEUS dictionary (512 points, hop 256) and the
+(:attr:`Dictionary.framing`), so the 8 kHz dictionaries (512 points, hop 256) and the
 16 kHz wideband one (1024 points, hop 512) are read by the same code. ``W`` may be stored
 in float32 (the shipped files are) and is read as float64. A file holds, besides ``W``: ``rank``,
 ``sample_rate``, ``n_fft``, ``hop_length``, ``window``, ``scale``, ``prior_rate``
@@ -24,7 +24,8 @@ import numpy as np
 from sepsti.core.errors import ParameterError
 
 __all__ = ["Dictionary", "save_dictionary", "load_dictionary", "validate_dictionary",
-           "default_dictionary_path", "wideband_dictionary_path", "FIELDS"]
+           "default_dictionary_path", "wideband_dictionary_path", "narrowband_dictionary_path", "band_limited",
+           "FIELDS"]
 
 FIELDS = ("W", "rank", "sample_rate", "n_fft", "hop_length", "window", "scale", "prior_rate",
           "corpus", "files", "iterations", "seed", "version")
@@ -83,13 +84,51 @@ class Dictionary(NamedTuple):
 
 
 def default_dictionary_path():
-    """Path of the 8 kHz dictionary shipped with the package (rank 128, NOIZEUS sp01–sp20)."""
+    """Path of the 8 kHz NOIZEUS dictionary shipped with the package (rank 128, sp01–sp20; the papers' setting)."""
     return Path(__file__).resolve().parent / "data" / "default_dictionary.npz"
 
 
 def wideband_dictionary_path():
     """Path of the 16 kHz dictionary shipped with the package (LibriSpeech, docs/wideband.md)."""
     return Path(__file__).resolve().parent / "data" / "wideband_dictionary.npz"
+
+
+def narrowband_dictionary_path():
+    """Path of the 8 kHz dictionary the enhancer uses: the 16 kHz one below 4 kHz (:func:`band_limited`)."""
+    return Path(__file__).resolve().parent / "data" / "narrowband_dictionary.npz"
+
+
+def band_limited(dictionary, framing):
+    """A dictionary's atoms restricted to a lower-rate framing's bins, each renormalised.
+
+    Two framings with the same window duration have the same bin spacing, so the lower one's bins
+    are the first of the higher one's: the 16 kHz dictionary (1024 points) below 4 kHz is an 8 kHz
+    dictionary (512 points) learned from its many speakers (docs/enhance.md, "The 8 kHz dictionary").
+
+    Parameters
+    ----------
+    dictionary : Dictionary
+    framing : sepsti.features.Framing
+        At most the dictionary's rate, with the same window duration and hop duration.
+
+    Returns
+    -------
+    Dictionary
+        At ``framing``; the provenance fields are the original's.
+
+    Raises
+    ------
+    ParameterError
+        A framing of another window or hop duration, or of a higher rate.
+    """
+    own = dictionary.framing
+    if (framing.sample_rate > own.sample_rate or framing.n_fft * own.sample_rate != own.n_fft * framing.sample_rate
+            or framing.hop_length * own.sample_rate != own.hop_length * framing.sample_rate):
+        raise ParameterError(f"band_limited: {framing} is not {own} at a lower rate")
+    W = np.asarray(dictionary.W[:framing.n_bins], dtype=np.float64)
+    W = W / np.maximum(W.sum(axis=0, keepdims=True), np.finfo(np.float64).tiny)
+    return dictionary._replace(W=W, sample_rate=framing.sample_rate, n_fft=framing.n_fft,
+                               hop_length=framing.hop_length)
 
 
 def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):

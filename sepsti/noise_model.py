@@ -25,7 +25,8 @@ from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
 from sepsti.core.random import stream
 from sepsti import features
 
-__all__ = ["MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING", "SMOOTHING_SECONDS", "MINIMUM_SECONDS",
+__all__ = ["MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING", "BESIDE_SPEECH_MAX_RATE", "SMOOTHING_SECONDS",
+           "MINIMUM_SECONDS",
            "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "NoiseModel", "track_noise", "learn_noise",
            "min_frames", "too_little_sound", "validate_noise_model", "validate_noise_rank"]
 
@@ -38,6 +39,12 @@ NOISE_FRACTION = 0.2
 #: before their noise dictionary is learned: in continuous speech the quietest frames still hold
 #: speech, whose peaks stand far above the floor and would otherwise be learned as noise.
 NOISE_CEILING = 3.0
+#: Highest sample rate (Hz) at which the noise dictionaries are learned beside the fixed speech
+#: dictionary, on uncut magnitudes, instead: the speech atoms take the speech left in the chosen
+#: frames. In the telephone band the shipped speech dictionary fits every voice tested; above it,
+#: a voice whose upper band it fits poorly would be learned as noise (docs/enhance.md, "Noise
+#: dictionaries learned beside the speech dictionary").
+BESIDE_SPEECH_MAX_RATE = 8000
 #: Time constant (s) of the recursive smoothing of each bin's magnitude before its minimum is taken.
 SMOOTHING_SECONDS = 0.1
 #: Span (s) of the window around a frame over which each bin's smoothed minimum is its noise floor:
@@ -101,21 +108,29 @@ class NoiseModel(NamedTuple):
         return min(frame // self.segment_frames, len(self.floor) - 1)
 
 
-def _fit_noise(Vq, noise_rank, rng, offset, max_iter, ceiling=None):
+def _fit_noise(Vq, noise_rank, rng, offset, max_iter, ceiling=None, speech=None):
     """Noise dictionary and floor from the magnitudes ``Vq`` of noise-dominated frames.
 
     The floor is each bin's median over the frames; with ``ceiling`` (same shape as ``Vq``) the
-    dictionary is learned on the magnitudes cut at it.
+    dictionary is learned on the magnitudes cut at it; with ``speech`` (a speech dictionary,
+    ``(n_bins, rank)``), beside its atoms held fixed, so that what they explain is not learned.
     """
     noise_floor = np.median(Vq, axis=1)
     if ceiling is not None:
         Vq = np.minimum(Vq, ceiling)
     # a small offset keeps bins that are exactly zero in these frames learnable
-    Vq = Vq + offset
+    Vq = np.asarray(Vq, dtype=np.float64) + offset
     W0, H0 = initialize_nmf(Vq, noise_rank, rng)
-    result = poisson_nmf_em(Vq, W0, H0, max_iter=max_iter, tol=0)
-    W_noise = result.W / result.W.sum(axis=0, keepdims=True)
-    return W_noise, noise_floor
+    if speech is None:
+        result = poisson_nmf_em(Vq, W0, H0, max_iter=max_iter, tol=0)
+    else:
+        W0 = np.concatenate([np.asarray(speech, dtype=np.float64), W0 / W0.sum(axis=0, keepdims=True)], axis=1)
+        # every activation starts equal, together explaining each frame
+        H0 = np.repeat(Vq.sum(axis=0, keepdims=True) / W0.shape[1], W0.shape[1], axis=0)
+        learned = np.arange(W0.shape[1]) >= W0.shape[1] - noise_rank
+        result = poisson_nmf_em(Vq, W0, H0, update_W=learned, max_iter=max_iter, tol=0)
+    W_noise = result.W[:, -noise_rank:]
+    return W_noise / W_noise.sum(axis=0, keepdims=True), noise_floor
 
 
 def _offset(mean_magnitude):
@@ -211,14 +226,15 @@ def _relative_loudness(V, floor):
     return loudness
 
 
-def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors, block, framing):
+def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors, block, framing, speech):
     """One noise model per segment, learned on the noise-dominated frames around it (one pass).
 
     The frames stream through a buffer holding a segment and its context. A frame's loudness
     is taken relative to the minimum-statistics floor of its block, so that a louder noise
     elsewhere in the window does not hide this part's noise; the :data:`NOISE_FRACTION` of the
     frames around a segment that are quietest in that sense (at least two per atom) are the
-    ones its dictionary and floor are learned on. Frames of digital silence are never chosen:
+    ones its dictionary and floor are learned on (beside ``speech``, if given, else cut at
+    :data:`NOISE_CEILING` times the floor). Frames of digital silence are never chosen:
     a segment whose window holds fewer than :func:`min_frames` other frames (a long stretch of
     zeros; a shorter signal needs all its frames heard) takes the model of the nearest segment
     that has them; with none, there is no model (``None``).
@@ -248,8 +264,10 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
             if len(heard) >= min(fewest, stop - start):  # a signal shorter than that has it all heard
                 count = min(len(heard), max(2 * noise_rank, int(np.ceil(NOISE_FRACTION * len(heard)))))
                 chosen = start + np.sort(heard[np.argsort(loudness[0][start + heard], kind="stable")[:count]])
-                ceiling = NOISE_CEILING * floors[np.minimum((buffer_start + chosen) // block, len(floors) - 1)].T
-                W_noise[s], noise_floor[s] = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset, 50, ceiling)
+                ceiling = None if speech is not None else \
+                    NOISE_CEILING * floors[np.minimum((buffer_start + chosen) // block, len(floors) - 1)].T
+                W_noise[s], noise_floor[s] = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset, 50, ceiling,
+                                                        speech)
                 learned[s] = True
             s += 1
             if s < n_segments:  # keep only the frames later segments still need
@@ -263,7 +281,7 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
     return NoiseModel(W_noise[nearest], noise_floor[nearest], segment)
 
 
-def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
+def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND, speech=None):
     """A noise model that follows the noise through a recording, learned from the recording itself.
 
     Two passes over the magnitudes. Minimum statistics give each bin's noise floor along the
@@ -271,7 +289,9 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
     then each segment of :data:`SEGMENT_SECONDS` gets a rank-``noise_rank`` Poisson NMF of the
     :data:`NOISE_FRACTION` of the frames around it (:data:`CONTEXT_SECONDS` on each side) that
     are quietest relative to their floor, their magnitudes cut at :data:`NOISE_CEILING` times the
-    floor (speech peaks left in them by speech without a pause are not learned as noise); the
+    floor (speech peaks left in them by speech without a pause are not learned as noise) — or, with
+    ``speech`` and at rates up to :data:`BESIDE_SPEECH_MAX_RATE`, learned uncut beside the speech
+    atoms held fixed, which take that speech instead; the
     segment's floor is their median. No pause in the speech is needed, and a
     noise that changes is learned where it is. A signal shorter than one and a half segments gets
     one model, learned on the whole signal. Frames of digital silence are never learned on; a
@@ -288,6 +308,8 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
     framing : sepsti.features.Framing
         The STFT the magnitudes come from: it turns the durations (segments, context, the
         floor's smoothing and window) into frames.
+    speech : ndarray, shape (n_bins, rank), optional
+        The speech dictionary the model will be used with (columns summing to 1).
 
     Returns
     -------
@@ -303,8 +325,9 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND):
         energies.append(V.sum(axis=0))
     energies = np.concatenate(energies)
     floors = tracker.floors()
+    beside = speech if speech is not None and framing.sample_rate <= BESIDE_SPEECH_MAX_RATE else None
     model = _segment_noise_models(magnitudes, len(energies), noise_rank, stream(seed, 1),
-                                  _offset(energies.mean() / floors.shape[1]), floors, tracker.block, framing)
+                                  _offset(energies.mean() / floors.shape[1]), floors, tracker.block, framing, beside)
     return model, energies
 
 

@@ -7,7 +7,8 @@ import soundfile
 from sepsti import bandwidth, features
 from sepsti.audio import resample
 from sepsti.denoise import MASK_FLOOR
-from sepsti.dictionary import default_dictionary_path, load_dictionary, wideband_dictionary_path
+from sepsti.dictionary import (band_limited, default_dictionary_path, load_dictionary, narrowband_dictionary_path,
+                               wideband_dictionary_path)
 
 from test_cli_train import run
 
@@ -17,7 +18,7 @@ WIDE = features.framing_for_rate(16000)
 @pytest.mark.parametrize("rate, wideband", [(4000, False), (8000, False), (8001, True), (11025, True), (12000, True),
                                             (16000, True), (22050, True), (44100, True), (48000, True)])
 def test_dictionary_for_rate(rate, wideband):
-    expected = wideband_dictionary_path() if wideband else default_dictionary_path()
+    expected = wideband_dictionary_path() if wideband else narrowband_dictionary_path()
     assert bandwidth.dictionary_path_for_rate(rate) == expected
 
 
@@ -30,6 +31,28 @@ def test_shipped_dictionaries_load_with_their_framing():
     with np.load(wideband_dictionary_path(), allow_pickle=False) as archive:
         assert archive["W"].dtype == np.float32  # shipped small
     assert wideband_dictionary_path().stat().st_size < 400_000
+
+
+def test_shipped_8_kHz_dictionary_is_the_16_kHz_one_below_4_kHz():
+    wide = load_dictionary(wideband_dictionary_path())
+    narrow = load_dictionary(narrowband_dictionary_path())
+    rebuilt = band_limited(wide, features.NARROWBAND)
+    assert narrow.framing == rebuilt.framing == features.NARROWBAND
+    assert narrow.W.shape == (257, wide.rank)
+    # stored in float32, as the 16 kHz one
+    np.testing.assert_allclose(narrow.W, rebuilt.W, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(narrow.W.sum(axis=0), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(narrow.W * wide.W[:257].sum(axis=0), wide.W[:257], rtol=1e-6, atol=1e-9)
+    assert (narrow.corpus, narrow.files) == (wide.corpus, wide.files)
+
+
+@pytest.mark.parametrize("framing", [features.Framing(8000, 256, 128), features.Framing(8000, 512, 128),
+                                     features.Framing(32000, 2048, 1024)])
+def test_band_limited_needs_the_same_window_at_a_lower_rate(framing):
+    from sepsti.core.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="band_limited"):
+        band_limited(load_dictionary(wideband_dictionary_path()), framing)
 
 
 def _pieces(y, sizes):

@@ -149,11 +149,14 @@ def test_overwrite_replaces(workdir, tiny_dictionary):
 
 
 def test_default_dictionary_is_used(workdir, monkeypatch, tiny_dictionary):
+    """Without --dictionary an 8 kHz input gets the shipped 8 kHz dictionary (here replaced by the tiny one)."""
     import sepsti.dictionary
 
-    monkeypatch.setattr(sepsti.dictionary, "default_dictionary_path", lambda: Path(tiny_dictionary))
+    chosen = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "chosen.wav")
+    monkeypatch.setattr(sepsti.dictionary, "narrowband_dictionary_path", lambda: Path(tiny_dictionary))
     result = run(["enhance", workdir / "noisy.wav", "-o", workdir / "out.wav"])
-    assert result.exit_code == 0, result.stderr
+    assert chosen.exit_code == 0 and result.exit_code == 0, result.stderr
+    assert (workdir / "out.wav").read_bytes() == (workdir / "chosen.wav").read_bytes()
 
 
 # --------------------------------------------------------------------------------------------

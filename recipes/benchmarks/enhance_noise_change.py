@@ -49,13 +49,13 @@ def main(argv=None):
     from sepsti.corpora.noizeus import corpus_index, mixtures
     from sepsti.denoise import denoise
     from sepsti.noise_model import NOISE_FRACTION, learn_noise
-    from sepsti.dictionary import default_dictionary_path, load_dictionary
+    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
     from sepsti.metrics import bss_eval, pesq, stoi
 
     corpus = args.corpus or default_corpus()
     if corpus is None:
         raise SystemExit("no corpus: pass --corpus DIR (a NOIZEUS-style folder)")
-    dictionary = load_dictionary(default_dictionary_path())
+    dictionary = load_dictionary(narrowband_dictionary_path())
     rate = dictionary.sample_rate
     index = corpus_index(corpus)
     first_noise = CASES[0][0][0]

@@ -105,7 +105,7 @@ def main(argv=None):
     import sepsti.denoise
     import sepsti.noise_model
     from sepsti.corpora.noizeus import corpus_index
-    from sepsti.dictionary import default_dictionary_path, load_dictionary
+    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
     from sepsti.metrics import bss_eval, stoi
 
     corpus = args.corpus or default_corpus()
@@ -114,7 +114,7 @@ def main(argv=None):
     if args.no_limit:
         sepsti.noise_model.SHORTEST_SECONDS = 0.0
     lengths = [float(value) for value in args.lengths.split(",")]
-    dictionary_path = args.dictionary or default_dictionary_path()
+    dictionary_path = args.dictionary or narrowband_dictionary_path()
     dictionary = load_dictionary(dictionary_path)
     rate = dictionary.sample_rate
     rows = []

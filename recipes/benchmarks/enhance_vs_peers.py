@@ -152,7 +152,7 @@ def main(argv=None):
 
     from sepsti.commands.evaluate import METRICS, enhance_signal, parse_list, score_mixture
     from sepsti.corpora.noizeus import corpus_index, mixtures
-    from sepsti.dictionary import default_dictionary_path, load_dictionary
+    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
     from sepsti.metrics import unavailable_scores
 
     corpus = args.corpus or default_corpus()
@@ -161,7 +161,7 @@ def main(argv=None):
     missing = unavailable_scores()
     if missing:
         raise SystemExit(f"{' and '.join(missing.values())} not installed: pip install 'sepsti[eval]'")
-    dictionary = load_dictionary(args.dictionary or default_dictionary_path())
+    dictionary = load_dictionary(args.dictionary or narrowband_dictionary_path())
     selected = mixtures(corpus_index(corpus), split="test", noises=parse_list(args.noise, "noise", str.lower),
                         snrs=parse_list(args.snr, "snr", int))
     if args.quick:
@@ -250,7 +250,7 @@ def main(argv=None):
     axes[0].legend(fontsize=8)
     figure.suptitle(f"{len(rows)} mixtures, {', '.join(noises)}")
     figure.tight_layout()
-    results = {"corpus": str(corpus), "dictionary": str(args.dictionary or default_dictionary_path()),
+    results = {"corpus": str(corpus), "dictionary": str(args.dictionary or narrowband_dictionary_path()),
                "rank": dictionary.rank, "seed": args.seed, "methods": methods, "summary": summary,
                "per_noise": per_noise, "seconds_per_file": timing,
                "load_average": os.getloadavg(), "results": rows}

@@ -18,7 +18,8 @@ copied unchanged, with one warning line.
 
 Conventions: signals are float64 in [-1, 1); processing happens at the
 dictionary's rate, each output has its input's rate and length. Without
-``--dictionary``, inputs up to 8 kHz use the shipped 8 kHz dictionary and
+``--dictionary``, inputs up to 8 kHz use the shipped 8 kHz dictionary (the 16 kHz
+one below 4 kHz, :func:`sepsti.dictionary.band_limited`) and
 inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`); the band
 of an input above its dictionary's is enhanced with the speech share of the top
 modelled band (:class:`sepsti.bandwidth.UpperBand`).
@@ -234,12 +235,12 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     from sepsti.corpora.audio import audio_info
     from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
     from sepsti.noise_model import min_frames, validate_noise_rank
-    from sepsti.dictionary import default_dictionary_path, load_dictionary, wideband_dictionary_path
+    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path, wideband_dictionary_path
     from sepsti.features import num_frames
 
     inputs = [Path(path) for path in inputs]
     outputs = plan_outputs(inputs, output, out_dir)
-    dictionary_paths = [Path(dictionary)] if dictionary is not None else [default_dictionary_path(),
+    dictionary_paths = [Path(dictionary)] if dictionary is not None else [narrowband_dictionary_path(),
                                                                            wideband_dictionary_path()]
 
     # --- validation: nothing is written until everything has passed ---

@@ -42,8 +42,8 @@ NOISE_CEILING = 3.0
 #: Highest sample rate (Hz) at which the noise dictionaries are learned beside the fixed speech
 #: dictionary, on uncut magnitudes, instead: the speech atoms take the speech left in the chosen
 #: frames. In the telephone band the shipped speech dictionary fits every voice tested; above it,
-#: a voice whose upper band it fits poorly would be learned as noise (docs/enhance.md, "Noise
-#: dictionaries learned beside the speech dictionary").
+#: a voice whose upper band it fits poorly would be learned as noise (docs/enhance.md, "The 8 kHz
+#: dictionary: many speakers, and noise learned beside it").
 BESIDE_SPEECH_MAX_RATE = 8000
 #: Time constant (s) of the recursive smoothing of each bin's magnitude before its minimum is taken.
 SMOOTHING_SECONDS = 0.1

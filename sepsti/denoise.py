@@ -3,7 +3,10 @@
 Conventions
 -----------
 Magnitudes are ``(n_bins, n_frames)`` STFT magnitudes from :mod:`sepsti.features` (on the int16
-amplitude scale). A speech dictionary ``W`` is ``(n_bins, rank)``, non-negative. Signals are float
+amplitude scale). A speech dictionary ``W`` is ``(n_bins, rank)``, non-negative, or ``(n_bins · (2c +
+1), rank)`` for atoms of ``2c + 1`` frames a quarter window apart (:attr:`sepsti.dictionary.Dictionary.context`,
+read from the shape): each frame is then fitted stacked with its ``c`` neighbours on each side
+(:func:`sepsti.features.in_context`) and keeps the centre frame's part of the fit. Signals are float
 arrays at the rate of the dictionary's framing (``framing=``, :class:`sepsti.features.Framing`;
 default the 8 kHz :data:`sepsti.features.NARROWBAND`: 257 bins).
 
@@ -99,12 +102,25 @@ def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0,
 
 def _validate_dictionary(W, framing):
     W = np.asarray(W, dtype=np.float64)
-    if W.ndim != 2 or W.shape[0] != framing.n_bins or W.shape[1] < 1:
-        raise ParameterError(f"W: expected a ({framing.n_bins}, rank) dictionary for n_fft={framing.n_fft}, "
-                             f"got shape {W.shape}")
+    frames, extra = divmod(W.shape[0], framing.n_bins) if W.ndim == 2 else (0, 1)
+    if W.ndim != 2 or extra or frames % 2 == 0 or W.shape[1] < 1:
+        raise ParameterError(f"W: expected a ({framing.n_bins}, rank) dictionary for n_fft={framing.n_fft} "
+                             f"(or {framing.n_bins} rows per frame of an odd number of frames), got shape {W.shape}")
     if not np.all(np.isfinite(W)) or W.min() < 0:
         raise ParameterError("W: the dictionary must be finite and non-negative")
     return W
+
+
+def _context(W, framing):
+    """Frames on each side of the centre frame of ``W``'s atoms."""
+    return (W.shape[0] // framing.n_bins - 1) // 2
+
+
+def _centre_frame(W, framing):
+    """The centre frame of each atom, renormalised: a single-frame dictionary for the noise model."""
+    context = _context(W, framing)
+    centre = W[context * framing.n_bins:(context + 1) * framing.n_bins]
+    return centre / np.maximum(centre.sum(axis=0, keepdims=True), np.finfo(np.float64).tiny)
 
 
 def _validate_signal(y):
@@ -119,11 +135,12 @@ def _validate_signal(y):
     return y
 
 
-#: Scale of the speech-activation prior rates (:func:`speech_prior_rates`). Twice this removes
-#: more noise energy but also the weak speech that carries the envelope cues of intelligibility:
-#: on the NOIZEUS development set it gains 0.6 dB SDR at 0 dB and loses 0.033 STOI there, and STOI
-#: falls below the input's (docs/enhance.md).
-SPARSITY = 0.3
+#: Scale of the speech-activation prior rates (:func:`speech_prior_rates`). More removes more noise
+#: energy but also the weak speech that carries the envelope cues of intelligibility: with the
+#: 8 kHz dictionary of three-frame atoms, 0.3 gains 0.1 dB SDR at 0 dB on the NOIZEUS development set
+#: and loses 0.010 STOI there; with the 16 kHz dictionary 0.21 beats 0.3 in both at every SNR
+#: (docs/enhance.md, "Atoms of three frames").
+SPARSITY = 0.21
 #: EM iterations per frame of the enhancement. The activations start equal and the speech prior
 #: sparsifies them; with frames every quarter window, 15 / 20 / 30 iterations give 6.04 / 6.12 / 6.29 dB
 #: SDR at 0 dB on the NOIZEUS development set, 3.34 / 3.38 / 3.47 dB on speech-like noises no setting was
@@ -259,46 +276,79 @@ def speech_mask(speech, noise):
 
 
 class _Setting(NamedTuple):
-    W: np.ndarray          # speech dictionary, (n_bins, rank), unit-sum columns
+    W: np.ndarray          # speech dictionary, (n_bins * (2 * context + 1), rank), unit-sum columns
+    context: int           # frames on each side of an atom's centre frame
     noise: NoiseModel
     level: float           # mean frame magnitude: sets the least start of a frame's activations
 
 
 def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
-    """Speech and noise magnitudes of frames ``start : start + V.shape[1]``.
+    """Speech and noise magnitudes of frames ``start : start + m``.
 
-    Frames are independent given the fixed dictionaries, the tracked noise power and the
-    per-frame prior rates, so the frames are split where the noise model changes segment and
-    each part is fitted with its segment's noise dictionary. The noise part of each frame
-    also holds a known component, the mean noise magnitude predicted for that frame by the
-    noise power tracker (:mod:`sepsti.noise_power`); the dictionaries explain what it does not.
+    ``V`` and ``noise_power`` are ``(n_bins, m + 2 · context)``: the frames with ``setting.context``
+    neighbours on each side (:func:`_in_context`). Frames are independent given the fixed
+    dictionaries, the tracked noise power and the per-frame prior rates, so the frames are split
+    where the noise model changes segment and each part is fitted with its segment's noise
+    dictionary. The noise part of each frame also holds a known component, the mean noise
+    magnitude predicted for that frame by the noise power tracker (:mod:`sepsti.noise_power`);
+    the dictionaries explain what it does not. With atoms of several frames, each frame is
+    fitted stacked with its neighbours (:func:`sepsti.features.in_context`), each noise atom and
+    the predicted noise repeated likewise, and keeps the centre frame's part of the fit.
     Every activation of a frame starts equal, together explaining the frame's magnitude beyond
     the predicted noise (at least a thousandth of the mean frame's): a start that depends on
     the frame alone, so pieces of a long signal start where the whole would.
     """
-    rank = setting.W.shape[1]
-    speech, noise = np.empty_like(V, dtype=np.float64), np.empty_like(V, dtype=np.float64)
+    n_bins, frames, rank = V.shape[0], 2 * setting.context + 1, setting.W.shape[1]
+    centre = slice(setting.context * n_bins, (setting.context + 1) * n_bins)
+    stacked = features.in_context(V, setting.context)
+    tracked = features.in_context(expected_magnitude(noise_power).astype(V.dtype), setting.context)
+    level = features.in_context(median_magnitude(noise_power), setting.context)
+    speech = np.empty((n_bins, stacked.shape[1]))
+    noise = np.empty_like(speech)
     position = 0
-    while position < V.shape[1]:
+    while position < stacked.shape[1]:
         segment = setting.noise.segment(start + position)
         last = segment == len(setting.noise.floor) - 1
-        stop = V.shape[1] if last else min(V.shape[1], (segment + 1) * setting.noise.segment_frames - start)
-        part = V[:, position:stop]
-        W_all = np.concatenate([setting.W, setting.noise.W_noise[segment]], axis=1)
+        stop = stacked.shape[1] if last else min(stacked.shape[1], (segment + 1) * setting.noise.segment_frames - start)
+        part, known = stacked[:, position:stop], tracked[:, position:stop]
+        W_all = np.concatenate([setting.W, np.tile(setting.noise.W_noise[segment], (frames, 1)) / frames], axis=1)
         size = W_all.shape[1]
-        tracked = expected_magnitude(noise_power[:, position:stop]).astype(part.dtype)
-        unexplained = part.sum(axis=0, dtype=np.float64) - tracked.sum(axis=0, dtype=np.float64)
-        H = np.repeat(np.maximum(unexplained, 1e-3 * setting.level)[None, :] / size, size, axis=0)
+        unexplained = part.sum(axis=0, dtype=np.float64) - known.sum(axis=0, dtype=np.float64)
+        H = np.repeat(np.maximum(unexplained, 1e-3 * frames * setting.level)[None, :] / size, size, axis=0)
         rates = np.zeros((size, part.shape[1]))
         if sparsity > 0:
             # the noise's level in each frame: the median magnitude of the noise predicted for it
-            rates[:rank] = speech_prior_rates(part, median_magnitude(noise_power[:, position:stop]), sparsity)[None, :]
+            rates[:rank] = speech_prior_rates(part, level[:, position:stop], sparsity)[None, :]
         result = poisson_nmf_em(part, W_all, H, update_W=False, prior_rate_H=rates, max_iter=max_iter, tol=0,
-                                background=tracked)
-        speech[:, position:stop] = result.W[:, :rank] @ result.H[:rank]
-        noise[:, position:stop] = result.W[:, rank:] @ result.H[rank:] + tracked
+                                background=known)
+        speech[:, position:stop] = result.W[centre, :rank] @ result.H[:rank]
+        noise[:, position:stop] = result.W[centre, rank:] @ result.H[rank:] + known[centre]
         position = stop
     return speech, noise
+
+
+def _in_context(pieces, context):
+    """``(S, noise_power)`` pieces of consecutive frames, with ``context`` neighbouring frames on each side.
+
+    Yields ``(S, V, noise_power)``: a piece's complex frames, and the magnitudes and noise power
+    of those frames with the ``context`` frames before and after them (the signal's first and
+    last frames standing for the missing ones at its ends). Each frame waits for the ``context``
+    frames after it.
+    """
+    held = None  # the frames not yet released, the magnitudes and powers with their context before
+    for S, power in pieces:
+        if held is None:
+            edge = ((0, 0), (context, 0))
+            held = (S, np.pad(np.abs(S), edge, mode="edge"), np.pad(power, edge, mode="edge"))
+        else:
+            held = tuple(np.concatenate([old, new], axis=1) for old, new in zip(held, (S, np.abs(S), power)))
+        ready = held[0].shape[1] - context
+        if ready > 0:
+            yield held[0][:, :ready], held[1][:, :ready + 2 * context], held[2][:, :ready + 2 * context]
+            held = tuple(part[:, ready:] for part in held)
+    if held is not None and held[0].shape[1]:
+        edge = ((0, 0), (0, context))
+        yield held[0], np.pad(held[1], edge, mode="edge"), np.pad(held[2], edge, mode="edge")
 
 
 def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None, seed=0,
@@ -317,8 +367,9 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
     ----------
     V : ndarray, shape (n_bins, n_frames)
         Noisy magnitudes.
-    W : ndarray, shape (n_bins, rank)
-        Speech dictionary (fixed), columns summing to 1.
+    W : ndarray, shape (n_bins · (2 · context + 1), rank)
+        Speech dictionary (fixed), columns summing to 1; with atoms of several frames, the frames
+        of ``V`` are those atoms' frames (a quarter window apart).
     noise_rank : int
         Columns of each noise dictionary learned on ``V`` (ignored with ``noise``).
     max_iter : int
@@ -345,15 +396,23 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
         model from (:func:`sepsti.noise_model.track_noise`).
     """
     V = np.asarray(V, dtype=np.float64)
+    W = _validate_dictionary(W, framing)
     if noise is None:
-        noise, _ = track_noise(lambda: iter((V,)), noise_rank, seed=seed, framing=framing, speech=W)
+        noise, _ = track_noise(lambda: iter((V,)), noise_rank, seed=seed, framing=framing,
+                               speech=_centre_frame(W, framing))
         if noise is None:
             raise ParameterError(f"V: {too_little_sound(noise_rank, framing)}; give a noise model (learn_noise)")
     else:
         validate_noise_model(noise, framing)
     level = max(float(V.sum(axis=0).mean()), np.finfo(np.float64).tiny)
     noise_power = track_noise_power(V, _initial_noise_power(noise), framing)
-    return _separate_frames(V, noise_power, _Setting(W, noise, level), 0, max_iter=max_iter, sparsity=sparsity)
+    setting = _Setting(W, _context(W, framing), noise, level)
+    parts, start = [], 0
+    for _, part, power in _in_context(iter(((V, noise_power),)), setting.context):
+        parts.append(_separate_frames(part, power, setting, start, max_iter=max_iter, sparsity=sparsity))
+        start += parts[-1][0].shape[1]
+    speech, noise_part = zip(*parts)
+    return np.concatenate(speech, axis=1), np.concatenate(noise_part, axis=1)
 
 
 def _initial_noise_power(noise):
@@ -404,8 +463,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     (:func:`sepsti.noise_model.track_noise` in the dictionary's frames, two passes; one pass for the frames' scale
     with ``noise`` given), then, in frames every quarter window, the tracked noise power, MAP-EM,
     the speech smoothing and the mask in pieces of about ``chunk_frames`` frames (each piece
-    waits for its noise power's lookahead, :class:`NoisePowerTracker`, and for one frame more,
-    :func:`smooth_speech`).
+    waits for its noise power's lookahead, :class:`NoisePowerTracker`, for the frames after it that
+    atoms of several frames span, and for one frame more, :func:`smooth_speech`).
     Frames are independent once the dictionaries, the tracked noise power and the prior rates
     are fixed, the tracker's result does not depend on how the frames are cut, and each frame's
     activations start from the frame alone, so the result does not depend on
@@ -418,8 +477,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         arrays in [-1, 1) at ``framing.sample_rate``); it is called up to three times.
     num_samples : int
         Length of the signal.
-    W : ndarray, shape (n_bins, rank)
-        Speech dictionary.
+    W : ndarray, shape (n_bins · (2 · context + 1), rank)
+        Speech dictionary (:attr:`sepsti.dictionary.Dictionary.W`).
     noise_rank, max_iter, sparsity, noise, seed, framing
         As :func:`denoise`.
     chunk_frames : int
@@ -472,7 +531,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     # the noise model is learned on the dictionary's own frames (frames twice as dense would double its
     # time for 0.06 dB at 0 dB) and serves the enhancer's: its segments span the same seconds
     if noise is None:
-        noise, energies = track_noise(magnitudes, noise_rank, seed=seed, framing=framing, speech=W)
+        noise, energies = track_noise(magnitudes, noise_rank, seed=seed, framing=framing,
+                                      speech=_centre_frame(W, framing))
         if noise is None and np.any(energies):
             warnings.warn(too_little_sound(noise_rank, framing), UnchangedSignalWarning, stacklevel=2)
             yield from unchanged()
@@ -485,15 +545,15 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
             yield np.zeros(min(chunk_frames * framing.hop_length, num_samples - start))
         return
     noise = noise._replace(segment_frames=noise.segment_frames * (framing.hop_length // analysis.hop_length))
-    setting = _Setting(W, noise, max(float(energies.mean()), tiny))
+    setting = _Setting(W, _context(W, framing), noise, max(float(energies.mean()), tiny))
 
     def separated():
         start = 0
         tracker = NoisePowerTracker(_initial_noise_power(noise), analysis)
-        for S, noise_power in _with_noise_power(features.stft_chunks(blocks(), chunk_frames, framing=analysis),
-                                                tracker):
+        spectra = _with_noise_power(features.stft_chunks(blocks(), chunk_frames, framing=analysis), tracker)
+        for S, V, noise_power in _in_context(spectra, setting.context):
             # single precision: magnitudes of 16-bit audio need no more, and the EM runs twice as fast
-            speech, noise_part = _separate_frames(np.abs(S).astype(np.float32), noise_power, setting, start,
+            speech, noise_part = _separate_frames(V.astype(np.float32), noise_power, setting, start,
                                                   max_iter=max_iter, sparsity=sparsity)
             start += S.shape[1]
             yield S, speech, noise_part
@@ -521,8 +581,8 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
     ----------
     y : ndarray, shape (n_samples,)
         Noisy signal in [-1, 1) at ``framing.sample_rate``.
-    W : ndarray, shape (n_bins, rank)
-        Speech dictionary (fixed during enhancement).
+    W : ndarray, shape (n_bins · (2 · context + 1), rank)
+        Speech dictionary (fixed during enhancement; :attr:`sepsti.dictionary.Dictionary.W`).
     noise_rank : int
         Rank of the noise dictionaries learned on the signal itself (at most the number of
         frequency bins, 257 at 8 kHz). A signal of fewer than :func:`sepsti.noise_model.min_frames` frames is

@@ -11,8 +11,11 @@ its columns are spectral atoms on the magnitude scale of :mod:`sepsti.features`
 in float32 (the shipped files are) and is read as float64. A file holds, besides ``W``: ``rank``,
 ``sample_rate``, ``n_fft``, ``hop_length``, ``window``, ``scale``, ``prior_rate``
 (the exponential prior rate on the factors the training used; 0 for plain
-maximum likelihood) and provenance: ``corpus``, ``files``, ``iterations``,
-``seed``, ``version``. Everything is stored as plain arrays, so files load with
+maximum likelihood), provenance: ``corpus``, ``files``, ``iterations``,
+``seed``, ``version``, and ``context``: atoms of ``2 · context + 1`` consecutive frames of the
+enhancer's framing (a quarter window apart, :func:`sepsti.features.enhancement_framing`), stacked
+in ``W``'s rows frame by frame, ``W`` then ``(n_bins · (2 · context + 1), rank)``; 0 (single
+frames) in files written before the field existed. Everything is stored as plain arrays, so files load with
 ``allow_pickle=False``.
 """
 
@@ -24,11 +27,12 @@ import numpy as np
 from sepsti.core.errors import ParameterError
 
 __all__ = ["Dictionary", "save_dictionary", "load_dictionary", "validate_dictionary",
-           "default_dictionary_path", "wideband_dictionary_path", "narrowband_dictionary_path", "band_limited",
-           "FIELDS"]
+           "default_dictionary_path", "wideband_dictionary_path", "narrowband_dictionary_path", "FIELDS"]
 
 FIELDS = ("W", "rank", "sample_rate", "n_fft", "hop_length", "window", "scale", "prior_rate",
           "corpus", "files", "iterations", "seed", "version")
+#: Fields a file may lack, with the value such a file means.
+OPTIONAL_FIELDS = {"context": 0}
 
 
 class Dictionary(NamedTuple):
@@ -36,8 +40,8 @@ class Dictionary(NamedTuple):
 
     Attributes
     ----------
-    W : ndarray, shape (n_bins, rank)
-        Non-negative spectral atoms.
+    W : ndarray, shape (n_bins · (2 · context + 1), rank)
+        Non-negative spectral atoms, frame by frame.
     rank : int
     sample_rate : int
         Rate of the audio the atoms describe (Hz).
@@ -59,6 +63,8 @@ class Dictionary(NamedTuple):
         Seed of the initialization.
     version : str
         sepsti version that trained it.
+    context : int
+        Frames on each side of an atom's centre frame, a quarter window apart (0: single frames).
     """
 
     W: np.ndarray
@@ -74,6 +80,7 @@ class Dictionary(NamedTuple):
     iterations: int
     seed: int
     version: str
+    context: int = 0
 
     @property
     def framing(self):
@@ -94,41 +101,8 @@ def wideband_dictionary_path():
 
 
 def narrowband_dictionary_path():
-    """Path of the 8 kHz dictionary the enhancer uses: the 16 kHz one below 4 kHz (:func:`band_limited`)."""
+    """Path of the 8 kHz dictionary the enhancer uses (LibriSpeech, atoms of three frames; docs/enhance.md)."""
     return Path(__file__).resolve().parent / "data" / "narrowband_dictionary.npz"
-
-
-def band_limited(dictionary, framing):
-    """A dictionary's atoms restricted to a lower-rate framing's bins, each renormalised.
-
-    Two framings with the same window duration have the same bin spacing, so the lower one's bins
-    are the first of the higher one's: the 16 kHz dictionary (1024 points) below 4 kHz is an 8 kHz
-    dictionary (512 points) learned from its many speakers (docs/enhance.md, "The 8 kHz dictionary").
-
-    Parameters
-    ----------
-    dictionary : Dictionary
-    framing : sepsti.features.Framing
-        At most the dictionary's rate, with the same window duration and hop duration.
-
-    Returns
-    -------
-    Dictionary
-        At ``framing``; the provenance fields are the original's.
-
-    Raises
-    ------
-    ParameterError
-        A framing of another window or hop duration, or of a higher rate.
-    """
-    own = dictionary.framing
-    if (framing.sample_rate > own.sample_rate or framing.n_fft * own.sample_rate != own.n_fft * framing.sample_rate
-            or framing.hop_length * own.sample_rate != own.hop_length * framing.sample_rate):
-        raise ParameterError(f"band_limited: {framing} is not {own} at a lower rate")
-    W = np.asarray(dictionary.W[:framing.n_bins], dtype=np.float64)
-    W = W / np.maximum(W.sum(axis=0, keepdims=True), np.finfo(np.float64).tiny)
-    return dictionary._replace(W=W, sample_rate=framing.sample_rate, n_fft=framing.n_fft,
-                               hop_length=framing.hop_length)
 
 
 def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
@@ -170,6 +144,7 @@ def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
         "iterations": np.int64(dictionary.iterations),
         "seed": np.int64(dictionary.seed),
         "version": np.str_(dictionary.version),
+        "context": np.int64(dictionary.context),
     }
     with atomic_path(path, suffix=".npz", overwrite=overwrite) as tmp:
         with open(tmp, "wb") as handle:
@@ -216,6 +191,7 @@ def load_dictionary(path, *, features=True):
                 raise ParameterError(f"{name}: field {missing[0]!r} is missing (a dictionary holds "
                                      f"{', '.join(FIELDS)}); retrain it with `sepsti train`")
             raw = {field: archive[field] for field in FIELDS}
+            optional = {field: archive[field] for field in OPTIONAL_FIELDS if field in archive.files}
     except ParameterError:
         raise
     except Exception as error:  # noqa: BLE001  any failure to parse the archive means a corrupt file
@@ -225,6 +201,8 @@ def load_dictionary(path, *, features=True):
     fields = {}
     for field in ("rank", "sample_rate", "n_fft", "hop_length", "iterations", "seed"):
         fields[field] = _scalar(raw[field], field, name, kind="i")
+    for field, value in optional.items():
+        fields[field] = _scalar(value, field, name, kind="i")
     for field in ("scale", "prior_rate"):
         fields[field] = _scalar(raw[field], field, name, kind="f")
     for field in ("window", "corpus", "version"):
@@ -264,10 +242,14 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
         value = getattr(dictionary, field)
         if int(value) < 1:
             raise ParameterError(f"{name}: field {field!r}={value} must be a positive integer")
+    if int(dictionary.context) < 0:
+        raise ParameterError(f"{name}: field 'context'={dictionary.context} must be >= 0")
+    frames = 2 * int(dictionary.context) + 1
     bins = dictionary.n_fft // 2 + 1
-    if W.shape[0] != bins:
-        raise ParameterError(f"{name}: field 'W' has {W.shape[0]} rows (frequency bins) but n_fft="
-                             f"{dictionary.n_fft} gives {bins}")
+    if W.shape[0] != bins * frames:
+        stacked = f", {frames} frames of them with context={dictionary.context}: {bins * frames}" if frames > 1 else ""
+        raise ParameterError(f"{name}: field 'W' has {W.shape[0]} rows but n_fft={dictionary.n_fft} gives {bins} "
+                             f"frequency bins{stacked}")
     if W.shape[1] != dictionary.rank:
         raise ParameterError(f"{name}: field 'W' has {W.shape[1]} columns but rank={dictionary.rank}")
     if not np.all(np.isfinite(W)):

@@ -42,7 +42,8 @@ from sepsti.core.errors import ParameterError
 
 __all__ = ["Framing", "NARROWBAND", "framing_for_rate", "validate_framing", "enhancement_framing",
            "SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WINDOW", "AMPLITUDE_SCALE", "SILENT_MAGNITUDE", "N_BINS",
-           "window", "stft", "istft", "stft_chunks", "OverlapAdd", "num_frames", "magnitude", "training_matrix"]
+           "window", "stft", "istft", "stft_chunks", "OverlapAdd", "num_frames", "magnitude", "in_context",
+           "training_matrix"]
 
 
 class Framing(NamedTuple):
@@ -337,7 +338,25 @@ def magnitude(y, *, framing=NARROWBAND):
     return np.abs(stft(y, framing=framing))
 
 
-def training_matrix(signals, *, framing=NARROWBAND):
+def in_context(M, context):
+    """Each frame stacked with its ``context`` neighbours on each side, frame by frame.
+
+    Parameters
+    ----------
+    M : ndarray, shape (n_bins, m + 2 * context)
+        ``m`` consecutive frames with ``context`` frames before the first and after the last.
+    context : int
+
+    Returns
+    -------
+    ndarray, shape (n_bins * (2 * context + 1), m)
+        Column ``j`` holds frames ``j .. j + 2 * context`` of ``M``, the first one in the first rows.
+    """
+    m = M.shape[1] - 2 * context
+    return M if context == 0 else np.concatenate([M[:, k:k + m] for k in range(2 * context + 1)], axis=0)
+
+
+def training_matrix(signals, *, framing=NARROWBAND, context=0):
     """Concatenate the magnitudes of several signals along the frame axis.
 
     Parameters
@@ -345,9 +364,23 @@ def training_matrix(signals, *, framing=NARROWBAND):
     signals : iterable of ndarray
         Signals in [-1, 1) at ``framing.sample_rate``.
     framing : Framing
+    context : int
+        Frames on each side of each training frame, at the enhancer's hop
+        (:func:`enhancement_framing`), stacked with it (:func:`in_context`; a signal's first and
+        last frames stand for its missing neighbours). The centre frames are ``framing``'s
+        either way.
 
     Returns
     -------
-    ndarray, shape (n_bins, total_frames)
+    ndarray, shape (n_bins * (2 * context + 1), total_frames)
     """
-    return np.concatenate([magnitude(y, framing=framing) for y in signals], axis=1)
+    if context == 0:
+        return np.concatenate([magnitude(y, framing=framing) for y in signals], axis=1)
+    dense = enhancement_framing(framing)
+    step = framing.hop_length // dense.hop_length
+    stacked = []
+    for y in signals:
+        M = magnitude(_pad_to_hop(y, framing.hop_length), framing=dense)  # centres on framing's frames
+        M = np.pad(M, ((0, 0), (context, context)), mode="edge")
+        stacked.append(in_context(M, context)[:, ::step])
+    return np.concatenate(stacked, axis=1)

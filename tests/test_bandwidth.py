@@ -7,7 +7,7 @@ import soundfile
 from sepsti import bandwidth, features
 from sepsti.audio import resample
 from sepsti.denoise import MASK_FLOOR
-from sepsti.dictionary import (band_limited, default_dictionary_path, load_dictionary, narrowband_dictionary_path,
+from sepsti.dictionary import (default_dictionary_path, load_dictionary, narrowband_dictionary_path,
                                wideband_dictionary_path)
 
 from test_cli_train import run
@@ -33,26 +33,14 @@ def test_shipped_dictionaries_load_with_their_framing():
     assert wideband_dictionary_path().stat().st_size < 400_000
 
 
-def test_shipped_8_kHz_dictionary_is_the_16_kHz_one_below_4_kHz():
+def test_shipped_8_kHz_dictionary_has_atoms_of_three_frames_from_the_16_kHz_ones_speakers():
     wide = load_dictionary(wideband_dictionary_path())
     narrow = load_dictionary(narrowband_dictionary_path())
-    rebuilt = band_limited(wide, features.NARROWBAND)
-    assert narrow.framing == rebuilt.framing == features.NARROWBAND
-    assert narrow.W.shape == (257, wide.rank)
-    # stored in float32, as the 16 kHz one
-    np.testing.assert_allclose(narrow.W, rebuilt.W, rtol=1e-6, atol=1e-9)
+    assert narrow.framing == features.NARROWBAND and narrow.context == 1
+    assert narrow.W.shape == (3 * 257, narrow.rank)
     np.testing.assert_allclose(narrow.W.sum(axis=0), 1.0, rtol=1e-6)
-    np.testing.assert_allclose(narrow.W * wide.W[:257].sum(axis=0), wide.W[:257], rtol=1e-6, atol=1e-9)
-    assert (narrow.corpus, narrow.files) == (wide.corpus, wide.files)
-
-
-@pytest.mark.parametrize("framing", [features.Framing(8000, 256, 128), features.Framing(8000, 512, 128),
-                                     features.Framing(32000, 2048, 1024)])
-def test_band_limited_needs_the_same_window_at_a_lower_rate(framing):
-    from sepsti.core.errors import ParameterError
-
-    with pytest.raises(ParameterError, match="band_limited"):
-        band_limited(load_dictionary(wideband_dictionary_path()), framing)
+    assert (narrow.corpus, narrow.files) == (wide.corpus, wide.files)  # the same training speakers
+    assert narrowband_dictionary_path().stat().st_size < 500_000
 
 
 def _pieces(y, sizes):
@@ -180,7 +168,7 @@ def test_enhance_picks_the_dictionary_per_rate(tmp_path, rng, monkeypatch):
                   "--iterations", 2])
     assert result.exit_code == 0, result.stderr
     narrow, wide = features.NARROWBAND, WIDE
-    assert used == [(8000, narrow, 257), (11025, wide, 513), (16000, wide, 513), (22050, wide, 513),
+    assert used == [(8000, narrow, 3 * 257), (11025, wide, 513), (16000, wide, 513), (22050, wide, 513),
                     (48000, wide, 513)]
     for rate in rates:
         info = soundfile.info(tmp_path / "out" / f"in{rate}.wav")

@@ -210,9 +210,11 @@ def test_wideband_corpus_gives_a_16_khz_dictionary_of_its_train_speakers(tmp_pat
     with np.load(tmp_path / "d.npz", allow_pickle=False) as archive:
         assert archive["W"].dtype == np.float32
     result = run(["train", "--corpus", corpus, "--rank", 3, "-o", tmp_path / "e.npz", "--iterations", 3,
-                  "--rate", 8000])
+                  "--rate", 8000, "--context", 1])
     assert result.exit_code == 0, result.stderr
-    assert load_dictionary(tmp_path / "e.npz").framing == (8000, 512, 256)
+    assert "on 3 files (771 x " in result.stdout
+    narrow = load_dictionary(tmp_path / "e.npz")
+    assert (narrow.framing, narrow.context, narrow.W.shape) == ((8000, 512, 256), 1, (771, 3))
 
 
 def test_wideband_split_and_high_pass(tmp_path, rng):
@@ -341,19 +343,23 @@ def test_default_dictionary_is_what_the_documented_command_builds(noizeus_root, 
 
 
 @pytest.mark.slow
-def test_wideband_dictionary_is_what_the_documented_command_builds(tmp_path):
+@pytest.mark.parametrize("path, options", [("wideband_dictionary_path", []),
+                                           ("narrowband_dictionary_path", ["--rate", 8000, "--context", 1])])
+def test_enhancers_dictionaries_are_what_the_documented_commands_build(tmp_path, path, options):
+    from sepsti import dictionary as dictionaries
     from sepsti.corpora.wideband import is_wideband_corpus
-    from sepsti.dictionary import load_dictionary, wideband_dictionary_path
 
     data = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "wideband"
     if not is_wideband_corpus(data):
         pytest.skip("wideband corpus not found at ../shared/data/wideband")
-    shipped = load_dictionary(wideband_dictionary_path())
-    # the documented command (docs/wideband.md): R = 128 by held-out enhancement on the validation speakers
-    result = run(["train", "--corpus", data, "--rank", 128, "--dtype", "float32", "-o", tmp_path / "d.npz"])
+    shipped = dictionaries.load_dictionary(getattr(dictionaries, path)())
+    # the documented commands (docs/wideband.md, docs/enhance.md): R = 128 by held-out enhancement on the
+    # validation speakers
+    result = run(["train", "--corpus", data, "--rank", 128, "--dtype", "float32", "-o", tmp_path / "d.npz", *options])
     assert result.exit_code == 0, result.stderr
-    rebuilt = load_dictionary(tmp_path / "d.npz")
-    assert (rebuilt.files, rebuilt.iterations, rebuilt.framing) == (shipped.files, shipped.iterations, shipped.framing)
+    rebuilt = dictionaries.load_dictionary(tmp_path / "d.npz")
+    assert (rebuilt.files, rebuilt.iterations, rebuilt.framing, rebuilt.context) == \
+        (shipped.files, shipped.iterations, shipped.framing, shipped.context)
     np.testing.assert_allclose(rebuilt.W, shipped.W, rtol=1e-5, atol=1e-7 * shipped.W.max())
 
 

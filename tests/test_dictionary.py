@@ -8,7 +8,7 @@ import pytest
 
 from sepsti.core.errors import ParameterError
 from sepsti import features
-from sepsti.dictionary import (FIELDS, Dictionary, default_dictionary_path, load_dictionary,
+from sepsti.dictionary import (FIELDS, OPTIONAL_FIELDS, Dictionary, default_dictionary_path, load_dictionary,
                                save_dictionary)
 
 
@@ -33,11 +33,38 @@ def test_round_trip(tmp_path, rng):
     save_dictionary(path, original)
     loaded = load_dictionary(path)
     np.testing.assert_array_equal(loaded.W, original.W)
-    for field in FIELDS[1:]:
+    for field in FIELDS[1:] + tuple(OPTIONAL_FIELDS):
         assert getattr(loaded, field) == getattr(original, field), field
     assert os.listdir(tmp_path) == ["d.npz"]
     with np.load(path, allow_pickle=False) as archive:
-        assert set(archive.files) == set(FIELDS)
+        assert set(archive.files) == set(FIELDS) | set(OPTIONAL_FIELDS)
+
+
+def test_atoms_of_several_frames_round_trip(tmp_path, rng):
+    original = _dictionary(rng)._replace(W=rng.gamma(1.0, 1.0, (3 * 257, 4)), context=1)
+    save_dictionary(tmp_path / "d.npz", original)
+    loaded = load_dictionary(tmp_path / "d.npz")
+    assert loaded.context == 1 and loaded.framing == features.NARROWBAND
+    np.testing.assert_array_equal(loaded.W, original.W)
+
+
+def test_a_file_without_context_holds_single_frames(tmp_path, rng):
+    np.savez(tmp_path / "d.npz", **_fields(_dictionary(rng)))  # as files were written before the field
+    assert load_dictionary(tmp_path / "d.npz").context == 0
+
+
+@pytest.mark.parametrize("context, rows, message", [
+    (np.int64(1), 257, "'W' has 257 rows but n_fft=512 gives 257 frequency bins, 3 frames of them with context=1: 771"),
+    (np.int64(0), 771, "'W' has 771 rows but n_fft=512 gives 257 frequency bins$"),
+    (np.int64(-1), 257, "'context'=-1 must be >= 0"),
+    (np.float64(1.0), 771, "'context' must be an integer"),
+])
+def test_bad_context_is_named(tmp_path, rng, context, rows, message):
+    arrays = _fields(_dictionary(rng))
+    arrays["W"], arrays["context"] = rng.gamma(1.0, 1.0, (rows, 4)), context
+    np.savez(tmp_path / "d.npz", **arrays)
+    with pytest.raises(ParameterError, match=message):
+        load_dictionary(tmp_path / "d.npz")
 
 
 def test_save_rejects_bad_dictionary_and_leaves_nothing(tmp_path, rng):
@@ -113,7 +140,7 @@ def test_wideband_round_trip(tmp_path, rng, dtype):
     np.testing.assert_array_equal(loaded.W, original.W.astype(dtype))
     assert loaded.framing == features.Framing(16000, 1024, 512) == features.framing_for_rate(16000)
     assert loaded.framing.n_bins == 513
-    for field in FIELDS[1:]:
+    for field in FIELDS[1:] + tuple(OPTIONAL_FIELDS):
         assert getattr(loaded, field) == getattr(original, field), field
 
 

@@ -83,6 +83,31 @@ def test_training_matrix_concatenates(rng):
     np.testing.assert_array_equal(X[:, :4], features.magnitude(signals[0]))
 
 
+def test_training_matrix_in_context_stacks_the_enhancers_neighbouring_frames(rng):
+    signals = [rng.uniform(-1, 1, n) for n in (600, 1024, 3000)]
+    X = features.training_matrix(signals, context=1)
+    # the centre frames are the dictionary's own frames
+    np.testing.assert_allclose(X[257:514], features.training_matrix(signals), rtol=1e-12, atol=1e-9)
+    # and the frames beside them the enhancer's, a quarter window (128 samples) before and after
+    dense = features.enhancement_framing(features.NARROWBAND)
+    y = np.concatenate([signals[2], np.zeros(72)])  # to a multiple of the dictionary's hop, as the training pads
+    M = features.magnitude(y, framing=dense)
+    first = X.shape[1] - M[:, ::2].shape[1]
+    np.testing.assert_allclose(X[:257, first + 3], M[:, 5], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(X[514:, first + 3], M[:, 7], rtol=1e-12, atol=1e-9)
+    # a signal's first and last frames stand for their missing neighbours
+    np.testing.assert_allclose(X[:257, first], M[:, 0], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(X[514:, -1], M[:, -1], rtol=1e-12, atol=1e-9)
+
+
+def test_in_context_stacks_neighbours_frame_by_frame():
+    M = np.arange(12.0).reshape(2, 6)
+    stacked = features.in_context(M, 2)
+    assert stacked.shape == (10, 2)
+    np.testing.assert_array_equal(stacked[:, 0], [0, 6, 1, 7, 2, 8, 3, 9, 4, 10])
+    assert features.in_context(M, 0) is M
+
+
 @pytest.mark.noizeus
 def test_training_matrix_shape_on_noizeus(noizeus_root):
     from sepsti.corpora.noizeus import clean_signals

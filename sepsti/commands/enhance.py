@@ -137,7 +137,7 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
     ----------
     audio : sepsti.audio.AudioInput
     target : Path
-    W : ndarray, shape (n_bins, rank)
+    W : ndarray, shape (n_bins · (2 · context + 1), rank)
         Speech dictionary.
     framing : sepsti.features.Framing
         The dictionary's STFT; its rate is the processing rate.

@@ -6,8 +6,10 @@ high-passed at 80 Hz). The training matrix is the concatenation of the STFT magn
 (:func:`sepsti.features.training_matrix`; 257 × 1661 on NOIZEUS sp01–sp20) of every clean file of
 the train split, resampled to ``--rate`` (default 8 kHz for NOIZEUS-style folders, 16 kHz for
 wideband ones) with the framing scaled to it (:func:`sepsti.features.framing_for_rate`: 64 ms
-windows, 32 ms hop), which the dictionary file records. The output is checked before training
-and written atomically.
+windows, 32 ms hop), which the dictionary file records. With ``--context C`` each training frame
+is stacked with the ``C`` frames on each side of it a quarter window apart (the enhancer's frames),
+and the atoms span those ``2C + 1`` frames (:func:`sepsti.features.training_matrix`; the shipped
+8 kHz dictionary has ``C = 1``). The output is checked before training and written atomically.
 
 ``--rank auto`` first picks the rank by marginal likelihood: thermodynamic
 integration over ``--ranks`` (:func:`sepsti.core.evidence.sti_nmf.select_rank_sti`)
@@ -69,10 +71,13 @@ def _ranks(text):
                    "exactly --iterations).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random initialization.")
+@click.option("--context", type=click.IntRange(min=0, max=8), default=0, show_default=True,
+              help="Frames on each side of an atom's centre frame, a quarter window apart (the shipped 8 kHz "
+                   "dictionary: 1).")
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
               help="Storage type of the atoms; float32 halves the file (the shipped 16 kHz dictionary).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
-def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, dtype, overwrite):
+def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, context, dtype, overwrite):
     """Train a speech dictionary of RANK atoms on the clean train split of a corpus."""
     import functools
     import warnings
@@ -107,7 +112,7 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, dt
         y = resample(y, sample_rate, rate)
         signals.append(validate_frames(y, rate, name=f"{corpus}: {utterance}", n_fft=framing.n_fft))
         ids.append(utterance)
-    X = features.training_matrix(signals, framing=framing)
+    X = features.training_matrix(signals, framing=framing, context=context)
     if rank == "auto":
         rank = _select_rank(X, candidate_ranks, seed)
 
@@ -129,7 +134,7 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, dt
         W=W, rank=rank, sample_rate=framing.sample_rate, n_fft=framing.n_fft,
         hop_length=framing.hop_length, window=features.WINDOW, scale=features.AMPLITUDE_SCALE,
         prior_rate=_prior_rate(train_dictionary), corpus=str(Path(corpus)), files=tuple(ids),
-        iterations=int(result.n_iter), seed=seed, version=_version())
+        iterations=int(result.n_iter), seed=seed, version=_version(), context=context)
     save_dictionary(output, dictionary, overwrite=overwrite, dtype=dtype)
     log_likelihood = float(result.log_likelihood[-1])
     click.echo(f"trained a rank-{rank} dictionary on {len(ids)} files ({X.shape[0]} x {X.shape[1]}), "

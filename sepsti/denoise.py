@@ -138,7 +138,7 @@ def _validate_signal(y):
 #: Scale of the speech-activation prior rates (:func:`speech_prior_rates`). More removes more noise
 #: energy but also the weak speech that carries the envelope cues of intelligibility: with the
 #: 8 kHz dictionary of three-frame atoms, 0.3 gains 0.1 dB SDR at 0 dB on the NOIZEUS development set
-#: and loses 0.010 STOI there; with the 16 kHz dictionary 0.21 beats 0.3 in both at every SNR
+#: and loses 0.009 STOI there; with the 16 kHz dictionary 0.21 beats 0.3 in both at every SNR
 #: (docs/enhance.md, "Atoms of three frames").
 SPARSITY = 0.21
 #: EM iterations per frame of the enhancement. The activations start equal and the speech prior
@@ -309,7 +309,8 @@ def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
     while position < stacked.shape[1]:
         segment = setting.noise.segment(start + position)
         last = segment == len(setting.noise.floor) - 1
-        stop = stacked.shape[1] if last else min(stacked.shape[1], (segment + 1) * setting.noise.segment_frames - start)
+        end = stacked.shape[1]
+        stop = end if last else min(end, (segment + 1) * setting.noise.segment_frames - start)
         part, known = stacked[:, position:stop], tracked[:, position:stop]
         W_all = np.concatenate([setting.W, np.tile(setting.noise.W_noise[segment], (frames, 1)) / frames], axis=1)
         size = W_all.shape[1]

@@ -18,8 +18,8 @@ copied unchanged, with one warning line.
 
 Conventions: signals are float64 in [-1, 1); processing happens at the
 dictionary's rate, each output has its input's rate and length. Without
-``--dictionary``, inputs up to 8 kHz use the shipped 8 kHz dictionary (the 16 kHz
-one below 4 kHz, :func:`sepsti.dictionary.band_limited`) and
+``--dictionary``, inputs up to 8 kHz use the shipped 8 kHz dictionary (atoms of
+three frames, :attr:`sepsti.dictionary.Dictionary.context`) and
 inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`); the band
 of an input above its dictionary's is enhanced with the speech share of the top
 modelled band (:class:`sepsti.bandwidth.UpperBand`).

@@ -300,18 +300,16 @@ def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
     """
     n_bins, frames, rank = V.shape[0], 2 * setting.context + 1, setting.W.shape[1]
     centre = slice(setting.context * n_bins, (setting.context + 1) * n_bins)
-    stacked = features.in_context(V, setting.context)
-    tracked = features.in_context(expected_magnitude(noise_power).astype(V.dtype), setting.context)
-    level = features.in_context(median_magnitude(noise_power), setting.context)
-    speech = np.empty((n_bins, stacked.shape[1]))
-    noise = np.empty_like(speech)
+    end = V.shape[1] - 2 * setting.context
+    speech, noise = np.empty((n_bins, end)), np.empty((n_bins, end))
     position = 0
-    while position < stacked.shape[1]:
+    while position < end:
         segment = setting.noise.segment(start + position)
         last = segment == len(setting.noise.floor) - 1
-        end = stacked.shape[1]
         stop = end if last else min(end, (segment + 1) * setting.noise.segment_frames - start)
-        part, known = stacked[:, position:stop], tracked[:, position:stop]
+        around = slice(position, stop + 2 * setting.context)  # the part's frames and their neighbours
+        part = features.in_context(V[:, around], setting.context)
+        known = features.in_context(expected_magnitude(noise_power[:, around]).astype(V.dtype), setting.context)
         W_all = np.concatenate([setting.W, np.tile(setting.noise.W_noise[segment], (frames, 1)) / frames], axis=1)
         size = W_all.shape[1]
         unexplained = part.sum(axis=0, dtype=np.float64) - known.sum(axis=0, dtype=np.float64)
@@ -319,7 +317,8 @@ def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
         rates = np.zeros((size, part.shape[1]))
         if sparsity > 0:
             # the noise's level in each frame: the median magnitude of the noise predicted for it
-            rates[:rank] = speech_prior_rates(part, level[:, position:stop], sparsity)[None, :]
+            level = features.in_context(median_magnitude(noise_power[:, around]), setting.context)
+            rates[:rank] = speech_prior_rates(part, level, sparsity)[None, :]
         result = poisson_nmf_em(part, W_all, H, update_W=False, prior_rate_H=rates, max_iter=max_iter, tol=0,
                                 background=known)
         speech[:, position:stop] = result.W[centre, :rank] @ result.H[:rank]
@@ -328,25 +327,30 @@ def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
     return speech, noise
 
 
-def _in_context(pieces, context):
+def _in_context(pieces, context, dtype=np.float64):
     """``(S, noise_power)`` pieces of consecutive frames, with ``context`` neighbouring frames on each side.
 
-    Yields ``(S, V, noise_power)``: a piece's complex frames, and the magnitudes and noise power
-    of those frames with the ``context`` frames before and after them (the signal's first and
+    Yields ``(S, V, noise_power)``: a piece's complex frames, and the magnitudes (in ``dtype``) and
+    noise power of those frames with the ``context`` frames before and after them (the signal's first and
     last frames standing for the missing ones at its ends). Each frame waits for the ``context``
     frames after it.
     """
+    if context == 0:
+        for S, power in pieces:
+            yield S, np.abs(S).astype(dtype, copy=False), power
+        return
     held = None  # the frames not yet released, the magnitudes and powers with their context before
     for S, power in pieces:
+        V = np.abs(S).astype(dtype, copy=False)
         if held is None:
             edge = ((0, 0), (context, 0))
-            held = (S, np.pad(np.abs(S), edge, mode="edge"), np.pad(power, edge, mode="edge"))
+            held = (S, np.pad(V, edge, mode="edge"), np.pad(power, edge, mode="edge"))
         else:
-            held = tuple(np.concatenate([old, new], axis=1) for old, new in zip(held, (S, np.abs(S), power)))
+            held = tuple(np.concatenate([old, new], axis=1) for old, new in zip(held, (S, V, power)))
         ready = held[0].shape[1] - context
         if ready > 0:
             yield held[0][:, :ready], held[1][:, :ready + 2 * context], held[2][:, :ready + 2 * context]
-            held = tuple(part[:, ready:] for part in held)
+            held = tuple(part[:, ready:].copy() for part in held)  # not views: the piece can go
     if held is not None and held[0].shape[1]:
         edge = ((0, 0), (0, context))
         yield held[0], np.pad(held[1], edge, mode="edge"), np.pad(held[2], edge, mode="edge")
@@ -552,10 +556,10 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         start = 0
         tracker = NoisePowerTracker(_initial_noise_power(noise), analysis)
         spectra = _with_noise_power(features.stft_chunks(blocks(), chunk_frames, framing=analysis), tracker)
-        for S, V, noise_power in _in_context(spectra, setting.context):
-            # single precision: magnitudes of 16-bit audio need no more, and the EM runs twice as fast
-            speech, noise_part = _separate_frames(V.astype(np.float32), noise_power, setting, start,
-                                                  max_iter=max_iter, sparsity=sparsity)
+        # single precision: magnitudes of 16-bit audio need no more, and the EM runs twice as fast
+        for S, V, noise_power in _in_context(spectra, setting.context, np.float32):
+            speech, noise_part = _separate_frames(V, noise_power, setting, start, max_iter=max_iter,
+                                                  sparsity=sparsity)
             start += S.shape[1]
             yield S, speech, noise_part
 

@@ -27,7 +27,8 @@ import numpy as np
 from sepsti.core.errors import ParameterError
 
 __all__ = ["Dictionary", "save_dictionary", "load_dictionary", "validate_dictionary",
-           "default_dictionary_path", "wideband_dictionary_path", "narrowband_dictionary_path", "FIELDS"]
+           "default_dictionary_path", "wideband_dictionary_path", "narrowband_dictionary_path", "FIELDS",
+           "OPTIONAL_FIELDS"]
 
 FIELDS = ("W", "rank", "sample_rate", "n_fft", "hop_length", "window", "scale", "prior_rate",
           "corpus", "files", "iterations", "seed", "version")

@@ -515,6 +515,17 @@ def test_too_little_sound_besides_digital_silence_is_left_as_it_is(toy_dictionar
     assert not np.array_equal(denoise(y, toy_dictionary, noise=noise), y)
 
 
+def test_a_segment_without_a_model_takes_the_nearest_learned_one(rng):
+    from sepsti.noise_model import _nearest_learned
+
+    for size in (1, 2, 7, 300):
+        for _ in range(20):
+            learned = rng.random(size) < rng.uniform(0.05, 0.95)
+            learned[rng.integers(size)] = True
+            distance = np.abs(np.arange(size)[:, None] - np.flatnonzero(learned)[None, :])
+            np.testing.assert_array_equal(_nearest_learned(learned), np.flatnonzero(learned)[distance.argmin(axis=1)])
+
+
 def test_digital_silence_is_not_taken_for_the_quietest_noise(rng):
     """The noise model of a padded recording is learned on its noise, not on the padding's zeros."""
     noise = 0.05 * colored_noise(rng, 3 * SR, "high")

@@ -187,7 +187,7 @@ def _plot(summary, path, title, overwrite=True):
 @click.option("--corpus", required=True, type=click.Path(path_type=Path),
               help="NOIZEUS-style corpus folder; its test split (sp21-sp30) is scored.")
 @click.option("--dictionary", type=click.Path(path_type=Path), default=None,
-              help="Speech dictionary (.npz). Default: the shipped 8 kHz one (the 16 kHz dictionary below 4 kHz).")
+              help="Speech dictionary (.npz). Default: the shipped 8 kHz one (atoms of three frames).")
 @click.option("--noise", "noises", default=None, help="Noise types to score, e.g. car,babble (default: all).")
 @click.option("--snr", "snrs", default=None, help="SNRs in dB to score, e.g. 0,5 (default: all).")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the scores as JSON.")

@@ -26,6 +26,15 @@ from either side a frame or two late (docs/enhance.md measures these choices). U
 the recursion settles a fixed factor below the power of a stationary noise (:func:`stationary_bias`,
 0.72–0.79 with the framings in use); the estimates are divided by it, which makes them unbiased there.
 
+A steady component — a whine, a squeal, a held note, mains hum — rises suddenly and then stays,
+so the tracker takes it for speech for most of a second before the stagnation cap lets it follow.
+Speech rises and falls with its syllables. So the prediction is raised to each bin's *steady power*:
+where the strongest power within :data:`STEADY_HERTZ` of a bin (a tone that wavers stays inside
+that band) stays within :data:`STEADY_RANGE_DB` of its peak for :data:`STEADY_SECONDS` and above
+the forward recursion's prediction, its least value there is a level the noise holds, carried back
+over the window and the band and capped by each bin's own power. A stationary noise seldom holds
+within that range for so long, and where it does, its least value lies below its predicted power.
+
 The backward recursion restarts on a fixed grid of :data:`LOOKAHEAD_SECONDS`: for the frames of
 one cell of the grid it runs from the end of the next cell down, started from the forward
 estimate there, so the result depends on the frames alone, not on how they were chunked, and
@@ -45,8 +54,9 @@ import numpy as np
 from sepsti import features
 
 __all__ = ["SPEECH_SNR_DB", "POWER_SMOOTHING", "PRESENCE_SMOOTHING", "STAGNATION", "LOOKAHEAD_SECONDS",
-           "RAYLEIGH_POWER", "RAYLEIGH_MEAN", "NoisePowerTracker", "track_noise_power", "stationary_bias",
-           "overlapping_neighbours", "expected_magnitude", "median_magnitude"]
+           "STEADY_SECONDS", "STEADY_HERTZ", "STEADY_RANGE_DB", "RAYLEIGH_POWER", "RAYLEIGH_MEAN",
+           "NoisePowerTracker", "track_noise_power", "stationary_bias", "overlapping_neighbours",
+           "expected_magnitude", "median_magnitude"]
 
 #: A priori SNR (dB) of a bin where speech is present (ξ_H1 of Gerkmann & Hendriks).
 SPEECH_SNR_DB = 15.0
@@ -59,6 +69,12 @@ PRESENCE_SMOOTHING = 0.9
 STAGNATION = 0.99
 #: Cell of the backward recursion's restart grid (s); its lookahead is one to two cells.
 LOOKAHEAD_SECONDS = 2.0
+#: Shortest steady component (s): longer than the target's voice holds a harmonic within the range below.
+STEADY_SECONDS = 0.8
+#: Half-width (Hz) of the band over which a steady component may waver (two bins of a 64 ms window).
+STEADY_HERTZ = 31.25
+#: Largest rise (dB) above its least value that a steady component shows over :data:`STEADY_SECONDS`.
+STEADY_RANGE_DB = 10.0
 #: Mean power over squared median magnitude of a complex Gaussian noise (Rayleigh magnitudes:
 #: median² = σ² ln 4, power 2σ²): turns a floor of median magnitudes into a starting power.
 RAYLEIGH_POWER = 1.0 / np.log(2.0)
@@ -139,7 +155,7 @@ class NoisePowerTracker:
     -----
     A frame's estimate leaves out the frame and the frames that share more than half of its
     samples (:func:`overlapping_neighbours`: none with frames every half window, one on each side
-    every quarter window). :meth:`push` returns the estimates of the frames whose lookahead has
+    every quarter window), and is raised to the frame's steady power (:func:`_steady`). :meth:`push` returns the estimates of the frames whose lookahead has
     arrived (up to two cells of :data:`LOOKAHEAD_SECONDS` behind the newest frame), :meth:`finish`
     the rest; in all, one estimate per frame pushed, in order.
     """
@@ -157,6 +173,10 @@ class NoisePowerTracker:
         # the forward estimates of the frames just before those held, which the first held frames take
         self._gap = overlapping_neighbours(framing)
         self._forward_before = np.repeat(self._sigma.astype(np.float32)[:, None], self._gap, axis=1)
+        # the last frames emitted, which the steady power of the next frames looks back on
+        self._steady = _steady_reach(framing)
+        self._emitted = np.empty((len(self._sigma), 0), dtype=np.float32)
+        self._emitted_forward = np.empty((len(self._sigma), 0), dtype=np.float32)
 
     def push(self, magnitudes):
         """Add frames; returns the estimates now complete, shape (n_bins, m), float32."""
@@ -183,6 +203,13 @@ class NoisePowerTracker:
             self._backward_runs(np.arange(first, min(cells, first + _CELLS_AT_ONCE)) * self._cell, span, forward,
                                 estimates)
         self._forward_before = forward[:, stop:stop + self._gap]
+        seen = np.concatenate([self._emitted, self._powers], axis=1)
+        predicted = np.concatenate([self._emitted_forward, self._forward], axis=1)
+        before = self._emitted.shape[1]
+        steady = _steady(seen, predicted / self._bias, *self._steady)
+        np.maximum(estimates, steady[:, before:before + stop], out=estimates)
+        keep = slice(max(0, before + stop - self._steady[0]), before + stop)
+        self._emitted, self._emitted_forward = seen[:, keep], predicted[:, keep]
         self._powers = self._powers[:, stop:]
         self._forward = self._forward[:, stop:]
         return estimates
@@ -205,6 +232,58 @@ class NoisePowerTracker:
             steps = np.maximum(end - 1 - self._gap - np.arange(start, cell_stop), 0)
             estimates[:, start:cell_stop] = (0.5 / self._bias) * (forward[:, start:cell_stop]
                                                                   + backward[:, steps, index])
+
+
+def _steady_reach(framing):
+    """Frames of a steady window and bins on each side of a bin it may waver over."""
+    frames = max(1, int(round(STEADY_SECONDS * framing.sample_rate / framing.hop_length)))
+    bins = int(round(STEADY_HERTZ * framing.n_fft / framing.sample_rate))
+    return frames, bins
+
+
+def _steady(powers, predicted, frames, bins):
+    """The power of the steady components (tones) of each bin and frame; zero where there are none.
+
+    Over every window of ``frames`` frames, take the strongest power within ``bins`` bins of each
+    bin; where its least value over the window is within :data:`STEADY_RANGE_DB` of its largest and
+    above the largest noise power ``predicted`` within ``bins`` bins for the window's centre frame,
+    that least value is a steady level. A frame's steady power is the largest steady level of the windows and bins around it
+    that hold it, capped by its own power. Frames beyond the ends of ``powers`` repeat the first and
+    last; a frame's result reaches ``frames`` frames either way.
+
+    Parameters
+    ----------
+    powers, predicted : ndarray, shape (n_bins, n_frames)
+        STFT powers, and the noise power the tracker predicts for them.
+    frames, bins : int
+        :data:`STEADY_SECONDS` in frames, :data:`STEADY_HERTZ` in bins (:func:`_steady_reach`).
+
+    Returns
+    -------
+    ndarray, the shape of ``powers``
+    """
+    from scipy.ndimage import maximum_filter1d, minimum_filter1d
+
+    band = _band_maximum(powers, bins)
+    least = minimum_filter1d(band, frames, axis=1, mode="nearest")
+    above = least > _band_maximum(predicted, bins)
+    rows = np.flatnonzero(above.any(axis=1))  # few: the rest need no more work
+    held = np.zeros_like(powers)
+    if rows.size:
+        most = maximum_filter1d(band[rows], frames, axis=1, mode="nearest")
+        level = np.where(above[rows] & (least[rows] * 10.0 ** (STEADY_RANGE_DB / 10.0) >= most), least[rows], 0.0)
+        held[rows] = maximum_filter1d(level, frames, axis=1, mode="nearest")
+        held = _band_maximum(held, bins)
+    return np.minimum(powers, held)
+
+
+def _band_maximum(x, bins):
+    """The largest value within ``bins`` rows of each row of ``x`` (rows beyond the ends left out)."""
+    out = x.copy()
+    for shift in range(1, bins + 1):
+        np.maximum(out[shift:], x[:-shift], out=out[shift:])
+        np.maximum(out[:-shift], x[shift:], out=out[:-shift])
+    return out
 
 
 def overlapping_neighbours(framing):

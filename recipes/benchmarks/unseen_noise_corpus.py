@@ -1,7 +1,7 @@
 """A NOIZEUS-style corpus with noise types the enhancer was never tuned on, for ``enhance_vs_peers.py``.
 
 The development noises (babble, car, street, train) are the ones every setting of ``sepsti enhance``
-was chosen on; this writes the NOIZEUS test sentences (sp21–sp30) mixed at 0/5/10/15 dB with four
+was chosen on; this writes the NOIZEUS test sentences (sp21–sp30) mixed at 0/5/10/15 dB with six
 noises made from material no setting saw:
 
 - ``crowd``: eight talkers of the wideband corpus's ``test`` split (LibriSpeech, one utterance each,
@@ -10,7 +10,17 @@ noises made from material no setting saw:
 - ``concourse``: a crowd of twelve plus the synthetic corpus's street noise (passing vehicles,
   horns, sirens, knocks: :func:`sepsti.corpora.synth.synth_noise`) at equal power;
 - ``restaurant``: a crowd of twelve plus kitchen clatter (clinks about four times a second over
-  running water: :func:`sepsti.corpora.synth.clatter`) at equal power.
+  running water: :func:`sepsti.corpora.synth.clatter`) at equal power;
+- ``terminal``: an airport-like hall, mostly not speech: a broadband roar (pink noise swelling and
+  fading over seconds) with a reverberant crowd of twelve 6 dB below it and a public-address voice
+  (:func:`announcement`) 3 dB below it;
+- ``platform``: a station-like one: a train's rumble (the synthetic corpus's car noise) rising and
+  falling as trains come and go, brake squeals (:func:`squeals`, 3 dB below the rumble over the
+  file, louder while they sound), a crowd of eight 6 dB below the rumble and a public-address voice
+  3 dB below it.
+
+The last two stand in for noises that are mostly not speech (airport and station halls); each noise
+type has its own random stream, so adding types leaves the others' files as they were.
 
 Every noise is band-limited like NOIZEUS (:func:`sepsti.corpora.synth.telephone_band`). Each file's
 plain energy ratio is its label minus 0.48 dB, the offset of the NOIZEUS files themselves (their
@@ -39,9 +49,11 @@ SNRS = (0, 5, 10, 15)
 #: Plain energy ratio minus the label in the NOIZEUS files (their mean over every mixture).
 NOIZEUS_OFFSET_DB = -0.48
 #: Talkers per noise type.
-TALKERS = {"crowd": 8, "hall": 16, "concourse": 12, "restaurant": 12}
+TALKERS = {"crowd": 8, "hall": 16, "concourse": 12, "restaurant": 12, "terminal": 12, "platform": 8}
 #: Length (s) of the hall's reverberation tail (60 dB decay).
 HALL_SECONDS = 0.8
+#: Length (s) of the reverberation tail of the public-address voice and the terminal's crowd.
+ANNOUNCEMENT_SECONDS = 1.5
 
 
 def crowd(pool, talkers, n, rng):
@@ -52,6 +64,56 @@ def crowd(pool, talkers, n, rng):
         start = rng.integers(0, len(voice) - n + 1)
         total += rng.uniform(0.5, 1.5) * voice[start:start + n] / max(np.std(voice), 1e-12)
     return total
+
+
+def reverberate(y, seconds, rng):
+    """``y`` in a room whose noise-like response decays 60 dB in ``seconds`` (no direct sound)."""
+    from scipy.signal import fftconvolve
+
+    from sepsti.corpora.synth import SAMPLE_RATE
+
+    t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
+    return fftconvolve(y, rng.standard_normal(len(t)) * np.exp(-6.9 * t / seconds))[:len(y)]
+
+
+def swell(n, seconds, depth_db, rng):
+    """A level envelope of ``n`` samples: its dB value moves linearly between random levels (standard
+    deviation ``depth_db``) every ``seconds``."""
+    from sepsti.corpora.synth import SAMPLE_RATE
+
+    knots = np.arange(0, n / SAMPLE_RATE + 2 * seconds, seconds) - rng.uniform(0, seconds)
+    level_db = np.interp(np.arange(n) / SAMPLE_RATE, knots, depth_db * rng.standard_normal(len(knots)))
+    return 10 ** (level_db / 20)
+
+
+def announcement(pool, n, rng):
+    """A public-address voice: one talker of ``pool`` in a reverberant hall, on for 2–5 s stretches
+    separated by 1–4 s of silence; unit RMS over the whole."""
+    from sepsti.corpora.synth import SAMPLE_RATE
+
+    gate = np.zeros(n)
+    position = int(rng.uniform(-3, 2) * SAMPLE_RATE)
+    while position < n:
+        stop = position + int(rng.uniform(2, 5) * SAMPLE_RATE)
+        gate[max(position, 0):max(stop, 0)] = 1.0
+        position = stop + int(rng.uniform(1, 4) * SAMPLE_RATE)
+    y = reverberate(crowd(pool, 1, n, rng) * gate, ANNOUNCEMENT_SECONDS, rng)
+    return y / max(np.std(y), 1e-12)
+
+
+def squeals(n, rng):
+    """Brake squeals: harmonic tones between 1 and 3 kHz with a slow vibrato, 0.5–2 s each,
+    about one every three seconds; unit RMS over the whole (silence if none fell in ``n``)."""
+    from sepsti.corpora.synth import SAMPLE_RATE
+
+    y = np.zeros(n)
+    for onset in np.flatnonzero(rng.random(n) < 0.3 / SAMPLE_RATE):
+        t = np.arange(min(n - onset, int(rng.uniform(0.5, 2.0) * SAMPLE_RATE))) / SAMPLE_RATE
+        pitch = rng.uniform(1000, 3000) * (1 + 0.01 * np.sin(2 * np.pi * rng.uniform(3, 7) * t))
+        phase = 2 * np.pi * np.cumsum(pitch) / SAMPLE_RATE
+        fade = np.minimum(1, np.minimum(t, t[-1] - t) / 0.1)
+        y[onset:onset + len(t)] += fade * (np.sin(phase) + 0.3 * np.sin(2 * phase))
+    return y / max(np.std(y), 1e-12) if y.any() else y
 
 
 def make_noise(kind, pool, n, rng):
@@ -69,6 +131,13 @@ def make_noise(kind, pool, n, rng):
         y = y / np.std(y) + synth_noise("street", n + warm, rng)
     elif kind == "restaurant":
         y = y / np.std(y) + clatter(n + warm, SAMPLE_RATE, rng)
+    elif kind == "terminal":
+        roar = synth_noise("pink", n + warm, rng) * swell(n + warm, 3.0, 3.0, rng)
+        talk = reverberate(y, ANNOUNCEMENT_SECONDS, rng)
+        y = roar + 0.5 * talk / np.std(talk) + 0.7 * announcement(pool, n + warm, rng)
+    elif kind == "platform":
+        rumble = synth_noise("car", n + warm, rng) * swell(n + warm, 4.0, 5.0, rng)
+        y = rumble + 0.5 * y / np.std(y) + 0.7 * announcement(pool, n + warm, rng) + 0.7 * squeals(n + warm, rng)
     y = telephone_band(y)[warm:]
     return y / max(np.std(y), 1e-12)
 

@@ -155,9 +155,10 @@ class NoisePowerTracker:
     -----
     A frame's estimate leaves out the frame and the frames that share more than half of its
     samples (:func:`overlapping_neighbours`: none with frames every half window, one on each side
-    every quarter window), and is raised to the frame's steady power (:func:`_steady`). :meth:`push` returns the estimates of the frames whose lookahead has
-    arrived (up to two cells of :data:`LOOKAHEAD_SECONDS` behind the newest frame), :meth:`finish`
-    the rest; in all, one estimate per frame pushed, in order.
+    every quarter window), and is raised to the frame's steady power (:func:`_steady`). :meth:`push`
+    returns the estimates of the frames whose lookahead has arrived (up to two cells of
+    :data:`LOOKAHEAD_SECONDS` behind the newest frame), :meth:`finish` the rest; in all, one estimate
+    per frame pushed, in order.
     """
 
     def __init__(self, initial_power, framing):
@@ -209,7 +210,7 @@ class NoisePowerTracker:
         steady = _steady(seen, predicted / self._bias, *self._steady)
         np.maximum(estimates, steady[:, before:before + stop], out=estimates)
         keep = slice(max(0, before + stop - self._steady[0]), before + stop)
-        self._emitted, self._emitted_forward = seen[:, keep], predicted[:, keep]
+        self._emitted, self._emitted_forward = seen[:, keep].copy(), predicted[:, keep].copy()  # a view would hold the chunk
         self._powers = self._powers[:, stop:]
         self._forward = self._forward[:, stop:]
         return estimates
@@ -247,9 +248,9 @@ def _steady(powers, predicted, frames, bins):
     Over every window of ``frames`` frames, take the strongest power within ``bins`` bins of each
     bin; where its least value over the window is within :data:`STEADY_RANGE_DB` of its largest and
     above the largest noise power ``predicted`` within ``bins`` bins for the window's centre frame,
-    that least value is a steady level. A frame's steady power is the largest steady level of the windows and bins around it
-    that hold it, capped by its own power. Frames beyond the ends of ``powers`` repeat the first and
-    last; a frame's result reaches ``frames`` frames either way.
+    that least value is a steady level. A frame's steady power is the largest steady level of the
+    windows and bins around it that hold it, capped by its own power. Frames beyond the ends of
+    ``powers`` repeat the first and last; a frame's result reaches ``frames`` frames either way.
 
     Parameters
     ----------
@@ -267,7 +268,7 @@ def _steady(powers, predicted, frames, bins):
     band = _band_maximum(powers, bins)
     least = minimum_filter1d(band, frames, axis=1, mode="nearest")
     above = least > _band_maximum(predicted, bins)
-    rows = np.flatnonzero(above.any(axis=1))  # few: the rest need no more work
+    rows = np.flatnonzero(above.any(axis=1))  # bins never above the prediction need no more work
     held = np.zeros_like(powers)
     if rows.size:
         most = maximum_filter1d(band[rows], frames, axis=1, mode="nearest")

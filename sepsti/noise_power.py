@@ -31,7 +31,8 @@ so the tracker takes it for speech for most of a second before the stagnation ca
 Speech rises and falls with its syllables. So the prediction is raised to each bin's *steady power*:
 where the strongest power within :data:`STEADY_HERTZ` of a bin (a tone that wavers stays inside
 that band) stays within :data:`STEADY_RANGE_DB` of its peak for :data:`STEADY_SECONDS` and above
-the forward recursion's prediction, its least value there is a level the noise holds, carried back
+the forward recursion's prediction, above :data:`STEADY_LOWEST_HZ` (where a voice's lowest
+harmonics may hold that still), its least value there is a level the noise holds, carried back
 over the window and the band and capped by each bin's own power. A stationary noise seldom holds
 within that range for so long, and where it does, its least value lies below its predicted power.
 
@@ -54,7 +55,7 @@ import numpy as np
 from sepsti import features
 
 __all__ = ["SPEECH_SNR_DB", "POWER_SMOOTHING", "PRESENCE_SMOOTHING", "STAGNATION", "LOOKAHEAD_SECONDS",
-           "STEADY_SECONDS", "STEADY_HERTZ", "STEADY_RANGE_DB", "RAYLEIGH_POWER", "RAYLEIGH_MEAN",
+           "STEADY_SECONDS", "STEADY_HERTZ", "STEADY_RANGE_DB", "STEADY_LOWEST_HZ", "RAYLEIGH_POWER", "RAYLEIGH_MEAN",
            "NoisePowerTracker", "track_noise_power", "stationary_bias", "overlapping_neighbours",
            "expected_magnitude", "median_magnitude"]
 
@@ -75,6 +76,9 @@ STEADY_SECONDS = 0.8
 STEADY_HERTZ = 31.25
 #: Largest rise (dB) above its least value that a steady component shows over :data:`STEADY_SECONDS`.
 STEADY_RANGE_DB = 10.0
+#: Lowest frequency (Hz) of a steady component: below it a voice's first harmonics move less than
+#: :data:`STEADY_HERTZ` over :data:`STEADY_SECONDS` even when its pitch changes by a tenth.
+STEADY_LOWEST_HZ = 300.0
 #: Mean power over squared median magnitude of a complex Gaussian noise (Rayleigh magnitudes:
 #: median² = σ² ln 4, power 2σ²): turns a floor of median magnitudes into a starting power.
 RAYLEIGH_POWER = 1.0 / np.log(2.0)
@@ -236,28 +240,31 @@ class NoisePowerTracker:
 
 
 def _steady_reach(framing):
-    """Frames of a steady window and bins on each side of a bin it may waver over."""
+    """Frames of a steady window, bins on each side of a bin it may waver over, and its lowest bin."""
     frames = max(1, int(round(STEADY_SECONDS * framing.sample_rate / framing.hop_length)))
     bins = int(round(STEADY_HERTZ * framing.n_fft / framing.sample_rate))
-    return frames, bins
+    lowest = int(np.ceil(STEADY_LOWEST_HZ * framing.n_fft / framing.sample_rate))
+    return frames, bins, lowest
 
 
-def _steady(powers, predicted, frames, bins):
+def _steady(powers, predicted, frames, bins, lowest):
     """The power of the steady components (tones) of each bin and frame; zero where there are none.
 
     Over every window of ``frames`` frames, take the strongest power within ``bins`` bins of each
     bin; where its least value over the window is within :data:`STEADY_RANGE_DB` of its largest and
     above the largest noise power ``predicted`` within ``bins`` bins for the window's centre frame,
-    that least value is a steady level. A frame's steady power is the largest steady level of the
-    windows and bins around it that hold it, capped by its own power. Frames beyond the ends of
-    ``powers`` repeat the first and last; a frame's result reaches ``frames`` frames either way.
+    that least value is a steady level (in bins from ``lowest`` up). A frame's steady power is the
+    largest steady level of the windows and bins around it that hold it, capped by its own power.
+    Frames beyond the ends of ``powers`` repeat the first and last; a frame's result reaches
+    ``frames`` frames either way.
 
     Parameters
     ----------
     powers, predicted : ndarray, shape (n_bins, n_frames)
         STFT powers, and the noise power the tracker predicts for them.
-    frames, bins : int
-        :data:`STEADY_SECONDS` in frames, :data:`STEADY_HERTZ` in bins (:func:`_steady_reach`).
+    frames, bins, lowest : int
+        :data:`STEADY_SECONDS` in frames, :data:`STEADY_HERTZ` in bins, the first bin at or above
+        :data:`STEADY_LOWEST_HZ` (:func:`_steady_reach`).
 
     Returns
     -------
@@ -268,6 +275,7 @@ def _steady(powers, predicted, frames, bins):
     band = _band_maximum(powers, bins)
     least = minimum_filter1d(band, frames, axis=1, mode="nearest")
     above = least > _band_maximum(predicted, bins)
+    above[:lowest] = False
     rows = np.flatnonzero(above.any(axis=1))  # bins never above the prediction need no more work
     held = np.zeros_like(powers)
     if rows.size:

@@ -5,8 +5,8 @@ import pytest
 
 from sepsti import features
 from sepsti.noise_power import (LOOKAHEAD_SECONDS, POWER_SMOOTHING, PRESENCE_SMOOTHING, SPEECH_SNR_DB, STAGNATION,
-                                STEADY_HERTZ, STEADY_RANGE_DB, STEADY_SECONDS, NoisePowerTracker, stationary_bias,
-                                track_noise_power)
+                                STEADY_HERTZ, STEADY_LOWEST_HZ, STEADY_RANGE_DB, STEADY_SECONDS, NoisePowerTracker,
+                                stationary_bias, track_noise_power)
 
 FRAMING = features.NARROWBAND
 HOP = FRAMING.hop_length / FRAMING.sample_rate
@@ -58,9 +58,9 @@ def reference_estimates(powers, initial_power, framing=FRAMING, gap=0):
 
 def reference_steady(powers, predicted, framing):
     """The steady power written out window by window: the strongest power within STEADY_HERTZ of a bin, its least
-    and largest over STEADY_SECONDS (ends repeated), kept where they lie within STEADY_RANGE_DB and the least is
-    above every prediction within STEADY_HERTZ; then the largest kept level of the windows and bins around a frame,
-    capped by its power."""
+    and largest over STEADY_SECONDS (ends repeated), kept where they lie within STEADY_RANGE_DB, the least is
+    above every prediction within STEADY_HERTZ and the bin at or above STEADY_LOWEST_HZ; then the largest kept
+    level of the windows and bins around a frame, capped by its power."""
     n_bins, n = powers.shape
     frames = int(round(STEADY_SECONDS * framing.sample_rate / framing.hop_length))
     bins = int(round(STEADY_HERTZ * framing.n_fft / framing.sample_rate))
@@ -76,7 +76,8 @@ def reference_steady(powers, predicted, framing):
         band = powers[near(b)].max(axis=0)
         for j in range(n):
             window = band[around(j, frames, n)]
-            if window.min() * 10 ** (STEADY_RANGE_DB / 10) >= window.max() and window.min() > predicted[near(b), j].max():
+            if (window.min() * 10 ** (STEADY_RANGE_DB / 10) >= window.max() and window.min() > predicted[near(b), j].max()
+                    and b * framing.sample_rate / framing.n_fft >= STEADY_LOWEST_HZ):
                 level[b, j] = window.min()
     held = np.array([[level[near(b)][:, around(i, frames, n)].max() for i in range(n)] for b in range(n_bins)])
     return np.minimum(powers, held)
@@ -90,6 +91,11 @@ def steady_tone(powers, bins, frames, power):
     return powers
 
 
+#: Noise powers of the reference tests' bins: bins of very different levels side by side, then quiet bins up
+#: to 420 Hz at the 8 kHz framings (tones at bins 22 and 23, 344–359 Hz, lie above STEADY_LOWEST_HZ).
+LEVELS = np.concatenate([[1.0, 30.0, 1e4, 3.0, 1.0, 2.0], np.ones(21)])
+
+
 def noise_powers(rng, level, n):
     """|N|² of a complex Gaussian noise of power ``level`` per bin (exponential), shape (len(level), n)."""
     return rng.exponential(1.0, (len(level), n)) * np.asarray(level)[:, None]
@@ -97,15 +103,15 @@ def noise_powers(rng, level, n):
 
 def test_two_sided_estimate_matches_the_reference(rng):
     n = 7 * int(round(LOOKAHEAD_SECONDS / HOP)) + 11  # several cells and a partial one
-    level = np.array([1.0, 30.0, 1e4, 3.0, 1.0, 2.0, 1.0])
+    level = LEVELS
     powers = noise_powers(rng, level, n)
     powers[:, 100:130] *= 100.0  # a burst 20 dB up
-    steady_tone(powers, [5, 6], range(118, 160), 300.0)  # a tone across a cell's end, wavering between two bins
+    steady_tone(powers, [22, 23], range(118, 160), 300.0)  # a tone across a cell's end, wavering between two bins
     initial = level * 0.3
     ours = track_noise_power(np.sqrt(powers), initial, FRAMING)
     np.testing.assert_allclose(ours, reference_estimates(powers, initial), rtol=2e-6)
     # the tone is followed from its start (the recursion alone takes it for speech for most of a second)
-    assert ours[5:, 118:160].sum(axis=0).min() > 0.7 * 300.0, ours[5:, 118:160].sum(axis=0).min()
+    assert ours[22:24, 118:160].sum(axis=0).min() > 0.7 * 300.0, ours[22:24, 118:160].sum(axis=0).min()
 
 
 def test_frames_every_quarter_window_leave_out_their_nearest_neighbours(rng):
@@ -114,10 +120,10 @@ def test_frames_every_quarter_window_leave_out_their_nearest_neighbours(rng):
 
     assert overlapping_neighbours(FRAMING) == 0 and overlapping_neighbours(QUARTER) == 1
     n = 3 * int(round(LOOKAHEAD_SECONDS * QUARTER.sample_rate / QUARTER.hop_length)) + 7
-    level = np.array([1.0, 30.0, 1e4, 3.0, 1.0, 2.0, 1.0])
+    level = LEVELS
     powers = noise_powers(rng, level, n)
     powers[:, 100:130] *= 100.0
-    steady_tone(powers, [5, 6], range(235, 320), 300.0)
+    steady_tone(powers, [22, 23], range(235, 320), 300.0)
     initial = level * 0.3
     ours = track_noise_power(np.sqrt(powers), initial, QUARTER)
     np.testing.assert_allclose(ours, reference_estimates(powers, initial, QUARTER, gap=1), rtol=2e-6)
@@ -131,9 +137,9 @@ def test_frames_every_quarter_window_leave_out_their_nearest_neighbours(rng):
 @pytest.mark.parametrize("sizes", [(1,), (7,), (64, 1, 200), (5000,)])
 @pytest.mark.parametrize("framing", [FRAMING, QUARTER])
 def test_estimates_do_not_depend_on_chunking(rng, sizes, framing):
-    level = np.exp(rng.uniform(0, 5, 20))
-    # a steady tone across cells' ends: its power depends on frames already emitted
-    magnitudes = np.sqrt(steady_tone(noise_powers(rng, level, 700), [9, 10, 11], range(100, 400), 1e4))
+    level = np.exp(rng.uniform(0, 5, 30))
+    # a steady tone across cells' ends (above STEADY_LOWEST_HZ): its power depends on frames already emitted
+    magnitudes = np.sqrt(steady_tone(noise_powers(rng, level, 700), [22, 23, 24], range(100, 400), 1e4))
     whole = track_noise_power(magnitudes, level, framing)
     tracker, pieces, position, index = NoisePowerTracker(level, framing), [], 0, 0
     while position < magnitudes.shape[1]:
@@ -203,3 +209,22 @@ def test_digital_silence_holds_the_estimate(rng):
     assert np.all((estimate > 0.6) & (estimate < 1.6)), estimate.min()
     # a recording that starts with silence: the estimate after it is found from the noise, not held at zero
     assert 0.6 < from_silence[150:].mean() < 1.6, from_silence[150:].mean()
+
+
+def test_a_held_tone_is_followed_at_once_but_a_voice_s_lowest_harmonic_is_not(rng):
+    """A tone held for a second, 20 dB above the noise: at 1 kHz it is steady noise from its second frame; at
+    110 Hz, where a voice's first harmonic may hold as still, it is left to the recursion, which takes it for
+    speech."""
+    framing = QUARTER
+    hertz = framing.sample_rate / framing.n_fft
+    level = np.ones(framing.n_bins)
+    powers = noise_powers(rng, level, 300)
+    held = range(100, 100 + int(round(1.0 * framing.sample_rate / framing.hop_length)))
+    high, low = int(round(1000 / hertz)), int(round(110 / hertz))
+    assert low * hertz < STEADY_LOWEST_HZ < high * hertz
+    for b in (high, low):
+        steady_tone(powers, [b, b + 1], held, 100.0)
+    estimate = track_noise_power(np.sqrt(powers), level, framing)
+    first = slice(held.start + 1, held.start + 20)  # the tone's first 0.3 s, from its second frame
+    assert estimate[high:high + 2, first].sum(axis=0).min() > 0.7 * 100.0
+    assert estimate[low:low + 2, first].sum(axis=0).max() < 10.0

@@ -214,7 +214,8 @@ class NoisePowerTracker:
         steady = _steady(seen, predicted / self._bias, *self._steady)
         np.maximum(estimates, steady[:, before:before + stop], out=estimates)
         keep = slice(max(0, before + stop - self._steady[0]), before + stop)
-        self._emitted, self._emitted_forward = seen[:, keep].copy(), predicted[:, keep].copy()  # a view would hold the chunk
+        # copies: views would hold on to the whole chunk
+        self._emitted, self._emitted_forward = seen[:, keep].copy(), predicted[:, keep].copy()
         self._powers = self._powers[:, stop:]
         self._forward = self._forward[:, stop:]
         return estimates

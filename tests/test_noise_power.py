@@ -76,8 +76,9 @@ def reference_steady(powers, predicted, framing):
         band = powers[near(b)].max(axis=0)
         for j in range(n):
             window = band[around(j, frames, n)]
-            if (window.min() * 10 ** (STEADY_RANGE_DB / 10) >= window.max() and window.min() > predicted[near(b), j].max()
-                    and b * framing.sample_rate / framing.n_fft >= STEADY_LOWEST_HZ):
+            steady = window.min() * 10 ** (STEADY_RANGE_DB / 10) >= window.max()
+            above = window.min() > predicted[near(b), j].max()
+            if steady and above and b * framing.sample_rate / framing.n_fft >= STEADY_LOWEST_HZ:
                 level[b, j] = window.min()
     held = np.array([[level[near(b)][:, around(i, frames, n)].max() for i in range(n)] for b in range(n_bins)])
     return np.minimum(powers, held)

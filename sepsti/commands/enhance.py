@@ -222,11 +222,13 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     (frame by frame), never cut. The noise model follows the noise through each
     file, learned from the frames it judges noise-dominated (no pauses needed),
     or comes from --noise-sample (learned at the rate of each file's dictionary);
-    either way each frame's noise is also predicted from the frames around it.
-    A file too short to learn its noise from (under 1.5 s, or fewer than
-    4 x --noise-rank frames of 32 ms; or no 8 s stretch holds that much sound
-    besides digital silence) is written unchanged, with a line saying so. All
-    inputs and outputs are checked before any work is done.
+    either way each frame's noise is also predicted from the frames around it,
+    and a tone above 300 Hz that holds steady for 0.8 s (a squeal, a whine, a
+    held note) is counted as noise at once. A file too short to learn its noise
+    from (under 1.5 s, or fewer than 4 x --noise-rank frames of 32 ms; or no 8 s
+    stretch holds that much sound besides digital silence) is written unchanged,
+    with a line saying so. All inputs and outputs are checked before any work is
+    done.
     """
     _single_threaded_blas()
     from sepsti.core.io import check_output_path

@@ -26,12 +26,12 @@ from either side a frame or two late (docs/enhance.md measures these choices). U
 the recursion settles a fixed factor below the power of a stationary noise (:func:`stationary_bias`,
 0.72–0.79 with the framings in use); the estimates are divided by it, which makes them unbiased there.
 
-A steady component — a whine, a squeal, a held note, mains hum — rises suddenly and then stays,
+A steady component — a whine, a squeal, a held note, a siren's held tone — rises suddenly and stays,
 so the tracker takes it for speech for most of a second before the stagnation cap lets it follow.
 Speech rises and falls with its syllables. So the prediction is raised to each bin's *steady power*:
 where the strongest power within :data:`STEADY_HERTZ` of a bin (a tone that wavers stays inside
 that band) stays within :data:`STEADY_RANGE_DB` of its peak for :data:`STEADY_SECONDS` and above
-the forward recursion's prediction, above :data:`STEADY_LOWEST_HZ` (where a voice's lowest
+the forward recursion's prediction, from :data:`STEADY_LOWEST_HZ` up (below it a voice's lowest
 harmonics may hold that still), its least value there is a level the noise holds, carried back
 over the window and the band and capped by each bin's own power. A stationary noise seldom holds
 within that range for so long, and where it does, its least value lies below its predicted power.

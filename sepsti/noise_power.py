@@ -208,9 +208,12 @@ class NoisePowerTracker:
             self._backward_runs(np.arange(first, min(cells, first + _CELLS_AT_ONCE)) * self._cell, span, forward,
                                 estimates)
         self._forward_before = forward[:, stop:stop + self._gap]
-        seen = np.concatenate([self._emitted, self._powers], axis=1)
-        predicted = np.concatenate([self._emitted_forward, self._forward], axis=1)
+        # the frames looked back on, those emitted now and those within a window after them (the rest
+        # wait for the next call)
         before = self._emitted.shape[1]
+        reach = slice(0, stop + self._steady[0])
+        seen = np.concatenate([self._emitted, self._powers[:, reach]], axis=1)
+        predicted = np.concatenate([self._emitted_forward, self._forward[:, reach]], axis=1)
         steady = _steady(seen, predicted / self._bias, *self._steady)
         np.maximum(estimates, steady[:, before:before + stop], out=estimates)
         keep = slice(max(0, before + stop - self._steady[0]), before + stop)

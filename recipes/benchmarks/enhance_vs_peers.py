@@ -17,8 +17,11 @@ unprocessed input is scored too. Every estimate is scored as ``sepsti evaluate``
 STOI, ESTOI and PESQ against the clean file), and the enhancement time per file is measured for
 each method (one process, one BLAS thread).
 
-Prints mean SDR/SIR/SAR/STOI/PESQ per SNR for each method and mean SDR and STOI per noise type and
-SNR; writes ``OUT/enhance_vs_peers.json`` (every file's scores, the means, the times) and
+Prints mean SDR/SIR/SAR/STOI/PESQ per SNR for each method, mean SDR and STOI per noise type and
+SNR, and sepsti's lead over the input and each peer per SNR: the mean difference of SDR and of
+STOI with its 95 % interval over the sentences (the replicates: a sentence is mixed with every
+noise, :func:`sepsti.comparison.paired_difference`) and the files on which sepsti is ahead; writes
+``OUT/enhance_vs_peers.json`` (every file's scores, the means, the leads, the times) and
 ``OUT/enhance_vs_peers.png`` (SDR, STOI and PESQ against SNR).
 
 Usage::
@@ -151,6 +154,7 @@ def main(argv=None):
     import noisereduce
 
     from sepsti.commands.evaluate import METRICS, enhance_signal, parse_list, score_mixture
+    from sepsti.comparison import paired_difference
     from sepsti.corpora.noizeus import corpus_index, mixtures
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
     from sepsti.metrics import unavailable_scores
@@ -203,6 +207,11 @@ def main(argv=None):
               + "  ".join(f"{name} {row[name]['sdr']:5.2f}/{row[name]['stoi']:.3f}" for name in methods),
               file=sys.stderr)
 
+    def paired(ours, theirs, key, snr):
+        selected = [r for r in rows if r["snr"] == snr]
+        return paired_difference([r[ours][key] for r in selected], [r[theirs][key] for r in selected],
+                                 [r["file"] for r in selected])
+
     def mean(method, key, **where):
         values = np.array([r[method][key] for r in rows if all(r[k] == v for k, v in where.items())], dtype=float)
         values = values[np.isfinite(values)]  # undefined scores (NaN) and the input's infinite SAR
@@ -216,6 +225,8 @@ def main(argv=None):
     per_noise = {noise: {str(s): {method: {key: mean(method, key, noise=noise, snr=s) for key in ("sdr", "stoi")}
                                   for method in methods} for s in snrs} for noise in noises}
     timing = {name: seconds[name] / len(rows) for name in enhancers}
+    lead = {other: {key: {str(s): paired("sepsti", other, key, s)._asdict() for s in snrs} for key in ("sdr", "stoi")}
+            for other in methods if other != "sepsti"}
 
     print(f"\n{len(rows)} mixtures, {len(noises)} noise types ({', '.join(noises)}), corpus {corpus}")
     print(f"dictionary: rank {dictionary.rank} ({args.dictionary or 'shipped default'})")
@@ -232,6 +243,13 @@ def main(argv=None):
             cells = per_noise[noise][str(s)]
             print(f"{noise:>10s} {s:3d} dB  " + "  ".join(f"{method} {cells[method]['sdr']:5.2f}/"
                                                           f"{cells[method]['stoi']:.3f}" for method in methods))
+    for key, digits in (("sdr", 2), ("stoi", 3)):
+        print(f"\nsepsti's lead in {key.upper()}, per SNR: mean difference [95 % interval over the sentences], "
+              "files where sepsti is ahead")
+        for other, cells in lead.items():
+            print(f"{'over ' + other:31s} " + "  ".join(
+                f"{c['mean']:+.{digits}f} [{c['low']:+.{digits}f}, {c['high']:+.{digits}f}] {c['wins']}/{c['pairs']}"
+                for c in cells[key].values()))
     print("\nseconds per file: " + ", ".join(f"{name} {value:.3f}" for name, value in timing.items()))
 
     import matplotlib
@@ -252,7 +270,7 @@ def main(argv=None):
     figure.tight_layout()
     results = {"corpus": str(corpus), "dictionary": str(args.dictionary or narrowband_dictionary_path()),
                "rank": dictionary.rank, "seed": args.seed, "methods": methods, "summary": summary,
-               "per_noise": per_noise, "seconds_per_file": timing,
+               "per_noise": per_noise, "lead": lead, "seconds_per_file": timing,
                "load_average": os.getloadavg(), "results": rows}
     write_results(args.out, NAME, results, figure)
 

@@ -1,11 +1,12 @@
 """Two enhancers compared on the same mixtures: the mean difference of a score and how sure it is.
 
 The mixtures of a NOIZEUS-style corpus are not independent: one sentence is mixed with every
-noise at every SNR, and a sentence that one enhancer finds hard is often hard in every noise. A
-standard error over the mixtures would treat them as independent and come out too small. The
-replicates are the groups (the sentences): each group's mean difference, then the Student-t
-interval of their mean, ``n_groups − 1`` degrees of freedom. With one mixture per group this is
-the paired t interval (``scipy.stats.ttest_rel``).
+noise at every SNR, and a sentence that one enhancer finds hard is often hard in every noise. The
+noise types are a fixed design, the sentences a sample, so the replicates are the groups (the
+sentences): each group's mean difference, then the Student-t interval of their mean,
+``n_groups − 1`` degrees of freedom. (A standard error over the mixtures would treat them as
+independent: too small where the sentences differ, too large where the noise types do.) With one
+mixture per group this is the paired t interval (``scipy.stats.ttest_rel``).
 """
 
 from typing import NamedTuple

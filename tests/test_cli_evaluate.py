@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from test_cli_train import (NOISES, RANK, SNRS, TEST, assert_one_line_error, make_corpus,  # noqa: F401
                             no_temp_files, run, snapshot, tiny_corpus, tiny_dictionary)
@@ -73,6 +74,8 @@ def test_json_follows_the_contract(evaluated):
             mean_in = np.mean([row["input"][metric] for row in matching])
             assert entry["input"][metric] == pytest.approx(mean_in)
             assert entry["improvement"][metric] == pytest.approx(mean_out - mean_in)
+            # one sentence: no spread to estimate, no interval (test_summary_interval_over_sentences)
+            assert entry["interval"][metric] is None
     assert summary["overall"]["count"] == len(rows)
     assert summary["pesq_modes"] == ["nb"]
 
@@ -233,17 +236,35 @@ def test_a_mixture_of_little_but_digital_silence_is_scored_unchanged(tmp_path, t
         assert row["enhanced"][metric] == (None if value is None else pytest.approx(value, rel=1e-9)), metric
 
 
+def test_summary_interval_over_sentences():
+    """The improvement's interval takes each sentence's mean as one replicate (two noises per sentence)."""
+    from sepsti.commands.evaluate import summarize
+
+    gains = {"sp21": (1.0, 2.0), "sp22": (4.0, 3.0), "sp23": (0.5, 1.5)}
+    rows = [{"file": name, "snr": 5, "input": {"sdr": 1.0, "sir": 1.0, "sar": float("inf")},
+             "enhanced": {"sdr": 1.0 + gain, "sir": 2.0, "sar": 9.0}} for name, pair in gains.items() for gain in pair]
+    interval = summarize(rows)["by_snr"][0]["interval"]
+    means = [np.mean(pair) for pair in gains.values()]
+    reference = stats.ttest_1samp(means, 0.0).confidence_interval(0.95)
+    assert interval["sdr"] == pytest.approx([reference.low, reference.high])
+    assert interval["sir"] == pytest.approx([1.0, 1.0])  # every sentence gains 1: no spread
+    assert interval["sar"] is None  # the input's SAR is infinite
+
+
 def test_summary_skips_undefined_scores_and_json_has_no_nan():
     from sepsti.core.io import json_safe
     from sepsti.commands.evaluate import summarize
 
     nan, inf = float("nan"), float("inf")
-    rows = [{"snr": 0, "input": {"sdr": 1.0, "sir": inf, "sar": 3.0}, "enhanced": {"sdr": nan, "sir": nan, "sar": nan}},
-            {"snr": 0, "input": {"sdr": 3.0, "sir": 2.0, "sar": 5.0}, "enhanced": {"sdr": 4.0, "sir": 6.0, "sar": 8.0}}]
+    rows = [{"file": "sp21", "snr": 0, "input": {"sdr": 1.0, "sir": inf, "sar": 3.0},
+             "enhanced": {"sdr": nan, "sir": nan, "sar": nan}},
+            {"file": "sp22", "snr": 0, "input": {"sdr": 3.0, "sir": 2.0, "sar": 5.0},
+             "enhanced": {"sdr": 4.0, "sir": 6.0, "sar": 8.0}}]
     summary = summarize(rows)
     entry = summary["by_snr"][0]
     assert entry["input"] == {"sdr": 2.0, "sir": 2.0, "sar": 4.0}
     assert entry["enhanced"] == {"sdr": 4.0, "sir": 6.0, "sar": 8.0}
+    assert entry["interval"] == {"sdr": None, "sir": None, "sar": None}  # one sentence with both scores
     text = json.dumps(json_safe({"results": rows, "summary": summary}), allow_nan=False)
     assert json.loads(text)["results"][0]["enhanced"]["sdr"] is None
 

@@ -6,13 +6,16 @@ for the input, ``speech = noisy``), STOI, extended STOI and PESQ (MOS-LQO) of
 the speech against the clean reference (:func:`sepsti.metrics.stoi`,
 :func:`sepsti.metrics.pesq`), all at the corpus's sample rate. The table on
 stdout gives, per SNR, the mean over the mixtures of the input's scores, the
-enhanced scores and their difference (extended STOI is in the JSON only). The
-JSON file is::
+enhanced scores and their difference (extended STOI is in the JSON only), and
+the 95 % interval of the SDR and STOI differences with the sentences as the
+replicates (a sentence is mixed with every noise at every SNR, so its mixtures
+are not independent: :func:`sepsti.comparison.paired_difference`). The JSON
+file is::
 
     {"results": [{"file": "sp21", "noise": "car", "snr": 5,
                   "input": {"sdr", "sir", "sar", "stoi", "estoi", "pesq"}, "enhanced": {...}}, ...],
-     "summary": {"by_snr": [{"snr", "count", "input", "enhanced", "improvement"}, ...],
-                 "overall": {"count", "input", "enhanced", "improvement"},
+     "summary": {"by_snr": [{"snr", "count", "input", "enhanced", "improvement", "interval"}, ...],
+                 "overall": {"count", "input", "enhanced", "improvement", "interval"},
                  "corpus", "dictionary", "noises", "snrs", "pesq_modes", "settings"}}
 
 The input's SAR is infinite (the mixture has no artifacts by construction),
@@ -94,7 +97,23 @@ def _group(rows):
     enhanced = _mean(rows, "enhanced")
     unprocessed = _mean(rows, "input")
     return {"count": len(rows), "input": unprocessed, "enhanced": enhanced,
-            "improvement": {metric: _difference(enhanced[metric], unprocessed[metric]) for metric in enhanced}}
+            "improvement": {metric: _difference(enhanced[metric], unprocessed[metric]) for metric in enhanced},
+            "interval": {metric: _interval(rows, metric) for metric in enhanced}}
+
+
+def _interval(rows, metric):
+    """The 95 % interval of the mean improvement over the sentences (None: fewer than two, or undefined)."""
+    import math
+
+    from sepsti.comparison import paired_difference
+    from sepsti.core.errors import ParameterError
+
+    try:
+        lead = paired_difference([row["enhanced"][metric] for row in rows], [row["input"][metric] for row in rows],
+                                 [row["file"] for row in rows])
+    except ParameterError:  # no pair with both scores defined (the input's SAR)
+        return None
+    return [lead.low, lead.high] if math.isfinite(lead.low) else None
 
 
 def _difference(after, before):
@@ -110,14 +129,17 @@ def summarize(results):
     Parameters
     ----------
     results : list of dict
-        Rows with ``snr``, ``input`` and ``enhanced`` (each ``{"sdr", "sir", "sar"}`` and,
-        when scored, ``"stoi"``, ``"estoi"``, ``"pesq"``; every row the same keys).
+        Rows with ``file`` (the sentence), ``snr``, ``input`` and ``enhanced`` (each ``{"sdr", "sir",
+        "sar"}`` and, when scored, ``"stoi"``, ``"estoi"``, ``"pesq"``; every row the same keys).
 
     Returns
     -------
     dict
-        ``{"by_snr": [{"snr", "count", "input", "enhanced", "improvement"}], "overall": {...}}``;
-        each of ``input``, ``enhanced``, ``improvement`` has the rows' scores as keys.
+        ``{"by_snr": [{"snr", "count", "input", "enhanced", "improvement", "interval"}], "overall": {...}}``;
+        each of ``input``, ``enhanced``, ``improvement``, ``interval`` has the rows' scores as keys.
+        ``interval`` is the 95 % interval ``[low, high]`` of the improvement, the sentences as the
+        replicates (:func:`sepsti.comparison.paired_difference`; a sentence is mixed with every noise),
+        None where undefined (the input's SAR, a single sentence).
     """
     snrs = sorted({row["snr"] for row in results})
     by_snr = [{"snr": snr, **_group([row for row in results if row["snr"] == snr])} for snr in snrs]
@@ -153,6 +175,13 @@ def format_table(summary):
             cells.append(" ".join(_cell(entry[key][metric], first_width if number == 0 else 6, _SHOWN[metric][0],
                                         sign) for number, metric in enumerate(shown)))
         lines.append(f"{label:>6} {entry['count']:>5} | " + " | ".join(cells))
+    for metric in ("sdr", "stoi"):
+        intervals = [(label, entry["interval"][metric]) for label, entry in groups
+                     if metric in shown and entry["interval"][metric] is not None]
+        if intervals:
+            digits = _SHOWN[metric][0]
+            lines.append(f"95 % interval of Δ{metric.upper()} over the sentences: " + ", ".join(
+                f"{label} [{low:+.{digits}f}, {high:+.{digits}f}]" for label, (low, high) in intervals))
     return "\n".join(lines)
 
 

@@ -23,7 +23,8 @@ BSS_EVAL SDR at the file's rate and after resampling all three signals to 8 kHz
 (``sepsti.metrics.bss_eval``), STOI and PESQ wide band (``sepsti.metrics``), the share of energy
 above 4 kHz of the output against the clean speech (dB), and the same in *fricative-dominated*
 frames: 32 ms frames of the clean speech within 40 dB of its loudest frame whose energy lies
-mostly (> 50 %) above 4 kHz.
+mostly (> 50 %) above 4 kHz. With the input scored, the SDR and STOI gains over it per rate and
+SNR follow, each with its 95 % interval over the utterances (an utterance is mixed with every noise).
 
 Usage::
 
@@ -208,10 +209,14 @@ def main():
         print(path.name, {k: round(v, 3) for k, v in row[args.label].items()}, flush=True)
     summary = summarize(rows, [args.label] + ([] if args.no_input else ["input"]))
     print_summary(summary)
+    lead = None if args.no_input else lead_over_input(rows, args.label)
+    if lead is not None:
+        print_lead(lead)
     write_results(args.out, f"{NAME}_{args.label}_{args.split}", {
         "split": args.split, "label": args.label, "checkout": str(args.sepsti.resolve()),
         "dictionary": None if args.dictionary is None else str(args.dictionary), "enhance_seconds": seconds,
-        "audio_seconds": audio_seconds, "load_average": os.getloadavg(), "results": rows, "summary": summary})
+        "audio_seconds": audio_seconds, "load_average": os.getloadavg(), "results": rows, "summary": summary,
+        "lead_over_input": lead})
 
 
 def summarize(rows, methods):
@@ -230,6 +235,31 @@ def summarize(rows, methods):
                 values["above_4k_db"] = float(10 * np.log10(max(share, 1e-30) / clean_share))
                 summary[f"{method} {rate} {snr}"] = values
     return summary
+
+
+def lead_over_input(rows, label):
+    """SDR and STOI gains over the input per rate and SNR, 95 % intervals over the utterances.
+
+    An utterance is mixed with every noise (:func:`sepsti.comparison.paired_difference`).
+    """
+    from sepsti.comparison import paired_difference
+
+    lead = {}
+    for rate in sorted({r["rate"] for r in rows}):
+        for snr in sorted({r["snr"] for r in rows}):
+            chosen = [r for r in rows if r["rate"] == rate and r["snr"] == snr]
+            lead[f"{rate} {snr}"] = {key: paired_difference([r[label][key] for r in chosen],
+                                                            [r["input"][key] for r in chosen],
+                                                            [r["utterance"] for r in chosen])._asdict()
+                                     for key in ("sdr", "stoi")}
+    return lead
+
+
+def print_lead(lead):
+    print("\ngain over the input: mean [95 % interval over the utterances], files ahead")
+    for key, cells in lead.items():
+        print(f"{key:<14}" + "  ".join(f"{name.upper()} {c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}] "
+                                        f"{c['wins']}/{c['pairs']}" for name, c in cells.items()))
 
 
 def print_summary(summary):

@@ -197,14 +197,20 @@ def _plot(summary, path, title, overwrite=True):
     shown = [metric for metric in _SHOWN if metric in summary["overall"]["input"]]
     figure, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 3.6), sharex=True)
     for axis, metric in zip(axes, shown):
-        for key, style in (("input", "o--"), ("enhanced", "s-")):
-            axis.plot(snrs, [entry[key][metric] for entry in summary["by_snr"]], style, label=key)
+        axis.plot(snrs, [entry["input"][metric] for entry in summary["by_snr"]], "o--", label="input")
+        enhanced = [entry["enhanced"][metric] for entry in summary["by_snr"]]
+        # the bars: the 95 % interval of the gain over the input (over the sentences), drawn around the enhanced mean
+        below, above = zip(*[(entry["improvement"][metric] - entry["interval"][metric][0],
+                              entry["interval"][metric][1] - entry["improvement"][metric])
+                             if entry["interval"][metric] is not None else (0.0, 0.0) for entry in summary["by_snr"]])
+        axis.errorbar(snrs, enhanced, yerr=[below, above], fmt="s-", capsize=3,
+                      label="enhanced (bars: 95 % interval of the gain)")
         axis.set_title(metric.upper())
         axis.set_xlabel("input SNR (dB)")
         axis.set_ylabel(_SHOWN[metric][1])
         axis.set_xticks(snrs)
         axis.grid(alpha=0.3)
-    axes[0].legend()
+    axes[0].legend(fontsize=7, loc="upper left")
     figure.suptitle(title)
     figure.tight_layout()
     with atomic_path(path, overwrite=overwrite) as tmp:
@@ -221,7 +227,8 @@ def _plot(summary, path, title, overwrite=True):
 @click.option("--snr", "snrs", default=None, help="SNRs in dB to score, e.g. 0,5 (default: all).")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the scores as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
-              help="Plot SDR/SIR/SAR/STOI/PESQ against SNR, input vs enhanced (.png, .pdf, .svg).")
+              help="Plot SDR/SIR/SAR/STOI/PESQ against SNR, input vs enhanced, with the 95 % interval of "
+                   "the gain over the sentences (.png, .pdf, .svg).")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each mixture (at most 257, the frequency bins).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,

@@ -291,7 +291,11 @@ def _steady(powers, predicted, frames, bins, lowest):
 
 
 def _band_maximum(x, bins):
-    """The largest value within ``bins`` rows of each row of ``x`` (rows beyond the ends left out)."""
+    """The largest value within ``bins`` rows of each row of ``x`` (rows beyond the ends left out).
+
+    ``scipy.ndimage.maximum_filter1d(x, 2 * bins + 1, axis=0, mode="nearest")`` gives the same, a third
+    slower across the rows of a C-ordered spectrogram.
+    """
     out = x.copy()
     for shift in range(1, bins + 1):
         np.maximum(out[shift:], x[:-shift], out=out[shift:])

@@ -118,15 +118,12 @@ def squeals(n, rng):
 
 def make_noise(kind, pool, n, rng):
     """``n`` samples of a noise type at 8 kHz, telephone band, unit RMS."""
-    from scipy.signal import fftconvolve
-
     from sepsti.corpora.synth import SAMPLE_RATE, clatter, synth_noise, telephone_band
 
     warm = SAMPLE_RATE  # the band filter's and the room's start-up is cut off
     y = crowd(pool, TALKERS[kind], n + warm, rng)
     if kind == "hall":
-        t = np.arange(int(HALL_SECONDS * SAMPLE_RATE)) / SAMPLE_RATE
-        y = fftconvolve(y, rng.standard_normal(len(t)) * np.exp(-6.9 * t / HALL_SECONDS))[:len(y)]
+        y = reverberate(y, HALL_SECONDS, rng)
     elif kind == "concourse":
         y = y / np.std(y) + synth_noise("street", n + warm, rng)
     elif kind == "restaurant":

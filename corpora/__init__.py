@@ -1,4 +1,5 @@
-"""Data for sepsti: audio reading, the NOIZEUS-style reader, wideband manifests and the synthetic speech corpus.
+"""Data for sepsti: audio reading, the NOIZEUS-style reader, clean/noisy pairs, wideband manifests and the synthetic
+speech corpus.
 
 ``corpora`` never imports ``sepsti``.
 
@@ -25,6 +26,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
             'select',
             'split_ids',
         ],
+        "pairs": ['Pair', 'PairPaths', 'load_pair', 'pair_index'],
         "raman": ['RamanData', 'hotspot_map', 'simulate_raman', 'voigt_spectrum'],
         "synth": ['NOISE_TYPES', 'corpus_speakers', 'synth_noise', 'synth_utterance', 'write_corpus'],
         "tensors": ['FACEBOOK_SHAPE', 'prior_rate_for_count', 'simulate_dense', 'simulate_sparse'],

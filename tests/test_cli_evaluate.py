@@ -2,9 +2,11 @@
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile
 from scipy import stats
 
 from test_cli_train import (NOISES, RANK, SNRS, TEST, assert_one_line_error, make_corpus,  # noqa: F401
@@ -37,7 +39,7 @@ def evaluated(tiny_dictionary, tmp_path_factory):
     return result, out, corpus
 
 
-def test_json_follows_the_contract(evaluated):
+def test_json_follows_the_contract(evaluated, tiny_dictionary):
     result, out, _ = evaluated
     assert result.exit_code == 0, result.stderr
     scores = json.loads((out / "scores.json").read_text())
@@ -59,7 +61,8 @@ def test_json_follows_the_contract(evaluated):
     from sepsti.denoise import EM_ITERATIONS
 
     # the settings the scores were made with, defaults written out
-    assert summary["settings"] == {"noise_rank": 5, "iterations": EM_ITERATIONS, "seed": 0, "rank": RANK}
+    assert summary["settings"] == {"noise_rank": 5, "iterations": EM_ITERATIONS, "seed": 0}
+    assert summary["dictionaries"] == [{"path": str(tiny_dictionary), "sample_rate": 8000, "rank": RANK}]
     assert [entry["snr"] for entry in summary["by_snr"]] == sorted(SNRS)
     for entry in summary["by_snr"]:
         matching = [row for row in rows if row["snr"] == entry["snr"]]
@@ -350,3 +353,101 @@ def test_a_json_file_that_appears_during_the_run_is_kept(tiny_corpus, tiny_dicti
                   "--snr", 0, "--json", target])
     assert_one_line_error(result, "s.json", "created by another program")
     assert target.read_text() == "someone else's" and os.listdir(tmp_path) == ["s.json"]
+
+
+# --------------------------------------------------------------------------------------------
+# clean and noisy recordings paired by name (--clean / --noisy)
+
+
+def make_pairs(root, rates=(8000, 8000, 8000)):
+    """clean/<name>.wav and noisy/<name>.flac (one folder deeper), NOIZEUS-style mixtures at 0 / 5 dB."""
+    import shutil
+
+    root = Path(root)
+    (root / "clean").mkdir(parents=True)
+    (root / "noisy" / "set").mkdir(parents=True)
+    names = []
+    for number, rate in enumerate(rates):
+        corpus = make_corpus(root / "sources" / str(number), seed=10 + number, train=(), test=("sp21",),
+                             noises=("white",), snrs=(5 * (number % 2),), rate=rate)
+        name = f"p{number:03d}_{rate // 1000}k"
+        shutil.copy(corpus / "clean" / "sp21.wav", root / "clean" / f"{name}.wav")
+        noisy, _ = soundfile.read(next((corpus / "noisy").rglob("*.wav")))
+        soundfile.write(root / "noisy" / "set" / f"{name}.flac", noisy, rate, subtype="PCM_16")
+        names.append(name)
+    shutil.rmtree(root / "sources")
+    return root / "clean", root / "noisy", names
+
+
+def test_pairs_are_scored_by_name_with_the_dictionary_of_their_rate(tmp_path):
+    """Without --dictionary each pair is enhanced with the shipped dictionary enhance picks for its rate."""
+    from pystoi import stoi
+
+    from sepsti.dictionary import narrowband_dictionary_path, wideband_dictionary_path
+
+    clean, noisy, names = make_pairs(tmp_path / "pairs", rates=(8000, 16000))
+    before = snapshot(tmp_path / "pairs")
+    result = run(["evaluate", "--clean", clean, "--noisy", noisy, "--json", tmp_path / "s.json",
+                  "--plot", tmp_path / "s.png"])
+    assert result.exit_code == 0, result.stderr
+    scores = json.loads((tmp_path / "s.json").read_text())
+    rows = scores["results"]
+    assert [row["file"] for row in rows] == names
+    assert all(set(row) == {"file", "input", "enhanced"} for row in rows)
+    summary = scores["summary"]
+    assert summary["by_snr"] == [] and summary["noises"] == [] and summary["snrs"] == []
+    assert summary["corpus"] == {"clean": str(clean), "noisy": str(noisy)}
+    assert sorted((entry["path"], entry["sample_rate"]) for entry in summary["dictionaries"]) == sorted(
+        [(str(narrowband_dictionary_path()), 8000), (str(wideband_dictionary_path()), 16000)])
+    assert summary["pesq_modes"] == ["nb", "wb"]
+    assert summary["overall"]["count"] == 2
+    # the input's STOI is pystoi's on the pair's own files (the .flac read back)
+    for row, name in zip(rows, names):
+        reference, rate = soundfile.read(clean / f"{name}.wav")
+        mixture, _ = soundfile.read(noisy / "set" / f"{name}.flac")
+        assert row["input"]["stoi"] == pytest.approx(stoi(reference, mixture, rate), abs=1e-12)
+        assert row["enhanced"]["sdr"] > row["input"]["sdr"]
+    lines = result.stdout.splitlines()
+    assert lines[2].split()[0] == "all" and "over the files" in result.stdout
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert snapshot(tmp_path / "pairs") == before
+
+
+def test_pairs_interval_is_over_the_files(tmp_path, tiny_dictionary):
+    """Each pair is its own replicate: the SDR gain's interval is the t interval of the per-file gains."""
+    clean, noisy, _ = make_pairs(tmp_path / "pairs", rates=(8000,) * 4)
+    result = run(["evaluate", "--clean", clean, "--noisy", noisy, "--dictionary", tiny_dictionary,
+                  "--iterations", 5, "--json", tmp_path / "s.json"])
+    assert result.exit_code == 0, result.stderr
+    scores = json.loads((tmp_path / "s.json").read_text())
+    gains = [row["enhanced"]["sdr"] - row["input"]["sdr"] for row in scores["results"]]
+    low, high = stats.ttest_1samp(gains, 0.0).confidence_interval(0.95)
+    assert scores["summary"]["overall"]["interval"]["sdr"] == pytest.approx([low, high], rel=1e-9)
+
+
+def test_bad_pairs(tmp_path, tiny_dictionary, tiny_corpus):
+    clean, noisy, names = make_pairs(tmp_path / "pairs", rates=(8000, 8000))
+    base = ["evaluate", "--dictionary", tiny_dictionary]
+    assert_one_line_error(run([*base, "--clean", clean]), "--clean and --noisy")
+    assert_one_line_error(run([*base, "--corpus", tiny_corpus, "--clean", clean, "--noisy", noisy]), "--corpus")
+    assert_one_line_error(run(base), "--corpus")
+    assert_one_line_error(run([*base, "--clean", clean, "--noisy", noisy, "--snr", "5"]), "--snr")
+    assert_one_line_error(run([*base, "--clean", clean, "--noisy", clean]), "same")
+    assert_one_line_error(run([*base, "--clean", tmp_path / "nowhere", "--noisy", noisy]), "no such clean folder")
+    (noisy / "notes.txt").write_text("not audio")  # passed over
+    extra = noisy / "set" / "stray.wav"
+    soundfile.write(extra, np.zeros(16000), 8000)
+    assert_one_line_error(run([*base, "--clean", clean, "--noisy", noisy]), "stray.wav", "no clean file")
+    extra.unlink()
+    first = clean / f"{names[0]}.wav"
+    reference, rate = soundfile.read(first)
+    soundfile.write(first, reference[:-10], rate)
+    assert_one_line_error(run([*base, "--clean", clean, "--noisy", noisy, "--json", tmp_path / "s.json"]),
+                          names[0], "sample-aligned")
+    soundfile.write(first, reference, 16000)
+    assert_one_line_error(run([*base, "--clean", clean, "--noisy", noisy]), names[0], "sample rate")
+    soundfile.write(clean / "sub.wav", reference, rate)
+    (clean / "deeper").mkdir()
+    soundfile.write(clean / "deeper" / "sub.flac", reference, rate)
+    assert_one_line_error(run([*base, "--clean", clean, "--noisy", noisy]), "sub", "same name")
+    assert not (tmp_path / "s.json").exists()

@@ -1,22 +1,33 @@
-"""``sepsti evaluate``: enhance the test mixtures of a corpus and score input and output.
+"""``sepsti evaluate``: enhance noisy recordings and score input and output against the clean speech.
+
+The recordings are the test mixtures of a NOIZEUS-style corpus (``--corpus``), or noisy files paired
+by name with clean ones (``--clean`` and ``--noisy``: :mod:`sepsti.corpora.pairs`, any rate); each is
+enhanced as ``sepsti enhance`` would, with the dictionary it picks for the file's rate unless
+``--dictionary`` names one.
 
 Scores are BSS Eval SDR/SIR/SAR in dB (:func:`sepsti.metrics.bss_eval`,
 references ``[clean, noisy − clean]``, estimates ``[speech, noisy − speech]``;
 for the input, ``speech = noisy``), STOI, extended STOI and PESQ (MOS-LQO) of
 the speech against the clean reference (:func:`sepsti.metrics.stoi`,
-:func:`sepsti.metrics.pesq`), all at the corpus's sample rate. The table on
+:func:`sepsti.metrics.pesq`), all at the recording's sample rate. The table on
 stdout gives, per SNR, the mean over the mixtures of the input's scores, the
 enhanced scores and their difference (extended STOI is in the JSON only), and
 the 95 % interval of the SDR and STOI differences with the sentences as the
 replicates (a sentence is mixed with every noise at every SNR, so its mixtures
-are not independent: :func:`sepsti.comparison.paired_difference`). The JSON
-file is::
+are not independent: :func:`sepsti.comparison.paired_difference`). Pairs carry
+no SNR label: the table has one line, over all of them, and each file is a
+replicate. The JSON file is::
 
     {"results": [{"file": "sp21", "noise": "car", "snr": 5,
                   "input": {"sdr", "sir", "sar", "stoi", "estoi", "pesq"}, "enhanced": {...}}, ...],
      "summary": {"by_snr": [{"snr", "count", "input", "enhanced", "improvement", "interval"}, ...],
                  "overall": {"count", "input", "enhanced", "improvement", "interval"},
-                 "corpus", "dictionary", "noises", "snrs", "pesq_modes", "settings"}}
+                 "corpus", "dictionaries": [{"path", "sample_rate", "rank"}], "noises", "snrs",
+                 "pesq_modes", "settings"}}
+
+With pairs, a result is ``{"file": name, "input", "enhanced"}``, ``by_snr``, ``noises`` and
+``snrs`` are empty, and ``corpus`` is ``{"clean": folder, "noisy": folder}``. A plot of pairs
+draws each file's enhanced score against its input's.
 
 The input's SAR is infinite (the mixture has no artifacts by construction),
 so it and its difference print as ∞ and – and are ``null`` in the JSON, which
@@ -28,12 +39,13 @@ STOI and PESQ need the optional packages pystoi and pesq (``pip install
 they give are left out of the table, the JSON and the plot; SDR/SIR/SAR are
 reported as ever.
 
-All mixtures and the dictionary are read and checked, and the outputs
+All recordings and dictionaries are read and checked, and the outputs
 checked, before any enhancement starts.
 """
 
 import sys
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import click
 
@@ -129,19 +141,21 @@ def summarize(results):
     Parameters
     ----------
     results : list of dict
-        Rows with ``file`` (the sentence), ``snr``, ``input`` and ``enhanced`` (each ``{"sdr", "sir",
-        "sar"}`` and, when scored, ``"stoi"``, ``"estoi"``, ``"pesq"``; every row the same keys).
+        Rows with ``file`` (the sentence), ``snr`` (absent for pairs), ``input`` and ``enhanced`` (each
+        ``{"sdr", "sir", "sar"}`` and, when scored, ``"stoi"``, ``"estoi"``, ``"pesq"``; every row the same
+        keys).
 
     Returns
     -------
     dict
-        ``{"by_snr": [{"snr", "count", "input", "enhanced", "improvement", "interval"}], "overall": {...}}``;
+        ``{"by_snr": [{"snr", "count", "input", "enhanced", "improvement", "interval"}], "overall": {...}}``
+        (``by_snr`` empty when no row has an SNR);
         each of ``input``, ``enhanced``, ``improvement``, ``interval`` has the rows' scores as keys.
-        ``interval`` is the 95 % interval ``[low, high]`` of the improvement, the sentences as the
-        replicates (:func:`sepsti.comparison.paired_difference`; a sentence is mixed with every noise),
-        None where undefined (the input's SAR, a single sentence).
+        ``interval`` is the 95 % interval ``[low, high]`` of the improvement, the rows' ``file`` as the
+        replicates (:func:`sepsti.comparison.paired_difference`: a corpus's sentence is mixed with every
+        noise; each pair is its own), None where undefined (the input's SAR, a single file).
     """
-    snrs = sorted({row["snr"] for row in results})
+    snrs = sorted({row["snr"] for row in results if "snr" in row})
     by_snr = [{"snr": snr, **_group([row for row in results if row["snr"] == snr])} for snr in snrs]
     return {"by_snr": by_snr, "overall": _group(results)}
 
@@ -157,10 +171,11 @@ def _cell(value, width, digits, sign=""):
     return f"{value:>{sign}{width}.{digits}f}"
 
 
-def format_table(summary):
+def format_table(summary, replicates="sentences"):
     """The stdout table: one line per SNR and one for all, input / enhanced / difference.
 
-    SDR, SIR and SAR are in dB; STOI and PESQ columns appear when the summary has them.
+    SDR, SIR and SAR are in dB; STOI and PESQ columns appear when the summary has them; the
+    intervals' line names the ``replicates``.
     """
     shown = [metric for metric in _SHOWN if metric in summary["overall"]["input"]]
     names = [metric.upper() for metric in shown]
@@ -180,12 +195,13 @@ def format_table(summary):
                      if metric in shown and entry["interval"][metric] is not None]
         if intervals:
             digits = _SHOWN[metric][0]
-            lines.append(f"95 % interval of Δ{metric.upper()} over the sentences: " + ", ".join(
+            lines.append(f"95 % interval of Δ{metric.upper()} over the {replicates}: " + ", ".join(
                 f"{label} [{low:+.{digits}f}, {high:+.{digits}f}]" for label, (low, high) in intervals))
     return "\n".join(lines)
 
 
-def _plot(summary, path, title, overwrite=True):
+def _plot(summary, results, path, title, overwrite=True):
+    """The plot of ``--plot``: the scores against SNR, or for pairs each file's output against its input."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -193,22 +209,13 @@ def _plot(summary, path, title, overwrite=True):
 
     from sepsti.core.io import atomic_path
 
-    snrs = [entry["snr"] for entry in summary["by_snr"]]
     shown = [metric for metric in _SHOWN if metric in summary["overall"]["input"]]
-    figure, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 3.6), sharex=True)
+    figure, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 3.6))
     for axis, metric in zip(axes, shown):
-        axis.plot(snrs, [entry["input"][metric] for entry in summary["by_snr"]], "o--", label="input")
-        enhanced = [entry["enhanced"][metric] for entry in summary["by_snr"]]
-        # the bars: the 95 % interval of the gain over the input (over the sentences), drawn around the enhanced mean
-        below, above = zip(*[(entry["improvement"][metric] - entry["interval"][metric][0],
-                              entry["interval"][metric][1] - entry["improvement"][metric])
-                             if entry["interval"][metric] is not None else (0.0, 0.0) for entry in summary["by_snr"]])
-        axis.errorbar(snrs, enhanced, yerr=[below, above], fmt="s-", capsize=3,
-                      label="enhanced (bars: 95 % interval of the gain)")
-        axis.set_title(metric.upper())
-        axis.set_xlabel("input SNR (dB)")
-        axis.set_ylabel(_SHOWN[metric][1])
-        axis.set_xticks(snrs)
+        if summary["by_snr"]:
+            _draw_against_snr(axis, summary, metric)
+        else:
+            _draw_pairs(axis, summary, results, metric)
         axis.grid(alpha=0.3)
     axes[0].legend(fontsize=7, loc="upper left")
     figure.suptitle(title)
@@ -218,17 +225,101 @@ def _plot(summary, path, title, overwrite=True):
     plt.close(figure)
 
 
+def _draw_against_snr(axis, summary, metric):
+    """Input and enhanced means per SNR, the 95 % interval of the gain as bars on the enhanced curve."""
+    snrs = [entry["snr"] for entry in summary["by_snr"]]
+    axis.plot(snrs, [entry["input"][metric] for entry in summary["by_snr"]], "o--", label="input")
+    enhanced = [entry["enhanced"][metric] for entry in summary["by_snr"]]
+    below, above = zip(*[(entry["improvement"][metric] - entry["interval"][metric][0],
+                          entry["interval"][metric][1] - entry["improvement"][metric])
+                         if entry["interval"][metric] is not None else (0.0, 0.0) for entry in summary["by_snr"]])
+    axis.errorbar(snrs, enhanced, yerr=[below, above], fmt="s-", capsize=3,
+                  label="enhanced (bars: 95 % interval of the gain)")
+    axis.set_title(metric.upper())
+    axis.set_xlabel("input SNR (dB)")
+    axis.set_ylabel(_SHOWN[metric][1])
+    axis.set_xticks(snrs)
+
+
+def _draw_pairs(axis, summary, results, metric):
+    """Each file's enhanced score against its input's and the diagonal (no change); the title gives the
+    mean gain and its 95 % interval over the files."""
+    import numpy as np
+
+    digits, unit = _SHOWN[metric]
+    unit = f" ({unit})" if unit else ""
+    if metric == "sar":  # the input's SAR is infinite: each file's SAR against its input SDR
+        before = np.array([row["input"]["sdr"] for row in results], dtype=float)
+        axis.set_xlabel("input SDR (dB)")
+    else:
+        before = np.array([row["input"][metric] for row in results], dtype=float)
+        axis.set_xlabel(f"input {metric.upper()}{unit}")
+        finite = np.concatenate([before, [row["enhanced"][metric] for row in results]])
+        finite = finite[np.isfinite(finite)]
+        if finite.size:
+            axis.plot([finite.min(), finite.max()], [finite.min(), finite.max()], "k--", linewidth=0.8,
+                      label="no change")
+    axis.plot(before, [row["enhanced"][metric] for row in results], "o", markersize=3, alpha=0.6, label="a file")
+    axis.set_ylabel(f"enhanced {metric.upper()}{unit}")
+    gain, interval = summary["overall"]["improvement"][metric], summary["overall"]["interval"][metric]
+    title = metric.upper()
+    if np.isfinite(gain):
+        title += f": mean gain {gain:+.{digits}f}"
+        if interval is not None:
+            title += f" [{interval[0]:+.{digits}f}, {interval[1]:+.{digits}f}]"
+    axis.set_title(title, fontsize=9)
+
+
+class _Recordings(NamedTuple):
+    """What ``evaluate`` scores: the items, how one is read, and what names its result row."""
+
+    items: list
+    load: Callable       # item -> a recording with ``clean``, ``noisy``, ``sample_rate``, ``path``
+    label: Callable      # recording -> the fields that name its row
+    inputs: list         # every file read: no output may be one of them
+    corpus: object       # the JSON summary's "corpus"
+    title: str           # the plot's title, before the counts
+    noun: str            # what one item is ("mixtures", "pairs")
+    replicates: str      # the intervals' replicates
+
+
+def _noizeus_recordings(corpus, noises, snrs):
+    from sepsti.corpora.noizeus import corpus_index, mixtures
+
+    index = corpus_index(corpus)
+    return _Recordings(mixtures(index, split="test", noises=noises, snrs=snrs), lambda mixture: mixture,
+                       lambda mixture: {"file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr)},
+                       [*index.clean.values(), *index.noisy.values()], str(Path(corpus)),
+                       Path(corpus).resolve().name, "mixtures", "sentences")
+
+
+def _paired_recordings(clean_root, noisy_root):
+    from sepsti.corpora.pairs import load_pair, pair_index
+
+    paths = pair_index(clean_root, noisy_root)
+    return _Recordings(paths, load_pair, lambda pair: {"file": pair.name},
+                       [path for pair in paths for path in (pair.clean, pair.noisy)],
+                       {"clean": str(Path(clean_root)), "noisy": str(Path(noisy_root))},
+                       Path(noisy_root).resolve().name, "pairs", "files")
+
+
 @click.command("evaluate")
-@click.option("--corpus", required=True, type=click.Path(path_type=Path),
+@click.option("--corpus", type=click.Path(path_type=Path), default=None,
               help="NOIZEUS-style corpus folder; its test split (sp21-sp30) is scored.")
+@click.option("--clean", "clean_root", type=click.Path(path_type=Path), default=None,
+              help="Folder of clean recordings; with --noisy, instead of --corpus.")
+@click.option("--noisy", "noisy_root", type=click.Path(path_type=Path), default=None,
+              help="Folder of noisy recordings, each named as its clean file (any extension libsndfile "
+                   "reads, any rate, sample-aligned); every one is scored.")
 @click.option("--dictionary", type=click.Path(path_type=Path), default=None,
-              help="Speech dictionary (.npz). Default: the shipped 8 kHz one (atoms of three frames).")
+              help="Speech dictionary (.npz). Default: the one `enhance` picks for each file's rate.")
 @click.option("--noise", "noises", default=None, help="Noise types to score, e.g. car,babble (default: all).")
 @click.option("--snr", "snrs", default=None, help="SNRs in dB to score, e.g. 0,5 (default: all).")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the scores as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
               help="Plot SDR/SIR/SAR/STOI/PESQ against SNR, input vs enhanced, with the 95 % interval of "
-                   "the gain over the sentences (.png, .pdf, .svg).")
+                   "the gain over the sentences; for pairs, each file's enhanced score against its "
+                   "input's (.png, .pdf, .svg).")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each mixture (at most 257, the frequency bins).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
@@ -236,41 +327,62 @@ def _plot(summary, path, title, overwrite=True):
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
-def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank, iterations, seed, overwrite):
-    """Enhance every test-split mixture of a corpus and score it (SDR/SIR/SAR in dB, STOI, PESQ)."""
+def evaluate(corpus, clean_root, noisy_root, dictionary, noises, snrs, json_path, plot_path, noise_rank,
+             iterations, seed, overwrite):
+    """Enhance noisy recordings and score them against the clean speech (SDR/SIR/SAR in dB, STOI, PESQ).
+
+    The recordings are a NOIZEUS-style corpus's test mixtures (--corpus), or noisy files paired by
+    name with clean ones (--clean and --noisy, e.g. VoiceBank-DEMAND's test set).
+    """
     from sepsti.commands.enhance import _single_threaded_blas
 
     _single_threaded_blas()
     import json
 
+    from sepsti.audio import resample, validate_frames
+    from sepsti.bandwidth import dictionary_path_for_rate
     from sepsti.core.errors import ParameterError
     from sepsti.core.io import atomic_path, check_output_path, json_safe
-    from sepsti.corpora.noizeus import corpus_index, mixtures
-    from sepsti.audio import resample, validate_frames
     from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
-    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
+    from sepsti.dictionary import load_dictionary
 
+    paired = clean_root is not None or noisy_root is not None
+    if paired == (corpus is not None) or (clean_root is None) != (noisy_root is None):
+        raise ParameterError("give --corpus (a NOIZEUS-style corpus), or --clean and --noisy (two folders of "
+                             "recordings paired by name)")
+    if paired and (noises is not None or snrs is not None):
+        raise ParameterError("--noise and --snr select from a --corpus's mixtures; pairs carry no such labels")
     noise_list = parse_list(noises, "noise", lambda item: item.lower())
     snr_list = parse_list(snrs, "snr", int)
-    dictionary_path = Path(dictionary) if dictionary is not None else narrowband_dictionary_path()
 
-    # --- validation: outputs, dictionary, every mixture ---
+    # --- validation: outputs, dictionaries, every recording ---
     outputs = [path for path in (json_path, plot_path) if path is not None]
     if json_path is not None and plot_path is not None and Path(json_path).resolve() == Path(plot_path).resolve():
         raise ParameterError(f"--json and --plot are the same file {json_path}")
     if plot_path is not None and Path(plot_path).suffix.lower() not in _PLOT_EXTENSIONS:
         raise ParameterError(f"--plot {plot_path}: unknown image format; use one of {', '.join(_PLOT_EXTENSIONS)}")
-    index = corpus_index(corpus)
+    dictionaries = {}  # path -> Dictionary, each loaded once
+
+    def dictionary_for(sample_rate):
+        path = Path(dictionary) if dictionary is not None else dictionary_path_for_rate(sample_rate)
+        if path not in dictionaries:
+            dictionaries[path] = load_dictionary(path)
+        return dictionaries[path]
+
+    if dictionary is not None:
+        dictionary_for(None)
+    recordings = _paired_recordings(clean_root, noisy_root) if paired else _noizeus_recordings(corpus, noise_list,
+                                                                                                snr_list)
     for path in outputs:
-        check_output_path(path, overwrite=overwrite,
-                          inputs=[dictionary_path, *index.clean.values(), *index.noisy.values()])
-    speech_dictionary = load_dictionary(dictionary_path)
-    rate = speech_dictionary.sample_rate
-    selected = mixtures(index, split="test", noises=noise_list, snrs=snr_list)
-    corpus_root = Path(corpus).resolve()
-    for mixture in selected:
-        validate_frames(resample(mixture.noisy, mixture.sample_rate, rate), rate, name=str(mixture.path),
+        check_output_path(path, overwrite=overwrite, inputs=[*dictionaries, *recordings.inputs])
+    rates = set()
+    for item in recordings.items:
+        recording = recordings.load(item)
+        speech_dictionary = dictionary_for(recording.sample_rate)
+        rate = speech_dictionary.sample_rate
+        validate_frames(resample(recording.noisy, recording.sample_rate, rate), rate, name=str(recording.path),
                         n_fft=speech_dictionary.n_fft)
+        rates.add(recording.sample_rate)
 
     # --- enhancement and scoring ---
     from sepsti.core.progress import progress_bar
@@ -288,30 +400,32 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
     if iterations is not None:
         options["max_iter"] = iterations
     results = []
-    with progress_bar(len(selected), desc="evaluate", unit="file") as bar:
-        for mixture in selected:
+    with progress_bar(len(recordings.items), desc="evaluate", unit="file") as bar:
+        for item in recordings.items:
+            recording = recordings.load(item)
             with unchanged_signal_raised():
                 # a file of (nearly) nothing but digital silence is scored as it is, as enhance writes it
                 try:
-                    speech = enhance_signal(mixture.noisy, mixture.sample_rate, speech_dictionary, **options)
+                    speech = enhance_signal(recording.noisy, recording.sample_rate,
+                                            dictionary_for(recording.sample_rate), **options)
                 except UnchangedSignalWarning as reason:
-                    speech = mixture.noisy
-                    bar.write(f"Warning: {mixture.path}: {reason}; scored unchanged", file=sys.stderr)
-            results.append({
-                "file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr),
-                "input": score_mixture(mixture, mixture.noisy, metrics),
-                "enhanced": score_mixture(mixture, speech, metrics),
-            })
+                    speech = recording.noisy
+                    bar.write(f"Warning: {recording.path}: {reason}; scored unchanged", file=sys.stderr)
+            results.append({**recordings.label(recording),
+                            "input": score_mixture(recording, recording.noisy, metrics),
+                            "enhanced": score_mixture(recording, speech, metrics)})
             bar.update(1)
 
     summary = summarize(results)
-    click.echo(format_table(summary))
+    click.echo(format_table(summary, recordings.replicates))
     summary.update({
-        "corpus": str(Path(corpus)), "dictionary": str(dictionary_path),
-        "noises": sorted({row["noise"] for row in results}), "snrs": sorted({row["snr"] for row in results}),
-        "pesq_modes": sorted({pesq_mode(mixture.sample_rate) for mixture in selected}) if "pesq" in metrics else [],
-        "settings": {"noise_rank": noise_rank, "iterations": options.get("max_iter", EM_ITERATIONS), "seed": seed,
-                     "rank": speech_dictionary.rank},
+        "corpus": recordings.corpus,
+        "dictionaries": [{"path": str(path), "sample_rate": used.sample_rate, "rank": used.rank}
+                         for path, used in dictionaries.items()],
+        "noises": sorted({row["noise"] for row in results if "noise" in row}),
+        "snrs": sorted({row["snr"] for row in results if "snr" in row}),
+        "pesq_modes": sorted({pesq_mode(rate) for rate in rates}) if "pesq" in metrics else [],
+        "settings": {"noise_rank": noise_rank, "iterations": options.get("max_iter", EM_ITERATIONS), "seed": seed},
     })
     if json_path is not None:
         with atomic_path(json_path, overwrite=overwrite) as tmp:
@@ -319,8 +433,9 @@ def evaluate(corpus, dictionary, noises, snrs, json_path, plot_path, noise_rank,
             tmp.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
         click.echo(f"wrote {json_path}")
     if plot_path is not None:
-        _plot(summary, plot_path, f"{corpus_root.name}: {len(results)} mixtures, rank-{speech_dictionary.rank} "
-                                  "dictionary", overwrite)
+        ranks = "/".join(str(rank) for rank in sorted({used.rank for used in dictionaries.values()}))
+        _plot(summary, results, plot_path, f"{recordings.title}: {len(results)} {recordings.noun}, rank-{ranks} "
+                                           f"dictionary; 95 % intervals over the {recordings.replicates}", overwrite)
         click.echo(f"wrote {plot_path}")
 
 
@@ -370,7 +485,8 @@ def score_mixture(mixture, speech, metrics=METRICS):
 
     Parameters
     ----------
-    mixture : sepsti.corpora.noizeus.Mixture
+    mixture : sepsti.corpora.noizeus.Mixture or sepsti.corpora.pairs.Pair
+        Anything with ``clean``, ``noisy`` and ``sample_rate``.
     speech : ndarray, shape (n_samples,)
         At the mixture's rate and length.
     metrics : sequence of str

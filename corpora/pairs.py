@@ -1,0 +1,129 @@
+"""Clean and noisy recordings paired by file name: the layout of VoiceBank-DEMAND and its kind.
+
+Layout
+------
+Two folders: one of clean speech and one of the same recordings with noise, each noisy file
+named as its clean file up to the extension (``clean/p232_001.wav`` and ``noisy/p232_001.wav``,
+or ``.flac`` beside ``.wav``). Files are found anywhere below each folder (symbolic links
+followed); names starting with a dot and extensions libsndfile does not read are passed over.
+A pair's files must have the same rate and length (sample-aligned: the noise is
+``noisy - clean``); the rate may differ from pair to pair.
+
+Finding pairs (:func:`pair_index`) reads no audio; :func:`load_pair` reads one pair. Every
+problem is a :class:`sepsti.core.errors.ParameterError` naming the file.
+"""
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from sepsti.core.errors import ParameterError
+from sepsti.corpora.audio import read_audio
+
+__all__ = ["Pair", "PairPaths", "pair_index", "load_pair"]
+
+
+class PairPaths(NamedTuple):
+    """Where one pair's files are: ``name`` is the shared file name without its extension."""
+
+    name: str
+    clean: Path
+    noisy: Path
+
+
+class Pair(NamedTuple):
+    """One noisy recording with its clean reference, float64 arrays of the same length."""
+
+    name: str
+    clean: np.ndarray
+    noisy: np.ndarray
+    sample_rate: int
+    path: Path  # the noisy file
+
+
+def _audio_extensions():
+    import soundfile
+
+    return {f".{extension.lower()}" for extension in soundfile.available_formats()}
+
+
+def _audio_files(root, label):
+    """``{name without extension: path}`` of the audio files below ``root``."""
+    root = Path(root)
+    if not root.exists():
+        raise ParameterError(f"{root}: no such {label} folder")
+    if not root.is_dir():
+        raise ParameterError(f"{root}: not a folder; pass the folder of the {label} recordings")
+    extensions, files = _audio_extensions(), {}
+    for folder, subfolders, names in os.walk(root, followlinks=True):
+        subfolders.sort()
+        for name in sorted(names):
+            path = Path(folder) / name
+            if name.startswith(".") or path.suffix.lower() not in extensions:
+                continue
+            if path.stem in files:
+                raise ParameterError(f"{path}: same name as {files[path.stem]}; a name must be one recording "
+                                     f"below the {label} folder")
+            files[path.stem] = path
+    return files
+
+
+def pair_index(clean_root, noisy_root):
+    """Pair every noisy recording with the clean one of the same name.
+
+    Parameters
+    ----------
+    clean_root, noisy_root : str or Path
+        The two folders (searched recursively).
+
+    Returns
+    -------
+    list of PairPaths
+        Sorted by name.
+
+    Raises
+    ------
+    ParameterError
+        If a folder is missing or not a folder, the two are the same folder, two files below one
+        folder share a name, the noisy folder holds no audio, or a noisy file has no clean file.
+    """
+    if Path(clean_root).resolve() == Path(noisy_root).resolve():
+        raise ParameterError(f"{noisy_root}: the clean and noisy folders are the same; pass two folders")
+    clean, noisy = _audio_files(clean_root, "clean"), _audio_files(noisy_root, "noisy")
+    if not noisy:
+        raise ParameterError(f"{noisy_root}: no audio files found below the noisy folder")
+    unmatched = sorted(name for name in noisy if name not in clean)
+    if unmatched:
+        more = f" (and {len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
+        raise ParameterError(f"{noisy[unmatched[0]]}: no clean file named {unmatched[0]}.* below {clean_root}{more}")
+    return [PairPaths(name, clean[name], noisy[name]) for name in sorted(noisy)]
+
+
+def load_pair(paths):
+    """Read one pair and check that its files are sample-aligned.
+
+    Parameters
+    ----------
+    paths : PairPaths
+
+    Returns
+    -------
+    Pair
+
+    Raises
+    ------
+    ParameterError
+        If a file is unreadable (:func:`sepsti.corpora.audio.read_audio`), or the noisy file's rate
+        or length differs from the clean file's.
+    """
+    clean, clean_rate = read_audio(paths.clean)
+    noisy, noisy_rate = read_audio(paths.noisy)
+    if noisy_rate != clean_rate:
+        raise ParameterError(f"{paths.noisy}: sample rate {noisy_rate} Hz differs from {clean_rate} Hz "
+                             f"of its clean file {paths.clean}")
+    if len(noisy) != len(clean):
+        raise ParameterError(f"{paths.noisy}: {len(noisy)} samples but its clean file {paths.clean} has "
+                             f"{len(clean)}; files must be sample-aligned")
+    return Pair(paths.name, clean, noisy, noisy_rate, paths.noisy)

@@ -27,7 +27,8 @@ def one_blas_thread():
 
 # BSS Eval dominates the time: the full run scores one utterance (4 mixtures, 8 evaluations).
 SCORED = ("sp21",)
-ALL_SCORES = {"sdr", "sir", "sar", "stoi", "estoi", "pesq"}
+ALL_SCORES = {"sdr", "sir", "sar", "stoi", "estoi", "pesq", "high_band_db", "fricative_db"}
+BAND_SCORES = {"high_band_db", "fricative_db"}  # the band above 4 kHz: none at 8 kHz
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,8 @@ def test_json_follows_the_contract(evaluated, tiny_dictionary):
         for key in ("input", "enhanced"):
             assert set(row[key]) == ALL_SCORES
             assert 0 < row[key]["stoi"] <= 1 and 0 < row[key]["estoi"] <= 1 and 1 <= row[key]["pesq"] <= 4.6
-        assert all(np.isfinite(value) for value in row["enhanced"].values())
+        assert all(np.isfinite(value) for metric, value in row["enhanced"].items() if metric not in BAND_SCORES)
+        assert all(row[key][metric] is None for key in ("input", "enhanced") for metric in BAND_SCORES)
         assert np.isfinite(row["input"]["sdr"]) and np.isfinite(row["input"]["sir"])
         # the unprocessed input has no artifacts: SAR is infinite, which JSON writes as null
         assert row["input"]["sar"] is None
@@ -69,7 +71,7 @@ def test_json_follows_the_contract(evaluated, tiny_dictionary):
         assert entry["count"] == len(matching)
         assert entry["input"]["sar"] is None and entry["improvement"]["sar"] is None
         assert set(entry["input"]) == set(entry["enhanced"]) == set(entry["improvement"]) == ALL_SCORES
-        for metric in ALL_SCORES:
+        for metric in ALL_SCORES - BAND_SCORES:
             mean_out = np.mean([row["enhanced"][metric] for row in matching])
             assert entry["enhanced"][metric] == pytest.approx(mean_out)
             if metric == "sar":
@@ -182,8 +184,9 @@ def test_missing_score_packages_leave_bss_eval(tiny_corpus, tiny_dictionary, tmp
                                           "(pip install 'sepsti[eval]')"]
     assert "STOI" not in result.stdout and "PESQ" not in result.stdout
     scores = json.loads((tmp_path / "s.json").read_text())
-    assert all(set(row["input"]) == set(row["enhanced"]) == {"sdr", "sir", "sar"} for row in scores["results"])
-    assert set(scores["summary"]["overall"]["improvement"]) == {"sdr", "sir", "sar"}
+    assert all(set(row["input"]) == set(row["enhanced"]) == {"sdr", "sir", "sar", *BAND_SCORES}
+               for row in scores["results"])
+    assert set(scores["summary"]["overall"]["improvement"]) == {"sdr", "sir", "sar", *BAND_SCORES}
     assert scores["summary"]["pesq_modes"] == []
     assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -193,7 +196,7 @@ def test_missing_score_packages_leave_bss_eval(tiny_corpus, tiny_dictionary, tmp
     assert result.exit_code == 0, result.stderr
     assert result.stderr.splitlines() == ["Warning: PESQ not scored: pesq not installed (pip install 'sepsti[eval]')"]
     rows = json.loads((tmp_path / "s.json").read_text())["results"]
-    assert all(set(row["enhanced"]) == {"sdr", "sir", "sar", "stoi", "estoi"} for row in rows)
+    assert all(set(row["enhanced"]) == {"sdr", "sir", "sar", "stoi", "estoi", *BAND_SCORES} for row in rows)
 
 
 def test_undefined_perceptual_scores_are_null(tmp_path, tiny_dictionary):
@@ -407,8 +410,13 @@ def test_pairs_are_scored_by_name_with_the_dictionary_of_their_rate(tmp_path):
         mixture, _ = soundfile.read(noisy / "set" / f"{name}.flac")
         assert row["input"]["stoi"] == pytest.approx(stoi(reference, mixture, rate), abs=1e-12)
         assert row["enhanced"]["sdr"] > row["input"]["sdr"]
+        # the band above 4 kHz is scored at 16 kHz (the noise is white: the input has more there than the
+        # clean speech), not at 8 kHz
+        assert (row["input"]["high_band_db"] is None) == (rate == 8000)
+        assert rate == 8000 or row["input"]["high_band_db"] > 0
     lines = result.stdout.splitlines()
     assert lines[2].split()[0] == "all" and "over the files" in result.stdout
+    assert "above 4 kHz against the clean speech (dB): energy share input +" in result.stdout
     assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert snapshot(tmp_path / "pairs") == before
 

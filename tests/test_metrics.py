@@ -287,3 +287,72 @@ def test_unavailable_scores_names_the_missing_packages(monkeypatch):
     assert unavailable_scores() == {"pesq": "pesq"}
     monkeypatch.setitem(sys.modules, "pystoi", None)
     assert unavailable_scores() == SCORE_PACKAGES
+
+
+# --------------------------------------------------------------------------------------------
+# the band above 4 kHz
+
+
+def test_high_band_share_of_two_tones():
+    """Tones of whole periods at 1 and 6 kHz with amplitudes 1 and 0.5: a fifth of the energy lies above 4 kHz."""
+    from sepsti.metrics import high_band_share
+
+    rate, t = 16000, np.arange(16000) / 16000
+    y = np.sin(2 * np.pi * 1000 * t) + 0.5 * np.sin(2 * np.pi * 6000 * t)
+    assert high_band_share(y, rate) == pytest.approx(0.2, abs=1e-9)
+    assert high_band_share(y, rate, cutoff=7000) == pytest.approx(0.0, abs=1e-12)
+    assert high_band_share(np.zeros(100), rate) == 0.0
+
+
+def _band_scaled(y, rate, gain, cutoff=4000.0):
+    """``y`` with every frequency above ``cutoff`` scaled by ``gain`` (an ideal filter)."""
+    spectrum = np.fft.rfft(y)
+    spectrum[np.fft.rfftfreq(y.size, 1 / rate) > cutoff] *= gain
+    return np.fft.irfft(spectrum, n=y.size)
+
+
+def fricative_speech(rng, rate=16000, seconds=2.0):
+    """Voiced sound (harmonics of 150 Hz below 3 kHz) alternating every 0.1 s with hiss at 4–7 kHz."""
+    n = int(rate * seconds)
+    t = np.arange(n) / rate
+    voiced = sum(np.sin(2 * np.pi * 150 * k * t) / k for k in range(1, 20))
+    hiss = _band_scaled(rng.normal(size=n), rate, 0.0, cutoff=7000)  # below 7 kHz
+    hiss = hiss - _band_scaled(hiss, rate, 0.0)  # and above 4 kHz
+    fricative = (t // 0.1) % 2 == 1
+    return np.where(fricative, 0.3 * hiss, 0.5 * voiced)
+
+
+def test_high_band_and_fricative_levels_know_a_cut_and_a_gain(rng):
+    """A gain of 0.5 above 4 kHz is −6.02 dB in the fricative frames; a cut at 4 kHz deletes them."""
+    from sepsti.metrics import fricative_level, high_band_level, high_band_share
+
+    rate = 16000
+    clean = fricative_speech(rng, rate)
+    assert high_band_level(clean, clean, rate) == pytest.approx(0.0, abs=1e-9)
+    level, frames = fricative_level(clean, clean, rate)
+    assert level == pytest.approx(0.0, abs=1e-9) and frames >= 25  # 1 s of hiss in 32 ms frames
+    halved = _band_scaled(clean, rate, 0.5)
+    assert fricative_level(clean, halved, rate)[0] == pytest.approx(20 * np.log10(0.5), abs=0.05)
+    share = high_band_share(clean, rate)  # a quarter of the band's energy, so of the share: 1 / 4 (1 − 3/4 share)
+    assert high_band_level(clean, halved, rate) == pytest.approx(10 * np.log10(0.25 / (1 - 0.75 * share)), abs=1e-9)
+    cut = _band_scaled(clean, rate, 0.0)
+    assert fricative_level(clean, cut + 1e-9 * rng.normal(size=cut.size), rate)[0] < -30  # what leaks from below
+    noisy = clean + 0.05 * rng.normal(size=clean.size)  # white noise adds energy above 4 kHz
+    assert high_band_level(clean, noisy, rate) > 0
+
+
+@pytest.mark.parametrize("case, match", [
+    (lambda clean: (clean, clean, 8000), "no band above 4000 Hz"),
+    (lambda clean: (clean, np.zeros_like(clean), 16000), "silent"),
+])
+def test_band_levels_undefined_with_a_warning(rng, case, match):
+    from sepsti.metrics import fricative_level, high_band_level
+
+    clean = fricative_speech(rng)
+    with pytest.warns(RuntimeWarning, match=match):
+        assert np.isnan(high_band_level(*case(clean)))
+    with pytest.warns(RuntimeWarning, match=match):
+        assert fricative_level(*case(clean)) == (pytest.approx(np.nan, nan_ok=True), 0)
+    voiced_only = np.sin(2 * np.pi * 200 * np.arange(16000) / 16000)
+    with pytest.warns(RuntimeWarning, match="no frame mostly above"):
+        assert np.isnan(fricative_level(voiced_only, voiced_only, 16000)[0])

@@ -179,26 +179,6 @@ def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, 
     return mixtures
 
 
-def band_share(y, rate, cutoff=4000.0):
-    """Fraction of the energy of ``y`` above ``cutoff`` Hz."""
-    power = np.abs(np.fft.rfft(y)) ** 2
-    return float(power[np.fft.rfftfreq(len(y), 1 / rate) > cutoff].sum() / max(power.sum(), 1e-30))
-
-
-def fricative_level(clean, output, rate):
-    """Output energy above 4 kHz against the clean speech's (dB) in fricative-dominated frames, and their count."""
-    frame = int(0.032 * rate)
-    count = len(clean) // frame
-    spectra = [np.abs(np.fft.rfft(z[:count * frame].reshape(count, frame), axis=1)) ** 2 for z in (clean, output)]
-    high = np.fft.rfftfreq(frame, 1 / rate) > 4000
-    total = spectra[0].sum(axis=1)
-    chosen = (spectra[0][:, high].sum(axis=1) > 0.5 * total) & (total > total.max() * 1e-4)
-    if not chosen.any():
-        return float("nan"), 0
-    ratio = spectra[1][chosen][:, high].sum() / max(spectra[0][chosen][:, high].sum(), 1e-30)
-    return float(10 * np.log10(max(ratio, 1e-30))), int(chosen.sum())
-
-
 def score(clean, signal, noisy, rate):
     """Every score of ``signal`` (the output, or ``noisy`` itself) against ``clean``, as a dict."""
     from sepsti import metrics
@@ -206,10 +186,11 @@ def score(clean, signal, noisy, rate):
 
     full = metrics.bss_eval(clean, noisy, signal)["sdr"]
     narrow = [resample(z, rate, 8000) for z in (clean, noisy, signal)]
-    fricative, frames = fricative_level(clean, signal, rate)
+    fricative, frames = metrics.fricative_level(clean, signal, rate)
     return {"sdr": full, "sdr_8k": metrics.bss_eval(*narrow)["sdr"], "stoi": metrics.stoi(clean, signal, rate),
             "pesq_wb": metrics.pesq(clean, signal, rate, mode="wb"),
-            "share_above_4k": band_share(signal, rate), "clean_share_above_4k": band_share(clean, rate),
+            "share_above_4k": metrics.high_band_share(signal, rate),
+            "clean_share_above_4k": metrics.high_band_share(clean, rate),
             "fricative_db": fricative, "fricative_frames": frames}
 
 

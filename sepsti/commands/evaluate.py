@@ -9,7 +9,9 @@ Scores are BSS Eval SDR/SIR/SAR in dB (:func:`sepsti.metrics.bss_eval`,
 references ``[clean, noisy − clean]``, estimates ``[speech, noisy − speech]``;
 for the input, ``speech = noisy``), STOI, extended STOI and PESQ (MOS-LQO) of
 the speech against the clean reference (:func:`sepsti.metrics.stoi`,
-:func:`sepsti.metrics.pesq`), all at the recording's sample rate. The table on
+:func:`sepsti.metrics.pesq`) and, above 8 kHz, the levels of the band above 4 kHz
+against the clean speech's (:func:`sepsti.metrics.high_band_level`,
+:func:`sepsti.metrics.fricative_level`), all at the recording's sample rate. The table on
 stdout gives, per SNR, the mean over the mixtures of the input's scores, the
 enhanced scores and their difference (extended STOI is in the JSON only), and
 the 95 % interval of the SDR and STOI differences with the sentences as the
@@ -19,7 +21,8 @@ no SNR label: the table has one line, over all of them, and each file is a
 replicate. The JSON file is::
 
     {"results": [{"file": "sp21", "noise": "car", "snr": 5,
-                  "input": {"sdr", "sir", "sar", "stoi", "estoi", "pesq"}, "enhanced": {...}}, ...],
+                  "input": {"sdr", "sir", "sar", "stoi", "estoi", "pesq", "high_band_db", "fricative_db"},
+                  "enhanced": {...}}, ...],
      "summary": {"by_snr": [{"snr", "count", "input", "enhanced", "improvement", "interval"}, ...],
                  "overall": {"count", "input", "enhanced", "improvement", "interval"},
                  "corpus", "dictionaries": [{"path", "sample_rate", "rank"}], "noises", "snrs",
@@ -52,7 +55,7 @@ import click
 __all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_signal", "score_mixture"]
 
 #: Every score, in the order of the JSON objects.
-METRICS = ("sdr", "sir", "sar", "stoi", "estoi", "pesq")
+METRICS = ("sdr", "sir", "sar", "stoi", "estoi", "pesq", "high_band_db", "fricative_db")
 #: The scores in the table and the plot, with their number of decimals and unit.
 _SHOWN = {"sdr": (2, "dB"), "sir": (2, "dB"), "sar": (2, "dB"), "stoi": (3, ""), "pesq": (2, "MOS-LQO")}
 #: The scores computed by each optional package (for the message when it is missing).
@@ -175,8 +178,12 @@ def format_table(summary, replicates="sentences"):
     """The stdout table: one line per SNR and one for all, input / enhanced / difference.
 
     SDR, SIR and SAR are in dB; STOI and PESQ columns appear when the summary has them; the
-    intervals' line names the ``replicates``.
+    intervals' line names the ``replicates``. Recordings above 8 kHz add a line with the mean levels
+    of the band above 4 kHz against the clean speech (:func:`sepsti.metrics.high_band_level`,
+    :func:`sepsti.metrics.fricative_level`).
     """
+    import math
+
     shown = [metric for metric in _SHOWN if metric in summary["overall"]["input"]]
     names = [metric.upper() for metric in shown]
     header = (f"{'SNR':>6} {'files':>5} | {'input ' + names[0]:>9} " + " ".join(f"{name:>6}" for name in names[1:])
@@ -197,6 +204,12 @@ def format_table(summary, replicates="sentences"):
             digits = _SHOWN[metric][0]
             lines.append(f"95 % interval of Δ{metric.upper()} over the {replicates}: " + ", ".join(
                 f"{label} [{low:+.{digits}f}, {high:+.{digits}f}]" for label, (low, high) in intervals))
+    band = {name: [summary["overall"][key].get(metric, math.nan) for key in ("input", "enhanced")]
+            for metric, name in (("high_band_db", "energy share"), ("fricative_db", "fricative frames"))}
+    if any(math.isfinite(value) for pair in band.values() for value in pair):
+        lines.append("above 4 kHz against the clean speech (dB): " + "; ".join(
+            f"{name} input {_cell(before, 0, 1, '+').strip()}, enhanced {_cell(after, 0, 1, '+').strip()}"
+            for name, (before, after) in band.items()))
     return "\n".join(lines)
 
 
@@ -490,16 +503,21 @@ def score_mixture(mixture, speech, metrics=METRICS):
     speech : ndarray, shape (n_samples,)
         At the mixture's rate and length.
     metrics : sequence of str
-        Among :data:`METRICS` (STOI and ESTOI need pystoi, PESQ needs pesq).
+        Among :data:`METRICS` (STOI and ESTOI need pystoi, PESQ needs pesq; the two levels of the band
+        above 4 kHz, :func:`sepsti.metrics.high_band_level` and :func:`sepsti.metrics.fricative_level`,
+        are NaN at 8 kHz and below).
 
     Returns
     -------
     dict
         ``{metric: float}``; undefined scores are NaN.
     """
-    from sepsti.metrics import bss_eval, pesq, stoi
+    from sepsti.metrics import HIGH_BAND_HZ, bss_eval, fricative_level, high_band_level, pesq, stoi
 
     scores = dict(bss_eval(mixture.clean, mixture.noisy, speech))
+    wide = mixture.sample_rate > 2 * HIGH_BAND_HZ  # else there is no band above 4 kHz to score: NaN
+    scores["high_band_db"] = high_band_level(mixture.clean, speech, mixture.sample_rate) if wide else float("nan")
+    scores["fricative_db"] = fricative_level(mixture.clean, speech, mixture.sample_rate)[0] if wide else float("nan")
     if "stoi" in metrics:
         scores["stoi"] = stoi(mixture.clean, speech, mixture.sample_rate)
         scores["estoi"] = stoi(mixture.clean, speech, mixture.sample_rate, extended=True)

@@ -25,7 +25,7 @@ __all__ = ["cli", "main", "InputError"]
 _COMMANDS = {
     "enhance": ("sepsti.commands.enhance", "enhance", "Remove noise from speech files."),
     "train": ("sepsti.commands.train", "train", "Train a speech dictionary on a corpus."),
-    "evaluate": ("sepsti.commands.evaluate", "evaluate", "Score enhancement on a corpus (SDR/SIR/SAR)."),
+    "evaluate": ("sepsti.commands.evaluate", "evaluate", "Score enhancement against clean speech (SDR, STOI, PESQ)."),
     "select-rank": ("sepsti.commands.select_rank", "select_rank",
                     "Choose the dictionary rank by marginal likelihood (STI)."),
     "corpus": ("sepsti.commands.corpus", "corpus", "Make or inspect NOIZEUS-style corpora."),

@@ -1,8 +1,10 @@
 """Speech enhancement: sepsti against the enhancers a user would pick instead, same files, same run.
 
-Every noisy test file (sp21–sp30) of a NOIZEUS-style corpus is enhanced by
+Every noisy test file (sp21–sp30) of a NOIZEUS-style corpus, or every noisy file paired by name with a
+clean one (``--clean`` and ``--noisy``, as ``sepsti evaluate`` takes them), is enhanced by
 
-- ``sepsti``: as ``sepsti evaluate`` enhances it (the shipped dictionary, or ``--dictionary``);
+- ``sepsti``: as ``sepsti evaluate`` enhances it (the shipped dictionary for the file's rate, or
+  ``--dictionary``);
 - ``noisereduce_stationary`` and ``noisereduce_nonstationary``: ``noisereduce.reduce_noise`` with
   its defaults, at the file's rate;
 - ``rnnoise``: RNNoise (``pyrnnoise``'s C library) at its 48 kHz, the file resampled up and the
@@ -22,14 +24,17 @@ SNR, and sepsti's lead over the input and each peer per SNR: the mean difference
 STOI with its 95 % interval over the sentences (the replicates: a sentence is mixed with every
 noise, :func:`sepsti.comparison.paired_difference`) and the files on which sepsti is ahead; writes
 ``OUT/enhance_vs_peers.json`` (every file's scores, the means, the leads, the times) and
-``OUT/enhance_vs_peers.png`` (SDR, STOI and PESQ against SNR).
+``OUT/enhance_vs_peers.png`` (SDR, STOI and PESQ against SNR). Pairs carry no SNR: their means and
+leads are over all files (each its own replicate), and the plot shows each method's means as bars.
 
 Usage::
 
     python recipes/benchmarks/enhance_vs_peers.py --corpus DIR [--out DIR] [--noise a,b] [--snr 0,5]
         [--dictionary PATH] [--quick]
+    python recipes/benchmarks/enhance_vs_peers.py --clean DIR --noisy DIR [--out DIR] [--quick]
 
-``--quick`` scores sp21–sp23 only. The peers are the ``bench`` extra (``pip install 'sepsti[bench]'``).
+``--quick`` scores sp21–sp23 only (the first ten pairs). The peers are the ``bench`` extra (``pip install
+'sepsti[bench]'``).
 """
 
 import os
@@ -145,7 +150,10 @@ def deepfilternet_enhancer():
 def main(argv=None):
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=None,
-                        help="NOIZEUS-style folder (default: ../shared/data/noizeus)")
+                        help="NOIZEUS-style folder (default: ../shared/data/noizeus, unless --clean and --noisy)")
+    parser.add_argument("--clean", type=Path, default=None, help="folder of clean recordings (with --noisy)")
+    parser.add_argument("--noisy", type=Path, default=None,
+                        help="folder of noisy recordings named as their clean files (with --clean)")
     parser.add_argument("--noise", default=None, help="noise types, comma-separated (default: all found)")
     parser.add_argument("--snr", default=None, help="SNRs in dB, comma-separated (default: all found)")
     parser.add_argument("--dictionary", type=Path, default=None, help="speech dictionary .npz (default: shipped)")
@@ -153,23 +161,29 @@ def main(argv=None):
 
     import noisereduce
 
-    from sepsti.commands.evaluate import METRICS, enhance_signal, parse_list, score_mixture
+    from sepsti.commands.evaluate import (METRICS, Dictionaries, enhance_signal, find_recordings, parse_list,
+                                          score_mixture)
     from sepsti.comparison import paired_difference
-    from sepsti.corpora.noizeus import corpus_index, mixtures
-    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
+    from sepsti.core.errors import ParameterError
     from sepsti.metrics import unavailable_scores
 
-    corpus = args.corpus or default_corpus()
-    if corpus is None:
-        raise SystemExit("no corpus: pass --corpus DIR (a NOIZEUS-style folder, e.g. from `sepsti corpus synth`)")
+    corpus = args.corpus or (default_corpus() if args.clean is None and args.noisy is None else None)
+    if corpus is None and args.clean is None and args.noisy is None:
+        raise SystemExit("no corpus: pass --corpus DIR (a NOIZEUS-style folder, e.g. from `sepsti corpus synth`), "
+                         "or --clean DIR --noisy DIR")
     missing = unavailable_scores()
     if missing:
         raise SystemExit(f"{' and '.join(missing.values())} not installed: pip install 'sepsti[eval]'")
-    dictionary = load_dictionary(args.dictionary or narrowband_dictionary_path())
-    selected = mixtures(corpus_index(corpus), split="test", noises=parse_list(args.noise, "noise", str.lower),
-                        snrs=parse_list(args.snr, "snr", int))
+    try:
+        dictionaries = Dictionaries(args.dictionary)
+        recordings = find_recordings(corpus, args.clean, args.noisy, parse_list(args.noise, "noise", str.lower),
+                                     parse_list(args.snr, "snr", int))
+    except ParameterError as error:
+        raise SystemExit(str(error)) from None
+    selected = recordings.items
     if args.quick:
-        selected = [mixture for mixture in selected if mixture.utterance in ("sp21", "sp22", "sp23")]
+        selected = ([mixture for mixture in selected if mixture.utterance in ("sp21", "sp22", "sp23")]
+                    if corpus is not None else selected[:10])
     if not selected:
         raise SystemExit(f"{corpus}: no noisy test files match the selection")
 
@@ -177,7 +191,7 @@ def main(argv=None):
         return lambda y, rate: (function(y, rate), 0)
 
     enhancers = {
-        "sepsti": no_delay(lambda y, rate: enhance_signal(y, rate, dictionary, seed=args.seed)),
+        "sepsti": no_delay(lambda y, rate: enhance_signal(y, rate, dictionaries.for_rate(rate), seed=args.seed)),
         "noisereduce_stationary": no_delay(lambda y, rate: noisereduce.reduce_noise(y=y, sr=rate, stationary=True)),
         "noisereduce_nonstationary": no_delay(lambda y, rate: noisereduce.reduce_noise(y=y, sr=rate,
                                                                                      stationary=False)),
@@ -193,9 +207,11 @@ def main(argv=None):
 
     rows = []
     seconds = {name: 0.0 for name in enhancers}
-    for mixture in selected:
-        row = {"file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr),
-               "input": score_mixture(mixture, mixture.noisy, METRICS), "delay": {}}
+    for item in selected:
+        mixture = recordings.load(item)
+        label = recordings.label(mixture)
+        row = {**label, "group": label.get("snr", "all"), "input": score_mixture(mixture, mixture.noisy, METRICS),
+               "delay": {}}
         for name, enhance in enhancers.items():
             start = time.perf_counter()
             estimate, delay = enhance(mixture.noisy, mixture.sample_rate)
@@ -203,12 +219,12 @@ def main(argv=None):
             row[name] = score_mixture(mixture, estimate, METRICS)
             row["delay"][name] = int(delay)
         rows.append(row)
-        print(f"{mixture.utterance} {mixture.noise:>8s} {mixture.snr:3d} dB  SDR/STOI  "
+        print(" ".join(str(value) for value in label.values()) + "  SDR/STOI  "
               + "  ".join(f"{name} {row[name]['sdr']:5.2f}/{row[name]['stoi']:.3f}" for name in methods),
               file=sys.stderr)
 
-    def paired(ours, theirs, key, snr):
-        selected = [r for r in rows if r["snr"] == snr]
+    def paired(ours, theirs, key, group):
+        selected = [r for r in rows if r["group"] == group]
         return paired_difference([r[ours][key] for r in selected], [r[theirs][key] for r in selected],
                                  [r["file"] for r in selected])
 
@@ -217,19 +233,21 @@ def main(argv=None):
         values = values[np.isfinite(values)]  # undefined scores (NaN) and the input's infinite SAR
         return float(values.mean()) if values.size else float("nan")
 
-    snrs = sorted({r["snr"] for r in rows})
-    noises = sorted({r["noise"] for r in rows})
+    snrs = sorted({r["snr"] for r in rows if "snr" in r})  # none for pairs
+    groups = snrs or ["all"]
+    noises = sorted({r["noise"] for r in rows if "noise" in r})
     columns = [str(s) for s in snrs] + ["all"]
     summary = {method: {key: dict(zip(columns, [mean(method, key, snr=s) for s in snrs] + [mean(method, key)]))
                         for key in METRICS} for method in methods}
     per_noise = {noise: {str(s): {method: {key: mean(method, key, noise=noise, snr=s) for key in ("sdr", "stoi")}
                                   for method in methods} for s in snrs} for noise in noises}
     timing = {name: seconds[name] / len(rows) for name in enhancers}
-    lead = {other: {key: {str(s): paired("sepsti", other, key, s)._asdict() for s in snrs} for key in ("sdr", "stoi")}
-            for other in methods if other != "sepsti"}
+    lead = {other: {key: {str(g): paired("sepsti", other, key, g)._asdict() for g in groups}
+                    for key in ("sdr", "stoi")} for other in methods if other != "sepsti"}
 
-    print(f"\n{len(rows)} mixtures, {len(noises)} noise types ({', '.join(noises)}), corpus {corpus}")
-    print(f"dictionary: rank {dictionary.rank} ({args.dictionary or 'shipped default'})")
+    print(f"\n{len(rows)} {recordings.noun}, {len(noises)} noise types ({', '.join(noises)}), {recordings.corpus}")
+    print("dictionaries: " + ", ".join(f"rank {used['rank']} at {used['sample_rate']} Hz ({used['path']})"
+                                       for used in dictionaries.describe()))
     header = f"{'method':26s} " + "".join(f"{s:>6d} dB" for s in snrs) + "      all"
     for key in SHOWN:
         digits = 3 if key == "stoi" else 2
@@ -237,15 +255,16 @@ def main(argv=None):
         print(header)
         for method in methods:
             print(f"{method:26s} " + "".join(f"{summary[method][key][c]:9.{digits}f}" for c in columns))
-    print("\nmean SDR / STOI per noise type and SNR")
+    if noises:
+        print("\nmean SDR / STOI per noise type and SNR")
     for noise in noises:
         for s in snrs:
             cells = per_noise[noise][str(s)]
             print(f"{noise:>10s} {s:3d} dB  " + "  ".join(f"{method} {cells[method]['sdr']:5.2f}/"
                                                           f"{cells[method]['stoi']:.3f}" for method in methods))
     for key, digits in (("sdr", 2), ("stoi", 3)):
-        print(f"\nsepsti's lead in {key.upper()}, per SNR: mean difference [95 % interval over the sentences], "
-              "files where sepsti is ahead")
+        print(f"\nsepsti's lead in {key.upper()}, {'per SNR' if snrs else 'all files'}: mean difference [95 % interval over the "
+              f"{recordings.replicates}], files where sepsti is ahead")
         for other, cells in lead.items():
             print(f"{'over ' + other:31s} " + "  ".join(
                 f"{c['mean']:+.{digits}f} [{c['low']:+.{digits}f}, {c['high']:+.{digits}f}] {c['wins']}/{c['pairs']}"
@@ -259,17 +278,23 @@ def main(argv=None):
 
     figure, axes = plt.subplots(1, 3, figsize=(14, 4))
     for axis, key in zip(axes, ("sdr", "stoi", "pesq")):
-        for method in methods:
-            axis.plot(snrs, [summary[method][key][str(s)] for s in snrs], marker="o", label=method)
-        axis.set_xlabel("input SNR (dB)")
+        if snrs:
+            for method in methods:
+                axis.plot(snrs, [summary[method][key][str(s)] for s in snrs], marker="o", label=method)
+            axis.set_xlabel("input SNR (dB)")
+            axis.set_xticks(snrs)
+        else:  # pairs: one mean per method
+            axis.bar(range(len(methods)), [summary[method][key]["all"] for method in methods],
+                     color=[f"C{number}" for number in range(len(methods))])
+            axis.set_xticks(range(len(methods)), methods, rotation=30, ha="right", fontsize=8)
         axis.set_title(f"mean {key.upper()}")
-        axis.set_xticks(snrs)
         axis.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    figure.suptitle(f"{len(rows)} mixtures, {', '.join(noises)}")
+    if snrs:
+        axes[0].legend(fontsize=8)
+    figure.suptitle(f"{len(rows)} {recordings.noun}" + (f", {', '.join(noises)}" if noises else ""))
     figure.tight_layout()
-    results = {"corpus": str(corpus), "dictionary": str(args.dictionary or narrowband_dictionary_path()),
-               "rank": dictionary.rank, "seed": args.seed, "methods": methods, "summary": summary,
+    results = {"corpus": recordings.corpus, "dictionaries": dictionaries.describe(),
+               "seed": args.seed, "methods": methods, "summary": summary,
                "per_noise": per_noise, "lead": lead, "seconds_per_file": timing,
                "load_average": os.getloadavg(), "results": rows}
     write_results(args.out, NAME, results, figure)

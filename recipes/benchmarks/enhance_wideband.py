@@ -26,6 +26,10 @@ frames: 32 ms frames of the clean speech within 40 dB of its loudest frame whose
 mostly (> 50 %) above 4 kHz. With the input scored, the SDR and STOI gains over it per rate and
 SNR follow, each with its 95 % interval over the utterances (an utterance is mixed with every noise).
 
+The noisy files go to ``OUT/noisy_<split>`` and their clean references, under the same names, to
+``OUT/clean_<split>``: the peers are scored on the same mixtures by ``enhance_vs_peers.py --clean
+OUT/clean_<split> --noisy OUT/noisy_<split>``.
+
 Recordings unlike the corpora: ``--channel`` colours speech and noise alike (``bright``: +6 dB per
 octave; ``muffled``: low-passed at 1.5 kHz; ``telephone``: 300–3400 Hz; ``thin``: high-passed at
 400 Hz), and ``--rt60 S`` reverberates the speech in a synthetic room before the noise is added
@@ -142,11 +146,14 @@ def reverberate(y, rate, rt60, rng):
     return signal.fftconvolve(y, response)[:len(y)]
 
 
-def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, seed, channel="flat", rt60=0.0):
+def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, seed, channel="flat", rt60=0.0,
+                  clean_folder=None):
     """Write the noisy files; return [(path, clean, rate, noise, snr, utterance)].
 
     The clean speech is reverberated (``rt60``) and then both it and the noise go through ``channel``;
-    the returned clean speech is the reference as it reaches the microphone.
+    the returned clean speech is the reference as it reaches the microphone. With ``clean_folder``, each
+    mixture's reference is written there too, under the noisy file's name (32-bit float: the reference
+    scored here), so that the two folders are pairs for ``sepsti evaluate --clean --noisy``.
     """
     import soundfile
 
@@ -160,6 +167,8 @@ def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, 
     if rate48:
         sets.append((48000, others[:rate48], [n for n in noises if n != "car"]))
     folder.mkdir(parents=True, exist_ok=True)
+    if clean_folder is not None:
+        clean_folder.mkdir(parents=True, exist_ok=True)
     mixtures = []
     for rate, chosen, kinds in sets:
         for number, (utterance, y, source_rate) in enumerate(chosen):
@@ -175,6 +184,8 @@ def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, 
                     scaled = noise * np.sqrt(np.sum(clean ** 2) / (np.sum(noise ** 2) * 10 ** (snr / 10)))
                     path = folder / f"{utterance}_{rate // 1000}k_{kind}_sn{snr}.wav"
                     soundfile.write(path, np.clip(clean + scaled, -1, 1), rate, subtype="PCM_16")
+                    if clean_folder is not None:
+                        soundfile.write(clean_folder / path.name, clean, rate, subtype="FLOAT")
                     mixtures.append((path, clean, rate, kind, snr, utterance))
     return mixtures
 
@@ -222,7 +233,8 @@ def main():
     condition = "" if (args.channel, args.rt60) == ("flat", 0.0) else f"_{args.channel}_rt{args.rt60:g}"
     mixtures = make_mixtures(args.data, args.split, args.out / f"noisy_{args.split}{condition}", files=files,
                              noises=noises, snrs=snrs, seconds=args.seconds, rate48=0 if args.quick else args.rate48,
-                             seed=args.seed, channel=args.channel, rt60=args.rt60)
+                             seed=args.seed, channel=args.channel, rt60=args.rt60,
+                             clean_folder=args.out / f"clean_{args.split}{condition}")
     enhanced = args.out / f"{args.label}_{args.split}{condition}"
     command = [sys.executable, "-m", "sepsti", "enhance", *[str(m[0].resolve()) for m in mixtures], "--out-dir",
                str(enhanced.resolve()), "--overwrite"]

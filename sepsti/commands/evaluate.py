@@ -52,7 +52,8 @@ from typing import Callable, NamedTuple
 
 import click
 
-__all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_signal", "score_mixture"]
+__all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_signal", "score_mixture", "Recordings",
+           "find_recordings", "Dictionaries"]
 
 #: Every score, in the order of the JSON objects.
 METRICS = ("sdr", "sir", "sar", "stoi", "estoi", "pesq", "high_band_db", "fricative_db")
@@ -283,8 +284,8 @@ def _draw_pairs(axis, summary, results, metric):
     axis.set_title(title, fontsize=9)
 
 
-class _Recordings(NamedTuple):
-    """What ``evaluate`` scores: the items, how one is read, and what names its result row."""
+class Recordings(NamedTuple):
+    """What is scored: the items, how one is read, and what names its result row."""
 
     items: list
     load: Callable       # item -> a recording with ``clean``, ``noisy``, ``sample_rate``, ``path``
@@ -296,24 +297,81 @@ class _Recordings(NamedTuple):
     replicates: str      # the intervals' replicates
 
 
-def _noizeus_recordings(corpus, noises, snrs):
+def find_recordings(corpus=None, clean=None, noisy=None, noises=None, snrs=None):
+    """The test mixtures of a NOIZEUS-style ``corpus``, or the ``noisy`` files paired by name with ``clean`` ones.
+
+    Parameters
+    ----------
+    corpus : str or Path, optional
+        A NOIZEUS-style folder (:mod:`sepsti.corpora.noizeus`); its test split, loaded.
+    clean, noisy : str or Path, optional
+        Two folders of recordings paired by name (:mod:`sepsti.corpora.pairs`), instead of ``corpus``;
+        each pair is read when ``load`` is called.
+    noises, snrs : list, optional
+        Noise types and SNRs to keep (``corpus`` only).
+
+    Returns
+    -------
+    Recordings
+
+    Raises
+    ------
+    ParameterError
+        Neither or both of ``corpus`` and the pair of folders, one folder of the pair, ``noises`` or
+        ``snrs`` with pairs, and what the readers refuse.
+    """
+    from sepsti.core.errors import ParameterError
+
+    paired = clean is not None or noisy is not None
+    if paired == (corpus is not None) or (clean is None) != (noisy is None):
+        raise ParameterError("give --corpus (a NOIZEUS-style corpus), or --clean and --noisy (two folders of "
+                             "recordings paired by name)")
+    if paired:
+        if noises is not None or snrs is not None:
+            raise ParameterError("--noise and --snr select from a --corpus's mixtures; pairs carry no such labels")
+        from sepsti.corpora.pairs import load_pair, pair_index
+
+        paths = pair_index(clean, noisy)
+        return Recordings(paths, load_pair, lambda pair: {"file": pair.name},
+                          [path for pair in paths for path in (pair.clean, pair.noisy)],
+                          {"clean": str(Path(clean)), "noisy": str(Path(noisy))},
+                          Path(noisy).resolve().name, "pairs", "files")
     from sepsti.corpora.noizeus import corpus_index, mixtures
 
     index = corpus_index(corpus)
-    return _Recordings(mixtures(index, split="test", noises=noises, snrs=snrs), lambda mixture: mixture,
-                       lambda mixture: {"file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr)},
-                       [*index.clean.values(), *index.noisy.values()], str(Path(corpus)),
-                       Path(corpus).resolve().name, "mixtures", "sentences")
+    return Recordings(mixtures(index, split="test", noises=noises, snrs=snrs), lambda mixture: mixture,
+                      lambda mixture: {"file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr)},
+                      [*index.clean.values(), *index.noisy.values()], str(Path(corpus)),
+                      Path(corpus).resolve().name, "mixtures", "sentences")
 
 
-def _paired_recordings(clean_root, noisy_root):
-    from sepsti.corpora.pairs import load_pair, pair_index
+class Dictionaries:
+    """The speech dictionary for each recording: ``path`` for all, or the one ``enhance`` picks for its rate.
 
-    paths = pair_index(clean_root, noisy_root)
-    return _Recordings(paths, load_pair, lambda pair: {"file": pair.name},
-                       [path for pair in paths for path in (pair.clean, pair.noisy)],
-                       {"clean": str(Path(clean_root)), "noisy": str(Path(noisy_root))},
-                       Path(noisy_root).resolve().name, "pairs", "files")
+    ``used`` maps each path loaded to its :class:`sepsti.dictionary.Dictionary`; a given ``path`` is
+    loaded (and checked) at once.
+    """
+
+    def __init__(self, path=None):
+        self.path = None if path is None else Path(path)
+        self.used = {}
+        if self.path is not None:
+            self.for_rate(None)
+
+    def for_rate(self, sample_rate):
+        """The dictionary for a recording at ``sample_rate`` Hz, loaded once."""
+        from sepsti.bandwidth import dictionary_path_for_rate
+        from sepsti.dictionary import load_dictionary
+
+        path = self.path if self.path is not None else dictionary_path_for_rate(sample_rate)
+        if path not in self.used:
+            self.used[path] = load_dictionary(path)
+        return self.used[path]
+
+    def describe(self):
+        """``[{"path", "sample_rate", "rank"}]`` of the dictionaries used, for a JSON summary."""
+        return [{"path": str(path), "sample_rate": used.sample_rate, "rank": used.rank}
+                for path, used in self.used.items()]
 
 
 @click.command("evaluate")
@@ -353,18 +411,10 @@ def evaluate(corpus, clean_root, noisy_root, dictionary, noises, snrs, json_path
     import json
 
     from sepsti.audio import resample, validate_frames
-    from sepsti.bandwidth import dictionary_path_for_rate
     from sepsti.core.errors import ParameterError
     from sepsti.core.io import atomic_path, check_output_path, json_safe
     from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
-    from sepsti.dictionary import load_dictionary
 
-    paired = clean_root is not None or noisy_root is not None
-    if paired == (corpus is not None) or (clean_root is None) != (noisy_root is None):
-        raise ParameterError("give --corpus (a NOIZEUS-style corpus), or --clean and --noisy (two folders of "
-                             "recordings paired by name)")
-    if paired and (noises is not None or snrs is not None):
-        raise ParameterError("--noise and --snr select from a --corpus's mixtures; pairs carry no such labels")
     noise_list = parse_list(noises, "noise", lambda item: item.lower())
     snr_list = parse_list(snrs, "snr", int)
 
@@ -374,24 +424,14 @@ def evaluate(corpus, clean_root, noisy_root, dictionary, noises, snrs, json_path
         raise ParameterError(f"--json and --plot are the same file {json_path}")
     if plot_path is not None and Path(plot_path).suffix.lower() not in _PLOT_EXTENSIONS:
         raise ParameterError(f"--plot {plot_path}: unknown image format; use one of {', '.join(_PLOT_EXTENSIONS)}")
-    dictionaries = {}  # path -> Dictionary, each loaded once
-
-    def dictionary_for(sample_rate):
-        path = Path(dictionary) if dictionary is not None else dictionary_path_for_rate(sample_rate)
-        if path not in dictionaries:
-            dictionaries[path] = load_dictionary(path)
-        return dictionaries[path]
-
-    if dictionary is not None:
-        dictionary_for(None)
-    recordings = _paired_recordings(clean_root, noisy_root) if paired else _noizeus_recordings(corpus, noise_list,
-                                                                                                snr_list)
+    dictionaries = Dictionaries(dictionary)
+    recordings = find_recordings(corpus, clean_root, noisy_root, noise_list, snr_list)
     for path in outputs:
-        check_output_path(path, overwrite=overwrite, inputs=[*dictionaries, *recordings.inputs])
+        check_output_path(path, overwrite=overwrite, inputs=[*dictionaries.used, *recordings.inputs])
     rates = set()
     for item in recordings.items:
         recording = recordings.load(item)
-        speech_dictionary = dictionary_for(recording.sample_rate)
+        speech_dictionary = dictionaries.for_rate(recording.sample_rate)
         rate = speech_dictionary.sample_rate
         validate_frames(resample(recording.noisy, recording.sample_rate, rate), rate, name=str(recording.path),
                         n_fft=speech_dictionary.n_fft)
@@ -420,7 +460,7 @@ def evaluate(corpus, clean_root, noisy_root, dictionary, noises, snrs, json_path
                 # a file of (nearly) nothing but digital silence is scored as it is, as enhance writes it
                 try:
                     speech = enhance_signal(recording.noisy, recording.sample_rate,
-                                            dictionary_for(recording.sample_rate), **options)
+                                            dictionaries.for_rate(recording.sample_rate), **options)
                 except UnchangedSignalWarning as reason:
                     speech = recording.noisy
                     bar.write(f"Warning: {recording.path}: {reason}; scored unchanged", file=sys.stderr)
@@ -433,8 +473,7 @@ def evaluate(corpus, clean_root, noisy_root, dictionary, noises, snrs, json_path
     click.echo(format_table(summary, recordings.replicates))
     summary.update({
         "corpus": recordings.corpus,
-        "dictionaries": [{"path": str(path), "sample_rate": used.sample_rate, "rank": used.rank}
-                         for path, used in dictionaries.items()],
+        "dictionaries": dictionaries.describe(),
         "noises": sorted({row["noise"] for row in results if "noise" in row}),
         "snrs": sorted({row["snr"] for row in results if "snr" in row}),
         "pesq_modes": sorted({pesq_mode(rate) for rate in rates}) if "pesq" in metrics else [],
@@ -446,7 +485,7 @@ def evaluate(corpus, clean_root, noisy_root, dictionary, noises, snrs, json_path
             tmp.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
         click.echo(f"wrote {json_path}")
     if plot_path is not None:
-        ranks = "/".join(str(rank) for rank in sorted({used.rank for used in dictionaries.values()}))
+        ranks = "/".join(str(rank) for rank in sorted({used.rank for used in dictionaries.used.values()}))
         _plot(summary, results, plot_path, f"{recordings.title}: {len(results)} {recordings.noun}, rank-{ranks} "
                                            f"dictionary; 95 % intervals over the {recordings.replicates}", overwrite)
         click.echo(f"wrote {plot_path}")

@@ -459,3 +459,40 @@ def test_bad_pairs(tmp_path, tiny_dictionary, tiny_corpus):
     soundfile.write(clean / "deeper" / "sub.flac", reference, rate)
     assert_one_line_error(run([*base, "--clean", clean, "--noisy", noisy]), "sub", "same name")
     assert not (tmp_path / "s.json").exists()
+
+
+def test_names_label_pairs_per_snr_with_sentences_as_replicates(tmp_path, tiny_dictionary):
+    """--names reads sentence, noise and SNR from the file names: rows per SNR, intervals over the sentences."""
+    from sepsti.comparison import paired_difference
+
+    clean, noisy, names = make_pairs(tmp_path / "pairs", rates=(8000,) * 4)
+    labels = ["s1_white_0dB", "s1_white_5dB", "s2_white_0dB", "s2_white_5dB"]
+    for name, label in zip(names, labels):
+        (clean / f"{name}.wav").rename(clean / f"{label}.wav")
+        (noisy / "set" / f"{name}.flac").rename(noisy / "set" / f"{label}.flac")
+    result = run(["evaluate", "--clean", clean, "--noisy", noisy, "--dictionary", tiny_dictionary, "--iterations", 5,
+                  "--names", r"(?P<sentence>s\d)_(?P<noise>[a-z]+)_(?P<snr>-?\d+)dB", "--json", tmp_path / "s.json"])
+    assert result.exit_code == 0, result.stderr
+    scores = json.loads((tmp_path / "s.json").read_text())
+    rows = scores["results"]
+    assert [(row["file"], row["name"], row["noise"], row["snr"]) for row in rows] == [
+        (label[:2], label, "white", int(label.split("_")[2][:-2])) for label in labels]
+    summary = scores["summary"]
+    assert [entry["snr"] for entry in summary["by_snr"]] == [0, 5] and summary["snrs"] == [0, 5]
+    assert summary["noises"] == ["white"]
+    assert "over the sentences" in result.stdout
+    gains = [row["enhanced"]["sdr"] - row["input"]["sdr"] for row in rows]
+    lead = paired_difference(gains, [0.0] * 4, [row["file"] for row in rows])
+    assert summary["overall"]["interval"]["sdr"] == pytest.approx([lead.low, lead.high], rel=1e-9)
+    assert lead.groups == 2
+
+
+def test_bad_names(tmp_path, tiny_dictionary, tiny_corpus):
+    clean, noisy, names = make_pairs(tmp_path / "pairs", rates=(8000, 8000))
+    base = ["evaluate", "--dictionary", tiny_dictionary, "--clean", clean, "--noisy", noisy]
+    assert_one_line_error(run([*base, "--names", "(?P<sentence>"]), "not a regular expression")
+    assert_one_line_error(run([*base, "--names", r"(?P<speaker>p\d+)_.*"]), "unknown group 'speaker'")
+    assert_one_line_error(run([*base, "--names", r"(?P<sentence>x\d+)"]), names[0], "does not match")
+    assert_one_line_error(run([*base, "--names", r"(?P<sentence>p\d+)_(?P<snr>\d+k)"]), "not an integer")
+    assert_one_line_error(run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary,
+                               "--names", ".*"]), "--names")

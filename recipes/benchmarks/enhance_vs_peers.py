@@ -24,14 +24,15 @@ SNR, and sepsti's lead over the input and each peer per SNR: the mean difference
 STOI with its 95 % interval over the sentences (the replicates: a sentence is mixed with every
 noise, :func:`sepsti.comparison.paired_difference`) and the files on which sepsti is ahead; writes
 ``OUT/enhance_vs_peers.json`` (every file's scores, the means, the leads, the times) and
-``OUT/enhance_vs_peers.png`` (SDR, STOI and PESQ against SNR). Pairs carry no SNR: their means and
-leads are over all files (each its own replicate), and the plot shows each method's means as bars.
+``OUT/enhance_vs_peers.png`` (SDR, STOI and PESQ against SNR). Pairs carry no SNR unless ``--names``
+reads one from their names (as ``sepsti evaluate --names`` does): without it their means and leads are
+over all files (each its own replicate), and the plot shows each method's means as bars.
 
 Usage::
 
     python recipes/benchmarks/enhance_vs_peers.py --corpus DIR [--out DIR] [--noise a,b] [--snr 0,5]
         [--dictionary PATH] [--quick]
-    python recipes/benchmarks/enhance_vs_peers.py --clean DIR --noisy DIR [--out DIR] [--quick]
+    python recipes/benchmarks/enhance_vs_peers.py --clean DIR --noisy DIR [--names REGEX] [--out DIR] [--quick]
 
 ``--quick`` scores sp21–sp23 only (the first ten pairs). The peers are the ``bench`` extra (``pip install
 'sepsti[bench]'``).
@@ -154,6 +155,9 @@ def main(argv=None):
     parser.add_argument("--clean", type=Path, default=None, help="folder of clean recordings (with --noisy)")
     parser.add_argument("--noisy", type=Path, default=None,
                         help="folder of noisy recordings named as their clean files (with --clean)")
+    parser.add_argument("--names", default=None,
+                        help="with pairs: a regular expression whose groups (?P<sentence>...), (?P<noise>...), "
+                             "(?P<snr>...) label the file names, as `sepsti evaluate --names`")
     parser.add_argument("--noise", default=None, help="noise types, comma-separated (default: all found)")
     parser.add_argument("--snr", default=None, help="SNRs in dB, comma-separated (default: all found)")
     parser.add_argument("--dictionary", type=Path, default=None, help="speech dictionary .npz (default: shipped)")
@@ -177,7 +181,7 @@ def main(argv=None):
     try:
         dictionaries = Dictionaries(args.dictionary)
         recordings = find_recordings(corpus, args.clean, args.noisy, parse_list(args.noise, "noise", str.lower),
-                                     parse_list(args.snr, "snr", int))
+                                     parse_list(args.snr, "snr", int), args.names)
     except ParameterError as error:
         raise SystemExit(str(error)) from None
     selected = recordings.items

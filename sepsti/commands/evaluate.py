@@ -297,7 +297,11 @@ class Recordings(NamedTuple):
     replicates: str      # the intervals' replicates
 
 
-def find_recordings(corpus=None, clean=None, noisy=None, noises=None, snrs=None):
+#: The named groups a ``names`` pattern of :func:`find_recordings` may hold.
+NAME_GROUPS = ("sentence", "noise", "snr")
+
+
+def find_recordings(corpus=None, clean=None, noisy=None, noises=None, snrs=None, names=None):
     """The test mixtures of a NOIZEUS-style ``corpus``, or the ``noisy`` files paired by name with ``clean`` ones.
 
     Parameters
@@ -309,6 +313,11 @@ def find_recordings(corpus=None, clean=None, noisy=None, noises=None, snrs=None)
         each pair is read when ``load`` is called.
     noises, snrs : list, optional
         Noise types and SNRs to keep (``corpus`` only).
+    names : str, optional
+        Pairs only: a regular expression that every pair's name (the file name without its extension)
+        matches whole, with named groups among :data:`NAME_GROUPS`: ``sentence`` (mixtures of one
+        sentence are one replicate of the intervals), ``noise`` and ``snr`` (an integer, dB) label the
+        rows as a corpus's are, so that the scores are given per SNR.
 
     Returns
     -------
@@ -318,7 +327,8 @@ def find_recordings(corpus=None, clean=None, noisy=None, noises=None, snrs=None)
     ------
     ParameterError
         Neither or both of ``corpus`` and the pair of folders, one folder of the pair, ``noises`` or
-        ``snrs`` with pairs, and what the readers refuse.
+        ``snrs`` with pairs, ``names`` with a corpus, a ``names`` pattern that is not a regular
+        expression, has other groups or fails to match a name, and what the readers refuse.
     """
     from sepsti.core.errors import ParameterError
 
@@ -328,14 +338,20 @@ def find_recordings(corpus=None, clean=None, noisy=None, noises=None, snrs=None)
                              "recordings paired by name)")
     if paired:
         if noises is not None or snrs is not None:
-            raise ParameterError("--noise and --snr select from a --corpus's mixtures; pairs carry no such labels")
+            raise ParameterError("--noise and --snr select from a --corpus's mixtures; pairs carry no such labels "
+                                 "(--names reads them from the file names)")
         from sepsti.corpora.pairs import load_pair, pair_index
 
+        pattern = None if names is None else _names_pattern(names)
         paths = pair_index(clean, noisy)
-        return Recordings(paths, load_pair, lambda pair: {"file": pair.name},
+        labels = {pair.name: _name_labels(pair, pattern) for pair in paths}
+        return Recordings(paths, load_pair, lambda pair: labels[pair.name],
                           [path for pair in paths for path in (pair.clean, pair.noisy)],
                           {"clean": str(Path(clean)), "noisy": str(Path(noisy))},
-                          Path(noisy).resolve().name, "pairs", "files")
+                          Path(noisy).resolve().name, "pairs",
+                          "sentences" if pattern is not None and "sentence" in pattern.groupindex else "files")
+    if names is not None:
+        raise ParameterError("--names reads labels from the names of --clean/--noisy pairs; a --corpus has its own")
     from sepsti.corpora.noizeus import corpus_index, mixtures
 
     index = corpus_index(corpus)
@@ -343,6 +359,46 @@ def find_recordings(corpus=None, clean=None, noisy=None, noises=None, snrs=None)
                       lambda mixture: {"file": mixture.utterance, "noise": mixture.noise, "snr": int(mixture.snr)},
                       [*index.clean.values(), *index.noisy.values()], str(Path(corpus)),
                       Path(corpus).resolve().name, "mixtures", "sentences")
+
+
+def _names_pattern(names):
+    """``--names`` compiled, its groups checked."""
+    import re
+
+    from sepsti.core.errors import ParameterError
+
+    try:
+        pattern = re.compile(names)
+    except re.error as error:
+        raise ParameterError(f"--names {names!r}: not a regular expression ({error})") from None
+    unknown = sorted(set(pattern.groupindex) - set(NAME_GROUPS))
+    if unknown:
+        raise ParameterError(f"--names: unknown group {unknown[0]!r}; use (?P<sentence>...), (?P<noise>...), "
+                             "(?P<snr>...)")
+    return pattern
+
+
+def _name_labels(pair, pattern):
+    """The row labels of a pair: its name, or what ``pattern`` reads from it."""
+    from sepsti.core.errors import ParameterError
+
+    if pattern is None:
+        return {"file": pair.name}
+    match = pattern.fullmatch(pair.name)
+    if match is None:
+        raise ParameterError(f"{pair.noisy}: its name {pair.name!r} does not match --names {pattern.pattern!r}")
+    parts = match.groupdict()
+    labels = {"file": parts.get("sentence") or pair.name}
+    if labels["file"] != pair.name:
+        labels["name"] = pair.name
+    if parts.get("noise"):
+        labels["noise"] = parts["noise"].lower()
+    if parts.get("snr") is not None:
+        try:
+            labels["snr"] = int(parts["snr"])
+        except ValueError:
+            raise ParameterError(f"{pair.noisy}: --names reads the SNR {parts['snr']!r}, not an integer") from None
+    return labels
 
 
 class Dictionaries:
@@ -382,6 +438,10 @@ class Dictionaries:
 @click.option("--noisy", "noisy_root", type=click.Path(path_type=Path), default=None,
               help="Folder of noisy recordings, each named as its clean file (any extension libsndfile "
                    "reads, any rate, sample-aligned); every one is scored.")
+@click.option("--names", default=None,
+              help="With pairs: a regular expression the file names match, whose groups (?P<sentence>...), "
+                   "(?P<noise>...), (?P<snr>...) label them, e.g. '(?P<sentence>.+)_(?P<noise>[a-z]+)_(?P<snr>-?\\d+)dB'; "
+                   "the scores are then given per SNR.")
 @click.option("--dictionary", type=click.Path(path_type=Path), default=None,
               help="Speech dictionary (.npz). Default: the one `enhance` picks for each file's rate.")
 @click.option("--noise", "noises", default=None, help="Noise types to score, e.g. car,babble (default: all).")
@@ -398,7 +458,7 @@ class Dictionaries:
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
-def evaluate(corpus, clean_root, noisy_root, dictionary, noises, snrs, json_path, plot_path, noise_rank,
+def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, json_path, plot_path, noise_rank,
              iterations, seed, overwrite):
     """Enhance noisy recordings and score them against the clean speech (SDR/SIR/SAR in dB, STOI, PESQ).
 
@@ -425,7 +485,7 @@ def evaluate(corpus, clean_root, noisy_root, dictionary, noises, snrs, json_path
     if plot_path is not None and Path(plot_path).suffix.lower() not in _PLOT_EXTENSIONS:
         raise ParameterError(f"--plot {plot_path}: unknown image format; use one of {', '.join(_PLOT_EXTENSIONS)}")
     dictionaries = Dictionaries(dictionary)
-    recordings = find_recordings(corpus, clean_root, noisy_root, noise_list, snr_list)
+    recordings = find_recordings(corpus, clean_root, noisy_root, noise_list, snr_list, names)
     for path in outputs:
         check_output_path(path, overwrite=overwrite, inputs=[*dictionaries.used, *recordings.inputs])
     rates = set()

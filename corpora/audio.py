@@ -21,7 +21,7 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["AudioInfo", "audio_info", "read_audio", "read_audio_blocks"]
+__all__ = ["AudioInfo", "audio_info", "read_audio", "read_audio_blocks", "check_aligned"]
 
 
 class AudioInfo(NamedTuple):
@@ -205,3 +205,19 @@ def read_audio_blocks(path, *, block_size=1 << 16):
                              f"{count} could be read)")
     if count == 0:
         raise ParameterError(f"{path}: zero-length audio (no samples)")
+
+
+def check_aligned(noisy_path, noisy, noisy_rate, clean_path, clean, clean_rate):
+    """Check that a noisy file and its clean reference are sample-aligned: one rate, one length.
+
+    Raises
+    ------
+    ParameterError
+        ``<noisy_path>: ...`` naming the clean file, if the rates or the lengths differ.
+    """
+    if noisy_rate != clean_rate:
+        raise ParameterError(f"{noisy_path}: sample rate {noisy_rate} Hz differs from {clean_rate} Hz "
+                             f"of its clean file {clean_path}")
+    if len(noisy) != len(clean):
+        raise ParameterError(f"{noisy_path}: {len(noisy)} samples but its clean file {clean_path} has "
+                             f"{len(clean)}; files must be sample-aligned")

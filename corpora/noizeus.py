@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sepsti.core.errors import ParameterError
-from sepsti.corpora.audio import read_audio
+from sepsti.corpora.audio import check_aligned, read_audio
 
 __all__ = ["TRAIN_IDS", "TEST_IDS", "ALL_IDS", "Mixture", "CorpusIndex", "corpus_index", "split_ids",
            "clean_signals", "select", "mixtures", "iter_mixtures", "utterance_id", "clean_name", "noisy_name"]
@@ -325,12 +325,7 @@ def _load(index, keys):
         clean, clean_rate = cache[utterance]
         path = index.noisy[utterance, noise, snr]
         noisy, noisy_rate = read_audio(path)
-        if noisy_rate != clean_rate:
-            raise ParameterError(f"{path}: sample rate {noisy_rate} Hz differs from {clean_rate} Hz "
-                                 f"of its clean file {index.clean[utterance]}")
-        if len(noisy) != len(clean):
-            raise ParameterError(f"{path}: {len(noisy)} samples but its clean file "
-                                 f"{index.clean[utterance]} has {len(clean)}; files must be sample-aligned")
+        check_aligned(path, noisy, noisy_rate, index.clean[utterance], clean, clean_rate)
         yield Mixture(utterance, noise, snr, clean, noisy, noisy - clean, noisy_rate, path)
 
 

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sepsti.core.errors import ParameterError
-from sepsti.corpora.audio import read_audio
+from sepsti.corpora.audio import check_aligned, read_audio
 
 __all__ = ["Pair", "PairPaths", "pair_index", "load_pair"]
 
@@ -120,10 +120,5 @@ def load_pair(paths):
     """
     clean, clean_rate = read_audio(paths.clean)
     noisy, noisy_rate = read_audio(paths.noisy)
-    if noisy_rate != clean_rate:
-        raise ParameterError(f"{paths.noisy}: sample rate {noisy_rate} Hz differs from {clean_rate} Hz "
-                             f"of its clean file {paths.clean}")
-    if len(noisy) != len(clean):
-        raise ParameterError(f"{paths.noisy}: {len(noisy)} samples but its clean file {paths.clean} has "
-                             f"{len(clean)}; files must be sample-aligned")
+    check_aligned(paths.noisy, noisy, noisy_rate, paths.clean, clean, clean_rate)
     return Pair(paths.name, clean, noisy, noisy_rate, paths.noisy)

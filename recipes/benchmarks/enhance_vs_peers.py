@@ -165,11 +165,11 @@ def main(argv=None):
 
     import noisereduce
 
-    from sepsti.commands.evaluate import (METRICS, Dictionaries, enhance_signal, find_recordings, parse_list,
-                                          score_mixture)
+    from sepsti.commands.evaluate import METRICS, enhance_signal, parse_list, score_mixture
     from sepsti.comparison import paired_difference
     from sepsti.core.errors import ParameterError
     from sepsti.metrics import unavailable_scores
+    from sepsti.recordings import Dictionaries, find_recordings
 
     corpus = args.corpus or (default_corpus() if args.clean is None and args.noisy is None else None)
     if corpus is None and args.clean is None and args.noisy is None:

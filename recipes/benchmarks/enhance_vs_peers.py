@@ -214,8 +214,7 @@ def main(argv=None):
     for item in selected:
         mixture = recordings.load(item)
         label = recordings.label(mixture)
-        row = {**label, "group": label.get("snr", "all"), "input": score_mixture(mixture, mixture.noisy, METRICS),
-               "delay": {}}
+        row = {**label, "input": score_mixture(mixture, mixture.noisy, METRICS), "delay": {}}
         for name, enhance in enhancers.items():
             start = time.perf_counter()
             estimate, delay = enhance(mixture.noisy, mixture.sample_rate)
@@ -228,7 +227,7 @@ def main(argv=None):
               file=sys.stderr)
 
     def paired(ours, theirs, key, group):
-        selected = [r for r in rows if r["group"] == group]
+        selected = [r for r in rows if r.get("snr", "all") == group]  # pairs without SNR labels: one group
         return paired_difference([r[ours][key] for r in selected], [r[theirs][key] for r in selected],
                                  [r["file"] for r in selected])
 

@@ -17,8 +17,9 @@ enhanced scores and their difference (extended STOI is in the JSON only), and
 the 95 % interval of the SDR and STOI differences with the sentences as the
 replicates (a sentence is mixed with every noise at every SNR, so its mixtures
 are not independent: :func:`sepsti.comparison.paired_difference`). Pairs carry
-no SNR label: the table has one line, over all of them, and each file is a
-replicate. The JSON file is::
+no SNR label unless ``--names`` reads one from their names (with the sentence
+as the replicate); without it the table has one line, over all of them, and
+each file is a replicate. The JSON file is::
 
     {"results": [{"file": "sp21", "noise": "car", "snr": 5,
                   "input": {"sdr", "sir", "sar", "stoi", "estoi", "pesq", "high_band_db", "fricative_db"},
@@ -28,9 +29,10 @@ replicate. The JSON file is::
                  "corpus", "dictionaries": [{"path", "sample_rate", "rank"}], "noises", "snrs",
                  "pesq_modes", "settings"}}
 
-With pairs, a result is ``{"file": name, "input", "enhanced"}``, ``by_snr``, ``noises`` and
-``snrs`` are empty, and ``corpus`` is ``{"clean": folder, "noisy": folder}``. A plot of pairs
-draws each file's enhanced score against its input's.
+With pairs, ``corpus`` is ``{"clean": folder, "noisy": folder}``; without ``--names`` a result is
+``{"file": name, "input", "enhanced"}``, ``by_snr``, ``noises`` and ``snrs`` are empty, and the plot
+draws each file's enhanced score against its input's (with it, a result also has ``"name"`` when the
+sentence is read, and ``"noise"`` / ``"snr"`` as read).
 
 The input's SAR is infinite (the mixture has no artifacts by construction),
 so it and its difference print as ∞ and – and are ``null`` in the JSON, which
@@ -301,8 +303,8 @@ def _draw_pairs(axis, summary, results, metric):
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the scores as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
               help="Plot SDR/SIR/SAR/STOI/PESQ against SNR, input vs enhanced, with the 95 % interval of "
-                   "the gain over the sentences; for pairs, each file's enhanced score against its "
-                   "input's (.png, .pdf, .svg).")
+                   "the gain over the sentences; for pairs without SNR labels, each file's enhanced score "
+                   "against its input's (.png, .pdf, .svg).")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each mixture (at most 257, the frequency bins).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,

@@ -12,7 +12,9 @@ noise recordings are provided:
   chords of harmonic tones (a new chord every 0.25–0.8 s, partials up to 7 kHz) over a decaying noise
   beat twice a second, and ``dishes``: clatter, as if from a kitchen sink — clinks (a few damped
   partials between 1.5 and 7 kHz, 10–60 ms decay, with a click) at random, about four a second, over
-  running water (noise rising with frequency, 20 dB below the clinks' level);
+  running water (noise rising with frequency, 20 dB below the clinks' level); and, with ``--noise-dir
+  DIR``, ``recorded``: for each mixture an excerpt, from a random start, of one of the audio files
+  below ``DIR`` (channels averaged), so that recordings of real noise can be scored the same way;
 - 48 kHz (``--rate48 N``): LJ Speech utterances (22.05 kHz, speech up to 11 kHz) resampled to
   48 kHz and mixed with white, pink and babble noise generated at 48 kHz.
 
@@ -40,7 +42,7 @@ Usage::
 
     python recipes/benchmarks/enhance_wideband.py --data ../shared/data/wideband --split test \\
         [--label after] [--sepsti CHECKOUT] [--dictionary D.npz] [--files 12] [--snr 0,5,10] \\
-        [--noise white,pink,babble,car] [--rate48 4] [--seconds 8] [--channel flat] [--rt60 0] \\
+        [--noise white,pink,babble,car] [--noise-dir DIR] [--rate48 4] [--seconds 8] [--channel flat] [--rt60 0] \\
         [--out results/wideband]
 """
 
@@ -61,12 +63,18 @@ LEVEL_DB = -27.0
 BABBLE_TALKERS = 5
 
 
-def _noise(kind, n, rate, rng, babble_pool):
-    """``n`` samples of a noise type at ``rate`` with unit RMS (babble from ``babble_pool`` speakers)."""
+def _noise(kind, n, rate, rng, babble_pool, recordings=()):
+    """``n`` samples of a noise type at ``rate`` with unit RMS.
+
+    Babble is drawn from the ``babble_pool`` speakers; the kind ``recorded`` is an excerpt of one of
+    ``recordings`` (noise files, :func:`_recorded`).
+    """
     from sepsti.audio import resample
     from sepsti.corpora.synth import SAMPLE_RATE, clatter, synth_noise
 
-    if kind == "white":
+    if kind == "recorded":
+        y = _recorded(recordings, n, rate, rng)
+    elif kind == "white":
         y = rng.standard_normal(n)
     elif kind == "pink":
         spectrum = rng.standard_normal(n // 2 + 1) + 1j * rng.standard_normal(n // 2 + 1)
@@ -88,6 +96,24 @@ def _noise(kind, n, rate, rng, babble_pool):
     else:
         raise SystemExit(f"unknown noise {kind!r}")
     return y / max(np.std(y), 1e-12)
+
+
+def _recorded(recordings, n, rate, rng):
+    """``n`` samples at ``rate`` from one of ``recordings``, chosen at random, from a random start.
+
+    Channels are averaged; a recording shorter than the excerpt is repeated.
+    """
+    import soundfile
+
+    from sepsti.audio import resample
+
+    path = recordings[rng.integers(len(recordings))]
+    info = soundfile.info(path)
+    frames = -(-n * info.samplerate // rate) + 1
+    start = int(rng.integers(0, max(info.frames - frames, 0) + 1))
+    y, _ = soundfile.read(path, start=start, frames=frames, always_2d=True)
+    y = np.tile(y.mean(axis=1), -(-frames // len(y)))[:frames]
+    return resample(y, info.samplerate, rate, length=n)
 
 
 def _music(n, rate, rng):
@@ -147,9 +173,10 @@ def reverberate(y, rate, rt60, rng):
 
 
 def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, seed, channel="flat", rt60=0.0,
-                  clean_folder=None):
+                  clean_folder=None, recordings=()):
     """Write the noisy files; return [(path, clean, rate, noise, snr, utterance)].
 
+    The noise ``recorded`` draws its excerpts from ``recordings`` (audio files).
     The clean speech is reverberated (``rt60``) and then both it and the noise go through ``channel``;
     the returned clean speech is the reference as it reaches the microphone. With ``clean_folder``, each
     mixture's reference is written there too, under the noisy file's name (32-bit float: the reference
@@ -179,7 +206,7 @@ def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, 
             pool = [s for s in libri if s[0] != utterance]
             for k, kind in enumerate(kinds):
                 rng = np.random.default_rng([seed, rate, number, k])
-                noise = colour(_noise(kind, len(clean), rate, rng, pool), rate, channel)
+                noise = colour(_noise(kind, len(clean), rate, rng, pool, recordings), rate, channel)
                 for snr in snrs:
                     scaled = noise * np.sqrt(np.sum(clean ** 2) / (np.sum(noise ** 2) * 10 ** (snr / 10)))
                     path = folder / f"{utterance}_{rate // 1000}k_{kind}_sn{snr}.wav"
@@ -220,6 +247,9 @@ def main():
     parser.add_argument("--no-input", action="store_true", help="do not score the unprocessed input")
     parser.add_argument("--channel", default="flat", choices=sorted(CHANNELS),
                         help="colouring of speech and noise alike (a microphone or a line)")
+    parser.add_argument("--noise-dir", type=Path, default=None,
+                        help="noise recordings (any audio file below it): adds the noise 'recorded', an excerpt "
+                             "of one of them, chosen at random, per mixture")
     parser.add_argument("--rt60", type=float, default=0.0,
                         help="reverberate the speech in a synthetic room of this RT60 (s) before the noise")
     args = parser.parse_args()
@@ -227,14 +257,20 @@ def main():
         raise SystemExit(f"{args.data}: no wideband corpus (manifest.json) there")
     import soundfile
 
-    noises = args.noise.split(",")
+    noises = [kind for kind in args.noise.split(",") if kind]
+    recordings = []
+    if args.noise_dir is not None:
+        recordings = sorted(p for p in args.noise_dir.rglob("*") if p.is_file() and _readable(p))
+        if not recordings:
+            raise SystemExit(f"{args.noise_dir}: no audio file below it")
+        noises.append("recorded")
     snrs = [int(s) for s in args.snr.split(",")]
     files = 3 if args.quick else args.files
     condition = "" if (args.channel, args.rt60) == ("flat", 0.0) else f"_{args.channel}_rt{args.rt60:g}"
     mixtures = make_mixtures(args.data, args.split, args.out / f"noisy_{args.split}{condition}", files=files,
                              noises=noises, snrs=snrs, seconds=args.seconds, rate48=0 if args.quick else args.rate48,
                              seed=args.seed, channel=args.channel, rt60=args.rt60,
-                             clean_folder=args.out / f"clean_{args.split}{condition}")
+                             clean_folder=args.out / f"clean_{args.split}{condition}", recordings=recordings)
     enhanced = args.out / f"{args.label}_{args.split}{condition}"
     command = [sys.executable, "-m", "sepsti", "enhance", *[str(m[0].resolve()) for m in mixtures], "--out-dir",
                str(enhanced.resolve()), "--overwrite"]
@@ -267,6 +303,17 @@ def main():
         "dictionary": None if args.dictionary is None else str(args.dictionary), "enhance_seconds": seconds,
         "audio_seconds": audio_seconds, "load_average": os.getloadavg(), "results": rows, "summary": summary,
         "lead_over_input": lead})
+
+
+def _readable(path):
+    """Whether libsndfile reads ``path`` as audio."""
+    import soundfile
+
+    try:
+        soundfile.info(path)
+    except RuntimeError:  # soundfile.LibsndfileError
+        return False
+    return True
 
 
 def summarize(rows, methods):

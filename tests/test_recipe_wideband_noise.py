@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes" / "benchmarks"))
@@ -49,3 +50,18 @@ def test_only_audio_files_are_recordings(tmp_path):
     (tmp_path / "README.txt").write_text("not audio")
     assert _readable(tmp_path / "tone.flac")
     assert not _readable(tmp_path / "README.txt")
+
+
+def test_silence_in_a_recording_is_never_the_noise(tmp_path):
+    """A track whose first second is silent: an excerpt from there (43 % of the starts) is drawn again.
+
+    A recording that is all silence is an error.
+    """
+    t = np.arange(16000) / 16000
+    soundfile.write(tmp_path / "tail.wav", np.concatenate([np.zeros(16000), 0.3 * np.sin(2e3 * np.pi * t)]), 16000)
+    for seed in range(20):
+        y = _noise("recorded", 4000, 16000, np.random.default_rng(seed), [], [tmp_path / "tail.wav"])
+        assert np.isfinite(y).all() and abs(np.std(y) - 1.0) < 1e-9
+    soundfile.write(tmp_path / "silence.wav", np.zeros(16000), 16000)
+    with pytest.raises(SystemExit, match="quieter than"):
+        _noise("recorded", 4000, 16000, np.random.default_rng(0), [], [tmp_path / "silence.wav"])

@@ -61,6 +61,8 @@ from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa
 NAME = "enhance_wideband"
 LEVEL_DB = -27.0
 BABBLE_TALKERS = 5
+#: RMS (dBFS) below which an excerpt of a noise recording is silence, not noise (``--noise-dir``)
+QUIETEST_EXCERPT_DB = -60.0
 
 
 def _noise(kind, n, rate, rng, babble_pool, recordings=()):
@@ -101,19 +103,24 @@ def _noise(kind, n, rate, rng, babble_pool, recordings=()):
 def _recorded(recordings, n, rate, rng):
     """``n`` samples at ``rate`` from one of ``recordings``, chosen at random, from a random start.
 
-    Channels are averaged; a recording shorter than the excerpt is repeated.
+    Channels are averaged; a recording shorter than the excerpt is repeated. An excerpt quieter than
+    :data:`QUIETEST_EXCERPT_DB` (a track's silent ends) is drawn again.
     """
     import soundfile
 
     from sepsti.audio import resample
 
-    path = recordings[rng.integers(len(recordings))]
-    info = soundfile.info(path)
-    frames = -(-n * info.samplerate // rate) + 1
-    start = int(rng.integers(0, max(info.frames - frames, 0) + 1))
-    y, _ = soundfile.read(path, start=start, frames=frames, always_2d=True)
-    y = np.tile(y.mean(axis=1), -(-frames // len(y)))[:frames]
-    return resample(y, info.samplerate, rate, length=n)
+    for _ in range(100):
+        path = recordings[rng.integers(len(recordings))]
+        info = soundfile.info(path)
+        frames = -(-n * info.samplerate // rate) + 1
+        start = int(rng.integers(0, max(info.frames - frames, 0) + 1))
+        y, _ = soundfile.read(path, start=start, frames=frames, always_2d=True)
+        y = np.tile(y.mean(axis=1), -(-frames // max(len(y), 1)))[:frames]
+        if y.size and 20 * np.log10(max(np.sqrt(np.mean(y ** 2)), 1e-12)) >= QUIETEST_EXCERPT_DB:
+            return resample(y, info.samplerate, rate, length=n)
+    raise SystemExit(f"--noise-dir: 100 excerpts of {n / rate:.1f} s drawn from its recordings were all quieter "
+                     f"than {QUIETEST_EXCERPT_DB:g} dBFS")
 
 
 def _music(n, rate, rng):

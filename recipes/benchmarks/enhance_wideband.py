@@ -14,7 +14,8 @@ noise recordings are provided:
   partials between 1.5 and 7 kHz, 10–60 ms decay, with a click) at random, about four a second, over
   running water (noise rising with frequency, 20 dB below the clinks' level); and, with ``--noise-dir
   DIR``, ``recorded``: for each mixture an excerpt, from a random start, of one of the audio files
-  below ``DIR`` (channels averaged), so that recordings of real noise can be scored the same way;
+  below ``DIR`` (channels averaged; an excerpt quieter than −60 dBFS is drawn again), so that
+  recordings of real noise can be scored the same way;
 - 48 kHz (``--rate48 N``): LJ Speech utterances (22.05 kHz, speech up to 11 kHz) resampled to
   48 kHz and mixed with white, pink and babble noise generated at 48 kHz.
 

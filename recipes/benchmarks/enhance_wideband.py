@@ -58,25 +58,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
+from _recordings import audio_files, excerpt  # noqa: E402
 
 NAME = "enhance_wideband"
 LEVEL_DB = -27.0
 BABBLE_TALKERS = 5
-#: RMS (dBFS) below which an excerpt of a noise recording is silence, not noise (``--noise-dir``)
-QUIETEST_EXCERPT_DB = -60.0
 
 
 def _noise(kind, n, rate, rng, babble_pool, recordings=()):
     """``n`` samples of a noise type at ``rate`` with unit RMS.
 
     Babble is drawn from the ``babble_pool`` speakers; the kind ``recorded`` is an excerpt of one of
-    ``recordings`` (noise files, :func:`_recorded`).
+    ``recordings`` (noise files, :func:`_recordings.excerpt`).
     """
     from sepsti.audio import resample
     from sepsti.corpora.synth import SAMPLE_RATE, clatter, synth_noise
 
     if kind == "recorded":
-        y = _recorded(recordings, n, rate, rng)
+        y = excerpt(recordings, n, rate, rng)
     elif kind == "white":
         y = rng.standard_normal(n)
     elif kind == "pink":
@@ -99,29 +98,6 @@ def _noise(kind, n, rate, rng, babble_pool, recordings=()):
     else:
         raise SystemExit(f"unknown noise {kind!r}")
     return y / max(np.std(y), 1e-12)
-
-
-def _recorded(recordings, n, rate, rng):
-    """``n`` samples at ``rate`` from one of ``recordings``, chosen at random, from a random start.
-
-    Channels are averaged; a recording shorter than the excerpt is repeated. An excerpt quieter than
-    :data:`QUIETEST_EXCERPT_DB` (a track's silent ends) is drawn again.
-    """
-    import soundfile
-
-    from sepsti.audio import resample
-
-    for _ in range(100):
-        path = recordings[rng.integers(len(recordings))]
-        info = soundfile.info(path)
-        frames = -(-n * info.samplerate // rate) + 1
-        start = int(rng.integers(0, max(info.frames - frames, 0) + 1))
-        y, _ = soundfile.read(path, start=start, frames=frames, always_2d=True)
-        y = np.tile(y.mean(axis=1), -(-frames // max(len(y), 1)))[:frames]
-        if y.size and 20 * np.log10(max(np.sqrt(np.mean(y ** 2)), 1e-12)) >= QUIETEST_EXCERPT_DB:
-            return resample(y, info.samplerate, rate, length=n)
-    raise SystemExit(f"--noise-dir: 100 excerpts of {n / rate:.1f} s drawn from its recordings were all quieter "
-                     f"than {QUIETEST_EXCERPT_DB:g} dBFS")
 
 
 def _music(n, rate, rng):
@@ -268,7 +244,7 @@ def main():
     noises = [kind for kind in args.noise.split(",") if kind]
     recordings = []
     if args.noise_dir is not None:
-        recordings = sorted(p for p in args.noise_dir.rglob("*") if p.is_file() and _readable(p))
+        recordings = audio_files(args.noise_dir)
         if not recordings:
             raise SystemExit(f"{args.noise_dir}: no audio file below it")
         noises.append("recorded")
@@ -311,17 +287,6 @@ def main():
         "dictionary": None if args.dictionary is None else str(args.dictionary), "enhance_seconds": seconds,
         "audio_seconds": audio_seconds, "load_average": os.getloadavg(), "results": rows, "summary": summary,
         "lead_over_input": lead})
-
-
-def _readable(path):
-    """Whether libsndfile reads ``path`` as audio."""
-    import soundfile
-
-    try:
-        soundfile.info(path)
-    except RuntimeError:  # soundfile.LibsndfileError
-        return False
-    return True
 
 
 def summarize(rows, methods):

@@ -1,0 +1,43 @@
+"""Noise recordings for the benchmarks: the audio files below a folder, and excerpts of them at a rate."""
+
+import numpy as np
+
+#: RMS (dBFS) below which an excerpt of a noise recording is silence, not noise
+QUIETEST_EXCERPT_DB = -60.0
+
+
+def audio_files(folder):
+    """The files below ``folder`` that libsndfile reads as audio, in name order."""
+    import soundfile
+
+    def readable(path):
+        try:
+            soundfile.info(path)
+        except RuntimeError:  # soundfile.LibsndfileError
+            return False
+        return True
+
+    return sorted(path for path in folder.rglob("*") if path.is_file() and readable(path))
+
+
+def excerpt(recordings, n, rate, rng):
+    """``n`` samples at ``rate`` from one of ``recordings``, chosen at random, from a random start.
+
+    Channels are averaged; a recording shorter than the excerpt is repeated. An excerpt quieter than
+    :data:`QUIETEST_EXCERPT_DB` (a track's silent ends) is drawn again.
+    """
+    import soundfile
+
+    from sepsti.audio import resample
+
+    for _ in range(100):
+        path = recordings[rng.integers(len(recordings))]
+        info = soundfile.info(path)
+        frames = -(-n * info.samplerate // rate) + 1
+        start = int(rng.integers(0, max(info.frames - frames, 0) + 1))
+        y, _ = soundfile.read(path, start=start, frames=frames, always_2d=True)
+        y = np.tile(y.mean(axis=1), -(-frames // max(len(y), 1)))[:frames]
+        if y.size and 20 * np.log10(max(np.sqrt(np.mean(y ** 2)), 1e-12)) >= QUIETEST_EXCERPT_DB:
+            return resample(y, info.samplerate, rate, length=n)
+    raise SystemExit(f"100 excerpts of {n / rate:.1f} s drawn from the noise recordings were all quieter than "
+                     f"{QUIETEST_EXCERPT_DB:g} dBFS")

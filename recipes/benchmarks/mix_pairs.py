@@ -1,0 +1,129 @@
+"""Clean/noisy pairs from a folder of clean speech and folders of noise recordings.
+
+For voices and noises the corpora do not hold: each clean file below ``--speech`` (the first
+``--files`` in name order of at least ``--shortest`` seconds, at most ``--seconds`` of each) is set to −26 dBFS RMS and mixed at each
+SNR of ``--snr`` (the energy ratio over the file) with an excerpt of each noise type, at the speech's
+rate:
+
+- ``--noise NAME=DIR`` (repeatable): the audio files below ``DIR``, an excerpt of one of them chosen
+  at random, from a random start, per clean file (channels averaged; an excerpt quieter than −60 dBFS
+  is drawn again);
+- ``--noizeus DIR``: the noise types of a NOIZEUS-style corpus, each the noise of its test mixtures at
+  their highest SNR (noisy − clean), put end to end.
+
+Writes ``OUT/clean`` and ``OUT/noisy``, the same names ``<speech>_<noise>_sn<snr>.wav`` (the clean
+files 32-bit float, the noisy ones 16-bit PCM), and refuses to write into an existing ``OUT/noisy``.
+Score them with::
+
+    sepsti evaluate --clean OUT/clean --noisy OUT/noisy --names '(?P<sentence>.+)_(?P<noise>[a-z0-9]+)_sn(?P<snr>\\d+)'
+    python recipes/benchmarks/enhance_vs_peers.py --clean OUT/clean --noisy OUT/noisy \\
+        --names '(?P<sentence>.+)_(?P<noise>[a-z0-9]+)_sn(?P<snr>\\d+)' --out OUT
+
+Usage::
+
+    python recipes/benchmarks/mix_pairs.py --speech DIR [--noise NAME=DIR ...] [--noizeus DIR] \\
+        [--files 12] [--shortest 3] [--seconds 9] [--snr 0,5,10,15] [--seed 0] --out OUT
+"""
+
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from _common import recipe_parser  # noqa: E402
+from _recordings import audio_files, excerpt  # noqa: E402
+
+NAME = "mix_pairs"
+LEVEL_DB = -26.0
+
+
+def noizeus_noises(corpus):
+    """``{noise type: (signal, rate)}``: each type's noise in the test mixtures at their highest SNR, end to end."""
+    from sepsti.corpora.noizeus import mixtures
+
+    chosen = list(mixtures(corpus))
+    if not chosen:
+        raise SystemExit(f"--noizeus {corpus}: no test mixtures there")
+    highest = {}
+    for mixture in chosen:
+        highest[mixture.noise] = max(highest.get(mixture.noise, mixture.snr), mixture.snr)
+    noises = {}
+    for mixture in chosen:
+        if mixture.snr == highest[mixture.noise]:
+            noises.setdefault(mixture.noise, ([], mixture.sample_rate))[0].append(mixture.noise_signal)
+    return {kind: (np.concatenate(parts), rate) for kind, (parts, rate) in noises.items()}
+
+
+def noise_types(specs, corpus):
+    """``{name: draw}``, ``draw(n, rate, rng)`` giving ``n`` samples of that noise at ``rate``."""
+    from sepsti.audio import resample
+
+    types = {}
+    for spec in specs:
+        name, _, folder = spec.partition("=")
+        if not re.fullmatch(r"[a-z0-9]+", name) or not folder:
+            raise SystemExit(f"--noise {spec!r}: give NAME=DIR, NAME of lower-case letters and digits")
+        recordings = audio_files(Path(folder))
+        if not recordings:
+            raise SystemExit(f"--noise {spec!r}: no audio file below {folder}")
+        types[name] = lambda n, rate, rng, recordings=recordings: excerpt(recordings, n, rate, rng)
+    if corpus is not None:
+        for name, (signal, source_rate) in noizeus_noises(corpus).items():
+            def draw(n, rate, rng, signal=signal, source_rate=source_rate):
+                y = resample(signal, source_rate, rate)
+                y = np.tile(y, -(-n // len(y)) + 1)
+                start = int(rng.integers(0, len(y) - n + 1))
+                return y[start:start + n]
+            types[name] = draw
+    if not types:
+        raise SystemExit("give at least one --noise NAME=DIR or --noizeus DIR")
+    return types
+
+
+def main():
+    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser.add_argument("--speech", type=Path, required=True, help="folder of clean speech (any audio file below it)")
+    parser.add_argument("--noise", action="append", default=[], metavar="NAME=DIR",
+                        help="a noise type: the recordings below DIR (repeatable)")
+    parser.add_argument("--noizeus", type=Path, default=None, help="a NOIZEUS-style corpus whose noise types to add")
+    parser.add_argument("--files", type=int, default=12, help="clean files used (the first in name order)")
+    parser.add_argument("--shortest", type=float, default=3.0, help="shortest clean file used (s)")
+    parser.add_argument("--seconds", type=float, default=9.0, help="longest stretch of each clean file used")
+    parser.add_argument("--snr", default="0,5,10,15", help="SNRs in dB, comma-separated")
+    args = parser.parse_args()
+    import soundfile
+
+    types = noise_types(args.noise, args.noizeus)
+    speech = [path for path in audio_files(args.speech) if soundfile.info(path).duration >= args.shortest]
+    speech = speech[:3 if args.quick else args.files]
+    if not speech:
+        raise SystemExit(f"--speech {args.speech}: no audio file of {args.shortest:g} s or more below it")
+    snrs = [int(s) for s in args.snr.split(",")]
+    clean_folder, noisy_folder = args.out / "clean", args.out / "noisy"
+    if noisy_folder.exists():
+        raise SystemExit(f"{noisy_folder} exists; give another --out")
+    clean_folder.mkdir(parents=True, exist_ok=True)
+    noisy_folder.mkdir(parents=True)
+    for number, path in enumerate(speech):
+        info = soundfile.info(path)
+        clean, _ = soundfile.read(path, frames=int(args.seconds * info.samplerate), always_2d=True)
+        clean = clean.mean(axis=1)
+        clean *= 10 ** (LEVEL_DB / 20) / max(np.sqrt(np.mean(clean ** 2)), 1e-12)
+        stem = path.stem.replace(" ", "-")
+        for k, (name, draw) in enumerate(sorted(types.items())):
+            noise = draw(len(clean), info.samplerate, np.random.default_rng([args.seed, number, k]))
+            for snr in snrs:
+                scaled = noise * np.sqrt(np.sum(clean ** 2) / (np.sum(noise ** 2) * 10 ** (snr / 10)))
+                file_name = f"{stem}_{name}_sn{snr}.wav"
+                soundfile.write(noisy_folder / file_name, np.clip(clean + scaled, -1, 1), info.samplerate,
+                                subtype="PCM_16")
+                soundfile.write(clean_folder / file_name, clean, info.samplerate, subtype="FLOAT")
+    print(f"wrote {len(speech) * len(types) * len(snrs)} pairs ({len(speech)} clean files x "
+          f"{', '.join(sorted(types))} x {args.snr} dB) to {clean_folder} and {noisy_folder}")
+
+
+if __name__ == "__main__":
+    main()

@@ -95,3 +95,9 @@ def test_noizeus_noise_is_the_mixtures_noise(noizeus_root):
     # an excerpt of the noise put end to end with itself: the same samples, circularly shifted
     shift = np.argmax(np.abs(np.fft.irfft(np.fft.rfft(y) * np.conj(np.fft.rfft(expected)))))
     assert np.allclose(np.roll(expected, shift), y, atol=1e-12)
+
+
+def test_a_name_taken_twice_is_refused(tmp_path, noizeus_root):
+    _tone(tmp_path / "hum.wav", 100.0, 2.0, 8000)
+    with pytest.raises(SystemExit, match="has a noise type of that name"):
+        noise_types([f"car={tmp_path}"], noizeus_root)

@@ -160,11 +160,11 @@ def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, 
                   clean_folder=None, recordings=()):
     """Write the noisy files; return [(path, clean, rate, noise, snr, utterance)].
 
-    The noise ``recorded`` draws its excerpts from ``recordings`` (audio files).
     The clean speech is reverberated (``rt60``) and then both it and the noise go through ``channel``;
     the returned clean speech is the reference as it reaches the microphone. With ``clean_folder``, each
     mixture's reference is written there too, under the noisy file's name (32-bit float: the reference
-    scored here), so that the two folders are pairs for ``sepsti evaluate --clean --noisy``.
+    scored here), so that the two folders are pairs for ``sepsti evaluate --clean --noisy``. The noise
+    ``recorded`` draws its excerpts from ``recordings`` (audio files).
     """
     import soundfile
 

@@ -72,6 +72,8 @@ def noise_types(specs, corpus):
         types[name] = lambda n, rate, rng, recordings=recordings: excerpt(recordings, n, rate, rng)
     if corpus is not None:
         for name, (signal, source_rate) in noizeus_noises(corpus).items():
+            if name in types:
+                raise SystemExit(f"--noise {name}=...: {corpus} has a noise type of that name; give it another")
             def draw(n, rate, rng, signal=signal, source_rate=source_rate):
                 y = resample(signal, source_rate, rate)
                 y = np.tile(y, -(-n // len(y)) + 1)

@@ -421,6 +421,27 @@ def test_pairs_are_scored_by_name_with_the_dictionary_of_their_rate(tmp_path):
     assert snapshot(tmp_path / "pairs") == before
 
 
+def test_an_undefined_score_warns_once_per_file_naming_it(tmp_path, rng):
+    """A clean voice with nothing above 4 kHz has no fricative frame: one warning for the file, not one per signal."""
+    rate = 16000
+    t = np.arange(3 * rate) / rate
+    voice = sum(np.sin(2 * np.pi * 200 * k * t) / k for k in range(1, 16)) * (1 + np.sin(2 * np.pi * 3 * t)) / 20
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "noisy").mkdir()
+    soundfile.write(tmp_path / "clean" / "hum.wav", voice, rate, subtype="FLOAT")
+    soundfile.write(tmp_path / "noisy" / "hum.wav", voice + 0.01 * rng.standard_normal(voice.size), rate,
+                    subtype="FLOAT")
+    with pytest.warns(RuntimeWarning) as caught:
+        result = run(["evaluate", "--clean", tmp_path / "clean", "--noisy", tmp_path / "noisy", "--iterations", 5,
+                      "--json", tmp_path / "s.json"])
+    assert result.exit_code == 0, result.stderr
+    warned = [str(w.message) for w in caught if "fricative" in str(w.message)]
+    assert warned == [f"{tmp_path / 'noisy' / 'hum.wav'}: fricative_level: the clean speech has no frame mostly "
+                      "above the cutoff; the fricative level is undefined (NaN)"]
+    row = json.loads((tmp_path / "s.json").read_text())["results"][0]
+    assert row["input"]["fricative_db"] is None and row["enhanced"]["fricative_db"] is None
+
+
 def test_pairs_interval_is_over_the_files(tmp_path, tiny_dictionary):
     """Each pair is its own replicate: the SDR gain's interval is the t interval of the per-file gains."""
     clean, noisy, _ = make_pairs(tmp_path / "pairs", rates=(8000,) * 4)

@@ -165,7 +165,7 @@ def main(argv=None):
 
     import noisereduce
 
-    from sepsti.commands.evaluate import METRICS, enhance_signal, parse_list, score_mixture
+    from sepsti.commands.evaluate import METRICS, enhance_signal, parse_list, score_signals
     from sepsti.comparison import paired_difference
     from sepsti.core.errors import ParameterError
     from sepsti.metrics import unavailable_scores
@@ -214,13 +214,12 @@ def main(argv=None):
     for item in selected:
         mixture = recordings.load(item)
         label = recordings.label(mixture)
-        row = {**label, "input": score_mixture(mixture, mixture.noisy, METRICS), "delay": {}}
+        signals, delays = {"input": mixture.noisy}, {}
         for name, enhance in enhancers.items():
             start = time.perf_counter()
-            estimate, delay = enhance(mixture.noisy, mixture.sample_rate)
+            signals[name], delays[name] = enhance(mixture.noisy, mixture.sample_rate)
             seconds[name] += time.perf_counter() - start
-            row[name] = score_mixture(mixture, estimate, METRICS)
-            row["delay"][name] = int(delay)
+        row = {**label, **score_signals(mixture, signals, METRICS), "delay": {k: int(v) for k, v in delays.items()}}
         rows.append(row)
         print(" ".join(str(value) for value in label.values()) + "  SDR/STOI  "
               + "  ".join(f"{name} {row[name]['sdr']:5.2f}/{row[name]['stoi']:.3f}" for name in methods),

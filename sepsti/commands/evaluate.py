@@ -53,7 +53,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_signal", "score_mixture"]
+__all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_signal", "score_signals", "score_mixture"]
 
 #: Every score, in the order of the JSON objects.
 METRICS = ("sdr", "sir", "sar", "stoi", "estoi", "pesq", "high_band_db", "fricative_db")
@@ -380,8 +380,7 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
                     speech = recording.noisy
                     bar.write(f"Warning: {recording.path}: {reason}; scored unchanged", file=sys.stderr)
             results.append({**recordings.label(recording),
-                            "input": score_mixture(recording, recording.noisy, metrics),
-                            "enhanced": score_mixture(recording, speech, metrics)})
+                            **score_signals(recording, {"input": recording.noisy, "enhanced": speech}, metrics)})
             bar.update(1)
 
     summary = summarize(results)
@@ -445,6 +444,34 @@ def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
     else:
         speech = denoise(signal, speech_dictionary.W, framing=framing, **options)
     return resample(speech, rate, sample_rate, length=len(noisy))
+
+
+def score_signals(mixture, signals, metrics=METRICS):
+    """The scores of several signals of one mixture (the input, enhancers' outputs), by name.
+
+    A score left undefined warns once for the mixture, naming its file, however many of the signals it
+    concerns (the clean speech without a fricative frame makes every signal's fricative level NaN).
+
+    Parameters
+    ----------
+    mixture : sepsti.corpora.noizeus.Mixture or sepsti.corpora.pairs.Pair
+    signals : dict
+        ``{name: signal}``, each at the mixture's rate and length.
+    metrics : sequence of str
+
+    Returns
+    -------
+    dict
+        ``{name: scores}``, each as :func:`score_mixture` gives them.
+    """
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scores = {name: score_mixture(mixture, signal, metrics) for name, signal in signals.items()}
+    for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
+        warnings.warn(f"{mixture.path}: {message}", category, stacklevel=2)
+    return scores
 
 
 def score_mixture(mixture, speech, metrics=METRICS):

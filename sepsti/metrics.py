@@ -35,6 +35,7 @@ removed in 0.9: the dependency is pinned below 0.9 and its FutureWarning filtere
 ``pystoi`` and ``pesq``.
 """
 
+import contextlib
 import warnings
 
 import numpy as np
@@ -42,7 +43,7 @@ import numpy as np
 from sepsti.core.errors import ParameterError
 
 __all__ = ["bss_eval", "stoi", "pesq", "pesq_mode", "high_band_share", "high_band_level", "fricative_level",
-           "unavailable_scores", "FILTER_LENGTH", "PESQ_RATES", "SCORE_PACKAGES", "HIGH_BAND_HZ"]
+           "unavailable_scores", "warnings_once", "FILTER_LENGTH", "PESQ_RATES", "SCORE_PACKAGES", "HIGH_BAND_HZ"]
 
 #: Length of the distortion filters allowed by BSS_EVAL v3 (mir_eval's value).
 FILTER_LENGTH = 512
@@ -147,6 +148,20 @@ def _silence(clean, speech, name):
     if not np.any(speech):
         return f"{name}: the speech estimate is silent"
     return None
+
+
+@contextlib.contextmanager
+def warnings_once(name):
+    """Warnings raised inside the block, given once each when it ends, prefixed with ``name``.
+
+    For several signals scored against one clean reference (the input, enhancers' outputs): a score
+    that the reference leaves undefined warns once for the file, naming it, not once per signal.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
+        warnings.warn(f"{name}: {message}", category, stacklevel=3)
 
 
 def _undefined(reason, score):

@@ -356,3 +356,20 @@ def test_band_levels_undefined_with_a_warning(rng, case, match):
     voiced_only = np.sin(2 * np.pi * 200 * np.arange(16000) / 16000)
     with pytest.warns(RuntimeWarning, match="no frame mostly above"):
         assert np.isnan(fricative_level(voiced_only, voiced_only, 16000)[0])
+
+
+def test_warnings_once_names_the_file_and_repeats_nothing():
+    """Two signals scored against a clean tone with nothing above 4 kHz: one fricative warning, named."""
+    from sepsti.metrics import fricative_level, warnings_once
+
+    rate = 16000
+    clean = np.sin(2 * np.pi * 300 * np.arange(rate) / rate)
+    with pytest.warns(RuntimeWarning) as caught:
+        with warnings_once("a.wav"):
+            fricative_level(clean, clean, rate)
+            fricative_level(clean, 0.5 * clean, rate)
+            warnings.warn("another", UserWarning)
+    assert [(w.category, str(w.message)) for w in caught] == [
+        (RuntimeWarning, "a.wav: fricative_level: the clean speech has no frame mostly above the cutoff; the "
+                         "fricative level is undefined (NaN)"),
+        (UserWarning, "a.wav: another")]

@@ -464,14 +464,10 @@ def score_signals(mixture, signals, metrics=METRICS):
     dict
         ``{name: scores}``, each as :func:`score_mixture` gives them.
     """
-    import warnings
+    from sepsti.metrics import warnings_once
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        scores = {name: score_mixture(mixture, signal, metrics) for name, signal in signals.items()}
-    for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
-        warnings.warn(f"{mixture.path}: {message}", category, stacklevel=2)
-    return scores
+    with warnings_once(mixture.path):
+        return {name: score_mixture(mixture, signal, metrics) for name, signal in signals.items()}
 
 
 def score_mixture(mixture, speech, metrics=METRICS):

@@ -74,6 +74,7 @@ def noise_types(specs, corpus):
         for name, (signal, source_rate) in noizeus_noises(corpus).items():
             if name in types:
                 raise SystemExit(f"--noise {name}=...: {corpus} has a noise type of that name; give it another")
+
             def draw(n, rate, rng, signal=signal, source_rate=source_rate):
                 y = resample(signal, source_rate, rate)
                 y = np.tile(y, -(-n // len(y)) + 1)

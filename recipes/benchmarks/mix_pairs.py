@@ -38,6 +38,8 @@ from _recordings import audio_files, excerpt  # noqa: E402
 
 NAME = "mix_pairs"
 LEVEL_DB = -26.0
+#: The ``--names`` pattern of ``sepsti evaluate`` and ``enhance_vs_peers.py`` that reads these pairs' names
+NAMES = r"(?P<sentence>.+)_(?P<noise>[a-z0-9]+)_sn(?P<snr>\d+)"
 
 
 def noizeus_noises(corpus):
@@ -125,7 +127,8 @@ def main():
                                 subtype="PCM_16")
                 soundfile.write(clean_folder / file_name, clean, info.samplerate, subtype="FLOAT")
     print(f"wrote {len(speech) * len(types) * len(snrs)} pairs ({len(speech)} clean files x "
-          f"{', '.join(sorted(types))} x {args.snr} dB) to {clean_folder} and {noisy_folder}")
+          f"{', '.join(sorted(types))} x {args.snr} dB) to {clean_folder} and {noisy_folder}; score them with\n"
+          f"  sepsti evaluate --clean {clean_folder} --noisy {noisy_folder} --names '{NAMES}'")
 
 
 if __name__ == "__main__":

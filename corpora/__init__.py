@@ -11,7 +11,7 @@ import lazy_loader
 __getattr__, __dir__, __all__ = lazy_loader.attach(
     __name__,
     submod_attrs={
-        "audio": ['AudioInfo', 'audio_info', 'check_aligned', 'read_audio'],
+        "audio": ['AudioInfo', 'audio_files', 'audio_info', 'check_aligned', 'read_audio'],
         "frostt": ['read_tns', 'write_tns'],
         "noizeus": [
             'ALL_IDS',

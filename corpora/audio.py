@@ -21,7 +21,7 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["AudioInfo", "audio_info", "read_audio", "read_audio_blocks", "check_aligned"]
+__all__ = ["AudioInfo", "audio_info", "audio_files", "read_audio", "read_audio_blocks", "check_aligned"]
 
 
 class AudioInfo(NamedTuple):
@@ -205,6 +205,31 @@ def read_audio_blocks(path, *, block_size=1 << 16):
                              f"{count} could be read)")
     if count == 0:
         raise ParameterError(f"{path}: zero-length audio (no samples)")
+
+
+def audio_files(root):
+    """The audio files below a folder, in the order of a sorted walk (symbolic links followed).
+
+    A file is audio when libsndfile reads its extension; names starting with a dot are passed over.
+    No file is opened.
+
+    Parameters
+    ----------
+    root : str or Path
+
+    Returns
+    -------
+    list of Path
+    """
+    import soundfile
+
+    extensions = {f".{extension.lower()}" for extension in soundfile.available_formats()}
+    found = []
+    for folder, subfolders, names in os.walk(root, followlinks=True):
+        subfolders.sort()
+        found += [Path(folder) / name for name in sorted(names)
+                  if not name.startswith(".") and Path(name).suffix.lower() in extensions]
+    return found
 
 
 def check_aligned(noisy_path, noisy, noisy_rate, clean_path, clean, clean_rate):

@@ -13,14 +13,13 @@ Finding pairs (:func:`pair_index`) reads no audio; :func:`load_pair` reads one p
 problem is a :class:`sepsti.core.errors.ParameterError` naming the file.
 """
 
-import os
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from sepsti.core.errors import ParameterError
-from sepsti.corpora.audio import check_aligned, read_audio
+from sepsti.corpora.audio import audio_files, check_aligned, read_audio
 
 __all__ = ["Pair", "PairPaths", "pair_index", "load_pair"]
 
@@ -43,12 +42,6 @@ class Pair(NamedTuple):
     path: Path  # the noisy file
 
 
-def _audio_extensions():
-    import soundfile
-
-    return {f".{extension.lower()}" for extension in soundfile.available_formats()}
-
-
 def _audio_files(root, label):
     """``{name without extension: path}`` of the audio files below ``root``."""
     root = Path(root)
@@ -56,17 +49,12 @@ def _audio_files(root, label):
         raise ParameterError(f"{root}: no such {label} folder")
     if not root.is_dir():
         raise ParameterError(f"{root}: not a folder; pass the folder of the {label} recordings")
-    extensions, files = _audio_extensions(), {}
-    for folder, subfolders, names in os.walk(root, followlinks=True):
-        subfolders.sort()
-        for name in sorted(names):
-            path = Path(folder) / name
-            if name.startswith(".") or path.suffix.lower() not in extensions:
-                continue
-            if path.stem in files:
-                raise ParameterError(f"{path}: same name as {files[path.stem]}; a name must be one recording "
-                                     f"below the {label} folder")
-            files[path.stem] = path
+    files = {}
+    for path in audio_files(root):
+        if path.stem in files:
+            raise ParameterError(f"{path}: same name as {files[path.stem]}; a name must be one recording "
+                                 f"below the {label} folder")
+        files[path.stem] = path
     return files
 
 

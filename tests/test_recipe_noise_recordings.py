@@ -9,7 +9,7 @@ import soundfile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes" / "benchmarks"))
 
-from _recordings import audio_files, excerpt  # noqa: E402
+from _recordings import excerpt  # noqa: E402
 from mix_pairs import noise_types  # noqa: E402
 
 
@@ -48,6 +48,8 @@ def test_a_short_recording_is_repeated_and_each_mixture_draws_its_own(tmp_path):
 
 def test_only_audio_files_are_recordings(tmp_path):
     """Audio files at any depth, in name order; a text file is not one."""
+    from sepsti.corpora.audio import audio_files
+
     (tmp_path / "b").mkdir()
     _tone(tmp_path / "b" / "tone.flac", 440.0, 0.5, 16000)
     _tone(tmp_path / "a.wav", 440.0, 0.5, 16000)

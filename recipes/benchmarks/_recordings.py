@@ -1,4 +1,4 @@
-"""Noise recordings for the benchmarks: the audio files below a folder, and excerpts of them at a rate."""
+"""Noise for the benchmarks: excerpts of noise recordings at a rate, windows of a looped signal."""
 
 import numpy as np
 
@@ -6,18 +6,11 @@ import numpy as np
 QUIETEST_EXCERPT_DB = -60.0
 
 
-def audio_files(folder):
-    """The files below ``folder`` that libsndfile reads as audio, in name order."""
-    import soundfile
-
-    def readable(path):
-        try:
-            soundfile.info(path)
-        except RuntimeError:  # soundfile.LibsndfileError
-            return False
-        return True
-
-    return sorted(path for path in folder.rglob("*") if path.is_file() and readable(path))
+def looped_window(y, n, rng):
+    """``n`` consecutive samples of ``y`` repeated end to end, from a random start."""
+    y = np.tile(y, -(-n // len(y)) + 1)
+    start = int(rng.integers(0, len(y) - n + 1))
+    return y[start:start + n]
 
 
 def excerpt(recordings, n, rate, rng):

@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
-from _recordings import audio_files, excerpt  # noqa: E402
+from _recordings import excerpt, looped_window  # noqa: E402
 
 NAME = "enhance_wideband"
 LEVEL_DB = -27.0
@@ -86,9 +86,7 @@ def _noise(kind, n, rate, rng, babble_pool, recordings=()):
         y = np.zeros(n)
         for talker in rng.choice(len(babble_pool), BABBLE_TALKERS, replace=False):
             voice = resample(babble_pool[talker][1], babble_pool[talker][2], rate)
-            voice = np.tile(voice, -(-n // len(voice)) + 1)
-            start = rng.integers(0, len(voice) - n + 1)
-            y += voice[start:start + n] / max(np.std(voice), 1e-12)
+            y += looped_window(voice, n, rng) / max(np.std(voice), 1e-12)
     elif kind == "music":
         y = _music(n, rate, rng)
     elif kind == "dishes":
@@ -241,6 +239,7 @@ def main():
         raise SystemExit(f"{args.data}: no wideband corpus (manifest.json) there")
     import soundfile
 
+    from sepsti.corpora.audio import audio_files
     from sepsti.metrics import warnings_once
 
     noises = [kind for kind in args.noise.split(",") if kind]

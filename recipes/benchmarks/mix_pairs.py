@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from _common import recipe_parser  # noqa: E402
-from _recordings import audio_files, excerpt  # noqa: E402
+from _recordings import excerpt, looped_window  # noqa: E402
 
 NAME = "mix_pairs"
 LEVEL_DB = -26.0
@@ -62,6 +62,7 @@ def noizeus_noises(corpus):
 def noise_types(specs, corpus):
     """``{name: draw}``, ``draw(n, rate, rng)`` giving ``n`` samples of that noise at ``rate``."""
     from sepsti.audio import resample
+    from sepsti.corpora.audio import audio_files
 
     types = {}
     for spec in specs:
@@ -78,10 +79,7 @@ def noise_types(specs, corpus):
                 raise SystemExit(f"--noise {name}=...: {corpus} has a noise type of that name; give it another")
 
             def draw(n, rate, rng, signal=signal, source_rate=source_rate):
-                y = resample(signal, source_rate, rate)
-                y = np.tile(y, -(-n // len(y)) + 1)
-                start = int(rng.integers(0, len(y) - n + 1))
-                return y[start:start + n]
+                return looped_window(resample(signal, source_rate, rate), n, rng)
             types[name] = draw
     if not types:
         raise SystemExit("give at least one --noise NAME=DIR or --noizeus DIR")
@@ -100,6 +98,8 @@ def main():
     parser.add_argument("--snr", default="0,5,10,15", help="SNRs in dB, comma-separated")
     args = parser.parse_args()
     import soundfile
+
+    from sepsti.corpora.audio import audio_files
 
     types = noise_types(args.noise, args.noizeus)
     speech = [path for path in audio_files(args.speech) if soundfile.info(path).duration >= args.shortest]

@@ -67,7 +67,8 @@ from sepsti.core.random import stream
 from sepsti.corpora.noizeus import ALL_IDS, clean_name, noisy_name, split_ids
 
 __all__ = ["SAMPLE_RATE", "NOISE_TYPES", "SNRS", "Speaker", "make_speaker", "corpus_speakers",
-           "synth_utterance", "synth_noise", "clatter", "telephone_band", "mix", "write_corpus", "MARKER"]
+           "synth_utterance", "synth_noise", "clatter", "room_tail", "telephone_band", "mix", "write_corpus",
+           "MARKER"]
 
 SAMPLE_RATE = 8000
 NOISE_TYPES = ("white", "pink", "babble", "car", "street")
@@ -434,12 +435,17 @@ def _babble(rng, n, talkers=7):
     return _reverberate(rng, total, rng.uniform(0.3, 0.6))
 
 
+def room_tail(rng, seconds, sample_rate=SAMPLE_RATE):
+    """A synthetic room's reverberant tail: Gaussian noise decaying 60 dB in ``seconds``, at ``sample_rate``."""
+    t = np.arange(int(seconds * sample_rate)) / sample_rate
+    return rng.standard_normal(len(t)) * np.exp(-6.9 * t / seconds)
+
+
 def _reverberate(rng, y, seconds):
     """Convolve with a synthetic room response: direct sound plus a noise tail decaying 60 dB in ``seconds``."""
     from scipy.signal import fftconvolve
 
-    t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
-    response = rng.standard_normal(len(t)) * np.exp(-6.9 * t / seconds) * 0.1
+    response = room_tail(rng, seconds) * 0.1
     response[0] = 1.0
     return fftconvolve(y, response)[:len(y)]
 

@@ -144,10 +144,11 @@ def reverberate(y, rate, rt60, rng):
     """
     from scipy import signal
 
+    from sepsti.corpora.synth import room_tail
+
     if rt60 <= 0:
         return y
-    t = np.arange(int(rt60 * rate)) / rate
-    tail = rng.standard_normal(t.size) * np.exp(-6.9 * t / rt60)
+    tail = room_tail(rng, rt60, rate)
     tail[:int(0.0025 * rate)] = 0.0
     response = tail / np.sqrt(np.sum(tail ** 2))
     response[0] = 1.0

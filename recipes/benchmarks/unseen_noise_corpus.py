@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from _common import ROOT, default_corpus, recipe_parser  # noqa: E402
+from _recordings import looped_window  # noqa: E402
 
 NAME = "unseen_noise_corpus"
 SNRS = (0, 5, 10, 15)
@@ -60,9 +61,8 @@ def crowd(pool, talkers, n, rng):
     """``n`` samples of ``talkers`` voices of ``pool`` (8 kHz signals) summed with random gains."""
     total = np.zeros(n)
     for talker in rng.choice(len(pool), talkers, replace=False):
-        voice = np.tile(pool[talker], -(-n // len(pool[talker])) + 1)
-        start = rng.integers(0, len(voice) - n + 1)
-        total += rng.uniform(0.5, 1.5) * voice[start:start + n] / max(np.std(voice), 1e-12)
+        voice = looped_window(pool[talker], n, rng)
+        total += rng.uniform(0.5, 1.5) * voice / max(np.std(pool[talker]), 1e-12)
     return total
 
 
@@ -70,10 +70,9 @@ def reverberate(y, seconds, rng):
     """``y`` in a room whose noise-like response decays 60 dB in ``seconds`` (no direct sound)."""
     from scipy.signal import fftconvolve
 
-    from sepsti.corpora.synth import SAMPLE_RATE
+    from sepsti.corpora.synth import room_tail
 
-    t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
-    return fftconvolve(y, rng.standard_normal(len(t)) * np.exp(-6.9 * t / seconds))[:len(y)]
+    return fftconvolve(y, room_tail(rng, seconds))[:len(y)]
 
 
 def swell(n, seconds, depth_db, rng):

@@ -5,7 +5,8 @@ Conventions
 Signals are 1-D float64 arrays (``n_samples,``). Integer formats (16-bit PCM
 and the like) come back in [-1, 1) (soundfile's scaling: int16 / 32768);
 floating-point files come back as stored. Multichannel files are downmixed to
-mono by the mean over channels. Every problem with a file is reported as
+mono by the mean over channels, unless :func:`read_audio_blocks` is asked to keep
+them. Every problem with a file is reported as
 :class:`sepsti.core.errors.ParameterError` with a one-line message ``<path>: <why>``.
 
 File names go to libsndfile as bytes (``os.fsencode``), so names that are not
@@ -155,22 +156,24 @@ def read_audio(path):
     return np.ascontiguousarray(y), int(sample_rate)
 
 
-def read_audio_blocks(path, *, block_size=1 << 16):
-    """Read an audio file block by block as a mono float64 signal (memory independent of its length).
+def read_audio_blocks(path, *, block_size=1 << 16, downmix=True):
+    """Read an audio file block by block as a float64 signal (memory independent of its length).
 
-    The blocks, concatenated, are what :func:`read_audio` returns; the same checks are made
-    (the finite-sample check and the sample count as the blocks are read).
+    The blocks, concatenated, are what :func:`read_audio` returns (with ``downmix``); the same
+    checks are made (the finite-sample check and the sample count as the blocks are read).
 
     Parameters
     ----------
     path : str or Path
     block_size : int
         Samples (per channel) per block; the last block may be shorter.
+    downmix : bool
+        Multichannel files downmixed by the mean (True), or each channel kept.
 
     Yields
     ------
-    ndarray, shape (n,)
-        float64, integer formats in [-1, 1), multichannel downmixed by the mean.
+    ndarray, shape (n,), or (n, channels) for a multichannel file read without ``downmix``
+        float64, integer formats in [-1, 1).
 
     Raises
     ------
@@ -191,7 +194,7 @@ def read_audio_blocks(path, *, block_size=1 << 16):
                     raise ParameterError(f"{path}: corrupt audio file ({_describe(error)})") from None
                 if data.shape[0] == 0:
                     break
-                y = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+                y = data[:, 0] if data.shape[1] == 1 else data.mean(axis=1) if downmix else data
                 if not np.all(np.isfinite(y)):
                     bad = int(np.count_nonzero(~np.isfinite(y)))
                     raise ParameterError(f"{path}: {bad} sample(s) are NaN or Inf (in the block from sample "

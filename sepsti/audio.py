@@ -2,8 +2,9 @@
 
 Conventions
 -----------
-Signals are 1-D float64 arrays in [-1, 1) units. Reading (validation of the
-file, mono downmix) is :func:`sepsti.corpora.audio.read_audio`; this module adds
+Signals are 1-D float64 arrays in [-1, 1) units, or ``(n, channels)`` where a
+file's channels are kept. Reading (validation of the file, mono downmix) is
+:func:`sepsti.corpora.audio.read_audio`; this module adds
 resampling to the dictionary's rate and back (``scipy.signal.resample_poly``
 with the exact rational ratio of the two rates), the check that a signal holds
 at least one STFT frame, and atomic writing (16-bit PCM for ``.wav``; for
@@ -72,7 +73,8 @@ class Resampler:
     ``resample_poly``'s (Kaiser window β = 5, ``20 · max(up, down) + 1`` taps, zero padding
     at both ends). An output sample depends on a bounded stretch of input, so only that
     stretch is kept between blocks; the samples returned, concatenated, equal
-    ``resample_poly`` on the whole signal to rounding.
+    ``resample_poly`` on the whole signal to rounding. Blocks are ``(n,)``, or ``(n, channels)``
+    for several channels resampled alike (every block of one signal the same way).
 
     Parameters
     ----------
@@ -96,6 +98,7 @@ class Resampler:
         self._received = 0      # input samples pushed so far
         self._start = 0         # index of the first input sample kept in the buffer
         self._buffer = np.zeros(0)
+        self._channels = ()     # the blocks' shape after their first axis
         if not self._identity:
             from scipy.signal import firwin
 
@@ -114,6 +117,7 @@ class Resampler:
     def push(self, block):
         """Add input samples; return the output samples they complete."""
         block = np.asarray(block, dtype=np.float64)
+        self._channels = block.shape[1:]
         if self._received + len(block) > self.num_samples:
             raise ParameterError(f"resampler: more than the announced {self.num_samples} samples pushed")
         self._received += len(block)
@@ -132,16 +136,16 @@ class Resampler:
         from scipy.signal import upfirdn
 
         if stop <= self._next:
-            return np.zeros(0)
+            return np.zeros((0, *self._channels))
         # upfirdn on a stretch that starts at a multiple of ``down`` keeps every output's phase,
         # so each output is the same sum of the same products as on the whole signal.
         first = self._first_input(self._next) // self.down * self.down
         first = max(first, self._start)
-        y = upfirdn(self._filter, self._buffer[first - self._start:], self.up, self.down)
+        y = upfirdn(self._filter, self._buffer[first - self._start:], self.up, self.down, axis=0)
         offset = first * self.up // self.down
         out = y[self._next + self._remove - offset:stop + self._remove - offset]
         if len(out) < stop - self._next:  # past the end of the signal: zeros, as resample_poly's padding
-            out = np.pad(out, (0, stop - self._next - len(out)))
+            out = np.pad(out, [(0, stop - self._next - len(out))] + [(0, 0)] * len(self._channels))
         self._next = stop
         keep = min(self._first_input(stop) // self.down * self.down, self._received)
         if keep > self._start:
@@ -154,7 +158,7 @@ class Resampler:
         if self._received != self.num_samples:
             raise ParameterError(f"resampler: {self._received} of {self.num_samples} samples pushed")
         if self._identity:
-            return np.zeros(0)
+            return np.zeros((0, *self._channels))
         return self._produce(self.num_output)
 
 
@@ -295,7 +299,9 @@ class AudioInput(NamedTuple):
     num_samples : int
         Samples at the processing rate.
     peak : float
-        Largest absolute sample of the mono signal (above 1.0 only in float files).
+        Largest absolute sample of any channel (above 1.0 only in float files).
+    channels : int
+        The file's channels.
     """
 
     path: Path
@@ -303,6 +309,7 @@ class AudioInput(NamedTuple):
     length: int
     num_samples: int
     peak: float
+    channels: int
 
 
 def inspect_input(path, *, sample_rate, n_fft=None):
@@ -331,31 +338,33 @@ def inspect_input(path, *, sample_rate, n_fft=None):
     info = audio_info(path)
     validate_sample_rate(info.sample_rate, sample_rate, name=str(path))
     peak = 0.0
-    for block in read_audio_blocks(path, block_size=BLOCK_SAMPLES):
+    for block in read_audio_blocks(path, block_size=BLOCK_SAMPLES, downmix=False):
         peak = max(peak, float(np.max(np.abs(block))))
     num_samples = Resampler(info.sample_rate, sample_rate, info.num_samples).num_output
     validate_frames(np.broadcast_to(0.0, (num_samples,)), sample_rate, name=str(path), n_fft=n_fft)
-    return AudioInput(path, info.sample_rate, info.num_samples, num_samples, peak)
+    return AudioInput(path, info.sample_rate, info.num_samples, num_samples, peak, info.channels)
 
 
-def input_blocks(audio, *, sample_rate):
-    """The mono signal of a checked input at the processing rate, block by block.
+def input_blocks(audio, *, sample_rate, downmix=True):
+    """A checked input at the processing rate, block by block.
 
     Parameters
     ----------
     audio : AudioInput
     sample_rate : int
         The processing rate.
+    downmix : bool
+        The mono downmix (True), or each channel of a multichannel file.
 
     Yields
     ------
-    ndarray, shape (n,)
-        Concatenated: :func:`load_audio`'s samples, to rounding.
+    ndarray, shape (n,), or (n, channels) for a multichannel file without ``downmix``
+        Concatenated: :func:`load_audio`'s samples (with ``downmix``), to rounding.
     """
     from sepsti.corpora.audio import read_audio_blocks
 
     resampler = Resampler(audio.sample_rate, sample_rate, audio.length)
-    for block in read_audio_blocks(audio.path, block_size=BLOCK_SAMPLES):
+    for block in read_audio_blocks(audio.path, block_size=BLOCK_SAMPLES, downmix=downmix):
         out = resampler.push(block)
         if len(out):
             yield out
@@ -426,8 +435,8 @@ class _Output:
 
 
 @contextlib.contextmanager
-def open_output(path, sample_rate, *, overwrite=True):
-    """Write a mono signal block by block, atomically (temporary file beside ``path``, then rename).
+def open_output(path, sample_rate, *, overwrite=True, channels=1):
+    """Write a signal block by block, atomically (temporary file beside ``path``, then rename).
 
     Parameters
     ----------
@@ -437,12 +446,14 @@ def open_output(path, sample_rate, *, overwrite=True):
     overwrite : bool
         False: refuse, at the rename, a file that appeared at ``path`` meanwhile
         (:func:`sepsti.core.io.atomic_path`).
+    channels : int
+        Blocks are ``(n,)`` for 1, ``(n, channels)`` for more.
 
     Yields
     ------
     object
         With ``write(block)`` (signal in [-1, 1); integer formats clip it to that range),
-        and the counts ``written`` and ``clipped`` (samples beyond full scale).
+        and the counts ``written`` (samples per channel) and ``clipped`` (samples beyond full scale).
     """
     import soundfile
 
@@ -451,7 +462,7 @@ def open_output(path, sample_rate, *, overwrite=True):
     fmt, subtype = output_format(path)
     clip = subtype.startswith("PCM") or subtype in ("ULAW", "ALAW")
     with atomic_path(path, overwrite=overwrite) as tmp:
-        with soundfile.SoundFile(os.fsencode(tmp), "w", samplerate=int(sample_rate), channels=1,
+        with soundfile.SoundFile(os.fsencode(tmp), "w", samplerate=int(sample_rate), channels=int(channels),
                                  subtype=subtype, format=fmt) as handle:
             yield _Output(handle, clip)
 

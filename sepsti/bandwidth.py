@@ -70,7 +70,7 @@ class UpperBand:
     ----------
     blocks : callable
         ``blocks()`` returns an iterator over the input's consecutive pieces at ``sample_rate``
-        (called once).
+        (called once): ``(n,)``, or ``(n, channels)`` for several channels, each given the same gains.
     sample_rate : int
         The input's rate, above ``framing.sample_rate``.
     length : int
@@ -91,7 +91,7 @@ class UpperBand:
         self._down = Resampler(self._rate, framing.sample_rate, self._length)
         self._up = Resampler(framing.sample_rate, self._rate, self._down.num_output)
         self._upper = self._upper_blocks(blocks)
-        self._buffer = np.zeros(0)
+        self._buffer = None
         self._next = 0
 
     def add_mask(self, speech, noise):
@@ -100,10 +100,11 @@ class UpperBand:
 
     def _upper_blocks(self, blocks):
         """The input minus its round trip through the processing rate, block by block."""
-        held, low = np.zeros(0), np.zeros(0)
+        held = low = None
         for block in blocks():
-            held = np.concatenate([held, block])
-            low = np.concatenate([low, self._up.push(self._down.push(block))])
+            held = block if held is None else np.concatenate([held, block])
+            back = self._up.push(self._down.push(block))
+            low = back if low is None else np.concatenate([low, back])
             count = min(len(held), len(low))
             yield held[:count] - low[:count]
             held, low = held[count:], low[count:]
@@ -111,12 +112,13 @@ class UpperBand:
         yield held - low
 
     def _take(self, count):
-        while len(self._buffer) < count:
+        while self._buffer is None or len(self._buffer) < count:
             block = next(self._upper, None)
             if block is None:  # past the input's end (the way back may round up): no upper band
-                self._buffer = np.pad(self._buffer, (0, count - len(self._buffer)))
+                missing = count - len(self._buffer)
+                self._buffer = np.pad(self._buffer, [(0, missing)] + [(0, 0)] * (self._buffer.ndim - 1))
                 break
-            self._buffer = np.concatenate([self._buffer, block])
+            self._buffer = block if self._buffer is None else np.concatenate([self._buffer, block])
         out, self._buffer = self._buffer[:count], self._buffer[count:]
         return out
 
@@ -133,4 +135,5 @@ class UpperBand:
         centres = np.arange(len(gains)) * (self._framing.hop_length * self._rate / self._framing.sample_rate)
         where = np.arange(self._next, self._next + len(piece))
         self._next += len(piece)
-        return piece + np.interp(where, centres, gains) * self._take(len(piece))
+        gain = np.interp(where, centres, gains).reshape(-1, *[1] * (piece.ndim - 1))  # one per sample
+        return piece + gain * self._take(len(piece))

@@ -330,18 +330,19 @@ def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
 def _in_context(pieces, context, dtype=np.float64):
     """``(S, noise_power)`` pieces of consecutive frames, with ``context`` neighbouring frames on each side.
 
-    Yields ``(S, V, noise_power)``: a piece's complex frames, and the magnitudes (in ``dtype``) and
+    Yields ``(S, V, noise_power)``: a piece's complex frames (of each channel), and the magnitudes
+    (:func:`sepsti.features.channel_magnitude`, in ``dtype``) and
     noise power of those frames with the ``context`` frames before and after them (the signal's first and
     last frames standing for the missing ones at its ends). Each frame waits for the ``context``
     frames after it.
     """
     if context == 0:
         for S, power in pieces:
-            yield S, np.abs(S).astype(dtype, copy=False), power
+            yield S, features.channel_magnitude(S).astype(dtype, copy=False), power
         return
     held = None  # the frames not yet released, the magnitudes and powers with their context before
     for S, power in pieces:
-        V = np.abs(S).astype(dtype, copy=False)
+        V = features.channel_magnitude(S).astype(dtype, copy=False)
         if held is None:
             edge = ((0, 0), (context, 0))
             held = (S, np.pad(V, edge, mode="edge"), np.pad(power, edge, mode="edge"))
@@ -430,12 +431,12 @@ def _with_noise_power(spectra, tracker):
 
     Yields
     ------
-    S : ndarray, shape (n_bins, m)
+    S : ndarray, shape (n_bins, m) or (n_bins, m, channels)
     noise_power : ndarray, shape (n_bins, m)
     """
     held = None
     for S in spectra:
-        estimates = tracker.push(np.abs(S))
+        estimates = tracker.push(features.channel_magnitude(S))
         held = S if held is None else np.concatenate([held, S], axis=1)
         del S  # one copy of the frames at a time
         if estimates.shape[1]:
@@ -478,8 +479,11 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     Parameters
     ----------
     blocks : callable
-        ``blocks()`` returns a new iterator over the signal's consecutive pieces (1-D float
-        arrays in [-1, 1) at ``framing.sample_rate``); it is called up to three times.
+        ``blocks()`` returns a new iterator over the signal's consecutive pieces (float arrays in
+        [-1, 1) at ``framing.sample_rate``, shape ``(n,)``, or ``(n, channels)`` for a signal of several
+        channels); it is called up to three times. The channels are modelled as one, by their
+        magnitudes' power mean (:func:`sepsti.features.channel_magnitude`), and each is given the
+        same mask: their balance and phases are kept.
     num_samples : int
         Length of the signal.
     W : ndarray, shape (n_bins · (2 · context + 1), rank)
@@ -504,7 +508,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     Yields
     ------
     ndarray
-        Consecutive pieces of the speech estimate, ``num_samples`` samples in all.
+        Consecutive pieces of the speech estimate, ``num_samples`` samples in all (of each channel).
 
     Raises
     ------
@@ -521,7 +525,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     analysis = features.enhancement_framing(framing)  # the dictionary's window, a quarter-window hop
 
     def magnitudes(stft_framing=framing):
-        return (np.abs(S) for S in features.stft_chunks(blocks(), chunk_frames, framing=stft_framing))
+        return (features.channel_magnitude(S)
+                for S in features.stft_chunks(blocks(), chunk_frames, framing=stft_framing))
 
     def unchanged():
         # too little to tell noise from speech: the signal is left as it is (its upper band too)
@@ -545,9 +550,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     else:
         validate_noise_model(noise, framing)
         energies = np.concatenate([V.sum(axis=0) for V in magnitudes()])
-    if not np.any(energies):
-        for start in range(0, num_samples, chunk_frames * framing.hop_length):
-            yield np.zeros(min(chunk_frames * framing.hop_length, num_samples - start))
+    if not np.any(energies):  # digital silence throughout
+        for block in blocks():
+            yield np.zeros_like(block)
         return
     noise = noise._replace(segment_frames=noise.segment_frames * (framing.hop_length // analysis.hop_length))
     setting = _Setting(W, _context(W, framing), noise, max(float(energies.mean()), tiny))
@@ -569,7 +574,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     for S, speech, noise_part in _smoothed(separated()):
         if mask_fn is not None:
             mask_fn(speech, noise_part)
-        samples = synthesis.push(speech_mask(speech, noise_part) * S)[:num_samples - produced]
+        mask = speech_mask(speech, noise_part)
+        samples = synthesis.push(mask.reshape(*mask.shape, *[1] * (S.ndim - 2)) * S)[:num_samples - produced]
         produced += len(samples)
         if len(samples):
             yield samples

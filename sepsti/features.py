@@ -27,7 +27,9 @@ enhance`` starts fast.
 :func:`stft_chunks` and :class:`OverlapAdd` compute the same transforms on a
 signal given block by block (frames in chunks of a fixed count), with the
 same values as :func:`stft` / :func:`istft` on the whole signal, so long
-signals never need to be held at once.
+signals never need to be held at once; they also take several channels at once
+(``(n, channels)`` signals, ``(n_bins, n_frames, channels)`` spectrograms), whose
+one magnitude for the models is :func:`channel_magnitude`.
 
 Magnitudes are scaled by :data:`AMPLITUDE_SCALE` (int16 full scale): the
 Poisson models and the prior rate λ = 4e-4 of the paper are defined on that
@@ -42,8 +44,8 @@ from sepsti.core.errors import ParameterError
 
 __all__ = ["Framing", "NARROWBAND", "framing_for_rate", "validate_framing", "enhancement_framing",
            "SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WINDOW", "AMPLITUDE_SCALE", "SILENT_MAGNITUDE", "N_BINS",
-           "window", "stft", "istft", "stft_chunks", "OverlapAdd", "num_frames", "magnitude", "in_context",
-           "training_matrix"]
+           "window", "stft", "istft", "stft_chunks", "OverlapAdd", "num_frames", "magnitude", "channel_magnitude",
+           "in_context", "training_matrix"]
 
 
 class Framing(NamedTuple):
@@ -235,8 +237,8 @@ def num_frames(num_samples, *, framing=NARROWBAND):
 
 def _frames_spectrum(padded, count, framing):
     n_fft, hop = framing.n_fft, framing.hop_length
-    frames = np.lib.stride_tricks.sliding_window_view(padded[:(count - 1) * hop + n_fft], n_fft)[::hop]
-    return np.fft.rfft(frames * window(framing), axis=1).T
+    frames = np.lib.stride_tricks.sliding_window_view(padded[:(count - 1) * hop + n_fft], n_fft, axis=0)[::hop]
+    return np.moveaxis(np.fft.rfft(frames * window(framing), axis=-1), -1, 0)
 
 
 def stft_chunks(blocks, chunk_frames, *, framing=NARROWBAND):
@@ -245,28 +247,33 @@ def stft_chunks(blocks, chunk_frames, *, framing=NARROWBAND):
     Parameters
     ----------
     blocks : iterable of ndarray
-        The signal's consecutive pieces, in [-1, 1) (any sizes).
+        The signal's consecutive pieces, in [-1, 1) (any sizes): shape ``(n,)``, or ``(n, channels)``
+        for several channels framed alike.
     chunk_frames : int
         Frames per chunk; every chunk but the last has exactly this many.
     framing : Framing
 
     Yields
     ------
-    ndarray of complex128, shape (n_bins, m)
-        Consecutive columns of ``stft(np.concatenate(blocks))``, same values.
+    ndarray of complex128, shape (n_bins, m), or (n_bins, m, channels)
+        Consecutive columns of ``stft(np.concatenate(blocks))`` (of each channel's), same values.
     """
     chunk_frames = int(chunk_frames)
     n_fft, hop = framing.n_fft, framing.hop_length
-    pending = np.zeros(n_fft // 2)  # the centring pad, then scaled samples not yet fully framed
+    pending = None  # the centring pad, then scaled samples not yet fully framed
     total = 0
     for block in blocks:
         block = np.asarray(block, dtype=np.float64)
+        if pending is None:
+            pending = np.zeros((n_fft // 2, *block.shape[1:]))
         total += len(block)
         pending = np.concatenate([pending, block * AMPLITUDE_SCALE])
         while len(pending) >= (chunk_frames - 1) * hop + n_fft:
             yield _frames_spectrum(pending, chunk_frames, framing)
             pending = pending[chunk_frames * hop:]
-    pending = np.concatenate([pending, np.zeros((-total) % hop + n_fft // 2)])
+    if pending is None:
+        pending = np.zeros(n_fft // 2)
+    pending = np.concatenate([pending, np.zeros(((-total) % hop + n_fft // 2, *pending.shape[1:]))])
     remaining = (len(pending) - n_fft) // hop + 1
     while remaining > 0:
         count = min(chunk_frames, remaining)
@@ -279,7 +286,9 @@ class OverlapAdd:
     """:func:`istft` of a spectrogram given in chunks of frames, producing samples as they complete.
 
     ``push`` each chunk in order, then ``finish(length)``; the samples returned, concatenated
-    and cut to ``length``, are ``istft(whole_spectrogram, length)`` with the same values.
+    and cut to ``length``, are ``istft(whole_spectrogram, length)`` with the same values. Chunks
+    of shape ``(n_bins, m, channels)`` (:func:`stft_chunks` of several channels) give samples of
+    shape ``(n, channels)``.
 
     Parameters
     ----------
@@ -298,18 +307,23 @@ class OverlapAdd:
         self._weights = np.zeros((self._parts - 1, hop))
         self._skip = framing.n_fft // 2 // hop  # blocks in the centring pad
         self._produced = 0
+        self._channels = None  # the chunks' shape after their first two axes, known at the first push
 
     def push(self, spectrogram):
-        """Add frames (complex, shape (n_bins, m)); return the samples they complete, in [-1, 1) units."""
+        """Add frames (complex, shape (n_bins, m[, channels])); return the samples they complete, in [-1, 1) units."""
         hop, parts = self._framing.hop_length, self._parts
-        frames = np.fft.irfft(np.asarray(spectrogram).T, n=self._framing.n_fft, axis=1) * self._window
+        spectrogram = np.asarray(spectrogram)
+        if self._channels is None:
+            self._channels = spectrogram.shape[2:]
+            self._sums = np.zeros((parts - 1, hop, *self._channels))
+        frames = np.fft.irfft(np.moveaxis(spectrogram, 0, -1), n=self._framing.n_fft, axis=-1) * self._window
         count = len(frames)
         if count == 0:
-            return np.zeros(0)
-        sums, weights = np.zeros((count + parts - 1, hop)), np.zeros((count + parts - 1, hop))
+            return np.zeros((0, *self._channels))
+        sums, weights = np.zeros((count + parts - 1, hop, *self._channels)), np.zeros((count + parts - 1, hop))
         sums[:parts - 1] = self._sums
         weights[:parts - 1] = self._weights
-        blocks = frames.reshape(count, parts, hop)
+        blocks = np.moveaxis(frames, -1, 1).reshape(count, parts, hop, *self._channels)
         for part in range(parts):
             sums[part:part + count] += blocks[:, part]
             weights[part:part + count] += self._squared[part]
@@ -319,23 +333,45 @@ class OverlapAdd:
     def _release(self, sums, weights):
         skipped = min(self._skip, len(sums))
         self._skip -= skipped
-        sums, weights = sums[skipped:], weights[skipped:]
+        sums, weights = sums[skipped:], weights[skipped:].reshape(-1, weights.shape[1], *[1] * (sums.ndim - 2))
         # divided by the summed squared window where frames reach, as istft does
         out = np.divide(sums, weights, out=sums.copy(), where=weights > np.finfo(weights.dtype).tiny)
-        out = out.reshape(-1) / AMPLITUDE_SCALE
+        out = out.reshape(-1, *sums.shape[2:]) / AMPLITUDE_SCALE
         self._produced += len(out)
         return out
 
     def finish(self, length):
         """The samples the last frames reach, then zeros to ``length`` (istft's padding); cut the rest yourself."""
+        channels = self._sums.shape[2:]
         rest = self._release(self._sums, self._weights)
-        self._sums = self._weights = np.zeros((0, self._framing.hop_length))
-        return np.concatenate([rest, np.zeros(max(0, int(length) - self._produced))])
+        hop = self._framing.hop_length
+        self._sums, self._weights = np.zeros((0, hop, *channels)), np.zeros((0, hop))
+        return np.concatenate([rest, np.zeros((max(0, int(length) - self._produced), *channels))])
 
 
 def magnitude(y, *, framing=NARROWBAND):
     """STFT magnitude of a signal on the amplitude scale, shape (n_bins, n_frames)."""
     return np.abs(stft(y, framing=framing))
+
+
+def channel_magnitude(S):
+    """The magnitude of a spectrogram, of one channel or the root mean square over several.
+
+    The power mean of the channels, not the magnitude of their sum: it is each channel's own
+    level where the channels hold the same sound or independent noises, and channels in
+    opposite phase do not cancel.
+
+    Parameters
+    ----------
+    S : ndarray of complex, shape (n_bins, n_frames) or (n_bins, n_frames, channels)
+
+    Returns
+    -------
+    ndarray, shape (n_bins, n_frames)
+    """
+    if S.ndim == 2:
+        return np.abs(S)
+    return np.sqrt(np.mean(S.real ** 2 + S.imag ** 2, axis=-1))
 
 
 def in_context(M, context):

@@ -118,6 +118,11 @@ def test_resampler_in_blocks_equals_resample_poly(rng, orig, target):
     cuts = np.sort(rng.integers(0, len(x) + 1, 12))
     out = np.concatenate([*(resampler.push(block) for block in np.split(x, cuts)), resampler.finish()])
     np.testing.assert_array_equal(out, expected)
+    # several channels at once: each as resample_poly resamples it
+    channels = np.stack([x, -0.5 * x[::-1]], axis=1)
+    resampler = Resampler(orig, target, len(x))
+    out = np.concatenate([*(resampler.push(block) for block in np.split(channels, cuts)), resampler.finish()])
+    np.testing.assert_array_equal(out, resample_poly(channels, target // common, orig // common, axis=0))
 
 
 def test_validate_sample_rate():
@@ -131,6 +136,8 @@ def test_validate_sample_rate():
 
 
 def test_inspect_input_and_blocks_match_load_audio(tmp_path, rng, monkeypatch):
+    from scipy.signal import resample_poly
+
     import sepsti.audio
     from sepsti.audio import input_blocks, inspect_input
 
@@ -140,9 +147,14 @@ def test_inspect_input_and_blocks_match_load_audio(tmp_path, rng, monkeypatch):
     monkeypatch.setattr(sepsti.audio, "BLOCK_SAMPLES", 777)
     audio = inspect_input(tmp_path / "s.wav", sample_rate=8000)
     whole = load_audio(tmp_path / "s.wav", sample_rate=8000)
-    assert (audio.sample_rate, audio.length, audio.num_samples) == (22050, 20000, len(whole.samples))
-    assert audio.peak == pytest.approx(np.abs(stereo.astype(np.float32).mean(axis=1)).max())
+    assert (audio.sample_rate, audio.length, audio.num_samples, audio.channels) == \
+        (22050, 20000, len(whole.samples), 2)
+    assert audio.peak == 1.5  # of the channels, not of their mean
     np.testing.assert_array_equal(np.concatenate(list(input_blocks(audio, sample_rate=8000))), whole.samples)
+    channels = np.concatenate(list(input_blocks(audio, sample_rate=8000, downmix=False)))
+    expected = resample_poly(stereo.astype(np.float32).astype(np.float64), 160, 441, axis=0)
+    np.testing.assert_allclose(channels, expected, atol=1e-12)
+    np.testing.assert_allclose(channels.mean(axis=1), whole.samples, atol=1e-12)
 
 
 def test_write_audio_refuses_a_file_without_overwrite_and_counts_clipping(tmp_path):

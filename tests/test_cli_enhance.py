@@ -55,7 +55,7 @@ def test_enhance_one_file(workdir, tiny_dictionary):
     assert no_temp_files(workdir)
 
 
-def test_other_rate_and_stereo_come_back_at_the_input_rate_and_length(workdir, tiny_dictionary):
+def test_other_rate_and_stereo_come_back_at_the_input_rate_length_and_channels(workdir, tiny_dictionary):
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     from sepsti.audio import resample
 
@@ -65,7 +65,33 @@ def test_other_rate_and_stereo_come_back_at_the_input_rate_and_length(workdir, t
     result = _enhance(tiny_dictionary, workdir / "stereo.flac", "-o", workdir / "out.flac")
     assert result.exit_code == 0, result.stderr
     info = soundfile.info(workdir / "out.flac")
-    assert (info.samplerate, info.frames, info.channels, info.format) == (22050, len(at_22k), 1, "FLAC")
+    assert (info.samplerate, info.frames, info.channels, info.format) == (22050, len(at_22k), 2, "FLAC")
+    out, _ = soundfile.read(workdir / "out.flac")
+    np.testing.assert_allclose(out[:, 1], 0.5 * out[:, 0], rtol=0, atol=1.01 / 32768)  # the balance kept
+
+
+def test_channels_share_one_mask(workdir, tiny_dictionary):
+    """Each channel gets the same gains, so the output is linear across channels: a third channel that is
+    the sum of the first two comes out as the sum of their outputs, also above the dictionary's band (11.025
+    kHz). Channels in opposite phase do not cancel: two of them come out as one alone does."""
+    from sepsti.audio import resample
+
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    clean, _ = soundfile.read(workdir / "clean.wav")
+    speech, noise = 0.5 * resample(clean, RATE, 11025), 0.5 * resample(noisy - clean, RATE, 11025)
+    soundfile.write(workdir / "three.wav", np.stack([speech, noise, speech + noise], axis=1), 11025, subtype="FLOAT")
+    soundfile.write(workdir / "one.wav", speech + noise, 11025, subtype="FLOAT")
+    soundfile.write(workdir / "opposite.wav", np.stack([speech + noise, -speech - noise], axis=1), 11025,
+                    subtype="FLOAT")
+    for name in ("three", "one", "opposite"):
+        result = _enhance(tiny_dictionary, workdir / f"{name}.wav", "-o", workdir / f"{name}.out.flac")
+        assert result.exit_code == 0, result.stderr
+    three, _ = soundfile.read(workdir / "three.out.flac")
+    np.testing.assert_allclose(three[:, 2], three[:, 0] + three[:, 1], rtol=0, atol=2.01 / 32768)
+    one, _ = soundfile.read(workdir / "one.out.flac")
+    opposite, _ = soundfile.read(workdir / "opposite.out.flac")
+    np.testing.assert_array_equal(opposite[:, 0], one)
+    np.testing.assert_array_equal(opposite[:, 1], -one)
 
 
 def test_all_zero_input_gives_all_zero_output(workdir, tiny_dictionary):
@@ -329,7 +355,7 @@ def test_a_file_too_short_to_learn_from_is_written_unchanged(workdir, tiny_dicti
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     start = (len(noisy) - RATE * milliseconds // 1000) // 2  # from the middle: speech and noise
     short = noisy[start:start + RATE * milliseconds // 1000]
-    soundfile.write(workdir / "short.wav", short, RATE, subtype="PCM_16")
+    soundfile.write(workdir / "short.wav", np.stack([short, -0.5 * short], axis=1), RATE, subtype="PCM_16")
     result = _enhance(tiny_dictionary, workdir / "short.wav", "-o", workdir / "out.wav", "--noise-rank", noise_rank)
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == f"wrote {workdir / 'out.wav'}"
@@ -432,19 +458,22 @@ def test_streamed_output_equals_the_whole_signal_pipeline(workdir, tiny_dictiona
 
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     at_11k = resample(noisy, RATE, 11025)
-    soundfile.write(workdir / "in.wav", np.stack([at_11k, 0.8 * at_11k], axis=1), 11025, subtype="FLOAT")
+    stereo = np.stack([at_11k, 0.8 * at_11k], axis=1)
+    soundfile.write(workdir / "in.wav", stereo, 11025, subtype="FLOAT")
     monkeypatch.setattr(sepsti.audio, "BLOCK_SAMPLES", 999)  # many blocks, none aligned with anything
     result = _enhance(tiny_dictionary, workdir / "in.wav", "-o", workdir / "out.wav", "--iterations", 10)
     assert result.exit_code == 0, result.stderr
-    recording = load_audio(workdir / "in.wav", sample_rate=RATE)
-    mono = 0.9 * at_11k
-    upper = UpperBand(lambda: iter((mono,)), 11025, len(mono), NARROWBAND)
-    speech = np.concatenate(list(denoise_blocks(lambda: iter((recording.samples,)), len(recording.samples),
+    length = load_audio(workdir / "in.wav", sample_rate=RATE).length
+    stereo = stereo.astype(np.float32).astype(np.float64)
+    at_8k = np.stack([resample(channel, 11025, RATE) for channel in stereo.T], axis=1)
+    upper = UpperBand(lambda: iter((stereo,)), 11025, len(stereo), NARROWBAND)
+    speech = np.concatenate(list(denoise_blocks(lambda: iter((at_8k,)), len(at_8k),
                                                 load_dictionary(tiny_dictionary).W, max_iter=10,
                                                 mask_fn=upper.add_mask)))
-    expected = np.clip(upper.apply(resample(speech, RATE, 11025))[:recording.length], -1, 1)
+    back = np.stack([resample(channel, RATE, 11025) for channel in speech.T], axis=1)
+    expected = np.clip(upper.apply(back)[:length], -1, 1)
     out, rate = soundfile.read(workdir / "out.wav")
-    assert rate == 11025 and len(out) == len(expected)
+    assert rate == 11025 and out.shape == expected.shape
     np.testing.assert_allclose(out, expected, rtol=0, atol=1.01 / 32768)  # libsndfile's 16-bit rounding
 
 

@@ -137,3 +137,32 @@ def test_stft_and_istft_in_pieces_equal_the_whole(rng, n, chunk_frames, framing)
     out = np.concatenate([*out, synthesis.finish(n)])[:n]
     # the same sums, added in another order
     np.testing.assert_allclose(out, features.istft(masked, n, framing=framing), rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("n", [0, 1, 257, 5000])
+def test_stft_and_istft_in_pieces_take_channels(rng, n):
+    """Signals (n, channels) give spectrograms (n_bins, frames, channels): each channel's, and back."""
+    from sepsti.features import OverlapAdd, stft_chunks
+
+    framing = features.enhancement_framing(features.NARROWBAND)
+    y = rng.uniform(-1, 1, (n, 3))
+    cuts = np.sort(rng.integers(0, n + 1, 5))
+    pieces = list(stft_chunks(np.split(y, cuts), 7, framing=framing))
+    S = np.stack([features.stft(channel, framing=framing) for channel in y.T], axis=-1)
+    np.testing.assert_array_equal(np.concatenate(pieces, axis=1), S)
+    masked = rng.uniform(size=S.shape) * S
+    synthesis = OverlapAdd(framing)
+    out = np.concatenate([*(synthesis.push(piece) for piece in np.array_split(masked, 4, axis=1)),
+                          synthesis.finish(n)])[:n]
+    expected = np.stack([features.istft(masked[..., c], n, framing=framing) for c in range(3)], axis=-1)
+    assert out.shape == (n, 3)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-15)
+
+
+def test_channel_magnitude_is_the_power_mean():
+    one = np.array([[3 + 4j, 0j]])
+    assert np.array_equal(features.channel_magnitude(one), [[5.0, 0.0]])
+    opposite = np.stack([one, -one], axis=-1)  # opposite phases do not cancel
+    np.testing.assert_allclose(features.channel_magnitude(opposite), [[5.0, 0.0]])
+    pair = np.array([[[3 + 0j, 4j]]])
+    np.testing.assert_allclose(features.channel_magnitude(pair), [[np.sqrt(12.5)]])

@@ -103,3 +103,29 @@ def test_a_name_taken_twice_is_refused(tmp_path, noizeus_root):
     _tone(tmp_path / "hum.wav", 100.0, 2.0, 8000)
     with pytest.raises(SystemExit, match="has a noise type of that name"):
         noise_types([f"car={tmp_path}"], noizeus_root)
+
+
+def test_two_microphone_recordings_are_what_enhance_channels_says(tmp_path, rng):
+    """The right channel: the left's speech 0.3 ms later and 2 dB down, plus its own draw of the noise at the
+    left noise's power; the left channel at the SNR in its name; each channel also written alone."""
+    from enhance_channels import make_recordings
+    from test_cli_train import _wideband_corpus
+
+    from sepsti.corpora import wideband
+
+    corpus = _wideband_corpus(tmp_path / "wide", rng)
+    split = next(s for s in ("test", "validation") if any(
+        u[2] == wideband.TRAIN_RATE for u in wideband.clean_signals(corpus, s)))
+    recordings = make_recordings(corpus, split, tmp_path / "out", files=1, noises=["white"], snrs=[5],
+                                 seconds=8.0, delay=0.3125, level=2.0, seed=0)
+    (name, clean, kind, snr, _), = recordings
+    assert (kind, snr) == ("white", 5) and clean.shape[1] == 2
+    np.testing.assert_allclose(clean[5:, 1], 10 ** (-2 / 20) * clean[:-5, 0])  # 5 samples at 16 kHz
+    stereo, rate = soundfile.read(tmp_path / "out" / "stereo" / name)
+    assert rate == 16000 and stereo.shape == clean.shape
+    noise = stereo - clean
+    assert abs(10 * np.log10(np.sum(clean[:, 0] ** 2) / np.sum(noise[:, 0] ** 2)) - 5) < 0.01
+    assert abs(np.std(noise[:, 1]) / np.std(noise[:, 0]) - 1) < 0.01
+    assert abs(np.corrcoef(noise.T)[0, 1]) < 0.05  # independent draws
+    for side, channel in (("left", 0), ("right", 1)):
+        np.testing.assert_array_equal(soundfile.read(tmp_path / "out" / side / name)[0], stereo[:, channel])

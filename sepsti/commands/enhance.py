@@ -17,7 +17,9 @@ digital silence to learn its noise from (and no ``--noise-sample``), is
 copied unchanged, with one warning line.
 
 Conventions: signals are float64 in [-1, 1); processing happens at the
-dictionary's rate, each output has its input's rate and length. Without
+dictionary's rate, each output has its input's rate, length and channels (one
+mask for all channels, from their magnitudes' power mean,
+:func:`sepsti.features.channel_magnitude`). Without
 ``--dictionary``, inputs up to 8 kHz use the shipped 8 kHz dictionary (atoms of
 three frames, :attr:`sepsti.dictionary.Dictionary.context`) and
 inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`); the band
@@ -107,7 +109,7 @@ def _single_threaded_blas():
 
 
 def copy_file(audio, target, *, overwrite):
-    """Write a checked input's mono signal into ``target`` unchanged, at its own rate.
+    """Write a checked input's samples into ``target`` unchanged, at its own rate, every channel.
 
     Parameters
     ----------
@@ -124,14 +126,14 @@ def copy_file(audio, target, *, overwrite):
     from sepsti.audio import open_output
     from sepsti.corpora.audio import read_audio_blocks
 
-    with open_output(target, audio.sample_rate, overwrite=overwrite) as output:
-        for block in read_audio_blocks(audio.path):
+    with open_output(target, audio.sample_rate, overwrite=overwrite, channels=audio.channels) as output:
+        for block in read_audio_blocks(audio.path, downmix=False):
             output.write(block)
     return output.clipped
 
 
 def enhance_file(audio, target, W, framing, *, overwrite, written=None, **options):
-    """Enhance one checked input into ``target``, piece by piece.
+    """Enhance one checked input into ``target``, piece by piece, every channel with the same mask.
 
     Parameters
     ----------
@@ -163,11 +165,11 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
     back = Resampler(rate, audio.sample_rate, audio.num_samples)
     upper = None
     if has_upper_band(audio.sample_rate, framing):
-        upper = UpperBand(lambda: input_blocks(audio, sample_rate=audio.sample_rate), audio.sample_rate,
-                          audio.length, framing)
+        upper = UpperBand(lambda: input_blocks(audio, sample_rate=audio.sample_rate, downmix=False),
+                          audio.sample_rate, audio.length, framing)
         options["mask_fn"] = upper.add_mask
     seconds = 0  # whole seconds written
-    with open_output(target, audio.sample_rate, overwrite=overwrite) as output:
+    with open_output(target, audio.sample_rate, overwrite=overwrite, channels=audio.channels) as output:
         def put(samples):
             nonlocal seconds
             if upper is not None:
@@ -179,12 +181,13 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
                     written(output.written // audio.sample_rate - seconds)
                     seconds = output.written // audio.sample_rate
 
-        for piece in denoise.denoise_blocks(lambda: input_blocks(audio, sample_rate=rate), audio.num_samples, W,
-                                            framing=framing, **options):
+        for piece in denoise.denoise_blocks(lambda: input_blocks(audio, sample_rate=rate, downmix=False),
+                                            audio.num_samples, W, framing=framing, **options):
             put(back.push(piece))
         put(back.finish())
-        if output.written < audio.length:
-            output.write(np.zeros(audio.length - output.written))
+        missing = audio.length - output.written
+        if missing > 0:
+            output.write(np.zeros((missing,) if audio.channels == 1 else (missing, audio.channels)))
     return output.clipped
 
 
@@ -213,7 +216,9 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
 def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, iterations, seed, overwrite, progress):
     """Remove noise from speech files IN ... (anything libsndfile reads).
 
-    Stereo is downmixed. Each output has its input's rate and length. By rate:
+    Each output has its input's rate, length and channels: the channels are
+    modelled together and each gets the same gains, so their balance and
+    phases are kept. By rate:
     below 8 kHz, upsampled to the 8 kHz dictionary and back; 8 kHz, the 8 kHz
     dictionary as is; 8-16 kHz (11.025, 12 kHz), upsampled to the 16 kHz
     dictionary and back; 16 kHz, the 16 kHz dictionary as is (full band); above
@@ -286,16 +291,14 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     if samples:
         import functools
 
-        import numpy as np
-
         from sepsti.audio import input_blocks
         from sepsti.denoise import CHUNK_FRAMES
         from sepsti.noise_model import learn_noise
-        from sepsti.features import stft_chunks
+        from sepsti.features import channel_magnitude, stft_chunks
 
-        def sample_magnitudes(sample, framing):
-            return (np.abs(S) for S in stft_chunks(input_blocks(sample, sample_rate=framing.sample_rate),
-                                                   CHUNK_FRAMES, framing=framing))
+        def sample_magnitudes(sample, framing):  # as the inputs' channels are modelled
+            blocks = input_blocks(sample, sample_rate=framing.sample_rate, downmix=False)
+            return (channel_magnitude(S) for S in stft_chunks(blocks, CHUNK_FRAMES, framing=framing))
 
         for framing, sample in samples.items():
             noise_models[framing] = learn_noise(functools.partial(sample_magnitudes, sample, framing), noise_rank,

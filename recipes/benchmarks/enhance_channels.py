@@ -1,0 +1,131 @@
+"""Two microphones: both channels enhanced with one mask, against each channel enhanced alone.
+
+``sepsti enhance`` keeps a file's channels: it models them together, by the power mean of their
+magnitudes (``sepsti.features.channel_magnitude``), and gives each the same gains. The alternative a
+user has is to split the file and enhance each channel as a mono file. This recipe measures both on
+two-microphone recordings made from held-out speakers of a wideband corpus at 16 kHz: the left
+channel is the utterance (as ``enhance_wideband.py`` prepares it, at −27 dBFS) plus a noise, the
+right one the utterance ``--delay`` ms later and ``--level`` dB quieter (a second microphone farther
+from the talker) plus an independent draw of the same noise type at the same power (diffuse noise,
+as in a room or a street), at 0/5/10 dB. Each channel is scored against its own clean speech
+(BSS_EVAL SDR and STOI, ``sepsti.metrics``); the means over both channels are given per SNR, with
+the lead of the shared mask over the channels alone and its 95 % interval over the utterances (each
+mixed with every noise).
+
+Usage::
+
+    python recipes/benchmarks/enhance_channels.py --data ../shared/data/wideband --split test \\
+        [--files 12] [--noise white,pink,babble,car] [--snr 0,5,10] [--delay 0.3] [--level 2] \\
+        [--out results/channels]
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
+from enhance_wideband import LEVEL_DB, _noise  # noqa: E402
+
+NAME = "enhance_channels"
+RATE = 16000
+METHODS = ("input", "one mask", "each alone")
+
+
+def make_recordings(data, split, folder, *, files, noises, snrs, seconds, delay, level, seed):
+    """Write the two-channel files and each channel alone; return [(name, clean (n, 2), noise, snr, utterance)]."""
+    import soundfile
+
+    from sepsti.audio import resample
+    from sepsti.corpora import wideband
+
+    libri = [s for s in wideband.clean_signals(data, split) if s[2] == wideband.TRAIN_RATE]
+    shift = int(round(delay * RATE / 1000))
+    for sub in ("stereo", "left", "right"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    recordings = []
+    for number, (utterance, y, source_rate) in enumerate(libri[:files]):
+        near = resample(y, source_rate, RATE)[:int(seconds * RATE)]
+        near *= 10 ** (LEVEL_DB / 20) / max(np.sqrt(np.mean(near ** 2)), 1e-12)
+        far = 10 ** (-level / 20) * np.concatenate([np.zeros(shift), near[:len(near) - shift]])
+        clean = np.stack([near, far], axis=1)
+        pool = [s for s in libri if s[0] != utterance]
+        for k, kind in enumerate(noises):
+            rng = np.random.default_rng([seed, number, k])
+            noise = np.stack([_noise(kind, len(near), RATE, rng, pool) for _ in range(2)], axis=1)
+            for snr in snrs:
+                scaled = noise * np.sqrt(np.sum(near ** 2) / (np.sum(noise[:, 0] ** 2) * 10 ** (snr / 10)))
+                noisy = np.clip(clean + scaled, -1, 1)
+                name = f"{utterance}_{kind}_sn{snr}.wav"
+                soundfile.write(folder / "stereo" / name, noisy, RATE, subtype="PCM_16")
+                soundfile.write(folder / "left" / name, noisy[:, 0], RATE, subtype="PCM_16")
+                soundfile.write(folder / "right" / name, noisy[:, 1], RATE, subtype="PCM_16")
+                recordings.append((name, clean, kind, snr, utterance))
+    return recordings
+
+
+def enhance(inputs, out_dir):
+    """``sepsti enhance`` of this checkout on the files, one process."""
+    command = [sys.executable, "-m", "sepsti", "enhance", *[str(path.resolve()) for path in inputs], "--out-dir",
+               str(out_dir.resolve()), "--overwrite", "--no-progress"]
+    with checkout_package(ROOT) as (env, cwd):
+        subprocess.run(command, env={**env, "OPENBLAS_NUM_THREADS": "1"}, cwd=cwd, check=True,
+                       stdout=subprocess.DEVNULL)
+
+
+def main():
+    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "wideband")
+    parser.add_argument("--split", default="test", choices=("validation", "test"))
+    parser.add_argument("--files", type=int, default=12, help="utterances")
+    parser.add_argument("--noise", default="white,pink,babble,car")
+    parser.add_argument("--snr", default="0,5,10")
+    parser.add_argument("--seconds", type=float, default=8.0, help="longest clean utterance used")
+    parser.add_argument("--delay", type=float, default=0.3, help="the right channel's delay (ms)")
+    parser.add_argument("--level", type=float, default=2.0, help="the right channel's speech, dB below the left's")
+    args = parser.parse_args()
+    if not (args.data / "manifest.json").is_file():
+        raise SystemExit(f"{args.data}: no wideband corpus (manifest.json) there")
+    import soundfile
+
+    from sepsti.comparison import paired_difference
+    from sepsti.metrics import bss_eval, stoi
+
+    folder = args.out / f"channels_{args.split}"
+    recordings = make_recordings(args.data, args.split, folder, files=2 if args.quick else args.files,
+                                 noises=args.noise.split(","), snrs=[int(s) for s in args.snr.split(",")],
+                                 seconds=args.seconds, delay=args.delay, level=args.level, seed=args.seed)
+    for sub in ("stereo", "left", "right"):
+        enhance([folder / sub / r[0] for r in recordings], folder / f"{sub}_enhanced")
+    rows = []
+    for name, clean, kind, snr, utterance in recordings:
+        noisy = soundfile.read(folder / "stereo" / name)[0]
+        outputs = {"input": noisy, "one mask": soundfile.read(folder / "stereo_enhanced" / name)[0],
+                   "each alone": np.stack([soundfile.read(folder / f"{side}_enhanced" / name)[0]
+                                           for side in ("left", "right")], axis=1)}
+        row = {"file": name, "noise": kind, "snr": snr, "utterance": utterance}
+        for method, output in outputs.items():
+            scores = [(bss_eval(clean[:, c], noisy[:, c], output[:, c])["sdr"], stoi(clean[:, c], output[:, c], RATE))
+                      for c in range(2)]
+            row[method] = dict(zip(("sdr", "stoi"), np.mean(scores, axis=0).tolist()))
+        rows.append(row)
+    summary = {}
+    print(f"{'SNR':>4}  " + "  ".join(f"{m:>16}" for m in METHODS) + "   one mask − each alone (SDR dB, STOI)")
+    for snr in sorted({r["snr"] for r in rows}):
+        chosen = [r for r in rows if r["snr"] == snr]
+        means = {m: {k: float(np.mean([r[m][k] for r in chosen])) for k in ("sdr", "stoi")} for m in METHODS}
+        lead = {k: paired_difference([r["one mask"][k] for r in chosen], [r["each alone"][k] for r in chosen],
+                                     [r["utterance"] for r in chosen])._asdict() for k in ("sdr", "stoi")}
+        summary[str(snr)] = {"means": means, "lead": lead}
+        print(f"{snr:>4}  " + "  ".join(f"{means[m]['sdr']:7.2f} / {means[m]['stoi']:.3f}" for m in METHODS) + "   "
+              + ", ".join(f"{c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]" for c in lead.values()))
+    write_results(args.out, f"{NAME}_{args.split}", {
+        "split": args.split, "delay_ms": args.delay, "level_db": args.level, "seed": args.seed,
+        "results": rows, "summary": summary})
+
+
+if __name__ == "__main__":
+    main()

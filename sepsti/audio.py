@@ -7,8 +7,9 @@ file's channels are kept. Reading (validation of the file, mono downmix) is
 :func:`sepsti.corpora.audio.read_audio`; this module adds
 resampling to the dictionary's rate and back (``scipy.signal.resample_poly``
 with the exact rational ratio of the two rates), the check that a signal holds
-at least one STFT frame, and atomic writing (16-bit PCM for ``.wav``; for
-other extensions the format libsndfile associates with them).
+at least one STFT frame, and atomic writing (the input's sample format where the
+output's format holds it, else 16-bit PCM for ``.wav`` and for other extensions
+the subtype libsndfile associates with them).
 
 Long files are handled in blocks: :class:`Resampler` resamples a signal pushed
 block by block with the result of ``resample_poly`` on the whole signal (to
@@ -302,6 +303,8 @@ class AudioInput(NamedTuple):
         Largest absolute sample of any channel (above 1.0 only in float files).
     channels : int
         The file's channels.
+    subtype : str
+        Its sample format as :mod:`soundfile` names it (``"PCM_16"``, ``"FLOAT"``, ...).
     """
 
     path: Path
@@ -310,6 +313,7 @@ class AudioInput(NamedTuple):
     num_samples: int
     peak: float
     channels: int
+    subtype: str
 
 
 def inspect_input(path, *, sample_rate, n_fft=None):
@@ -342,7 +346,7 @@ def inspect_input(path, *, sample_rate, n_fft=None):
         peak = max(peak, float(np.max(np.abs(block))))
     num_samples = Resampler(info.sample_rate, sample_rate, info.num_samples).num_output
     validate_frames(np.broadcast_to(0.0, (num_samples,)), sample_rate, name=str(path), n_fft=n_fft)
-    return AudioInput(path, info.sample_rate, info.num_samples, num_samples, peak, info.channels)
+    return AudioInput(path, info.sample_rate, info.num_samples, num_samples, peak, info.channels, info.subtype)
 
 
 def input_blocks(audio, *, sample_rate, downmix=True):
@@ -373,15 +377,18 @@ def input_blocks(audio, *, sample_rate, downmix=True):
         yield out
 
 
-def output_format(path):
+def output_format(path, like=None):
     """The libsndfile format and subtype an output path gets from its extension.
 
-    ``.wav`` (and other PCM containers) get 16-bit PCM; other formats their
-    libsndfile default subtype.
+    The subtype ``like`` (the input's sample format) where the format holds it: a 24-bit or
+    floating-point input stays so. Otherwise ``.wav`` (and other PCM containers) get 16-bit PCM,
+    other formats their libsndfile default subtype.
 
     Parameters
     ----------
     path : str or Path
+    like : str, optional
+        A subtype as :mod:`soundfile` spells it (``"PCM_24"``, ``"FLOAT"``, ...).
 
     Returns
     -------
@@ -404,6 +411,8 @@ def output_format(path):
                              "use .wav, .flac, .ogg or another extension libsndfile knows")
     if extension == "OPUS":
         subtype = "OPUS"
+    elif like is not None and soundfile.check_format(fmt, like):
+        subtype = like
     elif soundfile.check_format(fmt, "PCM_16"):
         subtype = "PCM_16"
     else:
@@ -435,7 +444,7 @@ class _Output:
 
 
 @contextlib.contextmanager
-def open_output(path, sample_rate, *, overwrite=True, channels=1):
+def open_output(path, sample_rate, *, overwrite=True, channels=1, like=None):
     """Write a signal block by block, atomically (temporary file beside ``path``, then rename).
 
     Parameters
@@ -448,6 +457,8 @@ def open_output(path, sample_rate, *, overwrite=True, channels=1):
         (:func:`sepsti.core.io.atomic_path`).
     channels : int
         Blocks are ``(n,)`` for 1, ``(n, channels)`` for more.
+    like : str, optional
+        The subtype to keep where the format holds it (:func:`output_format`).
 
     Yields
     ------
@@ -459,7 +470,7 @@ def open_output(path, sample_rate, *, overwrite=True, channels=1):
 
     from sepsti.core.io import atomic_path
 
-    fmt, subtype = output_format(path)
+    fmt, subtype = output_format(path, like)
     clip = subtype.startswith("PCM") or subtype in ("ULAW", "ALAW")
     with atomic_path(path, overwrite=overwrite) as tmp:
         with soundfile.SoundFile(os.fsencode(tmp), "w", samplerate=int(sample_rate), channels=int(channels),

@@ -76,6 +76,12 @@ def test_output_format():
     assert output_format("a.wav") == ("WAV", "PCM_16")
     assert output_format("a.FLAC") == ("FLAC", "PCM_16")
     assert output_format("a.ogg") == ("OGG", "VORBIS")
+    # the input's sample format where the output's format holds it
+    assert output_format("a.wav", "PCM_24") == ("WAV", "PCM_24")
+    assert output_format("a.wav", "FLOAT") == ("WAV", "FLOAT")
+    assert output_format("a.flac", "PCM_24") == ("FLAC", "PCM_24")
+    assert output_format("a.flac", "FLOAT") == ("FLAC", "PCM_16")
+    assert output_format("a.wav", "VORBIS") == ("WAV", "PCM_16")
     for bad in ("a.xyz", "noextension"):
         with pytest.raises(ParameterError, match="cannot write audio with extension"):
             output_format(bad)

@@ -435,15 +435,35 @@ def test_bad_noise_sample(workdir, tiny_dictionary, kind, fragment):
 
 
 def test_clipping_of_float_input_is_reported(workdir, tiny_dictionary):
+    """A float input beyond full scale: kept in a float output; an integer one clips, with one line."""
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     soundfile.write(workdir / "loud.wav", 20.0 * noisy, RATE, subtype="FLOAT")  # peak about 8
-    result = _enhance(tiny_dictionary, workdir / "loud.wav", "-o", workdir / "out.wav", "--iterations", 5)
+    result = _enhance(tiny_dictionary, workdir / "loud.wav", "-o", workdir / "out.flac", "--iterations", 5)
     assert result.exit_code == 0, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Warning: ") and "clipped" in lines[0], result.stderr
     assert "peak" in lines[0] and "[-1, 1]" in lines[0]
+    result = _enhance(tiny_dictionary, workdir / "loud.wav", "-o", workdir / "out.wav", "--iterations", 5)
+    assert result.exit_code == 0 and result.stderr == ""
+    assert soundfile.info(workdir / "out.wav").subtype == "FLOAT"
+    assert np.abs(soundfile.read(workdir / "out.wav")[0]).max() > 1
     result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "quiet.wav", "--iterations", 5)
     assert result.exit_code == 0 and result.stderr == ""
+
+
+@pytest.mark.parametrize("subtype", ["PCM_24", "FLOAT"])
+def test_the_input_sample_format_is_kept(workdir, tiny_dictionary, subtype):
+    """A 24-bit or float input gives a 24-bit or float output: the enhancer's samples, not 16-bit steps."""
+    from sepsti.denoise import denoise
+    from sepsti.dictionary import load_dictionary
+
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    soundfile.write(workdir / "in.wav", noisy, RATE, subtype=subtype)
+    result = _enhance(tiny_dictionary, workdir / "in.wav", "-o", workdir / "out.wav")
+    assert result.exit_code == 0, result.stderr
+    assert soundfile.info(workdir / "out.wav").subtype == subtype
+    expected = denoise(soundfile.read(workdir / "in.wav")[0], load_dictionary(tiny_dictionary).W)
+    np.testing.assert_allclose(soundfile.read(workdir / "out.wav")[0], expected, rtol=0, atol=1e-6)
 
 
 def test_streamed_output_equals_the_whole_signal_pipeline(workdir, tiny_dictionary, monkeypatch):

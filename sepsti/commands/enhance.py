@@ -126,7 +126,8 @@ def copy_file(audio, target, *, overwrite):
     from sepsti.audio import open_output
     from sepsti.corpora.audio import read_audio_blocks
 
-    with open_output(target, audio.sample_rate, overwrite=overwrite, channels=audio.channels) as output:
+    with open_output(target, audio.sample_rate, overwrite=overwrite, channels=audio.channels,
+                     like=audio.subtype) as output:
         for block in read_audio_blocks(audio.path, downmix=False):
             output.write(block)
     return output.clipped
@@ -169,7 +170,8 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
                           audio.sample_rate, audio.length, framing)
         options["mask_fn"] = upper.add_mask
     seconds = 0  # whole seconds written
-    with open_output(target, audio.sample_rate, overwrite=overwrite, channels=audio.channels) as output:
+    with open_output(target, audio.sample_rate, overwrite=overwrite, channels=audio.channels,
+                     like=audio.subtype) as output:
         def put(samples):
             nonlocal seconds
             if upper is not None:
@@ -194,7 +196,8 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
 @click.command("enhance")
 @click.argument("inputs", nargs=-1, required=True, metavar="IN...", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-              help="Output file (one input). The extension picks the format; .wav is 16-bit PCM.")
+              help="Output file (one input). The extension picks the format; the input's sample format "
+                   "(16-bit, 24-bit, float, ...) is kept where that format holds it, else .wav is 16-bit PCM.")
 @click.option("--out-dir", type=click.Path(path_type=Path), default=None,
               help="Output folder for several inputs; file names are kept. Created if missing.")
 @click.option("--dictionary", type=click.Path(path_type=Path), default=None,

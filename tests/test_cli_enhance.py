@@ -154,11 +154,16 @@ def test_options_reach_the_enhancer(workdir, tiny_dictionary, monkeypatch):
     assert result.exit_code == 0, result.stderr
     n = soundfile.info(workdir / "noisy.wav").frames
     dictionary = load_dictionary(tiny_dictionary)
-    assert calls == [(n, dictionary.W.shape, {"noise_rank": 3, "max_iter": 17, "seed": 4,
+    assert calls == [(n, dictionary.W.shape, {"noise_rank": 3, "max_iter": 17, "seed": 4, "chunk_frames": 1024,
                                               "framing": dictionary.framing})]
     out, _ = soundfile.read(workdir / "out.wav")
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     np.testing.assert_allclose(out, 0.5 * noisy, atol=1 / 32768)
+    # a file of many channels goes in pieces of as many frames in all as a mono file's
+    soundfile.write(workdir / "many.wav", np.repeat(noisy[:, None], 5, axis=1), RATE, subtype="PCM_16")
+    calls.clear()
+    assert _enhance(tiny_dictionary, workdir / "many.wav", "-o", workdir / "many.out.wav").exit_code == 0
+    assert calls[0][2]["chunk_frames"] == 1024 // 5
 
 
 def test_seed_gives_the_same_output(workdir, tiny_dictionary):

@@ -34,6 +34,9 @@ import click
 
 __all__ = ["enhance", "plan_outputs"]
 
+#: Fewest STFT frames per piece of a file of many channels (a second at 16 ms).
+MIN_CHUNK_FRAMES = 64
+
 def plan_outputs(inputs, output, out_dir):
     """Map each input to its output path.
 
@@ -183,8 +186,11 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
                     written(output.written // audio.sample_rate - seconds)
                     seconds = output.written // audio.sample_rate
 
+        # pieces of as many frames in all channels as one channel's: memory stays that of a mono file
+        chunk_frames = max(denoise.CHUNK_FRAMES // audio.channels, MIN_CHUNK_FRAMES)
         for piece in denoise.denoise_blocks(lambda: input_blocks(audio, sample_rate=rate, downmix=False),
-                                            audio.num_samples, W, framing=framing, **options):
+                                            audio.num_samples, W, framing=framing, chunk_frames=chunk_frames,
+                                            **options):
             put(back.push(piece))
         put(back.finish())
         missing = audio.length - output.written

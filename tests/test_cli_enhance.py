@@ -115,6 +115,28 @@ def test_several_files_into_a_new_folder_keep_names(workdir, tiny_corpus, tiny_d
         assert soundfile.info(workdir / "new" / "out" / path.name).frames == soundfile.info(path).frames
 
 
+def test_jobs_give_the_outputs_and_lines_of_one_job(workdir, tiny_corpus, tiny_dictionary):
+    """Files in worker processes: the same samples, the same lines in the same order (a file too short to learn
+    from and a float file beyond full scale among them)."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    soundfile.write(workdir / "short.wav", noisy[:RATE // 2], RATE, subtype="PCM_16")
+    soundfile.write(workdir / "loud.wav", 20.0 * noisy, RATE, subtype="FLOAT")
+    inputs = [*sorted((tiny_corpus / "noisy" / "hum_5dB").glob("*.wav"))[:3], workdir / "short.wav",
+              workdir / "loud.wav"]
+    results = {}
+    for jobs in (1, 2, 0):
+        results[jobs] = _enhance(tiny_dictionary, *inputs, "--out-dir", workdir / f"out{jobs}", "--iterations", 5,
+                                 "--jobs", jobs)
+        assert results[jobs].exit_code == 0, results[jobs].stderr
+    for name in (path.name for path in inputs):
+        one = soundfile.read(workdir / "out1" / name)[0]
+        for jobs in (2, 0):
+            np.testing.assert_array_equal(soundfile.read(workdir / f"out{jobs}" / name)[0], one)
+    assert results[2].stdout.replace("out2", "out1") == results[1].stdout
+    assert results[2].stderr.replace("out2", "out1") == results[1].stderr
+    assert "short.wav: too short" in results[1].stderr
+
+
 @pytest.mark.parametrize("where", ["command", "group"])
 def test_progress_bar_on_request(workdir, tiny_corpus, tiny_dictionary, where):
     inputs = sorted((tiny_corpus / "noisy" / "hum_5dB").glob("*.wav"))[:2]

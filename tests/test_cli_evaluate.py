@@ -242,6 +242,42 @@ def test_a_mixture_of_little_but_digital_silence_is_scored_unchanged(tmp_path, t
         assert row["enhanced"][metric] == (None if value is None else pytest.approx(value, rel=1e-9)), metric
 
 
+def _assert_close(ours, theirs, where="document"):
+    """Equal structures, floats to 1e-12 relative."""
+    assert type(ours) is type(theirs), where
+    if isinstance(ours, dict):
+        assert ours.keys() == theirs.keys(), where
+        for key in ours:
+            _assert_close(ours[key], theirs[key], f"{where}.{key}")
+    elif isinstance(ours, list):
+        assert len(ours) == len(theirs), where
+        for index, (mine, other) in enumerate(zip(ours, theirs)):
+            _assert_close(mine, other, f"{where}[{index}]")
+    elif isinstance(ours, float):
+        assert ours == pytest.approx(theirs, rel=1e-12, abs=1e-15), where
+    else:
+        assert ours == theirs, where
+
+
+def test_jobs_give_the_scores_of_one_job(tmp_path, tiny_dictionary):
+    """Mixtures enhanced and scored in worker processes: the same JSON, row for row, and the same warning line."""
+    corpus = make_corpus(tmp_path / "corpus", seed=4, train=(), test=TEST, noises=("white",), snrs=(5,))
+    silent = corpus / "noisy" / "white_5dB" / "sp22_white_sn5.wav"
+    for path in (corpus / "clean" / "sp22.wav", silent):  # mostly digital silence: scored unchanged, one line
+        signal, rate = soundfile.read(path, dtype="int16")
+        soundfile.write(path, np.concatenate([np.zeros(20 * rate, dtype=np.int16), signal[:rate]]), rate,
+                        subtype="PCM_16")
+    documents, results = {}, {}
+    for jobs in (1, 2):
+        results[jobs] = run(["evaluate", "--corpus", corpus, "--dictionary", tiny_dictionary, "--iterations", 5,
+                             "--json", tmp_path / f"{jobs}.json", "--jobs", jobs])
+        assert results[jobs].exit_code == 0, results[jobs].stderr
+        documents[jobs] = json.loads((tmp_path / f"{jobs}.json").read_text())
+    _assert_close(documents[2], documents[1])  # ESTOI's last digits follow the arrays' memory alignment
+    assert results[2].stdout.replace("2.json", "1.json") == results[1].stdout
+    assert results[2].stderr == results[1].stderr and str(silent) in results[1].stderr
+
+
 def test_summary_interval_over_sentences():
     """The improvement's interval takes each sentence's mean as one replicate (two noises per sentence)."""
     from sepsti.commands.evaluate import summarize

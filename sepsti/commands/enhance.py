@@ -199,6 +199,51 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
     return output.clipped
 
 
+def process_file(audio, target, speech_dictionary, overwrite, file_bar, options):
+    """Enhance one checked input into ``target``, or copy it when too little of it can be learned from.
+
+    Parameters
+    ----------
+    audio : sepsti.audio.AudioInput
+    target : Path
+    speech_dictionary : sepsti.dictionary.Dictionary
+    overwrite : bool
+    file_bar : (bool, bool)
+        Whether a bar over the file's seconds may be drawn, and whether even off a terminal.
+    options : dict
+        For :func:`sepsti.denoise.denoise_blocks`: ``noise_rank``, ``seed``, and ``max_iter`` and a
+        ``noise`` model when given.
+
+    Returns
+    -------
+    clipped : int
+        Output samples clipped to full scale.
+    reason : str or None
+        Why the file was written unchanged, if it was.
+    """
+    from sepsti.core.progress import progress_bar
+    from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
+    from sepsti.features import num_frames
+    from sepsti.noise_model import min_frames
+
+    framing = speech_dictionary.framing
+    frames = num_frames(audio.num_samples, framing=framing)
+    fewest = min_frames(options["noise_rank"], framing)
+    if "noise" not in options and frames < fewest:
+        least = fewest * framing.hop_length / framing.sample_rate
+        return copy_file(audio, target, overwrite=overwrite), (
+            f"too short to learn its noise from ({frames} frames, {audio.length / audio.sample_rate:.2f} s; at least "
+            f"{fewest}, {least:.2f} s, at --noise-rank {options['noise_rank']})")
+    with unchanged_signal_raised(), progress_bar(audio.length // audio.sample_rate, desc=audio.path.name, unit="s",
+                                                 enabled=file_bar[0], force=file_bar[1]) as bar:
+        try:
+            return enhance_file(audio, target, speech_dictionary.W, framing, overwrite=overwrite,
+                                written=bar.update, **options), None
+        except UnchangedSignalWarning as reason:
+            # a file of (nearly) nothing but digital silence: no output is kept, the input is copied
+            return copy_file(audio, target, overwrite=overwrite), str(reason)
+
+
 @click.command("enhance")
 @click.argument("inputs", nargs=-1, required=True, metavar="IN...", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
@@ -220,9 +265,13 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--progress/--no-progress", default=None,
-              help="Progress bars on stderr, over the seconds of each file written and over several files "
-                   "(default: only when stderr is a terminal).")
-def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, iterations, seed, overwrite, progress):
+              help="Progress bars on stderr, over the seconds of each file written (with one job) and over "
+                   "several files (default: only when stderr is a terminal).")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Files enhanced at once, each in a process of its own (0: one per core). Outputs are the "
+                   "same as with one.")
+def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, iterations, seed, overwrite, progress,
+            jobs):
     """Remove noise from speech files IN ... (anything libsndfile reads).
 
     Each output has its input's rate, length and channels: the channels are
@@ -249,10 +298,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     from sepsti.audio import inspect_input, output_format
     from sepsti.bandwidth import dictionary_path_for_rate
     from sepsti.corpora.audio import audio_info
-    from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
-    from sepsti.noise_model import min_frames, validate_noise_rank
+    from sepsti.noise_model import validate_noise_rank
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path, wideband_dictionary_path
-    from sepsti.features import num_frames
 
     inputs = [Path(path) for path in inputs]
     outputs = plan_outputs(inputs, output, out_dir)
@@ -292,6 +339,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
 
     # --- processing ---
     from sepsti.core.progress import progress_bar
+    from sepsti.workers import Workers, resolve_jobs
 
     options = {"noise_rank": noise_rank, "seed": seed}
     if iterations is not None:
@@ -312,32 +360,18 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
         for framing, sample in samples.items():
             noise_models[framing] = learn_noise(functools.partial(sample_magnitudes, sample, framing), noise_rank,
                                                 seed=seed, name=f"--noise-sample {noise_sample}")
+    workers = min(resolve_jobs(jobs), len(inputs))
+    file_bar = (progress is not False and workers == 1, bool(progress))  # with workers, their bars would mix
+    tasks = ((audio, target, speech_dictionary, overwrite, file_bar,
+              {**options, **({"noise": noise_models[speech_dictionary.framing]} if noise_models else {})})
+             for (audio, speech_dictionary), target in zip(checked, outputs))
     show = len(inputs) > 1 and progress is not False
-    with progress_bar(len(inputs), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar:
-        for (audio, speech_dictionary), target in zip(checked, outputs):
-            framing = speech_dictionary.framing
-            frames = num_frames(audio.num_samples, framing=framing)
-            fewest = min_frames(noise_rank, framing)
-            if noise_sample is None and frames < fewest:
-                clipped = copy_file(audio, target, overwrite=overwrite)
-                least = fewest * framing.hop_length / framing.sample_rate
-                bar.write(f"Warning: {audio.path}: too short to learn its noise from ({frames} frames, "
-                          f"{audio.length / audio.sample_rate:.2f} s; at least {fewest}, {least:.2f} s, at --noise-rank "
-                          f"{noise_rank}); written unchanged", file=sys.stderr)
-            else:
-                if noise_sample is not None:
-                    options["noise"] = noise_models[framing]
-                with unchanged_signal_raised(), \
-                        progress_bar(audio.length // audio.sample_rate, desc=audio.path.name, unit="s",
-                                     enabled=progress is not False, force=bool(progress)) as file_bar:
-                    # a file of (nearly) nothing but digital silence: no output is kept, the input is copied
-                    try:
-                        clipped = enhance_file(audio, target, speech_dictionary.W, framing, overwrite=overwrite,
-                                               written=file_bar.update, **options)
-                    except UnchangedSignalWarning as reason:
-                        clipped = copy_file(audio, target, overwrite=overwrite)
-                        bar.write(f"Warning: {audio.path}: {reason}; written unchanged", file=sys.stderr)
+    with progress_bar(len(inputs), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar, \
+            Workers(workers) as pool:
+        for (audio, _), target, (clipped, reason) in zip(checked, outputs, pool.map(process_file, tasks)):
             bar.update(1)
+            if reason is not None:
+                bar.write(f"Warning: {audio.path}: {reason}; written unchanged", file=sys.stderr)
             if clipped:
                 bar.write(f"Warning: {target}: {clipped} samples beyond full scale were clipped (the input's peak "
                           f"is {audio.peak:.3g}); scale the input into [-1, 1] to keep them", file=sys.stderr)

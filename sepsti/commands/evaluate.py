@@ -53,7 +53,8 @@ from pathlib import Path
 
 import click
 
-__all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_signal", "score_signals", "score_mixture"]
+__all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_and_score", "enhance_signal",
+           "score_signals", "score_mixture"]
 
 #: Every score, in the order of the JSON objects.
 METRICS = ("sdr", "sir", "sar", "stoi", "estoi", "pesq", "high_band_db", "fricative_db")
@@ -312,8 +313,11 @@ def _draw_pairs(axis, summary, results, metric):
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Recordings enhanced and scored at once, each in a process of its own (0: one per core). "
+                   "Scores are the same as with one.")
 def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, json_path, plot_path, noise_rank,
-             iterations, seed, overwrite):
+             iterations, seed, overwrite, jobs):
     """Enhance noisy recordings and score them against the clean speech (SDR/SIR/SAR in dB, STOI, PESQ).
 
     The recordings are a NOIZEUS-style corpus's test mixtures (--corpus), or noisy files paired by
@@ -322,13 +326,14 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
     from sepsti.commands.enhance import _single_threaded_blas
 
     _single_threaded_blas()
+    import collections
     import json
 
     from sepsti.audio import resample, validate_frames
     from sepsti.core.errors import ParameterError
     from sepsti.core.io import atomic_path, check_output_path, json_safe
-    from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
     from sepsti.recordings import Dictionaries, find_recordings
+    from sepsti.workers import Workers, resolve_jobs
 
     noise_list = parse_list(noises, "noise", lambda item: item.lower())
     snr_list = parse_list(snrs, "snr", int)
@@ -368,19 +373,21 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
     if iterations is not None:
         options["max_iter"] = iterations
     results = []
-    with progress_bar(len(recordings.items), desc="evaluate", unit="file") as bar:
+    labels = collections.deque()  # of the recordings handed out, in order
+
+    def tasks():
         for item in recordings.items:
             recording = recordings.load(item)
-            with unchanged_signal_raised():
-                # a file of (nearly) nothing but digital silence is scored as it is, as enhance writes it
-                try:
-                    speech = enhance_signal(recording.noisy, recording.sample_rate,
-                                            dictionaries.for_rate(recording.sample_rate), **options)
-                except UnchangedSignalWarning as reason:
-                    speech = recording.noisy
-                    bar.write(f"Warning: {recording.path}: {reason}; scored unchanged", file=sys.stderr)
-            results.append({**recordings.label(recording),
-                            **score_signals(recording, {"input": recording.noisy, "enhanced": speech}, metrics)})
+            labels.append((recordings.label(recording), recording.path))
+            yield recording, dictionaries.for_rate(recording.sample_rate), options, metrics
+
+    with progress_bar(len(recordings.items), desc="evaluate", unit="file") as bar, \
+            Workers(min(resolve_jobs(jobs), len(recordings.items))) as pool:
+        for scores, reason in pool.map(enhance_and_score, tasks()):
+            row, path = labels.popleft()
+            if reason is not None:
+                bar.write(f"Warning: {path}: {reason}; scored unchanged", file=sys.stderr)
+            results.append({**row, **scores})
             bar.update(1)
 
     summary = summarize(results)
@@ -403,6 +410,37 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
         _plot(summary, results, plot_path, f"{recordings.title}: {len(results)} {recordings.noun}, rank-{ranks} "
                                            f"dictionary; 95 % intervals over the {recordings.replicates}", overwrite)
         click.echo(f"wrote {plot_path}")
+
+
+def enhance_and_score(recording, speech_dictionary, options, metrics):
+    """Enhance one recording as ``sepsti enhance`` would and score input and output (a task of ``--jobs``).
+
+    Parameters
+    ----------
+    recording : object
+        With ``clean``, ``noisy`` and ``sample_rate`` (a corpus mixture or a pair).
+    speech_dictionary : sepsti.dictionary.Dictionary
+    options : dict
+        For :func:`enhance_signal`.
+    metrics : list of str
+
+    Returns
+    -------
+    scores : dict
+        :func:`score_signals` of the input and the output.
+    reason : str or None
+        Why the recording was scored unchanged (too little besides digital silence), if it was.
+    """
+    from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
+
+    reason = None
+    with unchanged_signal_raised():
+        # a file of (nearly) nothing but digital silence is scored as it is, as enhance writes it
+        try:
+            speech = enhance_signal(recording.noisy, recording.sample_rate, speech_dictionary, **options)
+        except UnchangedSignalWarning as unchanged:
+            speech, reason = recording.noisy, str(unchanged)
+    return score_signals(recording, {"input": recording.noisy, "enhanced": speech}, metrics), reason
 
 
 def enhance_signal(noisy, sample_rate, speech_dictionary, **options):

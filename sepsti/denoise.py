@@ -21,6 +21,8 @@ dictionary, the noise part of every frame holds a known component ``N̂``: the m
 magnitude of that frame, predicted from the frames around it by MMSE speech-presence tracking of the noise power
 (:mod:`sepsti.noise_power`); it follows the loud moments and quick changes of a noise, which a
 dictionary learned on the quietest frames does not hold, and anchors the noise part's level.
+Mains hum, where the signal has it, is subtracted first, as sinusoids (:mod:`sepsti.hum`): the mask
+would otherwise attenuate every bin it dominates, the voice's low harmonics with it.
 All activations are learned by MAP-EM on the noisy magnitudes; the prior rate of a frame's
 speech activations grows with the frame's estimated noise share, so that content the noise
 model can explain goes to the noise part, while frames well above the noise floor are left
@@ -44,6 +46,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
 from sepsti.core.random import stream
 from sepsti import features
+from sepsti.hum import find_hum, measure_hum, without_hum
 from sepsti.noise_model import NoiseModel, min_frames, too_little_sound, track_noise, validate_noise_model
 from sepsti.noise_power import (RAYLEIGH_POWER, NoisePowerTracker, expected_magnitude, median_magnitude,
                                 track_noise_power)
@@ -465,7 +468,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
                    seed=0, chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_fn=None):
     """Enhance a signal given block by block; memory does not grow with its length.
 
-    The method is :func:`denoise`'s, computed in passes over the signal: the noise model
+    The method is :func:`denoise`'s, computed in passes over the signal: mains hum
+    (:func:`sepsti.hum.find_hum`, one pass, and where found :func:`sepsti.hum.measure_hum`, one more;
+    it is subtracted in every later pass), the noise model
     (:func:`sepsti.noise_model.track_noise` in the dictionary's frames, two passes; one pass for the frames' scale
     with ``noise`` given), then, in frames every quarter window, the tracked noise power, MAP-EM,
     the speech smoothing and the mask in pieces of about ``chunk_frames`` frames (each piece
@@ -481,7 +486,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     blocks : callable
         ``blocks()`` returns a new iterator over the signal's consecutive pieces (float arrays in
         [-1, 1) at ``framing.sample_rate``, shape ``(n,)``, or ``(n, channels)`` for a signal of several
-        channels); it is called up to three times. The channels are modelled as one, by their
+        channels); it is called up to five times. The channels are modelled as one, by their
         magnitudes' power mean (:func:`sepsti.features.channel_magnitude`), and each is given the
         same mask: their balance and phases are kept.
     num_samples : int
@@ -533,11 +538,19 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         if mask_fn is not None:
             for V in magnitudes(analysis):
                 mask_fn(V, np.zeros_like(V))
-        yield from blocks()
+        yield from source()
 
+    source = blocks
     if noise is None and features.num_frames(num_samples, framing=framing) < min_frames(noise_rank, framing):
         yield from unchanged()
         return
+    # mains hum is subtracted as sinusoids before anything else, where the mask would take the voice with it
+    hum = find_hum(source(), framing.sample_rate)
+    if hum is not None:
+        hum = measure_hum(source(), hum)
+
+        def blocks():
+            return without_hum(source(), hum)
     # the noise model is learned on the dictionary's own frames (frames twice as dense would double its
     # time for 0.06 dB at 0 dB) and serves the enhancer's: its segments span the same seconds
     if noise is None:

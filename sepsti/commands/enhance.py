@@ -287,7 +287,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     or comes from --noise-sample (learned at the rate of each file's dictionary);
     either way each frame's noise is also predicted from the frames around it,
     and a tone above 300 Hz that holds steady for 0.8 s (a squeal, a whine, a
-    held note) is counted as noise at once. A file too short to learn its noise
+    held note) is counted as noise at once. Mains hum (lines at multiples of
+    50 or 60 Hz held through the file) is subtracted first, as sinusoids. A file too short to learn its noise
     from (under 1.5 s, or fewer than 4 x --noise-rank frames of 32 ms; or no 8 s
     stretch holds that much sound besides digital silence) is written unchanged,
     with a line saying so. All inputs and outputs are checked before any work is

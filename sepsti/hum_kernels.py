@@ -1,0 +1,40 @@
+"""The numba kernel of :func:`sepsti.hum.without_hum` (imported only when a signal has hum: numba loads slowly)."""
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def subtract_hum(out, start, cycles_per_sample, harmonics, amplitudes, silent, cell):
+    """Subtract ``Re(a_k(n) exp(2πi k f0 n / rate))`` from ``out`` (samples ``start`` on, shape (count, channels)).
+
+    ``a_k(n)`` is linear between cell centres ``(i + ½) · cell`` (constant beyond the first and last), from
+    ``amplitudes`` of shape (cells, harmonics, channels); samples of cells marked ``silent`` are left alone.
+    The multiples are powers of the fundamental's phasor, whose phase is kept below one cycle.
+    """
+    count, channels = out.shape
+    last = amplitudes.shape[0] - 1
+    for i in range(count):
+        n = start + i
+        if silent[min(n // cell, last)]:
+            continue
+        place = n / cell - 0.5
+        before = int(np.floor(place))
+        if before < 0:
+            before, after, fraction = 0, 0, 0.0
+        elif before >= last:
+            before, after, fraction = last, last, 0.0
+        else:
+            after, fraction = before + 1, place - before
+        phase = n * cycles_per_sample
+        fundamental = np.exp(2j * np.pi * (phase - np.floor(phase)))
+        power = 1.0 + 0.0j
+        line = 0
+        for k in range(1, harmonics[-1] + 1):
+            power *= fundamental
+            if harmonics[line] == k:
+                for channel in range(channels):
+                    first = amplitudes[before, line, channel]
+                    amplitude = first + fraction * (amplitudes[after, line, channel] - first)
+                    out[i, channel] -= (amplitude * power).real
+                line += 1

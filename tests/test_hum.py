@@ -1,0 +1,99 @@
+"""Mains hum (``sepsti.hum``): found at its frequency, subtracted as sinusoids, nothing found where there is none."""
+
+import numpy as np
+import pytest
+
+from sepsti.hum import find_hum, measure_hum, without_hum
+from test_cli_train import speech_like
+from test_denoise import toy_dictionary  # noqa: F401
+
+
+def _hum(n, rate, frequency, harmonics, level, rng):
+    t = np.arange(n) / rate
+    return level * sum(np.sin(2 * np.pi * frequency * k * t + rng.uniform(0, 6)) / k for k in harmonics)
+
+
+def _pieces(y, size):
+    return [y[i:i + size] for i in range(0, len(y), size)]
+
+
+def _speech(rng, seconds, rate):
+    return np.concatenate([speech_like(rng, seconds=1.6, rate=rate) for _ in range(int(seconds / 1.6) + 1)])[
+        :int(seconds * rate)]
+
+
+@pytest.mark.parametrize("rate, frequency", [(8000, 50.07), (16000, 59.93)])
+def test_hum_is_found_at_its_frequency_and_subtracted(rng, rate, frequency):
+    """Five harmonics under white noise: the fundamental to 0.005 Hz, and the hum 30 dB down; the noise stays."""
+    n = 6 * rate
+    background = 0.01 * rng.standard_normal(n)
+    hum = _hum(n, rate, frequency, range(1, 6), 0.05, rng)
+    y = background + hum
+    found = find_hum(_pieces(y, 3001), rate)
+    assert found is not None and list(found.harmonics) == [1, 2, 3, 4, 5]
+    measured = measure_hum(_pieces(y, 3001), found)
+    assert abs(measured.frequency - frequency) < 0.005
+    out = np.concatenate(list(without_hum(_pieces(y, 2777), measured)))
+    left = out - background
+    assert 10 * np.log10(np.sum(left ** 2) / np.sum(hum ** 2)) < -30
+    # pieces of any size give the same signal
+    np.testing.assert_allclose(np.concatenate(list(without_hum([y], measured))), out, rtol=0, atol=1e-12)
+
+
+def test_speech_keeps_its_own_harmonics(rng):
+    """Speech-like sound with a 50 Hz hum 10 dB below it: what is subtracted is the hum, not the voice."""
+    rate = 8000
+    speech = _speech(rng, 8, rate)
+    hum = _hum(len(speech), rate, 50.0, range(1, 8), 0.3 * np.std(speech), rng)
+    measured = measure_hum([speech + hum], find_hum([speech + hum], rate))
+    out = np.concatenate(list(without_hum([speech + hum], measured)))
+    before = 10 * np.log10(np.sum(hum ** 2) / np.sum(speech ** 2))
+    after = 10 * np.log10(np.sum((out - speech) ** 2) / np.sum(speech ** 2))
+    assert after < before - 12, (before, after)
+
+
+@pytest.mark.parametrize("kind", ["white", "speech", "tone", "one line", "off mains"])
+def test_nothing_is_found_without_hum(rng, kind):
+    rate, n = 8000, 8 * 8000
+    t = np.arange(n) / rate
+    y = {"white": lambda: rng.standard_normal(n),
+         "speech": lambda: _speech(rng, 8, rate),
+         "tone": lambda: np.sin(2 * np.pi * 440 * t) + 0.01 * rng.standard_normal(n),
+         "one line": lambda: np.sin(2 * np.pi * 50 * t) + 0.01 * rng.standard_normal(n),
+         "off mains": lambda: _hum(n, rate, 55.0, range(1, 6), 1.0, rng) + 0.01 * rng.standard_normal(n)}[kind]()
+    assert find_hum(_pieces(y, 4096), rate) is None
+
+
+def test_short_signals_are_not_searched(rng):
+    y = _hum(12000, 8000, 50.0, range(1, 6), 1.0, rng)
+    assert find_hum([y[:15999]], 8000) is None and find_hum([y], 8000) is None  # 1.5 s: too short
+    assert find_hum([np.tile(y, 2)], 8000) is not None
+
+
+def test_channels_get_their_own_amplitudes_and_silence_stays_silent(rng):
+    """Two channels with the hum at other levels and phases: each as alone; a stretch of exact zeros stays so."""
+    rate, n = 8000, 6 * 8000
+    background = 0.01 * rng.standard_normal((n, 2))
+    left, right = _hum(n, rate, 50.0, range(1, 5), 0.05, rng), _hum(n, rate, 50.0, range(1, 5), 0.02, rng)
+    y = background + np.stack([left, right], axis=1)
+    y[2 * rate:3 * rate] = 0.0
+    measured = measure_hum(_pieces(y, 5000), find_hum(_pieces(y, 5000), rate))
+    out = np.concatenate(list(without_hum(_pieces(y, 5000), measured)))
+    assert not np.any(out[2 * rate:3 * rate])
+    for channel, hum in enumerate((left, right)):
+        away = np.r_[0:int(1.5 * rate), int(3.5 * rate):n]  # away from the silence's edges
+        left_over = out[away, channel] - background[away, channel]
+        assert 10 * np.log10(np.sum(left_over ** 2) / np.sum(hum[away] ** 2)) < -25
+
+
+def test_the_enhancer_subtracts_hum_before_the_model(rng, toy_dictionary):
+    """Enhanced, a recording with hum comes out as the same recording without it nearly would."""
+    from sepsti.denoise import denoise
+
+    rate = 8000
+    speech = _speech(rng, 6, rate)
+    noise = 0.05 * np.std(speech) * rng.standard_normal(len(speech))
+    hum = _hum(len(speech), rate, 60.0, range(1, 6), 0.5 * np.std(speech), rng)
+    plain = denoise(speech + noise, toy_dictionary)
+    with_hum = denoise(speech + noise + hum, toy_dictionary)
+    assert 10 * np.log10(np.sum((with_hum - plain) ** 2) / np.sum(hum ** 2)) < -20

@@ -46,7 +46,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
 from sepsti.core.random import stream
 from sepsti import features
-from sepsti.hum import find_hum, measure_hum, without_hum
+from sepsti.hum import hum_free
 from sepsti.noise_model import NoiseModel, min_frames, too_little_sound, track_noise, validate_noise_model
 from sepsti.noise_power import (RAYLEIGH_POWER, NoisePowerTracker, expected_magnitude, median_magnitude,
                                 track_noise_power)
@@ -545,12 +545,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         yield from unchanged()
         return
     # mains hum is subtracted as sinusoids before anything else, where the mask would take the voice with it
-    hum = find_hum(source(), framing.sample_rate)
-    if hum is not None:
-        hum = measure_hum(source(), hum)
-
-        def blocks():
-            return without_hum(source(), hum)
+    blocks = hum_free(source, framing.sample_rate)
     # the noise model is learned on the dictionary's own frames (frames twice as dense would double its
     # time for 0.06 dB at 0 dB) and serves the enhancer's: its segments span the same seconds
     if noise is None:

@@ -34,7 +34,7 @@ import numpy as np
 
 __all__ = ["MAINS_HZ", "MAINS_TOLERANCE_HZ", "HIGHEST_HZ", "LINE_DB", "MIN_LINES", "LOW_HARMONICS",
            "SEGMENT_SECONDS", "SHORTEST_SECONDS", "CELL_SECONDS", "AVERAGE_CELLS", "Hum", "find_hum", "measure_hum",
-           "without_hum"]
+           "without_hum", "hum_free"]
 
 #: Mains frequencies (Hz) and how far the fundamental may lie from them.
 MAINS_HZ = (50.0, 60.0)
@@ -153,6 +153,28 @@ def find_hum(blocks, sample_rate):
     if np.count_nonzero(low) < MIN_LINES or not np.any(low[:2]):
         return None
     return Hum(float(fundamentals[best]), harmonics[lines[best]], int(sample_rate))
+
+
+def hum_free(blocks, sample_rate):
+    """A signal's pieces with its hum subtracted, as ``blocks`` gives them: found, measured, subtracted.
+
+    Parameters
+    ----------
+    blocks : callable
+        ``blocks()`` returns a new iterator over the signal's consecutive pieces (called twice more
+        than the result is, where the signal has hum).
+    sample_rate : int
+
+    Returns
+    -------
+    callable
+        Like ``blocks``; ``blocks`` itself for a signal without hum.
+    """
+    hum = find_hum(blocks(), sample_rate)
+    if hum is None:
+        return blocks
+    hum = measure_hum(blocks(), hum)
+    return lambda: without_hum(blocks(), hum)
 
 
 def _phasors(hum, start, count):

@@ -97,3 +97,26 @@ def test_the_enhancer_subtracts_hum_before_the_model(rng, toy_dictionary):
     plain = denoise(speech + noise, toy_dictionary)
     with_hum = denoise(speech + noise + hum, toy_dictionary)
     assert 10 * np.log10(np.sum((with_hum - plain) ** 2) / np.sum(hum ** 2)) < -20
+
+
+def test_a_noise_sample_with_hum_gives_the_model_of_the_sample_without_it(rng, tmp_path):
+    """``enhance --noise-sample``: the sample's own hum is subtracted before its noise model is learned."""
+    import soundfile
+
+    from test_cli_train import run, tiny_corpus, tiny_dictionary  # noqa: F401
+
+    rate = 8000
+    speech = _speech(rng, 6, rate)
+    noise = 0.1 * np.std(speech) * rng.standard_normal((2, len(speech)))
+    hum = [_hum(len(speech), rate, 50.0, range(1, 6), 0.5 * np.std(speech), rng) for _ in range(2)]
+    soundfile.write(tmp_path / "in.wav", speech + noise[0] + hum[0], rate, subtype="FLOAT")
+    soundfile.write(tmp_path / "hum.wav", noise[1] + hum[1], rate, subtype="FLOAT")
+    soundfile.write(tmp_path / "plain.wav", noise[1], rate, subtype="FLOAT")
+    outputs = []
+    for sample in ("hum", "plain"):
+        result = run(["enhance", tmp_path / "in.wav", "-o", tmp_path / f"out_{sample}.wav", "--noise-sample",
+                      tmp_path / f"{sample}.wav"])
+        assert result.exit_code == 0, result.stderr
+        outputs.append(soundfile.read(tmp_path / f"out_{sample}.wav")[0])
+    # the same output as with the sample without hum (learned with the sample's hum, 42 dB below its hum)
+    assert 10 * np.log10(np.sum((outputs[0] - outputs[1]) ** 2) / np.sum(hum[0] ** 2)) < -60

@@ -351,15 +351,17 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
 
         from sepsti.audio import input_blocks
         from sepsti.denoise import CHUNK_FRAMES
-        from sepsti.noise_model import learn_noise
         from sepsti.features import channel_magnitude, stft_chunks
+        from sepsti.hum import hum_free
+        from sepsti.noise_model import learn_noise
 
-        def sample_magnitudes(sample, framing):  # as the inputs' channels are modelled
-            blocks = input_blocks(sample, sample_rate=framing.sample_rate, downmix=False)
-            return (channel_magnitude(S) for S in stft_chunks(blocks, CHUNK_FRAMES, framing=framing))
+        def sample_magnitudes(blocks, framing):  # as the inputs' channels are modelled, their hum subtracted
+            return (channel_magnitude(S) for S in stft_chunks(blocks(), CHUNK_FRAMES, framing=framing))
 
         for framing, sample in samples.items():
-            noise_models[framing] = learn_noise(functools.partial(sample_magnitudes, sample, framing), noise_rank,
+            blocks = hum_free(functools.partial(input_blocks, sample, sample_rate=framing.sample_rate, downmix=False),
+                              framing.sample_rate)
+            noise_models[framing] = learn_noise(functools.partial(sample_magnitudes, blocks, framing), noise_rank,
                                                 seed=seed, name=f"--noise-sample {noise_sample}")
     workers = min(resolve_jobs(jobs), len(inputs))
     file_bar = (progress is not False and workers == 1, bool(progress))  # with workers, their bars would mix

@@ -266,8 +266,8 @@ def _smoothed(pieces):
         yield held[0], smooth_speech(held[1], held[2], before), held[2]
 
 
-def speech_mask(speech, noise):
-    """The gain ``max(S / (S + N), MASK_FLOOR)`` of the speech and noise magnitudes (``S + N = 0``: the floor).
+def speech_mask(speech, noise, floor=MASK_FLOOR):
+    """The gain ``max(S / (S + N), floor)`` of the speech and noise magnitudes (``S + N = 0``: the floor).
 
     Returns
     -------
@@ -275,7 +275,7 @@ def speech_mask(speech, noise):
     """
     total = speech + noise
     mask = np.divide(speech, total, out=np.zeros_like(speech), where=total > 0)
-    return np.maximum(mask, MASK_FLOOR, out=mask)
+    return np.maximum(mask, floor, out=mask)
 
 
 class _Setting(NamedTuple):
@@ -450,7 +450,7 @@ def _with_noise_power(spectra, tracker):
         yield held, estimates
 
 
-def _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing):
+def _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing, mask_floor=MASK_FLOOR):
     if isinstance(noise_rank, (bool, np.bool_)) or not isinstance(noise_rank, (int, np.integer)) or noise_rank < 1:
         raise ParameterError(f"noise_rank: expected a positive integer, got {noise_rank!r}")
     if noise_rank > framing.n_bins:
@@ -462,10 +462,12 @@ def _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing):
     if isinstance(chunk_frames, (bool, np.bool_)) or not isinstance(chunk_frames, (int, np.integer)) \
             or chunk_frames < 1:
         raise ParameterError(f"chunk_frames: expected a positive integer, got {chunk_frames!r}")
+    if not (isinstance(mask_floor, (int, float, np.integer, np.floating)) and 0 < mask_floor <= 1):
+        raise ParameterError(f"mask_floor: expected a number in (0, 1], got {mask_floor!r}")
 
 
 def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None,
-                   seed=0, chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_fn=None):
+                   seed=0, chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_fn=None, mask_floor=MASK_FLOOR):
     """Enhance a signal given block by block; memory does not grow with its length.
 
     The method is :func:`denoise`'s, computed in passes over the signal: mains hum
@@ -493,7 +495,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         Length of the signal.
     W : ndarray, shape (n_bins · (2 · context + 1), rank)
         Speech dictionary (:attr:`sepsti.dictionary.Dictionary.W`).
-    noise_rank, max_iter, sparsity, noise, seed, framing
+    noise_rank, max_iter, sparsity, noise, seed, framing, mask_floor
         As :func:`denoise`.
     chunk_frames : int
         STFT frames per piece (:data:`CHUNK_FRAMES`).
@@ -521,7 +523,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         Bad options (a noise rank above the frequency bins, say).
     """
     W = _validate_dictionary(W, framing)
-    _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing)
+    _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing, mask_floor)
     noise_rank, max_iter, chunk_frames = int(noise_rank), int(max_iter), int(chunk_frames)
     num_samples = int(num_samples)
     tiny = np.finfo(np.float64).tiny
@@ -582,7 +584,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     for S, speech, noise_part in _smoothed(separated()):
         if mask_fn is not None:
             mask_fn(speech, noise_part)
-        mask = speech_mask(speech, noise_part)
+        mask = speech_mask(speech, noise_part, mask_floor)
         samples = synthesis.push(mask.reshape(*mask.shape, *[1] * (S.ndim - 2)) * S)[:num_samples - produced]
         produced += len(samples)
         if len(samples):
@@ -593,7 +595,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
 
 
 def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None, seed=0,
-            chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND):
+            chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_floor=MASK_FLOOR):
     """Enhance a noisy speech signal.
 
     Parameters
@@ -624,6 +626,8 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
         The dictionary's STFT (:attr:`sepsti.dictionary.Dictionary.framing`): the noise model is
         learned on its frames, and the signal is enhanced in frames of its window every quarter
         window (:func:`sepsti.features.enhancement_framing`).
+    mask_floor : float
+        The least gain of the mask, in (0, 1] (:data:`MASK_FLOOR`; 1 returns the input).
 
     Returns
     -------
@@ -637,9 +641,10 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
     """
     y = _validate_signal(y)
     W = _validate_dictionary(W, framing)
-    _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing)
+    _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing, mask_floor)
     if y.size == 0 or not np.any(y):
         return np.zeros_like(y)
     pieces = denoise_blocks(lambda: iter((y,)), y.size, W, noise_rank=noise_rank, max_iter=max_iter,
-                            sparsity=sparsity, noise=noise, seed=seed, chunk_frames=chunk_frames, framing=framing)
+                            sparsity=sparsity, noise=noise, seed=seed, chunk_frames=chunk_frames, framing=framing,
+                            mask_floor=mask_floor)
     return np.concatenate(list(pieces))

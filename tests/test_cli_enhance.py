@@ -584,3 +584,22 @@ def test_two_concurrent_runs_on_one_output_give_one_file_and_one_error(workdir, 
     assert "same.wav" in outcomes[1][1] and outcomes[1][1].count("\n") == 1
     assert soundfile.info(workdir / "same.wav").frames == soundfile.info(workdir / "noisy.wav").frames
     assert no_temp_files(workdir)
+
+
+def test_max_reduction_bounds_the_attenuation(workdir, tiny_dictionary):
+    """``--max-reduction 0`` gives the input back; 12 dB keeps more of it than the default 26 dB, and the output
+    keeps at least the input's energy lowered by 12 dB (every bin of the mask is at least 10^(-12/20))."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    outputs = {}
+    for reduction in (None, "12", "0"):
+        extra = [] if reduction is None else ["--max-reduction", reduction]
+        result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / f"out{reduction}.wav", *extra)
+        assert result.exit_code == 0, result.stderr
+        outputs[reduction] = soundfile.read(workdir / f"out{reduction}.wav")[0]
+    np.testing.assert_allclose(outputs["0"], noisy, rtol=0, atol=1.01 / 32768)
+    removed = {key: np.sum((noisy - out) ** 2) for key, out in outputs.items()}
+    assert removed["12"] < 0.8 * removed[None]
+    energy = {key: np.sum(out ** 2) / np.sum(noisy ** 2) for key, out in outputs.items()}
+    assert energy["12"] > max(energy[None], 10 ** (-12 / 10)) and energy[None] > 10 ** (-26 / 10)
+    assert _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "bad.wav", "--max-reduction",
+                    "-3").exit_code == 2

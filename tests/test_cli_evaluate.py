@@ -63,7 +63,8 @@ def test_json_follows_the_contract(evaluated, tiny_dictionary):
     from sepsti.denoise import EM_ITERATIONS
 
     # the settings the scores were made with, defaults written out
-    assert summary["settings"] == {"noise_rank": 5, "iterations": EM_ITERATIONS, "seed": 0}
+    assert summary["settings"] == {"noise_rank": 5, "iterations": EM_ITERATIONS, "seed": 0,
+                                   "max_reduction_db": pytest.approx(26.0, abs=0.03)}
     assert summary["dictionaries"] == [{"path": str(tiny_dictionary), "sample_rate": 8000, "rank": RANK}]
     assert [entry["snr"] for entry in summary["by_snr"]] == sorted(SNRS)
     for entry in summary["by_snr"]:

@@ -170,7 +170,7 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
     upper = None
     if has_upper_band(audio.sample_rate, framing):
         upper = UpperBand(lambda: input_blocks(audio, sample_rate=audio.sample_rate, downmix=False),
-                          audio.sample_rate, audio.length, framing)
+                          audio.sample_rate, audio.length, framing, options.get("mask_floor", denoise.MASK_FLOOR))
         options["mask_fn"] = upper.add_mask
     seconds = 0  # whole seconds written
     with open_output(target, audio.sample_rate, overwrite=overwrite, channels=audio.channels,
@@ -267,11 +267,14 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
 @click.option("--progress/--no-progress", default=None,
               help="Progress bars on stderr, over the seconds of each file written (with one job) and over "
                    "several files (default: only when stderr is a terminal).")
+@click.option("--max-reduction", type=click.FloatRange(min=0, max=120), default=None, metavar="DB",
+              help="The most any time-frequency bin is lowered, in dB (default: 26, the enhancer's own). Less "
+                   "keeps more of the background; 0 gives the input back.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
               help="Files enhanced at once, each in a process of its own (0: one per core). Outputs are the "
                    "same as with one.")
 def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, iterations, seed, overwrite, progress,
-            jobs):
+            max_reduction, jobs):
     """Remove noise from speech files IN ... (anything libsndfile reads).
 
     Each output has its input's rate, length and channels: the channels are
@@ -345,6 +348,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     options = {"noise_rank": noise_rank, "seed": seed}
     if iterations is not None:
         options["max_iter"] = iterations
+    if max_reduction is not None:
+        options["mask_floor"] = 10.0 ** (-max_reduction / 20.0)
     noise_models = {}  # the noise sample's model in each framing in use
     if samples:
         import functools

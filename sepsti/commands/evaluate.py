@@ -313,11 +313,13 @@ def _draw_pairs(axis, summary, results, metric):
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
+@click.option("--max-reduction", type=click.FloatRange(min=0, max=120), default=None, metavar="DB",
+              help="As enhance's: the most any time-frequency bin is lowered, in dB (default: 26).")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
               help="Recordings enhanced and scored at once, each in a process of its own (0: one per core). "
                    "Scores are the same as with one.")
 def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, json_path, plot_path, noise_rank,
-             iterations, seed, overwrite, jobs):
+             iterations, seed, overwrite, max_reduction, jobs):
     """Enhance noisy recordings and score them against the clean speech (SDR/SIR/SAR in dB, STOI, PESQ).
 
     The recordings are a NOIZEUS-style corpus's test mixtures (--corpus), or noisy files paired by
@@ -358,8 +360,10 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
         rates.add(recording.sample_rate)
 
     # --- enhancement and scoring ---
+    import numpy as np
+
     from sepsti.core.progress import progress_bar
-    from sepsti.denoise import EM_ITERATIONS
+    from sepsti.denoise import EM_ITERATIONS, MASK_FLOOR
     from sepsti.metrics import pesq_mode, unavailable_scores
 
     missing = unavailable_scores()
@@ -372,6 +376,8 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
     options = {"noise_rank": noise_rank, "seed": seed}
     if iterations is not None:
         options["max_iter"] = iterations
+    if max_reduction is not None:
+        options["mask_floor"] = 10.0 ** (-max_reduction / 20.0)
     results = []
     labels = collections.deque()  # of the recordings handed out, in order
 
@@ -398,7 +404,8 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
         "noises": sorted({row["noise"] for row in results if "noise" in row}),
         "snrs": sorted({row["snr"] for row in results if "snr" in row}),
         "pesq_modes": sorted({pesq_mode(rate) for rate in rates}) if "pesq" in metrics else [],
-        "settings": {"noise_rank": noise_rank, "iterations": options.get("max_iter", EM_ITERATIONS), "seed": seed},
+        "settings": {"noise_rank": noise_rank, "iterations": options.get("max_iter", EM_ITERATIONS), "seed": seed,
+                     "max_reduction_db": float(-20.0 * np.log10(options.get("mask_floor", MASK_FLOOR)))},
     })
     if json_path is not None:
         with atomic_path(json_path, overwrite=overwrite) as tmp:
@@ -466,7 +473,7 @@ def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
 
     from sepsti.audio import resample
     from sepsti.bandwidth import UpperBand, has_upper_band
-    from sepsti.denoise import denoise, denoise_blocks
+    from sepsti.denoise import MASK_FLOOR, denoise, denoise_blocks
 
     framing = speech_dictionary.framing
     rate = framing.sample_rate
@@ -475,7 +482,8 @@ def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
         speech = np.zeros_like(signal)
     elif has_upper_band(sample_rate, framing):
         noisy = np.asarray(noisy, dtype=np.float64)
-        upper = UpperBand(lambda: iter((noisy,)), sample_rate, len(noisy), framing)
+        upper = UpperBand(lambda: iter((noisy,)), sample_rate, len(noisy), framing,
+                          options.get("mask_floor", MASK_FLOOR))
         speech = np.concatenate(list(denoise_blocks(lambda: iter((signal,)), len(signal), speech_dictionary.W,
                                                     framing=framing, mask_fn=upper.add_mask, **options)))
         return upper.apply(resample(speech, rate, sample_rate, length=len(noisy)))

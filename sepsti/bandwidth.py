@@ -78,11 +78,9 @@ class UpperBand:
     framing : sepsti.features.Framing
         The dictionary's STFT; the gains come one per frame of the enhancer's
         (:func:`sepsti.features.enhancement_framing`).
-    floor : float
-        The least gain (the enhancer's ``mask_floor``).
     """
 
-    def __init__(self, blocks, sample_rate, length, framing, floor=MASK_FLOOR):
+    def __init__(self, blocks, sample_rate, length, framing):
         from sepsti.audio import Resampler
 
         self._rate, self._length = int(sample_rate), int(length)
@@ -90,16 +88,15 @@ class UpperBand:
         frequencies = np.arange(framing.n_bins) / framing.n_fft
         self._top = (frequencies >= TOP_BAND[0] / 2) & (frequencies <= TOP_BAND[1] / 2)
         self._gains = []
-        self._floor = floor
         self._down = Resampler(self._rate, framing.sample_rate, self._length)
         self._up = Resampler(framing.sample_rate, self._rate, self._down.num_output)
         self._upper = self._upper_blocks(blocks)
         self._buffer = None
         self._next = 0
 
-    def add_mask(self, speech, noise):
-        """Record the gains of frames (speech and noise magnitudes, shape (n_bins, m), in order)."""
-        self._gains.append(speech_mask(speech[self._top].sum(axis=0), noise[self._top].sum(axis=0), self._floor))
+    def add_mask(self, speech, noise, floor=MASK_FLOOR):
+        """Record the gains of frames (speech and noise magnitudes, shape (n_bins, m), in order), at least ``floor``."""
+        self._gains.append(speech_mask(speech[self._top].sum(axis=0), noise[self._top].sum(axis=0), floor))
 
     def _upper_blocks(self, blocks):
         """The input minus its round trip through the processing rate, block by block."""

@@ -500,10 +500,10 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     chunk_frames : int
         STFT frames per piece (:data:`CHUNK_FRAMES`).
     mask_fn : callable, optional
-        Called as ``mask_fn(speech, noise)`` with each piece's speech (smoothed) and noise
+        Called as ``mask_fn(speech, noise, mask_floor)`` with each piece's speech (smoothed) and noise
         magnitudes, shape (n_bins, m), in frames every quarter window, before that piece's
         samples are yielded (the upper-band extension of :mod:`sepsti.bandwidth` takes its gains
-        from them); a signal too short to be enhanced gives its magnitudes as speech and zero
+        from them, at least the mask's floor); a signal too short to be enhanced gives its magnitudes as speech and zero
         noise (gain 1).
 
     Warns
@@ -539,7 +539,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         # too little to tell noise from speech: the signal is left as it is (its upper band too)
         if mask_fn is not None:
             for V in magnitudes(analysis):
-                mask_fn(V, np.zeros_like(V))
+                mask_fn(V, np.zeros_like(V), mask_floor)
         yield from source()
 
     source = blocks
@@ -583,7 +583,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     produced = 0
     for S, speech, noise_part in _smoothed(separated()):
         if mask_fn is not None:
-            mask_fn(speech, noise_part)
+            mask_fn(speech, noise_part, mask_floor)
         mask = speech_mask(speech, noise_part, mask_floor)
         samples = synthesis.push(mask.reshape(*mask.shape, *[1] * (S.ndim - 2)) * S)[:num_samples - produced]
         produced += len(samples)

@@ -197,7 +197,7 @@ def test_short_signals_are_left_as_they_are_at_every_framing(rng):
     np.testing.assert_array_equal(denoise(y, W, framing=wide), y)
     gains = []
     out = np.concatenate(list(denoise_blocks(lambda: iter((y,)), len(y), W, framing=wide,
-                                             mask_fn=lambda speech, noise: gains.append((speech, noise)))))
+                                             mask_fn=lambda speech, noise, floor: gains.append((speech, noise)))))
     np.testing.assert_array_equal(out, y)
     dense = features.enhancement_framing(wide)  # the enhancer's frames
     assert sum(speech.shape[1] for speech, _ in gains) == features.num_frames(len(y), framing=dense)

@@ -170,7 +170,7 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
     upper = None
     if has_upper_band(audio.sample_rate, framing):
         upper = UpperBand(lambda: input_blocks(audio, sample_rate=audio.sample_rate, downmix=False),
-                          audio.sample_rate, audio.length, framing, options.get("mask_floor", denoise.MASK_FLOOR))
+                          audio.sample_rate, audio.length, framing)
         options["mask_fn"] = upper.add_mask
     seconds = 0  # whole seconds written
     with open_output(target, audio.sample_rate, overwrite=overwrite, channels=audio.channels,

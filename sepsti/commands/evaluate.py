@@ -473,7 +473,7 @@ def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
 
     from sepsti.audio import resample
     from sepsti.bandwidth import UpperBand, has_upper_band
-    from sepsti.denoise import MASK_FLOOR, denoise, denoise_blocks
+    from sepsti.denoise import denoise, denoise_blocks
 
     framing = speech_dictionary.framing
     rate = framing.sample_rate
@@ -482,8 +482,7 @@ def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
         speech = np.zeros_like(signal)
     elif has_upper_band(sample_rate, framing):
         noisy = np.asarray(noisy, dtype=np.float64)
-        upper = UpperBand(lambda: iter((noisy,)), sample_rate, len(noisy), framing,
-                          options.get("mask_floor", MASK_FLOOR))
+        upper = UpperBand(lambda: iter((noisy,)), sample_rate, len(noisy), framing)
         speech = np.concatenate(list(denoise_blocks(lambda: iter((signal,)), len(signal), speech_dictionary.W,
                                                     framing=framing, mask_fn=upper.add_mask, **options)))
         return upper.apply(resample(speech, rate, sample_rate, length=len(noisy)))

@@ -1,11 +1,10 @@
 """Independent tasks (one file each) in worker processes, results in order: the commands' ``--jobs``.
 
-:class:`Workers` runs a module-level function on picklable arguments in a pool of processes
-(``fork`` where the platform has it, so that loaded modules and compiled code are shared; else
-``spawn``). Results come back in the order of the tasks, and at most two tasks per worker are
-submitted ahead of the first unfinished one, so that a long list of files is never read into memory
-at once. Each worker uses one BLAS thread (the workers are the parallelism, and every worker then
-computes as one process alone does). Workers ignore SIGINT: on Ctrl-C the parent leaves the ``with``
+:class:`Workers` runs a module-level function on picklable arguments in a pool of processes, each
+with one BLAS thread (:func:`sepsti.core.parallel.processes.process_pool`: the workers are the
+parallelism, and every worker then computes as one process alone does). Results come back in the
+order of the tasks, and at most two tasks per worker are submitted ahead of the first unfinished one,
+so that a long list of files is never read into memory at once. Workers ignore SIGINT: on Ctrl-C the parent leaves the ``with``
 block, which lets the tasks already handed to workers finish (their outputs are complete files) and
 drops the rest.
 """
@@ -22,17 +21,11 @@ def resolve_jobs(jobs):
     return int(jobs)
 
 
-def _start_worker():
-    """Ignore SIGINT (the parent decides) and use one BLAS thread: the workers are the parallelism."""
+def _ignore_interrupts():
+    """Workers leave SIGINT to the parent, which decides what is finished."""
     import signal
 
-    from threadpoolctl import threadpool_limits
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _LIMITS.append(threadpool_limits(limits=1, user_api="blas"))
-
-
-_LIMITS = []  # a worker's BLAS limit, kept for its lifetime
 
 
 class Workers:
@@ -49,12 +42,9 @@ class Workers:
 
     def __enter__(self):
         if self.jobs > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
+            from sepsti.core.parallel.processes import process_pool
 
-            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            self._pool = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context(method),
-                                             initializer=_start_worker)
+            self._pool = process_pool(self.jobs, _ignore_interrupts)
         return self
 
     def __exit__(self, *exc_info):

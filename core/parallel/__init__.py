@@ -38,6 +38,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
             'run_parafac_block_chain',
             'slab_log_likelihoods',
         ],
+        "processes": ['process_pool'],
         "schedule": ['BlockSchedule'],
         "tensor_blocks": [
             'TensorBlockIndex',

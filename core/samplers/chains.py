@@ -409,12 +409,6 @@ _WORKER_PROBLEM = {}
 
 def _init_worker(problem):
     _WORKER_PROBLEM["problem"] = problem
-    try:  # the chains are the parallelism: BLAS threads would only contend with them
-        from threadpoolctl import threadpool_limits
-
-        _WORKER_PROBLEM["blas"] = threadpool_limits(limits=1, user_api="blas")
-    except ImportError:  # pragma: no cover - depends on the environment
-        pass
 
 
 def _call_in_worker(function, chain, args, kwargs):
@@ -428,13 +422,11 @@ class _Runner:
         self.problem = problem
         self.pool = None
         if num_workers > 1 and executor == "process":
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
+            from sepsti.core.parallel.processes import process_pool
 
-            # fork shares the target (often a model holding compiled code) without pickling it.
-            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            self.pool = ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context(method),
-                                            initializer=_init_worker, initargs=(problem,))
+            # the chains are the parallelism: each worker has one BLAS thread, and fork shares the target
+            # (often a model holding compiled code) without pickling it
+            self.pool = process_pool(num_workers, _init_worker, (problem,))
             self.is_process = True
         elif num_workers > 1:
             from concurrent.futures import ThreadPoolExecutor

@@ -19,9 +19,9 @@ Sinusoids can instead be taken out exactly:
   the line, and follows the slow drift of the mains' frequency and phase), interpolated between cell
   centres and subtracted as ``Re(a_k(t) exp(2πi k f0 t))``; the fundamental is first refined from the
   lines' turning from cell to cell. Lines too weak to pass :data:`LINE_DB` are left alone, and so are
-  cells of digital silence (the noise model skips them as such). The subtraction, made in every pass
-  of the enhancer over the signal, is a numba kernel (:mod:`sepsti.hum_kernels`), imported only when
-  a signal has hum.
+  cells of digital silence (the noise model skips them as such). The measuring and the subtraction
+  (the latter made in every pass of the enhancer over the signal) are numba kernels
+  (:mod:`sepsti.hum_kernels`), imported only when a signal has hum.
 
 Signals are float arrays ``(n,)`` or ``(n, channels)`` given block by block (the enhancer's
 ``blocks()``); every channel gets its own amplitudes. Memory does not depend on the signal's length
@@ -177,21 +177,6 @@ def hum_free(blocks, sample_rate):
     return lambda: without_hum(blocks(), hum)
 
 
-def _phasors(hum, start, count):
-    """``exp(2πi k f0 n / rate)`` for samples ``start : start + count`` and each line, shape (harmonics, count).
-
-    The fundamental's from its phase (kept below one cycle, so exact for any ``n``), its multiples as its
-    powers: one complex product per multiple and sample instead of an exponential.
-    """
-    cycles = np.arange(start, start + count, dtype=np.float64) * (hum.frequency / hum.sample_rate)
-    fundamental = np.exp(2j * np.pi * (cycles - np.floor(cycles)))
-    powers = np.empty((int(hum.harmonics.max()), count), dtype=complex)
-    powers[0] = fundamental
-    for k in range(1, len(powers)):
-        np.multiply(powers[k - 1], fundamental, out=powers[k])
-    return powers[hum.harmonics - 1]
-
-
 def measure_hum(blocks, hum):
     """``hum`` with each line's complex amplitude per cell (:attr:`Hum.amplitudes`), from one pass over the signal.
 
@@ -206,11 +191,17 @@ def measure_hum(blocks, hum):
     -------
     Hum
     """
+    from sepsti.hum_kernels import demodulate
+
     cell = max(1, int(round(CELL_SECONDS * hum.sample_rate)))
+    harmonics = np.asarray(hum.harmonics, dtype=np.int64)
     sums, silent, position, held = [], [], 0, None
 
     def add(samples):
-        sums.append(np.einsum("kn,n...->k...", np.conj(_phasors(hum, position, len(samples))), samples) / len(samples))
+        total = np.zeros((len(harmonics), *samples.shape[1:]), dtype=complex)
+        demodulate(samples.reshape(len(samples), -1), position, hum.frequency / hum.sample_rate, harmonics,
+                   total.reshape(len(harmonics), -1))
+        sums.append(total / len(samples))
         silent.append(not np.any(samples))
 
     for block in blocks:

@@ -1,7 +1,36 @@
-"""The numba kernel of :func:`sepsti.hum.without_hum` (imported only when a signal has hum: numba loads slowly)."""
+"""The numba kernels of :mod:`sepsti.hum` (imported only when a signal has hum: numba loads slowly).
+
+A line's phasor ``exp(2πi k f0 n / rate)`` is the fundamental's (its phase kept below one cycle, so
+exact for any ``n``) raised to the power ``k``: one complex product per multiple and sample.
+"""
 
 import numba
 import numpy as np
+
+
+@numba.njit(cache=True)
+def _fundamental(n, cycles_per_sample):
+    phase = n * cycles_per_sample
+    return np.exp(2j * np.pi * (phase - np.floor(phase)))
+
+
+@numba.njit(cache=True)
+def demodulate(samples, start, cycles_per_sample, harmonics, out):
+    """Add ``Σ_n samples[n] · exp(−2πi k f0 (start + n) / rate)`` for each line ``k`` to ``out``.
+
+    ``samples`` has shape (count, channels), ``out`` (harmonics, channels).
+    """
+    count, channels = samples.shape
+    for i in range(count):
+        fundamental = np.conj(_fundamental(start + i, cycles_per_sample))
+        power = 1.0 + 0.0j
+        line = 0
+        for k in range(1, harmonics[-1] + 1):
+            power *= fundamental
+            if harmonics[line] == k:
+                for channel in range(channels):
+                    out[line, channel] += samples[i, channel] * power
+                line += 1
 
 
 @numba.njit(cache=True)
@@ -10,7 +39,6 @@ def subtract_hum(out, start, cycles_per_sample, harmonics, amplitudes, silent, c
 
     ``a_k(n)`` is linear between cell centres ``(i + ½) · cell`` (constant beyond the first and last), from
     ``amplitudes`` of shape (cells, harmonics, channels); samples of cells marked ``silent`` are left alone.
-    The multiples are powers of the fundamental's phasor, whose phase is kept below one cycle.
     """
     count, channels = out.shape
     last = amplitudes.shape[0] - 1
@@ -26,8 +54,7 @@ def subtract_hum(out, start, cycles_per_sample, harmonics, amplitudes, silent, c
             before, after, fraction = last, last, 0.0
         else:
             after, fraction = before + 1, place - before
-        phase = n * cycles_per_sample
-        fundamental = np.exp(2j * np.pi * (phase - np.floor(phase)))
+        fundamental = _fundamental(n, cycles_per_sample)
         power = 1.0 + 0.0j
         line = 0
         for k in range(1, harmonics[-1] + 1):

@@ -1,9 +1,19 @@
-"""Noise for the benchmarks: excerpts of noise recordings at a rate, windows of a looped signal."""
+"""Mixtures for the benchmarks: excerpts of noise recordings at a rate, windows of a looped signal, levels."""
 
 import numpy as np
 
 #: RMS (dBFS) below which an excerpt of a noise recording is silence, not noise
 QUIETEST_EXCERPT_DB = -60.0
+
+
+def at_level(y, level_db):
+    """``y`` scaled to an RMS of ``level_db`` dBFS."""
+    return y * (10 ** (level_db / 20) / max(np.sqrt(np.mean(y ** 2)), 1e-12))
+
+
+def snr_gain(clean, noise, snr):
+    """The gain that puts ``noise`` ``snr`` dB below ``clean`` (their energies over the whole signals)."""
+    return np.sqrt(np.sum(clean ** 2) / (np.sum(noise ** 2) * 10 ** (snr / 10)))
 
 
 def looped_window(y, n, rng):

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
+from _recordings import at_level, snr_gain  # noqa: E402
 from enhance_wideband import LEVEL_DB, _noise  # noqa: E402
 
 NAME = "enhance_channels"
@@ -49,7 +50,7 @@ def make_recordings(data, split, folder, *, files, noises, snrs, seconds, delay,
     recordings = []
     for number, (utterance, y, source_rate) in enumerate(libri[:files]):
         near = resample(y, source_rate, RATE)[:int(seconds * RATE)]
-        near *= 10 ** (LEVEL_DB / 20) / max(np.sqrt(np.mean(near ** 2)), 1e-12)
+        near = at_level(near, LEVEL_DB)
         far = 10 ** (-level / 20) * np.concatenate([np.zeros(shift), near[:len(near) - shift]])
         clean = np.stack([near, far], axis=1)
         pool = [s for s in libri if s[0] != utterance]
@@ -57,7 +58,7 @@ def make_recordings(data, split, folder, *, files, noises, snrs, seconds, delay,
             rng = np.random.default_rng([seed, number, k])
             noise = np.stack([_noise(kind, len(near), RATE, rng, pool) for _ in range(2)], axis=1)
             for snr in snrs:
-                scaled = noise * np.sqrt(np.sum(near ** 2) / (np.sum(noise[:, 0] ** 2) * 10 ** (snr / 10)))
+                scaled = noise * snr_gain(near, noise[:, 0], snr)
                 noisy = np.clip(clean + scaled, -1, 1)
                 name = f"{utterance}_{kind}_sn{snr}.wav"
                 soundfile.write(folder / "stereo" / name, noisy, RATE, subtype="PCM_16")

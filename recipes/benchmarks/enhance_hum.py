@@ -78,6 +78,7 @@ def recordings(corpus, wideband, quick):
             yield "noizeus", int(mixture.snr), name, mixture.clean, mixture.noisy, mixture.sample_rate
     if wideband is None:
         return
+    from _recordings import at_level, snr_gain
     from enhance_wideband import LEVEL_DB, _noise
 
     from sepsti.audio import resample
@@ -86,12 +87,12 @@ def recordings(corpus, wideband, quick):
     libri = [s for s in corpus_reader.clean_signals(wideband, "validation") if s[2] == corpus_reader.TRAIN_RATE]
     for number, (utterance, y, rate) in enumerate(libri[:2 if quick else 12]):
         clean = resample(y, rate, 16000)[:8 * 16000]
-        clean *= 10 ** (LEVEL_DB / 20) / max(np.sqrt(np.mean(clean ** 2)), 1e-12)
+        clean = at_level(clean, LEVEL_DB)
         pool = [s for s in libri if s[0] != utterance]
         for k, kind in enumerate(("car", "babble")):
             noise = _noise(kind, len(clean), 16000, np.random.default_rng([number, k]), pool)
             for snr in (5, 10):
-                scaled = noise * np.sqrt(np.sum(clean ** 2) / (np.sum(noise ** 2) * 10 ** (snr / 10)))
+                scaled = noise * snr_gain(clean, noise, snr)
                 yield "wideband", snr, f"{utterance}_{kind}", clean, clean + scaled, 16000
 
 

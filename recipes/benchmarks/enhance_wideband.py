@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
-from _recordings import excerpt, looped_window  # noqa: E402
+from _recordings import at_level, excerpt, looped_window, snr_gain  # noqa: E402
 
 NAME = "enhance_wideband"
 LEVEL_DB = -27.0
@@ -185,13 +185,13 @@ def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, 
             clean = resample(y, source_rate, rate)[:int(seconds * rate)]
             room = np.random.default_rng([seed, rate, number, len(kinds)])  # a stream no noise uses
             clean = colour(reverberate(clean, rate, rt60, room), rate, channel)
-            clean *= 10 ** (LEVEL_DB / 20) / max(np.sqrt(np.mean(clean ** 2)), 1e-12)
+            clean = at_level(clean, LEVEL_DB)
             pool = [s for s in libri if s[0] != utterance]
             for k, kind in enumerate(kinds):
                 rng = np.random.default_rng([seed, rate, number, k])
                 noise = colour(_noise(kind, len(clean), rate, rng, pool, recordings), rate, channel)
                 for snr in snrs:
-                    scaled = noise * np.sqrt(np.sum(clean ** 2) / (np.sum(noise ** 2) * 10 ** (snr / 10)))
+                    scaled = noise * snr_gain(clean, noise, snr)
                     path = folder / f"{utterance}_{rate // 1000}k_{kind}_sn{snr}.wav"
                     soundfile.write(path, np.clip(clean + scaled, -1, 1), rate, subtype="PCM_16")
                     if clean_folder is not None:

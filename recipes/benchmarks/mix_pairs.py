@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from _common import recipe_parser  # noqa: E402
-from _recordings import excerpt, looped_window  # noqa: E402
+from _recordings import at_level, excerpt, looped_window, snr_gain  # noqa: E402
 
 NAME = "mix_pairs"
 LEVEL_DB = -26.0
@@ -116,12 +116,12 @@ def main():
         info = soundfile.info(path)
         clean, _ = soundfile.read(path, frames=int(args.seconds * info.samplerate), always_2d=True)
         clean = clean.mean(axis=1)
-        clean *= 10 ** (LEVEL_DB / 20) / max(np.sqrt(np.mean(clean ** 2)), 1e-12)
+        clean = at_level(clean, LEVEL_DB)
         stem = path.stem.replace(" ", "-")
         for k, (name, draw) in enumerate(sorted(types.items())):
             noise = draw(len(clean), info.samplerate, np.random.default_rng([args.seed, number, k]))
             for snr in snrs:
-                scaled = noise * np.sqrt(np.sum(clean ** 2) / (np.sum(noise ** 2) * 10 ** (snr / 10)))
+                scaled = noise * snr_gain(clean, noise, snr)
                 file_name = f"{stem}_{name}_sn{snr}.wav"
                 soundfile.write(noisy_folder / file_name, np.clip(clean + scaled, -1, 1), info.samplerate,
                                 subtype="PCM_16")

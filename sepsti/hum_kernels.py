@@ -9,9 +9,17 @@ import numpy as np
 
 
 @numba.njit(cache=True)
-def _fundamental(n, cycles_per_sample):
+def _line_phasors(n, cycles_per_sample, harmonics, out):
+    """``exp(2πi k f0 n / rate)`` of sample ``n`` for each line ``k`` of ``harmonics`` (increasing), into ``out``."""
     phase = n * cycles_per_sample
-    return np.exp(2j * np.pi * (phase - np.floor(phase)))
+    fundamental = np.exp(2j * np.pi * (phase - np.floor(phase)))
+    power = 1.0 + 0.0j
+    line = 0
+    for k in range(1, harmonics[-1] + 1):
+        power *= fundamental
+        if harmonics[line] == k:
+            out[line] = power
+            line += 1
 
 
 @numba.njit(cache=True)
@@ -21,16 +29,12 @@ def demodulate(samples, start, cycles_per_sample, harmonics, out):
     ``samples`` has shape (count, channels), ``out`` (harmonics, channels).
     """
     count, channels = samples.shape
+    phasors = np.empty(len(harmonics), dtype=np.complex128)
     for i in range(count):
-        fundamental = np.conj(_fundamental(start + i, cycles_per_sample))
-        power = 1.0 + 0.0j
-        line = 0
-        for k in range(1, harmonics[-1] + 1):
-            power *= fundamental
-            if harmonics[line] == k:
-                for channel in range(channels):
-                    out[line, channel] += samples[i, channel] * power
-                line += 1
+        _line_phasors(start + i, cycles_per_sample, harmonics, phasors)
+        for line in range(len(harmonics)):
+            for channel in range(channels):
+                out[line, channel] += samples[i, channel] * np.conj(phasors[line])
 
 
 @numba.njit(cache=True)
@@ -42,6 +46,7 @@ def subtract_hum(out, start, cycles_per_sample, harmonics, amplitudes, silent, c
     """
     count, channels = out.shape
     last = amplitudes.shape[0] - 1
+    phasors = np.empty(len(harmonics), dtype=np.complex128)
     for i in range(count):
         n = start + i
         if silent[min(n // cell, last)]:
@@ -54,14 +59,9 @@ def subtract_hum(out, start, cycles_per_sample, harmonics, amplitudes, silent, c
             before, after, fraction = last, last, 0.0
         else:
             after, fraction = before + 1, place - before
-        fundamental = _fundamental(n, cycles_per_sample)
-        power = 1.0 + 0.0j
-        line = 0
-        for k in range(1, harmonics[-1] + 1):
-            power *= fundamental
-            if harmonics[line] == k:
-                for channel in range(channels):
-                    first = amplitudes[before, line, channel]
-                    amplitude = first + fraction * (amplitudes[after, line, channel] - first)
-                    out[i, channel] -= (amplitude * power).real
-                line += 1
+        _line_phasors(n, cycles_per_sample, harmonics, phasors)
+        for line in range(len(harmonics)):
+            for channel in range(channels):
+                first = amplitudes[before, line, channel]
+                amplitude = first + fraction * (amplitudes[after, line, channel] - first)
+                out[i, channel] -= (amplitude * phasors[line]).real

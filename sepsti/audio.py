@@ -325,7 +325,8 @@ def inspect_input(path, *, sample_rate, n_fft=None):
     sample_rate : int
         The processing rate.
     n_fft : int, optional
-        The processing frame length (:func:`validate_frames`).
+        The processing frame length: a shorter file is refused (:func:`validate_frames`). Without
+        it, any file with samples passes.
 
     Returns
     -------
@@ -334,7 +335,8 @@ def inspect_input(path, *, sample_rate, n_fft=None):
     Raises
     ------
     ParameterError
-        Everything :func:`load_audio` refuses, found without holding the file in memory.
+        Everything :func:`load_audio` refuses (but a file shorter than a frame when ``n_fft`` is
+        not given), found without holding the file in memory.
     """
     from sepsti.corpora.audio import audio_info, read_audio_blocks
 
@@ -345,7 +347,8 @@ def inspect_input(path, *, sample_rate, n_fft=None):
     for block in read_audio_blocks(path, block_size=BLOCK_SAMPLES, downmix=False):
         peak = max(peak, float(np.max(np.abs(block))))
     num_samples = Resampler(info.sample_rate, sample_rate, info.num_samples).num_output
-    validate_frames(np.broadcast_to(0.0, (num_samples,)), sample_rate, name=str(path), n_fft=n_fft)
+    if n_fft is not None:
+        validate_frames(np.broadcast_to(0.0, (num_samples,)), sample_rate, name=str(path), n_fft=n_fft)
     return AudioInput(path, info.sample_rate, info.num_samples, num_samples, peak, info.channels, info.subtype)
 
 

@@ -227,6 +227,10 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
     from sepsti.noise_model import min_frames
 
     framing = speech_dictionary.framing
+    if audio.num_samples < framing.n_fft:
+        return copy_file(audio, target, overwrite=overwrite), (
+            f"shorter than one frame ({1000 * audio.length / audio.sample_rate:.1f} ms; "
+            f"{1000 * framing.n_fft / framing.sample_rate:.0f} ms at {framing.sample_rate} Hz)")
     frames = num_frames(audio.num_samples, framing=framing)
     fewest = min_frames(options["noise_rank"], framing)
     if "noise" not in options and frames < fewest:
@@ -328,8 +332,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             loaded[dictionary_path] = load_dictionary(dictionary_path)
         speech_dictionary = loaded[dictionary_path]
         framing = speech_dictionary.framing
-        checked.append((inspect_input(path, sample_rate=framing.sample_rate, n_fft=framing.n_fft),
-                        speech_dictionary))
+        checked.append((inspect_input(path, sample_rate=framing.sample_rate), speech_dictionary))
     # the noise sample is checked at the rate and framing of every dictionary it will serve
     samples = {}
     if noise_sample is not None:

@@ -47,6 +47,9 @@ BLOCK_SAMPLES = 1 << 16
 
 # Extensions whose libsndfile format name differs from the upper-cased extension.
 _FORMAT_ALIASES = {"AIF": "AIFF", "OGA": "OGG", "OPUS": "OGG", "SND": "AU"}
+# Input sample formats an output keeps where its format holds them: samples, not codecs (libsndfile
+# claims WAV holds MP3 and ADPCM streams, but cannot write them there).
+_SAMPLE_FORMATS = frozenset({"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE", "ULAW", "ALAW"})
 
 
 class Recording(NamedTuple):
@@ -383,8 +386,8 @@ def input_blocks(audio, *, sample_rate, downmix=True):
 def output_format(path, like=None):
     """The libsndfile format and subtype an output path gets from its extension.
 
-    The subtype ``like`` (the input's sample format) where the format holds it: a 24-bit or
-    floating-point input stays so. Otherwise ``.wav`` (and other PCM containers) get 16-bit PCM,
+    The subtype ``like`` (the input's sample format) where it is one of PCM, float or companded
+    samples and the format holds it: a 24-bit or floating-point input stays so. Otherwise ``.wav`` (and other PCM containers) get 16-bit PCM,
     other formats their libsndfile default subtype.
 
     Parameters
@@ -414,7 +417,7 @@ def output_format(path, like=None):
                              "use .wav, .flac, .ogg or another extension libsndfile knows")
     if extension == "OPUS":
         subtype = "OPUS"
-    elif like is not None and soundfile.check_format(fmt, like):
+    elif like in _SAMPLE_FORMATS and soundfile.check_format(fmt, like):
         subtype = like
     elif soundfile.check_format(fmt, "PCM_16"):
         subtype = "PCM_16"

@@ -82,6 +82,11 @@ def test_output_format():
     assert output_format("a.flac", "PCM_24") == ("FLAC", "PCM_24")
     assert output_format("a.flac", "FLOAT") == ("FLAC", "PCM_16")
     assert output_format("a.wav", "VORBIS") == ("WAV", "PCM_16")
+    assert output_format("a.wav", "ULAW") == ("WAV", "ULAW")
+    # a codec's stream is not kept even where libsndfile claims the container holds it
+    assert output_format("a.wav", "MPEG_LAYER_III") == ("WAV", "PCM_16")
+    assert output_format("a.wav", "IMA_ADPCM") == ("WAV", "PCM_16")
+    assert output_format("a.mp3", "PCM_16") == ("MP3", "MPEG_LAYER_III")
     for bad in ("a.xyz", "noextension"):
         with pytest.raises(ParameterError, match="cannot write audio with extension"):
             output_format(bad)

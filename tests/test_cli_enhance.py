@@ -55,6 +55,16 @@ def test_enhance_one_file(workdir, tiny_dictionary):
     assert no_temp_files(workdir)
 
 
+def test_compressed_input_to_wav_is_16_bit(workdir, tiny_dictionary):
+    """An MP3's stream format is not the output's (libsndfile claims WAV holds it, then cannot write it)."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    soundfile.write(workdir / "noisy.mp3", noisy, RATE, format="MP3")
+    result = _enhance(tiny_dictionary, workdir / "noisy.mp3", "-o", workdir / "out.wav")
+    assert result.exit_code == 0, result.stderr
+    info = soundfile.info(workdir / "out.wav")
+    assert (info.subtype, info.frames) == ("PCM_16", soundfile.info(workdir / "noisy.mp3").frames)
+
+
 def test_other_rate_and_stereo_come_back_at_the_input_rate_length_and_channels(workdir, tiny_dictionary):
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     from sepsti.audio import resample

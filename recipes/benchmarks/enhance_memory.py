@@ -6,13 +6,16 @@ A long noisy file is built by concatenating the mixtures of a synthetic corpus
 in a fresh process and its peak resident set size (``ru_maxrss`` of that child,
 from ``os.wait4``), wall time and CPU time are recorded. ``--rate`` writes the
 long file at another rate (resampled), to include the resampling on the way in
-and out. With ``--sepsti PATH`` the ``sepsti`` package found at PATH (a checkout,
+and out; ``--hum hum50`` (or ``buzz60``) adds a mains hum through the whole file, as
+``enhance_hum.py`` makes it (its level set by the mixtures' RMS). With ``--sepsti PATH`` the ``sepsti`` package found at PATH (a checkout,
 e.g. an older commit unpacked with ``git archive``) is measured instead of this
 one.
 
-Run: ``python recipes/benchmarks/enhance_memory.py [--minutes 1,10,60] [--rate 8000] [--quick] [--out DIR]``.
+Run: ``python recipes/benchmarks/enhance_memory.py [--minutes 1,10,60] [--rate 8000] [--hum KIND] [--quick] [--out DIR]``.
 """
 
+import concurrent.futures
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -24,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
 
 
-def make_long_file(path, minutes, rate, seed):
-    """Concatenate synthetic mixtures into a ``minutes``-long 16-bit file at ``rate`` Hz."""
+def make_long_file(path, minutes, rate, seed, hum=None):
+    """Concatenate synthetic mixtures into a ``minutes``-long 16-bit file at ``rate`` Hz, with a hum of kind ``hum``."""
     import numpy as np
     import soundfile
 
@@ -37,11 +40,17 @@ def make_long_file(path, minutes, rate, seed):
         write_corpus(Path(folder) / "corpus", seed=seed, noises=["babble"], snrs=[5])
         pieces = [resample(mixture.noisy, 8000, rate) for mixture in mixtures(Path(folder) / "corpus", split="all")]
     total = int(minutes * 60 * rate)
+    if hum is not None:
+        from enhance_hum import make_hum
+
+        hum = make_hum(hum, total, rate, np.sqrt(np.mean(np.concatenate(pieces) ** 2)), np.random.default_rng(seed))
     written = 0
     with soundfile.SoundFile(path, "w", samplerate=rate, channels=1, subtype="PCM_16") as handle:
         while written < total:
             for piece in pieces:
                 piece = piece[:total - written]
+                if hum is not None:
+                    piece = piece + hum[written:written + len(piece)]
                 handle.write(np.clip(piece, -1, 1))
                 written += len(piece)
                 if written >= total:
@@ -72,17 +81,22 @@ def main():
     parser.add_argument("--minutes", default="1,10,60", help="file lengths in minutes, comma-separated")
     parser.add_argument("--rate", type=int, default=8000, help="sample rate of the long file (Hz)")
     parser.add_argument("--sepsti", type=Path, default=ROOT, help="checkout whose sepsti is measured")
+    parser.add_argument("--hum", choices=("hum50", "buzz60"), default=None,
+                        help="add a mains hum of this kind (enhance_hum.py) through the whole file")
     args = parser.parse_args()
     minutes = [1.0, 10.0] if args.quick else [float(item) for item in args.minutes.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as folder, checkout_package(args.sepsti) as (env, cwd):
         for length in minutes:
             source = Path(folder) / f"long_{length:g}min.wav"
-            samples = make_long_file(source, length, args.rate, args.seed)
+            # made in a process of its own: a child forked from a large parent starts with the parent's peak
+            with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                samples = pool.submit(make_long_file, source, length, args.rate, args.seed, args.hum).result()
             target = Path(folder) / "out.wav"
             command = [sys.executable, "-m", "sepsti", "enhance", str(source), "-o", str(target), "--overwrite"]
             peak, wall, cpu = measure(command, env, cwd)
-            rows.append({"minutes": length, "rate": args.rate, "samples": samples, "peak_rss_mb": round(peak, 1),
+            rows.append({"minutes": length, "rate": args.rate, "hum": args.hum, "samples": samples,
+                         "peak_rss_mb": round(peak, 1),
                          "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)})
             print(f"{length:g} min at {args.rate} Hz: peak RSS {peak:.0f} MB, {wall:.0f} s wall, {cpu:.0f} s CPU",
                   flush=True)

@@ -56,6 +56,11 @@ def check_output_path(path, *, overwrite=False, inputs=()):
         raise ParameterError(f"{path}: output folder {folder} does not exist")
     if not os.access(folder, os.W_OK):
         raise ParameterError(f"{path}: output folder {folder} is not writable")
+    try:  # a folder that admits writing may still refuse new files (/proc, a read-only mount, a full disk)
+        with tempfile.TemporaryFile(dir=folder, prefix=_temporary_prefix(path)):
+            pass
+    except OSError as error:
+        raise ParameterError(f"{path}: cannot create files in {folder} ({error.strerror or error})") from None
     return path
 
 
@@ -174,8 +179,11 @@ def atomic_path(path, *, suffix=None, overwrite=True):
     path = Path(path)
     suffix = path.suffix if suffix is None else suffix
     remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=f"{_temporary_prefix(path)}{os.getpid()}.", suffix=suffix,
-                               dir=path.parent if str(path.parent) else ".")
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f"{_temporary_prefix(path)}{os.getpid()}.", suffix=suffix, dir=folder)
+    except OSError as error:
+        raise ParameterError(f"{path}: cannot create files in {folder} ({error.strerror or error})") from None
     os.close(fd)
     # mkstemp creates owner-only files; give the output the permissions a plain open() would.
     umask = os.umask(0)

@@ -92,3 +92,19 @@ def test_kill_9_leaves_a_recognisable_temporary_that_the_next_writer_removes(tmp
     with atomic_path(target, overwrite=False) as tmp:
         tmp.write_text("whole")
     assert os.listdir(tmp_path) == ["out.txt"] and target.read_text() == "whole"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_folder_that_refuses_new_files_is_named_before_any_work(tmp_path):
+    """/proc admits writing by its mode (to root) but creates no files: one line naming the target, not a
+    temporary file's path, at the check and at the write."""
+    from sepsti.core.io import check_output_path
+
+    with pytest.raises(ParameterError, match=r"^/proc/out.wav: (cannot create files in /proc \(|output folder /proc "
+                                             r"is not writable)"):  # the latter where /proc's mode says so
+        check_output_path("/proc/out.wav")
+    with pytest.raises(ParameterError, match=r"^/proc/out.wav: cannot create files in /proc \("):
+        with atomic_path("/proc/out.wav"):
+            pass
+    assert check_output_path(tmp_path / "out.wav") == tmp_path / "out.wav"
+    assert os.listdir(tmp_path) == []

@@ -190,7 +190,13 @@ def atomic_path(path, *, suffix=None, overwrite=True):
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)
     try:
-        yield Path(tmp)
+        try:
+            yield Path(tmp)
+        except OSError as error:
+            if error.filename is not None and Path(error.filename) != Path(tmp):
+                raise
+            # a writer's failure on the temporary file (a full disk, say) is reported against the output
+            raise ParameterError(f"{path}: cannot write it ({error.strerror or error})") from None
         if overwrite:
             os.replace(tmp, path)
         else:

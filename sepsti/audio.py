@@ -23,6 +23,7 @@ import) is loaded only when a file's rate differs from the dictionary's.
 
 import contextlib
 import os
+import shutil
 from math import gcd
 from pathlib import Path
 from typing import NamedTuple
@@ -479,9 +480,15 @@ def open_output(path, sample_rate, *, overwrite=True, channels=1, like=None):
     fmt, subtype = output_format(path, like)
     clip = subtype.startswith("PCM") or subtype in ("ULAW", "ALAW")
     with atomic_path(path, overwrite=overwrite) as tmp:
-        with soundfile.SoundFile(os.fsencode(tmp), "w", samplerate=int(sample_rate), channels=int(channels),
-                                 subtype=subtype, format=fmt) as handle:
-            yield _Output(handle, clip)
+        try:
+            with soundfile.SoundFile(os.fsencode(tmp), "w", samplerate=int(sample_rate), channels=int(channels),
+                                     subtype=subtype, format=fmt) as handle:
+                yield _Output(handle, clip)
+        except soundfile.LibsndfileError as error:
+            # libsndfile reports a failed write ("System error.") without its cause; a full disk is the usual one
+            free = shutil.disk_usage(Path(tmp).parent).free
+            raise ParameterError(f"{path}: cannot write it (libsndfile: {error.error_string}"
+                                 f"{'; the disk is full' if free < 2 ** 20 else ''})") from None
 
 
 def write_audio(path, y, sample_rate, *, overwrite=True):

@@ -174,3 +174,14 @@ def test_write_audio_refuses_a_file_without_overwrite_and_counts_clipping(tmp_pa
     with pytest.raises(ParameterError, match="created by another program"):
         write_audio(path, np.zeros(4), 8000, overwrite=False)
     assert soundfile.read(path)[0][1] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_a_failed_audio_write_names_the_output(tmp_path, monkeypatch):
+    """libsndfile's write error ("System error.", a full disk) becomes one line naming the output; nothing is left."""
+    def fail(self, data):
+        raise soundfile.LibsndfileError(2)
+
+    monkeypatch.setattr(soundfile.SoundFile, "write", fail)
+    with pytest.raises(ParameterError, match=r"out.wav: cannot write it \(libsndfile: System error\."):
+        write_audio(tmp_path / "out.wav", np.zeros(100), 8000)
+    assert os.listdir(tmp_path) == []

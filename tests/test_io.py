@@ -108,3 +108,19 @@ def test_a_folder_that_refuses_new_files_is_named_before_any_work(tmp_path):
             pass
     assert check_output_path(tmp_path / "out.wav") == tmp_path / "out.wav"
     assert os.listdir(tmp_path) == []
+
+
+def test_a_writer_failing_on_the_temporary_file_is_reported_against_the_output(tmp_path):
+    """A full disk met while writing (no file name in the error, or the temporary's): one line naming the
+    output; nothing is left."""
+    target = tmp_path / "out.json"
+    for filename in (None, "temporary"):
+        with pytest.raises(ParameterError, match=r"out.json: cannot write it \(No space left on device\)$"):
+            with atomic_path(target) as tmp:
+                tmp.write_text("partial")
+                raise OSError(errno.ENOSPC, "No space left on device", *([str(tmp)] if filename else []))
+    # an error about another file is that file's
+    with pytest.raises(FileNotFoundError, match="elsewhere"):
+        with atomic_path(target):
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(tmp_path / "elsewhere"))
+    assert os.listdir(tmp_path) == []

@@ -11,14 +11,36 @@ drops the rest.
 
 import os
 
-__all__ = ["resolve_jobs", "Workers"]
+__all__ = ["WORKER_MEMORY", "resolve_jobs", "Workers"]
+
+#: Memory (bytes) set aside per worker when ``--jobs 0`` picks the count: above the peak of one file
+#: (a 10-minute 16 kHz file with mains hum, or 8 channels at 48 kHz: under 300 MB, docs/enhance.md).
+WORKER_MEMORY = 400 * 2 ** 20
+
+
+def _available_memory():
+    """Memory the system can give without swapping (bytes), or None where it does not say."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def resolve_jobs(jobs):
-    """The number of worker processes for ``--jobs``: 0 means one per core this process may use."""
-    if jobs == 0:
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return int(jobs)
+    """The number of worker processes for ``--jobs``.
+
+    0 means one per core this process may use, but no more than the available memory holds at
+    :data:`WORKER_MEMORY` each (at least one); any other number is taken as it is.
+    """
+    if jobs != 0:
+        return int(jobs)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    memory = _available_memory()
+    return cores if memory is None else max(1, min(cores, memory // WORKER_MEMORY))
 
 
 def _ignore_interrupts():

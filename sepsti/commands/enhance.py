@@ -275,8 +275,8 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
               help="The most any time-frequency bin is lowered, in dB (default: 26, the enhancer's own). Less "
                    "keeps more of the background; 0 gives the input back.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Files enhanced at once, each in a process of its own (0: one per core). Outputs are the "
-                   "same as with one.")
+              help="Files enhanced at once, each in a process of its own (0: one per core, as far as the free memory holds 400 MB "
+                   "each). Outputs are the same as with one.")
 def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, iterations, seed, overwrite, progress,
             max_reduction, jobs):
     """Remove noise from speech files IN ... (anything libsndfile reads).

@@ -316,8 +316,8 @@ def _draw_pairs(axis, summary, results, metric):
 @click.option("--max-reduction", type=click.FloatRange(min=0, max=120), default=None, metavar="DB",
               help="As enhance's: the most any time-frequency bin is lowered, in dB (default: 26).")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Recordings enhanced and scored at once, each in a process of its own (0: one per core). "
-                   "Scores are the same as with one.")
+              help="Recordings enhanced and scored at once, each in a process of its own (0: one per core, as far as "
+                   "the free memory holds 400 MB each). Scores are the same as with one.")
 def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, json_path, plot_path, noise_rank,
              iterations, seed, overwrite, max_reduction, jobs):
     """Enhance noisy recordings and score them against the clean speech (SDR/SIR/SAR in dB, STOI, PESQ).

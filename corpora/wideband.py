@@ -22,8 +22,6 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-
 from sepsti.core.errors import ParameterError
 from sepsti.corpora.audio import read_audio
 

@@ -47,7 +47,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.random import stream
 from sepsti.core.samplers import group_move, nuts
 from sepsti.core.samplers.driver import run_chain
-from sepsti.core.samplers.hmc import HMCState, find_reasonable_step_size, init
+from sepsti.core.samplers.hmc import HMCState, init
 from sepsti.core.samplers.mass_matrix import warmup_schedule, welford_covariance, welford_variance
 from sepsti.core.samplers.metric import (AutoMetricSettings, MetricChoice, TargetStructure, candidate_metrics,
                                   choose_metric, pilot_result, split_name, validate_metric)

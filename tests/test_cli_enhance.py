@@ -80,6 +80,30 @@ def test_other_rate_and_stereo_come_back_at_the_input_rate_length_and_channels(w
     np.testing.assert_allclose(out[:, 1], 0.5 * out[:, 0], rtol=0, atol=1.01 / 32768)  # the balance kept
 
 
+@pytest.mark.parametrize("rate", [RATE, 16000])
+def test_separate_channels_are_each_enhanced_as_a_file_of_its_own(workdir, tiny_dictionary, rate):
+    """``--channels separate``: each channel of a file comes out as it does enhanced alone (two talkers'
+    files on the left and right, at the dictionary's rate and at twice it, the band above included)."""
+    from sepsti.audio import resample
+
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    left = resample(noisy, RATE, rate)
+    right = 0.7 * resample(np.roll(noisy, len(noisy) // 3)[::-1], RATE, rate)  # other sounds, other noise
+    soundfile.write(workdir / "both.wav", np.stack([left, right], axis=1), rate, subtype="FLOAT")
+    for name, signal in (("left", left), ("right", right)):
+        soundfile.write(workdir / f"{name}.wav", signal, rate, subtype="FLOAT")
+    result = _enhance(tiny_dictionary, workdir / "both.wav", workdir / "left.wav", workdir / "right.wav", "--out-dir",
+                      workdir / "out", "--channels", "separate")
+    assert result.exit_code == 0, result.stderr
+    both, _ = soundfile.read(workdir / "out" / "both.wav")
+    for channel, name in enumerate(("left", "right")):
+        alone, _ = soundfile.read(workdir / "out" / f"{name}.wav")
+        np.testing.assert_allclose(both[:, channel], alone, rtol=0, atol=1e-6)
+    joint = _enhance(tiny_dictionary, workdir / "both.wav", "-o", workdir / "joint.wav")
+    assert joint.exit_code == 0, joint.stderr
+    assert not np.allclose(soundfile.read(workdir / "joint.wav")[0], both, rtol=0, atol=1e-3)
+
+
 def test_channels_share_one_mask(workdir, tiny_dictionary):
     """Each channel gets the same gains, so the output is linear across channels: a third channel that is
     the sum of the first two comes out as the sum of their outputs, also above the dictionary's band (11.025

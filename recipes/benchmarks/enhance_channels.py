@@ -7,7 +7,9 @@ two-microphone recordings made from held-out speakers of a wideband corpus at 16
 channel is the utterance (as ``enhance_wideband.py`` prepares it, at −27 dBFS) plus a noise, the
 right one the utterance ``--delay`` ms later and ``--level`` dB quieter (a second microphone farther
 from the talker) plus an independent draw of the same noise type at the same power (diffuse noise,
-as in a room or a street), at 0/5/10 dB. Each channel is scored against its own clean speech
+as in a room or a street), at 0/5/10 dB. With ``--second-talker`` the right channel holds another
+speaker's utterance instead (two lavalier microphones, one talker each), and ``--crosstalk DB`` adds
+each talker to the other's channel that far down. Each channel is scored against its own clean speech
 (BSS_EVAL SDR and STOI, ``sepsti.metrics``); the means over both channels are given per SNR, with
 the lead of the shared mask over the channels alone and its 95 % interval over the utterances (each
 mixed with every noise).
@@ -16,7 +18,7 @@ Usage::
 
     python recipes/benchmarks/enhance_channels.py --data ../shared/data/wideband --split test \\
         [--files 12] [--noise white,pink,babble,car] [--snr 0,5,10] [--delay 0.3] [--level 2] \\
-        [--out results/channels]
+        [--second-talker [--crosstalk DB]] [--out results/channels]
 """
 
 import subprocess
@@ -36,7 +38,8 @@ RATE = 16000
 METHODS = ("input", "one mask", "each alone")
 
 
-def make_recordings(data, split, folder, *, files, noises, snrs, seconds, delay, level, seed):
+def make_recordings(data, split, folder, *, files, noises, snrs, seconds, delay, level, seed, second_talker=False,
+                    crosstalk=None):
     """Write the two-channel files and each channel alone; return [(name, clean (n, 2), noise, snr, utterance)]."""
     import soundfile
 
@@ -51,7 +54,14 @@ def make_recordings(data, split, folder, *, files, noises, snrs, seconds, delay,
     for number, (utterance, y, source_rate) in enumerate(libri[:files]):
         near = resample(y, source_rate, RATE)[:int(seconds * RATE)]
         near = at_level(near, LEVEL_DB)
-        far = 10 ** (-level / 20) * np.concatenate([np.zeros(shift), near[:len(near) - shift]])
+        if second_talker:  # another speaker's utterance (the list holds one per speaker), as long as the first
+            other = libri[files + number]
+            far = at_level(resample(other[1], other[2], RATE)[:len(near)], LEVEL_DB)
+            far = np.concatenate([far, np.zeros(len(near) - len(far))])
+            leak = 0.0 if crosstalk is None else 10 ** (crosstalk / 20)
+            near, far = near + leak * far, far + leak * near
+        else:
+            far = 10 ** (-level / 20) * np.concatenate([np.zeros(shift), near[:len(near) - shift]])
         clean = np.stack([near, far], axis=1)
         pool = [s for s in libri if s[0] != utterance]
         for k, kind in enumerate(noises):
@@ -87,6 +97,10 @@ def main():
     parser.add_argument("--seconds", type=float, default=8.0, help="longest clean utterance used")
     parser.add_argument("--delay", type=float, default=0.3, help="the right channel's delay (ms)")
     parser.add_argument("--level", type=float, default=2.0, help="the right channel's speech, dB below the left's")
+    parser.add_argument("--second-talker", action="store_true",
+                        help="the right channel holds another speaker (then --delay and --level do not apply)")
+    parser.add_argument("--crosstalk", type=float, default=None,
+                        help="with --second-talker: each talker in the other's channel, this many dB (e.g. -15)")
     args = parser.parse_args()
     if not (args.data / "manifest.json").is_file():
         raise SystemExit(f"{args.data}: no wideband corpus (manifest.json) there")
@@ -95,10 +109,12 @@ def main():
     from sepsti.comparison import paired_difference
     from sepsti.metrics import bss_eval, stoi
 
-    folder = args.out / f"channels_{args.split}"
+    label = f"{args.split}_two_talkers" if args.second_talker else args.split
+    folder = args.out / f"channels_{label}"
     recordings = make_recordings(args.data, args.split, folder, files=2 if args.quick else args.files,
                                  noises=args.noise.split(","), snrs=[int(s) for s in args.snr.split(",")],
-                                 seconds=args.seconds, delay=args.delay, level=args.level, seed=args.seed)
+                                 seconds=args.seconds, delay=args.delay, level=args.level, seed=args.seed,
+                                 second_talker=args.second_talker, crosstalk=args.crosstalk)
     for sub in ("stereo", "left", "right"):
         enhance([folder / sub / r[0] for r in recordings], folder / f"{sub}_enhanced")
     rows = []
@@ -123,8 +139,9 @@ def main():
         summary[str(snr)] = {"means": means, "lead": lead}
         print(f"{snr:>4}  " + "  ".join(f"{means[m]['sdr']:7.2f} / {means[m]['stoi']:.3f}" for m in METHODS) + "   "
               + ", ".join(f"{c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]" for c in lead.values()))
-    write_results(args.out, f"{NAME}_{args.split}", {
-        "split": args.split, "delay_ms": args.delay, "level_db": args.level, "seed": args.seed,
+    write_results(args.out, f"{NAME}_{label}", {
+        "split": args.split, "delay_ms": args.delay, "level_db": args.level, "second_talker": args.second_talker,
+        "crosstalk_db": args.crosstalk, "seed": args.seed,
         "results": rows, "summary": summary})
 
 

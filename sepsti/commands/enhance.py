@@ -19,7 +19,8 @@ copied unchanged, with one warning line.
 Conventions: signals are float64 in [-1, 1); processing happens at the
 dictionary's rate, each output has its input's rate, length and channels (one
 mask for all channels, from their magnitudes' power mean,
-:func:`sepsti.features.channel_magnitude`). Without
+:func:`sepsti.features.channel_magnitude`; or, with ``--channels separate``, each
+channel enhanced as a file of its own). Without
 ``--dictionary``, inputs up to 8 kHz use the shipped 8 kHz dictionary (atoms of
 three frames, :attr:`sepsti.dictionary.Dictionary.context`) and
 inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`); the band
@@ -136,8 +137,60 @@ def copy_file(audio, target, *, overwrite):
     return output.clipped
 
 
-def enhance_file(audio, target, W, framing, *, overwrite, written=None, **options):
-    """Enhance one checked input into ``target``, piece by piece, every channel with the same mask.
+def _enhanced(audio, W, framing, channel, chunk_frames, options):
+    """A checked input enhanced, at its own rate, piece by piece.
+
+    ``channel`` None: all channels together, each with the same mask (``(n, channels)`` pieces for several);
+    otherwise that channel alone, as a mono file of it would be (``(n,)`` pieces).
+    """
+    from sepsti import denoise
+    from sepsti.audio import Resampler, input_blocks
+    from sepsti.bandwidth import UpperBand, has_upper_band
+
+    def blocks(rate):
+        pieces = input_blocks(audio, sample_rate=rate, downmix=False)
+        return pieces if channel is None else (piece[:, channel] for piece in pieces)
+
+    rate = framing.sample_rate
+    back = Resampler(rate, audio.sample_rate, audio.num_samples)
+    upper = None
+    if has_upper_band(audio.sample_rate, framing):
+        upper = UpperBand(lambda: blocks(audio.sample_rate), audio.sample_rate, audio.length, framing)
+        options = {**options, "mask_fn": upper.add_mask}
+
+    def at_own_rate():
+        for piece in denoise.denoise_blocks(lambda: blocks(rate), audio.num_samples, W, framing=framing,
+                                            chunk_frames=chunk_frames, **options):
+            yield back.push(piece)
+        yield back.finish()
+
+    for samples in at_own_rate():
+        yield samples if upper is None else upper.apply(samples)
+
+
+def _side_by_side(streams):
+    """Pieces of equally long mono streams, as ``(n, streams)`` pieces of their common samples."""
+    import numpy as np
+
+    iterators = [iter(stream) for stream in streams]
+    held = [np.empty(0) for _ in iterators]
+    while True:
+        for i, iterator in enumerate(iterators):
+            while iterator is not None and not len(held[i]):
+                piece = next(iterator, None)
+                if piece is None:
+                    iterators[i] = iterator = None
+                else:
+                    held[i] = np.asarray(piece, dtype=np.float64)
+        count = min(len(piece) for piece in held)
+        if not count:
+            return
+        yield np.stack([piece[:count] for piece in held], axis=1)
+        held = [piece[count:] for piece in held]
+
+
+def enhance_file(audio, target, W, framing, *, overwrite, written=None, separate_channels=False, **options):
+    """Enhance one checked input into ``target``, piece by piece: every channel with the same mask, or each alone.
 
     Parameters
     ----------
@@ -151,6 +204,9 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
         Whether ``target`` may be replaced (also at the final rename).
     written : callable, optional
         Called with the whole seconds of audio written since its last call (a progress bar's ``update``).
+    separate_channels : bool
+        Each channel enhanced alone (its own noise model and mask), as a mono file of it would be, instead
+        of all together with one mask.
     **options
         For :func:`sepsti.denoise.denoise_blocks`.
 
@@ -162,37 +218,25 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, **option
     import numpy as np
 
     from sepsti import denoise
-    from sepsti.audio import Resampler, input_blocks, open_output
-    from sepsti.bandwidth import UpperBand, has_upper_band
+    from sepsti.audio import open_output
 
-    rate = framing.sample_rate
-    back = Resampler(rate, audio.sample_rate, audio.num_samples)
-    upper = None
-    if has_upper_band(audio.sample_rate, framing):
-        upper = UpperBand(lambda: input_blocks(audio, sample_rate=audio.sample_rate, downmix=False),
-                          audio.sample_rate, audio.length, framing)
-        options["mask_fn"] = upper.add_mask
+    # pieces of as many frames in all channels as one channel's: memory stays that of a mono file
+    chunk_frames = max(denoise.CHUNK_FRAMES // audio.channels, MIN_CHUNK_FRAMES)
+    if separate_channels and audio.channels > 1:
+        pieces = _side_by_side([_enhanced(audio, W, framing, channel, chunk_frames, options)
+                                for channel in range(audio.channels)])
+    else:
+        pieces = _enhanced(audio, W, framing, None, chunk_frames, options)
     seconds = 0  # whole seconds written
     with open_output(target, audio.sample_rate, overwrite=overwrite, channels=audio.channels,
                      like=audio.subtype) as output:
-        def put(samples):
-            nonlocal seconds
-            if upper is not None:
-                samples = upper.apply(samples)
+        for samples in pieces:
             samples = samples[:max(0, audio.length - output.written)]
             if len(samples):
                 output.write(samples)
                 if written is not None and output.written // audio.sample_rate > seconds:
                     written(output.written // audio.sample_rate - seconds)
                     seconds = output.written // audio.sample_rate
-
-        # pieces of as many frames in all channels as one channel's: memory stays that of a mono file
-        chunk_frames = max(denoise.CHUNK_FRAMES // audio.channels, MIN_CHUNK_FRAMES)
-        for piece in denoise.denoise_blocks(lambda: input_blocks(audio, sample_rate=rate, downmix=False),
-                                            audio.num_samples, W, framing=framing, chunk_frames=chunk_frames,
-                                            **options):
-            put(back.push(piece))
-        put(back.finish())
         missing = audio.length - output.written
         if missing > 0:
             output.write(np.zeros((missing,) if audio.channels == 1 else (missing, audio.channels)))
@@ -211,8 +255,8 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
     file_bar : (bool, bool)
         Whether a bar over the file's seconds may be drawn, and whether even off a terminal.
     options : dict
-        For :func:`sepsti.denoise.denoise_blocks`: ``noise_rank``, ``seed``, and ``max_iter`` and a
-        ``noise`` model when given.
+        For :func:`enhance_file`: ``noise_rank``, ``seed``, ``separate_channels``, and ``max_iter``,
+        ``mask_floor`` and a ``noise`` model when given.
 
     Returns
     -------
@@ -274,16 +318,20 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
 @click.option("--max-reduction", type=click.FloatRange(min=0, max=120), default=None, metavar="DB",
               help="The most any time-frequency bin is lowered, in dB (default: 26, the enhancer's own). Less "
                    "keeps more of the background; 0 gives the input back.")
+@click.option("--channels", type=click.Choice(["joint", "separate"]), default="joint", show_default=True,
+              help="joint: a file's channels are modelled together and each gets the same gains (one scene: "
+                   "their balance and phases are kept); separate: each channel is enhanced alone, as a file of "
+                   "its own (channels that hold different talkers, e.g. one lavalier microphone each).")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
               help="Files enhanced at once, each in a process of its own (0: one per core, as far as the free memory holds 400 MB "
                    "each). Outputs are the same as with one.")
 def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, iterations, seed, overwrite, progress,
-            max_reduction, jobs):
+            max_reduction, channels, jobs):
     """Remove noise from speech files IN ... (anything libsndfile reads).
 
     Each output has its input's rate, length and channels: the channels are
     modelled together and each gets the same gains, so their balance and
-    phases are kept. By rate:
+    phases are kept (--channels separate: each alone). By rate:
     below 8 kHz, upsampled to the 8 kHz dictionary and back; 8 kHz, the 8 kHz
     dictionary as is; 8-16 kHz (11.025, 12 kHz), upsampled to the 16 kHz
     dictionary and back; 16 kHz, the 16 kHz dictionary as is (full band); above
@@ -348,7 +396,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     from sepsti.core.progress import progress_bar
     from sepsti.workers import Workers, resolve_jobs
 
-    options = {"noise_rank": noise_rank, "seed": seed}
+    options = {"noise_rank": noise_rank, "seed": seed, "separate_channels": channels == "separate"}
     if iterations is not None:
         options["max_iter"] = iterations
     if max_reduction is not None:

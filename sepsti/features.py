@@ -45,7 +45,7 @@ from sepsti.core.errors import ParameterError
 __all__ = ["Framing", "NARROWBAND", "framing_for_rate", "validate_framing", "enhancement_framing",
            "SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WINDOW", "AMPLITUDE_SCALE", "SILENT_MAGNITUDE", "N_BINS",
            "window", "stft", "istft", "stft_chunks", "OverlapAdd", "num_frames", "magnitude", "channel_magnitude",
-           "in_context", "training_matrix"]
+           "LEVEL_BAND_HZ", "LOUDEST_SHARE", "DIFFERENT_SOURCES_DB", "channel_level_spread", "in_context", "training_matrix"]
 
 
 class Framing(NamedTuple):
@@ -372,6 +372,55 @@ def channel_magnitude(S):
     if S.ndim == 2:
         return np.abs(S)
     return np.sqrt(np.mean(S.real ** 2 + S.imag ** 2, axis=-1))
+
+
+#: Band (Hz) and share of the loudest frames over which :func:`channel_level_spread` compares channels.
+LEVEL_BAND_HZ = (100.0, 4000.0)
+LOUDEST_SHARE = 0.3
+#: A larger spread (dB) says the channels hold different sources (docs/enhance.md, "Channels": one talker
+#: on two microphones 0.1–1.3 dB in white noise from −5 to 30 dB SNR, two talkers a channel each 6.4 dB and
+#: more even when each leaks into the other's channel 6 dB down).
+DIFFERENT_SOURCES_DB = 6.0
+
+
+def channel_level_spread(spectra, framing):
+    """How much the level difference between a signal's channels varies where it is loud, in dB.
+
+    Each frame's power in :data:`LEVEL_BAND_HZ` per channel; over the :data:`LOUDEST_SHARE` of the
+    frames loudest in any channel, the range from the 10th to the 90th percentile of each pair of
+    channels' level difference; the largest over the pairs. Channels of one scene (microphones on the
+    same talker) keep their level difference as the sound comes and goes; channels of different talkers
+    (a lavalier microphone each) swing from one to the other as they take turns.
+
+    Parameters
+    ----------
+    spectra : iterable of ndarray of complex, shape (n_bins, m, channels)
+        The signal's STFT in chunks (:func:`stft_chunks`).
+    framing : Framing
+
+    Returns
+    -------
+    float
+        0 for identical channels; infinite where a channel is silent in loud frames of another.
+    """
+    frequencies = np.arange(framing.n_bins) * framing.sample_rate / framing.n_fft
+    band = (frequencies >= LEVEL_BAND_HZ[0]) & (frequencies <= LEVEL_BAND_HZ[1])
+    power = np.concatenate([np.sum(S.real[band] ** 2 + S.imag[band] ** 2, axis=0) for S in spectra])
+    loudest = power.max(axis=1)
+    if not np.any(loudest):
+        return 0.0
+    power = power[(loudest > 0) & (loudest >= np.quantile(loudest, 1.0 - LOUDEST_SHARE))]
+    with np.errstate(divide="ignore"):
+        level = 10.0 * np.log10(power)
+    spread = 0.0
+    for first in range(power.shape[1]):
+        for second in range(first + 1, power.shape[1]):
+            difference = level[:, first] - level[:, second]
+            if not np.all(np.isfinite(difference)):
+                return np.inf
+            low, high = np.quantile(difference, [0.1, 0.9])
+            spread = max(spread, float(high - low))
+    return spread
 
 
 def in_context(M, context):

@@ -99,9 +99,32 @@ def test_separate_channels_are_each_enhanced_as_a_file_of_its_own(workdir, tiny_
     for channel, name in enumerate(("left", "right")):
         alone, _ = soundfile.read(workdir / "out" / f"{name}.wav")
         np.testing.assert_allclose(both[:, channel], alone, rtol=0, atol=1e-6)
-    joint = _enhance(tiny_dictionary, workdir / "both.wav", "-o", workdir / "joint.wav")
+    joint = _enhance(tiny_dictionary, workdir / "both.wav", "-o", workdir / "joint.wav", "--channels", "joint")
     assert joint.exit_code == 0, joint.stderr
     assert not np.allclose(soundfile.read(workdir / "joint.wav")[0], both, rtol=0, atol=1e-3)
+
+
+def test_auto_channels_separate_two_talkers_and_join_one_scene(workdir, tiny_dictionary):
+    """``--channels auto`` (the default): two talkers who take turns, one on each channel, are enhanced each
+    alone; one talker on two microphones (the second 0.4 ms later, 3 dB quieter) with one mask."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    clean, _ = soundfile.read(workdir / "clean.wav")
+    half = len(noisy) // 2
+    first, second = noisy.copy(), noisy.copy()
+    first[half:] = (noisy - clean)[half:]   # the first talker speaks in the first half only,
+    second[:half] = (noisy - clean)[:half]  # the second in the second half
+    late = 0.7 * np.concatenate([np.zeros(3), noisy[:-3]])
+    files = {"turns": np.stack([first, second], axis=1), "scene": np.stack([noisy, late], axis=1)}
+    for name, signal in files.items():
+        soundfile.write(workdir / f"{name}.wav", signal, RATE, subtype="FLOAT")
+        for mode in ("auto", "joint", "separate"):
+            result = _enhance(tiny_dictionary, workdir / f"{name}.wav", "-o", workdir / f"{name}.{mode}.wav",
+                              "--channels", mode)
+            assert result.exit_code == 0, result.stderr
+    same = {name: mode for name in files for mode in ("joint", "separate")
+            if np.array_equal(soundfile.read(workdir / f"{name}.auto.wav")[0],
+                              soundfile.read(workdir / f"{name}.{mode}.wav")[0])}
+    assert same == {"turns": "separate", "scene": "joint"}
 
 
 def test_channels_share_one_mask(workdir, tiny_dictionary):
@@ -118,7 +141,8 @@ def test_channels_share_one_mask(workdir, tiny_dictionary):
     soundfile.write(workdir / "opposite.wav", np.stack([speech + noise, -speech - noise], axis=1), 11025,
                     subtype="FLOAT")
     for name in ("three", "one", "opposite"):
-        result = _enhance(tiny_dictionary, workdir / f"{name}.wav", "-o", workdir / f"{name}.out.flac")
+        result = _enhance(tiny_dictionary, workdir / f"{name}.wav", "-o", workdir / f"{name}.out.flac",
+                          "--channels", "joint")
         assert result.exit_code == 0, result.stderr
     three, _ = soundfile.read(workdir / "three.out.flac")
     np.testing.assert_allclose(three[:, 2], three[:, 0] + three[:, 1], rtol=0, atol=2.01 / 32768)

@@ -166,3 +166,27 @@ def test_channel_magnitude_is_the_power_mean():
     np.testing.assert_allclose(features.channel_magnitude(opposite), [[5.0, 0.0]])
     pair = np.array([[[3 + 0j, 4j]]])
     np.testing.assert_allclose(features.channel_magnitude(pair), [[np.sqrt(12.5)]])
+
+
+def test_channel_level_spread_tells_one_scene_from_two_sources(rng):
+    """0 dB for identical or scaled channels; small for one source under independent noises; large for two
+    sources that take turns; infinite where a channel is silent while another sounds."""
+    from sepsti.features import NARROWBAND, channel_level_spread, stft_chunks
+
+    n = 8 * NARROWBAND.sample_rate
+    t = np.arange(n) / NARROWBAND.sample_rate
+    bursts = np.sin(2 * np.pi * 1.3 * t) > 0  # half the time on
+    source = rng.standard_normal(n) * (0.05 + bursts)
+    other = rng.standard_normal(n) * (0.05 + ~bursts)
+
+    def spread(*channels):
+        return channel_level_spread(stft_chunks(iter([np.stack(channels, axis=1)]), 100), NARROWBAND)
+
+    assert spread(source, source) == 0.0
+    assert spread(source, 0.5 * source) < 1e-9
+    noise = [0.1 * rng.standard_normal(n) for _ in range(2)]
+    assert spread(source + noise[0], 0.7 * source + noise[1]) < 1.0
+    assert spread(source + noise[0], other + noise[1]) > 20.0
+    assert spread(source, source, other) > 20.0  # the largest over the pairs
+    assert spread(source, np.where(bursts, 0.0, source)) == np.inf
+    assert spread(np.zeros(n), np.zeros(n)) == 0.0

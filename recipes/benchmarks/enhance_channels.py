@@ -1,8 +1,9 @@
 """Two microphones: both channels enhanced with one mask, against each channel enhanced alone.
 
-``sepsti enhance`` keeps a file's channels: it models them together, by the power mean of their
-magnitudes (``sepsti.features.channel_magnitude``), and gives each the same gains. The alternative a
-user has is to split the file and enhance each channel as a mono file. This recipe measures both on
+``sepsti enhance --channels joint`` models a file's channels together, by the power mean of their
+magnitudes (``sepsti.features.channel_magnitude``), and gives each the same gains; ``--channels
+separate`` (here: the file split, each channel enhanced as a mono file) enhances each alone; the
+default, ``auto``, picks one of the two per file. This recipe measures the three on
 two-microphone recordings made from held-out speakers of a wideband corpus at 16 kHz: the left
 channel is the utterance (as ``enhance_wideband.py`` prepares it, at −27 dBFS) plus a noise, the
 right one the utterance ``--delay`` ms later and ``--level`` dB quieter (a second microphone farther
@@ -35,7 +36,7 @@ from enhance_wideband import LEVEL_DB, _noise  # noqa: E402
 
 NAME = "enhance_channels"
 RATE = 16000
-METHODS = ("input", "one mask", "each alone")
+METHODS = ("input", "one mask", "each alone", "auto")
 
 
 def make_recordings(data, split, folder, *, files, noises, snrs, seconds, delay, level, seed, second_talker=False,
@@ -78,10 +79,10 @@ def make_recordings(data, split, folder, *, files, noises, snrs, seconds, delay,
     return recordings
 
 
-def enhance(inputs, out_dir):
+def enhance(inputs, out_dir, *options):
     """``sepsti enhance`` of this checkout on the files, one process."""
     command = [sys.executable, "-m", "sepsti", "enhance", *[str(path.resolve()) for path in inputs], "--out-dir",
-               str(out_dir.resolve()), "--overwrite", "--no-progress"]
+               str(out_dir.resolve()), "--overwrite", "--no-progress", *options]
     with checkout_package(ROOT) as (env, cwd):
         subprocess.run(command, env={**env, "OPENBLAS_NUM_THREADS": "1"}, cwd=cwd, check=True,
                        stdout=subprocess.DEVNULL)
@@ -115,15 +116,19 @@ def main():
                                  noises=args.noise.split(","), snrs=[int(s) for s in args.snr.split(",")],
                                  seconds=args.seconds, delay=args.delay, level=args.level, seed=args.seed,
                                  second_talker=args.second_talker, crosstalk=args.crosstalk)
-    for sub in ("stereo", "left", "right"):
+    for sub in ("left", "right"):
         enhance([folder / sub / r[0] for r in recordings], folder / f"{sub}_enhanced")
+    enhance([folder / "stereo" / r[0] for r in recordings], folder / "stereo_enhanced", "--channels", "joint")
+    enhance([folder / "stereo" / r[0] for r in recordings], folder / "auto_enhanced")  # the default
     rows = []
     for name, clean, kind, snr, utterance in recordings:
         noisy = soundfile.read(folder / "stereo" / name)[0]
         outputs = {"input": noisy, "one mask": soundfile.read(folder / "stereo_enhanced" / name)[0],
                    "each alone": np.stack([soundfile.read(folder / f"{side}_enhanced" / name)[0]
-                                           for side in ("left", "right")], axis=1)}
-        row = {"file": name, "noise": kind, "snr": snr, "utterance": utterance}
+                                           for side in ("left", "right")], axis=1),
+                   "auto": soundfile.read(folder / "auto_enhanced" / name)[0]}
+        row = {"file": name, "noise": kind, "snr": snr, "utterance": utterance,
+               "auto_separate": bool(np.array_equal(outputs["auto"], outputs["each alone"]))}
         for method, output in outputs.items():
             scores = [(bss_eval(clean[:, c], noisy[:, c], output[:, c])["sdr"], stoi(clean[:, c], output[:, c], RATE))
                       for c in range(2)]
@@ -136,9 +141,11 @@ def main():
         means = {m: {k: float(np.mean([r[m][k] for r in chosen])) for k in ("sdr", "stoi")} for m in METHODS}
         lead = {k: paired_difference([r["one mask"][k] for r in chosen], [r["each alone"][k] for r in chosen],
                                      [r["utterance"] for r in chosen])._asdict() for k in ("sdr", "stoi")}
-        summary[str(snr)] = {"means": means, "lead": lead}
+        summary[str(snr)] = {"means": means, "lead": lead,
+                             "auto_separate": sum(r["auto_separate"] for r in chosen), "files": len(chosen)}
         print(f"{snr:>4}  " + "  ".join(f"{means[m]['sdr']:7.2f} / {means[m]['stoi']:.3f}" for m in METHODS) + "   "
-              + ", ".join(f"{c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]" for c in lead.values()))
+              + ", ".join(f"{c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]" for c in lead.values())
+              + f"; auto separate on {sum(r['auto_separate'] for r in chosen)} of {len(chosen)}")
     write_results(args.out, f"{NAME}_{label}", {
         "split": args.split, "delay_ms": args.delay, "level_db": args.level, "second_talker": args.second_talker,
         "crosstalk_db": args.crosstalk, "seed": args.seed,

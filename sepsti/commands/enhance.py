@@ -189,7 +189,17 @@ def _side_by_side(streams):
         held = [piece[count:] for piece in held]
 
 
-def enhance_file(audio, target, W, framing, *, overwrite, written=None, separate_channels=False, **options):
+def _channels_differ(audio, framing):
+    """Whether a checked input's channels hold different sources (:func:`sepsti.features.channel_level_spread`)."""
+    from sepsti import denoise, features
+    from sepsti.audio import input_blocks
+
+    spectra = features.stft_chunks(input_blocks(audio, sample_rate=framing.sample_rate, downmix=False),
+                                   denoise.CHUNK_FRAMES // audio.channels, framing=framing)
+    return features.channel_level_spread(spectra, framing) > features.DIFFERENT_SOURCES_DB
+
+
+def enhance_file(audio, target, W, framing, *, overwrite, written=None, channels="auto", **options):
     """Enhance one checked input into ``target``, piece by piece: every channel with the same mask, or each alone.
 
     Parameters
@@ -204,9 +214,10 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, separate
         Whether ``target`` may be replaced (also at the final rename).
     written : callable, optional
         Called with the whole seconds of audio written since its last call (a progress bar's ``update``).
-    separate_channels : bool
-        Each channel enhanced alone (its own noise model and mask), as a mono file of it would be, instead
-        of all together with one mask.
+    channels : {"auto", "joint", "separate"}
+        ``joint``: all channels together, each with the same mask; ``separate``: each channel alone (its own
+        noise model and mask), as a mono file of it would be; ``auto``: separate where the channels hold
+        different sources (:func:`_channels_differ`), else joint.
     **options
         For :func:`sepsti.denoise.denoise_blocks`.
 
@@ -222,7 +233,7 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, separate
 
     # pieces of as many frames in all channels as one channel's: memory stays that of a mono file
     chunk_frames = max(denoise.CHUNK_FRAMES // audio.channels, MIN_CHUNK_FRAMES)
-    if separate_channels and audio.channels > 1:
+    if audio.channels > 1 and (channels == "separate" or (channels == "auto" and _channels_differ(audio, framing))):
         pieces = _side_by_side([_enhanced(audio, W, framing, channel, chunk_frames, options)
                                 for channel in range(audio.channels)])
     else:
@@ -255,7 +266,7 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
     file_bar : (bool, bool)
         Whether a bar over the file's seconds may be drawn, and whether even off a terminal.
     options : dict
-        For :func:`enhance_file`: ``noise_rank``, ``seed``, ``separate_channels``, and ``max_iter``,
+        For :func:`enhance_file`: ``noise_rank``, ``seed``, ``channels``, and ``max_iter``,
         ``mask_floor`` and a ``noise`` model when given.
 
     Returns
@@ -318,10 +329,12 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
 @click.option("--max-reduction", type=click.FloatRange(min=0, max=120), default=None, metavar="DB",
               help="The most any time-frequency bin is lowered, in dB (default: 26, the enhancer's own). Less "
                    "keeps more of the background; 0 gives the input back.")
-@click.option("--channels", type=click.Choice(["joint", "separate"]), default="joint", show_default=True,
+@click.option("--channels", type=click.Choice(["auto", "joint", "separate"]), default="auto", show_default=True,
               help="joint: a file's channels are modelled together and each gets the same gains (one scene: "
                    "their balance and phases are kept); separate: each channel is enhanced alone, as a file of "
-                   "its own (channels that hold different talkers, e.g. one lavalier microphone each).")
+                   "its own (channels that hold different talkers, e.g. one lavalier microphone each); auto: "
+                   "separate where the channels' level difference swings by more than 6 dB over the loud "
+                   "frames, else joint.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
               help="Files enhanced at once, each in a process of its own (0: one per core, as far as the free memory holds 400 MB "
                    "each). Outputs are the same as with one.")
@@ -331,7 +344,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
 
     Each output has its input's rate, length and channels: the channels are
     modelled together and each gets the same gains, so their balance and
-    phases are kept (--channels separate: each alone). By rate:
+    phases are kept; channels whose level difference swings as different
+    talkers take turns are enhanced each alone (--channels). By rate:
     below 8 kHz, upsampled to the 8 kHz dictionary and back; 8 kHz, the 8 kHz
     dictionary as is; 8-16 kHz (11.025, 12 kHz), upsampled to the 16 kHz
     dictionary and back; 16 kHz, the 16 kHz dictionary as is (full band); above
@@ -396,7 +410,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     from sepsti.core.progress import progress_bar
     from sepsti.workers import Workers, resolve_jobs
 
-    options = {"noise_rank": noise_rank, "seed": seed, "separate_channels": channels == "separate"}
+    options = {"noise_rank": noise_rank, "seed": seed, "channels": channels}
     if iterations is not None:
         options["max_iter"] = iterations
     if max_reduction is not None:

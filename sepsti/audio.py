@@ -388,8 +388,8 @@ def output_format(path, like=None):
     """The libsndfile format and subtype an output path gets from its extension.
 
     The subtype ``like`` (the input's sample format) where it is one of PCM, float or companded
-    samples and the format holds it: a 24-bit or floating-point input stays so. Otherwise ``.wav`` (and other PCM containers) get 16-bit PCM,
-    other formats their libsndfile default subtype.
+    samples and the format holds it: a 24-bit or floating-point input stays so. Otherwise ``.wav``
+    (and other PCM containers) get 16-bit PCM, other formats their libsndfile default subtype.
 
     Parameters
     ----------

@@ -45,7 +45,8 @@ from sepsti.core.errors import ParameterError
 __all__ = ["Framing", "NARROWBAND", "framing_for_rate", "validate_framing", "enhancement_framing",
            "SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WINDOW", "AMPLITUDE_SCALE", "SILENT_MAGNITUDE", "N_BINS",
            "window", "stft", "istft", "stft_chunks", "OverlapAdd", "num_frames", "magnitude", "channel_magnitude",
-           "LEVEL_BAND_HZ", "LOUDEST_SHARE", "DIFFERENT_SOURCES_DB", "channel_level_spread", "in_context", "training_matrix"]
+           "LEVEL_BAND_HZ", "LOUDEST_SHARE", "DIFFERENT_SOURCES_DB", "channel_level_spread", "in_context",
+           "training_matrix"]
 
 
 class Framing(NamedTuple):

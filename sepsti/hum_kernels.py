@@ -19,7 +19,7 @@ ANCHOR = 4096
 
 @numba.njit(cache=True, inline="always")
 def _line_phasors(n, cycles_per_sample, harmonics, re, im):
-    """``exp(2πi k f0 n / rate)`` of sample ``n`` for each line ``k`` of ``harmonics`` (increasing), into ``re``, ``im``."""
+    """``exp(2πi k f0 n / rate)`` of sample ``n`` for each line ``k`` of ``harmonics`` (increasing): ``re``, ``im``."""
     phase = 2.0 * np.pi * (n * cycles_per_sample - np.floor(n * cycles_per_sample))
     fundamental_re, fundamental_im = np.cos(phase), np.sin(phase)
     power_re, power_im = 1.0, 0.0

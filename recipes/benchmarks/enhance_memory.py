@@ -7,11 +7,12 @@ in a fresh process and its peak resident set size (``ru_maxrss`` of that child,
 from ``os.wait4``), wall time and CPU time are recorded. ``--rate`` writes the
 long file at another rate (resampled), to include the resampling on the way in
 and out; ``--hum hum50`` (or ``buzz60``) adds a mains hum through the whole file, as
-``enhance_hum.py`` makes it (its level set by the mixtures' RMS). With ``--sepsti PATH`` the ``sepsti`` package found at PATH (a checkout,
-e.g. an older commit unpacked with ``git archive``) is measured instead of this
-one.
+``enhance_hum.py`` makes it (its level set by the mixtures' RMS). With ``--sepsti
+PATH`` the ``sepsti`` package found at PATH (a checkout, e.g. an older commit
+unpacked with ``git archive``) is measured instead of this one.
 
-Run: ``python recipes/benchmarks/enhance_memory.py [--minutes 1,10,60] [--rate 8000] [--hum KIND] [--quick] [--out DIR]``.
+Run: ``python recipes/benchmarks/enhance_memory.py [--minutes 1,10,60] [--rate 8000] [--hum KIND]
+[--quick] [--out DIR]``.
 """
 
 import concurrent.futures

@@ -19,8 +19,8 @@ copied unchanged, with one warning line.
 Conventions: signals are float64 in [-1, 1); processing happens at the
 dictionary's rate, each output has its input's rate, length and channels (one
 mask for all channels, from their magnitudes' power mean,
-:func:`sepsti.features.channel_magnitude`; or, with ``--channels separate``, each
-channel enhanced as a file of its own). Without
+:func:`sepsti.features.channel_magnitude`; or each channel enhanced as a file of
+its own where the channels hold different talkers, ``--channels``). Without
 ``--dictionary``, inputs up to 8 kHz use the shipped 8 kHz dictionary (atoms of
 three frames, :attr:`sepsti.dictionary.Dictionary.context`) and
 inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`); the band
@@ -189,13 +189,13 @@ def _side_by_side(streams):
         held = [piece[count:] for piece in held]
 
 
-def _channels_differ(audio, framing):
+def _channels_differ(audio, framing, chunk_frames):
     """Whether a checked input's channels hold different sources (:func:`sepsti.features.channel_level_spread`)."""
-    from sepsti import denoise, features
+    from sepsti import features
     from sepsti.audio import input_blocks
 
     spectra = features.stft_chunks(input_blocks(audio, sample_rate=framing.sample_rate, downmix=False),
-                                   denoise.CHUNK_FRAMES // audio.channels, framing=framing)
+                                   chunk_frames, framing=framing)
     return features.channel_level_spread(spectra, framing) > features.DIFFERENT_SOURCES_DB
 
 
@@ -233,7 +233,8 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, channels
 
     # pieces of as many frames in all channels as one channel's: memory stays that of a mono file
     chunk_frames = max(denoise.CHUNK_FRAMES // audio.channels, MIN_CHUNK_FRAMES)
-    if audio.channels > 1 and (channels == "separate" or (channels == "auto" and _channels_differ(audio, framing))):
+    if audio.channels > 1 and (channels == "separate"
+                               or (channels == "auto" and _channels_differ(audio, framing, chunk_frames))):
         pieces = _side_by_side([_enhanced(audio, W, framing, channel, chunk_frames, options)
                                 for channel in range(audio.channels)])
     else:
@@ -336,8 +337,8 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
                    "separate where the channels' level difference swings by more than 6 dB over the loud "
                    "frames, else joint.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Files enhanced at once, each in a process of its own (0: one per core, as far as the free memory holds 400 MB "
-                   "each). Outputs are the same as with one.")
+              help="Files enhanced at once, each in a process of its own (0: one per core, as far as the free "
+                   "memory holds 400 MB each). Outputs are the same as with one.")
 def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, iterations, seed, overwrite, progress,
             max_reduction, channels, jobs):
     """Remove noise from speech files IN ... (anything libsndfile reads).

@@ -60,8 +60,12 @@ def check_output_path(path, *, overwrite=False, inputs=()):
         with tempfile.TemporaryFile(dir=folder, prefix=_temporary_prefix(path)):
             pass
     except OSError as error:
-        raise ParameterError(f"{path}: cannot create files in {folder} ({error.strerror or error})") from None
+        raise _cannot_create(path, folder, error) from None
     return path
+
+
+def _cannot_create(path, folder, error):
+    return ParameterError(f"{path}: cannot create files in {folder} ({error.strerror or error})")
 
 
 #: Marker in the names of this package's temporary files: ``.<name>.sepsti-tmp.<pid>.<random><suffix>``.
@@ -183,7 +187,7 @@ def atomic_path(path, *, suffix=None, overwrite=True):
     try:
         fd, tmp = tempfile.mkstemp(prefix=f"{_temporary_prefix(path)}{os.getpid()}.", suffix=suffix, dir=folder)
     except OSError as error:
-        raise ParameterError(f"{path}: cannot create files in {folder} ({error.strerror or error})") from None
+        raise _cannot_create(path, folder, error) from None
     os.close(fd)
     # mkstemp creates owner-only files; give the output the permissions a plain open() would.
     umask = os.umask(0)

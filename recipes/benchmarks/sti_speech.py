@@ -1,6 +1,7 @@
 """Speed of rank selection on speech: the NOIZEUS training matrix, both presets.
 
-Runs ``select_rank_sti`` on the NOIZEUS clean train split (257 x 1661) with
+Runs ``select_rank_sti`` on the NOIZEUS clean train split (257 x 1661; or the
+train speakers of a wideband folder at 16 kHz, 513 x 45,683, ``--frames N`` of them) with
 R in {32, 64, 128, 256, 512} and ``--preset reference`` (the validated
 settings, on the speech model as ``sepsti select-rank`` runs them) or
 ``--preset paper`` (ICASSP'16 Fig. 4 on the raw magnitudes: T = 5
@@ -40,6 +41,8 @@ def main():
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "noizeus")
     parser.add_argument("--quick", action="store_true", help="K = 250 keeping 100 (timing only)")
     parser.add_argument("--ranks", default="32,64,128,256,512")
+    parser.add_argument("--frames", type=int, default=None,
+                        help="model this many frames spread evenly over the matrix (default: all)")
     parser.add_argument("--dtype", choices=["float64", "float32"], default="float32")
     parser.add_argument("--threads", type=int, default=None,
                         help="numba threads per process (default: all without MPI, 1 under mpiexec)")
@@ -53,11 +56,12 @@ def main():
 
     from sepsti.core.evidence.sti_nmf import select_rank_sti
     from sepsti.core.parallel import mpi
-    from sepsti.commands.select_rank import SPEECH_MODEL, training_matrix
+    from sepsti.commands.select_rank import SPEECH_MODEL
+    from sepsti.training import training_matrix
 
     comm = mpi.world()
     with mpi.abort_on_error(comm):
-        X = training_matrix(args.corpus).astype(args.dtype)
+        X = training_matrix(args.corpus, frames=args.frames)[0].astype(args.dtype)
         ranks = [int(r) for r in args.ranks.split(",")]
         from sepsti.core.evidence.rank_selection import to_json
         from sepsti.core.parallel.blocks import warm_up

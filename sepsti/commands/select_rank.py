@@ -1,7 +1,8 @@
 """``sepsti select-rank``: choose the speech-dictionary rank by marginal likelihood (STI).
 
-The clean train split of the corpus (257 x frames magnitudes on the int16
-scale) is modelled by Poisson NMF with exponential priors; for every rank
+The clean train split of the corpus (:func:`sepsti.training.training_matrix`:
+257 x frames magnitudes on the int16 scale at 8 kHz, 513 x frames at 16 kHz for a
+wideband folder; ``--frames N`` keeps N of them spread evenly) is modelled by Poisson NMF with exponential priors; for every rank
 the log marginal likelihood is estimated by Stochastic Thermodynamic
 Integration (:mod:`sepsti.core.evidence.rank_selection`): block-parallel (p)SGLD
 chains per (rank, temperature, replicate). ``--preset reference`` (the
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank", "training_matrix"]
+__all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
 
 #: The model of magnitude spectrograms that ``select-rank`` (by default) and ``train --rank auto`` compare
 #: ranks of: quasi-Poisson with the STFT's own (Rayleigh) dispersion and the prior on the data's scale at
@@ -45,9 +46,14 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
 
 @click.command("select-rank")
 @click.option("--corpus", required=True, type=click.Path(path_type=Path),
-              help="NOIZEUS-style corpus folder; its clean train split (sp01-sp20) is modelled.")
+              help="NOIZEUS-style corpus folder (its clean train split sp01-sp20, at 8 kHz), or a wideband folder "
+                   "with a manifest.json (its train speakers, at 16 kHz): the matrix `sepsti train` learns on.")
+@click.option("--frames", type=click.IntRange(min=1), default=None,
+              help="Model this many of the matrix's frames, spread evenly over it (default: all): for a matrix "
+                   "too large to sample whole (docs/rank_selection.md).")
 @click.option("--ranks", default="32,64,128,256", show_default=True, callback=lambda ctx, param, value: _ranks(value),
-              help="Candidate ranks, comma-separated (above the 257 frequency bins a rank is not identifiable).")
+              help="Candidate ranks, comma-separated (above the frequency bins, 257 at 8 kHz and 513 at 16 kHz, a "
+                   "rank is not identifiable).")
 @click.option("--preset", type=click.Choice(["reference", "blocks", "paper"]), default="reference", show_default=True,
               help="Settings: 'reference' (full-data MALA from a log-space reference; validated up to speech "
                    "scale, see docs/rank_selection.md), 'blocks' (block-parallel pSGLD from the prior; fast, "
@@ -106,7 +112,7 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
               help="Plot log p(X | R) against R (.png, .pdf, .svg).")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, dtype, threads, seed, checkpoint,
+def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispersion, dtype, threads, seed, checkpoint,
                 json_path, plot_path, overwrite, quiet, **options):
     """Estimate log p(X | R) for every candidate rank and select the largest."""
     import numpy as np
@@ -130,7 +136,9 @@ def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, d
     with mpi.abort_on_error(comm):
         if mpi.is_root(comm):
             _check_outputs(json_path, plot_path, overwrite)
-        X = training_matrix(corpus).astype(np.dtype(dtype))
+        from sepsti.training import training_matrix
+
+        X = training_matrix(corpus, frames=frames)[0].astype(np.dtype(dtype))
         if settings.chain.sampler != "mala":
             compile_kernels(X.dtype, quiet=quiet or not mpi.is_root(comm))
         from sepsti.core.evidence.rank_selection import to_json
@@ -142,7 +150,7 @@ def select_rank(corpus, ranks, preset, num_replicates, prior_rate, dispersion, d
                                     threads=threads, progress=not quiet)
         if not mpi.is_root(comm):
             return
-        results = to_json(selection, corpus=str(corpus), preset=preset)
+        results = to_json(selection, corpus=str(corpus), preset=preset, matrix=list(X.shape))
         _print_table(selection)
         if json_path is not None:
             _write_json(json_path, results, overwrite=overwrite)
@@ -195,20 +203,6 @@ def _check_outputs(json_path, plot_path, overwrite):
             check_output_path(path, overwrite=overwrite)
     if json_path is not None and plot_path is not None and Path(json_path).resolve() == Path(plot_path).resolve():
         raise ParameterError(f"--json and --plot are the same file {json_path}")
-
-
-def training_matrix(corpus):
-    """The STFT magnitudes of the corpus's clean train split, (257, frames) on the int16 scale."""
-    from sepsti.corpora.noizeus import clean_signals, corpus_index
-    from sepsti import features
-    from sepsti.audio import resample, validate_frames
-
-    index = corpus_index(corpus)
-    signals = []
-    for utterance, y, sample_rate in clean_signals(index, split="train"):
-        y = resample(y, sample_rate, features.SAMPLE_RATE)
-        signals.append(validate_frames(y, features.SAMPLE_RATE, name=f"{corpus}: {utterance}"))
-    return features.training_matrix(signals)
 
 
 def _print_table(selection):

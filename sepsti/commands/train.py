@@ -2,8 +2,8 @@
 
 The corpus is a NOIZEUS-style folder (train split sp01–sp20) or a wideband folder described by
 a ``manifest.json`` (:mod:`sepsti.corpora.wideband`: its train speakers, flagged files left out,
-high-passed at 80 Hz). The training matrix is the concatenation of the STFT magnitudes
-(:func:`sepsti.features.training_matrix`; 257 × 1661 on NOIZEUS sp01–sp20) of every clean file of
+high-passed at 80 Hz). The training matrix (:func:`sepsti.training.training_matrix`) is the
+concatenation of the STFT magnitudes (257 × 1661 on NOIZEUS sp01–sp20) of every clean file of
 the train split, resampled to ``--rate`` (default 8 kHz for NOIZEUS-style folders, 16 kHz for
 wideband ones) with the framing scaled to it (:func:`sepsti.features.framing_for_rate`: 64 ms
 windows, 32 ms hop), which the dictionary file records. With ``--context C`` each training frame
@@ -79,40 +79,20 @@ def _ranks(text):
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
 def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, context, dtype, overwrite):
     """Train a speech dictionary of RANK atoms on the clean train split of a corpus."""
-    import functools
     import warnings
 
     from sepsti.core.errors import ConvergenceWarning
-    from sepsti.corpora import wideband
     from sepsti.core.io import check_output_path
-    from sepsti import features
-    from sepsti.audio import resample, validate_frames
     from sepsti.dictionary import Dictionary, save_dictionary
+    from sepsti.training import train_split, training_matrix
 
-    if wideband.is_wideband_corpus(corpus):
-        inputs = [utterance.path for utterance in wideband.select(corpus, "train")]
-        rate = wideband.TRAIN_RATE if rate is None else rate
-        load_clean = functools.partial(wideband.clean_signals, corpus, "train")
-    else:
-        from sepsti.corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
-
-        index = corpus_index(corpus)
-        inputs = [index.clean[utterance] for utterance in TRAIN_IDS if utterance in index.clean]
-        rate = features.SAMPLE_RATE if rate is None else rate
-        load_clean = functools.partial(clean_signals, index, split="train")
-    check_output_path(output, overwrite=overwrite, inputs=inputs)
+    split = train_split(corpus, rate)
+    check_output_path(output, overwrite=overwrite, inputs=split.paths)
     if Path(output).suffix.lower() != ".npz":
         from sepsti.core.errors import ParameterError
 
         raise ParameterError(f"-o {output}: a dictionary is an .npz archive; give an output name ending in .npz")
-    framing = features.framing_for_rate(rate)
-    signals = []
-    ids = []
-    for utterance, y, sample_rate in load_clean():
-        y = resample(y, sample_rate, rate)
-        signals.append(validate_frames(y, rate, name=f"{corpus}: {utterance}", n_fft=framing.n_fft))
-        ids.append(utterance)
-    X = features.training_matrix(signals, framing=framing, context=context)
+    X, ids = training_matrix(corpus, rate=rate, context=context)
     if rank == "auto":
         rank = _select_rank(X, candidate_ranks, seed)
 
@@ -130,6 +110,9 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
                        f"--tol; raise --iterations for a tighter fit", err=True)
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    from sepsti import features
+
+    framing = split.framing
     dictionary = Dictionary(
         W=W, rank=rank, sample_rate=framing.sample_rate, n_fft=framing.n_fft,
         hop_length=framing.hop_length, window=features.WINDOW, scale=features.AMPLITUDE_SCALE,

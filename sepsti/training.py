@@ -1,0 +1,94 @@
+"""The clean train split of a corpus, as the matrix a speech dictionary and its rank are learned on.
+
+The corpus is a NOIZEUS-style folder (train split sp01–sp20, modelled at 8 kHz) or a wideband
+folder described by a ``manifest.json`` (:mod:`sepsti.corpora.wideband`: its train speakers,
+flagged files left out, high-passed at 80 Hz, modelled at 16 kHz). Each clean file is resampled to
+the rate and framed with the STFT scaled to it (:func:`sepsti.features.framing_for_rate`: 64 ms
+windows, 32 ms hop); ``sepsti train`` and ``sepsti select-rank`` read it through here.
+"""
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+__all__ = ["TrainSplit", "train_split", "training_matrix"]
+
+
+class TrainSplit(NamedTuple):
+    """A corpus's clean train split, before any of it is read.
+
+    Attributes
+    ----------
+    paths : list of Path
+        The clean files (what an output must not replace).
+    framing : sepsti.features.Framing
+        The STFT at the rate the split is modelled at.
+    load : callable
+        ``load()`` yields ``(utterance, samples, sample_rate)`` per file, at the file's own rate.
+    """
+
+    paths: list
+    framing: object
+    load: Callable
+
+
+def train_split(corpus, rate=None):
+    """The clean train split of ``corpus``, modelled at ``rate`` Hz (default 16 kHz for wideband folders, else 8 kHz).
+
+    Returns
+    -------
+    TrainSplit
+    """
+    import functools
+
+    from sepsti import features
+    from sepsti.corpora import wideband
+
+    if wideband.is_wideband_corpus(corpus):
+        paths = [utterance.path for utterance in wideband.select(corpus, "train")]
+        rate = wideband.TRAIN_RATE if rate is None else rate
+        load = functools.partial(wideband.clean_signals, corpus, "train")
+    else:
+        from sepsti.corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
+
+        index = corpus_index(corpus)
+        paths = [index.clean[utterance] for utterance in TRAIN_IDS if utterance in index.clean]
+        rate = features.SAMPLE_RATE if rate is None else rate
+        load = functools.partial(clean_signals, index, split="train")
+    return TrainSplit(paths, features.framing_for_rate(rate), load)
+
+
+def training_matrix(corpus, *, rate=None, context=0, frames=None):
+    """The STFT magnitudes of a corpus's clean train split, concatenated (int16 scale).
+
+    Parameters
+    ----------
+    corpus : path
+    rate : int, optional
+        Rate the split is modelled at (:func:`train_split`).
+    context : int
+        Frames on each side of a training frame stacked with it (:func:`sepsti.features.training_matrix`).
+    frames : int, optional
+        Keep this many frames spread evenly over the matrix (first and last kept; all of them if
+        it has no more): a matrix too large to sample whole, modelled on a part of its frames.
+
+    Returns
+    -------
+    X : ndarray, shape (n_bins · (2 · context + 1), n_frames)
+    utterances : list of str
+        The files it was made of, in order.
+    """
+    from sepsti import features
+    from sepsti.audio import resample, validate_frames
+
+    split = train_split(corpus, rate)
+    framing = split.framing
+    signals, utterances = [], []
+    for utterance, y, sample_rate in split.load():
+        y = resample(y, sample_rate, framing.sample_rate)
+        signals.append(validate_frames(y, framing.sample_rate, name=f"{corpus}: {utterance}", n_fft=framing.n_fft))
+        utterances.append(utterance)
+    X = features.training_matrix(signals, framing=framing, context=context)
+    if frames is not None and frames < X.shape[1]:
+        X = X[:, np.unique(np.linspace(0, X.shape[1] - 1, frames).round().astype(np.int64))]
+    return X, utterances

@@ -50,11 +50,11 @@ def main():
     ranks = [int(r) for r in args.ranks.split(",")]
 
     from sepsti.corpora.noizeus import mixtures
-    from sepsti.training import training_matrix
+    from sepsti.training import train_split
     from sepsti.denoise import denoise, train_dictionary
     from sepsti.metrics import bss_eval
 
-    X, _ = training_matrix(args.corpus)
+    X, _ = train_split(args.corpus).matrix()
     test = mixtures(args.corpus, split="test")
     if args.quick:
         keep = sorted({m.utterance for m in test})[:2]

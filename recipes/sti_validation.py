@@ -106,16 +106,16 @@ def speech_matrix():
     """The NOIZEUS training matrix (257 x 1661), or the synthetic corpus's when NOIZEUS is absent."""
     import tempfile
 
-    from sepsti.training import training_matrix
+    from sepsti.training import train_split
 
     corpus = default_corpus()
     if corpus is not None:
-        return training_matrix(corpus)[0].astype(np.float64), "noizeus"
+        return train_split(corpus).matrix()[0].astype(np.float64), "noizeus"
     from sepsti.corpora.synth import write_corpus
 
     with tempfile.TemporaryDirectory() as folder:
         write_corpus(folder, seed=0)
-        return training_matrix(folder)[0].astype(np.float64), "synthetic"
+        return train_split(folder).matrix()[0].astype(np.float64), "synthetic"
 
 
 def em_factors(X, rank, seed, iterations=200):

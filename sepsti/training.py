@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["TrainSplit", "train_split", "training_matrix"]
+__all__ = ["TrainSplit", "train_split"]
 
 
 class TrainSplit(NamedTuple):
@@ -19,6 +19,8 @@ class TrainSplit(NamedTuple):
 
     Attributes
     ----------
+    corpus : path
+        The corpus folder (named in messages).
     paths : list of Path
         The clean files (what an output must not replace).
     framing : sepsti.features.Framing
@@ -27,9 +29,41 @@ class TrainSplit(NamedTuple):
         ``load()`` yields ``(utterance, samples, sample_rate)`` per file, at the file's own rate.
     """
 
+    corpus: object
     paths: list
     framing: object
     load: Callable
+
+    def matrix(self, *, context=0, frames=None):
+        """The STFT magnitudes of the split's files, concatenated (int16 scale).
+
+        Parameters
+        ----------
+        context : int
+            Frames on each side of a training frame stacked with it (:func:`sepsti.features.training_matrix`).
+        frames : int, optional
+            Keep this many frames spread evenly over the matrix (first and last kept; all of them if
+            it has no more): a matrix too large to sample whole, modelled on a part of its frames.
+
+        Returns
+        -------
+        X : ndarray, shape (n_bins · (2 · context + 1), n_frames)
+        utterances : list of str
+            The files it was made of, in order.
+        """
+        from sepsti import features
+        from sepsti.audio import resample, validate_frames
+
+        rate, n_fft = self.framing.sample_rate, self.framing.n_fft
+        signals, utterances = [], []
+        for utterance, y, sample_rate in self.load():
+            y = resample(y, sample_rate, rate)
+            signals.append(validate_frames(y, rate, name=f"{self.corpus}: {utterance}", n_fft=n_fft))
+            utterances.append(utterance)
+        X = features.training_matrix(signals, framing=self.framing, context=context)
+        if frames is not None and frames < X.shape[1]:
+            X = X[:, np.unique(np.linspace(0, X.shape[1] - 1, frames).round().astype(np.int64))]
+        return X, utterances
 
 
 def train_split(corpus, rate=None):
@@ -55,40 +89,4 @@ def train_split(corpus, rate=None):
         paths = [index.clean[utterance] for utterance in TRAIN_IDS if utterance in index.clean]
         rate = features.SAMPLE_RATE if rate is None else rate
         load = functools.partial(clean_signals, index, split="train")
-    return TrainSplit(paths, features.framing_for_rate(rate), load)
-
-
-def training_matrix(corpus, *, rate=None, context=0, frames=None):
-    """The STFT magnitudes of a corpus's clean train split, concatenated (int16 scale).
-
-    Parameters
-    ----------
-    corpus : path
-    rate : int, optional
-        Rate the split is modelled at (:func:`train_split`).
-    context : int
-        Frames on each side of a training frame stacked with it (:func:`sepsti.features.training_matrix`).
-    frames : int, optional
-        Keep this many frames spread evenly over the matrix (first and last kept; all of them if
-        it has no more): a matrix too large to sample whole, modelled on a part of its frames.
-
-    Returns
-    -------
-    X : ndarray, shape (n_bins · (2 · context + 1), n_frames)
-    utterances : list of str
-        The files it was made of, in order.
-    """
-    from sepsti import features
-    from sepsti.audio import resample, validate_frames
-
-    split = train_split(corpus, rate)
-    framing = split.framing
-    signals, utterances = [], []
-    for utterance, y, sample_rate in split.load():
-        y = resample(y, sample_rate, framing.sample_rate)
-        signals.append(validate_frames(y, framing.sample_rate, name=f"{corpus}: {utterance}", n_fft=framing.n_fft))
-        utterances.append(utterance)
-    X = features.training_matrix(signals, framing=framing, context=context)
-    if frames is not None and frames < X.shape[1]:
-        X = X[:, np.unique(np.linspace(0, X.shape[1] - 1, frames).round().astype(np.int64))]
-    return X, utterances
+    return TrainSplit(corpus, paths, features.framing_for_rate(rate), load)

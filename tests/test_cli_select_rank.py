@@ -62,12 +62,12 @@ def test_bad_dispersion_or_prior_rate_is_one_line_and_status_2(tmp_path, option,
 @pytest.mark.noizeus
 def test_speech_model_divides_the_magnitudes_by_their_rayleigh_dispersion(noizeus_root, tmp_path):
     from sepsti.core.evidence.sti_nmf import rayleigh_dispersion
-    from sepsti.training import training_matrix
+    from sepsti.training import train_split
 
     result = _invoke("--corpus", noizeus_root, *TINY, "--json", tmp_path / "a.json")
     assert result.exit_code == 0, result.output
     doc = json.loads((tmp_path / "a.json").read_text())
-    X = training_matrix(noizeus_root)[0].astype("float32")
+    X = train_split(noizeus_root).matrix()[0].astype("float32")
     assert doc["settings"]["matrix"] == [257, 1661]
     assert doc["settings"]["model"]["dispersion"] == pytest.approx(rayleigh_dispersion(X), rel=1e-6)
     assert doc["settings"]["model"]["prior_rate"] == "matched"
@@ -80,16 +80,17 @@ def test_a_wideband_corpus_is_modelled_at_16_khz_on_the_frames_asked_for(tmp_pat
     import numpy as np
 
     from sepsti.core.evidence.sti_nmf import rayleigh_dispersion
-    from sepsti.training import training_matrix
+    from sepsti.training import train_split
     from test_cli_train import _wideband_corpus
 
     corpus = _wideband_corpus(tmp_path / "wide", np.random.default_rng(3))
-    whole, utterances = training_matrix(corpus)
+    split = train_split(corpus)
+    whole, utterances = split.matrix()
     assert whole.shape[0] == 513 and utterances == ["13-1-0000", "15-1-0000", "17-1-0000"]
-    part, _ = training_matrix(corpus, frames=20)
+    part, _ = split.matrix(frames=20)
     columns = np.linspace(0, whole.shape[1] - 1, 20).round().astype(int)
     np.testing.assert_array_equal(part, whole[:, columns])
-    assert training_matrix(corpus, frames=10 ** 6)[0].shape == whole.shape
+    assert split.matrix(frames=10 ** 6)[0].shape == whole.shape
     result = _invoke("--corpus", corpus, "--frames", 20, *TINY, "--json", tmp_path / "a.json")
     assert result.exit_code == 0, result.output
     doc = json.loads((tmp_path / "a.json").read_text())

@@ -57,11 +57,11 @@ def main():
     from sepsti.core.evidence.sti_nmf import select_rank_sti
     from sepsti.core.parallel import mpi
     from sepsti.commands.select_rank import SPEECH_MODEL
-    from sepsti.training import training_matrix
+    from sepsti.training import train_split
 
     comm = mpi.world()
     with mpi.abort_on_error(comm):
-        X = training_matrix(args.corpus, frames=args.frames)[0].astype(args.dtype)
+        X = train_split(args.corpus).matrix(frames=args.frames)[0].astype(args.dtype)
         ranks = [int(r) for r in args.ranks.split(",")]
         from sepsti.core.evidence.rank_selection import to_json
         from sepsti.core.parallel.blocks import warm_up

@@ -1,6 +1,6 @@
 """``sepsti select-rank``: choose the speech-dictionary rank by marginal likelihood (STI).
 
-The clean train split of the corpus (:func:`sepsti.training.training_matrix`:
+The clean train split of the corpus (:meth:`sepsti.training.TrainSplit.matrix`:
 257 x frames magnitudes on the int16 scale at 8 kHz, 513 x frames at 16 kHz for a
 wideband folder; ``--frames N`` keeps N of them spread evenly) is modelled by Poisson NMF with exponential priors; for every rank
 the log marginal likelihood is estimated by Stochastic Thermodynamic
@@ -136,9 +136,9 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
     with mpi.abort_on_error(comm):
         if mpi.is_root(comm):
             _check_outputs(json_path, plot_path, overwrite)
-        from sepsti.training import training_matrix
+        from sepsti.training import train_split
 
-        X = training_matrix(corpus, frames=frames)[0].astype(np.dtype(dtype))
+        X = train_split(corpus).matrix(frames=frames)[0].astype(np.dtype(dtype))
         if settings.chain.sampler != "mala":
             compile_kernels(X.dtype, quiet=quiet or not mpi.is_root(comm))
         from sepsti.core.evidence.rank_selection import to_json

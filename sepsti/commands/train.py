@@ -2,7 +2,7 @@
 
 The corpus is a NOIZEUS-style folder (train split sp01–sp20) or a wideband folder described by
 a ``manifest.json`` (:mod:`sepsti.corpora.wideband`: its train speakers, flagged files left out,
-high-passed at 80 Hz). The training matrix (:func:`sepsti.training.training_matrix`) is the
+high-passed at 80 Hz). The training matrix (:meth:`sepsti.training.TrainSplit.matrix`) is the
 concatenation of the STFT magnitudes (257 × 1661 on NOIZEUS sp01–sp20) of every clean file of
 the train split, resampled to ``--rate`` (default 8 kHz for NOIZEUS-style folders, 16 kHz for
 wideband ones) with the framing scaled to it (:func:`sepsti.features.framing_for_rate`: 64 ms
@@ -81,10 +81,11 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
     """Train a speech dictionary of RANK atoms on the clean train split of a corpus."""
     import warnings
 
+    from sepsti import features
     from sepsti.core.errors import ConvergenceWarning
     from sepsti.core.io import check_output_path
     from sepsti.dictionary import Dictionary, save_dictionary
-    from sepsti.training import train_split, training_matrix
+    from sepsti.training import train_split
 
     split = train_split(corpus, rate)
     check_output_path(output, overwrite=overwrite, inputs=split.paths)
@@ -92,7 +93,7 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
         from sepsti.core.errors import ParameterError
 
         raise ParameterError(f"-o {output}: a dictionary is an .npz archive; give an output name ending in .npz")
-    X, ids = training_matrix(corpus, rate=rate, context=context)
+    X, ids = split.matrix(context=context)
     if rank == "auto":
         rank = _select_rank(X, candidate_ranks, seed)
 
@@ -110,8 +111,6 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
                        f"--tol; raise --iterations for a tighter fit", err=True)
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    from sepsti import features
-
     framing = split.framing
     dictionary = Dictionary(
         W=W, rank=rank, sample_rate=framing.sample_rate, n_fft=framing.n_fft,

@@ -1,8 +1,7 @@
-import hashlib
-
 import numpy as np
 import pytest
 
+from _pinned import assert_pinned
 from sepsti.core.models.poisson_nmf import PoissonNMF
 from sepsti.core.parallel.blocks import (
     block_log_factorials,
@@ -115,37 +114,34 @@ def test_minimum_of_nonnegative_entries_by_their_bit_patterns(rng, dtype):
     assert _finite_minimum(x) == 0.0
 
 
-def _digest(*arrays):
-    digest = hashlib.sha256()
-    for array in arrays:
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()[:16]
-
-
-def test_short_chains_reproduce_their_pinned_traces_bit_for_bit():
-    # Pinned values of this build (numpy's BLAS): a change in the compiled kernels' arithmetic, argument
-    # plumbing or noise streams shows here even where it stays within the dense reference's tolerance.
+def test_short_chains_reproduce_their_pinned_traces():
+    # A change in the compiled kernels' arithmetic, argument plumbing or noise streams shows here even
+    # where it stays within the dense reference's tolerance (rounding of other builds aside, _pinned).
     _, _, X = PoissonNMF.sample(stream(11), (21, 17), 3)
     W, H = initial_factors(X, 4, stream(12))
     pinned = {
-        "sgld": (np.float64, "after_update", "70c71b5796a76cfe",
+        "sgld": (np.float64, "after_update",
                  ["-0x1.3b61eb51bfbb2p+9", "-0x1.336876925d404p+9", "-0x1.417e79168a493p+9",
-                  "-0x1.3eed7fb3a2e0cp+9", "-0x1.30bc6e0d7631dp+9", "-0x1.402cd80725e32p+9"]),
-        "psgld": (np.float32, "before_update", "4972752e69a4f189",
+                  "-0x1.3eed7fb3a2e0cp+9", "-0x1.30bc6e0d7631dp+9", "-0x1.402cd80725e32p+9"],
+                 [63.86311605081805, 2467.1881543953464, 62.644495815627224, 2075.4183588692295,
+                  -84.0, -3570.0, -68.0, -2346.0]),
+        "psgld": (np.float32, "before_update",
                   ["-0x1.e3077ff90bd94p+12", "-0x1.42e075bb9ad32p+11", "-0x1.3bea843a445c6p+12",
-                   "-0x1.fc61dbdd9bb28p+11", "-0x1.8e0d72b3fe69ap+12", "-0x1.40004049235c6p+12"]),
+                   "-0x1.fc61dbdd9bb28p+11", "-0x1.8e0d72b3fe69ap+12", "-0x1.40004049235c6p+12"],
+                  [217.45925063826144, 6037.968973184004, 92.51683577336371, 2698.9433876741678,
+                   2.672106582671404, 119.99249912425876, 4.228159140795469, 134.74302602745593]),
     }
-    for sampler, (dtype, evaluate, digest, trace) in pinned.items():
+    for sampler, (dtype, evaluate, trace, sums) in pinned.items():
         state = init_state(W.astype(dtype), H.astype(dtype), seed=3, chain=(4, 1), num_blocks=3)
         result = run_block_chain(X.astype(dtype), state, temperature=0.7, num_steps=30, num_keep=6, num_blocks=3,
                                  sampler=sampler, step_a=1e-3, rate_W=1.0, rate_H=0.5, evaluate=evaluate)
-        assert [float(value).hex() for value in result.trace] == trace, sampler
-        assert _digest(*result.state) == digest, sampler
+        assert_pinned(result.trace, result.state, trace, sums, "03383bbe9e1e16c6", sampler)
     prior = run_prior_chain(X, init_state(W, H, seed=3, chain=(0, 1), num_blocks=3), num_steps=9, num_keep=4,
                             num_blocks=3, rate_W=2.0, rate_H=0.5)
-    assert [float(value).hex() for value in prior.trace] == ["-0x1.a630ee13c60bap+10", "-0x1.9c977f1e17319p+10",
-                                                             "-0x1.232866ea14114p+10", "-0x1.24249bc769fc5p+10"]
-    assert _digest(*prior.state) == "92d4f3a99a905aaa"
+    assert_pinned(prior.trace, prior.state,
+                  ["-0x1.a630ee13c60bap+10", "-0x1.9c977f1e17319p+10", "-0x1.232866ea14114p+10", "-0x1.24249bc769fc5p+10"],
+                  [42.71870452567967, 1761.1205294111369, 98.21954687444439, 2997.8166891552273,
+                   -84.0, -3570.0, -68.0, -2346.0], "d25082a6d8573df8", "prior")
 
 
 def test_blocks_of_a_part_in_threads_give_the_serial_chain(rng, monkeypatch):

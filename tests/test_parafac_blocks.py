@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from _pinned import assert_pinned
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.poisson_parafac import ParafacFactors, PoissonParafac
 from sepsti.core.parallel.noise import standard_normal
@@ -297,29 +298,29 @@ def test_distributed_chain_gives_the_one_process_samples(num_processes, sampler,
                 np.testing.assert_array_equal(got, want)
 
 
-def test_short_chains_reproduce_their_pinned_traces_bit_for_bit():
+def test_short_chains_reproduce_their_pinned_traces():
     # Mode sizes divisible by B, where every rule for cutting a mode into B groups agrees: the pinned
-    # values (of this build) check the compiled part update's arithmetic, plumbing and noise streams.
-    import hashlib
-
+    # values check the compiled part update's arithmetic, plumbing and noise streams (rounding of
+    # other builds aside, _pinned).
     X, _ = simulate_dense((6, 9, 12), 2, prior_rate=0.7, rng=stream(21))
     model = PoissonParafac(from_dense(X), 3, prior_rate=(0.7, 0.5, 0.9))
     index = build_block_index(from_dense(X), 3)
     theta = model.sample_prior(stream(22))
     pinned = {
-        "psgld": ("before_update", "57ae531f50fbbd1b",
+        "psgld": ("before_update",
                   ["-0x1.afb6b48fbd827p+11", "-0x1.4ff022b844a5ap+11", "-0x1.23f87dfb15cb0p+12",
-                   "-0x1.5a94ce4d59258p+11", "-0x1.a46fd06e164adp+10"]),
-        "sgld": ("after_update", "f7f85cee6ba0c8fe",
+                   "-0x1.5a94ce4d59258p+11", "-0x1.a46fd06e164adp+10"],
+                  [56.908141442589454, 415.9232123060259, 45.21740184895405, 615.947289775988,
+                   24.354464414635096, 490.8800519563522, 28.001532634842743, 232.26861630133251,
+                   11.40354220640344, 167.894183965688, 15.014870053742566, 338.07882087253677]),
+        "sgld": ("after_update",
                  ["-0x1.ef9a3c37f28d3p+10", "-0x1.bdaa58128d266p+10", "-0x1.000bda65b0765p+11",
-                  "-0x1.e60502228f5c1p+10", "-0x1.a2a11e9ba745ap+10"]),
+                  "-0x1.e60502228f5c1p+10", "-0x1.a2a11e9ba745ap+10"],
+                 [19.09338782866485, 195.49029087145746, 55.27861673816972, 784.421851325148,
+                  41.0252333308195, 887.4660584615499, -18.0, -171.0, -27.0, -378.0, -36.0, -666.0]),
     }
-    for sampler, (evaluate, digest, expected) in pinned.items():
-        trace, state = run_parafac_block_chain(index, theta, prior_rates=model.prior_rates, seed=3, chain=(3, 1),
-                                               temperature=0.7, num_steps=23, num_keep=5, sampler=sampler,
-                                               evaluate=evaluate, step_a=2e-5)
-        assert [float(value).hex() for value in trace] == expected, sampler
-        hashed = hashlib.sha256()
-        for leaf in (*state.position, *state.v, *state.streams):
-            hashed.update(np.ascontiguousarray(leaf).tobytes())
-        assert hashed.hexdigest()[:16] == digest, sampler
+    for sampler, (evaluate, trace, sums) in pinned.items():
+        result, state = run_parafac_block_chain(index, theta, prior_rates=model.prior_rates, seed=3, chain=(3, 1),
+                                                temperature=0.7, num_steps=23, num_keep=5, sampler=sampler,
+                                                evaluate=evaluate, step_a=2e-5)
+        assert_pinned(result, (*state.position, *state.v, *state.streams), trace, sums, "c61bbdbe7c6dcbc4", sampler)

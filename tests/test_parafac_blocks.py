@@ -320,7 +320,7 @@ def test_short_chains_reproduce_their_pinned_traces():
                   41.0252333308195, 887.4660584615499, -18.0, -171.0, -27.0, -378.0, -36.0, -666.0]),
     }
     for sampler, (evaluate, trace, sums) in pinned.items():
-        result, state = run_parafac_block_chain(index, theta, prior_rates=model.prior_rates, seed=3, chain=(3, 1),
+        values, state = run_parafac_block_chain(index, theta, prior_rates=model.prior_rates, seed=3, chain=(3, 1),
                                                 temperature=0.7, num_steps=23, num_keep=5, sampler=sampler,
                                                 evaluate=evaluate, step_a=2e-5)
-        assert_pinned(result, (*state.position, *state.v, *state.streams), trace, sums, "c61bbdbe7c6dcbc4", sampler)
+        assert_pinned(values, (*state.position, *state.v, *state.streams), trace, sums, "c61bbdbe7c6dcbc4", sampler)

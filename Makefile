@@ -20,8 +20,9 @@ demo: install
 	$(BIN)/sepsti enhance $(DEMO)/corpus/noisy/babble_5dB/sp21_babble_sn5.wav -o $(DEMO)/sp21_enhanced.wav --overwrite
 	$(BIN)/sepsti evaluate --corpus $(DEMO)/corpus --noise babble --snr 5 --json $(DEMO)/evaluate.json --plot $(DEMO)/evaluate.png --overwrite
 
+# The fast suite on every core (pytest-xdist); each test's seeds are its own, so the split does not matter.
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 # Everything, the slow statistical tests and the MPI tests included.
 test-all: install

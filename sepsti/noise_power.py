@@ -19,7 +19,14 @@ digital silence (below :data:`sepsti.features.SILENT_MAGNITUDE`) leaves the stat
 
 Offline, a frame's noise power is predicted from both sides: the mean of the forward
 recursion's estimate *before* the frame and the backward recursion's estimate before it (from
-the frames after it). The frame's own observation is left out, and so are those of the frames
+the frames after it) — or the larger of the two alone where it exceeds the other by more than
+:data:`UNFOLLOWED_RISE_DB`. A recursion follows a fall of the noise at once and a rise only once
+the stagnation cap lets it (most of a second), so after a stretch of near-silence (a muted
+microphone, an edit) the recursion coming out of it lies far below the noise for that long, and
+the mean would halve the noise's power. Elsewhere the two seldom part by so much (docs/enhance.md,
+"A stretch of near-silence"), and where they do the larger is at most twice their mean.
+
+The frame's own observation is left out, and so are those of the frames
 that share more than half of its samples (:func:`overlapping_neighbours`), so a model that
 explains the frame is not handed a copy of its speech as noise; a noise that changes is followed
 from either side a frame or two late (docs/enhance.md measures these choices). Under its fixed speech prior
@@ -54,8 +61,9 @@ import numpy as np
 
 from sepsti import features
 
-__all__ = ["SPEECH_SNR_DB", "POWER_SMOOTHING", "PRESENCE_SMOOTHING", "STAGNATION", "LOOKAHEAD_SECONDS",
-           "STEADY_SECONDS", "STEADY_HERTZ", "STEADY_RANGE_DB", "STEADY_LOWEST_HZ", "RAYLEIGH_POWER", "RAYLEIGH_MEAN",
+__all__ = ["SPEECH_SNR_DB", "POWER_SMOOTHING", "PRESENCE_SMOOTHING", "STAGNATION", "UNFOLLOWED_RISE_DB",
+           "LOOKAHEAD_SECONDS", "STEADY_SECONDS", "STEADY_HERTZ", "STEADY_RANGE_DB", "STEADY_LOWEST_HZ",
+           "RAYLEIGH_POWER", "RAYLEIGH_MEAN",
            "NoisePowerTracker", "track_noise_power", "stationary_bias", "overlapping_neighbours",
            "expected_magnitude", "median_magnitude"]
 
@@ -68,6 +76,9 @@ POWER_SMOOTHING = 0.8
 PRESENCE_SMOOTHING = 0.9
 #: Cap on the speech presence probability of a bin whose smoothed probability exceeds it.
 STAGNATION = 0.99
+#: Ratio (dB) of the forward and backward estimates beyond which the larger is taken alone: the other
+#: has not yet followed a rise of the noise (sound returning after near-silence).
+UNFOLLOWED_RISE_DB = 40.0
 #: Cell of the backward recursion's restart grid (s); its lookahead is one to two cells.
 LOOKAHEAD_SECONDS = 2.0
 #: Shortest steady component (s): longer than the target's voice holds a harmonic within the range below.
@@ -87,6 +98,7 @@ RAYLEIGH_MEAN = np.pi / 4.0
 
 _PAPER_HOP_SECONDS = 0.016
 _SILENT_POWER = features.SILENT_MAGNITUDE ** 2
+_UNFOLLOWED_RISE = 10.0 ** (UNFOLLOWED_RISE_DB / 10.0)
 #: Backward runs computed side by side (bounds their memory: bins × 2 cells × this many values).
 _CELLS_AT_ONCE = 16
 
@@ -224,10 +236,11 @@ class NoisePowerTracker:
         return estimates
 
     def _backward_runs(self, starts, span, forward, estimates):
-        """The cells starting at ``starts``: backward runs side by side, averaged with the forward estimates.
+        """The cells starting at ``starts``: backward runs side by side, combined with the forward estimates.
 
         Frame f takes the forward estimate before frame f - gap (``forward[:, f]``) and the backward
-        estimate before frame f + gap (at the end of the signal, the run's start).
+        estimate before frame f + gap (at the end of the signal, the run's start): their mean, or the
+        larger where it exceeds the other by more than :data:`UNFOLLOWED_RISE_DB`.
         """
         n = self._powers.shape[1]
         ends = np.minimum(starts + span, n)
@@ -239,8 +252,10 @@ class NoisePowerTracker:
             cell_stop = min(start + self._cell, n)
             # frame f + gap is step end - 1 - f - gap of this cell's run
             steps = np.maximum(end - 1 - self._gap - np.arange(start, cell_stop), 0)
-            estimates[:, start:cell_stop] = (0.5 / self._bias) * (forward[:, start:cell_stop]
-                                                                  + backward[:, steps, index])
+            before, after = forward[:, start:cell_stop], backward[:, steps, index]
+            larger = np.maximum(before, after)
+            estimates[:, start:cell_stop] = np.where(larger > _UNFOLLOWED_RISE * np.minimum(before, after),
+                                                     larger / self._bias, (0.5 / self._bias) * (before + after))
 
 
 def _steady_reach(framing):

@@ -5,8 +5,8 @@ import pytest
 
 from sepsti import features
 from sepsti.noise_power import (LOOKAHEAD_SECONDS, POWER_SMOOTHING, PRESENCE_SMOOTHING, SPEECH_SNR_DB, STAGNATION,
-                                STEADY_HERTZ, STEADY_LOWEST_HZ, STEADY_RANGE_DB, STEADY_SECONDS, NoisePowerTracker,
-                                stationary_bias, track_noise_power)
+                                STEADY_HERTZ, STEADY_LOWEST_HZ, STEADY_RANGE_DB, STEADY_SECONDS, UNFOLLOWED_RISE_DB,
+                                NoisePowerTracker, stationary_bias, track_noise_power)
 
 FRAMING = features.NARROWBAND
 HOP = FRAMING.hop_length / FRAMING.sample_rate
@@ -19,7 +19,8 @@ def reference_estimates(powers, initial_power, framing=FRAMING, gap=0):
     """The two-sided prediction written out bin by bin and frame by frame (Gerkmann & Hendriks 2012's recursion),
     raised to the steady power (:func:`reference_steady`).
 
-    Frame f takes the forward estimate before frame f - gap and the backward estimate before frame f + gap.
+    Frame f takes the forward estimate before frame f - gap and the backward estimate before frame f + gap: their
+    mean, or the larger where it is more than UNFOLLOWED_RISE_DB above the other.
     """
     hop = framing.hop_length / framing.sample_rate
     alpha = POWER_SMOOTHING ** (hop / 0.016)
@@ -51,7 +52,8 @@ def reference_estimates(powers, initial_power, framing=FRAMING, gap=0):
             for frame in range(start, min(start + cell, n)):
                 before = forward[frame - gap] if frame >= gap else initial_power[f]
                 after = backward[min(frame + gap, end - 1) - start]
-                out[f, frame] = 0.5 * (before + after)
+                apart = max(before, after) > 10 ** (UNFOLLOWED_RISE_DB / 10) * min(before, after)
+                out[f, frame] = max(before, after) if apart else 0.5 * (before + after)
     bias = stationary_bias(framing)
     return np.maximum(out / bias, reference_steady(powers, forwards / bias, framing))
 
@@ -107,6 +109,8 @@ def test_two_sided_estimate_matches_the_reference(rng):
     level = LEVELS
     powers = noise_powers(rng, level, n)
     powers[:, 100:130] *= 100.0  # a burst 20 dB up
+    # near-silence, 60-100 dB down but above digital silence: the recursions come out of it far apart
+    powers[:, 200:240] = 2e-6 * (1.0 + powers[:, 200:240] / level[:, None])
     steady_tone(powers, [22, 23], range(118, 160), 300.0)  # a tone across a cell's end, wavering between two bins
     initial = level * 0.3
     ours = track_noise_power(np.sqrt(powers), initial, FRAMING)
@@ -210,6 +214,20 @@ def test_digital_silence_holds_the_estimate(rng):
     assert np.all((estimate > 0.6) & (estimate < 1.6)), estimate.min()
     # a recording that starts with silence: the estimate after it is found from the noise, not held at zero
     assert 0.6 < from_silence[150:].mean() < 1.6, from_silence[150:].mean()
+
+
+def test_the_noise_is_followed_on_both_sides_of_near_silence(rng):
+    """A muted stretch (60 dB down) in a steady noise: the recursion coming out of it lags for most of a second."""
+    level = np.full(32, 50.0)
+    quiet = int(round(2.0 / HOP))
+    powers = np.concatenate([noise_powers(rng, level, 200), noise_powers(rng, 1e-6 * level, quiet),
+                             noise_powers(rng, level, 200)], axis=1)
+    estimate = track_noise_power(np.sqrt(powers), level, FRAMING) / 50.0
+    lag = int(round(0.5 / HOP))  # the half second on each side, where the mean of the two recursions halves it
+    near = np.concatenate([estimate[:, 200 - lag:200], estimate[:, 200 + quiet:200 + quiet + lag]], axis=1)
+    # over 32 bins x 2 lag frames the mean estimate of a steady noise has a standard error of a few per cent
+    # (test_stationary_noise_power_is_estimated_without_bias_in_every_bin); the mean alone gives 0.5-0.6
+    assert 0.8 < near.mean() < 1.25, near.mean()
 
 
 def test_a_held_tone_is_followed_at_once_but_a_voice_s_lowest_harmonic_is_not(rng):

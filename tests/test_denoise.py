@@ -104,6 +104,22 @@ def test_the_recording_level_does_not_change_what_is_removed(rng, request, dicti
         np.testing.assert_allclose(denoise(level * noisy, W) / level, out, rtol=0, atol=1e-5 * np.max(np.abs(out)))
 
 
+def test_a_dc_offset_is_noise(rng):
+    """A microphone's DC offset is a steady noise in the lowest bin: it leaves at the mask's floor, no more."""
+    from sepsti.denoise import MASK_FLOOR
+    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
+
+    dictionary = load_dictionary(narrowband_dictionary_path())
+    clean = toy_speech(np.random.default_rng(11), 2.0)
+    noisy = clean + 0.3 * np.std(clean) * rng.standard_normal(clean.size)
+    offset = 0.5 * np.std(clean)
+    out = denoise(noisy + offset, dictionary.W, framing=dictionary.framing)
+    # measured: 0.050 of the offset left, 0.23 dB of SDR lost against the same without it (18.94 dB)
+    assert abs(np.mean(out)) < 1.2 * MASK_FLOOR * offset, np.mean(out) / offset
+    without = denoise(noisy, dictionary.W, framing=dictionary.framing)
+    assert bss_eval(clean, noisy, out)["sdr"] > bss_eval(clean, noisy, without)["sdr"] - 1.0
+
+
 def test_plain_fit_when_sparsity_is_zero(rng, toy_dictionary):
     y = toy_speech(rng, 1.0) + 0.01 * rng.standard_normal(SR)
     V = features.magnitude(y)

@@ -20,11 +20,12 @@ digital silence (below :data:`sepsti.features.SILENT_MAGNITUDE`) leaves the stat
 Offline, a frame's noise power is predicted from both sides: the mean of the forward
 recursion's estimate *before* the frame and the backward recursion's estimate before it (from
 the frames after it) — or the larger of the two alone where it exceeds the other by more than
-:data:`UNFOLLOWED_RISE_DB`. A recursion follows a fall of the noise at once and a rise only once
-the stagnation cap lets it (most of a second), so after a stretch of near-silence (a muted
-microphone, an edit) the recursion coming out of it lies far below the noise for that long, and
-the mean would halve the noise's power. Elsewhere the two seldom part by so much (docs/enhance.md,
-"A stretch of near-silence"), and where they do the larger is at most twice their mean.
+:data:`UNFOLLOWED_RISE_DB`. A recursion follows a fall of the noise within a fraction of a
+second and a rise only once the stagnation cap lets it (most of a second), so after a stretch
+of near-silence (a muted microphone, an edit) the recursion coming out of it lies far below the
+noise for that long, and the mean would halve the noise's power. Elsewhere the two seldom part
+by so much (docs/enhance.md, "A stretch of near-silence"), and where they do the larger is at
+most twice their mean.
 
 The frame's own observation is left out, and so are those of the frames
 that share more than half of its samples (:func:`overlapping_neighbours`), so a model that

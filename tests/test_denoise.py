@@ -105,7 +105,7 @@ def test_the_recording_level_does_not_change_what_is_removed(rng, request, dicti
 
 
 def test_a_dc_offset_is_noise(rng):
-    """A microphone's DC offset is a steady noise in the lowest bin: it leaves at the mask's floor, no more."""
+    """A microphone's DC offset is a steady noise in the lowest bins: it leaves at the mask's floor, no more."""
     from sepsti.denoise import MASK_FLOOR
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
 

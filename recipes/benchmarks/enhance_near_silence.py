@@ -28,14 +28,15 @@ import numpy as np  # noqa: E402
 from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
 
 NAME = "enhance_near_silence"
-#: The stretches scored: (name, start and stop in seconds from the gap's start in the signal without it).
-STRETCHES = (("before", -1.0, 0.0), ("first_second_after", 0.0, 1.0), ("rest_after", 1.0, None))
+CASES = ("no_gap", "zeros", "near_silence")
+STRETCHES = ("before", "first_second_after", "rest_after")
 
 
-def with_gap(signal, rate, seconds, fill):
-    """``signal`` with ``fill`` (``seconds`` long) inserted at its middle; also returns where it starts."""
-    middle = len(signal) // 2
-    return np.concatenate([signal[:middle], fill[:int(seconds * rate)], signal[middle:]]), middle
+def stretches(length, rate, middle, gap):
+    """Sample ranges of :data:`STRETCHES` in a signal of ``length`` whose ``gap`` samples start at ``middle``."""
+    after = middle + gap
+    return {"before": (middle - rate, middle), "first_second_after": (after, after + rate),
+            "rest_after": (after + rate, length)}
 
 
 def stretch_sdr(clean, noisy, output, start, stop):
@@ -66,45 +67,42 @@ def main():
     mixtures = make_mixtures(args.data, args.split, folder / "noisy", files=2 if args.quick else args.files,
                              noises=args.noise.split(","), snrs=[args.snr], seconds=8.0, rate48=0, seed=args.seed)
     rng = np.random.default_rng(args.seed)
-    cases = {"no_gap": [], "zeros": [], "near_silence": []}
+    signals, paths = [], {case: [] for case in CASES}  # per mixture, each case's (clean, noisy) signals
     for path, clean, rate, *_ in mixtures:
         noisy, _ = soundfile.read(path)
-        quiet = rng.standard_normal(int(args.gap * rate)) * 10 ** (args.gap_dbfs / 20)
-        for case, fill in (("zeros", np.zeros_like(quiet)), ("near_silence", quiet)):
-            gapped, _ = with_gap(noisy, rate, args.gap, fill)
+        middle, gap = len(noisy) // 2, int(args.gap * rate)
+        quiet = rng.standard_normal(gap) * 10 ** (args.gap_dbfs / 20)
+        silence = np.zeros(gap)
+        cases = {"no_gap": (clean, noisy)}
+        for case, fill in (("zeros", silence), ("near_silence", quiet)):
+            cases[case] = (np.concatenate([clean[:middle], silence, clean[middle:]]),
+                           np.concatenate([noisy[:middle], fill, noisy[middle:]]))
             target = folder / case / path.name
             target.parent.mkdir(parents=True, exist_ok=True)
-            soundfile.write(target, gapped, rate, subtype="FLOAT")
-            cases[case].append(target)
-        cases["no_gap"].append(Path(path))
+            soundfile.write(target, cases[case][1], rate, subtype="FLOAT")
+            paths[case].append(target)
+        paths["no_gap"].append(Path(path))
+        signals.append(cases)
     outputs = folder / args.label
     with checkout_package(args.sepsti) as (env, cwd):
-        for case, paths in cases.items():
-            subprocess.run([sys.executable, "-m", "sepsti", "enhance", *[str(p.resolve()) for p in paths],
+        for case in CASES:
+            subprocess.run([sys.executable, "-m", "sepsti", "enhance", *[str(p.resolve()) for p in paths[case]],
                             "--out-dir", str((outputs / case).resolve()), "--overwrite"],
                            env={**env, "OPENBLAS_NUM_THREADS": "1"}, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
     rows = []
-    for path, clean, rate, kind, snr, utterance in mixtures:
-        noisy, _ = soundfile.read(path)
+    for (path, _, rate, kind, snr, utterance), cases in zip(mixtures, signals):
         row = {"file": path.name, "noise": kind, "snr": snr, "utterance": utterance}
-        for case in cases:
+        for case, (reference, signal) in cases.items():
             output, _ = soundfile.read(outputs / case / path.name)
-            if case == "no_gap":
-                signal, reference, start, shift = noisy, clean, len(noisy) // 2, 0
-            else:
-                signal, _ = soundfile.read(folder / case / path.name)
-                reference, start = with_gap(clean, rate, args.gap, np.zeros(int(args.gap * rate)))
-                shift = int(args.gap * rate)
-            for name, first, last in STRETCHES:
-                lo = start + shift * (first >= 0) + int(first * rate)
-                hi = len(signal) if last is None else start + shift * (first >= 0) + int(last * rate)
+            gap = 0 if case == "no_gap" else int(args.gap * rate)
+            for name, (lo, hi) in stretches(len(signal), rate, (len(signal) - gap) // 2, gap).items():
                 row[f"{case}_{name}"] = stretch_sdr(reference, signal, output, lo, hi)
                 row[f"{case}_{name}_input"] = stretch_sdr(reference, signal, signal, lo, hi)
         rows.append(row)
-    summary = {key: float(np.mean([r[key] for r in rows])) for key in rows[0] if key.startswith(tuple(cases))}
-    for case in cases:
+    summary = {key: float(np.mean([r[key] for r in rows])) for key in rows[0] if key.startswith(CASES)}
+    for case in CASES:
         print(f"{case:>13}: " + ", ".join(f"{name} {summary[f'{case}_{name}']:.2f} dB "
-                                          f"(input {summary[f'{case}_{name}_input']:.2f})" for name, *_ in STRETCHES))
+                                          f"(input {summary[f'{case}_{name}_input']:.2f})" for name in STRETCHES))
     write_results(args.out, f"{NAME}_{args.label}", {
         "split": args.split, "label": args.label, "checkout": str(args.sepsti.resolve()), "gap_seconds": args.gap,
         "gap_dbfs": args.gap_dbfs, "load_average": os.getloadavg(), "results": rows, "summary": summary})

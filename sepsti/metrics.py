@@ -26,6 +26,11 @@ it instead: the share of the energy above :data:`HIGH_BAND_HZ` against the clean
 (:func:`high_band_level`), and the energy there in the frames where the clean speech's energy
 lies mostly above it — fricatives (:func:`fricative_level`).
 
+Where STOI is lost shows band by band: :func:`stoi_bands` gives its intermediate intelligibility in each
+of its 15 third-octave bands (their mean is STOI), and :func:`stoi_band_levels` the estimate's level against
+the clean speech's in each band, where the clean speech is strongest (speech removed shows there) and
+where it is weakest (noise left shows there).
+
 Every score of a silent clean reference or a silent estimate is undefined: NaN, with a
 warning; so are a STOI with less active speech than its 30-frame (384 ms) analysis window
 and a PESQ that the library refuses (shorter than 1/4 s, no utterance found).
@@ -42,8 +47,9 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["bss_eval", "stoi", "pesq", "pesq_mode", "high_band_share", "high_band_level", "fricative_level",
-           "unavailable_scores", "warnings_once", "FILTER_LENGTH", "PESQ_RATES", "SCORE_PACKAGES", "HIGH_BAND_HZ"]
+__all__ = ["bss_eval", "stoi", "stoi_bands", "stoi_band_levels", "pesq", "pesq_mode", "high_band_share",
+           "high_band_level", "fricative_level", "unavailable_scores", "warnings_once", "FILTER_LENGTH", "PESQ_RATES",
+           "SCORE_PACKAGES", "HIGH_BAND_HZ", "BAND_LEVEL_SHARE"]
 
 #: Length of the distortion filters allowed by BSS_EVAL v3 (mir_eval's value).
 FILTER_LENGTH = 512
@@ -54,6 +60,9 @@ PESQ_RATES = {"nb": 8000, "wb": 16000}
 #: Lower edge (Hz) of the band :func:`high_band_level` and :func:`fricative_level` compare: what
 #: telephone-band processing removes, where /s/, /ʃ/ and /f/ have most of their energy.
 HIGH_BAND_HZ = 4000.0
+
+#: Share of a band's frames, its strongest and its weakest in the clean speech, that :func:`stoi_band_levels` compares.
+BAND_LEVEL_SHARE = 0.3
 
 #: The optional package each perceptual score needs (the ``eval`` extra installs both).
 SCORE_PACKAGES = {"stoi": "pystoi", "pesq": "pesq"}
@@ -213,6 +222,119 @@ def stoi(clean, speech, sample_rate, *, extended=False):
     if any("Not enough STFT frames" in str(warning.message) for warning in caught):
         return _undefined("stoi: less than 384 ms of active clean speech (30 frames)", score)
     return float(value)
+
+
+def _third_octave_envelopes(clean, speech, sample_rate):
+    """STOI's third-octave band envelopes of both signals, its silent frames removed.
+
+    Returns
+    -------
+    clean, speech : ndarray, shape (15, n_frames)
+        Band magnitudes of pystoi's 25.6 ms frames at 10 kHz.
+    centres : ndarray, shape (15,)
+        The bands' centre frequencies (Hz).
+    """
+    from pystoi import utils
+    from pystoi.stoi import CF, DYN_RANGE, FS, N_FRAME, NFFT, OBM
+
+    x = utils.resample_oct(clean, FS, sample_rate)
+    y = utils.resample_oct(speech, FS, sample_rate)
+    x, y = utils.remove_silent_frames(x, y, DYN_RANGE, N_FRAME, N_FRAME // 2)
+    bands = [np.sqrt(OBM @ np.abs(utils.stft(z, N_FRAME, NFFT, overlap=2).T) ** 2) for z in (x, y)]
+    return bands[0], bands[1], np.asarray(CF)
+
+
+def _band_inputs(clean, speech, sample_rate, name):
+    """``(envelopes, None)`` of :func:`_third_octave_envelopes`, or ``(None, reason)`` where STOI is undefined."""
+    clean = _validate_signal(clean, "clean")
+    speech = _validate_signal(speech, "speech", clean.size)
+    sample_rate = _validate_rate(sample_rate)
+    reason = _silence(clean, speech, name)
+    if reason is not None:
+        return None, reason
+    from pystoi.stoi import N
+
+    envelopes = _third_octave_envelopes(clean, speech, sample_rate)
+    if envelopes[0].shape[1] < N:
+        return None, f"{name}: less than 384 ms of active clean speech (30 frames)"
+    return envelopes, None
+
+
+def stoi_bands(clean, speech, sample_rate):
+    """STOI's intermediate intelligibility in each of its third-octave bands (their mean is :func:`stoi`).
+
+    Each band's value is the correlation of the clean and the estimated envelope over 384 ms,
+    the estimate normalised and clipped as STOI does, averaged over the segments.
+
+    Returns
+    -------
+    values : ndarray, shape (15,)
+        NaN in every band, with a warning, where :func:`stoi` is undefined.
+    centres : ndarray, shape (15,)
+        The bands' centre frequencies, 150 Hz to 3.8 kHz.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`stoi`.
+    ImportError
+        pystoi is not installed.
+    """
+    envelopes, reason = _band_inputs(clean, speech, sample_rate, "stoi_bands")
+    from pystoi.stoi import BETA, CF, N
+
+    if envelopes is None:
+        return np.full(len(CF), _undefined(reason, "STOI per band")), np.asarray(CF)
+    x, y, centres = envelopes
+    # segments of N frames ending at every frame: (n_segments, bands, N)
+    x = np.lib.stride_tricks.sliding_window_view(x, N, axis=1).transpose(1, 0, 2)
+    y = np.lib.stride_tricks.sliding_window_view(y, N, axis=1).transpose(1, 0, 2)
+    y = y * np.linalg.norm(x, axis=2, keepdims=True) / (np.linalg.norm(y, axis=2, keepdims=True) + np.finfo(float).eps)
+    y = np.minimum(y, x * (1 + 10 ** (-BETA / 20)))
+    x, y = x - x.mean(axis=2, keepdims=True), y - y.mean(axis=2, keepdims=True)
+    correlation = np.sum(x * y, axis=2) / ((np.linalg.norm(x, axis=2) + np.finfo(float).eps)
+                                           * (np.linalg.norm(y, axis=2) + np.finfo(float).eps))
+    return correlation.mean(axis=0), centres
+
+
+def stoi_band_levels(clean, speech, sample_rate, *, share=BAND_LEVEL_SHARE):
+    """The estimate's level against the clean speech's in each STOI band, where the clean speech is strong and weak.
+
+    In each third-octave band of :func:`stoi_bands`, over the clean speech's active frames: the
+    estimate's mean band magnitude over the clean's, in dB, in the ``share`` of the frames where
+    the clean speech is strongest in that band (below 0 dB: speech removed) and in the ``share``
+    where it is weakest (above 0 dB: noise left where the talker is quiet in that band).
+
+    Returns
+    -------
+    strong, weak : ndarray, shape (15,)
+        NaN in every band, with a warning, where :func:`stoi` is undefined.
+    centres : ndarray, shape (15,)
+
+    Raises
+    ------
+    ParameterError
+        As :func:`stoi`, or ``share`` outside (0, 0.5].
+    ImportError
+        pystoi is not installed.
+    """
+    if not 0 < share <= 0.5:
+        raise ParameterError(f"share: expected a number in (0, 0.5], got {share!r}")
+    envelopes, reason = _band_inputs(clean, speech, sample_rate, "stoi_band_levels")
+    if envelopes is None:
+        from pystoi.stoi import CF
+
+        missing = np.full(len(CF), _undefined(reason, "the band levels"))
+        return missing, missing.copy(), np.asarray(CF)
+    x, y, centres = envelopes
+    count = max(1, int(round(share * x.shape[1])))
+    order = np.argsort(x, axis=1)
+    levels = []
+    for frames in (order[:, -count:], order[:, :count]):
+        ratio = (np.take_along_axis(y, frames, axis=1).sum(axis=1)
+                 / np.maximum(np.take_along_axis(x, frames, axis=1).sum(axis=1), np.finfo(float).tiny))
+        levels.append(20 * np.log10(np.maximum(ratio, np.finfo(float).tiny)))
+    return levels[0], levels[1], centres
 
 
 def pesq_mode(sample_rate):

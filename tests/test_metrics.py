@@ -206,6 +206,49 @@ def test_scores_are_the_libraries_own_on_the_same_arrays(rate, mode, pesq_rate, 
     assert pesq(0.1 * clean, 0.1 * noisy, rate) == pytest.approx(pesq(clean, noisy, rate), abs=1e-4)
 
 
+@pytest.mark.parametrize("rate", [8000, 16000])
+def test_stoi_bands_average_to_the_librarys_stoi_and_place_the_loss(rate, rng):
+    from pystoi import stoi as library_stoi
+    from scipy.signal import butter, sosfilt
+
+    from sepsti.metrics import stoi_bands
+
+    clean = speech(rate)
+    high = sosfilt(butter(8, 2000, "highpass", fs=rate, output="sos"), rng.standard_normal(clean.size))
+    noisy = at_snr(clean, high, 0)   # noise above 2 kHz only
+    values, centres = stoi_bands(clean, noisy, rate)
+    assert values.shape == centres.shape == (15,)
+    assert values.mean() == pytest.approx(library_stoi(clean, noisy, rate), abs=1e-12)
+    assert np.all(values[centres < 1000] > 0.99), values
+    assert values[centres > 2500].mean() < 0.9, values
+    assert np.allclose(stoi_bands(clean, clean, rate)[0], 1.0)
+
+
+def test_stoi_band_levels_show_speech_removed_and_noise_left(rng):
+    from sepsti.metrics import stoi_band_levels
+
+    clean = speech(8000)
+    strong, weak, centres = stoi_band_levels(clean, 0.5 * clean, 8000)
+    assert np.allclose(strong, 20 * np.log10(0.5)) and np.allclose(weak, 20 * np.log10(0.5))
+    assert centres.shape == (15,)
+    # steady noise fills the frames where the talker is quiet in a band more than those where it is loud
+    strong, weak, _ = stoi_band_levels(clean, at_snr(clean, rng.standard_normal(clean.size), 10), 8000)
+    assert np.all(weak >= strong - 0.05) and np.mean(weak - strong) > 3, (strong, weak)
+    with pytest.raises(ParameterError, match="share"):
+        stoi_band_levels(clean, clean, 8000, share=0.6)
+
+
+def test_band_scores_undefined_with_a_warning():
+    from sepsti.metrics import stoi_band_levels, stoi_bands
+
+    clean = speech(8000)
+    with pytest.warns(RuntimeWarning, match="clean reference is silent"):
+        assert np.all(np.isnan(stoi_bands(np.zeros_like(clean), clean, 8000)[0]))
+    with pytest.warns(RuntimeWarning, match="less than 384 ms"):
+        strong, weak, _ = stoi_band_levels(clean[:1600], clean[:1600], 8000)
+    assert np.all(np.isnan(strong)) and np.all(np.isnan(weak))
+
+
 def test_pesq_mode_can_be_chosen(rng):
     from pesq import pesq as library_pesq
     from scipy.signal import resample_poly

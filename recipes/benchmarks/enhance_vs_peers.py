@@ -28,11 +28,18 @@ noise, :func:`sepsti.comparison.paired_difference`) and the files on which sepst
 reads one from their names (as ``sepsti evaluate --names`` does): without it their means and leads are
 over all files (each its own replicate), and the plot shows each method's means as bars.
 
+``--bands`` adds, per SNR and method, where STOI is won or lost: the intermediate intelligibility in each of
+STOI's 15 third-octave bands (:func:`sepsti.metrics.stoi_bands`, their mean is STOI) and the estimate's level
+against the clean speech's in each band where the talker is strongest and weakest in it
+(:func:`sepsti.metrics.stoi_band_levels`: speech removed shows in the first, noise left in the second); the
+means go to the JSON under ``bands``.
+
 Usage::
 
     python recipes/benchmarks/enhance_vs_peers.py --corpus DIR [--out DIR] [--noise a,b] [--snr 0,5]
-        [--dictionary PATH] [--quick]
-    python recipes/benchmarks/enhance_vs_peers.py --clean DIR --noisy DIR [--names REGEX] [--out DIR] [--quick]
+        [--dictionary PATH] [--bands] [--quick]
+    python recipes/benchmarks/enhance_vs_peers.py --clean DIR --noisy DIR [--names REGEX] [--out DIR] [--bands]
+        [--quick]
 
 ``--quick`` scores sp21–sp23 only (the first ten pairs). The peers are the ``bench`` extra (``pip install
 'sepsti[bench]'``).
@@ -148,6 +155,36 @@ def deepfilternet_enhancer():
     return enhance
 
 
+def band_scores(clean, estimate, sample_rate):
+    """STOI per third-octave band and the levels against the clean speech there (lists, for the JSON)."""
+    from sepsti.metrics import stoi_band_levels, stoi_bands
+
+    stoi, _ = stoi_bands(clean, estimate, sample_rate)
+    strong, weak, _ = stoi_band_levels(clean, estimate, sample_rate)
+    return {"stoi": stoi.tolist(), "strong": strong.tolist(), "weak": weak.tolist()}
+
+
+def summarise_bands(rows, methods, groups):
+    """Mean band scores per SNR and method; prints them, band by band."""
+    from pystoi.stoi import CF
+
+    means = {}
+    for group in groups:
+        chosen = [r for r in rows if r.get("snr", "all") == group]
+        means[str(group)] = {method: {key: np.nanmean([r["bands"][method][key] for r in chosen], axis=0).tolist()
+                                      for key in ("stoi", "strong", "weak")} for method in methods}
+    print("\nper third-octave band: STOI; level against the clean speech (dB) where the talker is strongest in "
+          "the band (speech removed: below 0) and weakest (noise left: above 0)")
+    print(f"{'':25s}{'band (Hz)':>16s} " + "".join(f"{centre:7.0f}" for centre in CF) + "     mean")
+    for group, cells in means.items():
+        for key, digits in (("stoi", 3), ("strong", 1), ("weak", 1)):
+            for method in methods:
+                values = cells[method][key]
+                print(f"{group + (' dB' if group != 'all' else ''):>7s} {key:6s} {method:>26s} "
+                      + "".join(f"{value:7.{digits}f}" for value in values) + f"  {np.mean(values):7.{digits}f}")
+    return {"centre_hz": list(map(float, CF)), "means": means}
+
+
 def main(argv=None):
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=None,
@@ -161,6 +198,8 @@ def main(argv=None):
     parser.add_argument("--noise", default=None, help="noise types, comma-separated (default: all found)")
     parser.add_argument("--snr", default=None, help="SNRs in dB, comma-separated (default: all found)")
     parser.add_argument("--dictionary", type=Path, default=None, help="speech dictionary .npz (default: shipped)")
+    parser.add_argument("--bands", action="store_true",
+                        help="also STOI and the level against the clean speech in each third-octave band")
     args = parser.parse_args(argv)
 
     import noisereduce
@@ -220,6 +259,9 @@ def main(argv=None):
             signals[name], delays[name] = enhance(mixture.noisy, mixture.sample_rate)
             seconds[name] += time.perf_counter() - start
         row = {**label, **score_signals(mixture, signals, METRICS), "delay": {k: int(v) for k, v in delays.items()}}
+        if args.bands:
+            row["bands"] = {name: band_scores(mixture.clean, signal, mixture.sample_rate)
+                            for name, signal in signals.items()}
         rows.append(row)
         print(" ".join(str(value) for value in label.values()) + "  SDR/STOI  "
               + "  ".join(f"{name} {row[name]['sdr']:5.2f}/{row[name]['stoi']:.3f}" for name in methods),
@@ -271,6 +313,7 @@ def main(argv=None):
             print(f"{'over ' + other:31s} " + "  ".join(
                 f"{c['mean']:+.{digits}f} [{c['low']:+.{digits}f}, {c['high']:+.{digits}f}] {c['wins']}/{c['pairs']}"
                 for c in cells[key].values()))
+    bands = summarise_bands(rows, methods, groups) if args.bands else None
     print("\nseconds per file: " + ", ".join(f"{name} {value:.3f}" for name, value in timing.items()))
 
     import matplotlib
@@ -297,7 +340,7 @@ def main(argv=None):
     figure.tight_layout()
     results = {"corpus": recordings.corpus, "dictionaries": dictionaries.describe(),
                "seed": args.seed, "methods": methods, "summary": summary,
-               "per_noise": per_noise, "lead": lead, "seconds_per_file": timing,
+               "per_noise": per_noise, "lead": lead, "seconds_per_file": timing, "bands": bands,
                "load_average": os.getloadavg(), "results": rows}
     write_results(args.out, NAME, results, figure)
 

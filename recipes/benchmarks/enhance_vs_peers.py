@@ -32,7 +32,8 @@ over all files (each its own replicate), and the plot shows each method's means 
 STOI's 15 third-octave bands (:func:`sepsti.metrics.stoi_bands`, their mean is STOI) and the estimate's level
 against the clean speech's in each band where the talker is strongest and weakest in it
 (:func:`sepsti.metrics.stoi_band_levels`: speech removed shows in the first, noise left in the second); the
-means go to the JSON under ``bands``.
+means go to the JSON under ``bands``, and a second row of the plot shows STOI per band at the lowest and the
+highest SNR and the speech removed per band at the lowest.
 
 Usage::
 
@@ -185,6 +186,22 @@ def summarise_bands(rows, methods, groups):
     return {"centre_hz": list(map(float, CF)), "means": means}
 
 
+def plot_bands(axes, bands, methods):
+    """Three panels: STOI per band at the lowest and the highest SNR, the speech removed per band at the lowest."""
+    groups = list(bands["means"])
+    panels = ((groups[0], "stoi", "STOI per band"), (groups[-1], "stoi", "STOI per band"),
+              (groups[0], "strong", "level where the talker is strongest (dB)"))
+    for axis, (group, key, title) in zip(axes, panels):
+        for method in methods:
+            axis.plot(bands["centre_hz"], bands["means"][group][method][key], marker=".", label=method)
+        axis.set_xscale("log")
+        axis.minorticks_off()
+        axis.set_xticks([150, 300, 600, 1200, 2400], ["150", "300", "600", "1200", "2400"])
+        axis.set_xlabel("third-octave band (Hz)")
+        axis.set_title(f"{title}, {group}{' dB' if group != 'all' else ''}")
+        axis.grid(alpha=0.3)
+
+
 def main(argv=None):
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=None,
@@ -321,7 +338,8 @@ def main(argv=None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, 3, figsize=(14, 4))
+    figure, grid = plt.subplots(2 if bands else 1, 3, figsize=(14, 8 if bands else 4), squeeze=False)
+    axes = grid[0]
     for axis, key in zip(axes, ("sdr", "stoi", "pesq")):
         if snrs:
             for method in methods:
@@ -336,6 +354,8 @@ def main(argv=None):
         axis.grid(alpha=0.3)
     if snrs:
         axes[0].legend(fontsize=8)
+    if bands:
+        plot_bands(grid[1], bands, methods)
     figure.suptitle(f"{len(rows)} {recordings.noun}" + (f", {', '.join(noises)}" if noises else ""))
     figure.tight_layout()
     results = {"corpus": recordings.corpus, "dictionaries": dictionaries.describe(),

@@ -245,19 +245,20 @@ def _third_octave_envelopes(clean, speech, sample_rate):
 
 
 def _band_inputs(clean, speech, sample_rate, name):
-    """``(envelopes, None)`` of :func:`_third_octave_envelopes`, or ``(None, reason)`` where STOI is undefined."""
+    """``(clean, speech, centres, None)`` of :func:`_third_octave_envelopes`, or ``(None, None, centres, reason)``
+    where STOI is undefined."""
     clean = _validate_signal(clean, "clean")
     speech = _validate_signal(speech, "speech", clean.size)
     sample_rate = _validate_rate(sample_rate)
-    reason = _silence(clean, speech, name)
-    if reason is not None:
-        return None, reason
-    from pystoi.stoi import N
+    from pystoi.stoi import CF, N
 
-    envelopes = _third_octave_envelopes(clean, speech, sample_rate)
-    if envelopes[0].shape[1] < N:
-        return None, f"{name}: less than 384 ms of active clean speech (30 frames)"
-    return envelopes, None
+    reason = _silence(clean, speech, name)
+    if reason is None:
+        x, y, centres = _third_octave_envelopes(clean, speech, sample_rate)
+        if x.shape[1] >= N:
+            return x, y, centres, None
+        reason = f"{name}: less than 384 ms of active clean speech (30 frames)"
+    return None, None, np.asarray(CF), reason
 
 
 def stoi_bands(clean, speech, sample_rate):
@@ -280,12 +281,11 @@ def stoi_bands(clean, speech, sample_rate):
     ImportError
         pystoi is not installed.
     """
-    envelopes, reason = _band_inputs(clean, speech, sample_rate, "stoi_bands")
-    from pystoi.stoi import BETA, CF, N
+    x, y, centres, reason = _band_inputs(clean, speech, sample_rate, "stoi_bands")
+    if reason is not None:
+        return np.full(centres.size, _undefined(reason, "STOI per band")), centres
+    from pystoi.stoi import BETA, N
 
-    if envelopes is None:
-        return np.full(len(CF), _undefined(reason, "STOI per band")), np.asarray(CF)
-    x, y, centres = envelopes
     # segments of N frames ending at every frame: (n_segments, bands, N)
     x = np.lib.stride_tricks.sliding_window_view(x, N, axis=1).transpose(1, 0, 2)
     y = np.lib.stride_tricks.sliding_window_view(y, N, axis=1).transpose(1, 0, 2)
@@ -320,13 +320,10 @@ def stoi_band_levels(clean, speech, sample_rate, *, share=BAND_LEVEL_SHARE):
     """
     if not 0 < share <= 0.5:
         raise ParameterError(f"share: expected a number in (0, 0.5], got {share!r}")
-    envelopes, reason = _band_inputs(clean, speech, sample_rate, "stoi_band_levels")
-    if envelopes is None:
-        from pystoi.stoi import CF
-
-        missing = np.full(len(CF), _undefined(reason, "the band levels"))
-        return missing, missing.copy(), np.asarray(CF)
-    x, y, centres = envelopes
+    x, y, centres, reason = _band_inputs(clean, speech, sample_rate, "stoi_band_levels")
+    if reason is not None:
+        missing = np.full(centres.size, _undefined(reason, "the band levels"))
+        return missing, missing.copy(), centres
     count = max(1, int(round(share * x.shape[1])))
     order = np.argsort(x, axis=1)
     levels = []

@@ -231,17 +231,15 @@ def _third_octave_envelopes(clean, speech, sample_rate):
     -------
     clean, speech : ndarray, shape (15, n_frames)
         Band magnitudes of pystoi's 25.6 ms frames at 10 kHz.
-    centres : ndarray, shape (15,)
-        The bands' centre frequencies (Hz).
     """
     from pystoi import utils
-    from pystoi.stoi import CF, DYN_RANGE, FS, N_FRAME, NFFT, OBM
+    from pystoi.stoi import DYN_RANGE, FS, N_FRAME, NFFT, OBM
 
     x = utils.resample_oct(clean, FS, sample_rate)
     y = utils.resample_oct(speech, FS, sample_rate)
     x, y = utils.remove_silent_frames(x, y, DYN_RANGE, N_FRAME, N_FRAME // 2)
     bands = [np.sqrt(OBM @ np.abs(utils.stft(z, N_FRAME, NFFT, overlap=2).T) ** 2) for z in (x, y)]
-    return bands[0], bands[1], np.asarray(CF)
+    return bands[0], bands[1]
 
 
 def _band_inputs(clean, speech, sample_rate, name):
@@ -252,13 +250,14 @@ def _band_inputs(clean, speech, sample_rate, name):
     sample_rate = _validate_rate(sample_rate)
     from pystoi.stoi import CF, N
 
+    centres = np.asarray(CF)
     reason = _silence(clean, speech, name)
     if reason is None:
-        x, y, centres = _third_octave_envelopes(clean, speech, sample_rate)
+        x, y = _third_octave_envelopes(clean, speech, sample_rate)
         if x.shape[1] >= N:
             return x, y, centres, None
         reason = f"{name}: less than 384 ms of active clean speech (30 frames)"
-    return None, None, np.asarray(CF), reason
+    return None, None, centres, reason
 
 
 def stoi_bands(clean, speech, sample_rate):

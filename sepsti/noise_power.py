@@ -44,6 +44,17 @@ harmonics may hold that still), its least value there is a level the noise holds
 over the window and the band and capped by each bin's own power. A stationary noise seldom holds
 within that range for so long, and where it does, its least value lies below its predicted power.
 
+Below a few hundred hertz a voice's harmonics lie far apart, and the noise shows in the troughs between
+them. A noise whose level the prediction misses there (the swells of a crowd's roar, which the recursions
+smooth over) shows as ratios ``|Y|² / σ²`` that lie well above one in every bin of the band, speech or
+not. Over :data:`TROUGH_LOWEST_HZ`–:data:`TROUGH_HIGHEST_HZ` and :data:`TROUGH_REACH_SECONDS` either side
+of a frame, the ratios of a complex Gaussian noise are exponential about the level the prediction misses
+by, so their :data:`TROUGH_QUANTILE` quantile over ``−ln(1 − q)`` reads that level from the troughs,
+where the voice adds least. Where it exceeds :data:`TROUGH_RISE` and the ratios' median agrees with the
+same exponential (within :data:`TROUGH_SPREAD` of it: a voice's harmonics, or a steady noise that the
+prediction follows, spread the ratios far wider), the band's prediction is raised by it
+(docs/enhance.md, "A recorded crowd under the NOIZEUS talkers").
+
 The backward recursion restarts on a fixed grid of :data:`LOOKAHEAD_SECONDS`: for the frames of
 one cell of the grid it runs from the end of the next cell down, started from the forward
 estimate there, so the result depends on the frames alone, not on how they were chunked, and
@@ -64,7 +75,8 @@ from sepsti import features
 
 __all__ = ["SPEECH_SNR_DB", "POWER_SMOOTHING", "PRESENCE_SMOOTHING", "STAGNATION", "UNFOLLOWED_RISE_DB",
            "LOOKAHEAD_SECONDS", "STEADY_SECONDS", "STEADY_HERTZ", "STEADY_RANGE_DB", "STEADY_LOWEST_HZ",
-           "RAYLEIGH_POWER", "RAYLEIGH_MEAN",
+           "TROUGH_LOWEST_HZ", "TROUGH_HIGHEST_HZ", "TROUGH_REACH_SECONDS", "TROUGH_QUANTILE", "TROUGH_RISE",
+           "TROUGH_SPREAD", "RAYLEIGH_POWER", "RAYLEIGH_MEAN",
            "NoisePowerTracker", "track_noise_power", "stationary_bias", "overlapping_neighbours",
            "expected_magnitude", "median_magnitude"]
 
@@ -91,6 +103,17 @@ STEADY_RANGE_DB = 10.0
 #: Lowest frequency (Hz) of a steady component: below it a voice's first harmonics move less than
 #: :data:`STEADY_HERTZ` over :data:`STEADY_SECONDS` even when its pitch changes by a tenth.
 STEADY_LOWEST_HZ = 300.0
+#: Band (Hz) in which the noise's level is read from the troughs between a voice's harmonics.
+TROUGH_LOWEST_HZ = 60.0
+TROUGH_HIGHEST_HZ = 300.0
+#: Reach (s) on each side of a frame over which its troughs are read.
+TROUGH_REACH_SECONDS = 0.064
+#: Quantile of the ratios of power to prediction that reads the troughs.
+TROUGH_QUANTILE = 0.1
+#: Least factor by which the troughs' level must exceed the prediction to raise it.
+TROUGH_RISE = 2.0
+#: Largest ratio of the median's level to the troughs' for ratios that look exponential (noise alone).
+TROUGH_SPREAD = 1.5
 #: Mean power over squared median magnitude of a complex Gaussian noise (Rayleigh magnitudes:
 #: median² = σ² ln 4, power 2σ²): turns a floor of median magnitudes into a starting power.
 RAYLEIGH_POWER = 1.0 / np.log(2.0)
@@ -195,6 +218,7 @@ class NoisePowerTracker:
         self._steady = _steady_reach(framing)
         self._emitted = np.empty((len(self._sigma), 0), dtype=np.float32)
         self._emitted_forward = np.empty((len(self._sigma), 0), dtype=np.float32)
+        self._troughs = _TroughLevel(len(self._sigma), framing)
 
     def push(self, magnitudes):
         """Add frames; returns the estimates now complete, shape (n_bins, m), float32."""
@@ -203,15 +227,16 @@ class NoisePowerTracker:
         self._powers = np.concatenate([self._powers, powers], axis=1)
         self._forward = np.concatenate([self._forward, forward], axis=1)
         ready = max(0, self._powers.shape[1] // self._cell - 1)  # cells whose next cell is complete
-        return self._emit(ready, 2 * self._cell)
+        return self._troughs.push(*self._emit(ready, 2 * self._cell))
 
     def finish(self):
         """The estimates of the frames still held, shape (n_bins, m), float32."""
         cells = -(-self._powers.shape[1] // self._cell)
-        return self._emit(cells, self._powers.shape[1])
+        return self._troughs.push(*self._emit(cells, self._powers.shape[1]), last=True)
 
     def _emit(self, cells, span):
-        """Two-sided estimates of the first ``cells`` cells held; each backward run covers ``span`` frames."""
+        """Two-sided estimates of the first ``cells`` cells held, raised to their steady power, and those frames'
+        powers; each backward run covers ``span`` frames."""
         n = self._powers.shape[1]
         stop = min(cells * self._cell, n)
         estimates = np.empty((len(self._sigma), stop), dtype=np.float32)
@@ -232,9 +257,10 @@ class NoisePowerTracker:
         keep = slice(max(0, before + stop - self._steady[0]), before + stop)
         # copies: views would hold on to the whole chunk
         self._emitted, self._emitted_forward = seen[:, keep].copy(), predicted[:, keep].copy()
+        powers = self._powers[:, :stop]
         self._powers = self._powers[:, stop:]
         self._forward = self._forward[:, stop:]
-        return estimates
+        return estimates, powers
 
     def _backward_runs(self, starts, span, forward, estimates):
         """The cells starting at ``starts``: backward runs side by side, combined with the forward estimates.
@@ -257,6 +283,64 @@ class NoisePowerTracker:
             larger = np.maximum(before, after)
             estimates[:, start:cell_stop] = np.where(larger > _UNFOLLOWED_RISE * np.minimum(before, after),
                                                      larger / self._bias, (0.5 / self._bias) * (before + after))
+
+
+class _TroughLevel:
+    """The low band's estimates raised to the level read from the troughs between a voice's harmonics.
+
+    Frames arrive in order with their estimates; a frame is returned once the frames within
+    :data:`TROUGH_REACH_SECONDS` after it have arrived (at the ends of the signal, the first and the last
+    frame stand in for those beyond).
+    """
+
+    def __init__(self, n_bins, framing):
+        self._reach = max(1, int(round(TROUGH_REACH_SECONDS * framing.sample_rate / framing.hop_length)))
+        self._band = slice(int(TROUGH_LOWEST_HZ * framing.n_fft / framing.sample_rate),
+                           min(n_bins, int(TROUGH_HIGHEST_HZ * framing.n_fft / framing.sample_rate)))
+        self._held = np.empty((n_bins, 0), dtype=np.float32)  # estimates not yet returned
+        self._ratios = None  # the band's ratios of the frames looked back on, then of those held
+
+    def push(self, estimates, powers, last=False):
+        """Add frames' estimates and powers; returns the estimates now complete (all of them if ``last``)."""
+        ratios = powers[self._band] / np.maximum(estimates[self._band], np.finfo(np.float32).tiny)
+        if self._ratios is None:
+            if not ratios.shape[1]:
+                return estimates
+            ratios = np.concatenate([np.repeat(ratios[:, :1], self._reach, axis=1), ratios], axis=1)
+        else:
+            ratios = np.concatenate([self._ratios, ratios], axis=1)
+        held = np.concatenate([self._held, estimates], axis=1)
+        if last:
+            ratios = np.concatenate([ratios, np.repeat(ratios[:, -1:], self._reach, axis=1)], axis=1)
+        ready = max(0, ratios.shape[1] - 2 * self._reach)
+        out = held[:, :ready]
+        if ready and self._band.stop > self._band.start:
+            out[self._band] *= _trough_level(ratios[:, :ready + 2 * self._reach], self._reach)
+        self._ratios, self._held = ratios[:, ready:].copy(), held[:, ready:].copy()
+        return out
+
+
+def _trough_level(ratios, reach):
+    """Factor by which each frame's prediction is raised: the troughs' level where it is read, else one.
+
+    Parameters
+    ----------
+    ratios : ndarray, shape (n_bins, m + 2 · reach)
+        The band's powers over their predictions, ``reach`` frames before the first frame and after the last.
+    reach : int
+
+    Returns
+    -------
+    ndarray, shape (m,)
+    """
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    windows = sliding_window_view(ratios, 2 * reach + 1, axis=1)  # (bins, m, 2 reach + 1)
+    pooled = windows.transpose(1, 0, 2).reshape(windows.shape[1], -1)
+    trough, median = np.quantile(pooled, [TROUGH_QUANTILE, 0.5], axis=1)
+    level = trough / -np.log1p(-TROUGH_QUANTILE)  # an exponential's q-quantile is its mean times −ln(1 − q)
+    noise_alone = median / np.log(2.0) < TROUGH_SPREAD * level
+    return np.where(noise_alone & (level > TROUGH_RISE), level, 1.0).astype(ratios.dtype)
 
 
 def _steady_reach(framing):

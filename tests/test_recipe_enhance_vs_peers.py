@@ -1,0 +1,43 @@
+"""The peer benchmark (``recipes/benchmarks/enhance_vs_peers.py``) with some of its enhancers (``--methods``)."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from test_denoise import SR, toy_speech
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes" / "benchmarks"))
+
+import enhance_vs_peers  # noqa: E402
+
+
+def _pairs(folder, rng):
+    """Two clean/noisy pairs of toy speech in white noise at 0 dB, 3 s at 8 kHz, named as the benchmark reads them."""
+    for name in ("a", "b"):
+        clean = toy_speech(rng, 3.0)
+        noise = rng.standard_normal(len(clean)) * np.std(clean)
+        for kind, y in (("clean", clean), ("noisy", clean + noise)):
+            (folder / kind).mkdir(exist_ok=True)
+            soundfile.write(folder / kind / f"{name}_white_sn0.wav", y, SR, subtype="FLOAT")
+
+
+def test_sepsti_alone_is_scored_against_the_input_without_the_peers(tmp_path, rng):
+    """``--methods sepsti``: the input and sepsti only (noisereduce, RNNoise and DeepFilterNet3 not even imported),
+    sepsti's SDR above the input's on both files and its lead over the input alone."""
+    _pairs(tmp_path, rng)
+    enhance_vs_peers.main(["--clean", str(tmp_path / "clean"), "--noisy", str(tmp_path / "noisy"),
+                           "--names", r"(?P<sentence>.+)_(?P<noise>[a-z]+)_sn(?P<snr>\d+)",
+                           "--methods", "sepsti", "--out", str(tmp_path / "out")])
+    results = json.loads((tmp_path / "out" / "enhance_vs_peers.json").read_text())
+    assert results["methods"] == ["input", "sepsti"] and list(results["lead"]) == ["input"]
+    assert [row["sepsti"]["sdr"] > row["input"]["sdr"] + 3.0 for row in results["results"]] == [True, True]
+    assert "noisereduce" not in sys.modules and "pyrnnoise" not in sys.modules
+
+
+def test_an_unknown_method_is_refused_in_one_line(tmp_path):
+    with pytest.raises(SystemExit, match="--methods: rnnnoise; choose from sepsti, "):
+        enhance_vs_peers.main(["--clean", str(tmp_path), "--noisy", str(tmp_path), "--methods", "sepsti,rnnnoise"])

@@ -51,8 +51,8 @@ not. Over :data:`TROUGH_LOWEST_HZ`–:data:`TROUGH_HIGHEST_HZ` and :data:`TROUGH
 of a frame, the ratios of a complex Gaussian noise are exponential about the level the prediction misses
 by, so their :data:`TROUGH_QUANTILE` quantile over ``−ln(1 − q)`` reads that level from the troughs,
 where the voice adds least. Where it exceeds :data:`TROUGH_RISE` and the ratios' median agrees with the
-same exponential (within :data:`TROUGH_SPREAD` of it: a voice's harmonics, or a steady noise that the
-prediction follows, spread the ratios far wider), the band's prediction is raised by it
+same exponential (within :data:`TROUGH_SPREAD` of it: where a voice's harmonics stand above the noise,
+they spread the ratios far wider), the band's prediction is raised by it
 (docs/enhance.md, "A recorded crowd under the NOIZEUS talkers").
 
 The backward recursion restarts on a fixed grid of :data:`LOOKAHEAD_SECONDS`: for the frames of
@@ -195,10 +195,11 @@ class NoisePowerTracker:
     -----
     A frame's estimate leaves out the frame and the frames that share more than half of its
     samples (:func:`overlapping_neighbours`: none with frames every half window, one on each side
-    every quarter window), and is raised to the frame's steady power (:func:`_steady`). :meth:`push`
+    every quarter window), is raised to the frame's steady power (:func:`_steady`) and, below
+    :data:`TROUGH_HIGHEST_HZ`, to the level its troughs read (:class:`_TroughLevel`). :meth:`push`
     returns the estimates of the frames whose lookahead has arrived (up to two cells of
-    :data:`LOOKAHEAD_SECONDS` behind the newest frame), :meth:`finish` the rest; in all, one estimate
-    per frame pushed, in order.
+    :data:`LOOKAHEAD_SECONDS` and :data:`TROUGH_REACH_SECONDS` behind the newest frame), :meth:`finish`
+    the rest; in all, one estimate per frame pushed, in order.
     """
 
     def __init__(self, initial_power, framing):

@@ -44,7 +44,7 @@ Usage::
 
 ``--quick`` scores sp21–sp23 only (the first ten pairs); ``--methods sepsti`` runs sepsti alone (with the input),
 ``--methods sepsti,rnnoise`` those two. The peers are the ``bench`` extra (``pip install
-'sepsti[bench]'``).
+'sepsti[bench]'``); a peer's package is imported only when it runs.
 """
 
 import os

@@ -72,6 +72,10 @@ class Framing(NamedTuple):
         """Frequency bins, ``n_fft // 2 + 1``."""
         return self.n_fft // 2 + 1
 
+    def frames(self, seconds):
+        """Hops in ``seconds``, rounded, at least one."""
+        return max(1, int(round(seconds * self.sample_rate / self.hop_length)))
+
 
 #: The 8 kHz framing of the NOIZEUS dictionary and of the ICASSP'16 paper.
 NARROWBAND = Framing(8000, 512, 256)

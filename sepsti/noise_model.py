@@ -59,11 +59,6 @@ SEGMENT_SECONDS = 4.0
 CONTEXT_SECONDS = 2.0
 
 
-
-def _seconds_to_frames(seconds, framing):
-    return max(1, int(round(seconds * framing.sample_rate / framing.hop_length)))
-
-
 def min_frames(noise_rank, framing=features.NARROWBAND):
     """Fewest STFT frames a signal's own noise model is learned from.
 
@@ -82,7 +77,7 @@ def min_frames(noise_rank, framing=features.NARROWBAND):
     -------
     int
     """
-    return max(4 * int(noise_rank), _seconds_to_frames(SHORTEST_SECONDS, framing))
+    return max(4 * int(noise_rank), framing.frames(SHORTEST_SECONDS))
 
 
 class NoiseModel(NamedTuple):
@@ -156,7 +151,7 @@ class _MinimumTracker:
     """
 
     def __init__(self, framing):
-        self.block = max(1, _seconds_to_frames(MINIMUM_SECONDS / 4, framing))
+        self.block = framing.frames(MINIMUM_SECONDS / 4)
         self._alpha = float(np.exp(-framing.hop_length / framing.sample_rate / SMOOTHING_SECONDS))
         self._smoothed = None
         self._minimum = None
@@ -238,8 +233,8 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
     zeros; a shorter signal needs all its frames heard) takes the model of the nearest segment
     that has them; with none, there is no model (``None``).
     """
-    segment = _seconds_to_frames(SEGMENT_SECONDS, framing)
-    context = _seconds_to_frames(CONTEXT_SECONDS, framing)
+    segment = framing.frames(SEGMENT_SECONDS)
+    context = framing.frames(CONTEXT_SECONDS)
     fewest = min_frames(noise_rank, framing)
     n_segments = max(1, -(-n_frames // segment))
     if n_segments > 1 and n_frames - (n_segments - 1) * segment < segment // 2:

@@ -206,7 +206,7 @@ class NoisePowerTracker:
         hop_seconds = framing.hop_length / framing.sample_rate
         self._c = _Coefficients(hop_seconds)
         self._bias = stationary_bias(framing)
-        self._cell = max(1, int(round(LOOKAHEAD_SECONDS * framing.sample_rate / framing.hop_length)))
+        self._cell = framing.frames(LOOKAHEAD_SECONDS)
         self._sigma = np.array(initial_power, dtype=np.float64)
         self._presence = np.full_like(self._sigma, 0.5)
         # frames still held, in single precision: enough for the estimates, half the memory
@@ -295,7 +295,7 @@ class _TroughLevel:
     """
 
     def __init__(self, n_bins, framing):
-        self._reach = max(1, int(round(TROUGH_REACH_SECONDS * framing.sample_rate / framing.hop_length)))
+        self._reach = framing.frames(TROUGH_REACH_SECONDS)
         self._band = slice(int(TROUGH_LOWEST_HZ * framing.n_fft / framing.sample_rate),
                            min(n_bins, int(TROUGH_HIGHEST_HZ * framing.n_fft / framing.sample_rate)))
         self._held = np.empty((n_bins, 0), dtype=np.float32)  # estimates not yet returned
@@ -346,7 +346,7 @@ def _trough_level(ratios, reach):
 
 def _steady_reach(framing):
     """Frames of a steady window, bins on each side of a bin it may waver over, and its lowest bin."""
-    frames = max(1, int(round(STEADY_SECONDS * framing.sample_rate / framing.hop_length)))
+    frames = framing.frames(STEADY_SECONDS)
     bins = int(round(STEADY_HERTZ * framing.n_fft / framing.sample_rate))
     lowest = int(np.ceil(STEADY_LOWEST_HZ * framing.n_fft / framing.sample_rate))
     return frames, bins, lowest

@@ -66,8 +66,7 @@ def reference_troughs(powers, estimates, framing):
     TROUGH_RISE and the ratios' median over ln 2 is below TROUGH_SPREAD times it."""
     n = powers.shape[1]
     reach = int(round(TROUGH_REACH_SECONDS * framing.sample_rate / framing.hop_length))
-    band = slice(int(TROUGH_LOWEST_HZ * framing.n_fft / framing.sample_rate),
-                 int(TROUGH_HIGHEST_HZ * framing.n_fft / framing.sample_rate))
+    band = trough_band(framing)
     ratios = powers[band] / estimates[band]
     out = estimates.copy()
     for j in range(n):
@@ -117,6 +116,12 @@ def steady_tone(powers, bins, frames, power):
 #: Noise powers of the reference tests' bins: bins of very different levels side by side, then quiet bins up
 #: to 420 Hz at the 8 kHz framings (tones at bins 22 and 23, 344–359 Hz, lie above STEADY_LOWEST_HZ).
 LEVELS = np.concatenate([[1.0, 30.0, 1e4, 3.0, 1.0, 2.0], np.ones(21)])
+
+
+def trough_band(framing):
+    """The bins from TROUGH_LOWEST_HZ up to TROUGH_HIGHEST_HZ."""
+    return slice(int(TROUGH_LOWEST_HZ * framing.n_fft / framing.sample_rate),
+                 int(TROUGH_HIGHEST_HZ * framing.n_fft / framing.sample_rate))
 
 
 def low_band_swell(powers, start):
@@ -225,7 +230,7 @@ def test_a_rising_noise_is_followed_and_speech_is_not(rng):
     powers[:, 200:] *= 10.0                      # the noise rises by 10 dB for good at frame 200
     burst = slice(80, 90)                         # 0.3 s of 'speech' 20 dB above the noise
     powers[:, burst] += 100.0 * level[:, None] * rng.exponential(1.0, (32, 10))
-    above = int(TROUGH_HIGHEST_HZ * FRAMING.n_fft / FRAMING.sample_rate)
+    above = trough_band(FRAMING).stop
     estimate = track_noise_power(np.sqrt(powers), level, FRAMING)[above:].mean(axis=0) / 100.0
     settled = estimate[20:70].mean()             # noise alone, before the burst
     assert estimate[burst].max() < 2.0 * settled, (estimate[burst].max(), settled)
@@ -240,7 +245,7 @@ def test_digital_silence_holds_the_estimate(rng):
     import warnings
 
     level = np.full(40, 50.0)
-    above = int(TROUGH_HIGHEST_HZ * FRAMING.n_fft / FRAMING.sample_rate)
+    above = trough_band(FRAMING).stop
     powers = np.concatenate([noise_powers(rng, level, 150), np.zeros((40, 100)), noise_powers(rng, level, 150)], axis=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow or division warnings either
@@ -291,8 +296,7 @@ def test_a_low_band_noise_the_prediction_misses_is_read_from_the_troughs(rng):
     from sepsti import noise_power
 
     framing = QUARTER
-    band = slice(int(TROUGH_LOWEST_HZ * framing.n_fft / framing.sample_rate),
-                 int(TROUGH_HIGHEST_HZ * framing.n_fft / framing.sample_rate))
+    band = trough_band(framing)
     n = 800
     swelling = np.mod(np.arange(n) * framing.hop_length / framing.sample_rate, 1.2) < 0.4
     level = np.ones((40, n))

@@ -17,15 +17,23 @@ followed. The estimate moves with the noise in every bin and frame that speech l
 including the loud moments of a noise (a passing vehicle), which a minimum does not see. A bin of
 digital silence (below :data:`sepsti.features.SILENT_MAGNITUDE`) leaves the state as it was.
 
-Offline, a frame's noise power is predicted from both sides: the mean of the forward
-recursion's estimate *before* the frame and the backward recursion's estimate before it (from
-the frames after it) — or the larger of the two alone where it exceeds the other by more than
-:data:`UNFOLLOWED_RISE_DB`. A recursion follows a fall of the noise within a fraction of a
-second and a rise only once the stagnation cap lets it (most of a second), so after a stretch
-of near-silence (a muted microphone, an edit) the recursion coming out of it lies far below the
-noise for that long, and the mean would halve the noise's power. Elsewhere the two seldom part
-by so much (docs/enhance.md, "A stretch of near-silence"), and where they do the larger is at
-most twice their mean.
+Offline, a frame's noise power is predicted from both sides: from the forward recursion's
+estimate *before* the frame and the backward recursion's estimate before it (from the frames
+after it), their mean weighted by how recent each one's observations are. An estimate is a
+weighted average of past observations, and its *age* is theirs, in frames: ``A ← w A + 1`` where
+the recursion keeps the weight ``w = α + (1 − α) P`` on its old estimate (``1 / (1 − α)`` frames
+where no speech holds it, growing by a frame per frame where speech does). Each estimate is
+weighted by the other's age (by the inverse of its own, the variance of a level that drifts
+freely): within a noise the two ages match and this is their plain mean; across a stretch of
+speech the prediction moves from the noise before it to the noise after it; and where a noise
+switches on or off, the recursion that meets the change as a rise, which takes it for speech,
+ages and gives way to the one that has already followed it (docs/enhance.md, "A noise that
+changes"). Where the larger of the two exceeds the other by more than :data:`UNFOLLOWED_RISE_DB`,
+the larger alone is taken: a recursion follows a fall of the noise within a fraction of a second
+and a rise only once the stagnation cap lets it (most of a second), so after a stretch of
+near-silence (a muted microphone, an edit) the recursion coming out of it lies far below the
+noise for that long, too far for any weight. Elsewhere the two seldom part by so much
+(docs/enhance.md, "A stretch of near-silence").
 
 The frame's own observation is left out, and so are those of the frames
 that share more than half of its samples (:func:`overlapping_neighbours`), so a model that
@@ -137,24 +145,26 @@ class _Coefficients:
         self.exponent = xi / (1.0 + xi)
 
 
-def _recursion(powers, sigma, presence, c):
+def _recursion(powers, sigma, presence, c, age):
     """Run the tracker over ``powers`` (frames along axis 1; any trailing axes run side by side).
 
-    ``sigma`` and ``presence`` are the state (one frame's shape), updated in place.
+    ``sigma``, ``presence`` and ``age`` are the state (one frame's shape), updated in place.
 
     Returns
     -------
-    ndarray, the shape of ``powers``
-        The estimate *before* each frame: the frame's noise power predicted from the frames
-        already seen, not from the frame itself.
+    estimates, ages : ndarray, the shape of ``powers``
+        The estimate *before* each frame (the frame's noise power predicted from the frames
+        already seen, not from the frame itself) and its age in frames.
     """
     # frames first and contiguous: every step then reads and writes one block of memory
     frames = np.ascontiguousarray(np.moveaxis(powers, 1, 0))
     out = np.empty_like(frames)
+    ages = np.empty_like(frames)
     probability, difference, smoothed = np.empty_like(sigma), np.empty_like(sigma), np.empty_like(sigma)
     stuck, heard = np.empty(sigma.shape, dtype=bool), np.empty(sigma.shape, dtype=bool)
     for j, observed in enumerate(frames):
         out[j] = sigma
+        ages[j] = age
         # P(speech | |Y|²) under the a priori SNR ξ: 1 / (1 + (1 + ξ) exp(−γ ξ / (1 + ξ))), γ = |Y|² / σ²
         np.maximum(sigma, _SILENT_POWER, out=difference)
         np.divide(observed, difference, out=probability)
@@ -179,7 +189,9 @@ def _recursion(powers, sigma, presence, c):
         difference *= probability
         difference += observed
         np.copyto(sigma, difference, where=heard)
-    return np.moveaxis(out, 0, 1)
+        np.multiply(age, probability, out=age, where=heard)
+        age += 1.0
+    return np.moveaxis(out, 0, 1), np.moveaxis(ages, 0, 1)
 
 
 class NoisePowerTracker:
@@ -209,12 +221,14 @@ class NoisePowerTracker:
         self._cell = framing.frames(LOOKAHEAD_SECONDS)
         self._sigma = np.array(initial_power, dtype=np.float64)
         self._presence = np.full_like(self._sigma, 0.5)
+        self._age = np.full_like(self._sigma, 1.0 / (1.0 - self._c.power))
         # frames still held, in single precision: enough for the estimates, half the memory
         self._powers = np.empty((len(self._sigma), 0), dtype=np.float32)
-        self._forward = np.empty((len(self._sigma), 0), dtype=np.float32)
+        self._forward = np.empty((2, len(self._sigma), 0), dtype=np.float32)  # estimates and their ages
         # the forward estimates of the frames just before those held, which the first held frames take
         self._gap = overlapping_neighbours(framing)
-        self._forward_before = np.repeat(self._sigma.astype(np.float32)[:, None], self._gap, axis=1)
+        self._forward_before = np.repeat(np.stack([self._sigma, self._age]).astype(np.float32)[:, :, None],
+                                         self._gap, axis=2)
         # the last frames emitted, which the steady power of the next frames looks back on
         self._steady = _steady_reach(framing)
         self._emitted = np.empty((len(self._sigma), 0), dtype=np.float32)
@@ -224,9 +238,9 @@ class NoisePowerTracker:
     def push(self, magnitudes):
         """Add frames; returns the estimates now complete, shape (n_bins, m), float32."""
         powers = np.square(np.asarray(magnitudes, dtype=np.float32))
-        forward = _recursion(powers, self._sigma, self._presence, self._c)
+        forward = _recursion(powers, self._sigma, self._presence, self._c, self._age)
         self._powers = np.concatenate([self._powers, powers], axis=1)
-        self._forward = np.concatenate([self._forward, forward], axis=1)
+        self._forward = np.concatenate([self._forward, np.stack(forward)], axis=2)
         ready = max(0, self._powers.shape[1] // self._cell - 1)  # cells whose next cell is complete
         return self._troughs.push(*self._emit(ready, 2 * self._cell))
 
@@ -242,17 +256,17 @@ class NoisePowerTracker:
         stop = min(cells * self._cell, n)
         estimates = np.empty((len(self._sigma), stop), dtype=np.float32)
         # column f of this array is the forward estimate before frame f - gap
-        forward = np.concatenate([self._forward_before, self._forward], axis=1)
+        forward = np.concatenate([self._forward_before, self._forward], axis=2)
         for first in range(0, cells, _CELLS_AT_ONCE):
             self._backward_runs(np.arange(first, min(cells, first + _CELLS_AT_ONCE)) * self._cell, span, forward,
                                 estimates)
-        self._forward_before = forward[:, stop:stop + self._gap]
+        self._forward_before = forward[:, :, stop:stop + self._gap]
         # the frames looked back on, those emitted now and those within a window after them (the rest
         # wait for the next call)
         before = self._emitted.shape[1]
         reach = slice(0, stop + self._steady[0])
         seen = np.concatenate([self._emitted, self._powers[:, reach]], axis=1)
-        predicted = np.concatenate([self._emitted_forward, self._forward[:, reach]], axis=1)
+        predicted = np.concatenate([self._emitted_forward, self._forward[0, :, reach]], axis=1)
         steady = _steady(seen, predicted / self._bias, *self._steady)
         np.maximum(estimates, steady[:, before:before + stop], out=estimates)
         keep = slice(max(0, before + stop - self._steady[0]), before + stop)
@@ -260,30 +274,34 @@ class NoisePowerTracker:
         self._emitted, self._emitted_forward = seen[:, keep].copy(), predicted[:, keep].copy()
         powers = self._powers[:, :stop]
         self._powers = self._powers[:, stop:]
-        self._forward = self._forward[:, stop:]
+        self._forward = self._forward[:, :, stop:]
         return estimates, powers
 
     def _backward_runs(self, starts, span, forward, estimates):
         """The cells starting at ``starts``: backward runs side by side, combined with the forward estimates.
 
-        Frame f takes the forward estimate before frame f - gap (``forward[:, f]``) and the backward
-        estimate before frame f + gap (at the end of the signal, the run's start): their mean, or the
-        larger where it exceeds the other by more than :data:`UNFOLLOWED_RISE_DB`.
+        Frame f takes the forward estimate before frame f - gap (``forward[:, :, f]``: estimate and age)
+        and the backward estimate before frame f + gap (at the end of the signal, the run's start): each
+        weighted by the other's age, or the larger where it exceeds the other by more than
+        :data:`UNFOLLOWED_RISE_DB`.
         """
         n = self._powers.shape[1]
         ends = np.minimum(starts + span, n)
         offsets = np.arange(int((ends - starts).max()))
         frames = np.clip(ends[None, :] - 1 - offsets[:, None], 0, n - 1)  # (steps, cells), counted back
-        sigma = self._forward[:, ends - 1].astype(np.float64)  # each run starts from the forward estimate
-        backward = _recursion(self._powers[:, frames], sigma, np.full_like(sigma, 0.5), self._c)
+        # each run starts from the forward estimate there, and its age
+        sigma, age = self._forward[:, :, ends - 1].astype(np.float64)
+        backward, backward_age = _recursion(self._powers[:, frames], sigma, np.full_like(sigma, 0.5), self._c, age)
         for index, (start, end) in enumerate(zip(starts, ends)):
             cell_stop = min(start + self._cell, n)
             # frame f + gap is step end - 1 - f - gap of this cell's run
             steps = np.maximum(end - 1 - self._gap - np.arange(start, cell_stop), 0)
-            before, after = forward[:, start:cell_stop], backward[:, steps, index]
+            before, after = forward[0, :, start:cell_stop], backward[:, steps, index]
+            age_before, age_after = forward[1, :, start:cell_stop], backward_age[:, steps, index]
+            weighted = (before * age_after + after * age_before) / (age_before + age_after)
             larger = np.maximum(before, after)
             estimates[:, start:cell_stop] = np.where(larger > _UNFOLLOWED_RISE * np.minimum(before, after),
-                                                     larger / self._bias, (0.5 / self._bias) * (before + after))
+                                                     larger, weighted) / self._bias
 
 
 class _TroughLevel:
@@ -439,7 +457,8 @@ def stationary_bias(framing):
     powers = np.square(np.abs(features.stft(noise, framing=framing)[bins])) / np.sum(features.window(framing) ** 2)
     n_bins = powers.shape[0]
     hop_seconds = framing.hop_length / framing.sample_rate
-    estimates = _recursion(powers, np.ones(n_bins), np.full(n_bins, 0.5), _Coefficients(hop_seconds))
+    c = _Coefficients(hop_seconds)
+    estimates, _ = _recursion(powers, np.ones(n_bins), np.full(n_bins, 0.5), c, np.ones(n_bins))
     return float(estimates[:, 200:].mean())
 
 

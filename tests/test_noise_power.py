@@ -21,23 +21,26 @@ def reference_estimates(powers, initial_power, framing=FRAMING, gap=0):
     raised to the steady power (:func:`reference_steady`) and then to the troughs' level (:func:`reference_troughs`).
 
     Frame f takes the forward estimate before frame f - gap and the backward estimate before frame f + gap: their
-    mean, or the larger where it is more than UNFOLLOWED_RISE_DB above the other.
+    mean weighted by the other's age, or the larger where it is more than UNFOLLOWED_RISE_DB above the other. An
+    estimate's age is the mean age, in frames, of the observations it averages: A <- w A + 1 at each frame, w the
+    weight the estimate keeps.
     """
     hop = framing.hop_length / framing.sample_rate
     alpha = POWER_SMOOTHING ** (hop / 0.016)
     beta = PRESENCE_SMOOTHING ** (hop / 0.016)
     xi = 10 ** (SPEECH_SNR_DB / 10)
 
-    def run(sequence, sigma):
-        """The estimate before each observation."""
+    def run(sequence, sigma, age):
+        """The estimate and its age before each observation."""
         presence, out = 0.5, []
         for observed in sequence:
-            out.append(sigma)
+            out.append((sigma, age))
             probability = 1 / (1 + (1 + xi) * np.exp(-observed / sigma * xi / (1 + xi)))
             presence = beta * presence + (1 - beta) * probability
             if presence > STAGNATION:
                 probability = min(probability, STAGNATION)
             sigma = alpha * sigma + (1 - alpha) * ((1 - probability) * observed + probability * sigma)
+            age = (alpha + (1 - alpha) * probability) * age + 1
         return np.array(out)
 
     n_bins, n = powers.shape
@@ -45,16 +48,18 @@ def reference_estimates(powers, initial_power, framing=FRAMING, gap=0):
     out = np.empty_like(powers)
     forwards = np.empty_like(powers)
     for f in range(n_bins):
-        forward = forwards[f] = run(powers[f], initial_power[f])
+        forward = run(powers[f], initial_power[f], 1 / (1 - alpha))
+        forwards[f] = forward[:, 0]
         for start in range(0, n, cell):
             # each cell's backward run starts at the end of the next cell (or of the signal), from the forward estimate
             end = start + 2 * cell if start + 2 * cell <= n else n
-            backward = run(powers[f, start:end][::-1], forward[end - 1])[::-1]
+            backward = run(powers[f, start:end][::-1], *forward[end - 1])[::-1]
             for frame in range(start, min(start + cell, n)):
-                before = forward[frame - gap] if frame >= gap else initial_power[f]
-                after = backward[min(frame + gap, end - 1) - start]
+                before, age_before = forward[frame - gap] if frame >= gap else (initial_power[f], 1 / (1 - alpha))
+                after, age_after = backward[min(frame + gap, end - 1) - start]
                 apart = max(before, after) > 10 ** (UNFOLLOWED_RISE_DB / 10) * min(before, after)
-                out[f, frame] = max(before, after) if apart else 0.5 * (before + after)
+                weighted = (before * age_after + after * age_before) / (age_before + age_after)
+                out[f, frame] = max(before, after) if apart else weighted
     bias = stationary_bias(framing)
     return reference_troughs(powers, np.maximum(out / bias, reference_steady(powers, forwards / bias, framing)), framing)
 
@@ -217,9 +222,26 @@ def test_overlapping_frames_settle_higher_than_independent_ones(rng):
 
     quarter = features.enhancement_framing(FRAMING)
     hop_seconds = quarter.hop_length / quarter.sample_rate
-    independent = _recursion(rng.exponential(1.0, (256, 2000)), np.ones(256), np.full(256, 0.5),
-                             _Coefficients(hop_seconds))[:, 200:].mean()
+    independent, _ = _recursion(rng.exponential(1.0, (256, 2000)), np.ones(256), np.full(256, 0.5),
+                                _Coefficients(hop_seconds), np.ones(256))
+    independent = independent[:, 200:].mean()
     assert stationary_bias(quarter) - independent > 0.02, (stationary_bias(quarter), independent)
+
+
+def test_a_noise_that_switches_on_is_taken_from_the_recursion_that_followed_it(rng):
+    """A 30 dB step (within UNFOLLOWED_RISE_DB): the forward recursion takes it for speech for most of a second,
+    the backward one has followed it; weighted by age, the two-sided estimate is the backward one's (their plain
+    mean would be about 0.75 of the noise's power from a quarter to one second after the step). Above
+    TROUGH_HIGHEST_HZ, where the troughs' level does not take part."""
+    n, step = 1000, 400
+    level = np.where(np.arange(n) >= step, 1000.0, 1.0)
+    powers = rng.exponential(1.0, (64, n)) * level
+    estimates = track_noise_power(np.sqrt(powers), np.ones(64), FRAMING)[trough_band(FRAMING).stop:]
+    after = slice(step + int(0.25 / HOP), step + int(1.0 / HOP))
+    ratio = (estimates[:, after] / level[after]).mean()
+    assert 0.9 < ratio < 1.15, ratio
+    # settled on both sides, unbiased
+    assert abs((estimates[:, 50:step - 70] / level[50:step - 70]).mean() - 1.0) < 0.05
 
 
 def test_a_rising_noise_is_followed_and_speech_is_not(rng):

@@ -28,7 +28,7 @@ freely): within a noise the two ages match and this is their plain mean; across 
 speech the prediction moves from the noise before it to the noise after it; and where a noise
 switches on or off, the recursion that meets the change as a rise, which takes it for speech,
 ages and gives way to the one that has already followed it (docs/enhance.md, "A noise that
-changes"). Where the larger of the two exceeds the other by more than :data:`UNFOLLOWED_RISE_DB`,
+switches on"). Where the larger of the two exceeds the other by more than :data:`UNFOLLOWED_RISE_DB`,
 the larger alone is taken: a recursion follows a fall of the noise within a fraction of a second
 and a rise only once the stagnation cap lets it (most of a second), so after a stretch of
 near-silence (a muted microphone, an edit) the recursion coming out of it lies far below the

@@ -1,0 +1,103 @@
+"""Speech enhancement of a noise that switches on and off (a vacuum cleaner, a blender, a passing train).
+
+Each wideband mixture of ``enhance_wideband.py`` (LibriSpeech utterances of the split at 16 kHz,
+by default car, pink and white noise at 5 dB, 8 s) is enhanced twice by ``sepsti enhance`` (the
+checkout given by ``--sepsti``, default this one): as it is, the noise throughout, and with the
+noise ``--drop-db`` lower outside the middle three eighths of the file, so that it switches on at
+3/8 and off at 6/8. Scored by :func:`sepsti.metrics.bss_eval` (SDR) over the first and the last
+second of the noise's burst and over the whole file, each against the same stretch with the noise
+throughout. Prints the means and writes ``OUT/enhance_noise_switch_LABEL.json``.
+
+Usage::
+
+    python recipes/benchmarks/enhance_noise_switch.py [--split validation] [--noise car,pink,white] [--snr 5] \\
+        [--drop-db 30] [--sepsti CHECKOUT] [--label sepsti] [--out DIR]
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+
+from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
+
+NAME = "enhance_noise_switch"
+CASES = ("throughout", "switched")
+STRETCHES = ("first_second", "last_second", "whole")
+
+
+def burst(length):
+    """Sample range ``(on, off)`` of the noise's burst in a signal of ``length``: its middle three eighths."""
+    return 3 * length // 8, 6 * length // 8
+
+
+def stretches(length, rate):
+    """Sample ranges of :data:`STRETCHES` in a signal of ``length``."""
+    on, off = burst(length)
+    return {"first_second": (on, on + rate), "last_second": (off - rate, off), "whole": (0, length)}
+
+
+def main():
+    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "wideband")
+    parser.add_argument("--split", default="validation", choices=("validation", "test"))
+    parser.add_argument("--files", type=int, default=12, help="16 kHz utterances")
+    parser.add_argument("--noise", default="car,pink,white")
+    parser.add_argument("--snr", type=int, default=5)
+    parser.add_argument("--drop-db", type=float, default=30.0, help="how far the noise falls outside its burst")
+    parser.add_argument("--label", default="sepsti", help="name of this run in the results")
+    parser.add_argument("--sepsti", type=Path, default=ROOT, help="checkout whose sepsti enhances")
+    args = parser.parse_args()
+    if not (args.data / "manifest.json").is_file():
+        raise SystemExit(f"{args.data}: no wideband corpus (manifest.json) there")
+    import soundfile
+
+    from enhance_near_silence import stretch_sdr
+    from enhance_wideband import make_mixtures
+
+    folder = args.out / f"{NAME}_{args.split}"
+    mixtures = make_mixtures(args.data, args.split, folder / "throughout", files=2 if args.quick else args.files,
+                             noises=args.noise.split(","), snrs=[args.snr], seconds=8.0, rate48=0, seed=args.seed)
+    paths = {case: [] for case in CASES}
+    for path, clean, rate, *_ in mixtures:
+        noisy, _ = soundfile.read(path)
+        on, off = burst(len(noisy))
+        gain = np.full(len(noisy), 10.0 ** (-args.drop_db / 20.0))
+        gain[on:off] = 1.0
+        target = folder / "switched" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        soundfile.write(target, clean + gain * (noisy - clean), rate, subtype="FLOAT")
+        paths["throughout"].append(Path(path))
+        paths["switched"].append(target)
+    outputs = folder / args.label
+    with checkout_package(args.sepsti) as (env, cwd):
+        for case in CASES:
+            subprocess.run([sys.executable, "-m", "sepsti", "enhance", *[str(p.resolve()) for p in paths[case]],
+                            "--out-dir", str((outputs / case).resolve()), "--overwrite"],
+                           env={**env, "OPENBLAS_NUM_THREADS": "1"}, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+    rows = []
+    for (path, clean, rate, kind, snr, utterance), *inputs in zip(mixtures, *paths.values()):
+        row = {"file": path.name, "noise": kind, "snr": snr, "utterance": utterance}
+        for case, noisy_path in zip(CASES, inputs):
+            signal, _ = soundfile.read(noisy_path)
+            output, _ = soundfile.read(outputs / case / path.name)
+            for name, (lo, hi) in stretches(len(signal), rate).items():
+                row[f"{case}_{name}"] = stretch_sdr(clean, signal, output, lo, hi)
+                row[f"{case}_{name}_input"] = stretch_sdr(clean, signal, signal, lo, hi)
+        rows.append(row)
+    summary = {key: float(np.mean([r[key] for r in rows])) for key in rows[0] if key.startswith(CASES)}
+    for case in CASES:
+        print(f"{case:>10}: " + ", ".join(f"{name} {summary[f'{case}_{name}']:.2f} dB "
+                                         f"(input {summary[f'{case}_{name}_input']:.2f})" for name in STRETCHES))
+    write_results(args.out, f"{NAME}_{args.label}", {
+        "split": args.split, "label": args.label, "checkout": str(args.sepsti.resolve()), "drop_db": args.drop_db,
+        "load_average": os.getloadavg(), "results": rows, "summary": summary})
+
+
+if __name__ == "__main__":
+    main()

@@ -16,7 +16,6 @@ Usage::
 """
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
+from _common import write_results  # noqa: E402
+from _stretches import enhance_cases, stretch_parser, stretch_sdr, summarize, wideband_mixtures  # noqa: E402
 
 NAME = "enhance_near_silence"
 CASES = ("no_gap", "zeros", "near_silence")
@@ -39,33 +39,15 @@ def stretches(length, rate, middle, gap):
             "rest_after": (after + rate, length)}
 
 
-def stretch_sdr(clean, noisy, output, start, stop):
-    from sepsti.metrics import bss_eval
-
-    return bss_eval(clean[start:stop], noisy[start:stop], output[start:stop])["sdr"]
-
-
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "wideband")
-    parser.add_argument("--split", default="validation", choices=("validation", "test"))
-    parser.add_argument("--files", type=int, default=12, help="16 kHz utterances")
-    parser.add_argument("--noise", default="car,pink,white")
-    parser.add_argument("--snr", type=int, default=5)
+    parser = stretch_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--gap", type=float, default=2.0, help="seconds inserted")
     parser.add_argument("--gap-dbfs", type=float, default=-90.0, help="level of the near-silence (white noise)")
-    parser.add_argument("--label", default="sepsti", help="name of this run in the results")
-    parser.add_argument("--sepsti", type=Path, default=ROOT, help="checkout whose sepsti enhances")
     args = parser.parse_args()
-    if not (args.data / "manifest.json").is_file():
-        raise SystemExit(f"{args.data}: no wideband corpus (manifest.json) there")
     import soundfile
 
-    from enhance_wideband import make_mixtures
-
     folder = args.out / f"{NAME}_{args.split}"
-    mixtures = make_mixtures(args.data, args.split, folder / "noisy", files=2 if args.quick else args.files,
-                             noises=args.noise.split(","), snrs=[args.snr], seconds=8.0, rate48=0, seed=args.seed)
+    mixtures = wideband_mixtures(args, folder / "noisy")
     rng = np.random.default_rng(args.seed)
     signals, paths = [], {case: [] for case in CASES}  # per mixture, each case's (clean, noisy) signals
     for path, clean, rate, *_ in mixtures:
@@ -84,11 +66,7 @@ def main():
         paths["no_gap"].append(Path(path))
         signals.append(cases)
     outputs = folder / args.label
-    with checkout_package(args.sepsti) as (env, cwd):
-        for case in CASES:
-            subprocess.run([sys.executable, "-m", "sepsti", "enhance", *[str(p.resolve()) for p in paths[case]],
-                            "--out-dir", str((outputs / case).resolve()), "--overwrite"],
-                           env={**env, "OPENBLAS_NUM_THREADS": "1"}, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+    enhance_cases(args.sepsti, paths, outputs)
     rows = []
     for (path, _, rate, kind, snr, utterance), cases in zip(mixtures, signals):
         row = {"file": path.name, "noise": kind, "snr": snr, "utterance": utterance}
@@ -99,10 +77,7 @@ def main():
                 row[f"{case}_{name}"] = stretch_sdr(reference, signal, output, lo, hi)
                 row[f"{case}_{name}_input"] = stretch_sdr(reference, signal, signal, lo, hi)
         rows.append(row)
-    summary = {key: float(np.mean([r[key] for r in rows])) for key in rows[0] if key.startswith(CASES)}
-    for case in CASES:
-        print(f"{case:>13}: " + ", ".join(f"{name} {summary[f'{case}_{name}']:.2f} dB "
-                                          f"(input {summary[f'{case}_{name}_input']:.2f})" for name in STRETCHES))
+    summary = summarize(rows, CASES, STRETCHES)
     write_results(args.out, f"{NAME}_{args.label}", {
         "split": args.split, "label": args.label, "checkout": str(args.sepsti.resolve()), "gap_seconds": args.gap,
         "gap_dbfs": args.gap_dbfs, "load_average": os.getloadavg(), "results": rows, "summary": summary})

@@ -15,7 +15,6 @@ Usage::
 """
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
+from _common import write_results  # noqa: E402
+from _stretches import enhance_cases, stretch_parser, stretch_sdr, summarize, wideband_mixtures  # noqa: E402
 
 NAME = "enhance_noise_switch"
 CASES = ("throughout", "switched")
@@ -43,26 +43,13 @@ def stretches(length, rate):
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "wideband")
-    parser.add_argument("--split", default="validation", choices=("validation", "test"))
-    parser.add_argument("--files", type=int, default=12, help="16 kHz utterances")
-    parser.add_argument("--noise", default="car,pink,white")
-    parser.add_argument("--snr", type=int, default=5)
+    parser = stretch_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--drop-db", type=float, default=30.0, help="how far the noise falls outside its burst")
-    parser.add_argument("--label", default="sepsti", help="name of this run in the results")
-    parser.add_argument("--sepsti", type=Path, default=ROOT, help="checkout whose sepsti enhances")
     args = parser.parse_args()
-    if not (args.data / "manifest.json").is_file():
-        raise SystemExit(f"{args.data}: no wideband corpus (manifest.json) there")
     import soundfile
 
-    from enhance_near_silence import stretch_sdr
-    from enhance_wideband import make_mixtures
-
     folder = args.out / f"{NAME}_{args.split}"
-    mixtures = make_mixtures(args.data, args.split, folder / "throughout", files=2 if args.quick else args.files,
-                             noises=args.noise.split(","), snrs=[args.snr], seconds=8.0, rate48=0, seed=args.seed)
+    mixtures = wideband_mixtures(args, folder / "throughout")
     paths = {case: [] for case in CASES}
     for path, clean, rate, *_ in mixtures:
         noisy, _ = soundfile.read(path)
@@ -75,11 +62,7 @@ def main():
         paths["throughout"].append(Path(path))
         paths["switched"].append(target)
     outputs = folder / args.label
-    with checkout_package(args.sepsti) as (env, cwd):
-        for case in CASES:
-            subprocess.run([sys.executable, "-m", "sepsti", "enhance", *[str(p.resolve()) for p in paths[case]],
-                            "--out-dir", str((outputs / case).resolve()), "--overwrite"],
-                           env={**env, "OPENBLAS_NUM_THREADS": "1"}, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+    enhance_cases(args.sepsti, paths, outputs)
     rows = []
     for (path, clean, rate, kind, snr, utterance), *inputs in zip(mixtures, *paths.values()):
         row = {"file": path.name, "noise": kind, "snr": snr, "utterance": utterance}
@@ -90,10 +73,7 @@ def main():
                 row[f"{case}_{name}"] = stretch_sdr(clean, signal, output, lo, hi)
                 row[f"{case}_{name}_input"] = stretch_sdr(clean, signal, signal, lo, hi)
         rows.append(row)
-    summary = {key: float(np.mean([r[key] for r in rows])) for key in rows[0] if key.startswith(CASES)}
-    for case in CASES:
-        print(f"{case:>10}: " + ", ".join(f"{name} {summary[f'{case}_{name}']:.2f} dB "
-                                         f"(input {summary[f'{case}_{name}_input']:.2f})" for name in STRETCHES))
+    summary = summarize(rows, CASES, STRETCHES)
     write_results(args.out, f"{NAME}_{args.label}", {
         "split": args.split, "label": args.label, "checkout": str(args.sepsti.resolve()), "drop_db": args.drop_db,
         "load_average": os.getloadavg(), "results": rows, "summary": summary})

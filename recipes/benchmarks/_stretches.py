@@ -58,6 +58,14 @@ def stretch_sdr(clean, noisy, output, start, stop):
     return bss_eval(clean[start:stop], noisy[start:stop], output[start:stop])["sdr"]
 
 
+def score_stretches(row, case, clean, signal, output, ranges):
+    """Add to ``row`` the SDR of ``output`` and of the input ``signal`` over each stretch of ``ranges``
+    (name → sample range), as ``{case}_{name}`` and ``{case}_{name}_input``."""
+    for name, (start, stop) in ranges.items():
+        row[f"{case}_{name}"] = stretch_sdr(clean, signal, output, start, stop)
+        row[f"{case}_{name}_input"] = stretch_sdr(clean, signal, signal, start, stop)
+
+
 def summarize(rows, cases, stretches):
     """Mean of every score of ``rows`` over the files; prints a line per case. Returns the means by key."""
     summary = {key: float(np.mean([r[key] for r in rows])) for key in rows[0] if key.startswith(cases)}

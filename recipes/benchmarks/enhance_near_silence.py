@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from _common import write_results  # noqa: E402
-from _stretches import enhance_cases, stretch_parser, stretch_sdr, summarize, wideband_mixtures  # noqa: E402
+from _stretches import enhance_cases, score_stretches, stretch_parser, summarize, wideband_mixtures  # noqa: E402
 
 NAME = "enhance_near_silence"
 CASES = ("no_gap", "zeros", "near_silence")
@@ -73,9 +73,8 @@ def main():
         for case, (reference, signal) in cases.items():
             output, _ = soundfile.read(outputs / case / path.name)
             gap = 0 if case == "no_gap" else int(args.gap * rate)
-            for name, (lo, hi) in stretches(len(signal), rate, (len(signal) - gap) // 2, gap).items():
-                row[f"{case}_{name}"] = stretch_sdr(reference, signal, output, lo, hi)
-                row[f"{case}_{name}_input"] = stretch_sdr(reference, signal, signal, lo, hi)
+            score_stretches(row, case, reference, signal, output,
+                            stretches(len(signal), rate, (len(signal) - gap) // 2, gap))
         rows.append(row)
     summary = summarize(rows, CASES, STRETCHES)
     write_results(args.out, f"{NAME}_{args.label}", {

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from _common import write_results  # noqa: E402
-from _stretches import enhance_cases, stretch_parser, stretch_sdr, summarize, wideband_mixtures  # noqa: E402
+from _stretches import enhance_cases, score_stretches, stretch_parser, summarize, wideband_mixtures  # noqa: E402
 
 NAME = "enhance_noise_switch"
 CASES = ("throughout", "switched")
@@ -69,9 +69,7 @@ def main():
         for case, noisy_path in zip(CASES, inputs):
             signal, _ = soundfile.read(noisy_path)
             output, _ = soundfile.read(outputs / case / path.name)
-            for name, (lo, hi) in stretches(len(signal), rate).items():
-                row[f"{case}_{name}"] = stretch_sdr(clean, signal, output, lo, hi)
-                row[f"{case}_{name}_input"] = stretch_sdr(clean, signal, signal, lo, hi)
+            score_stretches(row, case, clean, signal, output, stretches(len(signal), rate))
         rows.append(row)
     summary = summarize(rows, CASES, STRETCHES)
     write_results(args.out, f"{NAME}_{args.label}", {

@@ -321,7 +321,8 @@ class _TroughLevel:
 
     def push(self, estimates, powers, last=False):
         """Add frames' estimates and powers; returns the estimates now complete (all of them if ``last``)."""
-        ratios = powers[self._band] / np.maximum(estimates[self._band], np.finfo(np.float32).tiny)
+        # below the recursion's floor a prediction says nothing (digital silence, a pure tone's far bins)
+        ratios = powers[self._band] / np.maximum(estimates[self._band], _SILENT_POWER)
         if self._ratios is None:
             if not ratios.shape[1]:
                 return estimates

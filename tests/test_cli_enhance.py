@@ -160,6 +160,19 @@ def test_all_zero_input_gives_all_zero_output(workdir, tiny_dictionary):
     assert len(out) == 3000 and not np.any(out)
 
 
+@pytest.mark.parametrize("kind", ["tone", "constant"])
+def test_a_pure_tone_or_a_constant_is_enhanced_without_warnings(workdir, tiny_dictionary, kind, recwarn):
+    """Bins with next to no power beside a strong one (a tone's far bins, a constant's all but the first)."""
+    t = np.arange(3 * RATE) / RATE
+    y = 0.5 * np.sin(2 * np.pi * 1000 * t) if kind == "tone" else np.full(t.size, 0.5)
+    soundfile.write(workdir / "in.wav", y, RATE, subtype="PCM_16")
+    result = _enhance(tiny_dictionary, workdir / "in.wav", "-o", workdir / "out.wav")
+    assert result.exit_code == 0 and not result.stderr, result.stderr
+    assert not [str(w.message) for w in recwarn], [str(w.message) for w in recwarn]
+    out, _ = soundfile.read(workdir / "out.wav")
+    assert np.isfinite(out).all() and len(out) == y.size
+
+
 def test_several_files_into_a_new_folder_keep_names(workdir, tiny_corpus, tiny_dictionary):
     inputs = sorted((tiny_corpus / "noisy" / "hum_5dB").glob("*.wav"))
     before = snapshot(tiny_corpus)

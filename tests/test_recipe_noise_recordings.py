@@ -25,7 +25,7 @@ def _peak_hz(y, rate):
 
 
 def test_an_excerpt_is_resampled_to_the_mixture_rate(tmp_path):
-    """A 1 kHz tone recorded at 44.1 kHz in stereo comes out at 16 kHz, 1 kHz, unit RMS, the length asked."""
+    """A 1 kHz tone recorded at 44.1 kHz in stereo comes out at 16 kHz, 1 kHz, at its own level, the length asked."""
     _tone(tmp_path / "tone.ogg", 1000.0, 3.0, 44100, channels=2)
     y = excerpt([tmp_path / "tone.ogg"], 16000, 16000, np.random.default_rng(0))
     assert y.shape == (16000,)
@@ -92,6 +92,8 @@ def test_noizeus_noise_is_the_mixtures_noise(noizeus_root):
 
     noises = noise_types([], noizeus_root)
     chosen = list(mixtures(noizeus_root, noises=["car"], snrs=[15]))
+    if not chosen:
+        pytest.skip("the NOIZEUS folder has no car mixtures at 15 dB")
     expected = np.concatenate([m.noisy - m.clean for m in chosen])
     y = noises["car"](len(expected), chosen[0].sample_rate, np.random.default_rng(0))
     # an excerpt of the noise put end to end with itself: the same samples, circularly shifted

@@ -164,17 +164,34 @@ def test_options_reach_the_trainer(tiny_corpus, tmp_path, monkeypatch):
     assert calls == [(expected_shape, 3, {"max_iter": 11, "tol": 0.25, "seed": 9, "progress": True})]
 
 
-def test_other_sample_rate_is_resampled(tmp_path):
+def test_other_sample_rate_is_resampled(tmp_path, monkeypatch):
+    """16 kHz speech trains the 8 kHz dictionary on the spectra of its 8 kHz resampling."""
+    from scipy.signal import resample_poly
+
+    import sepsti.denoise
     from sepsti.dictionary import load_dictionary
+    from sepsti.features import training_matrix
 
     corpus = tmp_path / "corpus"
     (corpus / "clean").mkdir(parents=True)
     rng = np.random.default_rng(1)
-    for utterance in TRAIN:
-        soundfile.write(corpus / "clean" / f"{utterance}.wav", speech_like(rng, rate=16000), 16000)
+    signals = [speech_like(rng, rate=16000) for _ in TRAIN]
+    for utterance, y in zip(TRAIN, signals):
+        soundfile.write(corpus / "clean" / f"{utterance}.wav", y, 16000, subtype="FLOAT")
+    matrices, real = [], sepsti.denoise.train_dictionary
+
+    def recorder(X, rank, **options):
+        matrices.append(X)
+        return real(X, rank, **options)
+
+    monkeypatch.setattr(sepsti.denoise, "train_dictionary", recorder)
     result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 3])
     assert result.exit_code == 0, result.stderr
     assert load_dictionary(tmp_path / "d.npz").sample_rate == 8000
+    expected = training_matrix([resample_poly(y, 1, 2) for y in signals])
+    (X,) = matrices
+    assert X.shape == expected.shape
+    np.testing.assert_allclose(X, expected, rtol=1e-3, atol=1e-3 * expected.max())
 
 
 def _wideband_corpus(root, rng):

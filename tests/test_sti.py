@@ -1,10 +1,11 @@
 import numpy as np
 import pytest
+from scipy.integrate import trapezoid
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.sti import (chain_summary, curvature, integrated_time, integration_weights,
                                stochastic_thermodynamic_integration, temperature_grid, thermodynamic_integral,
-                               trapezoid_weights, zero_variance_correction)
+                               zero_variance_correction)
 from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
 
 
@@ -21,7 +22,11 @@ def test_grid_counts_intervals():
 def test_weights_integrate_what_they_should(rule, power):
     t = temperature_grid(8, schedule="power" if power > 1 else "uniform", power=power)
     w = integration_weights(t, rule=rule, power=power)
-    assert w.sum() == pytest.approx(1.0)  # exact: c u^(c-1) is at most quadratic here
+    assert w.sum() == pytest.approx(1.0)  # a constant integrand: exact for every rule
+    if rule == "trapezoid":
+        # against numpy's own trapezoid rule on the grid, for integrands it is not exact for
+        for f in (t ** 2, np.exp(t)):
+            assert w @ f == pytest.approx(trapezoid(f, t), rel=1e-12)
     if rule == "simpson":
         # f(t) = t^(1/c) gives the cubic-free integrand c u^c ... exact for c <= 3
         u = t ** (1 / power)
@@ -76,7 +81,9 @@ def test_sti_matches_exact_evidence_on_gaussian_model(rng):
         t = result.temperatures
         quadrature = integration_weights(t, rule="simpson", power=4) @ model.expected_log_likelihood(t) - exact
         bias = result.log_marginal_likelihood - exact - quadrature
-        assert abs(bias) < 4 * result.stderr + 0.3, (rank, result.log_marginal_likelihood, exact, result.stderr)
+        # measured: −0.79 ± 0.33 and −1.70 ± 0.55 nats (−2.4 and −3.1 standard errors, both low: what
+        # is left of pSGLD's step-size bias at these steps)
+        assert abs(bias) < 4 * result.stderr, (rank, result.log_marginal_likelihood, exact, result.stderr)
 
 
 def test_chain_summary_combines_independent_chains(rng):
@@ -155,6 +162,6 @@ def test_integral_uses_the_weights_it_is_given_and_checks_their_length():
     assert thermodynamic_integral(t, traces, weights=picks_middle, tol=0).log_marginal_likelihood == 0.75
     # default: the trapezoid rule in t
     assert thermodynamic_integral(t, traces, tol=0).log_marginal_likelihood == pytest.approx(
-        trapezoid_weights(t) @ (3 * t ** 2))
+        trapezoid(3 * t ** 2, t), rel=1e-12)
     with pytest.raises(ParameterError, match="quadrature weights"):
         thermodynamic_integral(t, traces, weights=picks_middle[:-1])

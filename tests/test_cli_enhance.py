@@ -162,7 +162,7 @@ def test_all_zero_input_gives_all_zero_output(workdir, tiny_dictionary):
 
 @pytest.mark.parametrize("kind", ["tone", "constant"])
 def test_a_pure_tone_or_a_constant_is_enhanced_without_warnings(workdir, tiny_dictionary, kind, recwarn):
-    """Bins with next to no power beside a strong one (a tone's far bins, a constant's all but the first)."""
+    """A pure tone or a constant (bins with next to no power beside a strong one): no warning, a finite output."""
     t = np.arange(3 * RATE) / RATE
     y = 0.5 * np.sin(2 * np.pi * 1000 * t) if kind == "tone" else np.full(t.size, 0.5)
     soundfile.write(workdir / "in.wav", y, RATE, subtype="PCM_16")

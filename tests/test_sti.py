@@ -24,7 +24,7 @@ def test_weights_integrate_what_they_should(rule, power):
     w = integration_weights(t, rule=rule, power=power)
     assert w.sum() == pytest.approx(1.0)  # a constant integrand: exact for every rule
     if rule == "trapezoid":
-        # against numpy's own trapezoid rule on the grid, for integrands it is not exact for
+        # against scipy's trapezoid rule on the grid, for integrands it is not exact for
         for f in (t ** 2, np.exp(t)):
             assert w @ f == pytest.approx(trapezoid(f, t), rel=1e-12)
     if rule == "simpson":

@@ -6,6 +6,7 @@ import pytest
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.factorization.map import initialize_nmf_gpp, map_nmf_gpp
 from sepsti.core.models.nmf_gpp import NMFGPP
+from sepsti.core.random import stream
 from sepsti.corpora.raman import simulate_raman
 
 
@@ -22,9 +23,12 @@ def test_map_recovers_the_spectrum_and_is_stationary():
     fit = np.sqrt(np.mean((result.D @ result.H - data.X) ** 2))
     assert fit < 1.2 * 0.03, f"residual rms {fit:.4f} vs noise 0.03"
     _, grad = model.logdensity_and_grad(result.theta)
-    start_logp = model.logdensity_and_grad(initialize_nmf_gpp(model, np.random.default_rng(0)))[0]
-    assert np.abs(grad).max() < 1e-2 * np.abs(model.logdensity_and_grad(np.zeros(model.dim))[1]).max()
-    assert result.log_posterior > start_logp
+    # measured: 0.12 at convergence, against 1.1e3 / 194 when L-BFGS is stopped after 5 / 50 iterations
+    # (the gradient at zero is 1.2e6)
+    assert np.abs(grad).max() < 1.0, np.abs(grad).max()
+    # the starts it was run from (seed 1, two of them)
+    starts = [model.logdensity_and_grad(initialize_nmf_gpp(model, stream(1, 3, i)))[0] for i in range(2)]
+    assert result.log_posterior > max(starts)
     assert result.log_posterior == pytest.approx(max(result.history))
 
 

@@ -33,6 +33,7 @@ def test_result_shapes_and_selection(small):
     assert np.all(result.stderr > 0) and result.replicates.shape == (3, 2)
     assert len(result.per_temperature) == 3 and result.per_temperature[0].temperatures.size == 3
     assert result.settings["chain"]["subset_size"] == 50
+    assert result.selected_rank == result.ranks[int(np.argmax(result.log_marginal_likelihood))]
 
 
 def test_same_seed_same_estimates(small):
@@ -69,10 +70,19 @@ def test_checkpoint_resumes_and_refuses_other_settings(small, tmp_path):
 
 
 def test_exact_prior_trace_matches_prior_expectation(small):
-    # E_prior[log p(X | θ)] by direct Monte Carlo, against the t = 0 trace on full data
+    # E_prior[log p(X | θ)] by direct Monte Carlo outside the model (exponential factors, scipy's Poisson
+    # log-pmf of their PARAFAC rates), against the t = 0 trace on full data
+    from scipy.stats import poisson
+
     model = PoissonParafac(small, 2, prior_rate=0.6)
     trace = prior_trace(model, stream(1), num_keep=400, subset_fn=lambda rng, it: None)
-    reference = np.array([model.log_likelihood(model.sample_prior(stream(2, n))) for n in range(4000)])
+    rng = np.random.default_rng(2)
+
+    def log_likelihood_of_a_prior_draw():
+        A, B, C = (rng.exponential(1 / 0.6, size=(n, 2)) for n in small.shape)
+        return poisson.logpmf(small, np.einsum("ir,jr,kr->ijk", A, B, C)).sum()
+
+    reference = np.array([log_likelihood_of_a_prior_draw() for _ in range(4000)])
     se = np.sqrt(trace.var() / trace.size + reference.var() / reference.size)
     assert abs(trace.mean() - reference.mean()) < 4 * se
 
@@ -85,6 +95,11 @@ def test_block_scheme_scores_on_all_data_every_b_iterations(small):
     chain = result.settings["chain"]
     assert chain["evaluate"] == "full" and chain["evaluate_every"] == 2 and chain["exact_prior"]
     assert result.per_temperature[0].num_keep == 10  # the shortest trace
+    # t = 0: the full-data log-likelihoods of replicate r's 20 prior draws from stream(seed, R, 0, r)
+    model = PoissonParafac(small, 2, prior_rate=0.6)
+    draws = [model.log_likelihood(model.sample_prior(rng)) for rng in (stream(0, 2, 0, r) for r in range(2))
+             for _ in range(20)]
+    assert result.per_temperature[0].mean_log_likelihood[0] == pytest.approx(np.mean(draws), rel=1e-10)
     fewer = select_parafac_rank(sparse, [2], prior_rate=0.6, num_blocks=2, prior_draws=4, **FAST)
     assert fewer.per_temperature[0].num_keep == 4
     np.testing.assert_array_equal(fewer.per_temperature[0].mean_log_likelihood[1:],

@@ -295,6 +295,7 @@ def test_overwrite_refuses_a_folder_it_did_not_write(tmp_path):
     before = _tree(root)
     with pytest.raises(ParameterError, match="not a corpus written by `sepsti corpus synth` .no synth.json"):
         write_corpus(root, utterances=["sp01"], noises=["white"], snrs=[0], overwrite=True)
+    assert _tree(root) == before
     (root / "synth.json").write_text('{"generator": "something else"}')
     before = _tree(root)
     with pytest.raises(ParameterError, match="synth.json is not its settings file"):

@@ -23,10 +23,12 @@ def test_step_formula_with_and_without_preconditioner(rng):
     gradient = Pair(np.array([0.3, 0.1]), np.array([-1.0]))
     noise = Pair(np.array([1.0, -1.0]), np.array([2.0]))
     plain = langevin_step(rng, position, gradient, 0.01, noise=noise)
-    np.testing.assert_allclose(plain.a, position.a + 0.01 * gradient.a + np.sqrt(0.02) * noise.a)
     G = Pair(np.array([4.0, 9.0]), np.array([0.25]))
     pre = langevin_step(rng, position, gradient, 0.01, noise=noise, preconditioner=G)
-    np.testing.assert_allclose(pre.a, position.a + 0.01 * G.a * gradient.a + np.sqrt(0.02 * G.a) * noise.a)
+    for leaf in ("a", "b"):  # each leaf with its own gradient, noise and preconditioner
+        x, g, z, p = (getattr(pair, leaf) for pair in (position, gradient, noise, G))
+        np.testing.assert_allclose(getattr(plain, leaf), x + 0.01 * g + np.sqrt(0.02) * z, rtol=1e-15)
+        np.testing.assert_allclose(getattr(pre, leaf), x + 0.01 * p * g + np.sqrt(0.02 * p) * z, rtol=1e-15)
 
 
 def test_mirroring_keeps_flagged_leaves_nonnegative(rng):
@@ -38,27 +40,25 @@ def test_mirroring_keeps_flagged_leaves_nonnegative(rng):
     assert position.a.min() == 0.01  # inputs untouched
 
 
-class One(NamedTuple):
-    x: np.ndarray
+def _stationary_variance(rng, precision, *, integrator, num_chains=20000, num_steps=60):
+    """The spread of many chains of :func:`sepsti.core.evidence.sti.power_posterior_chains` at t = 0, where the
+    target is the Gaussian model's prior N(0, 1/precision), each step 1/precision."""
+    from sepsti.core.evidence.sti import power_posterior_chains
+    from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
 
-
-def _stationary_variance(rng, step, precision, *, lm, num_chains=20000, num_steps=60):
-    # many independent chains on N(0, 1/precision), one step size per chain (batched)
-    x = rng.standard_normal(num_chains) / np.sqrt(precision)
-    z = rng.standard_normal(num_chains)
-    steps = np.full(num_chains, step)
-    for _ in range(num_steps):
-        fresh = rng.standard_normal(num_chains)
-        noise = (z + fresh) / 2 if lm else fresh
-        (x,) = langevin_step(rng, One(x), One(-precision * x), steps, noise=One(noise))
-        z = fresh
-    return x.var()
+    model = GaussianAdditiveModel(np.zeros(5), 1, mu=0.0, sigma2_theta=1.0 / precision)
+    start = GaussianAdditiveTheta(rng.standard_normal((num_chains, 1)) / np.sqrt(precision))
+    # one burn-in step: the base step (a/k)^b is (1/1)^1 = 1 throughout, divided by max(t, step_floor) = precision
+    _, state = power_posterior_chains(model, start, rng, temperatures=np.zeros(num_chains), num_steps=num_steps,
+                                      num_keep=num_steps - 1, step_a=1.0, step_b=1.0, step_floor=precision,
+                                      integrator=integrator)
+    return state.position.theta.var()
 
 
 def test_leimkuhler_matthews_noise_has_the_exact_gaussian_invariant_law(rng):
-    precision, step = 4.0, 0.25  # step * precision = 1: Euler's variance is twice the target's
+    precision = 4.0  # step * precision = 1: Euler's variance is twice the target's
     tolerance = 5 * np.sqrt(2 / 20000)  # relative MC error of a variance from 20000 independent draws
-    lm = _stationary_variance(rng, step, precision, lm=True) * precision
-    euler = _stationary_variance(rng, step, precision, lm=False) * precision
-    assert abs(lm - 1) < tolerance
-    assert abs(euler * (1 - step * precision / 2) - 1) < tolerance
+    lm = _stationary_variance(rng, precision, integrator="lm") * precision
+    euler = _stationary_variance(rng, precision, integrator="euler") * precision
+    assert abs(lm - 1) < tolerance, lm
+    assert abs(euler * (1 - 1 / 2) - 1) < tolerance, euler

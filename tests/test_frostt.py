@@ -1,3 +1,5 @@
+import gzip
+
 import numpy as np
 import pytest
 
@@ -36,9 +38,16 @@ def test_given_shape_and_chunk_boundaries(tmp_path, rng):
 def test_gzip_round_trip_and_four_modes(tmp_path, rng):
     coords = np.stack([rng.integers(0, 5, size=50) for _ in range(4)], axis=1)
     tensor = coalesce(coords, rng.random(50), (5, 5, 5, 5))
-    back = read_tns(write_tns(tmp_path / "x.tns.gz", tensor))
+    path = write_tns(tmp_path / "x.tns.gz", tensor)
+    assert path.read_bytes()[:2] == b"\x1f\x8b"  # gzip's magic number
+    back = read_tns(path)
     np.testing.assert_array_equal(back.coords, tensor.coords)
     np.testing.assert_allclose(back.values, tensor.values, rtol=1e-15)
+    # a file compressed elsewhere (FROSTT's indices count from 1)
+    with gzip.open(tmp_path / "y.tns.gz", "wt") as stream:
+        stream.write("2 1 3 1 2.5\n")
+    other = read_tns(tmp_path / "y.tns.gz")
+    assert other.shape == (2, 1, 3, 1) and other.coords.tolist() == [[1, 0, 2, 0]] and other.values.tolist() == [2.5]
 
 
 def test_duplicates_are_summed_with_a_warning(tmp_path):

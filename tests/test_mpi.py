@@ -22,6 +22,7 @@ from sepsti.core.models.poisson_nmf import PoissonNMF
 from sepsti.core.parallel import mpi
 
 comm = mpi.world()
+assert (1 if comm is None else comm.Get_size()) == int(sys.argv[3]), "not the world asked for"
 with mpi.abort_on_error(comm):
     if sys.argv[2] == "fail" and comm is not None and comm.Get_rank() == 1:
         raise RuntimeError("failure on process 1")
@@ -43,7 +44,7 @@ def _run(tmp_path, processes, mode="ok", timeout=300):
     script.write_text(SCRIPT)
     out = tmp_path / f"out-{processes}.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, str(script), str(out), mode]
+    command = [sys.executable, str(script), str(out), mode, str(processes)]
     if processes > 1:
         command = [str(MPIEXEC), "-n", str(processes)] + command
     completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
@@ -87,6 +88,7 @@ from sepsti.core.parallel.blocks import init_state, initial_factors, run_block_c
 from sepsti.core.parallel.distributed import run_distributed_block_chain
 
 comm = mpi.world()
+assert comm is not None and comm.Get_size() == 2, "not the world asked for"
 with mpi.abort_on_error(comm):
     X = PoissonNMF.sample(np.random.default_rng(3), (37, 29), 3, rate_W=0.5, rate_H=0.5)[2]
     W, H = initial_factors(X, 3, np.random.default_rng(4))

@@ -137,8 +137,12 @@ def test_annealed_importance_bound_lies_below_the_exact_evidence_and_tightens_wi
     for result in (short, long):
         assert result["lower_bound"] < exact + 3 * result["stderr"], (result, exact)
         assert len(result["log_weights"]) == 6
-    assert long["lower_bound"] > short["lower_bound"] - 3 * np.hypot(short["stderr"], long["stderr"])
-    assert abs(long["log_mean_weight"] - exact) < 0.5, (long, exact)
+    # tighter (measured: 0.93 ± 0.47 nats closer; without the moves between temperatures the two are equal)
+    assert long["lower_bound"] > short["lower_bound"], (short, long)
+    # the log of the mean weight estimates log p(X | 1) itself, with the delta method's standard error
+    weights = np.exp(np.asarray(long["log_weights"]) - np.max(long["log_weights"]))
+    se = weights.std(ddof=1) / weights.mean() / np.sqrt(weights.size)
+    assert abs(long["log_mean_weight"] - exact) < 4 * se, (long, exact, se)
 
 
 def test_reference_path_adds_log_r_factorial_and_refuses_blocks(rng):

@@ -70,6 +70,12 @@ def test_em_starts_are_shared_per_replicate_and_independent_of_threads(X):
     np.testing.assert_array_equal(one.replicates, two.replicates)
     assert one.min_kept == two.min_kept
     assert one.replicates[1, 0] != one.replicates[1, 1]  # replicates start from different EM fits
+    # chains that hardly move (steps of 1e-20) report the log-likelihood of their start: one EM fit for every
+    # temperature of a replicate (measured: within 0.006 nats), where random starts part by 74 nats
+    frozen = {**settings, "step_a": 1e-20, "num_blocks": 1, "num_replicates": 1, "num_intervals": 3}
+    spreads = {init: np.ptp(select_rank_sti(X, [2], **{**frozen, "init": init}).per_temperature[0].mean_log_likelihood)
+               for init in ("em", "random")}
+    assert spreads["em"] < 0.1 and spreads["random"] > 10.0, spreads
 
 
 def test_frozen_chains_are_reported_as_not_equilibrated(X):
@@ -158,16 +164,14 @@ def test_ranks_the_data_cannot_identify_are_flagged(X):
 
 def test_speech_model_makes_the_block_selection_blind_to_the_amplitude_scale_and_the_candidates(X):
     # X / phi is what is modelled and the matched prior follows it: scaling the data by c scales phi by
-    # c, so the modelled data agree to rounding and the estimates within their errors (the chains,
-    # started alike, part ways on so small a difference); the candidate list changes nothing at all
+    # c, so the modelled data agree to rounding and so do the estimates (measured: within 4e-5 nats; a
+    # prior that followed the raw data instead moves them by 629 nats); the candidate list changes nothing
     settings = {**SMALL, "dispersion": "rayleigh", "prior_rate": "matched"}
     base = select_rank_sti(X * 50.0, [1, 2, 3], **settings)
     louder = select_rank_sti(X * 500.0, [1, 2, 3], **settings)
     fewer = select_rank_sti(X * 50.0, [2, 3], **settings)
     phi = base.settings["model"]["dispersion"]
     assert louder.settings["model"]["dispersion"] == pytest.approx(10 * phi, rel=1e-6)
-    joint = np.hypot(louder.stderr, base.stderr)
-    assert np.all(np.abs(louder.log_marginal_likelihood - base.log_marginal_likelihood) < 4 * joint + 1e-6), \
-        (louder.log_marginal_likelihood, base.log_marginal_likelihood, joint)
+    np.testing.assert_allclose(louder.replicates, base.replicates, rtol=0, atol=0.01)
     assert fewer.settings["model"]["dispersion"] == phi
     np.testing.assert_array_equal(fewer.replicates, base.replicates[1:])

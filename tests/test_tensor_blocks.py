@@ -58,8 +58,11 @@ def test_groups_and_parts_are_those_of_the_block_schedule():
         np.testing.assert_array_equal(index.edges[mode], schedule.edges[mode])
         np.testing.assert_array_equal(np.diff(index.edges[mode]),
                                       [len(g) for g in np.array_split(np.arange(index.shape[mode]), 4)])
-    for p in range(index.num_parts):
+    b = np.arange(4)
+    for (u, v), p in zip(itertools.product(range(4), repeat=2), range(index.num_parts)):
         part = index.part(p)
+        # part p = u B + v in base B: the blocks (b, (b + u) mod B, (b + v) mod B), b = 0..B-1
+        np.testing.assert_array_equal(part.keys, np.stack([b, (b + u) % 4, (b + v) % 4], axis=1))
         np.testing.assert_array_equal(part.keys, schedule.part_groups(p))
         assert [tuple(slice(lo, hi) for lo, hi in box) for box in part.ranges] == list(schedule.part_blocks(p))
         assert part.num_entries == schedule.part_size(p)

@@ -457,7 +457,8 @@ def test_noizeus_enhancement_beats_input(noizeus_root):
 
     clean_files = {p.stem: p for p in noizeus_root.rglob("sp[0-9][0-9].wav")}
     noisy_files = {snr: list(noizeus_root.rglob(f"sp21_babble_sn{snr}.wav")) for snr in (0, 15)}
-    if not set(f"sp{i:02d}" for i in range(1, 22)) <= set(clean_files) or any(len(p) != 1 for p in noisy_files.values()):
+    needed = {f"sp{i:02d}" for i in range(1, 22)}
+    if not needed <= set(clean_files) or any(len(paths) != 1 for paths in noisy_files.values()):
         pytest.skip("the NOIZEUS folder lacks sp01-sp21 or sp21's babble mixtures at 0 and 15 dB")
     train = [read(clean_files[f"sp{i:02d}"]) for i in range(1, 21)]
     W, _ = train_dictionary(features.training_matrix(train), 64, max_iter=60, tol=0)

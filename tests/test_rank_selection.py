@@ -116,8 +116,8 @@ def test_the_quadrature_follows_the_grids_schedule():
     beta = TemperatureGrid(8, "beta", 2.0, "simpson")
     result = select_rank(DriftingChains(offset=0.0, noise=0.0), [1, 2], grid=beta, num_replicates=2, seed=0)
     np.testing.assert_allclose(result.log_marginal_likelihood, [exact(1, beta), exact(2, beta)], rtol=1e-12)
-    # and the grid's weights integrate: the closed form ∫ −100 (1 − t)² − 50 R dt = −100/3 − 50 R, within the
-    # rule's error on this grid (measured 0.031)
+    # and the grid's weights integrate: the closed form ∫ −100 (1 − t)² − 50 R dt = −100/3 − 50 R,
+    # within the rule's error on this grid (measured 0.031)
     np.testing.assert_allclose(result.log_marginal_likelihood, [-100 / 3 - 50, -100 / 3 - 100], atol=0.05)
 
 

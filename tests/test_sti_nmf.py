@@ -73,8 +73,8 @@ def test_em_starts_are_shared_per_replicate_and_independent_of_threads(X):
     # chains that hardly move (steps of 1e-20) report the log-likelihood of their start: one EM fit for every
     # temperature of a replicate (measured: within 0.006 nats), where random starts part by 74 nats
     frozen = {**settings, "step_a": 1e-20, "num_blocks": 1, "num_replicates": 1, "num_intervals": 3}
-    spreads = {init: np.ptp(select_rank_sti(X, [2], **{**frozen, "init": init}).per_temperature[0].mean_log_likelihood)
-               for init in ("em", "random")}
+    spreads = {init: np.ptp(select_rank_sti(X, [2], **{**frozen, "init": init})
+                            .per_temperature[0].mean_log_likelihood) for init in ("em", "random")}
     assert spreads["em"] < 0.1 and spreads["random"] > 10.0, spreads
 
 

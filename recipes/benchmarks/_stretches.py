@@ -42,6 +42,17 @@ def wideband_mixtures(args, folder):
                          noises=args.noise.split(","), snrs=[args.snr], seconds=8.0, rate48=0, seed=args.seed)
 
 
+def long_enough(mixtures, shortest_seconds, why):
+    """The mixtures of at least ``shortest_seconds``; says how many were left out and ``why``."""
+    kept = [mixture for mixture in mixtures if len(mixture[1]) >= shortest_seconds * mixture[2]]
+    if len(kept) < len(mixtures):
+        print(f"left out {len(mixtures) - len(kept)} of {len(mixtures)} mixtures shorter than "
+              f"{shortest_seconds:.2f} s ({why})")
+    if not kept:
+        raise SystemExit(f"no mixture of {shortest_seconds:.2f} s or more ({why})")
+    return kept
+
+
 def enhance_cases(checkout, paths, outputs):
     """``sepsti enhance`` of ``checkout`` on each case's files (``paths``: case → files), into ``outputs / case``."""
     with checkout_package(checkout) as (env, cwd):

@@ -6,8 +6,9 @@ checkout given by ``--sepsti``, default this one): as it is, and with ``--gap`` 
 its middle, once of exact zeros (digital silence) and once of white noise at ``--gap-dbfs``
 (near-silence). The clean reference gets zeros there. Scored by :func:`sepsti.metrics.bss_eval`
 (SDR) over three stretches of the speech: the last second before the gap, the first second after
-it, and the rest after it, each against the same stretch of the output without the gap. Prints
-the means and writes ``OUT/enhance_near_silence_LABEL.json``.
+it, and the rest after it, each against the same stretch of the output without the gap; utterances
+shorter than 3 s (under a second before the gap, or half a second of rest after it) are left out.
+Prints the means and writes ``OUT/enhance_near_silence_LABEL.json``.
 
 Usage::
 
@@ -25,11 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from _common import write_results  # noqa: E402
-from _stretches import enhance_cases, score_stretches, stretch_parser, summarize, wideband_mixtures  # noqa: E402
+from _stretches import (enhance_cases, long_enough, score_stretches, stretch_parser, summarize,  # noqa: E402
+                        wideband_mixtures)
 
 NAME = "enhance_near_silence"
 CASES = ("no_gap", "zeros", "near_silence")
 STRETCHES = ("before", "first_second_after", "rest_after")
+#: Shortest mixture scored (s): a second before its middle, a second and a half after it.
+SHORTEST_SECONDS = 3.0
 
 
 def stretches(length, rate, middle, gap):
@@ -47,7 +51,8 @@ def main():
     import soundfile
 
     folder = args.out / f"{NAME}_{args.split}"
-    mixtures = wideband_mixtures(args, folder / "noisy")
+    mixtures = long_enough(wideband_mixtures(args, folder / "noisy"), SHORTEST_SECONDS,
+                           "too little speech on either side of the gap")
     rng = np.random.default_rng(args.seed)
     signals, paths = [], {case: [] for case in CASES}  # per mixture, each case's (clean, noisy) signals
     for path, clean, rate, *_ in mixtures:

@@ -6,7 +6,8 @@ checkout given by ``--sepsti``, default this one): as it is, the noise throughou
 noise ``--drop-db`` lower outside the middle three eighths of the file, so that it switches on at
 3/8 and off at 6/8. Scored by :func:`sepsti.metrics.bss_eval` (SDR) over the first and the last
 second of the noise's burst and over the whole file, each against the same stretch with the noise
-throughout. Prints the means and writes ``OUT/enhance_noise_switch_LABEL.json``.
+throughout. Utterances shorter than 16/3 s (a burst under 2 s, whose first and last second would
+overlap) are left out. Prints the means and writes ``OUT/enhance_noise_switch_LABEL.json``.
 
 Usage::
 
@@ -24,11 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from _common import write_results  # noqa: E402
-from _stretches import enhance_cases, score_stretches, stretch_parser, summarize, wideband_mixtures  # noqa: E402
+from _stretches import (enhance_cases, long_enough, score_stretches, stretch_parser, summarize,  # noqa: E402
+                        wideband_mixtures)
 
 NAME = "enhance_noise_switch"
 CASES = ("throughout", "switched")
 STRETCHES = ("first_second", "last_second", "whole")
+#: Shortest burst scored (s), three eighths of the mixture: its first and last second apart.
+SHORTEST_BURST_SECONDS = 2.0
 
 
 def burst(length):
@@ -50,6 +54,7 @@ def main():
 
     folder = args.out / f"{NAME}_{args.split}"
     mixtures = wideband_mixtures(args, folder / "throughout")
+    mixtures = long_enough(mixtures, SHORTEST_BURST_SECONDS * 8 / 3, f"a burst under {SHORTEST_BURST_SECONDS:g} s")
     paths = {case: [] for case in CASES}
     for path, clean, rate, *_ in mixtures:
         noisy, _ = soundfile.read(path)

@@ -17,7 +17,10 @@ input (not the clean reference) by the lag of the largest cross-correlation with
 unprocessed input is scored too. Every estimate is scored as ``sepsti evaluate`` scores
 (:func:`sepsti.commands.evaluate.score_mixture`: BSS_EVAL SDR/SIR/SAR with the fixed assignment,
 STOI, ESTOI and PESQ against the clean file), and the enhancement time per file is measured for
-each method (one process, one BLAS thread).
+each method (one process, one BLAS thread): as a user would run each on a file, so sepsti's first file
+includes loading its dictionary, DeepFilterNet3's every file loading its model (its C runtime has no
+way to reset a state; about 0.6 s), and RNNoise's and DeepFilterNet3's the search for their delay
+(4 ms per file at 8 kHz, 0.1 s at 48 kHz).
 
 Prints mean SDR/SIR/SAR/STOI/PESQ per SNR for each method, mean SDR and STOI per noise type and
 SNR, and sepsti's lead over the input and each peer per SNR: the mean difference of SDR and of
@@ -306,8 +309,12 @@ def main(argv=None):
                                  [r["file"] for r in selected])
 
     def mean(method, key, **where):
-        values = np.array([r[method][key] for r in rows if all(r[k] == v for k, v in where.items())], dtype=float)
-        values = values[np.isfinite(values)]  # undefined scores (NaN) and the input's infinite SAR
+        # over the files every method has a score for (one a library refuses leaves the file out of every
+        # method's mean), the input's SAR aside: infinite by definition
+        chosen = [r for r in rows if all(r[k] == v for k, v in where.items())
+                  and all(np.isfinite(r[m][key]) for m in methods if not (m == "input" and key == "sar"))]
+        values = np.array([r[method][key] for r in chosen], dtype=float)
+        values = values[np.isfinite(values)]
         return float(values.mean()) if values.size else float("nan")
 
     snrs = sorted({r["snr"] for r in rows if "snr" in r})  # none for pairs

@@ -106,18 +106,23 @@ def main():
     speech = speech[:3 if args.quick else args.files]
     if not speech:
         raise SystemExit(f"--speech {args.speech}: no audio file of {args.shortest:g} s or more below it")
+    # a pair's name holds its file's path below --speech (folders joined by "-"), so files of one name in
+    # two folders stay apart
+    stems = ["-".join(path.relative_to(args.speech).with_suffix("").parts).replace(" ", "-") for path in speech]
+    repeated = sorted({stem for stem in stems if stems.count(stem) > 1})
+    if repeated:
+        raise SystemExit(f"--speech {args.speech}: files would share the pair name {repeated[0]!r}; rename one")
     snrs = [int(s) for s in args.snr.split(",")]
     clean_folder, noisy_folder = args.out / "clean", args.out / "noisy"
     if noisy_folder.exists():
         raise SystemExit(f"{noisy_folder} exists; give another --out")
     clean_folder.mkdir(parents=True, exist_ok=True)
     noisy_folder.mkdir(parents=True)
-    for number, path in enumerate(speech):
+    for number, (path, stem) in enumerate(zip(speech, stems)):
         info = soundfile.info(path)
         clean, _ = soundfile.read(path, frames=int(args.seconds * info.samplerate), always_2d=True)
         clean = clean.mean(axis=1)
         clean = at_level(clean, LEVEL_DB)
-        stem = path.stem.replace(" ", "-")
         for k, (name, draw) in enumerate(sorted(types.items())):
             noise = draw(len(clean), info.samplerate, np.random.default_rng([args.seed, number, k]))
             for snr in snrs:

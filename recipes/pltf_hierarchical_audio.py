@@ -17,8 +17,8 @@ counts for the samplers (on the int16 scale X holds ~1e8 counts, and both
 chains then crawl: each sweep moves the factors by ~1/sqrt(count)).
 
 Priors (chosen here; the paper gives none): Z2 ~ Gamma(1, 1), Z3 ~ Gamma(1, b)
-with ``b = K / mean frame total`` so that the prior mean of Xhat matches the
-data's level. 400 sweeps per sampler (``--quick``: 60).
+with ``b = I K / mean frame total`` (I templates, K chords) so that the prior mean
+of Xhat matches the data's level. 400 sweeps per sampler (``--quick``: 60).
 
 Run: ``python recipes/pltf_hierarchical_audio.py [--quick] [--out DIR] [--seed S] [--corpus DIR]``.
 JSON keys: ``settings``, ``block``, ``sada`` (log-likelihood traces, seconds per sweep,
@@ -91,7 +91,8 @@ def main():
     dictionary_model = pltf_model("fi,it->ft", dict(f=num_bins, i=NUM_TEMPLATES, t=num_frames))
     em = pltf_em(dictionary_model, X, max_iter=200, tol=0, map_estimate=False, seed=args.seed)
     Z1 = em.factors[0] / em.factors[0].sum(axis=0, keepdims=True)
-    rate_weights = NUM_CHORDS / X.sum(axis=0).mean()
+    # a frame's prior mean total is Σ_ik E[Z2] E[Z3] = I K / b (Z1's columns sum to one)
+    rate_weights = NUM_TEMPLATES * NUM_CHORDS / X.sum(axis=0).mean()
     model = pltf_model("fi,ik,kt->ft", dict(k=NUM_CHORDS, t=num_frames), prior_shape=1.0,
                        prior_rate=[None, 1.0, rate_weights], fixed={0: Z1})
     start_factors = model.sample_prior(stream(args.seed, 2))

@@ -104,7 +104,7 @@ def run_one(data, beta, *, num_warmup, num_draws, metric, max_tree_depth, target
     thetas = result.draws.reshape(-1, model.dim)
     diagnostics = result.diagnostics
     spectra = [model.factors(theta)[1][analyte] for theta in thetas]
-    picks = np.linspace(max(0, num_draws - 100), num_draws - 1, 4).astype(int)
+    picks = np.linspace(max(0, num_draws - 100), num_draws - 1, 4).astype(int)  # the first chain's
     wall = result.sampling_seconds
     record = {
         "experiment": data.experiment, "beta": beta, "noise_std": data.noise_std,
@@ -167,7 +167,8 @@ def make_figure(panels):
         ax.set_xlabel("wavenumber index")
         ax.legend(fontsize=7)
         maps = [("true loading", fig_data["true_D"]), ("MAP loading", fig_data["map_D"]),
-                ("draw", fig_data["draw_D"][0]), ("draw (last)", fig_data["draw_D"][1])]
+                ("chain 1, 100 draws from its end", fig_data["draw_D"][0]),
+                ("chain 1, its last draw", fig_data["draw_D"][1])]
         for ax, (label, image) in zip(row[1:], maps):
             shown = ax.imshow(image, cmap="viridis")
             fig.colorbar(shown, ax=ax, fraction=0.046)

@@ -7,7 +7,13 @@ spread over threads or MPI processes.
 
 import numpy as np
 
-__all__ = ["stream", "streams"]
+from sepsti.core.errors import ParameterError
+
+__all__ = ["KEY_LIMIT", "stream", "streams"]
+
+#: Seeds and keys lie below this: ``SeedSequence`` splits a larger integer into 32-bit words, lowest
+#: first, so ``(seed, 2**32)`` would be the stream ``(seed, 0, 1)``.
+KEY_LIMIT = 2 ** 32
 
 
 def stream(seed, *keys):
@@ -16,15 +22,23 @@ def stream(seed, *keys):
     Parameters
     ----------
     seed : int
-        The user's seed (non-negative).
+        The user's seed, in [0, :data:`KEY_LIMIT`).
     *keys : int
-        Identifiers of the stream, e.g. chain and block ids.
+        Identifiers of the stream, e.g. chain and block ids, each in [0, :data:`KEY_LIMIT`).
 
     Returns
     -------
     numpy.random.Generator
+
+    Raises
+    ------
+    ParameterError
+        A seed or key outside [0, :data:`KEY_LIMIT`): it would share its stream with another key tuple.
     """
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), *map(int, keys)])))
+    words = [int(seed), *map(int, keys)]
+    if not all(0 <= word < KEY_LIMIT for word in words):
+        raise ParameterError(f"seed and stream keys {words}: each must lie in [0, 2**32)")
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
 
 def streams(seed, count, *keys):

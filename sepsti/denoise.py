@@ -546,8 +546,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     if noise is None and features.num_frames(num_samples, framing=framing) < min_frames(noise_rank, framing):
         yield from unchanged()
         return
-    # mains hum is subtracted as sinusoids before anything else, where the mask would take the voice with it
-    blocks = hum_free(source, framing.sample_rate)
+    # mains hum is subtracted as sinusoids before anything else, where the mask would take the voice with it;
+    # at a floor of one nothing is lowered, the hum included
+    blocks = hum_free(source, framing.sample_rate) if mask_floor < 1.0 else source
     # the noise model is learned on the dictionary's own frames (frames twice as dense would double its
     # time for 0.06 dB at 0 dB) and serves the enhancer's: its segments span the same seconds
     if noise is None:

@@ -695,3 +695,16 @@ def test_max_reduction_bounds_the_attenuation(workdir, tiny_dictionary):
     assert energy["12"] > max(energy[None], 10 ** (-12 / 10)) and energy[None] > 10 ** (-26 / 10)
     assert _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "bad.wav", "--max-reduction",
                     "-3").exit_code == 2
+
+
+def test_max_reduction_0_keeps_mains_hum_too(workdir, tiny_dictionary):
+    """Hum is subtracted before the mask, but at ``--max-reduction 0`` nothing is lowered, the hum included."""
+    rng = np.random.default_rng(3)
+    t = np.arange(4 * RATE) / RATE
+    noisy = 0.05 * rng.standard_normal(t.size) + 0.2 * sum(np.sin(2 * np.pi * 50 * k * t) / k for k in range(1, 6))
+    source = workdir / "hum.wav"
+    soundfile.write(source, noisy, RATE, subtype="PCM_16")
+    noisy, _ = soundfile.read(source)
+    result = _enhance(tiny_dictionary, source, "-o", workdir / "out.wav", "--max-reduction", "0")
+    assert result.exit_code == 0, result.stderr
+    np.testing.assert_allclose(soundfile.read(workdir / "out.wav")[0], noisy, rtol=0, atol=1.01 / 32768)

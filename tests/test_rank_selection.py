@@ -1,6 +1,7 @@
 """The rank-selection engine: plan, seed rule, checkpoints, threads, interruption, replicate errors."""
 
 import _thread
+import itertools
 import threading
 import time
 
@@ -62,6 +63,16 @@ class DriftingChains:
 
 def exact(rank, grid=GRID):
     return float(grid.weights @ DriftingChains.mean(rank, grid.temperatures))
+
+
+def test_shared_work_has_a_stream_of_its_own():
+    # numpy reads an integer of 2**32 or more as several 32-bit words, so such a key would alias another
+    # tuple (2**32, the shared key once, read as (0, 1): the noise of block r of chain (R, 0, 1))
+    with pytest.raises(ParameterError, match=r"2\*\*32"):
+        stream(0, 3, 2 ** 32, 2)
+    first = {stream(0, 3, *keys).integers(0, 2 ** 63) for keys in itertools.chain(
+        itertools.product(range(4), range(4)), itertools.product(range(4), range(4), range(8)))}
+    assert stream(0, 3, SHARED_KEY, 2).integers(0, 2 ** 63) not in first
 
 
 def test_plan_holds_every_rank_temperature_and_replicate():

@@ -87,8 +87,10 @@ __all__ = [
     "to_json",
 ]
 
-#: Stream key of work shared by the chains of one (rank, replicate), e.g. their EM start.
-SHARED_KEY = 2 ** 32
+#: Stream key of work shared by the chains of one (rank, replicate), e.g. their EM start: one 32-bit word
+#: that no temperature index reaches (2**32, as it was, is read as the two keys (0, 1): the noise of block
+#: r of chain (R, 0, 1)).
+SHARED_KEY = 2 ** 32 - 1
 
 #: A chain's E_t[log p] may fall below its neighbour's by this many joint standard errors
 #: before the result is flagged as not equilibrated.
@@ -556,8 +558,9 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     ranks = validate_ranks(ranks)
     if int(num_replicates) != num_replicates or num_replicates < 1:
         raise ParameterError(f"num_replicates={num_replicates} must be a positive integer")
+    # the shared work's stream key among them: a checkpoint of the former key (2**32) is refused, not mixed
     settings = {"ranks": ranks, "grid": grid.as_dict(), "num_replicates": int(num_replicates), "seed": int(seed),
-                **factory.settings, "data": factory.data_digest}
+                "shared_key": SHARED_KEY, **factory.settings, "data": factory.data_digest}
     settings = json.loads(json.dumps(settings))  # the form it takes in JSON and in the checkpoint
     store = _Checkpoint(checkpoint, settings) if checkpoint is not None else None
     tasks = chain_plan(ranks, grid, num_replicates)

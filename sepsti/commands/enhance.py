@@ -321,7 +321,7 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
                    "to the rate of each input's dictionary) instead of from each file.")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Cap on EM iterations per file (default: the enhancer's own).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(0, 2 ** 32 - 1), default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--progress/--no-progress", default=None,

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from sepsti.commands import SEED
 from sepsti.core.errors import ParameterError
 
 __all__ = ["corpus", "parse_utterances", "pairing_problems"]
@@ -107,7 +108,7 @@ def corpus():
 
 @corpus.command("synth")
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--seed", type=click.IntRange(0, 2 ** 32 - 1), default=0, show_default=True, help="Random seed.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed.")
 @click.option("--overwrite", is_flag=True, help="Replace the corpus in a non-empty DIRECTORY.")
 @click.option("--utterances", default="30", show_default=True,
               help="How many utterances (sp01..spN), or ids such as sp01-sp04,sp21-sp22.")

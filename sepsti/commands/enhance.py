@@ -33,6 +33,8 @@ from pathlib import Path
 
 import click
 
+from sepsti.commands import SEED
+
 __all__ = ["enhance", "plan_outputs"]
 
 #: Fewest STFT frames per piece of a file of many channels (a second at 16 ms).
@@ -321,7 +323,7 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
                    "to the rate of each input's dictionary) instead of from each file.")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Cap on EM iterations per file (default: the enhancer's own).")
-@click.option("--seed", type=click.IntRange(0, 2 ** 32 - 1), default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--progress/--no-progress", default=None,

@@ -53,6 +53,8 @@ from pathlib import Path
 
 import click
 
+from sepsti.commands import SEED
+
 __all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_and_score", "enhance_signal",
            "score_signals", "score_mixture"]
 
@@ -310,7 +312,7 @@ def _draw_pairs(axis, summary, results, metric):
               help="Number of noise atoms learned on each mixture (at most 257, the frequency bins).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Cap on EM iterations per mixture (default: the enhancer's own).")
-@click.option("--seed", type=click.IntRange(0, 2 ** 32 - 1), default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
 @click.option("--max-reduction", type=click.FloatRange(min=0, max=120), default=None, metavar="DB",

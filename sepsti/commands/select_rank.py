@@ -19,6 +19,8 @@ from pathlib import Path
 
 import click
 
+from sepsti.commands import SEED
+
 __all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
 
 #: The model of magnitude spectrograms that ``select-rank`` (by default) and ``train --rank auto`` compare
@@ -104,7 +106,7 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
               help="At t = 0, independent prior draws instead of a chain [off].")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="Chains run concurrently per process [default: all cores; 1 under mpiexec].")
-@click.option("--seed", type=click.IntRange(0, 2 ** 32 - 1), default=0, show_default=True, help="Random seed.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed.")
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None,
               help="Folder keeping every finished chain; rerunning the same command resumes.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write results as JSON.")

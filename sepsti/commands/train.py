@@ -22,6 +22,8 @@ from pathlib import Path
 
 import click
 
+from sepsti.commands import SEED
+
 __all__ = ["train"]
 
 
@@ -69,7 +71,7 @@ def _ranks(text):
 @click.option("--tol", type=click.FloatRange(min=0.0), default=None,
               help="Relative log-likelihood change that stops EM (default: the trainer's; 0 runs "
                    "exactly --iterations).")
-@click.option("--seed", type=click.IntRange(0, 2 ** 32 - 1), default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the random initialization.")
 @click.option("--context", type=click.IntRange(min=0, max=8), default=0, show_default=True,
               help="Frames on each side of an atom's centre frame, a quarter window apart (the shipped 8 kHz "

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from scipy.integrate import trapezoid
+from scipy.integrate import simpson, trapezoid
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.sti import (chain_summary, curvature, integrated_time, integration_weights,
@@ -18,7 +18,8 @@ def test_grid_counts_intervals():
         temperature_grid(0)
 
 
-@pytest.mark.parametrize("rule,power", [("trapezoid", 1.0), ("trapezoid", 4.0), ("simpson", 1.0), ("simpson", 3.0)])
+@pytest.mark.parametrize("rule,power", [("trapezoid", 1.0), ("trapezoid", 4.0), ("simpson", 1.0), ("simpson", 3.0),
+                                        ("simpson", 5.0)])
 def test_weights_integrate_what_they_should(rule, power):
     t = temperature_grid(8, schedule="power" if power > 1 else "uniform", power=power)
     w = integration_weights(t, rule=rule, power=power)
@@ -27,10 +28,22 @@ def test_weights_integrate_what_they_should(rule, power):
         # against scipy's trapezoid rule on the grid, for integrands it is not exact for
         for f in (t ** 2, np.exp(t)):
             assert w @ f == pytest.approx(trapezoid(f, t), rel=1e-12)
-    if rule == "simpson":
+    if rule == "simpson" and power <= 3:
         # f(t) = t^(1/c) gives the cubic-free integrand c u^c ... exact for c <= 3
         u = t ** (1 / power)
         assert w @ u == pytest.approx(power / (power + 1), rel=1e-9)
+
+
+@pytest.mark.parametrize("num_intervals", [10, 4])
+def test_simpson_on_a_power_grid_is_blind_to_the_integrands_level(num_intervals):
+    # Simpson in u on (f - f(1)) dt/du, plus f(1): scipy's rule on that integrand, and a level of -1e7
+    # moves the estimate by the level exactly (Simpson on f dt/du alone: 670 nats at T = 10, 26,000 at 4)
+    t = temperature_grid(num_intervals, schedule="power", power=5.0)
+    u = np.arange(num_intervals + 1) / num_intervals
+    w = integration_weights(t, rule="simpson", power=5.0)
+    f = -50.0 / (t + 1e-3)
+    assert w @ f == pytest.approx(simpson((f - f[-1]) * 5 * u ** 4, x=u) + f[-1], rel=1e-12)
+    assert w @ (f - 1e7) - w @ f == pytest.approx(-1e7, abs=1e-6)
 
 
 def test_beta_grid_is_dense_at_both_ends_and_its_simpson_weights_integrate():

@@ -114,7 +114,8 @@ def test_write_audio_failure_leaves_nothing(tmp_path):
     assert os.listdir(tmp_path) == ["out.wav"] and target.read_bytes() == b"old"
 
 
-@pytest.mark.parametrize("orig, target", [(44100, 8000), (8000, 22050), (16000, 8000), (44101, 8000), (6000, 8000)])
+@pytest.mark.parametrize("orig, target", [(44100, 8000), (8000, 22050), (16000, 8000), (44101, 8000), (6000, 8000),
+                                          (48000, 16000), (16000, 48000), (44100, 16000)])
 def test_resampler_in_blocks_equals_resample_poly(rng, orig, target):
     from math import gcd
 

@@ -323,7 +323,7 @@ def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
             level = features.in_context(median_magnitude(noise_power[:, around]), setting.context)
             rates[:rank] = speech_prior_rates(part, level, sparsity)[None, :]
         result = poisson_nmf_em(part, W_all, H, update_W=False, prior_rate_H=rates, max_iter=max_iter, tol=0,
-                                background=known)
+                                track_log_likelihood=False, background=known)
         speech[:, position:stop] = result.W[centre, :rank] @ result.H[:rank]
         noise[:, position:stop] = result.W[centre, rank:] @ result.H[rank:] + known[centre]
         position = stop

@@ -206,6 +206,27 @@ def test_dtype_is_preserved(rng, dtype):
     assert np.diff(history).min() >= -slack
 
 
+def test_the_log_likelihood_is_computed_only_where_asked(rng, monkeypatch):
+    # default with tol=0: the first and last values; False: none, and no log-gamma of the data (the enhancer's
+    # many fits); the factors are the same either way
+    X, _, _ = planted(rng)
+    W, H = initialize_nmf(X, 4, rng)
+    rates = rng.uniform(0.1, 1.0, H.shape)
+    ends = poisson_nmf_em(X, W, H, max_iter=5, tol=0, prior_rate_H=rates, background=np.full(X.shape, 0.5))
+    assert np.isfinite(ends.log_likelihood[[0, -1]]).all() and np.isnan(ends.log_likelihood[1:-1]).all()
+    import scipy.special
+
+    def refused(*args, **kwargs):
+        raise AssertionError("gammaln called")
+
+    monkeypatch.setattr(scipy.special, "gammaln", refused)
+    none = poisson_nmf_em(X, W, H, max_iter=5, tol=0, prior_rate_H=rates, background=np.full(X.shape, 0.5),
+                          track_log_likelihood=False)
+    assert np.isnan(none.log_likelihood).all() and len(none.log_likelihood) == 6 and none.n_iter == 5
+    np.testing.assert_array_equal(none.W, ends.W)
+    np.testing.assert_array_equal(none.H, ends.H)
+
+
 def test_integer_input_becomes_float64(rng):
     X = rng.poisson(3.0, (6, 7))
     W, H = initialize_nmf(X, 2, rng)

@@ -296,6 +296,18 @@ def test_the_noise_is_followed_on_both_sides_of_near_silence(rng):
     assert 0.8 < near.mean() < 1.25, near.mean()
 
 
+@pytest.mark.parametrize("shape", [(7, 300), (3, 1), (2, 49)])
+@pytest.mark.parametrize("size", [1, 2, 50, 51, 400])
+def test_running_extremes_are_scipy_s_filters(rng, shape, size):
+    from scipy.ndimage import maximum_filter1d, minimum_filter1d
+
+    from sepsti.noise_power import _running_extreme
+
+    x = rng.exponential(1.0, shape).astype(np.float32)
+    np.testing.assert_array_equal(_running_extreme(x, size, np.maximum), maximum_filter1d(x, size, axis=1, mode="nearest"))
+    np.testing.assert_array_equal(_running_extreme(x, size, np.minimum), minimum_filter1d(x, size, axis=1, mode="nearest"))
+
+
 def test_a_held_tone_is_followed_at_once_but_a_voice_s_lowest_harmonic_is_not(rng):
     """A tone held for a second, 20 dB above the noise: at 1 kHz it is steady noise from its second frame; at
     110 Hz, where a voice's first harmonic may hold as still, it is left to the recursion, which takes it for

@@ -42,7 +42,6 @@ from typing import NamedTuple
 import warnings
 
 import numpy as np
-from scipy.special import gammaln
 
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 
@@ -58,9 +57,9 @@ class EMResult(NamedTuple):
     H : ndarray, shape (rank, n_cols)
     log_likelihood : ndarray, shape (n_iter + 1,)
         Log-posterior (log-likelihood plus log-prior; the log-likelihood alone without priors)
-        at the start and after each iteration, in float64. When it is not tracked
-        (``track_log_likelihood=False``) only the first and last entries are finite; the
-        others are NaN.
+        at the start and after each iteration, in float64. Untracked entries are NaN: with
+        ``tol=0`` only the first and last are computed by default, and none with
+        ``track_log_likelihood=False``.
     n_iter : int
         Number of iterations run.
     """
@@ -178,7 +177,7 @@ def poisson_log_likelihood(X, W, H):
     -------
     float
     """
-    from scipy.special import xlogy
+    from scipy.special import gammaln, xlogy
 
     X = np.asarray(X, dtype=np.float64)
     rate = np.asarray(W, dtype=np.float64) @ np.asarray(H, dtype=np.float64)
@@ -277,9 +276,10 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
         divergence plus the prior penalty, ≥ 0) decreases by less than ``tol · D`` in one
         iteration. ``tol=0`` runs exactly ``max_iter`` iterations.
     track_log_likelihood : bool, optional
-        Record the log-posterior after every iteration. Default: True when ``tol > 0``
-        (the criterion needs it), False when ``tol == 0``, where only the initial and final
-        values are computed (a log per entry saved per iteration).
+        Record the log-posterior after every iteration. Default: every iteration when ``tol > 0``
+        (the criterion needs it), only the initial and final values when ``tol == 0`` (a log
+        per entry saved per iteration). False (with ``tol=0``): none at all, for a caller that
+        wants the factors only (no log-gamma of the data, no product after the last iteration).
     progress : bool
         Show a progress bar on stderr.
     desc : str
@@ -332,10 +332,10 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
         raise ParameterError(f"max_iter: expected a non-negative integer, got {max_iter!r}")
     if not (isinstance(tol, (int, float, np.floating, np.integer)) and np.isfinite(tol) and tol >= 0):
         raise ParameterError(f"tol: expected a finite number >= 0, got {tol!r}")
-    if track_log_likelihood is None:
-        track_log_likelihood = tol > 0
-    elif tol > 0 and not track_log_likelihood:
+    if tol > 0 and track_log_likelihood is not None and not track_log_likelihood:
         raise ParameterError("track_log_likelihood=False needs tol=0: the stopping rule uses it")
+    ends = track_log_likelihood is None or bool(track_log_likelihood)  # the initial and final values
+    track_log_likelihood = tol > 0 if track_log_likelihood is None else bool(track_log_likelihood)
     max_iter = int(max_iter)
     if threads is not None and (isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer))
                                 or threads < 1):
@@ -344,18 +344,23 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     B = _validate_background(background, X)
 
     floor = dtype.type(np.finfo(dtype).eps)
-    lgamma_sum = float(np.sum(gammaln(X.astype(np.float64) + 1)))
-    # x log x - x: the saturated model's log-likelihood minus the lgamma term, for the criterion
-    X64 = X.astype(np.float64)
-    positive = X64 > 0
-    saturated = float(np.sum(X64[positive] * np.log(X64[positive])) - X64.sum()) - lgamma_sum
     has_prior_W = bool(np.any(rate_W > 0))
     has_prior_H = bool(np.any(rate_H > 0))
     use_rate_W = rate_W if has_prior_W else None
     use_rate_H = rate_H if has_prior_H else None
-    # the criterion's objective leaves out the priors' constant Σ log λ, so it stays >= 0
-    saturated += sum(float(np.sum(np.log(r[r > 0].astype(np.float64))))
-                     for r in (use_rate_W, use_rate_H) if r is not None)
+    lgamma_sum = saturated = 0.0
+    if ends:
+        from scipy.special import gammaln
+
+        lgamma_sum = float(np.sum(gammaln(X.astype(np.float64) + 1)))
+    if tol > 0:
+        # x log x - x: the saturated model's log-likelihood minus the lgamma term, for the criterion
+        X64 = X.astype(np.float64)
+        positive = X64 > 0
+        saturated = float(np.sum(X64[positive] * np.log(X64[positive])) - X64.sum()) - lgamma_sum
+        # the criterion's objective leaves out the priors' constant Σ log λ, so it stays >= 0
+        saturated += sum(float(np.sum(np.log(r[r > 0].astype(np.float64))))
+                         for r in (use_rate_W, use_rate_H) if r is not None)
 
     learn_W = mask_W.any()
     learn_H = mask_H.any()
@@ -397,7 +402,8 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
 
     history = np.full(max_iter + 1, np.nan)
     if max_iter == 0 or not (learn_W or learn_H):
-        history[0] = full_log_posterior()
+        if ends:
+            history[0] = full_log_posterior()
         return EMResult(W, H, history[:1], 0)
 
     workers = _workers(threads, len(blocks))
@@ -422,7 +428,7 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
         run = _runner(stack, workers)
         bar = stack.enter_context(progress_bar(max_iter, desc=desc, enabled=progress))
         for iteration in range(1, max_iter + 1):
-            want_log = track_log_likelihood or iteration == 1
+            want_log = track_log_likelihood or (ends and iteration == 1)
             first = True
             if learn_W:
                 parts = run(phase_W, buffers, want_log)
@@ -465,7 +471,8 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
         history = history[:n_iter + 1]
     else:
         history = history[:n_iter + 1]
-        history[n_iter] = full_log_posterior()
+        if ends:
+            history[n_iter] = full_log_posterior()
         if tol > 0 and not _converged(history, n_iter, saturated, tol):
             warnings.warn(f"EM stopped at max_iter={max_iter} before reaching tol={tol:g}; "
                           "raise max_iter or tol", ConvergenceWarning, stacklevel=2)

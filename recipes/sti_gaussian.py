@@ -34,24 +34,27 @@ off in turn (the bias decomposition of the README).
 
 import time
 import warnings
+from dataclasses import asdict, fields, replace
 
 import numpy as np
 
 from _common import recipe_parser, write_results
 
-from sepsti.core.evidence.sti import integration_weights, stochastic_thermodynamic_integration
+from sepsti.core.evidence.sti import LangevinSettings, TemperatureGrid, stochastic_thermodynamic_integration
 from sepsti.core.models.gaussian_additive import GaussianAdditiveModel
 from sepsti.core.random import stream
 
 NAME = "sti_gaussian"
 PRIOR = dict(mu=5.0, sigma2_theta=3.0, sigma2_x=5.0)
-CHAIN = dict(num_steps=3000, num_keep=2000, subset_size=250)
-DEFAULT = dict(num_intervals=40, schedule="power", power=6.0, rule="simpson", sampler="sgld", step_a=250.0,
-               step_b=0.51, step_scale="curvature", control_variate="gradient", integrator="lm",
-               zero_variance=True, evaluate="before_update")
-UNIFORM = dict(DEFAULT, schedule="uniform", power=1.0, rule="trapezoid")
-PAPER = dict(num_intervals=10, schedule="uniform", power=1.0, rule="trapezoid", sampler="sgld", step_a=1e-8,
-             step_b=0.51, control_variate=False, evaluate="after_update")
+BUDGET = dict(num_steps=3000, num_keep=2000, subset_size=250)
+DEFAULT = dict(grid=TemperatureGrid(40, "power", 6.0, "simpson"),
+               chain=LangevinSettings(**BUDGET, sampler="sgld", step_a=250.0, step_b=0.51, step_scale="curvature",
+                                      control_variate="gradient", integrator="lm", zero_variance=True,
+                                      evaluate="before_update"))
+UNIFORM = dict(DEFAULT, grid=TemperatureGrid(40, "uniform", rule="trapezoid"))
+PAPER = dict(grid=TemperatureGrid(10, "uniform", 1.0, "trapezoid"),
+             chain=LangevinSettings(**BUDGET, sampler="sgld", step_a=1e-8, step_b=0.51, control_variate=False,
+                                    evaluate="after_update"))
 ABLATION = {
     "default": {},
     "Euler (SGLD) instead of Leimkuhler-Matthews": dict(integrator="euler"),
@@ -67,21 +70,27 @@ ABLATION = {
 }
 
 
-def grid_power(settings):
-    return settings["power"] if settings["schedule"] == "power" else 1.0
+def changed(settings, **changes):
+    """``settings`` with fields of its grid or its chain replaced by name."""
+    grid_names = {field.name for field in fields(TemperatureGrid)}
+    return dict(grid=replace(settings["grid"], **{k: v for k, v in changes.items() if k in grid_names}),
+                chain=replace(settings["chain"], **{k: v for k, v in changes.items() if k not in grid_names}))
+
+
+def as_json(settings):
+    """``settings`` for the results file: the grid (with its temperatures) and the chain's fields."""
+    return {"grid": settings["grid"].as_dict(), "chain": asdict(settings["chain"])}
 
 
 def estimate(model, settings, *, seed):
     """STI on ``model`` with ``settings``: (result, seconds, quadrature error of the grid)."""
-    settings = {**CHAIN, **settings}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         start = time.perf_counter()
         result = stochastic_thermodynamic_integration(model, model.sample_prior, seed=seed, **settings)
         seconds = time.perf_counter() - start
     t = result.temperatures
-    weights = integration_weights(t, rule=settings["rule"], power=grid_power(settings))
-    quadrature = float(weights @ model.expected_log_likelihood(t) - model.log_marginal_likelihood())
+    quadrature = float(settings["grid"].weights @ model.expected_log_likelihood(t) - model.log_marginal_likelihood())
     return result, seconds, quadrature
 
 
@@ -100,9 +109,9 @@ def main():
     fields = ("sti", "stderr", "quadrature_error", "seconds_per_rank")
     out = {"true_R": true_ranks, "ranks": ranks, "exact": [],
            **{field + suffix: [] for suffix in configs for field in fields},
-           "settings": {"default": DEFAULT, "uniform": UNIFORM, "paper": PAPER, "N": 5000, "N_s": CHAIN["subset_size"],
-                        "K": CHAIN["num_steps"], "keep": CHAIN["num_keep"], **PRIOR, "T_counts": "intervals",
-                        "chains_per_temperature": 1}}
+           "settings": {"default": as_json(DEFAULT), "uniform": as_json(UNIFORM), "paper": as_json(PAPER), "N": 5000,
+                        "N_s": BUDGET["subset_size"], "K": BUDGET["num_steps"], "keep": BUDGET["num_keep"], **PRIOR,
+                        "T_counts": "intervals", "chains_per_temperature": 1}}
     print(f"{'true R':>6} {'R_m':>4} {'exact':>11} | {'STI-exact':>9} {'se':>5} {'quad':>6} {'s':>5} | "
           f"{'uniform-exact':>13} {'se':>5} | {'paper-exact':>11} {'se':>7} {'s':>5}")
     for index, true_rank in enumerate(true_ranks):
@@ -146,17 +155,14 @@ def ablation(seed, index, ranks):
     table = {}
     print("\nbias decomposition, true R = 5: STI - exact (se) per R_m")
     for label, change in ABLATION.items():
-        settings = {**DEFAULT, **change}
-        subset_size = settings.pop("subset_size", CHAIN["subset_size"])
+        settings = changed(DEFAULT, **change)
         errors, ses, seconds = [], [], []
         for rank in ranks:
             model = GaussianAdditiveModel(x, rank, **PRIOR)
-            chain = {**CHAIN, "subset_size": subset_size}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 start = time.perf_counter()
-                result = stochastic_thermodynamic_integration(model, model.sample_prior, seed=seed, **chain,
-                                                              **settings)
+                result = stochastic_thermodynamic_integration(model, model.sample_prior, seed=seed, **settings)
                 seconds.append(time.perf_counter() - start)
             errors.append(float(result.log_marginal_likelihood - model.log_marginal_likelihood()))
             ses.append(float(result.stderr))

@@ -61,7 +61,7 @@ def case(name, model, shape, rank, truth, truth_kind, estimate, stderr, seconds,
 
 def gaussian_cases(seeds, ranks):
     from sepsti.core.models.gaussian_additive import GaussianAdditiveModel
-    from sti_gaussian import CHAIN, DEFAULT, PRIOR
+    from sti_gaussian import DEFAULT, PRIOR
     from sepsti.core.evidence.sti import stochastic_thermodynamic_integration
 
     rows = []
@@ -70,7 +70,7 @@ def gaussian_cases(seeds, ranks):
         for rank in ranks:
             model = GaussianAdditiveModel(x, rank, **PRIOR)
             start = time.perf_counter()
-            result = stochastic_thermodynamic_integration(model, model.sample_prior, seed=seed, **CHAIN, **DEFAULT)
+            result = stochastic_thermodynamic_integration(model, model.sample_prior, seed=seed, **DEFAULT)
             rows.append(case("gaussian", "gaussian_additive", x.shape, rank, model.log_marginal_likelihood(), "exact",
                              result.log_marginal_likelihood, result.stderr, time.perf_counter() - start, seed))
     return rows

@@ -43,15 +43,15 @@ def test_mirroring_keeps_flagged_leaves_nonnegative(rng):
 def _stationary_variance(rng, precision, *, integrator, num_chains=20000, num_steps=60):
     """The spread of many chains of :func:`sepsti.core.evidence.sti.power_posterior_chains` at t = 0, where the
     target is the Gaussian model's prior N(0, 1/precision), each step 1/precision."""
-    from sepsti.core.evidence.sti import power_posterior_chains
+    from sepsti.core.evidence.sti import LangevinSettings, power_posterior_chains
     from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
 
     model = GaussianAdditiveModel(np.zeros(5), 1, mu=0.0, sigma2_theta=1.0 / precision)
     start = GaussianAdditiveTheta(rng.standard_normal((num_chains, 1)) / np.sqrt(precision))
     # one burn-in step: the base step (a/k)^b is (1/1)^1 = 1 throughout, divided by max(t, step_floor) = precision
-    _, state = power_posterior_chains(model, start, rng, temperatures=np.zeros(num_chains), num_steps=num_steps,
-                                      num_keep=num_steps - 1, step_a=1.0, step_b=1.0, step_floor=precision,
-                                      integrator=integrator)
+    chain = LangevinSettings(num_steps=num_steps, num_keep=num_steps - 1, step_a=1.0, step_b=1.0, step_floor=precision,
+                             integrator=integrator)
+    _, state = power_posterior_chains(model, start, rng, temperatures=np.zeros(num_chains), chain=chain)
     return state.position.theta.var()
 
 

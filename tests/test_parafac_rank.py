@@ -110,20 +110,20 @@ def test_block_scheme_scores_on_all_data_every_b_iterations(small):
 
 def test_generic_full_evaluation_scores_on_all_data(small):
     # generic engine, dense blocks: the t = 1 chain's last value is the full log-likelihood of its last sample
-    from sepsti.core.evidence.sti import power_posterior_chain
+    from sepsti.core.evidence.sti import LangevinSettings, power_posterior_chain
     from sepsti.core.evidence.parafac_rank import part_schedule
     from sepsti.core.parallel.tensor_blocks import build_block_index
 
     model = PoissonParafac(small, 2, prior_rate=0.6)
-    kwargs = dict(temperature=1.0, num_steps=40, num_keep=20, sampler="psgld", step_a=1e-4,
-                  subset_fn=part_schedule(build_block_index(small, 2)))
-    trace, chain = power_posterior_chain(model, model.sample_prior(stream(4)), stream(5), evaluate="full",
-                                         evaluate_every=3, **kwargs)
+    kwargs = dict(temperature=1.0, subset_fn=part_schedule(build_block_index(small, 2)))
+    settings = dict(num_steps=40, num_keep=20, sampler="psgld", step_a=1e-4)
+    trace, full = power_posterior_chain(model, model.sample_prior(stream(4)), stream(5),
+                                        chain=LangevinSettings(evaluate="full", evaluate_every=3, **settings), **kwargs)
     assert trace.shape == (7,)
-    assert trace[-1] == pytest.approx(model.log_likelihood(chain.state.inner.position), rel=1e-12)
-    _, parts = power_posterior_chain(model, model.sample_prior(stream(4)), stream(5), evaluate="before_update",
-                                     **kwargs)
-    for got, want in zip(chain.state.inner.position, parts.state.inner.position):
+    assert trace[-1] == pytest.approx(model.log_likelihood(full.state.inner.position), rel=1e-12)
+    _, parts = power_posterior_chain(model, model.sample_prior(stream(4)), stream(5),
+                                     chain=LangevinSettings(evaluate="before_update", **settings), **kwargs)
+    for got, want in zip(full.state.inner.position, parts.state.inner.position):
         np.testing.assert_array_equal(got, want)
 
 

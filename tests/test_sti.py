@@ -1,11 +1,14 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy.integrate import simpson, trapezoid
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.evidence.sti import (chain_summary, curvature, integrated_time, integration_weights,
-                               stochastic_thermodynamic_integration, temperature_grid, thermodynamic_integral,
-                               zero_variance_correction)
+from sepsti.core.evidence.sti import (LangevinSettings, TemperatureGrid, chain_summary, curvature, integrated_time,
+                                      integration_weights, power_posterior_chains,
+                                      stochastic_thermodynamic_integration, temperature_grid, thermodynamic_integral,
+                                      zero_variance_correction)
 from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
 
 
@@ -87,9 +90,9 @@ def test_sti_matches_exact_evidence_on_gaussian_model(rng):
     for rank in (1, 3):
         model = GaussianAdditiveModel(x, rank)
         result = stochastic_thermodynamic_integration(
-            model, model.sample_prior, num_intervals=12, schedule="power", power=4, rule="simpson",
-            num_steps=1500, num_keep=1000, sampler="psgld", step_a=1e-6, seed=3, control_variate=True,
-            evaluate="before_update")
+            model, model.sample_prior, grid=TemperatureGrid(12, "power", 4, "simpson"), seed=3,
+            chain=LangevinSettings(num_steps=1500, num_keep=1000, sampler="psgld", step_a=1e-6, control_variate=True,
+                                   evaluate="before_update"))
         exact = model.log_marginal_likelihood()
         t = result.temperatures
         quadrature = integration_weights(t, rule="simpson", power=4) @ model.expected_log_likelihood(t) - exact
@@ -132,9 +135,10 @@ def test_zero_variance_correction_keeps_the_mean_and_removes_explained_variance(
     assert abs(corrected.mean() - 2.0) < 4 * 0.1 / np.sqrt(20000) + 4 * 3.0 / 20000  # O(1/K) from beta
 
 
-GAUSSIAN_DEFAULT = dict(num_intervals=24, schedule="power", power=6, rule="simpson", num_steps=1500, num_keep=1000,
-                        subset_size=50, step_a=250.0, step_b=0.51, step_scale="curvature",
-                        control_variate="gradient", integrator="lm", zero_variance=True, evaluate="before_update")
+GAUSSIAN_DEFAULT = dict(grid=TemperatureGrid(24, "power", 6, "simpson"),
+                        chain=LangevinSettings(num_steps=1500, num_keep=1000, subset_size=50, step_a=250.0,
+                                               step_b=0.51, step_scale="curvature", control_variate="gradient",
+                                               integrator="lm", zero_variance=True, evaluate="before_update"))
 
 
 @pytest.mark.filterwarnings("ignore:traces shorter")
@@ -152,8 +156,8 @@ def test_batched_sti_matches_exact_evidence_within_its_standard_error(rng, rank)
                                                                                result.stderr)
     assert result.stderr < 0.2
     # the same chains with Euler's noise (SGLD) are biased by far more than their error
-    euler = stochastic_thermodynamic_integration(model, model.sample_prior, seed=1,
-                                                 **{**GAUSSIAN_DEFAULT, "integrator": "euler"})
+    euler = stochastic_thermodynamic_integration(model, model.sample_prior, seed=1, grid=GAUSSIAN_DEFAULT["grid"],
+                                                 chain=replace(GAUSSIAN_DEFAULT["chain"], integrator="euler"))
     assert euler.log_marginal_likelihood - exact - quadrature < -10 * euler.stderr
 
 
@@ -161,11 +165,15 @@ def test_batched_options_are_checked(rng):
     _, x = GaussianAdditiveModel.sample(rng, 100, 2)
     model = GaussianAdditiveModel(x, 2)
     with pytest.raises(ParameterError, match="integrator"):
-        stochastic_thermodynamic_integration(model, model.sample_prior, num_steps=10, num_keep=5,
-                                             integrator="verlet")
+        LangevinSettings(num_steps=10, num_keep=5, integrator="verlet")
+    with pytest.raises(ParameterError, match="zero_variance"):
+        LangevinSettings(zero_variance=True)
     with pytest.raises(ParameterError, match="batched"):
-        stochastic_thermodynamic_integration(model, model.sample_prior, num_steps=10, num_keep=5,
-                                             integrator="lm", warm_start=True)
+        stochastic_thermodynamic_integration(model, model.sample_prior, warm_start=True,
+                                             chain=LangevinSettings(num_steps=10, num_keep=5, integrator="lm"))
+    with pytest.raises(ParameterError, match="SGLD"):
+        power_posterior_chains(model, model.sample_prior(rng), rng, temperatures=[1.0],
+                               chain=LangevinSettings(num_steps=10, num_keep=5, sampler="psgld"))
 
 
 def test_integral_uses_the_weights_it_is_given_and_checks_their_length():

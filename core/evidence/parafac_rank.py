@@ -41,7 +41,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.rank_selection import (ChainRecord, ChainSettings, Preset, TemperatureGrid, data_digest,
                                                  resolve_settings, select_rank, validate_ranks)
 from sepsti.core.evidence.reference_path import REFERENCE_PRESET
-from sepsti.core.evidence.sti import power_posterior_chain
+from sepsti.core.evidence.sti import LangevinSettings, power_posterior_chain
 from sepsti.core.models.subsample import log_likelihood_estimate
 from sepsti.core.random import stream
 from sepsti.core.sparse_tensor import SparseTensor
@@ -212,16 +212,16 @@ class ParafacChains:
             start = model.sample_prior(rng)
             if chain.init == "map":
                 start = poisson_parafac_map(model, start, max_iter=chain.init_iterations, record=False).theta
-            settings = dict(temperature=task.temperature, num_steps=chain.steps_at(task.index),
-                            num_keep=int(chain.num_keep), sampler=chain.sampler,
+            settings = dict(num_steps=chain.steps_at(task.index), num_keep=int(chain.num_keep), sampler=chain.sampler,
                             step_a=chain.step_a_at(task.index), step_b=chain.step_b, alpha=chain.alpha,
                             sigma=chain.sigma, evaluate=chain.evaluate, evaluate_every=int(chain.evaluate_every))
             if self.compiled:
                 trace, _ = run_parafac_block_chain(self.index, start, prior_rates=model.prior_rates, seed=seed,
-                                                   chain=task.key, parallel=self.parallel, comm=self.comm,
-                                                   **settings)
+                                                   chain=task.key, temperature=task.temperature,
+                                                   parallel=self.parallel, comm=self.comm, **settings)
             else:
-                trace, _ = power_posterior_chain(model, start, rng, subset_fn=self.subset_fn, **settings)
+                trace, _ = power_posterior_chain(model, start, rng, temperature=task.temperature,
+                                                 chain=LangevinSettings(**settings), subset_fn=self.subset_fn)
         progress(1)
         seconds = time.perf_counter() - started
         return ChainRecord(np.asarray(trace, dtype=np.float64), seconds, time.thread_time() - cpu_started,

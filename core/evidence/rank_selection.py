@@ -65,7 +65,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sepsti.core.errors import ConvergenceWarning, ParameterError
-from sepsti.core.evidence.sti import integration_weights, temperature_grid, thermodynamic_integral
+from sepsti.core.evidence.sti import TemperatureGrid, thermodynamic_integral
 from sepsti.core.evidence.tempering_check import largest_decrease
 from sepsti.core.io import atomic_path
 
@@ -99,53 +99,6 @@ TEMPERING_LIMIT = 3.0
 #: The estimate from the second halves of the kept iterations may differ from the first halves' by
 #: this many standard errors before the chains are flagged as still drifting.
 DRIFT_LIMIT = 3.0
-
-
-@dataclass(frozen=True)
-class TemperatureGrid:
-    """The temperature grid and the quadrature over it.
-
-    Parameters
-    ----------
-    num_intervals : int
-        T; the grid has T + 1 temperatures from 0 to 1.
-    schedule : {"power", "uniform", "beta"}
-        t_i = (i/T)^c, i/T or I_(i/T)(c, c) (see :func:`sepsti.core.evidence.sti.temperature_grid`).
-    power : float
-        c of the power or beta schedule (recorded as 1 for the uniform one).
-    rule : {"simpson", "trapezoid"}
-        Quadrature (Simpson works in the grid variable u = i/T).
-    """
-
-    num_intervals: int = 10
-    schedule: str = "power"
-    power: float = 5.0
-    rule: str = "simpson"
-
-    def __post_init__(self):
-        if int(self.num_intervals) != self.num_intervals or self.num_intervals < 1:
-            raise ParameterError(f"num_intervals={self.num_intervals} must be a positive integer")
-        if self.schedule not in ("power", "uniform", "beta"):
-            raise ParameterError(f"schedule={self.schedule!r}: expected 'power', 'uniform' or 'beta'")
-        if self.rule not in ("simpson", "trapezoid"):
-            raise ParameterError(f"rule={self.rule!r}: expected 'simpson' or 'trapezoid'")
-        if not self.power >= 1.0:
-            raise ParameterError(f"power={self.power} must be at least 1")
-        object.__setattr__(self, "num_intervals", int(self.num_intervals))
-        object.__setattr__(self, "power", float(self.power) if self.schedule != "uniform" else 1.0)
-
-    @property
-    def temperatures(self):
-        """ndarray, shape (T + 1,): the grid."""
-        return temperature_grid(self.num_intervals, schedule=self.schedule, power=self.power)
-
-    @property
-    def weights(self):
-        """ndarray, shape (T + 1,): quadrature weights of E_t[log p] on the grid."""
-        return integration_weights(self.temperatures, rule=self.rule, power=self.power, schedule=self.schedule)
-
-    def as_dict(self):
-        return {**asdict(self), "temperatures": self.temperatures.tolist()}
 
 
 @dataclass(frozen=True)

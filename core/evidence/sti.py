@@ -19,7 +19,8 @@ chains -- every temperature, several chains each -- in lockstep as array
 operations (:func:`power_posterior_chains`): traces are arrays of shape
 ``(chains, kept)``.
 
-Bias sources and their cures (measured on the Gaussian additive model, see
+Bias sources and their cures (settings of :class:`TemperatureGrid` and
+:class:`LangevinSettings`, measured on the Gaussian additive model, see
 ``recipes/sti_gaussian.py``): the temperature grid (the uniform grid misses
 the fast change of E_t[log p(x|theta)] near t = 0 by hundreds to tens of
 thousands of nats; a power grid with Simpson's rule in u = t^(1/c) does
@@ -38,6 +39,7 @@ power schedule t_i = (i/T)^c.
 """
 
 import warnings
+from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -52,9 +54,9 @@ from sepsti.core.samplers.driver import run_chain
 from sepsti.core.samplers.langevin import langevin_step
 from sepsti.core.samplers.step_size import step_sizes
 
-__all__ = ["STIResult", "TemperedState", "temperature_grid", "trapezoid_weights", "integration_weights",
-           "integrated_time", "chain_summary", "thermodynamic_integral", "power_posterior_chain",
-           "power_posterior_chains", "curvature", "zero_variance_correction",
+__all__ = ["STIResult", "TemperedState", "TemperatureGrid", "LangevinSettings", "temperature_grid",
+           "trapezoid_weights", "integration_weights", "integrated_time", "chain_summary", "thermodynamic_integral",
+           "power_posterior_chain", "power_posterior_chains", "curvature", "zero_variance_correction",
            "stochastic_thermodynamic_integration", "random_subsets"]
 
 
@@ -182,6 +184,53 @@ def integration_weights(temperatures, *, rule="trapezoid", power=1.0, schedule="
     raise ParameterError(f"rule={rule!r}: expected 'trapezoid' or 'simpson'")
 
 
+@dataclass(frozen=True)
+class TemperatureGrid:
+    """The temperature grid and the quadrature over it.
+
+    Parameters
+    ----------
+    num_intervals : int
+        T; the grid has T + 1 temperatures from 0 to 1.
+    schedule : {"power", "uniform", "beta"}
+        t_i = (i/T)^c, i/T or I_(i/T)(c, c) (see :func:`temperature_grid`).
+    power : float
+        c of the power or beta schedule (recorded as 1 for the uniform one).
+    rule : {"simpson", "trapezoid"}
+        Quadrature (Simpson works in the grid variable u = i/T).
+    """
+
+    num_intervals: int = 10
+    schedule: str = "power"
+    power: float = 5.0
+    rule: str = "simpson"
+
+    def __post_init__(self):
+        if int(self.num_intervals) != self.num_intervals or self.num_intervals < 1:
+            raise ParameterError(f"num_intervals={self.num_intervals} must be a positive integer")
+        if self.schedule not in ("power", "uniform", "beta"):
+            raise ParameterError(f"schedule={self.schedule!r}: expected 'power', 'uniform' or 'beta'")
+        if self.rule not in ("simpson", "trapezoid"):
+            raise ParameterError(f"rule={self.rule!r}: expected 'simpson' or 'trapezoid'")
+        if not self.power >= 1.0:
+            raise ParameterError(f"power={self.power} must be at least 1")
+        object.__setattr__(self, "num_intervals", int(self.num_intervals))
+        object.__setattr__(self, "power", float(self.power) if self.schedule != "uniform" else 1.0)
+
+    @property
+    def temperatures(self):
+        """ndarray, shape (T + 1,): the grid."""
+        return temperature_grid(self.num_intervals, schedule=self.schedule, power=self.power)
+
+    @property
+    def weights(self):
+        """ndarray, shape (T + 1,): quadrature weights of E_t[log p] on the grid."""
+        return integration_weights(self.temperatures, rule=self.rule, power=self.power, schedule=self.schedule)
+
+    def as_dict(self):
+        return {**asdict(self), "temperatures": self.temperatures.tolist()}
+
+
 def integrated_time(x, *, c=5.0):
     """Integrated autocorrelation time of a 1-d trace (Sokal's automatic window).
 
@@ -268,9 +317,85 @@ def random_subsets(model, subset_size):
     return lambda rng, iteration: rng.integers(0, n, size=subset_size)
 
 
-def power_posterior_chain(model, position, rng, *, temperature, num_steps, num_keep, subset_fn, sampler="sgld",
-                          step_a=1e-8, step_b=0.51, alpha=0.99, sigma=1e-5, control_variate=False,
-                          evaluate="after_update", evaluate_every=1, step_floor=None, progress=False, desc=None):
+@dataclass(frozen=True)
+class LangevinSettings:
+    """How each power-posterior chain runs. The defaults are ICASSP'16's (SGLD, eq. 9, no control variates).
+
+    Parameters
+    ----------
+    sampler : {"sgld", "psgld"}
+    num_steps, num_keep : int
+        Iterations per chain and how many of the last are kept.
+    subset_size : int, optional
+        N_s of the random subsets, drawn with replacement (default: all data).
+    step_a, step_b : float
+        Step (a/k)^b during the burn-in, fixed after.
+    step_floor : float, optional
+        Divide the steps of the chain at t by max(t, step_floor) (see :func:`power_posterior_chain`).
+    step_scale : {None, "curvature"}
+        Batched models: ``curvature`` makes a and b dimensionless, the step of the chain at t
+        min((a/k)^b, 1) / lambda_t with lambda_t the largest curvature of its target at its start
+        (:func:`curvature`), so eps * lambda is the same for every temperature and model size.
+    alpha, sigma : float
+        pSGLD preconditioner settings.
+    integrator : {"euler", "lm"}
+        Batched models: Euler-Maruyama (SGLD) or Leimkuhler-Matthews noise
+        (:mod:`sepsti.core.samplers.langevin`).
+    control_variate : {False, True, "likelihood", "gradient"}
+        ``likelihood`` (or True): the kept log-likelihoods use the difference estimator against the
+        last burn-in sample, its full-data log-likelihood computed once. ``gradient`` (batched models):
+        the kept updates also use the control-variate gradient around it (SGLD-CV) and the
+        log-likelihood its first-order estimator (:func:`sepsti.core.models.subsample.log_likelihood_estimate`).
+    evaluate : {"after_update", "before_update", "full"}
+        Which sample the kept log-likelihood scores, on which data (see :func:`power_posterior_chain`;
+        ``full``: one chain at a time only).
+    evaluate_every : int
+        With ``full``: every m-th kept iteration.
+    zero_variance : bool
+        Batched models, ``before_update``: a zero-variance control variate on each chain's kept trace
+        (see :func:`power_posterior_chains`).
+    """
+
+    sampler: str = "sgld"
+    num_steps: int = 3000
+    num_keep: int = 2000
+    subset_size: object = None
+    step_a: float = 1e-8
+    step_b: float = 0.51
+    step_floor: object = None
+    step_scale: object = None
+    alpha: float = 0.99
+    sigma: float = 1e-5
+    integrator: str = "euler"
+    control_variate: object = False
+    evaluate: str = "after_update"
+    evaluate_every: int = 1
+    zero_variance: bool = False
+
+    def __post_init__(self):
+        if self.sampler not in ("sgld", "psgld"):
+            raise ParameterError(f"sampler={self.sampler!r}: expected 'sgld' or 'psgld'")
+        if not 1 <= self.num_keep <= self.num_steps:
+            raise ParameterError(f"num_keep={self.num_keep} must lie in [1, num_steps={self.num_steps}]")
+        if self.step_scale not in (None, "curvature"):
+            raise ParameterError(f"step_scale={self.step_scale!r}: expected None or 'curvature'")
+        if self.integrator not in ("euler", "lm"):
+            raise ParameterError(f"integrator={self.integrator!r}: expected 'euler' or 'lm'")
+        if self.control_variate is True:
+            object.__setattr__(self, "control_variate", "likelihood")
+        if self.control_variate not in (False, None, "likelihood", "gradient"):
+            raise ParameterError(f"control_variate={self.control_variate!r}: expected False, 'likelihood' or "
+                                 "'gradient'")
+        if self.evaluate not in ("after_update", "before_update", "full"):
+            raise ParameterError(f"evaluate={self.evaluate!r}: expected 'after_update', 'before_update' or 'full'")
+        if int(self.evaluate_every) != self.evaluate_every or self.evaluate_every < 1:
+            raise ParameterError(f"evaluate_every={self.evaluate_every} must be a positive integer")
+        object.__setattr__(self, "evaluate_every", int(self.evaluate_every))
+        if self.zero_variance and self.evaluate != "before_update":
+            raise ParameterError("zero_variance needs evaluate='before_update'")
+
+
+def power_posterior_chain(model, position, rng, *, temperature, chain, subset_fn=None, progress=False, desc=None):
     """Run one chain on p(theta) p(x | theta)^t and return the kept log-likelihood estimates.
 
     The step size decays as (a/k)^b over the ``num_steps - num_keep`` burn-in
@@ -297,43 +422,56 @@ def power_posterior_chain(model, position, rng, *, temperature, num_steps, num_k
     that is stable and accurate at t = 1 is needlessly small -- and mixes
     in hundreds of iterations -- where the prior dominates.
 
+    Parameters
+    ----------
+    model : model object
+    position : NamedTuple of ndarray
+        The start.
+    rng : numpy.random.Generator
+    temperature : float
+    chain : LangevinSettings
+        Without the settings of chains in lockstep (:func:`power_posterior_chains`).
+    subset_fn : callable, optional
+        ``subset_fn(rng, iteration) -> subset``; default: random subsets of ``chain.subset_size``.
+    progress : bool
+    desc : str, optional
+
     Returns
     -------
     trace : ndarray, shape (num_keep,)
     result : ChainResult
         The driver's output (``samples`` is the trace; ``state`` the last state).
     """
-    if not 1 <= num_keep <= num_steps:
-        raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
+    if chain.control_variate == "gradient" or chain.integrator != "euler" or chain.step_scale is not None or (
+            chain.zero_variance):
+        raise ParameterError("control_variate='gradient', integrator, step_scale and zero_variance need SGLD on a "
+                             "batched model without warm_start or subset_fn (the chains run in lockstep)")
+    num_steps, num_keep, evaluate = chain.num_steps, chain.num_keep, chain.evaluate
     burn_in = num_steps - num_keep
-    if sampler == "sgld":
+    if chain.sampler == "sgld":
         module, kernel = _sgld, _sgld.build_kernel()
-    elif sampler == "psgld":
-        module, kernel = _psgld, _psgld.build_kernel(alpha=alpha, sigma=sigma)
     else:
-        raise ParameterError(f"sampler={sampler!r}: expected 'sgld' or 'psgld'")
-    if evaluate not in ("after_update", "before_update", "full"):
-        raise ParameterError(f"evaluate={evaluate!r}: expected 'after_update', 'before_update' or 'full'")
-    if int(evaluate_every) != evaluate_every or evaluate_every < 1:
-        raise ParameterError(f"evaluate_every={evaluate_every} must be a positive integer")
+        module, kernel = _psgld, _psgld.build_kernel(alpha=chain.alpha, sigma=chain.sigma)
+    if subset_fn is None:
+        subset_fn = ((lambda rng, iteration: None) if chain.subset_size is None
+                     else random_subsets(model, int(chain.subset_size)))
     full = evaluate == "full"
-    evaluate_every = int(evaluate_every)
-    steps = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
-    if step_floor is not None:
-        steps = steps / max(float(temperature), float(step_floor))
+    steps = step_sizes(chain.step_a, chain.step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
+    if chain.step_floor is not None:
+        steps = steps / max(float(temperature), float(chain.step_floor))
     reference = []
     after = evaluate == "after_update"
 
     def step_fn(chain_rng, state, iteration):
         subset = subset_fn(chain_rng, iteration)
-        if control_variate and iteration == burn_in + 1:
+        if chain.control_variate and iteration == burn_in + 1:
             reference.append((state.inner.position, model.log_likelihood(state.inner.position, None)))
         value = np.nan
         if iteration > burn_in and not after and not full:
             value = log_likelihood_estimate(model, state.inner.position, subset,
                                             reference=reference[0] if reference else None)
         inner, info = kernel(chain_rng, state.inner, model, steps[iteration - 1], subset, temperature)
-        if iteration > burn_in and full and (num_steps - iteration) % evaluate_every == 0:
+        if iteration > burn_in and full and (num_steps - iteration) % chain.evaluate_every == 0:
             value = model.log_likelihood(inner.position, None)
         if iteration > burn_in and after:
             value = log_likelihood_estimate(model, inner.position, subset,
@@ -344,7 +482,7 @@ def power_posterior_chain(model, position, rng, *, temperature, num_steps, num_k
                        burn_in=burn_in, transform=lambda s: s.log_likelihood, progress=progress, desc=desc)
     trace = np.asarray(result.samples, dtype=np.float64)
     if full:
-        trace = trace[(num_keep - 1 - np.arange(num_keep)) % evaluate_every == 0]
+        trace = trace[(num_keep - 1 - np.arange(num_keep)) % chain.evaluate_every == 0]
     return trace, result
 
 
@@ -419,10 +557,7 @@ class _ChainsState(NamedTuple):
     features: object
 
 
-def power_posterior_chains(model, positions, rng, *, temperatures, num_steps, num_keep, subset_size=None,
-                           step_a=1e-8, step_b=0.51, step_floor=None, step_scale=None, control_variate=False,
-                           integrator="euler", evaluate="before_update", zero_variance=False, progress=False,
-                           desc=None):
+def power_posterior_chains(model, positions, rng, *, temperatures, chain, progress=False, desc=None):
     """Run C chains of a batched model in lockstep, chain c on p(theta) p(x | theta)^(t_c).
 
     Each iteration draws a subsample of ``subset_size`` indices (with
@@ -430,6 +565,18 @@ def power_posterior_chains(model, positions, rng, *, temperatures, num_steps, nu
     (ICASSP'16 eq. 10) with step (a/k)^b during the burn-in, fixed after.
     The kept log-likelihood estimates follow ``evaluate`` (see
     :func:`power_posterior_chain`).
+
+    ``zero_variance`` corrects each chain's kept trace
+    (:func:`zero_variance_correction`) with the step's own gradient estimate
+    at theta^(k-1), projected on the chain's stiffest direction v (from
+    :func:`curvature` at its start). E[v . g] = 0 at stationarity of the
+    Euler and Leimkuhler-Matthews steps for any step size (the chain's
+    mean does not move), and the stiffest direction is the one that mixes
+    fastest, so the in-chain mean of the feature is close to zero too;
+    slow directions are left out on purpose, since a feature that has not
+    mixed biases the correction. It removes the part of the
+    log-likelihood linear in that direction -- at the temperatures where
+    the posterior moves from the prior to the data, most of the variance.
 
     Parameters
     ----------
@@ -440,41 +587,9 @@ def power_posterior_chains(model, positions, rng, *, temperatures, num_steps, nu
     rng : numpy.random.Generator
         One stream for all chains' subsets and noise.
     temperatures : array_like, shape (C,)
-    num_steps, num_keep : int
-    subset_size : int, optional
-    step_a, step_b : float
-        Step schedule.
-    step_floor : float, optional
-        Divide chain c's steps by max(t_c, step_floor).
-    step_scale : {None, "curvature"}
-        ``curvature``: a and b are dimensionless, the step of chain c is
-        min((a/k)^b, 1) / lambda_c with lambda_c the largest curvature of its
-        target at its start (:func:`curvature`), so eps * lambda is the same
-        for every temperature and model size.
-    control_variate : {False, "likelihood", "gradient"}
-        ``likelihood`` (or True): the kept log-likelihoods use the difference
-        estimator against the last burn-in sample. ``gradient``: the kept
-        updates also use the control-variate gradient around it (SGLD-CV) and
-        the log-likelihood its first-order estimator
-        (:func:`sepsti.core.models.subsample.log_likelihood_estimate`). One full-data
-        pass per chain, at the end of the burn-in.
-    integrator : {"euler", "lm"}
-        Euler-Maruyama (SGLD) or Leimkuhler-Matthews noise
-        (:mod:`sepsti.core.samplers.langevin`).
-    evaluate : {"before_update", "after_update"}
-    zero_variance : bool
-        Zero-variance control variate on each chain's kept trace
-        (:func:`zero_variance_correction`): the step's own gradient estimate
-        at theta^(k-1), projected on the chain's stiffest direction v (from
-        :func:`curvature` at its start). E[v . g] = 0 at stationarity of the
-        Euler and Leimkuhler-Matthews steps for any step size (the chain's
-        mean does not move), and the stiffest direction is the one that mixes
-        fastest, so the in-chain mean of the feature is close to zero too;
-        slow directions are left out on purpose, since a feature that has not
-        mixed biases the correction. It removes the part of the
-        log-likelihood linear in that direction -- at the temperatures where
-        the posterior moves from the prior to the data, most of the variance.
-        Needs ``before_update`` and a model without mirrored leaves.
+    chain : LangevinSettings
+        SGLD, ``evaluate`` before or after the update; ``zero_variance`` needs a model without
+        mirrored leaves.
     progress : bool
     desc : str, optional
 
@@ -485,46 +600,39 @@ def power_posterior_chains(model, positions, rng, *, temperatures, num_steps, nu
     """
     if not getattr(model, "batched", False):
         raise ParameterError(f"{type(model).__name__} is not batched: use power_posterior_chain per chain")
-    if not 1 <= num_keep <= num_steps:
-        raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
-    if control_variate is True:
-        control_variate = "likelihood"
-    if control_variate not in (False, None, "likelihood", "gradient"):
-        raise ParameterError(f"control_variate={control_variate!r}: expected False, 'likelihood' or 'gradient'")
-    if integrator not in ("euler", "lm"):
-        raise ParameterError(f"integrator={integrator!r}: expected 'euler' or 'lm'")
-    if evaluate not in ("after_update", "before_update"):
-        raise ParameterError(f"evaluate={evaluate!r}: expected 'after_update' or 'before_update'")
-    if step_scale not in (None, "curvature"):
-        raise ParameterError(f"step_scale={step_scale!r}: expected None or 'curvature'")
-    if zero_variance and (evaluate != "before_update" or any(getattr(model, "nonnegative", None) or ())):
-        raise ParameterError("zero_variance needs evaluate='before_update' and a model without mirrored leaves")
+    if chain.sampler != "sgld":
+        raise ParameterError(f"sampler={chain.sampler!r}: chains in lockstep run SGLD")
+    if chain.evaluate not in ("after_update", "before_update"):
+        raise ParameterError(f"evaluate={chain.evaluate!r}: expected 'after_update' or 'before_update'")
+    if chain.zero_variance and any(getattr(model, "nonnegative", None) or ()):
+        raise ParameterError("zero_variance needs a model without mirrored leaves")
+    control_variate, zero_variance = chain.control_variate, chain.zero_variance
     t = np.asarray(temperatures, dtype=np.float64)
     num_chains = t.size
-    burn_in = num_steps - num_keep
-    base = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
+    burn_in = chain.num_steps - chain.num_keep
+    base = step_sizes(chain.step_a, chain.step_b, num_steps=chain.num_steps, num_decay_steps=max(burn_in, 1))
     stiffness, direction = (curvature(model, positions, t, rng=rng, return_vector=True)
-                            if step_scale == "curvature" or zero_variance else (None, None))
-    if step_scale == "curvature":
+                            if chain.step_scale == "curvature" or zero_variance else (None, None))
+    if chain.step_scale == "curvature":
         base = np.minimum(base, 1.0)
         divisor = stiffness
         if not np.all(np.isfinite(divisor)) or np.any(divisor <= 0):
             raise ParameterError(f"curvature estimates {divisor}: not finite and positive at the starts")
-    elif step_floor is not None:
-        divisor = np.maximum(t, float(step_floor))
+    elif chain.step_floor is not None:
+        divisor = np.maximum(t, float(chain.step_floor))
     else:
         divisor = np.ones_like(t)
     n = model.n_data
 
     def draw():
-        return None if subset_size is None else rng.integers(0, n, size=(num_chains, int(subset_size)))
+        return None if chain.subset_size is None else rng.integers(0, n, size=(num_chains, int(chain.subset_size)))
 
     def normals(position):
         return type(position)(*(rng.standard_normal(np.shape(leaf)) for leaf in position))
 
     reference = []
-    after = evaluate == "after_update"
-    lm = integrator == "lm"
+    after = chain.evaluate == "after_update"
+    lm = chain.integrator == "lm"
 
     def step_fn(chain_rng, state, iteration):
         subset = draw()
@@ -551,7 +659,7 @@ def power_posterior_chains(model, positions, rng, *, temperatures, num_steps, nu
         return _ChainsState(position, fresh, value, features), None
 
     start = _ChainsState(positions, normals(positions), None, None)
-    result = run_chain(step_fn, start, rng, num_steps=num_steps, burn_in=burn_in,
+    result = run_chain(step_fn, start, rng, num_steps=chain.num_steps, burn_in=burn_in,
                        transform=(lambda s: (s.log_likelihood, s.features)) if zero_variance else (
                            lambda s: s.log_likelihood), progress=progress, desc=desc)
     if not zero_variance:
@@ -561,14 +669,14 @@ def power_posterior_chains(model, positions, rng, *, temperatures, num_steps, nu
     return traces, result.state
 
 
-def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, schedule="uniform", power=5.0,
-                                         temperatures=None, num_steps=3000, num_keep=2000, subset_size=None,
-                                         subset_fn=None, sampler="sgld", step_a=1e-8, step_b=0.51, alpha=0.99,
-                                         sigma=1e-5, rule="trapezoid", control_variate=False,
-                                         evaluate="after_update", warm_start=False, step_floor=None,
-                                         step_scale=None, integrator="euler", chains_per_temperature=1,
-                                         zero_variance=False, seed=0, progress=False):
+def stochastic_thermodynamic_integration(model, init_fn, *, grid=TemperatureGrid(schedule="uniform", rule="trapezoid"),
+                                         chain=LangevinSettings(), temperatures=None, subset_fn=None,
+                                         chains_per_temperature=1, warm_start=False, seed=0, progress=False):
     """Estimate log p(x) of ``model`` by STI.
+
+    Batched models with SGLD, no ``subset_fn`` and no ``warm_start`` run all chains in lockstep
+    (:func:`power_posterior_chains`); otherwise one chain per temperature runs after the other
+    (:func:`power_posterior_chain`).
 
     Parameters
     ----------
@@ -576,42 +684,16 @@ def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, sc
         See :mod:`sepsti.core.models`.
     init_fn : callable
         ``init_fn(rng) -> position`` for each chain (e.g. ``model.sample_prior``).
-    num_intervals, schedule, power : see :func:`temperature_grid`
+    grid : TemperatureGrid
+        Default: ICASSP'16's, T = 10 uniform intervals and the trapezoid rule.
+    chain : LangevinSettings
+        How each chain runs (default: ICASSP'16's settings).
     temperatures : array_like, optional
-        An explicit grid, overriding the three above.
-    num_steps, num_keep : int
-        Iterations per temperature and how many of the last are kept.
-    subset_size : int, optional
-        N_s for random subsets drawn with replacement (default: all data).
+        An explicit grid, overriding ``grid``'s; ``grid.rule`` integrates over it in t.
     subset_fn : callable, optional
-        ``subset_fn(rng, iteration) -> subset``, overriding ``subset_size``.
-    sampler : {"sgld", "psgld"}
-    step_a, step_b : float
-        Step-size schedule (a/k)^b during burn-in.
-    alpha, sigma : float
-        pSGLD preconditioner settings.
-    rule : {"trapezoid", "simpson"}
-        Quadrature over the grid (:func:`integration_weights`).
-    control_variate : {False, True, "likelihood", "gradient"}
-        True or ``likelihood``: the difference estimator of the log-likelihood
-        (see :func:`power_posterior_chain`). ``gradient`` (batched models):
-        also the control-variate gradient and the first-order estimator (see
-        :func:`power_posterior_chains`).
-    evaluate : {"after_update", "before_update"}
-        Which sample the subsample scores (see :func:`power_posterior_chain`).
-    step_floor : float, optional
-        Divide each chain's steps by max(t, step_floor) (see
-        :func:`power_posterior_chain`).
-    step_scale : {None, "curvature"}
-        Batched models: scale each chain's steps by its target's curvature
-        (see :func:`power_posterior_chains`).
-    integrator : {"euler", "lm"}
-        Batched models: Euler (SGLD) or Leimkuhler-Matthews noise.
+        ``subset_fn(rng, iteration) -> subset``, overriding ``chain.subset_size``.
     chains_per_temperature : int
         Batched models: independent chains per temperature, averaged.
-    zero_variance : bool
-        Batched models: a zero-variance control variate on each chain's trace
-        (see :func:`power_posterior_chains`).
     warm_start : bool
         Start the chain at t_i from the last sample of the chain at t_{i-1}
         (Friel & Pettitt's sequential scheme): neighbouring power posteriors
@@ -626,44 +708,32 @@ def stochastic_thermodynamic_integration(model, init_fn, *, num_intervals=10, sc
     -------
     STIResult
     """
-    grid = temperature_grid(num_intervals, schedule=schedule, power=power) if temperatures is None else (
-        np.asarray(temperatures, dtype=np.float64))
-    # Simpson works in the variable the grid was built on; an explicit grid is taken as it is (in t)
-    weights = (integration_weights(grid, rule=rule, power=power, schedule=schedule) if temperatures is None
-               else integration_weights(grid, rule=rule))
-    if getattr(model, "batched", False) and not warm_start and subset_fn is None and sampler == "sgld":
+    if temperatures is None:
+        temperatures, weights = grid.temperatures, grid.weights
+    else:  # Simpson works in the variable a grid was built on: an explicit one is taken as it is (in t)
+        temperatures = np.asarray(temperatures, dtype=np.float64)
+        weights = integration_weights(temperatures, rule=grid.rule)
+    if getattr(model, "batched", False) and not warm_start and subset_fn is None and chain.sampler == "sgld":
         copies = int(chains_per_temperature)
         if copies < 1:
             raise ParameterError(f"chains_per_temperature={chains_per_temperature} must be a positive integer")
-        t = np.repeat(grid, copies)
+        t = np.repeat(temperatures, copies)
         starts = [init_fn(stream(seed, c)) for c in range(t.size)]
         positions = type(starts[0])(*(np.stack(leaves) for leaves in zip(*starts)))
-        traces, _ = power_posterior_chains(model, positions, stream(seed, 10 ** 6), temperatures=t,
-                                           num_steps=num_steps, num_keep=num_keep, subset_size=subset_size,
-                                           step_a=step_a, step_b=step_b, step_floor=step_floor,
-                                           step_scale=step_scale, control_variate=control_variate,
-                                           integrator=integrator, evaluate=evaluate,
-                                           zero_variance=zero_variance, progress=progress,
-                                           desc=f"STI ({t.size} chains)")
-        return thermodynamic_integral(grid, list(traces.reshape(grid.size, copies, -1)), weights=weights)
-    if control_variate == "gradient" or integrator != "euler" or step_scale is not None or (
-            chains_per_temperature != 1) or zero_variance:
-        raise ParameterError("control_variate='gradient', integrator, step_scale, chains_per_temperature and "
-                             "zero_variance need "
-                             "SGLD on a batched model without warm_start (the chains run in lockstep)")
-    if subset_fn is None:
-        subset_fn = (lambda rng, iteration: None) if subset_size is None else random_subsets(model, int(subset_size))
+        traces, _ = power_posterior_chains(model, positions, stream(seed, 10 ** 6), temperatures=t, chain=chain,
+                                           progress=progress, desc=f"STI ({t.size} chains)")
+        return thermodynamic_integral(temperatures, list(traces.reshape(temperatures.size, copies, -1)),
+                                      weights=weights)
+    if chains_per_temperature != 1:
+        raise ParameterError("chains_per_temperature needs SGLD on a batched model without warm_start or subset_fn "
+                             "(the chains run in lockstep)")
     traces = []
     previous = None
-    for i, t in enumerate(grid):
+    for i, t in enumerate(temperatures):
         rng = stream(seed, i)
         start = init_fn(rng) if previous is None or not warm_start else previous
-        trace, chain = power_posterior_chain(model, start, rng, temperature=float(t), num_steps=num_steps,
-                                         num_keep=num_keep, subset_fn=subset_fn, sampler=sampler, step_a=step_a,
-                                         step_b=step_b, alpha=alpha, sigma=sigma, control_variate=control_variate,
-                                         evaluate=evaluate, step_floor=step_floor, progress=progress,
-                                         desc=f"t={t:.3g}")
-        previous = chain.state.inner.position
+        trace, result = power_posterior_chain(model, start, rng, temperature=float(t), chain=chain,
+                                              subset_fn=subset_fn, progress=progress, desc=f"t={t:.3g}")
+        previous = result.state.inner.position
         traces.append(trace)
-    return thermodynamic_integral(grid, traces, weights=weights)
-
+    return thermodynamic_integral(temperatures, traces, weights=weights)

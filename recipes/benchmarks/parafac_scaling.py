@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import recipe_parser, write_results  # noqa: E402
 
 from sepsti.core.evidence.parafac_rank import part_schedule  # noqa: E402
-from sepsti.core.evidence.sti import power_posterior_chain  # noqa: E402
+from sepsti.core.evidence.sti import LangevinSettings, power_posterior_chain  # noqa: E402
 from sepsti.core.models.poisson_parafac import ParafacFactors, PoissonParafac  # noqa: E402
 from sepsti.core.parallel.parafac_blocks import run_parafac_block_chain, slab_log_likelihoods  # noqa: E402
 from sepsti.core.parallel.tensor_blocks import build_block_index  # noqa: E402
@@ -147,8 +147,9 @@ def main():
             # a step of 1 % of the prior scale per iteration, as in parafac_large (keeps the chain in range)
             step_a = (0.01 / (rate * float(np.prod(X.shape, dtype=np.float64)))) ** (1 / 0.51)
             start = CLOCK()
-            power_posterior_chain(model, theta, stream(args.seed, 2), temperature=1.0, num_steps=steps,
-                                  num_keep=steps, subset_fn=subset_fn, sampler="psgld", step_a=step_a)
+            power_posterior_chain(model, theta, stream(args.seed, 2), temperature=1.0, subset_fn=subset_fn,
+                                  chain=LangevinSettings(num_steps=steps, num_keep=steps, sampler="psgld",
+                                                         step_a=step_a))
             iteration = (CLOCK() - start) / steps
             chain = dict(prior_rates=model.prior_rates, seed=args.seed, chain=(1, 1), temperature=1.0,
                          step_a=step_a)

@@ -43,7 +43,7 @@ def main():
     from sepsti.core.evidence.sti import stochastic_thermodynamic_integration
     from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
     from sepsti.core.random import stream
-    from sti_gaussian import CHAIN, DEFAULT, PRIOR
+    from sti_gaussian import DEFAULT, PRIOR
 
     _, x = GaussianAdditiveModel.sample(stream(args.seed, 1000), 5000, 2, **PRIOR)
     ranks = [1, 4, 8] if args.quick else [1, 2, 3, 4, 6, 8]
@@ -58,7 +58,7 @@ def main():
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            ours = stochastic_thermodynamic_integration(model, model.sample_prior, seed=args.seed, **CHAIN, **DEFAULT)
+            ours = stochastic_thermodynamic_integration(model, model.sample_prior, seed=args.seed, **DEFAULT)
         seconds_sti = time.perf_counter() - start
 
         def log_likelihood(theta):

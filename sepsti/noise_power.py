@@ -417,6 +417,8 @@ def _running_extreme(x, size, extreme):
     either end (van Herk 1992; Gil & Werman 1993) are two accumulations.
     """
     n = x.shape[1]
+    if n == 0:
+        return x.copy()
     blocks = -(-(n + size - 1) // size)
     left = size // 2  # the window of frame i is i - size // 2 ... i - size // 2 + size - 1
     padded = np.pad(x, [(0, 0), (left, blocks * size - n - left)], mode="edge").reshape(len(x), blocks, size)

@@ -188,6 +188,7 @@ def test_estimates_do_not_depend_on_chunking(rng, sizes, framing):
     magnitudes = np.sqrt(steady_tone(noise_powers(rng, level, 700), [22, 23, 24], range(100, 400), 1e4))
     whole = track_noise_power(magnitudes, level, framing)
     tracker, pieces, position, index = NoisePowerTracker(level, framing), [], 0, 0
+    pieces.append(tracker.push(magnitudes[:, :0]))  # an empty piece, first of all, changes nothing
     while position < magnitudes.shape[1]:
         size = sizes[index % len(sizes)]
         pieces.append(tracker.push(magnitudes[:, position:position + size]))
@@ -296,7 +297,7 @@ def test_the_noise_is_followed_on_both_sides_of_near_silence(rng):
     assert 0.8 < near.mean() < 1.25, near.mean()
 
 
-@pytest.mark.parametrize("shape", [(7, 300), (3, 1), (2, 49)])
+@pytest.mark.parametrize("shape", [(7, 300), (3, 1), (2, 49), (4, 0)])
 @pytest.mark.parametrize("size", [1, 2, 50, 51, 400])
 def test_running_extremes_are_scipy_s_filters(rng, shape, size):
     from scipy.ndimage import maximum_filter1d, minimum_filter1d

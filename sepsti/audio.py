@@ -184,6 +184,8 @@ def _polyphase(h, x, up, down, start, stop):
     phases = np.concatenate([h, np.zeros(taps * up - len(h))]).reshape(taps, up).T[:, ::-1]
     padded = np.pad(x, [(taps - 1, taps)] + [(0, 0)] * (x.ndim - 1))
     windows = np.lib.stride_tricks.sliding_window_view(padded, taps, axis=0)  # row b ends at x[b]
+    # the taps reversed (a negative stride) keep NumPy's matmul off BLAS, in its plain loop that sums the
+    # products oldest input first, as upfirdn does: a contiguous copy would change the last bits
     for first in range(start, min(start + up, stop)):
         b, p = divmod(first * down, up)
         out[first - start::up] = windows[b::down][:len(range(first, stop, up))] @ phases[p]

@@ -47,6 +47,10 @@ def test_simpson_on_a_power_grid_is_blind_to_the_integrands_level(num_intervals)
     f = -50.0 / (t + 1e-3)
     assert w @ f == pytest.approx(simpson((f - f[-1]) * 5 * u ** 4, x=u) + f[-1], rel=1e-12)
     assert w @ (f - 1e7) - w @ f == pytest.approx(-1e7, abs=1e-6)
+    # a grid that spans less than [0, 1]: its span is what a constant integrates to
+    half = np.array([0.0, 0.25, 0.5])
+    assert integration_weights(half, rule="simpson") @ np.exp(half) == pytest.approx(simpson(np.exp(half), x=half),
+                                                                                     rel=1e-12)
 
 
 def test_beta_grid_is_dense_at_both_ends_and_its_simpson_weights_integrate():
@@ -186,3 +190,38 @@ def test_integral_uses_the_weights_it_is_given_and_checks_their_length():
         trapezoid(3 * t ** 2, t), rel=1e-12)
     with pytest.raises(ParameterError, match="quadrature weights"):
         thermodynamic_integral(t, traces, weights=picks_middle[:-1])
+
+
+def test_an_explicit_grid_is_integrated_in_t_by_the_grids_rule():
+    _, x = GaussianAdditiveModel.sample(np.random.default_rng(5), 200, 2)
+    model = GaussianAdditiveModel(x, 1)
+    t = np.array([0.0, 0.01, 0.1, 0.4, 1.0])
+    chain = LangevinSettings(num_steps=300, num_keep=200, step_a=1e-4)
+    with pytest.warns(RuntimeWarning, match="traces shorter"):
+        result = stochastic_thermodynamic_integration(model, model.sample_prior, temperatures=t, chain=chain, seed=2,
+                                                      grid=TemperatureGrid(4, "power", 5.0, "simpson"))
+    assert result.log_marginal_likelihood == pytest.approx(simpson(result.mean_log_likelihood, x=t), rel=1e-12)
+    assert result.log_marginal_likelihood != pytest.approx(trapezoid(result.mean_log_likelihood, t), rel=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:traces shorter")
+def test_warm_start_starts_each_chain_where_the_last_one_ended():
+    from sepsti.core.evidence.sti import power_posterior_chain
+    from sepsti.core.random import stream
+
+    _, x = GaussianAdditiveModel.sample(np.random.default_rng(5), 200, 2)
+    model = GaussianAdditiveModel(x, 2)
+    chain = LangevinSettings(num_steps=50, num_keep=10, step_a=1e-4)
+    grid = TemperatureGrid(3, "uniform", rule="trapezoid")
+    result = stochastic_thermodynamic_integration(model, model.sample_prior, grid=grid, chain=chain, warm_start=True,
+                                                  seed=4)
+    # the scheme as documented: chain i draws from stream(seed, i); the first starts from the prior, the others
+    # from the last state of the chain before
+    position, means = None, []
+    for i, temperature in enumerate(grid.temperatures):
+        rng = stream(4, i)
+        position = model.sample_prior(rng) if position is None else position
+        trace, run = power_posterior_chain(model, position, rng, temperature=float(temperature), chain=chain)
+        position = run.state.inner.position
+        means.append(trace.mean())
+    np.testing.assert_allclose(result.mean_log_likelihood, means, rtol=1e-12)

@@ -66,7 +66,7 @@ class STIResult(NamedTuple):
     Attributes
     ----------
     log_marginal_likelihood : float
-        Trapezoid estimate of log p(x).
+        Estimate of log p(x): the grid's quadrature of the expectations below.
     stderr : float
         Its Monte-Carlo standard error.
     temperatures : ndarray, shape (T + 1,)
@@ -152,12 +152,13 @@ def integration_weights(temperatures, *, rule="trapezoid", power=1.0, schedule="
         ``trapezoid``: ICASSP'16 eq. 7, in t. ``simpson``: Simpson's rule in
         the grid variable u (t = u^c, or t = I_u(c, c) for the beta schedule),
         on the integrand (dt/du) (E_t[...] - E_1[...]), which is smooth where
-        E_t changes fastest, plus E_1[...]; its weight is 0 where dt/du is
-        (t = 0 for c > 1, and t = 1 too for the beta schedule). Taking out
-        the t = 1 value makes the rule exact for a constant of any size:
-        Simpson's rule integrates dt/du = c u^(c-1) exactly only up to c = 4
-        (at c = 5 and T = 10 its weights sum to 1 + 6.7e-5, which would put a
-        log-likelihood of level -1e7 670 nats off).
+        E_t changes fastest, plus E_1[...] times the grid's span (t_T - t_0),
+        so the last point's weight is what the rest leaves of the span, and
+        the others' are 0 where dt/du is (t = 0 for c > 1). Taking out the
+        last value makes the rule exact for a constant of any size: Simpson's
+        rule integrates dt/du = c u^(c-1) exactly only up to c = 4 with an even
+        T (at c = 5 and T = 10 its weights sum to 1 + 6.7e-5, which would put
+        a log-likelihood of level -1e7 670 nats off).
     power : float
         c, the exponent the grid was built with (1 for a uniform grid).
     schedule : {"power", "uniform", "beta"}
@@ -179,7 +180,7 @@ def integration_weights(temperatures, *, rule="trapezoid", power=1.0, schedule="
             slope = c * u ** (c - 1.0)
         basis = np.eye(t.size)
         weights = np.array([simpson(row, x=u) for row in basis]) * slope
-        weights[-1] += 1.0 - weights.sum()  # the t = 1 value, integrated exactly
+        weights[-1] += (t[-1] - t[0]) - weights.sum()  # the last value, integrated exactly over the span
         return weights
     raise ParameterError(f"rule={rule!r}: expected 'trapezoid' or 'simpson'")
 
@@ -685,7 +686,8 @@ def stochastic_thermodynamic_integration(model, init_fn, *, grid=TemperatureGrid
     init_fn : callable
         ``init_fn(rng) -> position`` for each chain (e.g. ``model.sample_prior``).
     grid : TemperatureGrid
-        Default: ICASSP'16's, T = 10 uniform intervals and the trapezoid rule.
+        Default: ICASSP'16's, T = 10 uniform intervals and the trapezoid rule (not
+        ``TemperatureGrid()``'s own defaults, which are the rank-selection engine's power grid).
     chain : LangevinSettings
         How each chain runs (default: ICASSP'16's settings).
     temperatures : array_like, optional

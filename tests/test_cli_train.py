@@ -355,8 +355,7 @@ def test_default_dictionary_is_what_the_documented_command_builds(noizeus_root, 
     assert result.exit_code == 0, result.stderr
     rebuilt = load_dictionary(tmp_path / "d.npz")
     assert (rebuilt.files, rebuilt.iterations, rebuilt.seed) == (shipped.files, shipped.iterations, shipped.seed)
-    # BLAS may sum in another order on another machine: equal up to rounding growth over 200 iterations.
-    np.testing.assert_allclose(rebuilt.W, shipped.W, rtol=1e-6, atol=1e-9 * shipped.W.max())
+    assert_rebuilt(rebuilt.W, shipped.W)
 
 
 @pytest.mark.slow
@@ -377,7 +376,18 @@ def test_enhancers_dictionaries_are_what_the_documented_commands_build(tmp_path,
     rebuilt = dictionaries.load_dictionary(tmp_path / "d.npz")
     assert (rebuilt.files, rebuilt.iterations, rebuilt.framing, rebuilt.context) == \
         (shipped.files, shipped.iterations, shipped.framing, shipped.context)
-    np.testing.assert_allclose(rebuilt.W, shipped.W, rtol=1e-5, atol=1e-7 * shipped.W.max())
+    assert_rebuilt(rebuilt.W, shipped.W)
+
+
+def assert_rebuilt(rebuilt, shipped):
+    """A dictionary rebuilt by the documented command equals the shipped one up to BLAS's rounding.
+
+    Another BLAS kernel sums in another order, and 200 multiplicative updates grow the difference: on one
+    machine, OpenBLAS's Haswell and SandyBridge kernels rebuilt the NOIZEUS, 16 kHz and 8 kHz dictionaries
+    2.1e-5, 6.3e-6 and 2.2e-6 apart in relative Frobenius norm (single small entries up to 0.2 % apart), each
+    about as far from the shipped one; one EM iteration fewer moves the NOIZEUS dictionary by 1.7e-3.
+    """
+    assert np.linalg.norm(rebuilt - shipped) / np.linalg.norm(shipped) < 2e-4
 
 
 def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeypatch):

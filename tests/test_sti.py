@@ -21,6 +21,24 @@ def test_grid_counts_intervals():
         temperature_grid(0)
 
 
+@pytest.mark.parametrize("settings,message", [(dict(num_intervals=0), "num_intervals=0"),
+                                              (dict(num_intervals=2.5), "num_intervals=2.5"),
+                                              (dict(schedule="log"), "schedule='log'"),
+                                              (dict(power=0.5), "power=0.5"),
+                                              (dict(schedule="beta", power=0.5), "power=0.5"),
+                                              (dict(rule="midpoint"), "rule='midpoint'")])
+def test_grid_settings_are_refused_by_name(settings, message):
+    with pytest.raises(ParameterError, match=message):
+        TemperatureGrid(**settings)
+
+
+def test_grid_records_what_it_integrates():
+    grid = TemperatureGrid(4, "uniform", power=7.0, rule="trapezoid")
+    assert grid.power == 1.0 and isinstance(grid.num_intervals, int)
+    np.testing.assert_allclose(grid.temperatures, np.arange(5) / 4)
+    np.testing.assert_allclose(grid.weights, [0.125, 0.25, 0.25, 0.25, 0.125])
+
+
 @pytest.mark.parametrize("rule,power", [("trapezoid", 1.0), ("trapezoid", 4.0), ("simpson", 1.0), ("simpson", 3.0),
                                         ("simpson", 5.0)])
 def test_weights_integrate_what_they_should(rule, power):

@@ -207,14 +207,9 @@ class TemperatureGrid:
     rule: str = "simpson"
 
     def __post_init__(self):
-        if int(self.num_intervals) != self.num_intervals or self.num_intervals < 1:
-            raise ParameterError(f"num_intervals={self.num_intervals} must be a positive integer")
-        if self.schedule not in ("power", "uniform", "beta"):
-            raise ParameterError(f"schedule={self.schedule!r}: expected 'power', 'uniform' or 'beta'")
+        temperature_grid(self.num_intervals, schedule=self.schedule, power=self.power)  # checks T, schedule and c
         if self.rule not in ("simpson", "trapezoid"):
             raise ParameterError(f"rule={self.rule!r}: expected 'simpson' or 'trapezoid'")
-        if not self.power >= 1.0:
-            raise ParameterError(f"power={self.power} must be at least 1")
         object.__setattr__(self, "num_intervals", int(self.num_intervals))
         object.__setattr__(self, "power", float(self.power) if self.schedule != "uniform" else 1.0)
 

@@ -325,10 +325,6 @@ class PLTFModel:
         result = self.engine(indices, arrays, target)
         return result * scale if scale != 1.0 else np.array(result)
 
-    def factor_sums(self, tensor, indices, alpha):
-        """Sum a tensor over ``indices`` down to factor ``alpha``'s indices (broadcast where absent)."""
-        return np.array(self.engine([indices], [tensor], self.factor_indices[alpha]))
-
     # ------------------------------------------------------------- densities
     def log_likelihood(self, factors, X, xhat=None):
         """Poisson log-likelihood ``sum xlogy(X, Xhat) - Xhat - gammaln(X + 1)`` over observed entries."""

@@ -317,7 +317,8 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
               help="Speech dictionary (.npz from `sepsti train`) for every input. Default: the shipped 8 kHz "
                    "dictionary for inputs up to 8 kHz, the shipped 16 kHz one above.")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
-              help="Number of noise atoms learned on each file (at most 257, the frequency bins).")
+              help="Number of noise atoms learned on each file (at most 257, the frequency bins of the "
+                   "8 kHz dictionary).")
 @click.option("--noise-sample", type=click.Path(path_type=Path), default=None,
               help="A recording of the noise alone: the noise dictionary is learned from it (any rate; resampled "
                    "to the rate of each input's dictionary) instead of from each file.")

@@ -309,7 +309,8 @@ def _draw_pairs(axis, summary, results, metric):
                    "the gain over the sentences; for pairs without SNR labels, each file's enhanced score "
                    "against its input's (.png, .pdf, .svg).")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
-              help="Number of noise atoms learned on each mixture (at most 257, the frequency bins).")
+              help="Number of noise atoms learned on each mixture (at most 257, the frequency bins of the "
+                   "8 kHz dictionary).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Cap on EM iterations per mixture (default: the enhancer's own).")
 @click.option("--seed", type=SEED, default=0, show_default=True,

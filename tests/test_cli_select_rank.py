@@ -145,6 +145,9 @@ def _interrupt_after_the_first_chain(tmp_path, launcher, *extra):
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120
     while not list(checkpoint.glob("R*-t*-r*.npz")) and time.monotonic() < deadline:
+        if process.poll() is not None:  # ended before a chain was saved: say how, not after two minutes
+            _, stderr = process.communicate()
+            pytest.fail(f"select-rank ended with status {process.returncode} before saving a chain:\n{stderr}")
         time.sleep(0.2)
     process.send_signal(signal.SIGINT)
     sent = time.monotonic()

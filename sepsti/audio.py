@@ -18,9 +18,10 @@ at the processing rate without holding it, and :func:`open_output` writes an
 output block by block to a temporary file that is renamed at the end.
 
 The resampler's filter and sums are ``resample_poly``'s, computed in NumPy (tested against SciPy:
-the same sums in the same order, bit-identical where NumPy's ``exp`` rounds as libm's, a few roundings
-apart on CPUs with AVX-512, whose vectorised ``exp`` moves the Kaiser window's last bits): importing SciPy's signal package takes 0.6–1.7 s on the machines measured,
-longer than enhancing a 3 s file.
+the same sums in the same order, bit-identical where NumPy's ``exp`` rounds as libm's, a few
+roundings apart on CPUs with AVX-512, whose vectorised ``exp`` moves the Kaiser window's last bits):
+importing SciPy's signal package takes 0.6–1.7 s on the machines measured, longer than enhancing a
+3 s file.
 """
 
 import contextlib

@@ -142,7 +142,10 @@ def _interrupt_after_the_first_chain(tmp_path, launcher, *extra):
                "2,3,4", "--preset", "blocks", "--samples", "4000", "--keep", "10", "--blocks", "2",
                "--checkpoint", str(checkpoint), *extra]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # SIGINT as at a terminal: a shell that starts the tests in the background (`make test &`) has it ignored,
+    # and an ignored signal stays ignored across exec
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not list(checkpoint.glob("R*-t*-r*.npz")) and time.monotonic() < deadline:
         if process.poll() is not None:  # ended before a chain was saved: say how, not after two minutes

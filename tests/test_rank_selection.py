@@ -2,6 +2,7 @@
 
 import _thread
 import itertools
+import signal
 import threading
 import time
 
@@ -168,6 +169,16 @@ def test_checkpoint_resumes_and_names_what_is_wrong(tmp_path):
         select_rank(DriftingChains(), [1, 2], grid=GRID, num_replicates=2, seed=1, checkpoint=tmp_path)
 
 
+@pytest.fixture
+def sigint_as_at_a_terminal():
+    """Python's Ctrl-C handler for the test: started in the background by a shell, the tests have SIGINT
+    ignored, and ``_thread.interrupt_main`` then does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("sigint_as_at_a_terminal")
 def test_ctrl_c_stops_threaded_chains_promptly_and_keeps_finished_ones(tmp_path):
     factory = DriftingChains(delay=0.05)  # 0.5 s per chain, 40 chains on 2 threads: 10 s in all
     threading.Timer(1.2, _thread.interrupt_main).start()

@@ -1,12 +1,27 @@
-"""Shared fixtures: one seeded generator, and the NOIZEUS corpus when it is there."""
+"""Shared fixtures: one seeded generator, the NOIZEUS corpus when it is there, and Ctrl-C as at a terminal."""
 
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 SEED = 440
+
+
+@pytest.fixture
+def sigint_as_at_a_terminal():
+    """Python's Ctrl-C handler for the test, and so SIGINT at its default in the programs it starts.
+
+    A non-interactive shell starts background jobs (``make test &``) with SIGINT ignored, which survives
+    exec: ``_thread.interrupt_main`` then does nothing and a child ignores Ctrl-C. A handled signal is
+    reset to its default across exec.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture

@@ -142,10 +142,7 @@ def _interrupt_after_the_first_chain(tmp_path, launcher, *extra):
                "2,3,4", "--preset", "blocks", "--samples", "4000", "--keep", "10", "--blocks", "2",
                "--checkpoint", str(checkpoint), *extra]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    # SIGINT as at a terminal: a shell that starts the tests in the background (`make test &`) has it ignored,
-    # and an ignored signal stays ignored across exec
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120
     while not list(checkpoint.glob("R*-t*-r*.npz")) and time.monotonic() < deadline:
         if process.poll() is not None:  # ended before a chain was saved: say how, not after two minutes
@@ -158,6 +155,7 @@ def _interrupt_after_the_first_chain(tmp_path, launcher, *extra):
     return time.monotonic() - sent, process.returncode, stderr, len(list(checkpoint.glob("R*-t*-r*.npz")))
 
 
+@pytest.mark.usefixtures("sigint_as_at_a_terminal")
 def test_ctrl_c_stops_within_two_seconds_keeps_finished_chains_and_exits_130(tmp_path):
     stopped, status, stderr, kept = _interrupt_after_the_first_chain(tmp_path, [], "--threads", "2")
     assert stopped < 2.0, stopped
@@ -179,6 +177,7 @@ def test_option_errors_name_the_option(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.usefixtures("sigint_as_at_a_terminal")
 def test_ctrl_c_under_mpiexec_stops_at_once_and_exits_130(tmp_path):
     import sys
     from pathlib import Path

@@ -2,7 +2,6 @@
 
 import _thread
 import itertools
-import signal
 import threading
 import time
 
@@ -167,15 +166,6 @@ def test_checkpoint_resumes_and_names_what_is_wrong(tmp_path):
     np.savez(target, **fields)
     with pytest.raises(ParameterError, match=f"{target.name}: the chain's trace was altered"):
         select_rank(DriftingChains(), [1, 2], grid=GRID, num_replicates=2, seed=1, checkpoint=tmp_path)
-
-
-@pytest.fixture
-def sigint_as_at_a_terminal():
-    """Python's Ctrl-C handler for the test: started in the background by a shell, the tests have SIGINT
-    ignored, and ``_thread.interrupt_main`` then does nothing."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.usefixtures("sigint_as_at_a_terminal")

@@ -25,6 +25,7 @@ def test_grid_counts_intervals():
                                               (dict(num_intervals=2.5), "num_intervals=2.5"),
                                               (dict(schedule="log"), "schedule='log'"),
                                               (dict(power=0.5), "power=0.5"),
+                                              (dict(schedule="uniform", power=0.5), "power=0.5"),
                                               (dict(schedule="beta", power=0.5), "power=0.5"),
                                               (dict(rule="midpoint"), "rule='midpoint'")])
 def test_grid_settings_are_refused_by_name(settings, message):

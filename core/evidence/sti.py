@@ -116,20 +116,24 @@ def temperature_grid(num_intervals, *, schedule="uniform", power=5.0):
     -------
     ndarray, shape (T + 1,)
     """
-    if int(num_intervals) != num_intervals or num_intervals < 1:
-        raise ParameterError(f"num_intervals={num_intervals} must be a positive integer (T counts intervals)")
+    _check_grid(num_intervals, schedule, power)
     grid = np.arange(int(num_intervals) + 1) / int(num_intervals)
     if schedule == "uniform":
         return grid
-    if schedule not in ("power", "beta"):
-        raise ParameterError(f"schedule={schedule!r}: expected 'uniform', 'power' or 'beta'")
-    if not power >= 1:
-        raise ParameterError(f"power={power} must be >= 1")
     if schedule == "power":
         return grid ** float(power)
     from scipy.special import betainc
 
     return betainc(float(power), float(power), grid)
+
+
+def _check_grid(num_intervals, schedule, power):
+    if int(num_intervals) != num_intervals or num_intervals < 1:
+        raise ParameterError(f"num_intervals={num_intervals} must be a positive integer (T counts intervals)")
+    if schedule not in ("uniform", "power", "beta"):
+        raise ParameterError(f"schedule={schedule!r}: expected 'uniform', 'power' or 'beta'")
+    if not power >= 1:
+        raise ParameterError(f"power={power} must be >= 1")
 
 
 def trapezoid_weights(temperatures):
@@ -207,7 +211,7 @@ class TemperatureGrid:
     rule: str = "simpson"
 
     def __post_init__(self):
-        temperature_grid(self.num_intervals, schedule=self.schedule, power=self.power)  # checks T, schedule and c
+        _check_grid(self.num_intervals, self.schedule, self.power)
         if self.rule not in ("simpson", "trapezoid"):
             raise ParameterError(f"rule={self.rule!r}: expected 'simpson' or 'trapezoid'")
         object.__setattr__(self, "num_intervals", int(self.num_intervals))

@@ -9,6 +9,13 @@ import pytest
 
 SEED = 440
 
+# Each pytest-xdist worker (and what it starts) keeps a numba cache of its own: numba's cache is not safe
+# when several processes compile the same function at once (numba issues 4807 and 10128; a crash seen once
+# after a run on two workers, docs/rank_selection.md). Read by numba when it is first imported.
+if "PYTEST_XDIST_WORKER" in os.environ and "NUMBA_CACHE_DIR" not in os.environ:
+    os.environ["NUMBA_CACHE_DIR"] = str(Path(__file__).resolve().parents[1] / "build" / "numba-cache"
+                                        / os.environ["PYTEST_XDIST_WORKER"])
+
 
 @pytest.fixture
 def sigint_as_at_a_terminal():

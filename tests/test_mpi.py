@@ -58,6 +58,49 @@ def test_without_launcher_there_is_no_world(monkeypatch):
     assert mpi.distribute([1, 2, 3], lambda x: x * x, None) == [1, 4, 9]
 
 
+ROOT_FIRST = r"""
+import sys, time
+from pathlib import Path
+from sepsti.core.parallel import mpi
+
+comm = mpi.world()
+marker = Path(sys.argv[1])
+
+def first():
+    if comm.Get_rank() == 0:
+        time.sleep(0.5)  # the others would be well on their way without the wait
+        if sys.argv[2] == "fail":
+            raise ValueError("failed on process 0")
+        marker.write_text("done")
+        return "first"
+    assert marker.exists(), "ran before process 0 had finished"
+    return "after"
+
+try:
+    outcome = mpi.root_first(comm, first)
+except Exception as error:
+    outcome = type(error).__name__
+marker.with_name(f"process-{comm.Get_rank()}").write_text(outcome)
+"""
+
+
+def test_root_first_without_mpi_just_calls():
+    assert mpi.root_first(None, lambda: 7) == 7
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("mode, expected", [("ok", ["first", "after", "after"]),
+                                            ("fail", ["ValueError", "RuntimeError", "RuntimeError"])])
+def test_root_first_runs_process_0_before_the_others(tmp_path, mode, expected):
+    script = tmp_path / "root_first.py"
+    script.write_text(ROOT_FIRST)
+    completed = subprocess.run([str(MPIEXEC), "-n", "3", sys.executable, str(script), str(tmp_path / "done"), mode],
+                               env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                               timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert [(tmp_path / f"process-{rank}").read_text() for rank in range(3)] == expected
+
+
 @pytest.mark.mpi
 def test_results_identical_for_one_two_and_four_processes(tmp_path):
     single, out1 = _run(tmp_path, 1)

@@ -169,8 +169,9 @@ class NMFChains:
         """Compile the kernels (on this thread), then the EM starts of the (rank, replicate) pairs still to run,
         each computed once, spread over the processes."""
         from sepsti.core.parallel.blocks import warm_up
+        from sepsti.core.parallel.mpi import root_first
 
-        warm_up((self.X.dtype,))
+        root_first(comm, lambda: warm_up((self.X.dtype,)))
         if self.chain.init != "em":
             return
         needed = sorted({(task.rank, task.replicate) for task in tasks if not self._is_prior_draw(task)})

@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 
-__all__ = ["world", "is_root", "distribute", "abort_on_error", "launched_size", "reduction",
+__all__ = ["world", "is_root", "distribute", "root_first", "abort_on_error", "launched_size", "reduction",
            "ring_exchange_start", "wait_all"]
 
 #: Seconds a process other than 0 waits after Ctrl-C before ending the job, so that 0 reports it.
@@ -69,6 +69,28 @@ def distribute(items, run_fn, comm):
     for part in gathered:
         merged.update(part)
     return [merged[index] for index in range(len(items))]
+
+
+def root_first(comm, fn):
+    """Call ``fn()`` on process 0, then on the others once it has returned; return its result.
+
+    For numba's kernels: compiled and cached by one process, then loaded by the rest, instead of compiled
+    by every process at once into the same cache, which numba's cache does not survive safely. Should
+    ``fn`` fail on process 0, it raises there and the others raise a RuntimeError instead of waiting.
+    """
+    if comm is None:
+        return fn()
+    if comm.Get_rank() == 0:
+        try:
+            result = fn()
+        except BaseException:
+            comm.bcast(False, root=0)
+            raise
+        comm.bcast(True, root=0)
+        return result
+    if not comm.bcast(None, root=0):
+        raise RuntimeError("process 0 failed where it went first; see its error")
+    return fn()
 
 
 @contextlib.contextmanager

@@ -142,7 +142,7 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
 
         X = train_split(corpus).matrix(frames=frames)[0].astype(np.dtype(dtype))
         if settings.chain.sampler != "mala":
-            compile_kernels(X.dtype, quiet=quiet or not mpi.is_root(comm))
+            mpi.root_first(comm, lambda: compile_kernels(X.dtype, quiet=quiet or not mpi.is_root(comm)))
         from sepsti.core.evidence.rank_selection import to_json
         from sepsti.core.evidence.sti_nmf import select_rank_sti
 

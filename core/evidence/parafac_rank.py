@@ -193,7 +193,20 @@ class ParafacChains:
         return float(task.rank * self.chain.steps_at(task.index))
 
     def prepare(self, tasks, *, seed, comm, threads):
-        """Nothing is shared between chains."""
+        """Compile the block kernels (or load them from numba's cache) with one step of a chain, on process 0
+        first; nothing else is shared between chains."""
+        if not self.compiled or not tasks:
+            return
+        from sepsti.core.parallel.mpi import root_first
+        from sepsti.core.parallel.parafac_blocks import run_parafac_block_chain
+
+        chain, rank = self.chain, min(task.rank for task in tasks)
+        model = self._model(rank)
+        start = model.sample_prior(np.random.default_rng(0))  # discarded with the step: no chain's stream
+        root_first(comm, lambda: run_parafac_block_chain(
+            self.index, start, prior_rates=model.prior_rates, seed=seed, chain=(rank, 0, 0), temperature=1.0,
+            num_steps=1, num_keep=1, sampler=chain.sampler, step_a=chain.step_a_at(0), step_b=chain.step_b,
+            alpha=chain.alpha, sigma=chain.sigma, evaluate=chain.evaluate, parallel=self.parallel))
 
     def run(self, task, *, seed, progress):
         import time

@@ -177,6 +177,38 @@ def test_option_errors_name_the_option(tmp_path):
 
 
 @pytest.mark.mpi
+def test_a_run_resumed_under_mpiexec_gives_the_first_runs_result(tmp_path):
+    # every process must split the chains still to run alike: from one reading of the checkpoint
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_cli_train import make_corpus
+
+    corpus, checkpoint = make_corpus(tmp_path / "corpus"), tmp_path / "ck"
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+    def run(name):
+        command = [mpiexec, "-n", "2", sys.executable, "-m", "sepsti", "select-rank", "--corpus", str(corpus),
+                   "--ranks", "2,3", "--preset", "blocks", "--samples", "60", "--keep", "10", "--blocks", "2",
+                   "--checkpoint", str(checkpoint), "--json", str(tmp_path / name)]
+        completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert completed.returncode == 0, completed.stderr
+        return json.loads((tmp_path / name).read_text())
+
+    first = run("first.json")
+    saved = sorted(checkpoint.glob("R*-t*-r*.npz"))
+    for chain in saved[::3]:  # a third of the chains to run again, dealt out anew
+        chain.unlink()
+    resumed = run("resumed.json")
+    assert len(saved) > 6
+    for key in ("log_marginal_likelihood", "stderr", "replicates"):
+        assert resumed[key] == first[key], key
+
+
+@pytest.mark.mpi
 @pytest.mark.usefixtures("sigint_as_at_a_terminal")
 def test_ctrl_c_under_mpiexec_stops_at_once_and_exits_130(tmp_path):
     import sys

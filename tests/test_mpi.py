@@ -71,6 +71,9 @@ def first():
         time.sleep(0.5)  # the others would be well on their way without the wait
         if sys.argv[2] == "fail":
             raise ValueError("failed on process 0")
+        if sys.argv[2] == "bad input":
+            from sepsti.core.errors import ParameterError
+            raise ParameterError("bad input on process 0")
         marker.write_text("done")
         return "first"
     assert marker.exists(), "ran before process 0 had finished"
@@ -90,7 +93,8 @@ def test_root_first_without_mpi_just_calls():
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("mode, expected", [("ok", ["first", "after", "after"]),
-                                            ("fail", ["ValueError", "RuntimeError", "RuntimeError"])])
+                                            ("fail", ["ValueError", "RuntimeError", "RuntimeError"]),
+                                            ("bad input", ["ParameterError"] * 3)])
 def test_root_first_runs_process_0_before_the_others(tmp_path, mode, expected):
     script = tmp_path / "root_first.py"
     script.write_text(ROOT_FIRST)

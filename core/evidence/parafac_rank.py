@@ -193,8 +193,8 @@ class ParafacChains:
         return float(task.rank * self.chain.steps_at(task.index))
 
     def prepare(self, tasks, *, seed, comm, threads):
-        """Compile the block kernels (or load them from numba's cache) with one step of a chain, on process 0
-        first; nothing else is shared between chains."""
+        """Compile the block kernels and the model's (or load them from numba's cache) with one step of a chain
+        and one log-likelihood, on process 0 first; nothing else is shared between chains."""
         if not self.compiled or not tasks:
             return
         from sepsti.core.parallel.mpi import root_first
@@ -203,10 +203,15 @@ class ParafacChains:
         chain, rank = self.chain, min(task.rank for task in tasks)
         model = self._model(rank)
         start = model.sample_prior(np.random.default_rng(0))  # discarded with the step: no chain's stream
-        root_first(comm, lambda: run_parafac_block_chain(
-            self.index, start, prior_rates=model.prior_rates, seed=seed, chain=(rank, 0, 0), temperature=1.0,
-            num_steps=1, num_keep=1, sampler=chain.sampler, step_a=chain.step_a_at(0), step_b=chain.step_b,
-            alpha=chain.alpha, sigma=chain.sigma, evaluate=chain.evaluate, parallel=self.parallel))
+
+        def compile_kernels():
+            run_parafac_block_chain(self.index, start, prior_rates=model.prior_rates, seed=seed, chain=(rank, 0, 0),
+                                    temperature=1.0, num_steps=1, num_keep=1, sampler=chain.sampler,
+                                    step_a=chain.step_a_at(0), step_b=chain.step_b, alpha=chain.alpha,
+                                    sigma=chain.sigma, evaluate=chain.evaluate, parallel=self.parallel)
+            model.log_likelihood(start, self.index.part(0))  # the model's kernel: prior draws, MAP starts
+
+        root_first(comm, compile_kernels)
 
     def run(self, task, *, seed, progress):
         import time

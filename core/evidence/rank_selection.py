@@ -522,11 +522,15 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     if threads is None and size > 1:
         threads = 1
     records = {}
-    if store is not None:
+    if store is not None and process == 0:
         for task in tasks:
             record = store.load(task, factory.trace_length(task))
             if record is not None:
                 records[task.key] = record
+    if store is not None and comm is not None:
+        # one reading of the checkpoint for all: a process that read it later could see chains the others
+        # have saved meanwhile, and the processes would split the work differently
+        records = comm.bcast(records, root=0)
     todo = [task for task in tasks if task.key not in records]
     if collective:
         mine = todo

@@ -76,20 +76,28 @@ def root_first(comm, fn):
 
     For numba's kernels: compiled and cached by one process, then loaded by the rest, instead of compiled
     by every process at once into the same cache, which numba's cache does not survive safely. Should
-    ``fn`` fail on process 0, it raises there and the others raise a RuntimeError instead of waiting.
+    ``fn`` fail on process 0, it raises there and the others raise the same kind of error (a
+    ParameterError, KeyboardInterrupt or else RuntimeError) instead of waiting, so that
+    :func:`abort_on_error` ends every process with the same status.
     """
     if comm is None:
         return fn()
     if comm.Get_rank() == 0:
         try:
             result = fn()
-        except BaseException:
-            comm.bcast(False, root=0)
+        except BaseException as error:
+            comm.bcast(type(error).__name__, root=0)
             raise
-        comm.bcast(True, root=0)
+        comm.bcast(None, root=0)
         return result
-    if not comm.bcast(None, root=0):
-        raise RuntimeError("process 0 failed where it went first; see its error")
+    failure = comm.bcast(None, root=0)
+    if failure == "KeyboardInterrupt":  # Ctrl-C reached process 0 first: end as it does
+        raise KeyboardInterrupt
+    if failure is not None:  # the same kind of error, so that every process ends with process 0's status
+        from sepsti.core.errors import ParameterError
+
+        kind = ParameterError if failure == "ParameterError" else RuntimeError
+        raise kind(f"process 0 failed ({failure}) where it went first")
     return fn()
 
 

@@ -521,16 +521,7 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     collective = bool(getattr(factory, "collective", False)) and size > 1
     if threads is None and size > 1:
         threads = 1
-    records = {}
-    if store is not None and process == 0:
-        for task in tasks:
-            record = store.load(task, factory.trace_length(task))
-            if record is not None:
-                records[task.key] = record
-    if store is not None and comm is not None:
-        # one reading of the checkpoint for all: a process that read it later could see chains the others
-        # have saved meanwhile, and the processes would split the work differently
-        records = comm.bcast(records, root=0)
+    records = {} if store is None else _finished_chains(store, tasks, factory, comm)
     todo = [task for task in tasks if task.key not in records]
     if collective:
         mine = todo
@@ -554,6 +545,29 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     return _combine(ranks, grid, int(num_replicates), tasks, records, settings,
                     {"seconds": time.perf_counter() - started, "start_seconds": seconds_start,
                      "processes": size}, getattr(factory, "log_offset", lambda rank: 0.0))
+
+
+def _finished_chains(store, tasks, factory, comm):
+    """The checkpoint's finished chains, {key: record}, read by process 0 alone and sent to the others.
+
+    One reading for all: a process that read it later could see chains the others have saved meanwhile,
+    and the processes would split the rest differently. An error in reading it is raised on every process.
+    """
+    if comm is not None and comm.Get_rank() != 0:
+        records, error = comm.bcast(None, root=0)
+        if error is not None:
+            raise error
+        return records
+    try:
+        records = {task.key: record for task in tasks
+                   if (record := store.load(task, factory.trace_length(task))) is not None}
+    except Exception as error:
+        if comm is not None:
+            comm.bcast((None, error), root=0)
+        raise
+    if comm is not None:
+        comm.bcast((records, None), root=0)
+    return records
 
 
 def _run_chains(factory, tasks, *, seed, threads, bar, save):

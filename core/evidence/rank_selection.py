@@ -553,21 +553,10 @@ def _finished_chains(store, tasks, factory, comm):
     One reading for all: a process that read it later could see chains the others have saved meanwhile,
     and the processes would split the rest differently. An error in reading it is raised on every process.
     """
-    if comm is not None and comm.Get_rank() != 0:
-        records, error = comm.bcast(None, root=0)
-        if error is not None:
-            raise error
-        return records
-    try:
-        records = {task.key: record for task in tasks
-                   if (record := store.load(task, factory.trace_length(task))) is not None}
-    except Exception as error:
-        if comm is not None:
-            comm.bcast((None, error), root=0)
-        raise
-    if comm is not None:
-        comm.bcast((records, None), root=0)
-    return records
+    from sepsti.core.parallel.mpi import from_root
+
+    return from_root(comm, lambda: {task.key: record for task in tasks
+                                    if (record := store.load(task, factory.trace_length(task))) is not None})
 
 
 def _run_chains(factory, tasks, *, seed, threads, bar, save):

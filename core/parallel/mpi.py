@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 
-__all__ = ["world", "is_root", "distribute", "root_first", "abort_on_error", "launched_size", "reduction",
+__all__ = ["world", "is_root", "distribute", "from_root", "root_first", "abort_on_error", "launched_size", "reduction",
            "ring_exchange_start", "wait_all"]
 
 #: Seconds a process other than 0 waits after Ctrl-C before ending the job, so that 0 reports it.
@@ -71,34 +71,43 @@ def distribute(items, run_fn, comm):
     return [merged[index] for index in range(len(items))]
 
 
-def root_first(comm, fn):
-    """Call ``fn()`` on process 0, then on the others once it has returned; return its result.
+def from_root(comm, fn):
+    """``fn()`` on process 0 alone, its result sent to every process.
 
-    For numba's kernels: compiled and cached by one process, then loaded by the rest, instead of compiled
-    by every process at once into the same cache, which numba's cache does not survive safely. Should
-    ``fn`` fail on process 0, it raises there and the others raise the same kind of error (a
+    Should ``fn`` fail, it raises on process 0 and the others raise the same kind of error (a
     ParameterError, KeyboardInterrupt or else RuntimeError) instead of waiting, so that
     :func:`abort_on_error` ends every process with the same status.
     """
     if comm is None:
         return fn()
-    if comm.Get_rank() == 0:
-        try:
-            result = fn()
-        except BaseException as error:
-            comm.bcast(type(error).__name__, root=0)
-            raise
-        comm.bcast(None, root=0)
-        return result
-    failure = comm.bcast(None, root=0)
-    if failure == "KeyboardInterrupt":  # Ctrl-C reached process 0 first: end as it does
-        raise KeyboardInterrupt
-    if failure is not None:  # the same kind of error, so that every process ends with process 0's status
-        from sepsti.core.errors import ParameterError
+    if comm.Get_rank() != 0:
+        result, failure = comm.bcast(None, root=0)
+        if failure == "KeyboardInterrupt":  # Ctrl-C reached process 0 first: end as it does
+            raise KeyboardInterrupt
+        if failure is not None:
+            from sepsti.core.errors import ParameterError
 
-        kind = ParameterError if failure == "ParameterError" else RuntimeError
-        raise kind(f"process 0 failed ({failure}) where it went first")
-    return fn()
+            raise (ParameterError if failure == "ParameterError" else RuntimeError)(f"process 0 failed ({failure})")
+        return result
+    try:
+        result = fn()
+    except BaseException as error:
+        comm.bcast((None, type(error).__name__), root=0)
+        raise
+    comm.bcast((result, None), root=0)
+    return result
+
+
+def root_first(comm, fn):
+    """Call ``fn()`` on process 0, then on the others once it has returned; return its result (errors as
+    :func:`from_root`).
+
+    For numba's kernels: compiled and cached by one process, then loaded by the rest, instead of compiled
+    by every process at once into the same cache, which numba's cache does not survive safely.
+    """
+    kept = []
+    from_root(comm, lambda: kept.append(fn()))  # only that it returned is sent, not its result
+    return kept[0] if is_root(comm) else fn()
 
 
 @contextlib.contextmanager

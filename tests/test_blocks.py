@@ -2,6 +2,8 @@ import numpy as np
 import pytest
 
 from _pinned import assert_pinned
+from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.sti import LangevinSettings
 from sepsti.core.models.poisson_nmf import PoissonNMF
 from sepsti.core.parallel.blocks import (
     block_log_factorials,
@@ -27,11 +29,11 @@ def test_block_kernel_matches_dense_reference(rng, sampler, evaluate, temperatur
     dense = init_state(W, H, seed=1, chain=2, num_blocks=4)
     for iteration in range(1, 10):
         part = schedule.part_index(iteration)
-        settings = dict(step_size=1e-3, temperature=temperature, rate_W=1.0, rate_H=0.5, sampler=sampler,
-                        evaluate=evaluate)
-        value = part_update(X, fast, schedule, part, log_factorial_blocks=block_log_factorials(X, schedule),
-                            **settings)
-        dense, expected = dense_part_update(X, dense, schedule, part, **settings)
+        settings = LangevinSettings(sampler=sampler, evaluate=evaluate)
+        step = dict(step_size=1e-3, temperature=temperature, rate_W=1.0, rate_H=0.5)
+        value = part_update(X, fast, schedule, part, settings, log_factorial_blocks=block_log_factorials(X, schedule),
+                            **step)
+        dense, expected = dense_part_update(X, dense, schedule, part, settings, **step)
         assert value == pytest.approx(expected, rel=1e-12)
     np.testing.assert_allclose(fast.W, dense.W, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(fast.H, dense.H, rtol=1e-10, atol=1e-12)
@@ -54,8 +56,9 @@ def test_first_psgld_part_starts_the_average_at_the_squared_mean_gradient(rng, t
         grad_W[rows] = ratio @ H[:, cols].T
         grad_H[:, cols] = W[rows].T @ ratio
     n_s = schedule.part_size(part)
-    part_update(X, state, schedule, part, log_factorial_blocks=block_log_factorials(X, schedule), step_size=1e-3,
-                temperature=temperature, rate_W=1.0, rate_H=0.5, sampler="psgld", evaluate="before_update")
+    part_update(X, state, schedule, part, LangevinSettings(sampler="psgld", evaluate="before_update"),
+                log_factorial_blocks=block_log_factorials(X, schedule), step_size=1e-3, temperature=temperature,
+                rate_W=1.0, rate_H=0.5)
     np.testing.assert_allclose(state.v_W, (temperature * grad_W / n_s) ** 2, rtol=1e-10)
     np.testing.assert_allclose(state.v_H, (temperature * grad_H / n_s) ** 2, rtol=1e-10)
 
@@ -65,8 +68,8 @@ def test_float32_chain_stays_float32_finite_and_nonnegative(rng):
     X = X.astype(np.float32)
     W, H = initial_factors(X, 6, rng)
     state = init_state(W, H, seed=0, chain=0, num_blocks=4)
-    result = run_block_chain(X, state, temperature=1.0, num_steps=200, num_keep=100, num_blocks=4, step_a=1e-3,
-                             rate_W=1.0, rate_H=1.0)
+    result = run_block_chain(X, state, LangevinSettings(num_steps=200, num_keep=100, step_a=1e-3), temperature=1.0,
+                             num_blocks=4, rate_W=1.0, rate_H=1.0)
     assert result.state.W.dtype == np.float32
     assert result.all_finite and result.min_kept >= 0
     assert np.all(np.isfinite(result.trace))
@@ -75,8 +78,9 @@ def test_float32_chain_stays_float32_finite_and_nonnegative(rng):
 def test_same_seed_same_trace(rng):
     _, _, X = PoissonNMF.sample(rng, (20, 16), 2)
     W, H = initial_factors(X, 2, rng)
-    traces = [run_block_chain(X, init_state(W, H, seed=5, chain=1, num_blocks=4), temperature=0.5, num_steps=40,
-                              num_keep=20, num_blocks=4, step_a=1e-3, rate_W=1.0, rate_H=1.0).trace
+    settings = LangevinSettings(num_steps=40, num_keep=20, step_a=1e-3)
+    traces = [run_block_chain(X, init_state(W, H, seed=5, chain=1, num_blocks=4), settings, temperature=0.5,
+                              num_blocks=4, rate_W=1.0, rate_H=1.0).trace
               for _ in range(2)]
     np.testing.assert_array_equal(traces[0], traces[1])
 
@@ -133,8 +137,9 @@ def test_short_chains_reproduce_their_pinned_traces():
     }
     for sampler, (dtype, evaluate, trace, sums) in pinned.items():
         state = init_state(W.astype(dtype), H.astype(dtype), seed=3, chain=(4, 1), num_blocks=3)
-        result = run_block_chain(X.astype(dtype), state, temperature=0.7, num_steps=30, num_keep=6, num_blocks=3,
-                                 sampler=sampler, step_a=1e-3, rate_W=1.0, rate_H=0.5, evaluate=evaluate)
+        settings = LangevinSettings(sampler=sampler, num_steps=30, num_keep=6, step_a=1e-3, evaluate=evaluate)
+        result = run_block_chain(X.astype(dtype), state, settings, temperature=0.7, num_blocks=3, rate_W=1.0,
+                                 rate_H=0.5)
         assert_pinned(result.trace, result.state, trace, sums, "03383bbe9e1e16c6", sampler)
     prior = run_prior_chain(X, init_state(W, H, seed=3, chain=(0, 1), num_blocks=3), num_steps=9, num_keep=4,
                             num_blocks=3, rate_W=2.0, rate_H=0.5)
@@ -149,14 +154,30 @@ def test_blocks_of_a_part_in_threads_give_the_serial_chain(rng, monkeypatch):
 
     _, _, X = PoissonNMF.sample(rng, (21, 17), 3)
     W, H = initial_factors(X, 4, rng)
-    kwargs = dict(temperature=0.7, num_steps=30, num_keep=6, num_blocks=3, step_a=1e-3, rate_W=1.0, rate_H=0.5,
-                  threads=2)
+    kwargs = dict(temperature=0.7, num_blocks=3, rate_W=1.0, rate_H=0.5, threads=2)
     for sampler in ("sgld", "psgld"):
-        serial = run_block_chain(X, init_state(W, H, seed=3, chain=1, num_blocks=3), sampler=sampler, **kwargs)
+        settings = LangevinSettings(sampler=sampler, num_steps=30, num_keep=6, step_a=1e-3)
+        serial = run_block_chain(X, init_state(W, H, seed=3, chain=1, num_blocks=3), settings, **kwargs)
         monkeypatch.setattr(blocks, "PARALLEL_THRESHOLD", 0)  # every part in a prange
-        threaded = run_block_chain(X, init_state(W, H, seed=3, chain=1, num_blocks=3), sampler=sampler, **kwargs)
+        threaded = run_block_chain(X, init_state(W, H, seed=3, chain=1, num_blocks=3), settings, **kwargs)
         monkeypatch.undo()
         np.testing.assert_array_equal(threaded.trace, serial.trace)
         for got, want in zip(threaded.state, serial.state):
             np.testing.assert_array_equal(got, want)
         assert threaded.min_kept == serial.min_kept
+
+
+@pytest.mark.parametrize("setting", [dict(subset_size=10), dict(step_floor=0.1), dict(step_scale="curvature"),
+                                     dict(integrator="lm"), dict(control_variate="likelihood"),
+                                     dict(evaluate="full")])
+def test_block_chain_refuses_by_name_what_it_does_not_implement(rng, setting):
+    _, _, X = PoissonNMF.sample(rng, (12, 10), 2)
+    W, H = initial_factors(X, 2, rng)
+    settings = LangevinSettings(num_steps=4, num_keep=2, step_a=1e-3, **setting)
+    name = next(iter(setting))
+    with pytest.raises(ParameterError, match=name):
+        run_block_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2), settings, temperature=1.0, num_blocks=2)
+    with pytest.raises(ParameterError, match=name):
+        part_update(X, init_state(W, H, seed=0, chain=0, num_blocks=2), BlockSchedule(X.shape, 2), 0, settings,
+                    step_size=1e-3, temperature=1.0, rate_W=1.0, rate_H=1.0,
+                    log_factorial_blocks=block_log_factorials(X, BlockSchedule(X.shape, 2)))

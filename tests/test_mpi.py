@@ -129,6 +129,7 @@ def test_exception_on_one_process_ends_the_job(tmp_path):
 DISTRIBUTED = r"""
 import json, sys
 import numpy as np
+from sepsti.core.evidence.sti import LangevinSettings
 from sepsti.core.models.poisson_nmf import PoissonNMF
 from sepsti.core.parallel import mpi
 from sepsti.core.parallel.blocks import init_state, initial_factors, run_block_chain
@@ -141,11 +142,11 @@ with mpi.abort_on_error(comm):
     W, H = initial_factors(X, 3, np.random.default_rng(4))
     report = {}
     for sampler in ("sgld", "psgld"):
-        settings = dict(temperature=0.8, num_steps=13, num_keep=6, num_blocks=4, sampler=sampler, step_a=1e-3,
-                        rate_W=0.5, rate_H=0.5)
-        spread = run_distributed_block_chain(X, W, H, comm, seed=7, chain=2, **settings)
+        settings = LangevinSettings(sampler=sampler, num_steps=13, num_keep=6, step_a=1e-3)
+        kwargs = dict(temperature=0.8, num_blocks=4, rate_W=0.5, rate_H=0.5)
+        spread = run_distributed_block_chain(X, W, H, comm, settings, seed=7, chain=2, **kwargs)
         if mpi.is_root(comm):
-            single = run_block_chain(X, init_state(W, H, seed=7, chain=2, num_blocks=4), **settings)
+            single = run_block_chain(X, init_state(W, H, seed=7, chain=2, num_blocks=4), settings, **kwargs)
             report[sampler] = {"W": bool(np.array_equal(spread.state.W, single.state.W)),
                                "H": bool(np.array_equal(spread.state.H, single.state.H)),
                                "trace": bool(np.allclose(spread.trace, single.trace, rtol=1e-12, atol=0)),

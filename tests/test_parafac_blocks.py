@@ -1,8 +1,11 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from _pinned import assert_pinned
 from sepsti.core.errors import ParameterError
+from sepsti.core.evidence.sti import LangevinSettings
 from sepsti.core.models.poisson_parafac import ParafacFactors, PoissonParafac
 from sepsti.core.parallel.noise import standard_normal
 from sepsti.core.parallel.parafac_blocks import (init_block_state, parafac_part_update, run_parafac_block_chain,
@@ -14,6 +17,11 @@ from sepsti.core.sparse_tensor import from_dense
 from sepsti.corpora.tensors import simulate_dense
 
 RANK = 3
+
+
+def _settings(**fields):
+    """Chain settings, pSGLD scored before each update unless ``fields`` say otherwise."""
+    return LangevinSettings(**{"sampler": "psgld", "evaluate": "before_update", **fields})
 
 
 @pytest.fixture
@@ -57,8 +65,8 @@ def test_part_update_equals_the_reference_update(setup, sampler, parallel):
         leaf[...] = value
     expected = _reference_update(model, state, index.part(4), eps=1e-3, t=0.7, sampler=sampler, alpha=0.99,
                                  sigma=1e-5)
-    value = parafac_part_update(index, state, 4, step_size=1e-3, temperature=0.7, prior_rates=model.prior_rates,
-                        sampler=sampler, parallel=parallel)
+    value = parafac_part_update(index, state, 4, _settings(sampler=sampler), step_size=1e-3, temperature=0.7,
+                                prior_rates=model.prior_rates, parallel=parallel)
     assert value == pytest.approx(expected[0], rel=1e-12)
     for got, want in zip(state.position, expected[1]):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
@@ -76,8 +84,8 @@ def test_first_psgld_part_starts_the_average_at_the_squared_mean_gradient(setup,
     part = index.part(4)
     _, grad = model.log_likelihood_and_grad(theta, part)
     expected = _reference_update(model, state, part, eps=1e-3, t=0.7, sampler="psgld", alpha=0.99, sigma=1e-5)
-    parafac_part_update(index, state, 4, step_size=1e-3, temperature=0.7, prior_rates=model.prior_rates,
-                        sampler="psgld", parallel=parallel)
+    parafac_part_update(index, state, 4, _settings(), step_size=1e-3, temperature=0.7, prior_rates=model.prior_rates,
+                        parallel=parallel)
     for got, want, g in zip(state.v, expected[2], grad):
         np.testing.assert_allclose(got, (0.7 * g / part.num_entries) ** 2, rtol=1e-12)
         np.testing.assert_allclose(got, want, rtol=1e-12)
@@ -88,8 +96,8 @@ def test_first_psgld_part_starts_the_average_at_the_squared_mean_gradient(setup,
 def test_after_update_scores_the_new_position(setup):
     model, index, theta = setup
     state = init_block_state(theta, seed=0, chain=(1, 1), num_blocks=3)
-    value = parafac_part_update(index, state, 2, step_size=1e-3, temperature=1.0, prior_rates=model.prior_rates,
-                        evaluate="after_update")
+    value = parafac_part_update(index, state, 2, _settings(evaluate="after_update"), step_size=1e-3, temperature=1.0,
+                                prior_rates=model.prior_rates)
     part = index.part(2)
     expected = model.n_data / part.num_entries * model.log_likelihood(state.position, part)
     assert value == pytest.approx(expected, rel=1e-12)
@@ -97,9 +105,10 @@ def test_after_update_scores_the_new_position(setup):
 
 def test_chain_is_reproducible_and_stays_nonnegative(setup):
     model, index, theta = setup
-    kwargs = dict(prior_rates=model.prior_rates, seed=3, chain=(2, 4), temperature=0.5, num_steps=30, num_keep=10)
-    trace_a, state_a = run_parafac_block_chain(index, theta, **kwargs)
-    trace_b, state_b = run_parafac_block_chain(index, theta, **kwargs, parallel=True)
+    kwargs = dict(prior_rates=model.prior_rates, seed=3, chain=(2, 4), temperature=0.5)
+    settings = _settings(num_steps=30, num_keep=10)
+    trace_a, state_a = run_parafac_block_chain(index, theta, settings, **kwargs)
+    trace_b, state_b = run_parafac_block_chain(index, theta, settings, **kwargs, parallel=True)
     np.testing.assert_array_equal(trace_a, trace_b)
     assert trace_a.shape == (10,) and np.all(np.isfinite(trace_a))
     assert all(np.all(f >= 0) for f in state_a.position)
@@ -118,13 +127,13 @@ def test_full_evaluation_scores_the_chain_states_on_all_data(setup):
     # evaluate="full": every m-th kept iteration counted back from the last, on all the data; the
     # sample path is that of the part-evaluating chain (scoring draws no noise)
     model, index, theta = setup
-    kwargs = dict(prior_rates=model.prior_rates, seed=3, chain=(2, 4), temperature=0.7, step_a=1e-3)
-    parts, by_parts = run_parafac_block_chain(index, theta, num_steps=53, num_keep=20, **kwargs)
-    long, state = run_parafac_block_chain(index, theta, num_steps=53, num_keep=20, evaluate="full", evaluate_every=3,
-                                          **kwargs)
+    kwargs = dict(prior_rates=model.prior_rates, seed=3, chain=(2, 4), temperature=0.7)
+    parts, by_parts = run_parafac_block_chain(index, theta, _settings(num_steps=53, num_keep=20, step_a=1e-3),
+                                              **kwargs)
+    full = _settings(num_steps=53, num_keep=20, step_a=1e-3, evaluate="full", evaluate_every=3)
+    long, state = run_parafac_block_chain(index, theta, full, **kwargs)
     # same burn-in (33): the first 50 iterations agree, so the shorter chain's trace is the longer one's head
-    short, state_50 = run_parafac_block_chain(index, theta, num_steps=50, num_keep=17, evaluate="full",
-                                              evaluate_every=3, **kwargs)
+    short, state_50 = run_parafac_block_chain(index, theta, replace(full, num_steps=50, num_keep=17), **kwargs)
     assert long.shape == (7,) and short.shape == (6,)  # iterations 35, 38, ..., 53
     np.testing.assert_array_equal(long[:-1], short)
     assert long[-1] == pytest.approx(model.log_likelihood(state.position), rel=1e-12)
@@ -149,11 +158,11 @@ def test_cyclic_part_estimates_are_biased_full_evaluation_is_not():
     rows = []
     for seed in range(12):
         # step_a: parafac_large's rule, a fixed step of 1 % of the prior scale after the burn-in
-        kwargs = dict(prior_rates=model.prior_rates, seed=seed, chain=(2, 1), temperature=1.0, num_steps=2000,
-                      num_keep=1000, step_a=3.5e-10)
+        kwargs = dict(prior_rates=model.prior_rates, seed=seed, chain=(2, 1), temperature=1.0)
+        settings = _settings(num_steps=2000, num_keep=1000, step_a=3.5e-10)
         theta = model.sample_prior(stream(seed, 99))
-        part_trace, _ = run_parafac_block_chain(index, theta, **kwargs)
-        full_trace, _ = run_parafac_block_chain(index, theta, evaluate="full", **kwargs)
+        part_trace, _ = run_parafac_block_chain(index, theta, settings, **kwargs)
+        full_trace, _ = run_parafac_block_chain(index, theta, replace(settings, evaluate="full"), **kwargs)
         rows.append(chain_summary(part_trace)[:2] + chain_summary(full_trace)[:2])
     part_mean, part_se, full_mean, full_se = np.array(rows).T
     gap = part_mean - full_mean
@@ -167,26 +176,39 @@ def test_zero_temperature_ignores_the_data(setup):
     # at t = 0 the drift is the prior's alone: two different data sets give the same chain
     model, index, theta = setup
     other = build_block_index(from_dense(np.zeros((7, 8, 9)) + (np.arange(9) % 2)), 3)
-    kwargs = dict(prior_rates=model.prior_rates, seed=1, chain=(1, 0), temperature=0.0, num_steps=5, num_keep=5)
-    _, a = run_parafac_block_chain(index, theta, **kwargs)
-    _, b = run_parafac_block_chain(other, theta, **kwargs)
+    kwargs = dict(prior_rates=model.prior_rates, seed=1, chain=(1, 0), temperature=0.0)
+    _, a = run_parafac_block_chain(index, theta, _settings(num_steps=5, num_keep=5), **kwargs)
+    _, b = run_parafac_block_chain(other, theta, _settings(num_steps=5, num_keep=5), **kwargs)
     for x, y in zip(a.position, b.position):
         np.testing.assert_array_equal(x, y)
 
 
 def test_invalid_arguments(setup):
     model, index, theta = setup
-    kwargs = dict(prior_rates=model.prior_rates, seed=0, chain=(1, 1), temperature=1.0, num_steps=4, num_keep=2)
+    kwargs = dict(prior_rates=model.prior_rates, seed=0, chain=(1, 1), temperature=1.0)
     with pytest.raises(ParameterError, match="SparseTensor"):
-        run_parafac_block_chain(build_block_index(np.zeros((7, 8, 9)), 3), theta, **kwargs)
-    with pytest.raises(ParameterError, match="sampler"):
-        run_parafac_block_chain(index, theta, **kwargs, sampler="hmc")
-    with pytest.raises(ParameterError, match="num_keep"):
-        run_parafac_block_chain(index, theta, **dict(kwargs, num_keep=9))
-    with pytest.raises(ParameterError, match="evaluate="):
-        run_parafac_block_chain(index, theta, **kwargs, evaluate="sometimes")
-    with pytest.raises(ParameterError, match="evaluate_every"):
-        run_parafac_block_chain(index, theta, **kwargs, evaluate="full", evaluate_every=0)
+        run_parafac_block_chain(build_block_index(np.zeros((7, 8, 9)), 3), theta, _settings(num_steps=4, num_keep=2),
+                                **kwargs)
+    for bad, name in ((dict(sampler="hmc"), "sampler"), (dict(num_keep=9), "num_keep"),
+                      (dict(evaluate="sometimes"), "evaluate="), (dict(evaluate="full", evaluate_every=0),
+                                                                  "evaluate_every")):
+        with pytest.raises(ParameterError, match=name):
+            run_parafac_block_chain(index, theta, _settings(**{"num_steps": 4, "num_keep": 2, **bad}), **kwargs)
+
+
+@pytest.mark.parametrize("setting", [dict(subset_size=10), dict(step_floor=0.1), dict(step_scale="curvature"),
+                                     dict(integrator="lm"), dict(control_variate="likelihood"),
+                                     dict(zero_variance=True)])
+def test_block_chain_refuses_by_name_what_it_does_not_implement(setup, setting):
+    model, index, theta = setup
+    name = next(iter(setting))
+    settings = _settings(num_steps=4, num_keep=2, **setting)
+    with pytest.raises(ParameterError, match=name):
+        run_parafac_block_chain(index, theta, settings, prior_rates=model.prior_rates, seed=0, chain=(1, 1),
+                                temperature=1.0)
+    with pytest.raises(ParameterError, match=name):
+        parafac_part_update(index, init_block_state(theta, seed=0, chain=(1, 1), num_blocks=3), 0, settings,
+                            step_size=1e-3, temperature=1.0, prior_rates=model.prior_rates)
 
 
 def test_factor_block_noise_is_the_shared_stream_including_its_tail_draws():
@@ -287,10 +309,11 @@ def test_distributed_chain_gives_the_one_process_samples(num_processes, sampler,
     model = PoissonParafac(from_dense(X), RANK, prior_rate=0.7)
     index = build_block_index(from_dense(X), 5)
     theta = model.sample_prior(stream(8))
-    kwargs = dict(prior_rates=model.prior_rates, seed=2, chain=(3, 2), temperature=0.8, num_steps=53, num_keep=20,
-                  sampler=sampler, evaluate=evaluate, evaluate_every=3, step_a=1e-3)
-    expected_trace, expected = run_parafac_block_chain(index, theta, **kwargs)
-    results = _run_on_threads(num_processes, lambda comm: run_parafac_block_chain(index, theta, comm=comm, **kwargs))
+    kwargs = dict(prior_rates=model.prior_rates, seed=2, chain=(3, 2), temperature=0.8)
+    settings = _settings(num_steps=53, num_keep=20, sampler=sampler, evaluate=evaluate, evaluate_every=3, step_a=1e-3)
+    expected_trace, expected = run_parafac_block_chain(index, theta, settings, **kwargs)
+    results = _run_on_threads(num_processes,
+                              lambda comm: run_parafac_block_chain(index, theta, settings, comm=comm, **kwargs))
     for trace, state in results:
         np.testing.assert_array_equal(trace, expected_trace)
         for field in ("position", "v", "streams", "gradient"):
@@ -320,7 +343,7 @@ def test_short_chains_reproduce_their_pinned_traces():
                   41.0252333308195, 887.4660584615499, -18.0, -171.0, -27.0, -378.0, -36.0, -666.0]),
     }
     for sampler, (evaluate, trace, sums) in pinned.items():
-        values, state = run_parafac_block_chain(index, theta, prior_rates=model.prior_rates, seed=3, chain=(3, 1),
-                                                temperature=0.7, num_steps=23, num_keep=5, sampler=sampler,
-                                                evaluate=evaluate, step_a=2e-5)
+        settings = _settings(num_steps=23, num_keep=5, sampler=sampler, evaluate=evaluate, step_a=2e-5)
+        values, state = run_parafac_block_chain(index, theta, settings, prior_rates=model.prior_rates, seed=3,
+                                                chain=(3, 1), temperature=0.7)
         assert_pinned(values, (*state.position, *state.v, *state.streams), trace, sums, "c61bbdbe7c6dcbc4", sampler)

@@ -57,8 +57,10 @@ def test_same_estimates_for_one_and_two_processes(tmp_path):
 BLOCK_SCRIPT = textwrap.dedent("""
     import sys, warnings
     warnings.simplefilter("ignore")
+    from dataclasses import replace
     import numpy as np
     from sepsti.core.evidence.parafac_rank import select_parafac_rank
+    from sepsti.core.evidence.sti import LangevinSettings
     from sepsti.core.models.poisson_parafac import PoissonParafac
     from sepsti.core.parallel.mpi import world
     from sepsti.core.parallel.parafac_blocks import run_parafac_block_chain
@@ -73,10 +75,10 @@ BLOCK_SCRIPT = textwrap.dedent("""
     model = PoissonParafac(X, 3, prior_rate=0.6)
     theta = model.sample_prior(stream(3, 1))
     index = build_block_index(X, 5)
-    kwargs = dict(prior_rates=model.prior_rates, seed=4, chain=(3, 1), temperature=0.7, num_steps=57, num_keep=25,
-                  step_a=1e-3)
-    trace, state = run_parafac_block_chain(index, theta, comm=comm, **kwargs)
-    full, _ = run_parafac_block_chain(index, theta, comm=comm, evaluate="full", evaluate_every=4, **kwargs)
+    kwargs = dict(prior_rates=model.prior_rates, seed=4, chain=(3, 1), temperature=0.7, comm=comm)
+    settings = LangevinSettings(sampler="psgld", num_steps=57, num_keep=25, step_a=1e-3, evaluate="before_update")
+    trace, state = run_parafac_block_chain(index, theta, settings, **kwargs)
+    full, _ = run_parafac_block_chain(index, theta, replace(settings, evaluate="full", evaluate_every=4), **kwargs)
     selection = select_parafac_rank(X, [1, 2], preset="blocks", prior_rate=0.6, num_intervals=2, num_steps=30,
                                     num_keep=15,
                                     num_blocks=5, num_replicates=2, progress=False, comm=comm, distributed=True)

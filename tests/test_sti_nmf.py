@@ -6,6 +6,7 @@ import pytest
 
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.evidence.rank_one import rank_one_log_evidence
+from sepsti.core.evidence.sti import LangevinSettings
 from sepsti.core.evidence.sti_nmf import PRESETS, rayleigh_dispersion, select_rank_sti
 from sepsti.core.models.poisson_nmf import PoissonNMF, prior_rate_at
 from sepsti.core.parallel.blocks import init_state, initial_factors, run_block_chain
@@ -55,9 +56,9 @@ def test_every_kept_sample_finite_and_nonnegative_at_rank_512(rng):
     X = (rng.gamma(0.3, 2e4, size=(257, 160)) * (rng.uniform(size=(257, 160)) > 0.05))
     for sampler in ("sgld", "psgld"):
         W, H = initial_factors(X, 512, rng)
-        result = run_block_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=8), temperature=1.0, num_steps=24,
-                                 num_keep=16, num_blocks=8, sampler=sampler, step_a=5e-7, step_b=0.51,
-                                 rate_W=4e-4, rate_H=4e-4)
+        settings = LangevinSettings(sampler=sampler, num_steps=24, num_keep=16, step_a=5e-7, step_b=0.51)
+        result = run_block_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=8), settings, temperature=1.0,
+                                 num_blocks=8, rate_W=4e-4, rate_H=4e-4)
         assert result.all_finite, sampler
         assert result.min_kept >= 0.0
         assert np.all(np.isfinite(result.trace))

@@ -34,6 +34,7 @@ Nguyen, Şimşekli, Richard, Cemgil, IEEE SPL 2018, §III–V.
 """
 
 import threading
+from dataclasses import replace
 
 import numpy as np
 
@@ -41,7 +42,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.rank_selection import (ChainRecord, ChainSettings, Preset, TemperatureGrid, data_digest,
                                                  resolve_settings, select_rank, validate_ranks)
 from sepsti.core.evidence.reference_path import REFERENCE_PRESET
-from sepsti.core.evidence.sti import LangevinSettings, power_posterior_chain
+from sepsti.core.evidence.sti import power_posterior_chain
 from sepsti.core.models.subsample import log_likelihood_estimate
 from sepsti.core.random import stream
 from sepsti.core.sparse_tensor import SparseTensor
@@ -205,10 +206,9 @@ class ParafacChains:
         start = model.sample_prior(np.random.default_rng(0))  # discarded with the step: no chain's stream
 
         def compile_kernels():
-            run_parafac_block_chain(self.index, start, prior_rates=model.prior_rates, seed=seed, chain=(rank, 0, 0),
-                                    temperature=1.0, num_steps=1, num_keep=1, sampler=chain.sampler,
-                                    step_a=chain.step_a_at(0), step_b=chain.step_b, alpha=chain.alpha,
-                                    sigma=chain.sigma, evaluate=chain.evaluate, parallel=self.parallel)
+            one_step = replace(chain, num_steps=1, num_keep=1).at(0)
+            run_parafac_block_chain(self.index, start, one_step, prior_rates=model.prior_rates, seed=seed,
+                                    chain=(rank, 0, 0), temperature=1.0, parallel=self.parallel)
             model.log_likelihood(start, self.index.part(0))  # the model's kernel: prior draws, MAP starts
 
         root_first(comm, compile_kernels)
@@ -230,16 +230,14 @@ class ParafacChains:
             start = model.sample_prior(rng)
             if chain.init == "map":
                 start = poisson_parafac_map(model, start, max_iter=chain.init_iterations, record=False).theta
-            settings = dict(num_steps=chain.steps_at(task.index), num_keep=int(chain.num_keep), sampler=chain.sampler,
-                            step_a=chain.step_a_at(task.index), step_b=chain.step_b, alpha=chain.alpha,
-                            sigma=chain.sigma, evaluate=chain.evaluate, evaluate_every=int(chain.evaluate_every))
+            settings = chain.at(task.index)
             if self.compiled:
-                trace, _ = run_parafac_block_chain(self.index, start, prior_rates=model.prior_rates, seed=seed,
-                                                   chain=task.key, temperature=task.temperature,
-                                                   parallel=self.parallel, comm=self.comm, **settings)
+                trace, _ = run_parafac_block_chain(self.index, start, settings, prior_rates=model.prior_rates,
+                                                   seed=seed, chain=task.key, temperature=task.temperature,
+                                                   parallel=self.parallel, comm=self.comm)
             else:
-                trace, _ = power_posterior_chain(model, start, rng, temperature=task.temperature,
-                                                 chain=LangevinSettings(**settings), subset_fn=self.subset_fn)
+                trace, _ = power_posterior_chain(model, start, rng, temperature=task.temperature, chain=settings,
+                                                 subset_fn=self.subset_fn)
         progress(1)
         seconds = time.perf_counter() - started
         return ChainRecord(np.asarray(trace, dtype=np.float64), seconds, time.thread_time() - cpu_started,
@@ -282,8 +280,6 @@ def select_parafac_rank(data, ranks, *, preset="reference", grid=None, chain=Non
     -------
     sepsti.core.evidence.rank_selection.RankSelection
     """
-    from dataclasses import replace
-
     ranks = sorted(validate_ranks(ranks))
     if (chain is None and "evaluate_every" not in overrides and overrides.get("num_blocks") is not None
             and overrides.get("evaluate", PRESETS[preset].chain.evaluate if preset in PRESETS else None) == "full"):

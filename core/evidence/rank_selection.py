@@ -65,7 +65,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sepsti.core.errors import ConvergenceWarning, ParameterError
-from sepsti.core.evidence.sti import TemperatureGrid, thermodynamic_integral
+from sepsti.core.evidence.sti import LangevinSettings, TemperatureGrid, thermodynamic_integral
 from sepsti.core.evidence.tempering_check import largest_decrease
 from sepsti.core.io import atomic_path
 
@@ -193,6 +193,12 @@ class ChainSettings:
     def step_a_at(self, index):
         """a of the step rule at temperature ``index``."""
         return float(_at(self.step_a, index))
+
+    def at(self, index):
+        """:class:`sepsti.core.evidence.sti.LangevinSettings` of the (p)SGLD chain at temperature ``index``."""
+        return LangevinSettings(sampler=self.sampler, num_steps=self.steps_at(index), num_keep=int(self.num_keep),
+                                step_a=self.step_a_at(index), step_b=self.step_b, alpha=self.alpha, sigma=self.sigma,
+                                evaluate=self.evaluate, evaluate_every=int(self.evaluate_every))
 
     def check_grid(self, grid):
         """Raise unless per-temperature values match ``grid`` and every chain keeps at most its length."""

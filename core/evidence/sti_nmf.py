@@ -204,11 +204,8 @@ class NMFChains:
                                      num_blocks=chain.num_blocks, rate_W=rate, rate_H=rate)
             progress(steps)
         else:
-            result = run_block_chain(self.X, state, temperature=task.temperature, num_steps=steps,
-                                     num_keep=chain.num_keep, num_blocks=chain.num_blocks, sampler=chain.sampler,
-                                     step_a=chain.step_a_at(task.index), step_b=chain.step_b,
-                                     rate_W=rate, rate_H=rate, alpha=chain.alpha,
-                                     sigma=chain.sigma, evaluate=chain.evaluate, progress=progress, threads=1)
+            result = run_block_chain(self.X, state, chain.at(task.index), temperature=task.temperature,
+                                     num_blocks=chain.num_blocks, rate_W=rate, rate_H=rate, progress=progress, threads=1)
         return ChainRecord(result.trace, result.seconds, result.cpu_seconds, result.seconds_kernel, result.min_kept,
                            result.all_finite)
 

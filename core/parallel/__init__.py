@@ -18,7 +18,6 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
             'part_update',
             'run_block_chain',
             'run_prior_chain',
-            'step_constants',
         ],
         "kernel_arguments": [
             'EVALUATE_AFTER_UPDATE',
@@ -29,6 +28,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
             'NMFChainArrays',
             'PartStep',
             'StepConstants',
+            'check_block_settings',
         ],
         "parafac_blocks": [
             'ParafacBlockState',

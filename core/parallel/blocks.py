@@ -37,7 +37,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.parallel.kernel_arguments import EVALUATE_CODES, EVALUATE_NONE, NMFBlockLayout, NMFChainArrays, StepConstants
+from sepsti.core.parallel.kernel_arguments import NMFBlockLayout, NMFChainArrays, StepConstants, check_block_settings
 from sepsti.core.parallel.noise import fill_normal, seed_states
 from sepsti.core.parallel.schedule import BlockSchedule
 from sepsti.core.samplers.psgld import UNSET, update_average
@@ -45,7 +45,10 @@ from sepsti.core.samplers.step_size import step_sizes
 
 __all__ = ["BlockChainResult", "NMFBlockState", "block_layout", "block_log_factorials", "dense_part_update",
            "init_state", "initial_factors", "part_update", "run_block_chain", "run_prior_chain", "single_threaded_blas",
-           "step_constants", "warm_up"]
+           "warm_up"]
+
+#: What an NMF block chain can record (``evaluate``).
+EVALUATE_MODES = ("before_update", "after_update")
 
 # parts with fewer (entries x rank) than this run their blocks serially (measured: on the
 # 257 x 1661 speech matrix with 8 x 8 blocks, threads pay off from R = 256; on a busy machine a
@@ -126,8 +129,8 @@ def init_state(W, H, *, seed, chain, num_blocks):
                          seed_states(seed, chain, range(num_blocks, 2 * num_blocks)))
 
 
-def part_update(X, state, schedule, part, *, step_size, temperature, rate_W, rate_H, log_factorial_blocks,
-                sampler="sgld", alpha=0.99, sigma=1e-5, evaluate="after_update", threads=None):
+def part_update(X, state, schedule, part, settings, *, step_size, temperature, rate_W, rate_H, log_factorial_blocks,
+                threads=None):
     """One block-parallel update of ``state`` (in place) on ``part``; returns the scaled log-likelihood.
 
     Parameters
@@ -137,15 +140,13 @@ def part_update(X, state, schedule, part, *, step_size, temperature, rate_W, rat
         Updated in place.
     schedule : BlockSchedule
     part : int
+    settings : LangevinSettings
+        Its sampler, alpha, sigma and evaluate (:class:`sepsti.core.evidence.sti.LangevinSettings`).
     step_size, temperature : float
     rate_W, rate_H : float
         Exponential prior rates.
     log_factorial_blocks : ndarray, shape (B, B)
         Sum of lgamma(X + 1) over each block.
-    sampler : {"sgld", "psgld"}
-    alpha, sigma : float
-        pSGLD settings.
-    evaluate : {"none", "before_update", "after_update"}
     threads : int, optional
         Run the part's blocks in numba threads when more than one (default:
         numba's thread count) and the part is large enough.
@@ -153,25 +154,19 @@ def part_update(X, state, schedule, part, *, step_size, temperature, rate_W, rat
     Returns
     -------
     float
-        (N/N_s) x the part's log-likelihood (NaN when ``evaluate="none"``).
+        (N/N_s) x the part's log-likelihood.
     """
+    check_block_settings(settings, EVALUATE_MODES)
     # a one-part layout: the part is iteration 1's, kept (no burn-in)
     layout = NMFBlockLayout(schedule.edges[0], schedule.edges[1],
                             np.ascontiguousarray(schedule.part_groups(part)[:, 1]).reshape(1, -1),
                             np.array([float(schedule.part_size(part))]), float(X.size), log_factorial_blocks)
-    constants = step_constants(temperature=temperature, rate_W=rate_W, rate_H=rate_H, sampler=sampler, alpha=alpha,
-                               sigma=sigma, evaluate=evaluate)
+    constants = StepConstants.of(settings, temperature=temperature, prior_rates=(rate_W, rate_H))
     trace = np.empty(1)
     status = np.array([np.inf, 0.0])
     _run_kernel(X, state, layout, constants, np.array([float(step_size)]), 1, 0, trace, status,
                 parallel=_use_threads(X, state.W.shape[1], schedule, threads))
-    return float(trace[0]) if constants.evaluate != EVALUATE_NONE else np.nan
-
-
-def step_constants(*, temperature, rate_W, rate_H, sampler, alpha, sigma, evaluate):
-    """The :class:`sepsti.core.parallel.kernel_arguments.StepConstants` of an NMF chain (``evaluate`` by name)."""
-    return StepConstants(float(temperature), np.array([rate_W, rate_H], dtype=np.float64), sampler == "psgld",
-                         float(alpha), float(sigma), EVALUATE_CODES[evaluate])
+    return float(trace[0])
 
 
 def block_layout(X, schedule):
@@ -214,13 +209,15 @@ def warm_up(dtypes=(np.float64, np.float32)):
     Also imports the kernel module on the calling thread: worker threads that
     first import it concurrently can deadlock on the import lock.
     """
+    from sepsti.core.evidence.sti import LangevinSettings
+
     rng = np.random.default_rng(0)
     for dtype in np.atleast_1d(dtypes):
         X = rng.poisson(3.0, size=(6, 6)).astype(dtype)
         for sampler in ("sgld", "psgld"):
             state = init_state(*initial_factors(X, 2, rng), seed=0, chain=0, num_blocks=2)
-            run_block_chain(X, state, temperature=1.0, num_steps=2, num_keep=1, num_blocks=2, sampler=sampler,
-                            step_a=1e-3, evaluate="after_update", threads=1)
+            settings = LangevinSettings(sampler=sampler, num_steps=2, num_keep=1, step_a=1e-3)
+            run_block_chain(X, state, settings, temperature=1.0, num_blocks=2, threads=1)
         run_prior_chain(X, init_state(*initial_factors(X, 2, rng), seed=0, chain=0, num_blocks=2), num_steps=1,
                         num_keep=1, num_blocks=2)
 
@@ -233,8 +230,7 @@ def _use_threads(X, rank, schedule, threads):
     return threads > 1 and X.size * rank / schedule.num_blocks >= PARALLEL_THRESHOLD
 
 
-def dense_part_update(X, state, schedule, part, *, step_size, temperature, rate_W, rate_H, sampler="sgld",
-                      alpha=0.99, sigma=1e-5, evaluate="after_update"):
+def dense_part_update(X, state, schedule, part, settings, *, step_size, temperature, rate_W, rate_H):
     """Reference for :func:`part_update`: whole-matrix NumPy through the generic model and Langevin step.
 
     Uses :class:`sepsti.core.models.poisson_nmf.PoissonNMF`, the subsample helper and
@@ -256,20 +252,21 @@ def dense_part_update(X, state, schedule, part, *, step_size, temperature, rate_
         noise_W[rows] = fill_normal(states_W, b[0], np.empty((rows.stop - rows.start, theta.W.shape[1]),
                                                                dtype=theta.W.dtype))
         noise_H[:, cols] = _fill_h(states_H, b[1], theta.H.shape[0], cols.stop - cols.start, theta.H.dtype)
+    check_block_settings(settings, EVALUATE_MODES)
     value = np.nan
-    if evaluate == "before_update":
+    if settings.evaluate == "before_update":
         value = log_likelihood_estimate(model, theta, blocks)
     gradient, mean = tempered_gradient(model, theta, blocks, temperature)
     v_W, v_H = state.v_W.copy(), state.v_H.copy()
     preconditioner = None
-    if sampler == "psgld":
+    if settings.sampler == "psgld":
         mean_W, mean_H = (0.0, 0.0) if mean is None else mean
-        v_W = update_average(v_W, mean_W, alpha).astype(v_W.dtype, copy=False)
-        v_H = update_average(v_H, mean_H, alpha).astype(v_H.dtype, copy=False)
-        preconditioner = NMFTheta(1.0 / (sigma + np.sqrt(v_W)), 1.0 / (sigma + np.sqrt(v_H)))
+        v_W = update_average(v_W, mean_W, settings.alpha).astype(v_W.dtype, copy=False)
+        v_H = update_average(v_H, mean_H, settings.alpha).astype(v_H.dtype, copy=False)
+        preconditioner = NMFTheta(1.0 / (settings.sigma + np.sqrt(v_W)), 1.0 / (settings.sigma + np.sqrt(v_H)))
     new = langevin_step(None, theta, gradient, step_size, preconditioner=preconditioner, nonnegative=(True, True),
                         noise=NMFTheta(noise_W, noise_H))
-    if evaluate == "after_update":
+    if settings.evaluate == "after_update":
         value = log_likelihood_estimate(model, new, blocks)
     return NMFBlockState(new.W, new.H, v_W, v_H, states_W, states_H), value
 
@@ -279,9 +276,8 @@ def _fill_h(states, index, rank, width, dtype):
     return fill_normal(states, index, np.empty((width, rank), dtype=dtype)).T
 
 
-def run_block_chain(X, state, *, temperature, num_steps, num_keep, num_blocks=8, sampler="sgld", step_a=5e-7,
-                    step_b=0.51, rate_W=4e-4, rate_H=4e-4, alpha=0.99, sigma=1e-5, evaluate="after_update",
-                    progress=None, threads=None):
+def run_block_chain(X, state, settings, *, temperature, num_blocks=8, rate_W=4e-4, rate_H=4e-4, progress=None,
+                    threads=None):
     """Run one block-parallel chain on the power posterior at ``temperature``.
 
     Parameters
@@ -289,15 +285,15 @@ def run_block_chain(X, state, *, temperature, num_steps, num_keep, num_blocks=8,
     X : ndarray, shape (n_rows, n_cols)
     state : NMFBlockState
         Start (see :func:`init_state`); updated in place.
+    settings : LangevinSettings
+        Sampler, iterations and how many of the last are kept (burn-in = the rest; the step
+        (a/k)^b decays during burn-in and is then fixed), alpha, sigma and ``evaluate``
+        (``before_update`` or ``after_update``); see :class:`sepsti.core.evidence.sti.LangevinSettings`.
     temperature : float
-    num_steps, num_keep : int
-        Iterations, and how many of the last are kept (burn-in = the rest;
-        the step (a/k)^b decays during burn-in and is then fixed).
     num_blocks : int
         B.
-    sampler : {"sgld", "psgld"}
-    step_a, step_b, rate_W, rate_H, alpha, sigma : float
-    evaluate : {"before_update", "after_update"}
+    rate_W, rate_H : float
+        Exponential prior rates.
     progress : callable, optional
         Called with the number of iterations done, every
         :data:`PROGRESS_STRIDE` iterations (the loop runs compiled in between).
@@ -309,19 +305,14 @@ def run_block_chain(X, state, *, temperature, num_steps, num_keep, num_blocks=8,
     -------
     BlockChainResult
     """
-    if not 1 <= num_keep <= num_steps:
-        raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
-    if sampler not in ("sgld", "psgld"):
-        raise ParameterError(f"sampler={sampler!r}: expected 'sgld' or 'psgld'")
-    if evaluate not in ("before_update", "after_update"):
-        raise ParameterError(f"evaluate={evaluate!r}: expected 'before_update' or 'after_update'")
+    check_block_settings(settings, EVALUATE_MODES)
+    num_steps, num_keep = settings.num_steps, settings.num_keep
     schedule = BlockSchedule(X.shape, num_blocks)
     layout = block_layout(X, schedule)
-    constants = step_constants(temperature=temperature, rate_W=rate_W, rate_H=rate_H, sampler=sampler, alpha=alpha,
-                               sigma=sigma, evaluate=evaluate)
+    constants = StepConstants.of(settings, temperature=temperature, prior_rates=(rate_W, rate_H))
     parallel = _use_threads(X, state.W.shape[1], schedule, threads)
     burn_in = num_steps - num_keep
-    steps = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
+    steps = step_sizes(settings.step_a, settings.step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
     trace = np.empty(num_keep)
     status = np.array([np.inf, 0.0])
     kernel_seconds = 0.0

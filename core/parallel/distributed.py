@@ -22,13 +22,19 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.parallel.blocks import (
+    EVALUATE_MODES,
     BlockChainResult,
     NMFBlockState,
     block_log_factorials,
     single_threaded_blas,
-    step_constants,
 )
-from sepsti.core.parallel.kernel_arguments import EVALUATE_NONE, NMFBlockLayout, NMFChainArrays
+from sepsti.core.parallel.kernel_arguments import (
+    EVALUATE_NONE,
+    NMFBlockLayout,
+    NMFChainArrays,
+    StepConstants,
+    check_block_settings,
+)
 from sepsti.core.parallel.noise import seed_states
 from sepsti.core.parallel.schedule import BlockSchedule
 from sepsti.core.samplers.psgld import UNSET
@@ -37,9 +43,8 @@ from sepsti.core.samplers.step_size import step_sizes
 __all__ = ["run_distributed_block_chain"]
 
 
-def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_steps, num_keep, num_blocks=8,
-                                sampler="sgld", step_a=5e-7, step_b=0.51, rate_W=4e-4, rate_H=4e-4, alpha=0.99,
-                                sigma=1e-5, evaluate="after_update"):
+def run_distributed_block_chain(X, W, H, comm, settings, *, seed, chain, temperature, num_blocks=8, rate_W=4e-4,
+                                rate_H=4e-4):
     """Run one block chain with rows of X and W spread over the processes of ``comm``.
 
     Parameters
@@ -50,6 +55,8 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
     W, H : ndarray
         The start (same on every process).
     comm : MPI communicator
+    settings : LangevinSettings
+        As in :func:`sepsti.core.parallel.blocks.run_block_chain`.
     seed, chain : int
         Streams as in :func:`sepsti.core.parallel.blocks.init_state`.
     Other parameters : as in :func:`sepsti.core.parallel.blocks.run_block_chain`.
@@ -64,8 +71,8 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
     size, rank_here = comm.Get_size(), comm.Get_rank()
     if num_blocks % size:
         raise ParameterError(f"num_blocks={num_blocks} must be a multiple of the {size} processes")
-    if not 1 <= num_keep <= num_steps:
-        raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
+    check_block_settings(settings, EVALUATE_MODES)
+    num_steps, num_keep = settings.num_steps, settings.num_keep
     schedule = BlockSchedule(X.shape, num_blocks)
     per = num_blocks // size
     groups = np.arange(rank_here * per, (rank_here + 1) * per)
@@ -83,7 +90,7 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
     states_H = seed_states(seed, chain, range(num_blocks, 2 * num_blocks))
     log_factorial = block_log_factorials(X, schedule)
     burn_in = num_steps - num_keep
-    steps = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
+    steps = step_sizes(settings.step_a, settings.step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
     trace = np.empty(num_keep)
     local_value = np.empty(1)
     status = np.array([np.inf, 0.0])
@@ -91,8 +98,7 @@ def run_distributed_block_chain(X, W, H, comm, *, seed, chain, temperature, num_
     part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
     log_factorial_held = np.ascontiguousarray(log_factorial[groups])
     chain_arrays = NMFChainArrays(W_local, Ht, v_W, v_Ht, states_W, states_H)
-    kept_constants = step_constants(temperature=temperature, rate_W=rate_W, rate_H=rate_H, sampler=sampler,
-                                    alpha=alpha, sigma=sigma, evaluate=evaluate)
+    kept_constants = StepConstants.of(settings, temperature=temperature, prior_rates=(rate_W, rate_H))
     burn_in_constants = kept_constants._replace(evaluate=EVALUATE_NONE)
     kernel_seconds = 0.0
     start = time.perf_counter()

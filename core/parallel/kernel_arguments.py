@@ -24,8 +24,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.errors import ParameterError
+
 __all__ = ["EVALUATE_AFTER_UPDATE", "EVALUATE_BEFORE_UPDATE", "EVALUATE_CODES", "EVALUATE_NONE", "NMFBlockLayout",
-           "NMFChainArrays", "ParafacChainArrays", "PartStep", "StepConstants"]
+           "NMFChainArrays", "ParafacChainArrays", "PartStep", "StepConstants", "check_block_settings"]
 
 #: Record no log-likelihood (burn-in iterations).
 EVALUATE_NONE = 0
@@ -37,6 +39,33 @@ EVALUATE_AFTER_UPDATE = 2
 #: The evaluate modes by the names the samplers' ``evaluate`` argument uses.
 EVALUATE_CODES = {"none": EVALUATE_NONE, "before_update": EVALUATE_BEFORE_UPDATE,
                   "after_update": EVALUATE_AFTER_UPDATE}
+
+#: Settings of the generic chains that the block chains leave to the blocks or do not implement,
+#: with the values that leave them off: the parts are the subsets, the step is (a/k)^b, the
+#: integrator Euler-Maruyama and the trace the kernels' own.
+_OFF_IN_BLOCK_CHAINS = {"subset_size": (None,), "step_floor": (None,), "step_scale": (None,),
+                        "integrator": ("euler",), "control_variate": (False, None), "zero_variance": (False,)}
+
+
+def check_block_settings(settings, evaluate_modes):
+    """Raise ParameterError unless the block chains carry out ``settings`` as given.
+
+    Parameters
+    ----------
+    settings : LangevinSettings
+        :class:`sepsti.core.evidence.sti.LangevinSettings`; what the block chains do not
+        implement is refused by name rather than ignored.
+    evaluate_modes : tuple of str
+        The ``evaluate`` values the calling chain records.
+    """
+    if settings.evaluate not in evaluate_modes:
+        raise ParameterError(f"evaluate={settings.evaluate!r}: the block chain records "
+                             f"{' or '.join(repr(mode) for mode in evaluate_modes)}")
+    unsupported = [f"{name}={getattr(settings, name)!r}" for name, off in _OFF_IN_BLOCK_CHAINS.items()
+                   if getattr(settings, name) not in off]
+    if unsupported:
+        raise ParameterError(f"{', '.join(unsupported)}: not available in the block chains (their parts are the "
+                             "subsets, their step is (a/k)^b)")
 
 
 class StepConstants(NamedTuple):
@@ -62,6 +91,17 @@ class StepConstants(NamedTuple):
     alpha: float
     sigma: float
     evaluate: int
+
+    @classmethod
+    def of(cls, settings, *, temperature, prior_rates):
+        """The constants of a chain run with ``settings`` (its sampler, alpha, sigma and evaluate).
+
+        ``evaluate="full"`` records the before-update value, a by-product of the gradient: the
+        chain scores its states on all the data itself.
+        """
+        evaluate = "before_update" if settings.evaluate == "full" else settings.evaluate
+        return cls(float(temperature), np.ascontiguousarray(prior_rates, dtype=np.float64),
+                   settings.sampler == "psgld", float(settings.alpha), float(settings.sigma), EVALUATE_CODES[evaluate])
 
 
 class PartStep(NamedTuple):

@@ -49,7 +49,7 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.poisson_parafac import ParafacFactors
-from sepsti.core.parallel.kernel_arguments import EVALUATE_CODES, ParafacChainArrays, PartStep, StepConstants
+from sepsti.core.parallel.kernel_arguments import ParafacChainArrays, PartStep, StepConstants, check_block_settings
 from sepsti.core.parallel.tensor_blocks import owned_blocks, slab_index
 from sepsti.core.random import stream
 from sepsti.core.samplers.psgld import UNSET
@@ -138,16 +138,17 @@ def slab_log_likelihoods(index, position, lo=0, hi=None):
                                  ParafacFactors(placeholder, placeholder, placeholder), False)
 
 
-def parafac_part_update(index, state, part, *, step_size, temperature, prior_rates, sampler="psgld",
-                        alpha=0.99, sigma=1e-5, evaluate="before_update", parallel=False):
+def parafac_part_update(index, state, part, settings, *, step_size, temperature, prior_rates, parallel=False):
     """One iteration on ``part`` (in place); returns (N/N_s) × the part's log-likelihood.
 
-    The log-likelihood is that of the position before the update (``evaluate="before_update"``,
-    also for ``"full"``, which the chain scores itself) or after it (``"after_update"``), on the
-    part's entries.
+    ``settings`` (:class:`sepsti.core.evidence.sti.LangevinSettings`) gives the sampler, alpha,
+    sigma and what is scored: the position before the update (``evaluate="before_update"``, also
+    for ``"full"``, which the chain scores itself) or after it (``"after_update"``), on the part's
+    entries.
     """
-    return _update_part(_part_kernel(parallel), _chain_arrays(state), index.part(part),
-                        _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate), _size(index),
+    check_block_settings(settings, EVALUATE_MODES)
+    constants = StepConstants.of(settings, temperature=temperature, prior_rates=prior_rates)
+    return _update_part(_part_kernel(parallel), _chain_arrays(state), index.part(part), constants, _size(index),
                         float(step_size))
 
 
@@ -176,20 +177,8 @@ def _chain_arrays(state):
     return ParafacChainArrays(*state.position, *state.v, *state.gradient, *state.streams)
 
 
-def _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate):
-    """The kernels' :class:`sepsti.core.parallel.kernel_arguments.StepConstants`; ``evaluate`` by name.
-
-    For ``"full"`` the chain scores its states itself; the kernel meanwhile records the
-    before-update value, a by-product of the gradient.
-    """
-    code = EVALUATE_CODES["before_update" if evaluate == "full" else evaluate]
-    return StepConstants(float(temperature), np.ascontiguousarray(prior_rates, dtype=np.float64), sampler == "psgld",
-                         float(alpha), float(sigma), code)
-
-
-def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperature, num_steps, num_keep,
-                            sampler="psgld", step_a=1e-8, step_b=0.51, alpha=0.99, sigma=1e-5,
-                            evaluate="before_update", evaluate_every=1, parallel=False, comm=None):
+def run_parafac_block_chain(index, theta, settings, *, prior_rates, seed, chain, temperature, parallel=False,
+                            comm=None):
     """Run one tempered chain and return the kept log-likelihood estimates and the final state.
 
     Parameters
@@ -198,19 +187,16 @@ def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperatu
         Block index of a sparse tensor.
     theta : ParafacFactors
         Starting point.
+    settings : LangevinSettings
+        Sampler, iterations kept and in all, step rule, alpha, sigma, ``evaluate``
+        (``before_update``, ``after_update`` or ``full``, see the module docstring) and
+        ``evaluate_every`` (m for ``full``: the full log-likelihood at iterations num_steps,
+        num_steps − m, … after the burn-in); see :class:`sepsti.core.evidence.sti.LangevinSettings`.
     prior_rates : sequence of 3 floats
     seed : int
     chain : tuple of int
         Chain identity for the noise streams.
     temperature : float
-    num_steps, num_keep : int
-    sampler : {"psgld", "sgld"}
-    step_a, step_b, alpha, sigma : float
-    evaluate : {"before_update", "after_update", "full"}
-        See the module docstring.
-    evaluate_every : int
-        m for ``evaluate="full"``: the full log-likelihood at iterations
-        num_steps, num_steps − m, … after the burn-in.
     parallel : bool
         One numba thread per block of a part.
     comm : MPI communicator, optional
@@ -225,26 +211,19 @@ def run_parafac_block_chain(index, theta, *, prior_rates, seed, chain, temperatu
     """
     if index.coords is None:
         raise ParameterError("the compiled block chain needs the block index of a SparseTensor")
-    if sampler not in ("psgld", "sgld"):
-        raise ParameterError(f"sampler={sampler!r}: expected 'psgld' or 'sgld'")
-    if evaluate not in EVALUATE_MODES:
-        raise ParameterError(f"evaluate={evaluate!r}: expected one of {', '.join(EVALUATE_MODES)}")
-    if int(evaluate_every) != evaluate_every or evaluate_every < 1:
-        raise ParameterError(f"evaluate_every={evaluate_every} must be a positive integer")
-    if not 1 <= num_keep <= num_steps:
-        raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
+    check_block_settings(settings, EVALUATE_MODES)
+    num_steps, num_keep, evaluate = settings.num_steps, settings.num_keep, settings.evaluate
     burn_in = num_steps - num_keep
-    every = int(evaluate_every) if evaluate == "full" else 1
-    steps = step_sizes(step_a, step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
+    every = settings.evaluate_every if evaluate == "full" else 1
+    steps = step_sizes(settings.step_a, settings.step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
+    constants = StepConstants.of(settings, temperature=temperature, prior_rates=prior_rates)
     if comm is not None and comm.Get_size() > 1:
-        return _run_distributed(index, theta, comm, steps=steps, num_keep=num_keep, prior_rates=prior_rates,
-                                seed=seed, chain=chain, temperature=temperature, sampler=sampler, alpha=alpha,
-                                sigma=sigma, evaluate=evaluate, every=every, parallel=parallel)
+        return _run_distributed(index, theta, comm, steps=steps, num_keep=num_keep, constants=constants, seed=seed,
+                                chain=chain, evaluate=evaluate, every=every, parallel=parallel)
     state = init_block_state(theta, seed=seed, chain=chain, num_blocks=index.num_blocks)
     trace = np.empty(num_evaluations(num_keep, evaluate, every))
     # what parafac_part_update builds at every call, built once
     kernel, chain_arrays = _part_kernel(parallel), _chain_arrays(state)
-    constants = _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate)
     parts = [index.part(p) for p in range(index.num_parts)]
     for iteration in range(1, num_steps + 1):
         value = _update_part(kernel, chain_arrays, parts[(iteration - 1) % len(parts)], constants, _size(index),
@@ -290,8 +269,7 @@ def _load_buffer(state, index, mode, block, buffer):
     state.streams[mode][block] = buffer[2 * n:].view(np.uint64)
 
 
-def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, chain, temperature, sampler, alpha,
-                     sigma, evaluate, every, parallel):
+def _run_distributed(index, theta, comm, *, steps, num_keep, constants, seed, chain, evaluate, every, parallel):
     """The block chain with A-blocks spread over ``comm``'s processes (module docstring, Fig. 1).
 
     Within a part the process updates its first block, starts passing that
@@ -309,7 +287,6 @@ def _run_distributed(index, theta, comm, *, steps, num_keep, prior_rates, seed, 
     n_data = _size(index)
     part_sizes = [index.part(q).num_entries for q in range(index.num_parts)]
     kernel = _part_kernel(parallel)
-    constants = _step_constants(prior_rates, temperature, sampler, alpha, sigma, evaluate)
     chain_arrays = _chain_arrays(state)
     full = evaluate == "full"
     num_steps = len(steps)

@@ -34,6 +34,7 @@ Run: ``python recipes/benchmarks/parafac_scaling.py [--quick] [--out DIR] [--ran
 import sys
 import time
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -151,12 +152,13 @@ def main():
                                   chain=LangevinSettings(num_steps=steps, num_keep=steps, sampler="psgld",
                                                          step_a=step_a))
             iteration = (CLOCK() - start) / steps
-            chain = dict(prior_rates=model.prior_rates, seed=args.seed, chain=(1, 1), temperature=1.0,
-                         step_a=step_a)
-            run_parafac_block_chain(index, theta, num_steps=1, num_keep=1, **chain)  # compile / load
+            chain = dict(prior_rates=model.prior_rates, seed=args.seed, chain=(1, 1), temperature=1.0)
             compiled_steps = max(steps, num_blocks ** 2)
+            settings = LangevinSettings(num_steps=compiled_steps, num_keep=compiled_steps, sampler="psgld",
+                                        step_a=step_a, evaluate="before_update")
+            run_parafac_block_chain(index, theta, replace(settings, num_steps=1, num_keep=1), **chain)  # compile / load
             start = CLOCK()
-            run_parafac_block_chain(index, theta, num_steps=compiled_steps, num_keep=compiled_steps, **chain)
+            run_parafac_block_chain(index, theta, settings, **chain)
             compiled = (CLOCK() - start) / compiled_steps
             full = median_time(lambda r: float(np.sum(slab_log_likelihoods(index, theta))), 5)
             full_peer = median_time(lambda r: numpy_full(theta, X), 3)

@@ -77,6 +77,8 @@ def first():
         marker.write_text("done")
         return "first"
     assert marker.exists(), "ran before process 0 had finished"
+    if sys.argv[2] == "fail on 1" and comm.Get_rank() == 1:
+        raise ValueError("failed on process 1")
     return "after"
 
 try:
@@ -94,7 +96,8 @@ def test_root_first_without_mpi_just_calls():
 @pytest.mark.mpi
 @pytest.mark.parametrize("mode, expected", [("ok", ["first", "after", "after"]),
                                             ("fail", ["ValueError", "RuntimeError", "RuntimeError"]),
-                                            ("bad input", ["ParameterError"] * 3)])
+                                            ("bad input", ["ParameterError"] * 3),
+                                            ("fail on 1", ["RuntimeError", "ValueError", "RuntimeError"])])
 def test_root_first_runs_process_0_before_the_others(tmp_path, mode, expected):
     script = tmp_path / "root_first.py"
     script.write_text(ROOT_FIRST)

@@ -82,12 +82,8 @@ def from_root(comm, fn):
         return fn()
     if comm.Get_rank() != 0:
         result, failure = comm.bcast(None, root=0)
-        if failure == "KeyboardInterrupt":  # Ctrl-C reached process 0 first: end as it does
-            raise KeyboardInterrupt
         if failure is not None:
-            from sepsti.core.errors import ParameterError
-
-            raise (ParameterError if failure == "ParameterError" else RuntimeError)(f"process 0 failed ({failure})")
+            raise _failed_elsewhere(0, failure)
         return result
     try:
         result = fn()
@@ -99,15 +95,38 @@ def from_root(comm, fn):
 
 
 def root_first(comm, fn):
-    """Call ``fn()`` on process 0, then on the others once it has returned; return its result (errors as
-    :func:`from_root`).
+    """Call ``fn()`` on process 0, then on the others once it has returned; return its result.
 
     For numba's kernels: compiled and cached by one process, then loaded by the rest, instead of compiled
-    by every process at once into the same cache, which numba's cache does not survive safely.
+    by every process at once into the same cache, which numba's cache does not survive safely. A failure
+    on any process is raised on every process (the same kind of error, as by :func:`from_root`).
     """
     kept = []
     from_root(comm, lambda: kept.append(fn()))  # only that it returned is sent, not its result
-    return kept[0] if is_root(comm) else fn()
+    if is_root(comm):
+        result, failure = kept[0], None
+    else:
+        try:
+            result, failure = fn(), None
+        except BaseException as error:  # noqa: BLE001 -- raised below, after the others have heard of it
+            result, failure = None, error
+    names = comm.allgather(None if failure is None else type(failure).__name__) if comm is not None else []
+    if failure is not None:
+        raise failure
+    for process, name in enumerate(names):
+        if name is not None:
+            raise _failed_elsewhere(process, name)
+    return result
+
+
+def _failed_elsewhere(process, name):
+    """The error to raise for a failure of kind ``name`` on another process: Ctrl-C as Ctrl-C, bad input as
+    a ParameterError, anything else as a RuntimeError."""
+    if name == "KeyboardInterrupt":  # Ctrl-C reached that process first: end as it does
+        return KeyboardInterrupt()
+    from sepsti.core.errors import ParameterError
+
+    return (ParameterError if name == "ParameterError" else RuntimeError)(f"process {process} failed ({name})")
 
 
 @contextlib.contextmanager

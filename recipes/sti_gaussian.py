@@ -141,7 +141,8 @@ def main():
         out["max_abs_z" + suffix] = float(np.max(np.abs(sti - exact) / np.maximum(se, 1e-12)))
     print(f"argmax agrees: {out['argmax_agrees']}; max |STI - exact| = {out['max_abs_error']:.3f} nats, "
           f"max |STI - exact| / se = {out['max_abs_z']:.1f}; "
-          f"seconds per R_m: median {np.median(out['seconds_per_rank']):.2f}, max {np.max(out['seconds_per_rank']):.2f}")
+          f"seconds per R_m: median {np.median(out['seconds_per_rank']):.2f}, "
+          f"max {np.max(out['seconds_per_rank']):.2f}")
     print(f"uniform grid, same chains: max error {out['max_abs_error_uniform']:.1f} nats; paper settings: "
           f"{out['max_abs_error_paper']:.1f} nats (argmax agrees {out['argmax_agrees_paper']})")
     if args.ablation:

@@ -245,7 +245,8 @@ def validate_sample_rate(sample_rate, target_sr, *, name="audio"):
     """
     sample_rate = int(sample_rate)
     if not MIN_SAMPLE_RATE <= sample_rate <= MAX_SAMPLE_RATE:
-        raise ParameterError(f"{name}: sample rate {sample_rate} Hz is outside {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE} Hz; "
+        raise ParameterError(f"{name}: sample rate {sample_rate} Hz is outside "
+                             f"{MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE} Hz; "
                              "check the file's header or convert it to a standard rate")
     common = gcd(sample_rate, int(target_sr))
     if max(sample_rate, int(target_sr)) // common > MAX_RATIO_TERM:

@@ -4,9 +4,9 @@
 with one BLAS thread (:func:`sepsti.core.parallel.processes.process_pool`: the workers are the
 parallelism, and every worker then computes as one process alone does). Results come back in the
 order of the tasks, and at most two tasks per worker are submitted ahead of the first unfinished one,
-so that a long list of files is never read into memory at once. Workers ignore SIGINT: on Ctrl-C the parent leaves the ``with``
-block, which lets the tasks already handed to workers finish (their outputs are complete files) and
-drops the rest.
+so that a long list of files is never read into memory at once. Workers ignore SIGINT: on Ctrl-C
+the parent leaves the ``with`` block, which lets the tasks already handed to workers finish (their
+outputs are complete files) and drops the rest.
 """
 
 import os

@@ -38,7 +38,8 @@ def rng():
 
 
 def _noizeus_root():
-    candidates = [os.environ.get("SEPSTI_NOIZEUS"), Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "noizeus"]
+    candidates = [os.environ.get("SEPSTI_NOIZEUS"),
+                  Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "noizeus"]
     for candidate in candidates:
         if candidate and Path(candidate, "clean").is_dir():
             return Path(candidate).resolve()

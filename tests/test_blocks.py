@@ -144,7 +144,8 @@ def test_short_chains_reproduce_their_pinned_traces():
     prior = run_prior_chain(X, init_state(W, H, seed=3, chain=(0, 1), num_blocks=3), num_steps=9, num_keep=4,
                             num_blocks=3, rate_W=2.0, rate_H=0.5)
     assert_pinned(prior.trace, prior.state,
-                  ["-0x1.a630ee13c60bap+10", "-0x1.9c977f1e17319p+10", "-0x1.232866ea14114p+10", "-0x1.24249bc769fc5p+10"],
+                  ["-0x1.a630ee13c60bap+10", "-0x1.9c977f1e17319p+10", "-0x1.232866ea14114p+10",
+                   "-0x1.24249bc769fc5p+10"],
                   [42.71870452567967, 1761.1205294111369, 98.21954687444439, 2997.8166891552273,
                    -84.0, -3570.0, -68.0, -2346.0], "d25082a6d8573df8", "prior")
 

@@ -282,7 +282,8 @@ def test_undefined_perceptual_scores_are_nan_with_a_warning(case, match):
     else:
         estimate = 1e-40 * estimate   # vanishes in PESQ's float32 beside the reference
     stoi_match = {"too short": "less than 384 ms of active clean speech"}.get(case, match)
-    pesq_match = {"too short": "at least 1/4 of a second", "vanishing estimate": "failed on these signals"}.get(case, match)
+    pesq_match = {"too short": "at least 1/4 of a second",
+                  "vanishing estimate": "failed on these signals"}.get(case, match)
     if stoi_match is not None:
         with pytest.warns(RuntimeWarning, match=f"{stoi_match}.*STOI is undefined"):
             assert np.isnan(stoi(clean, estimate, 8000))

@@ -76,7 +76,8 @@ def test_log_density_is_eq_19_and_parts_agree(small_model, rng):
     logp, grad = model.logdensity_and_grad(theta)
     assert logp == pytest.approx(expected, rel=1e-12)
     constant = model.log_likelihood(theta) + model.log_prior(theta) - logp
-    assert constant == pytest.approx(-model.n_data * np.log(0.1 * np.sqrt(2 * np.pi)) - 0.5 * model.dim * np.log(2 * np.pi))
+    assert constant == pytest.approx(-model.n_data * np.log(0.1 * np.sqrt(2 * np.pi))
+                                     - 0.5 * model.dim * np.log(2 * np.pi))
     np.testing.assert_allclose(model.grad_log_likelihood(theta) + model.grad_log_prior(theta), grad, rtol=1e-12)
     params = model.split(theta)
     assert params.delta.shape == (30, 2) and params.eta.shape == (2, 12)
@@ -145,7 +146,8 @@ def test_rescale_keeps_the_product_and_its_jacobian_is_the_determinant(small_mod
     for i in range(model.dim):
         step = np.zeros(model.dim)
         step[i] = 1e-6
-        jacobian[:, i] = (model.rescale(theta + step, log_scales)[0] - model.rescale(theta - step, log_scales)[0]) / 2e-6
+        jacobian[:, i] = (model.rescale(theta + step, log_scales)[0]
+                          - model.rescale(theta - step, log_scales)[0]) / 2e-6
     sign, log_det = np.linalg.slogdet(jacobian)
     assert sign > 0 and log_jacobian == pytest.approx(log_det, abs=1e-5)
 

@@ -61,7 +61,8 @@ def reference_estimates(powers, initial_power, framing=FRAMING, gap=0):
                 weighted = (before * age_after + after * age_before) / (age_before + age_after)
                 out[f, frame] = max(before, after) if apart else weighted
     bias = stationary_bias(framing)
-    return reference_troughs(powers, np.maximum(out / bias, reference_steady(powers, forwards / bias, framing)), framing)
+    return reference_troughs(powers, np.maximum(out / bias, reference_steady(powers, forwards / bias, framing)),
+                             framing)
 
 
 def reference_troughs(powers, estimates, framing):
@@ -305,8 +306,10 @@ def test_running_extremes_are_scipy_s_filters(rng, shape, size):
     from sepsti.noise_power import _running_extreme
 
     x = rng.exponential(1.0, shape).astype(np.float32)
-    np.testing.assert_array_equal(_running_extreme(x, size, np.maximum), maximum_filter1d(x, size, axis=1, mode="nearest"))
-    np.testing.assert_array_equal(_running_extreme(x, size, np.minimum), minimum_filter1d(x, size, axis=1, mode="nearest"))
+    np.testing.assert_array_equal(_running_extreme(x, size, np.maximum),
+                                  maximum_filter1d(x, size, axis=1, mode="nearest"))
+    np.testing.assert_array_equal(_running_extreme(x, size, np.minimum),
+                                  minimum_filter1d(x, size, axis=1, mode="nearest"))
 
 
 def test_a_held_tone_is_followed_at_once_but_a_voice_s_lowest_harmonic_is_not(rng):

@@ -175,8 +175,8 @@ def test_batched_sti_matches_exact_evidence_within_its_standard_error(rng, rank)
     exact = model.log_marginal_likelihood()
     quadrature = integration_weights(result.temperatures, rule="simpson", power=6) @ model.expected_log_likelihood(
         result.temperatures) - exact
-    assert abs(result.log_marginal_likelihood - exact - quadrature) < 4 * result.stderr, (result.log_marginal_likelihood, exact,
-                                                                               result.stderr)
+    assert abs(result.log_marginal_likelihood - exact - quadrature) < 4 * result.stderr, (
+        result.log_marginal_likelihood, exact, result.stderr)
     assert result.stderr < 0.2
     # the same chains with Euler's noise (SGLD) are biased by far more than their error
     euler = stochastic_thermodynamic_integration(model, model.sample_prior, seed=1, grid=GAUSSIAN_DEFAULT["grid"],

@@ -205,7 +205,8 @@ class NMFChains:
             progress(steps)
         else:
             result = run_block_chain(self.X, state, chain.at(task.index), temperature=task.temperature,
-                                     num_blocks=chain.num_blocks, rate_W=rate, rate_H=rate, progress=progress, threads=1)
+                                     num_blocks=chain.num_blocks, rate_W=rate, rate_H=rate, progress=progress,
+                                     threads=1)
         return ChainRecord(result.trace, result.seconds, result.cpu_seconds, result.seconds_kernel, result.min_kept,
                            result.all_finite)
 

@@ -140,7 +140,8 @@ def tril_solve(packed, values, out):
 
 @numba.njit(cache=True, nogil=True)
 def link(field, inv_sqrt2_sigma, inv_rate, slope_scale, value, slope):
-    """Eq. 22–23 elementwise along the last axis: value = −log Φ(−z)/λ, slope = √(2/π)/(λσ erfcx(z/√2)), z = f/σ.
+    """Eq. 22–23 elementwise along the last axis: value = −log Φ(−z)/λ, slope = √(2/π)/(λσ erfcx(z/√2)),
+    z = f/σ.
 
     ``inv_sqrt2_sigma`` = 1/(√2 σ) and ``slope_scale`` = √(2/π)/(λσ) per column. One ``erfcx``
     call gives both for x = z/√2 ≥ −1 (log Φ(−z) = log(erfcx(x)/2) − x², no cancellation there);

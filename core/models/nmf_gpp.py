@@ -61,7 +61,8 @@ def exponential_kernel_2d(plate_shape, beta):
 
 
 def stable_cholesky(cov, *, jitter=1e-6, max_tries=8):
-    """Lower Cholesky factor of ``cov + ε I``, ε starting at ``jitter`` × mean diagonal and growing ×10 on failure."""
+    """Lower Cholesky factor of ``cov + ε I``, ε starting at ``jitter`` × mean diagonal and growing ×10 on
+    failure."""
     scale = float(np.mean(np.diag(cov)))
     eps = jitter * scale
     for _ in range(max_tries):
@@ -73,12 +74,14 @@ def stable_cholesky(cov, *, jitter=1e-6, max_tries=8):
 
 
 def exp_to_gauss(h, sigma, rate):
-    """Inverse link (eq. 22): −log(½ − ½ erf(h / (√2 σ))) / λ = −log Φ(−h/σ) / λ, Exponential(λ) marginals."""
+    """Inverse link (eq. 22): −log(½ − ½ erf(h / (√2 σ))) / λ = −log Φ(−h/σ) / λ,
+    Exponential(λ) marginals."""
     return -log_ndtr(-h / sigma) / rate
 
 
 def exp_to_gauss_derivative(h, sigma, rate):
-    """Derivative of :func:`exp_to_gauss` (eq. 23): φ(z) / (λ σ Φ(−z)) = √(2/π) / (λ σ erfcx(z/√2)), z = h/σ."""
+    """Derivative of :func:`exp_to_gauss` (eq. 23): φ(z) / (λ σ Φ(−z)) = √(2/π) / (λ σ erfcx(z/√2)),
+    z = h/σ."""
     return _SQRT_2_OVER_PI / (rate * sigma * erfcx(h / (np.sqrt(2.0) * sigma)))
 
 
@@ -268,7 +271,8 @@ class NMFGPP:
         slope_d = exp_to_gauss_derivative(d, self.sigma_d, self.rate_d)   # (K, M)
         slope_h = exp_to_gauss_derivative(h, self.sigma_h, self.rate_h)   # (M, L)
         K, M, L = D.shape[0], self.num_components, H.shape[1]
-        # Columns of J per component: ∂(DH)/∂δ_m = (diag(f'_dm) C_d) ⊗ H_m, ∂(DH)/∂η_m = D_m ⊗ (diag(f'_hm) C_h).
+        # Columns of J per component: ∂(DH)/∂δ_m = (diag(f'_dm) C_d) ⊗ H_m,
+        # ∂(DH)/∂η_m = D_m ⊗ (diag(f'_hm) C_h).
         A = slope_d.T[:, :, None] * self.chol_d[None]            # (M, K, K): diag(f'_dm) C_d
         B = slope_h[:, :, None] * self.chol_h[None]              # (M, L, L): diag(f'_hm) C_h
         HH, DD = H @ H.T, D.T @ D                                # (M, M)
@@ -289,7 +293,8 @@ class NMFGPP:
 
     @staticmethod
     def _move_field(field, log_scale, sigma, rate):
-        # log F' = log F + log c, with log F = log(−log Φ(−f/σ)) − log λ; then f' = −σ Φ⁻¹(exp(−λ F')).
+        # log F' = log F + log c, with log F = log(−log Φ(−f/σ)) − log λ;
+        # then f' = −σ Φ⁻¹(exp(−λ F')).
         log_factor = np.log(-log_ndtr(-field / sigma)) - np.log(rate) + log_scale
         return -sigma * ndtri_exp(-rate * np.exp(log_factor))
 

@@ -1,4 +1,5 @@
-"""Compiled kernels of the NMF block chain (:mod:`sepsti.core.parallel.blocks`, :mod:`sepsti.core.parallel.distributed`).
+"""Compiled kernels of the NMF block chain (:mod:`sepsti.core.parallel.blocks`,
+:mod:`sepsti.core.parallel.distributed`).
 
 Imported only inside the functions that run them, so that importing
 ``core`` (and starting the CLI) does not load numba.

@@ -170,7 +170,8 @@ def part_update(X, state, schedule, part, settings, *, step_size, temperature, r
 
 
 def block_layout(X, schedule):
-    """The :class:`sepsti.core.parallel.kernel_arguments.NMFBlockLayout` of ``X`` cut by ``schedule`` (all row groups)."""
+    """The :class:`sepsti.core.parallel.kernel_arguments.NMFBlockLayout` of ``X`` cut by ``schedule``
+    (all row groups)."""
     part_columns = np.ascontiguousarray(np.stack([schedule.part_groups(p)[:, 1] for p in range(schedule.num_parts)]))
     part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
     return NMFBlockLayout(schedule.edges[0], schedule.edges[1], part_columns, part_sizes, float(X.size),

@@ -556,7 +556,8 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     settings = NUTSSettings() if settings is None else settings
     auto = AutoMetricSettings() if auto is None else auto
     validate_metric(metric, structure)
-    for name, value, low in (("num_warmup", num_warmup, 20), ("num_draws", num_draws, 4), ("num_chains", num_chains, 1)):
+    for name, value, low in (("num_warmup", num_warmup, 20), ("num_draws", num_draws, 4),
+                             ("num_chains", num_chains, 1)):
         if int(value) != value or value < low:
             raise ParameterError(f"{name}={value} must be an integer of at least {low}")
     if executor not in ("process", "thread"):
@@ -591,7 +592,8 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
             chains = runner.map(_phase_explore, chains, num_explore)
         if metric == "auto":
             dim = starts.shape[1]
-            candidates, skipped = candidate_metrics(structure, dim=dim, num_explore_draws=num_explore - num_explore // 2,
+            candidates, skipped = candidate_metrics(structure, dim=dim,
+                                                    num_explore_draws=num_explore - num_explore // 2,
                                                     settings=auto)
             outcomes = runner.map(_phase_pilots, chains, candidates)
             pilots = []

@@ -347,7 +347,8 @@ def main(argv=None):
             print(f"{noise:>10s} {s:3d} dB  " + "  ".join(f"{method} {cells[method]['sdr']:5.2f}/"
                                                           f"{cells[method]['stoi']:.3f}" for method in methods))
     for key, digits in (("sdr", 2), ("stoi", 3)):
-        print(f"\nsepsti's lead in {key.upper()}, {'per SNR' if snrs else 'all files'}: mean difference [95 % interval over the "
+        print(f"\nsepsti's lead in {key.upper()}, {'per SNR' if snrs else 'all files'}: mean difference "
+              f"[95 % interval over the "
               f"{recordings.replicates}], files where sepsti is ahead")
         for other, cells in lead.items():
             print(f"{'over ' + other:31s} " + "  ".join(

@@ -1,7 +1,8 @@
 """Clean/noisy pairs from a folder of clean speech and folders of noise recordings.
 
 For voices and noises the corpora do not hold: each clean file below ``--speech`` (the first
-``--files`` in name order of at least ``--shortest`` seconds, at most ``--seconds`` of each) is set to −26 dBFS RMS and mixed at each
+``--files`` in name order of at least ``--shortest`` seconds, at most ``--seconds`` of each)
+is set to −26 dBFS RMS and mixed at each
 SNR of ``--snr`` (the energy ratio over the file) with an excerpt of each noise type, at the speech's
 rate:
 

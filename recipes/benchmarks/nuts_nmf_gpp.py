@@ -216,7 +216,8 @@ def print_table(rows):
               f"| {r['chosen_metric']} | {r['target']:g} | {r['min_ess']:.0f} / {r['median_ess']:.0f} "
               f"| {r['min_tail_ess']:.0f} | {r['max_rhat']:.3f} ({r['worst_rhat']}) | {r['divergences']} "
               f"| {r['gradient_evaluations']:,} "
-              f"| {r['ess_per_1000_gradients']:.3f} | {r['ess_per_second']:.3g} | {r['ess_per_second_with_warmup']:.3g} "
+              f"| {r['ess_per_1000_gradients']:.3f} | {r['ess_per_second']:.3g} "
+              f"| {r['ess_per_second_with_warmup']:.3g} "
               f"| {r['ess_per_cpu_second']:.3g} | {r['ess_per_cpu_second_with_warmup']:.3g} "
               f"| {r['mean_draw_log_posterior']:.1f} ± {r['mean_draw_log_posterior_mcse']:.1f} "
               f"| {r['load'][0]:.1f} → {r['load'][1]:.1f} |")
@@ -275,7 +276,8 @@ def leaf_cost(seed):
             for _ in range(leaves):
                 model.logdensity_and_grad(state.position)
             per_gradient = (time.process_time() - cpu_start) / leaves
-            print(f"NUTS leaf, {name} metric: {1e6 * per_leaf:.0f} us CPU, of which the gradient {1e6 * per_gradient:.0f} "
+            print(f"NUTS leaf, {name} metric: {1e6 * per_leaf:.0f} us CPU, of which the gradient "
+                  f"{1e6 * per_gradient:.0f} "
                   f"us and the rest {1e6 * (per_leaf - per_gradient):.0f} us ({leaves} leaves) "
                   f"[load average {load_start:.2f} -> {load():.2f}]", flush=True)
 
@@ -329,9 +331,11 @@ def main():
                           ess_per_1000_gradients=1e3 * record["min_ess"] / record["gradient_evaluations"])
             rows.append(record)
             print(f"{regime:6s} {metric:19s} chains {chains}: chosen {record['chosen_metric']:16s} "
-                  f"min/median ESS {record['min_ess']:7.1f} / {record['median_ess']:7.1f} (tail {record['min_tail_ess']:.1f}, "
+                  f"min/median ESS {record['min_ess']:7.1f} / {record['median_ess']:7.1f} "
+                  f"(tail {record['min_tail_ess']:.1f}, "
                   f"worst {record['worst']}), min ESS/s {record['ess_per_second']:7.3f} sampling, "
-                  f"{record['ess_per_second_with_warmup']:7.3f} with warm-up, {record['ess_per_cpu_second']:.3g} per CPU "
+                  f"{record['ess_per_second_with_warmup']:7.3f} with warm-up, "
+                  f"{record['ess_per_cpu_second']:.3g} per CPU "
                   f"second of the slowest chain; R-hat {record['max_rhat']:.3f}; "
                   f"divergences {record['divergences']} (warm-up {record['warmup_divergences']}); gradients "
                   f"{record['gradient_evaluations']} (+{record['warmup_gradient_evaluations']} warm-up); depth "

@@ -78,7 +78,8 @@ def main():
         totals[1] += seconds_nested
         worst[0] = max(worst[0], abs(ours.log_marginal_likelihood - exact))
         worst[1] = max(worst[1], abs(log_z - exact))
-        print(f"{rank:>4} {exact:11.2f} | {ours.log_marginal_likelihood - exact:8.2f} {ours.stderr:5.2f} {seconds_sti:6.1f} | "
+        print(f"{rank:>4} {exact:11.2f} | {ours.log_marginal_likelihood - exact:8.2f} {ours.stderr:5.2f} "
+              f"{seconds_sti:6.1f} | "
               f"{log_z - exact:12.2f} {log_z_err:6.2f} {calls:6d} {seconds_nested:6.1f} | "
               f"{seconds_nested / seconds_sti:7.1f}x", flush=True)
     print(f"total: STI {totals[0]:.1f} s, dynesty {totals[1]:.1f} s, ratio {totals[1] / totals[0]:.1f}x; "

@@ -297,7 +297,8 @@ def _draw_pairs(axis, summary, results, metric):
                    "reads, any rate, sample-aligned); every one is scored.")
 @click.option("--names", default=None,
               help="With pairs: a regular expression the file names match, whose groups (?P<sentence>...), "
-                   "(?P<noise>...), (?P<snr>...) label them, e.g. '(?P<sentence>.+)_(?P<noise>[a-z]+)_(?P<snr>-?\\d+)dB'; "
+                   "(?P<noise>...), (?P<snr>...) label them, e.g. "
+                   "'(?P<sentence>.+)_(?P<noise>[a-z]+)_(?P<snr>-?\\d+)dB'; "
                    "the scores are then given per SNR.")
 @click.option("--dictionary", type=click.Path(path_type=Path), default=None,
               help="Speech dictionary (.npz). Default: the one `enhance` picks for each file's rate.")

@@ -2,8 +2,8 @@
 
 The clean train split of the corpus (:meth:`sepsti.training.TrainSplit.matrix`:
 257 x frames magnitudes on the int16 scale at 8 kHz, 513 x frames at 16 kHz for a
-wideband folder; ``--frames N`` keeps N of them spread evenly) is modelled by Poisson NMF with exponential priors; for every rank
-the log marginal likelihood is estimated by Stochastic Thermodynamic
+wideband folder; ``--frames N`` keeps N of them spread evenly) is modelled by Poisson NMF with
+exponential priors; for every rank the log marginal likelihood is estimated by Stochastic Thermodynamic
 Integration (:mod:`sepsti.core.evidence.rank_selection`): block-parallel (p)SGLD
 chains per (rank, temperature, replicate). ``--preset reference`` (the
 default) is the validated setting, ``--preset blocks`` the fast block-parallel

@@ -14,6 +14,7 @@ from sepsti.core.parallel.blocks import (
     run_block_chain,
     run_prior_chain,
 )
+from sepsti.core.parallel.distributed import run_distributed_block_chain
 from sepsti.core.parallel.schedule import BlockSchedule
 from sepsti.core.random import stream
 
@@ -178,7 +179,25 @@ def test_block_chain_refuses_by_name_what_it_does_not_implement(rng, setting):
     name = next(iter(setting))
     with pytest.raises(ParameterError, match=name):
         run_block_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2), settings, temperature=1.0, num_blocks=2)
+    schedule = BlockSchedule(X.shape, 2)
     with pytest.raises(ParameterError, match=name):
-        part_update(X, init_state(W, H, seed=0, chain=0, num_blocks=2), BlockSchedule(X.shape, 2), 0, settings,
-                    step_size=1e-3, temperature=1.0, rate_W=1.0, rate_H=1.0,
-                    log_factorial_blocks=block_log_factorials(X, BlockSchedule(X.shape, 2)))
+        part_update(X, init_state(W, H, seed=0, chain=0, num_blocks=2), schedule, 0, settings, step_size=1e-3,
+                    temperature=1.0, rate_W=1.0, rate_H=1.0, log_factorial_blocks=block_log_factorials(X, schedule))
+    with pytest.raises(ParameterError, match=name):
+        dense_part_update(X, init_state(W, H, seed=0, chain=0, num_blocks=2), schedule, 0, settings, step_size=1e-3,
+                          temperature=1.0, rate_W=1.0, rate_H=1.0)
+    with pytest.raises(ParameterError, match=name):  # refused before any message is sent
+        run_distributed_block_chain(X, W, H, _OneProcess(), settings, seed=0, chain=0, temperature=1.0, num_blocks=2)
+
+
+class _OneProcess:
+    """A communicator of one process that fails on any message."""
+
+    def Get_size(self):
+        return 1
+
+    def Get_rank(self):
+        return 0
+
+    def __getattr__(self, name):
+        raise AssertionError(f"communicated ({name}) before checking the settings")

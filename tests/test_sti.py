@@ -184,6 +184,16 @@ def test_batched_sti_matches_exact_evidence_within_its_standard_error(rng, rank)
     assert euler.log_marginal_likelihood - exact - quadrature < -10 * euler.stderr
 
 
+@pytest.mark.parametrize("setting, name", [(dict(sampler="hmc"), "sampler"), (dict(num_keep=9), "num_keep"),
+                                           (dict(evaluate="sometimes"), "evaluate="),
+                                           (dict(evaluate="full", evaluate_every=0), "evaluate_every"),
+                                           (dict(step_scale="largest"), "step_scale"),
+                                           (dict(control_variate="hessian"), "control_variate")])
+def test_chain_settings_are_refused_by_name(setting, name):
+    with pytest.raises(ParameterError, match=name):
+        LangevinSettings(**{"num_steps": 4, "num_keep": 2, **setting})
+
+
 def test_batched_options_are_checked(rng):
     _, x = GaussianAdditiveModel.sample(rng, 100, 2)
     model = GaussianAdditiveModel(x, 2)

@@ -176,3 +176,20 @@ def test_speech_model_makes_the_block_selection_blind_to_the_amplitude_scale_and
     np.testing.assert_allclose(louder.replicates, base.replicates, rtol=0, atol=0.01)
     assert fewer.settings["model"]["dispersion"] == phi
     np.testing.assert_array_equal(fewer.replicates, base.replicates[1:])
+
+
+def test_exact_prior_draws_at_t0_their_own_number_and_the_prior_expectation(X, tmp_path):
+    # t = 0 takes prior_draws independent prior draws, however short its chain length; their part
+    # estimates (each part equally often: 300 draws over B = 3 parts of equal size) average to
+    # E_prior[log p(X | W, H)], computed here by direct Monte Carlo outside the model
+    from scipy.stats import poisson
+
+    settings = {**SMALL, "num_steps": (10, 30, 30), "num_keep": 20, "exact_prior": True, "prior_draws": 300}
+    select_rank_sti(X, [2], checkpoint=tmp_path, **settings)
+    draws = np.concatenate([np.load(tmp_path / f"R2-t0-r{r}.npz")["trace"] for r in range(2)])
+    assert draws.size == 600
+    rng = np.random.default_rng(5)
+    reference = np.array([poisson.logpmf(X, rng.exponential(2.0, (24, 2)) @ rng.exponential(2.0, (2, 21))).sum()
+                          for _ in range(4000)])
+    se = np.sqrt(draws.var() / draws.size + reference.var() / reference.size)
+    assert abs(draws.mean() - reference.mean()) < 4 * se

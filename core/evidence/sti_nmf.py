@@ -156,6 +156,8 @@ class NMFChains:
         return self.chain.exact_prior and task.temperature == 0.0
 
     def trace_length(self, task):
+        if self._is_prior_draw(task):
+            return int(self.chain.prior_draws or self.chain.num_keep)
         return int(self.chain.num_keep)
 
     def units(self, task):
@@ -200,7 +202,9 @@ class NMFChains:
         steps = chain.steps_at(task.index)
         rate = self.rate_at(task.rank)
         if self._is_prior_draw(task):
-            result = run_prior_chain(self.X, state, num_steps=steps, num_keep=chain.num_keep,
+            # the draws are scored on the parts of the last iterations of a chain of at least their number
+            draws = self.trace_length(task)
+            result = run_prior_chain(self.X, state, num_steps=max(steps, draws), num_keep=draws,
                                      num_blocks=chain.num_blocks, rate_W=rate, rate_H=rate)
             progress(steps)
         else:

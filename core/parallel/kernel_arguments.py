@@ -16,8 +16,8 @@ Conventions
 Arrays are C-contiguous. NMF's H is passed transposed (``Ht``, shape
 (n_cols, rank)), so a column group of H is a contiguous run of rows. Noise
 stream states are (groups, 2) uint64 arrays of :mod:`sepsti.core.parallel.noise`.
-Evaluate modes are the integer constants below; the samplers' ``evaluate``
-argument spells them by name (:data:`EVALUATE_CODES`).
+Evaluate modes are the integer constants below; the chain settings' ``evaluate``
+spells the two that kept iterations record by name (:data:`EVALUATE_CODES`).
 """
 
 from typing import NamedTuple
@@ -36,9 +36,8 @@ EVALUATE_BEFORE_UPDATE = 1
 #: Record it at the updated position (ICASSP'16 eq. 9; one more pass over the part).
 EVALUATE_AFTER_UPDATE = 2
 
-#: The evaluate modes by the names the samplers' ``evaluate`` argument uses.
-EVALUATE_CODES = {"none": EVALUATE_NONE, "before_update": EVALUATE_BEFORE_UPDATE,
-                  "after_update": EVALUATE_AFTER_UPDATE}
+#: The evaluate modes of kept iterations by the names of the chain settings' ``evaluate``.
+EVALUATE_CODES = {"before_update": EVALUATE_BEFORE_UPDATE, "after_update": EVALUATE_AFTER_UPDATE}
 
 #: Settings of the generic chains that the block chains leave to the blocks or do not implement,
 #: with the values that leave them off: the parts are the subsets, the step is (a/k)^b, the

@@ -210,10 +210,21 @@ def read_audio_blocks(path, *, block_size=1 << 16, downmix=True):
         raise ParameterError(f"{path}: zero-length audio (no samples)")
 
 
+#: The file extensions of libsndfile's formats (its format names are not all extensions: AIFF is also
+#: ``.aif``, OGG holds Vorbis and Opus; headerless RAW and MATLAB files are not taken for audio).
+_FORMAT_EXTENSIONS = {"AIFF": (".aif", ".aifc", ".aiff"), "AU": (".au", ".snd"), "AVR": (".avr",),
+                      "CAF": (".caf",), "FLAC": (".flac",), "HTK": (".htk",), "IRCAM": (".sf",),
+                      "MP3": (".mp3",), "NIST": (".nist", ".sph"), "OGG": (".oga", ".ogg", ".opus"),
+                      "PAF": (".paf",), "PVF": (".pvf",), "RF64": (".rf64",), "SD2": (".sd2",), "SDS": (".sds",),
+                      "SVX": (".8svx", ".svx"), "VOC": (".voc",), "W64": (".w64",), "WAV": (".wav",),
+                      "WAVEX": (".wav",), "WVE": (".wve",), "XI": (".xi",)}
+
+
 def audio_files(root):
     """The audio files below a folder, in the order of a sorted walk (symbolic links followed).
 
-    A file is audio when libsndfile reads its extension; names starting with a dot are passed over.
+    A file is audio when its extension is one of the formats' this libsndfile reads
+    (:data:`_FORMAT_EXTENSIONS`); names starting with a dot, files or folders, are passed over.
     No file is opened.
 
     Parameters
@@ -226,10 +237,10 @@ def audio_files(root):
     """
     import soundfile
 
-    extensions = {f".{extension.lower()}" for extension in soundfile.available_formats()}
+    extensions = {extension for name in soundfile.available_formats() for extension in _FORMAT_EXTENSIONS.get(name, ())}
     found = []
     for folder, subfolders, names in os.walk(root, followlinks=True):
-        subfolders.sort()
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
         found += [Path(folder) / name for name in sorted(names)
                   if not name.startswith(".") and Path(name).suffix.lower() in extensions]
     return found

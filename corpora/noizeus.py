@@ -165,7 +165,7 @@ def corpus_index(root):
         raise ParameterError(f"{root}: not a folder; pass the corpus folder")
     clean, noisy = {}, {}
     for folder, subfolders, files in os.walk(root, followlinks=True):
-        subfolders.sort()
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))  # a trash, a cache
         for name in sorted(files):
             if name.startswith("."):  # temporary files of atomic writes, editor files
                 continue

@@ -92,9 +92,15 @@ def read_manifest(folder):
         raise ParameterError(f"{path}: expected a list of entries, got {type(entries).__name__}")
     utterances = []
     for number, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ParameterError(f"{path}: entry {number} is a {type(entry).__name__}; each entry is an object "
+                                 "with 'file', 'rate' and 'speaker'")
+        if not isinstance(entry.get("flags", []), list):
+            raise ParameterError(f"{path}: entry {number} has 'flags' {entry['flags']!r}; expected a list of names")
         try:
             utterances.append(Utterance(folder / str(entry["file"]), str(entry["speaker"]), int(entry["rate"]),
-                                        float(entry.get("duration_s", 0.0)), tuple(entry.get("flags", ()))))
+                                        float(entry.get("duration_s", 0.0)),
+                                        tuple(str(flag) for flag in entry.get("flags", []))))
         except (KeyError, TypeError, ValueError) as error:
             raise ParameterError(f"{path}: entry {number} lacks or garbles {error}; each entry needs "
                                  "'file', 'rate' and 'speaker'") from None

@@ -110,7 +110,8 @@ def bss_eval(clean, noisy, speech):
         all three are NaN, with a warning. A silent noise reference (``noisy == clean``)
         is left out of the decomposition, so SIR is +inf. The unprocessed mixture as the
         estimate (``speech`` equal to ``noisy``) has no artifacts by construction: its SAR is
-        +inf (the decomposition would return ~250 dB of rounding noise).
+        +inf (the decomposition would return ~250 dB of rounding noise), and so is its SDR when
+        the mixture is noiseless.
 
     Raises
     ------
@@ -137,6 +138,8 @@ def bss_eval(clean, noisy, speech):
         sdr, sir, sar = separation._bss_source_crit(*parts)
     if np.array_equal(speech, noisy):
         sar = np.inf
+        if not np.any(noise):  # a noiseless mixture scored as it is: the clean speech itself
+            sdr = np.inf
     return {"sdr": float(sdr), "sir": float(sir), "sar": float(sar)}
 
 

@@ -122,6 +122,9 @@ def _name_labels(pair, pattern):
         labels["name"] = pair.name
     if parts.get("noise"):
         labels["noise"] = parts["noise"].lower()
+    if "snr" in pattern.groupindex and parts["snr"] is None:
+        raise ParameterError(f"{pair.noisy}: --names {pattern.pattern!r} reads no SNR from its name {pair.name!r}; "
+                             "the table groups by SNR, so every name must give one")
     if parts.get("snr") is not None:
         try:
             labels["snr"] = int(parts["snr"])

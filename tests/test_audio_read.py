@@ -87,3 +87,20 @@ def test_bad_files_raise_one_line(tmp_path, make, why):
     message = str(caught.value)
     assert message.startswith(f"{path}: ")
     assert "\n" not in message
+
+
+def test_audio_files_by_their_real_extensions_hidden_folders_passed_over(tmp_path, rng):
+    from sepsti.corpora.audio import audio_files
+
+    y = rng.uniform(-0.5, 0.5, 800)
+    (tmp_path / "deeper").mkdir()
+    (tmp_path / ".Trash-1000").mkdir()
+    for name, format in (("a.wav", "WAV"), ("b.aif", "AIFF"), ("c.AIFF", "AIFF"), ("deeper/d.flac", "FLAC"),
+                         ("e.oga", "OGG"), (".hidden.wav", "WAV"), (".Trash-1000/f.wav", "WAV")):
+        _write(tmp_path / name, y, format=format, subtype="VORBIS" if format == "OGG" else "PCM_16")
+    (tmp_path / "notes.txt").write_text("not audio")
+    (tmp_path / "data.mat").write_bytes(b"MATLAB 5.0")  # a format libsndfile names, not taken for audio
+    (tmp_path / "g.raw").write_bytes(bytes(1600))  # headerless: no rate to read
+    assert [path.relative_to(tmp_path).as_posix() for path in audio_files(tmp_path)] == [
+        "a.wav", "b.aif", "c.AIFF", "e.oga", "deeper/d.flac"]
+    assert all(read_audio(path)[1] == 8000 for path in audio_files(tmp_path))

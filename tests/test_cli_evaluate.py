@@ -294,6 +294,25 @@ def test_summary_interval_over_sentences():
     assert interval["sar"] is None  # the input's SAR is infinite
 
 
+def test_summary_improvement_is_the_estimate_its_interval_is_about():
+    """With unequal mixtures per sentence, or a score undefined on one side only, the improvement is the mean
+    of the sentences' mean paired differences, the centre of its interval, not a difference of means."""
+    from sepsti.commands.evaluate import summarize
+
+    nan = float("nan")
+    gains = {"sp21": [4.0] * 8, "sp22": [1.0], "sp23": [2.0], "sp24": [0.5]}
+    rows = [{"file": name, "snr": 5, "input": {"sdr": 1.0, "pesq": 1.5},
+             "enhanced": {"sdr": 1.0 + gain, "pesq": 1.7}} for name, values in gains.items() for gain in values]
+    rows[-1]["enhanced"]["pesq"] = nan  # sp24's PESQ undefined after enhancement
+    rows[-1]["input"]["pesq"] = 0.5  # ... and its input's far from the others'
+    entry = summarize(rows)["by_snr"][0]
+    assert entry["improvement"]["sdr"] == pytest.approx(np.mean([4.0, 1.0, 2.0, 0.5]))
+    assert entry["interval"]["sdr"][0] < entry["improvement"]["sdr"] < entry["interval"]["sdr"][1]
+    assert entry["enhanced"]["sdr"] - entry["input"]["sdr"] == pytest.approx((8 * 4.0 + 3.5) / 11)
+    assert entry["improvement"]["pesq"] == pytest.approx(0.2)  # the pairs with both scores
+    assert entry["interval"]["pesq"] == pytest.approx([0.2, 0.2])
+
+
 def test_summary_skips_undefined_scores_and_json_has_no_nan():
     from sepsti.core.io import json_safe
     from sepsti.commands.evaluate import summarize
@@ -552,5 +571,8 @@ def test_bad_names(tmp_path, tiny_dictionary, tiny_corpus):
     assert_one_line_error(run([*base, "--names", r"(?P<speaker>p\d+)_.*"]), "unknown group 'speaker'")
     assert_one_line_error(run([*base, "--names", r"(?P<sentence>x\d+)"]), names[0], "does not match")
     assert_one_line_error(run([*base, "--names", r"(?P<sentence>p\d+)_(?P<snr>\d+k)"]), "not an integer")
+    # an SNR group that may stay out of the match: refused before any enhancement, not after it
+    assert_one_line_error(run([*base, "--names", r"(?P<sentence>p\d+)_8k(_(?P<snr>\d+)dB)?"]), names[0],
+                          "reads no SNR")
     assert_one_line_error(run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary,
                                "--names", ".*"]), "--names")

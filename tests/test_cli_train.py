@@ -252,6 +252,13 @@ def test_wideband_split_and_high_pass(tmp_path, rng):
     (corpus / "manifest.json").write_text('[{"file": "x.wav"}]')
     with pytest.raises(ParameterError, match="entry 0 lacks"):
         wideband.read_manifest(corpus)
+    (corpus / "manifest.json").write_text('[["x.wav", 16000, "1"]]')
+    with pytest.raises(ParameterError, match="entry 0 is a list"):
+        wideband.read_manifest(corpus)
+    # a flag given as a string, not a list: refused (read letter by letter it would exclude nothing)
+    (corpus / "manifest.json").write_text('[{"file": "x.wav", "rate": 16000, "speaker": "1", "flags": "clipped"}]')
+    with pytest.raises(ParameterError, match="entry 0 has 'flags' 'clipped'"):
+        wideband.read_manifest(corpus)
 
 
 # --------------------------------------------------------------------------------------------

@@ -55,6 +55,15 @@ def test_index_finds_files_in_any_layout(corpus):
     assert "noises: babble, car" in text and "train split: 2 of 20" in text and "missing sp03-sp20" in text
 
 
+def test_hidden_folders_are_passed_over(corpus, rng):
+    root, _ = corpus
+    # a trash folder holding an older copy of a file: neither a duplicate nor a mixture of its own
+    _int16(root / ".Trash-1000" / "sp21.wav", rng.integers(-8000, 8000, 1000))
+    _int16(root / ".cache" / "sp23_car_sn5.wav", rng.integers(-8000, 8000, 1000))
+    index = corpus_index(root)
+    assert index.ids == list(IDS) and len(index.noisy) == len(IDS) * len(NOISES) * len(SNRS)
+
+
 def test_mixtures_pair_files_and_derive_the_noise_exactly(corpus):
     root, truth = corpus
     loaded = mixtures(root)  # default: test split, every noise and SNR

@@ -12,11 +12,14 @@ the speech against the clean reference (:func:`sepsti.metrics.stoi`,
 :func:`sepsti.metrics.pesq`) and, above 8 kHz, the levels of the band above 4 kHz
 against the clean speech's (:func:`sepsti.metrics.high_band_level`,
 :func:`sepsti.metrics.fricative_level`), all at the recording's sample rate. The table on
-stdout gives, per SNR, the mean over the mixtures of the input's scores, the
-enhanced scores and their difference (extended STOI is in the JSON only), and
-the 95 % interval of the SDR and STOI differences with the sentences as the
-replicates (a sentence is mixed with every noise at every SNR, so its mixtures
-are not independent: :func:`sepsti.comparison.paired_difference`). Pairs carry
+stdout gives, per SNR, the mean over the mixtures of the input's scores and of the
+enhanced scores, the improvement (extended STOI is in the JSON only) and the 95 %
+interval of the SDR and STOI improvements with the sentences as the replicates (a
+sentence is mixed with every noise at every SNR, so its mixtures are not independent:
+:func:`sepsti.comparison.paired_difference`). The improvement is the estimate that
+interval is about: the mean over the sentences of each one's mean difference over the
+mixtures with both scores defined, which is the difference of the two means when every
+sentence has as many mixtures and no score is undefined. Pairs carry
 no SNR label unless ``--names`` reads one from their names (with the sentence
 as the replicate); without it the table has one line, over all of them, and
 each file is a replicate. The JSON file is::
@@ -48,6 +51,7 @@ All recordings and dictionaries are read and checked, and the outputs
 checked, before any enhancement starts.
 """
 
+import math
 import sys
 from pathlib import Path
 
@@ -114,32 +118,28 @@ def _mean(rows, key):
 
 def _group(rows):
     enhanced = _mean(rows, "enhanced")
-    unprocessed = _mean(rows, "input")
-    return {"count": len(rows), "input": unprocessed, "enhanced": enhanced,
-            "improvement": {metric: _difference(enhanced[metric], unprocessed[metric]) for metric in enhanced},
-            "interval": {metric: _interval(rows, metric) for metric in enhanced}}
+    leads = {metric: _lead(rows, metric) for metric in enhanced}
+    return {"count": len(rows), "input": _mean(rows, "input"), "enhanced": enhanced,
+            "improvement": {metric: lead.mean if lead else float("nan") for metric, lead in leads.items()},
+            "interval": {metric: [lead.low, lead.high] if lead and math.isfinite(lead.low) else None
+                         for metric, lead in leads.items()}}
 
 
-def _interval(rows, metric):
-    """The 95 % interval of the mean improvement over the sentences (None: fewer than two, or undefined)."""
-    import math
+def _lead(rows, metric):
+    """The mean improvement over the sentences and its 95 % interval (None where no file has both scores).
 
+    Each sentence's mean paired difference over the files where both scores are defined, then their
+    mean (:func:`sepsti.comparison.paired_difference`); with as many files per sentence and every score
+    defined, the difference of the means.
+    """
     from sepsti.comparison import paired_difference
     from sepsti.core.errors import ParameterError
 
     try:
-        lead = paired_difference([row["enhanced"][metric] for row in rows], [row["input"][metric] for row in rows],
+        return paired_difference([row["enhanced"][metric] for row in rows], [row["input"][metric] for row in rows],
                                  [row["file"] for row in rows])
     except ParameterError:  # no pair with both scores defined (the input's SAR)
         return None
-    return [lead.low, lead.high] if math.isfinite(lead.low) else None
-
-
-def _difference(after, before):
-    """after − before, undefined (NaN) when either is infinite (the input's SAR)."""
-    import math
-
-    return after - before if math.isfinite(after) and math.isfinite(before) else float("nan")
 
 
 def summarize(results):
@@ -158,9 +158,10 @@ def summarize(results):
         ``{"by_snr": [{"snr", "count", "input", "enhanced", "improvement", "interval"}], "overall": {...}}``
         (``by_snr`` empty when no row has an SNR);
         each of ``input``, ``enhanced``, ``improvement``, ``interval`` has the rows' scores as keys.
-        ``interval`` is the 95 % interval ``[low, high]`` of the improvement, the rows' ``file`` as the
-        replicates (:func:`sepsti.comparison.paired_difference`: a corpus's sentence is mixed with every
-        noise; each pair is its own), None where undefined (the input's SAR, a single file).
+        ``improvement`` is the mean paired difference over the rows' ``file`` (the replicates:
+        :func:`sepsti.comparison.paired_difference`; a corpus's sentence is mixed with every noise, each
+        pair is its own), NaN where no row has both scores (the input's SAR); ``interval`` is its 95 %
+        interval ``[low, high]``, None where undefined (also for a single file).
     """
     snrs = sorted({row["snr"] for row in results if "snr" in row})
     by_snr = [{"snr": snr, **_group([row for row in results if row["snr"] == snr])} for snr in snrs]
@@ -169,8 +170,6 @@ def summarize(results):
 
 def _cell(value, width, digits, sign=""):
     """A table cell; infinities (the input's SAR) print as ∞ and undefined values as –."""
-    import math
-
     if math.isnan(value):
         return f"{'–':>{width}}"
     if math.isinf(value):
@@ -186,8 +185,6 @@ def format_table(summary, replicates="sentences"):
     of the band above 4 kHz against the clean speech (:func:`sepsti.metrics.high_band_level`,
     :func:`sepsti.metrics.fricative_level`).
     """
-    import math
-
     shown = [metric for metric in _SHOWN if metric in summary["overall"]["input"]]
     names = [metric.upper() for metric in shown]
     header = (f"{'SNR':>6} {'files':>5} | {'input ' + names[0]:>9} " + " ".join(f"{name:>6}" for name in names[1:])

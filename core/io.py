@@ -2,11 +2,13 @@
 
 Temporary files are hidden and recognisable (``.<name>.sepsti-tmp.<pid>.<random><suffix>``), so
 that one left by a killed process can be told from the user's files and removed by the next
-writer of the same target.
+writer of the same target. A name too long to carry that much more is shortened in it (its start
+and a digest of the whole), so that every name the file system admits can be written.
 """
 
 import contextlib
 import errno
+import hashlib
 import math
 import os
 import tempfile
@@ -37,8 +39,9 @@ def check_output_path(path, *, overwrite=False, inputs=()):
     Raises
     ------
     ParameterError
-        If the path is an input, a directory, exists without ``overwrite`` or
-        its folder does not exist or is not writable.
+        If the path is an input, a directory, exists (a broken symbolic link included) without
+        ``overwrite``, its folder does not exist or is not writable, or an input is named like one of
+        its temporary files (which a later writer would take for a killed writer's and remove).
     """
     path = Path(path)
     for other in inputs:
@@ -47,10 +50,14 @@ def check_output_path(path, *, overwrite=False, inputs=()):
             path.exists() and other.exists() and os.path.samefile(path, other))
         if same:
             raise ParameterError(f"{path}: output is also an input; choose another output path")
+        if other.name.startswith(_temporary_prefix(path)) and other.parent.resolve() == path.parent.resolve():
+            raise ParameterError(f"{other}: named like a temporary file of the output {path}; rename it or choose "
+                                 "another output path")
     if path.is_dir():
         raise ParameterError(f"{path}: output is a directory")
-    if path.exists() and not overwrite:
-        raise ParameterError(f"{path}: output exists; pass --overwrite to replace it")
+    if os.path.lexists(path) and not overwrite:
+        what = "exists" if path.exists() else "exists as a broken symbolic link"
+        raise ParameterError(f"{path}: output {what}; pass --overwrite to replace it")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise ParameterError(f"{path}: output folder {folder} does not exist")
@@ -72,8 +79,18 @@ def _cannot_create(path, folder, error):
 TEMPORARY_MARKER = ".sepsti-tmp."
 
 
+#: Longest output name (in bytes) kept whole in its temporary files' names; NAME_MAX is 255 on common file systems.
+_LONGEST_NAME_KEPT = 160
+
+
 def _temporary_prefix(path):
-    return f".{path.name}{TEMPORARY_MARKER}"
+    name = path.name
+    if len(os.fsencode(name)) > _LONGEST_NAME_KEPT:
+        digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+        while len(os.fsencode(name)) > _LONGEST_NAME_KEPT - 17:
+            name = name[:-1]
+        name = f"{name}~{digest}"
+    return f".{name}{TEMPORARY_MARKER}"
 
 
 def _process_is_alive(pid):

@@ -104,6 +104,28 @@ def test_separate_channels_are_each_enhanced_as_a_file_of_its_own(workdir, tiny_
     assert not np.allclose(soundfile.read(workdir / "joint.wav")[0], both, rtol=0, atol=1e-3)
 
 
+@pytest.mark.parametrize("channels", ["separate", "auto"])
+def test_a_channel_too_sparse_to_learn_from_is_kept_and_the_others_enhanced(workdir, tiny_dictionary, channels):
+    """A right channel of digital silence but for 1 s of noise is written as it is, with one line naming it;
+    the left one is enhanced as a file of its own would be (``auto`` takes the silent channel for another
+    source)."""
+    noisy = np.tile(soundfile.read(workdir / "noisy.wav")[0], 2)
+    sparse = np.zeros_like(noisy)
+    sparse[RATE:RATE + RATE // 2] = 0.05 * np.random.default_rng(4).standard_normal(RATE // 2)
+    soundfile.write(workdir / "both.wav", np.stack([noisy, sparse], axis=1), RATE, subtype="FLOAT")
+    soundfile.write(workdir / "left.wav", noisy, RATE, subtype="FLOAT")
+    result = _enhance(tiny_dictionary, workdir / "both.wav", workdir / "left.wav", "--out-dir", workdir / "out",
+                      "--channels", channels)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Warning: {workdir / 'both.wav'}: channel 2: too little sound")
+    assert lines[0].endswith("written unchanged")
+    both, _ = soundfile.read(workdir / "out" / "both.wav")
+    np.testing.assert_allclose(both[:, 0], soundfile.read(workdir / "out" / "left.wav")[0], rtol=0, atol=1e-6)
+    assert not np.allclose(both[:, 0], noisy, rtol=0, atol=1e-3)
+    np.testing.assert_array_equal(both[:, 1], soundfile.read(workdir / "both.wav")[0][:, 1])
+
+
 def test_auto_channels_separate_two_talkers_and_join_one_scene(workdir, tiny_dictionary):
     """``--channels auto`` (the default): two talkers who take turns, one on each channel, are enhanced each
     alone; one talker on two microphones (the second 0.4 ms later, 3 dB quieter) with one mask."""
@@ -444,14 +466,27 @@ def test_sample_rates_that_would_blow_up_resampling(workdir, tiny_dictionary, ra
 def test_noise_rank_is_bounded_by_bins_and_frames(workdir, tiny_dictionary):
     result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav", "--noise-rank", 2000000)
     assert_one_line_error(result, "--noise-rank", "1<=x<=257", "enhance --help")
+    # a dictionary of fewer bins (128-point frames, 65 bins): refused before the first output, not after it
+    from sepsti.dictionary import load_dictionary, save_dictionary
+
+    small = load_dictionary(tiny_dictionary)._replace(W=np.random.default_rng(0).uniform(size=(65, 4)), rank=4,
+                                                      n_fft=128, hop_length=64, context=0)
+    save_dictionary(workdir / "small.npz", small)
+    (workdir / "second.wav").write_bytes((workdir / "noisy.wav").read_bytes())
+    before = snapshot(workdir)
+    result = run(["enhance", workdir / "noisy.wav", workdir / "second.wav", "--out-dir", workdir / "out",
+                  "--dictionary", workdir / "small.npz", "--noise-rank", 100])
+    assert_one_line_error(result, "--noise-rank 100: at most 65", "small.npz")
+    assert snapshot(workdir) == before and not (workdir / "out").exists()
 
 
 @pytest.mark.parametrize("milliseconds, noise_rank, enhanced",
-                         [(100, 5, False), (300, 5, False), (1000, 2, False), (1550, 5, True), (1550, 13, False)])
+                         [(100, 5, False), (300, 5, False), (1000, 2, False), (1440, 5, False), (1441, 5, True),
+                          (1550, 5, True), (1550, 13, False)])
 def test_a_file_too_short_to_learn_from_is_written_unchanged(workdir, tiny_dictionary, milliseconds, noise_rank,
                                                              enhanced):
-    """Under 1.5 s (47 frames), or fewer than 4 frames per noise atom: one line, the input; a lower rank does not
-    help below 1.5 s, a higher one needs more frames (13 atoms: 52)."""
+    """Under 1.44 s (47 frames), or fewer than 4 frames per noise atom: one line, the input; a lower rank does not
+    help below 1.44 s, a higher one needs more frames (13 atoms: 52)."""
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     start = (len(noisy) - RATE * milliseconds // 1000) // 2  # from the middle: speech and noise
     short = noisy[start:start + RATE * milliseconds // 1000]
@@ -467,6 +502,7 @@ def test_a_file_too_short_to_learn_from_is_written_unchanged(workdir, tiny_dicti
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Warning: ") and "short.wav" in lines[0], result.stderr
     assert "too short" in lines[0] and "written unchanged" in lines[0] and f"--noise-rank {noise_rank}" in lines[0]
+    assert {2: "at least 47, 1.44 s", 5: "at least 47, 1.44 s", 13: "at least 52, 1.60 s"}[noise_rank] in lines[0]
     assert same
 
 
@@ -551,6 +587,34 @@ def test_bad_noise_sample(workdir, tiny_dictionary, kind, fragment):
     result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav", "--noise-sample", path)
     assert_one_line_error(result, fragment)
     assert snapshot(workdir) == before
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", "--out-dir", workdir / "new", "--noise-sample", path)
+    assert_one_line_error(result, fragment)
+    assert snapshot(workdir) == before and not (workdir / "new").exists()  # not even the folder
+
+
+def test_clipping_of_an_input_within_full_scale_says_what_helps(workdir, tiny_dictionary, monkeypatch):
+    """An input within [-1, 1] whose enhanced signal overshoots: the line does not ask to rescale it into
+    [-1, 1] but to lower its level."""
+    import importlib
+
+    enhance = importlib.import_module("sepsti.commands.enhance")  # the module (the package exports the command)
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    soundfile.write(workdir / "full.wav", 0.999 * noisy / np.abs(noisy).max(), RATE, subtype="PCM_16")
+    original = enhance.enhance_file
+
+    def overshooting(audio, target, W, framing, **options):  # an enhancer whose output overshoots
+        import sepsti.audio
+
+        real = sepsti.audio._Output.write
+        monkeypatch.setattr(sepsti.audio._Output, "write", lambda self, block: real(self, 10.0 * block))
+        return original(audio, target, W, framing, **options)
+
+    monkeypatch.setattr(enhance, "enhance_file", overshooting)
+    result = _enhance(tiny_dictionary, workdir / "full.wav", "-o", workdir / "out.wav", "--iterations", 5)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "clipped" in lines[0] and "lower the input's level" in lines[0], result.stderr
+    assert "[-1, 1]" not in lines[0]
 
 
 def test_clipping_of_float_input_is_reported(workdir, tiny_dictionary):
@@ -699,12 +763,25 @@ def test_max_reduction_bounds_the_attenuation(workdir, tiny_dictionary):
         assert result.exit_code == 0, result.stderr
         outputs[reduction] = soundfile.read(workdir / f"out{reduction}.wav")[0]
     np.testing.assert_allclose(outputs["0"], noisy, rtol=0, atol=1.01 / 32768)
+    # at every rate, also those processed at a higher one and resampled back: the input, sample for sample
+    from sepsti.audio import resample
+
+    for rate in (6000, 11025):
+        soundfile.write(workdir / f"at{rate}.wav", resample(noisy, RATE, rate), rate, subtype="PCM_16")
+        result = run(["enhance", workdir / f"at{rate}.wav", "-o", workdir / f"at{rate}_0.wav", "--max-reduction", "0"])
+        assert result.exit_code == 0 and result.stderr == "", result.stderr
+        np.testing.assert_array_equal(soundfile.read(workdir / f"at{rate}_0.wav", dtype="int16")[0],
+                                      soundfile.read(workdir / f"at{rate}.wav", dtype="int16")[0])
     removed = {key: np.sum((noisy - out) ** 2) for key, out in outputs.items()}
     assert removed["12"] < 0.8 * removed[None]
     energy = {key: np.sum(out ** 2) / np.sum(noisy ** 2) for key, out in outputs.items()}
     assert energy["12"] > max(energy[None], 10 ** (-12 / 10)) and energy[None] > 10 ** (-26 / 10)
     assert _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "bad.wav", "--max-reduction",
                     "-3").exit_code == 2
+    before = snapshot(workdir)
+    assert_one_line_error(_enhance(tiny_dictionary, workdir / "noisy.wav", "--out-dir", workdir / "nan",
+                                   "--max-reduction", "nan"), "--max-reduction nan")
+    assert snapshot(workdir) == before and not (workdir / "nan").exists()
 
 
 def test_max_reduction_0_keeps_mains_hum_too(workdir, tiny_dictionary):

@@ -124,3 +124,41 @@ def test_a_writer_failing_on_the_temporary_file_is_reported_against_the_output(t
         with atomic_path(target):
             raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(tmp_path / "elsewhere"))
     assert os.listdir(tmp_path) == []
+
+
+def test_a_broken_symbolic_link_is_an_existing_output(tmp_path):
+    from sepsti.core.io import check_output_path
+
+    target = tmp_path / "out.wav"
+    target.symlink_to(tmp_path / "missing.wav")
+    with pytest.raises(ParameterError, match="broken symbolic link; pass --overwrite"):
+        check_output_path(target)
+    assert check_output_path(target, overwrite=True) == target
+    with atomic_path(target) as tmp:
+        tmp.write_text("new")
+    assert not target.is_symlink() and target.read_text() == "new"
+
+
+def test_every_name_the_file_system_admits_can_be_written(tmp_path):
+    from sepsti.core.io import check_output_path
+
+    for name in ("x" * 240 + ".wav", "é" * 120 + ".wav"):  # 244 characters; 244 bytes in UTF-8
+        target = tmp_path / name
+        check_output_path(target)
+        with atomic_path(target, overwrite=False) as tmp:
+            assert len(os.fsencode(tmp.name)) <= 255 and TEMPORARY_MARKER in tmp.name
+            tmp.write_text("new")
+        assert target.read_text() == "new"
+    assert len(os.listdir(tmp_path)) == 2
+
+
+def test_an_input_named_like_the_outputs_temporary_is_refused_not_removed(tmp_path):
+    from sepsti.core.io import check_output_path
+
+    target = tmp_path / "out.wav"
+    source = tmp_path / f".out.wav{TEMPORARY_MARKER}999999.abcd1234.wav"  # a dead writer's name, a user's file
+    source.write_text("the user's")
+    with pytest.raises(ParameterError, match="named like a temporary file of the output"):
+        check_output_path(target, inputs=[source])
+    check_output_path(tmp_path / "other.wav", inputs=[source])
+    assert source.read_text() == "the user's"

@@ -170,6 +170,23 @@ def _enhanced(audio, W, framing, channel, chunk_frames, options):
         yield samples if upper is None else upper.apply(samples)
 
 
+def _channel_or_input(audio, channel, enhanced, kept):
+    """The pieces of one channel enhanced alone, or its input's samples as they are when too little of it can
+    be learned from (the reason, naming the channel, appended to ``kept``)."""
+    from sepsti.audio import input_blocks
+    from sepsti.denoise import UnchangedSignalWarning
+
+    try:
+        first = next(enhanced, None)  # the noise model is learned before the first piece
+    except UnchangedSignalWarning as reason:
+        kept.append(f"channel {channel + 1}: {reason}")
+        yield from (piece[:, channel] for piece in input_blocks(audio, sample_rate=audio.sample_rate, downmix=False))
+        return
+    if first is not None:
+        yield first
+    yield from enhanced
+
+
 def _side_by_side(streams):
     """Pieces of equally long mono streams, as ``(n, streams)`` pieces of their common samples."""
     import numpy as np
@@ -225,8 +242,10 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, channels
 
     Returns
     -------
-    int
+    clipped : int
         Output samples clipped to full scale.
+    reason : str or None
+        With channels enhanced each alone: which were written as they are, and why.
     """
     import numpy as np
 
@@ -235,9 +254,11 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, channels
 
     # pieces of as many frames in all channels as one channel's: memory stays that of a mono file
     chunk_frames = max(denoise.CHUNK_FRAMES // audio.channels, MIN_CHUNK_FRAMES)
+    kept = []  # channels written as they are
     if audio.channels > 1 and (channels == "separate"
                                or (channels == "auto" and _channels_differ(audio, framing, chunk_frames))):
-        pieces = _side_by_side([_enhanced(audio, W, framing, channel, chunk_frames, options)
+        pieces = _side_by_side([_channel_or_input(audio, channel,
+                                                  _enhanced(audio, W, framing, channel, chunk_frames, options), kept)
                                 for channel in range(audio.channels)])
     else:
         pieces = _enhanced(audio, W, framing, None, chunk_frames, options)
@@ -254,7 +275,7 @@ def enhance_file(audio, target, W, framing, *, overwrite, written=None, channels
         missing = audio.length - output.written
         if missing > 0:
             output.write(np.zeros((missing,) if audio.channels == 1 else (missing, audio.channels)))
-    return output.clipped
+    return output.clipped, "; ".join(kept) or None
 
 
 def process_file(audio, target, speech_dictionary, overwrite, file_bar, options):
@@ -277,22 +298,24 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
     clipped : int
         Output samples clipped to full scale.
     reason : str or None
-        Why the file was written unchanged, if it was.
+        Why the file, or some of its channels, was written unchanged, if it was.
     """
+    from sepsti import features
     from sepsti.core.progress import progress_bar
     from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
-    from sepsti.features import num_frames
     from sepsti.noise_model import min_frames
 
     framing = speech_dictionary.framing
+    if options.get("mask_floor") == 1.0:  # --max-reduction 0: nothing is lowered, the input is the output
+        return copy_file(audio, target, overwrite=overwrite), None
     if audio.num_samples < framing.n_fft:
         return copy_file(audio, target, overwrite=overwrite), (
             f"shorter than one frame ({1000 * audio.length / audio.sample_rate:.1f} ms; "
             f"{1000 * framing.n_fft / framing.sample_rate:.0f} ms at {framing.sample_rate} Hz)")
-    frames = num_frames(audio.num_samples, framing=framing)
+    frames = features.num_frames(audio.num_samples, framing=framing)
     fewest = min_frames(options["noise_rank"], framing)
     if "noise" not in options and frames < fewest:
-        least = fewest * framing.hop_length / framing.sample_rate
+        least = ((fewest - 2) * framing.hop_length + 1) / framing.sample_rate  # the shortest with that many frames
         return copy_file(audio, target, overwrite=overwrite), (
             f"too short to learn its noise from ({frames} frames, {audio.length / audio.sample_rate:.2f} s; at least "
             f"{fewest}, {least:.2f} s, at --noise-rank {options['noise_rank']})")
@@ -300,7 +323,7 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
                                                  enabled=file_bar[0], force=file_bar[1]) as bar:
         try:
             return enhance_file(audio, target, speech_dictionary.W, framing, overwrite=overwrite,
-                                written=bar.update, **options), None
+                                written=bar.update, **options)
         except UnchangedSignalWarning as reason:
             # a file of (nearly) nothing but digital silence: no output is kept, the input is copied
             return copy_file(audio, target, overwrite=overwrite), str(reason)
@@ -332,7 +355,8 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
                    "several files (default: only when stderr is a terminal).")
 @click.option("--max-reduction", type=click.FloatRange(min=0, max=120), default=None, metavar="DB",
               help="The most any time-frequency bin is lowered, in dB (default: 26, the enhancer's own). Less "
-                   "keeps more of the background; 0 gives the input back.")
+                   "keeps more of the background; 0 gives the input back. Mains hum is removed whatever it "
+                   "says, unless it is 0.")
 @click.option("--channels", type=click.Choice(["auto", "joint", "separate"]), default="auto", show_default=True,
               help="joint: a file's channels are modelled together and each gets the same gains (one scene: "
                    "their balance and phases are kept); separate: each channel is enhanced alone, as a file of "
@@ -361,13 +385,15 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     either way each frame's noise is also predicted from the frames around it,
     and a tone above 300 Hz that holds steady for 0.8 s (a squeal, a whine, a
     held note) is counted as noise at once. Mains hum (lines at multiples of
-    50 or 60 Hz held through the file) is subtracted first, as sinusoids. A file too short to learn its noise
-    from (under 1.5 s, or fewer than 4 x --noise-rank frames of 32 ms; or no 8 s
+    50 or 60 Hz held through the file) is subtracted first, as sinusoids, in full
+    whatever --max-reduction says (unless it is 0). A file too short to learn its noise
+    from (under 1.44 s, or fewer than 4 x --noise-rank frames of 32 ms; or no 8 s
     stretch holds that much sound besides digital silence) is written unchanged,
     with a line saying so. All inputs and outputs are checked before any work is
     done.
     """
     _single_threaded_blas()
+    from sepsti.core.errors import ParameterError
     from sepsti.core.io import check_output_path
     from sepsti.audio import inspect_input, output_format
     from sepsti.bandwidth import dictionary_path_for_rate
@@ -376,6 +402,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path, wideband_dictionary_path
 
     inputs = [Path(path) for path in inputs]
+    if max_reduction is not None and max_reduction != max_reduction:  # NaN passes click's range
+        raise ParameterError("--max-reduction nan: expected a number of dB in [0, 120]")
     outputs = plan_outputs(inputs, output, out_dir)
     dictionary_paths = [Path(dictionary)] if dictionary is not None else [narrowband_dictionary_path(),
                                                                            wideband_dictionary_path()]
@@ -398,6 +426,9 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             loaded[dictionary_path] = load_dictionary(dictionary_path)
         speech_dictionary = loaded[dictionary_path]
         framing = speech_dictionary.framing
+        if noise_rank > framing.n_bins:
+            raise ParameterError(f"--noise-rank {noise_rank}: at most {framing.n_bins}, the frequency bins of "
+                                 f"{dictionary_path}")
         checked.append((inspect_input(path, sample_rate=framing.sample_rate), speech_dictionary))
     # the noise sample is checked at the rate and framing of every dictionary it will serve
     samples = {}
@@ -407,10 +438,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             validate_noise_rank(noise_rank, sample.num_samples, name=f"--noise-sample {noise_sample}",
                                 framing=framing)
             samples[framing] = sample
-    if create_out_dir:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
 
-    # --- processing ---
+    # --- processing (the noise sample's model first: a sample with too little sound stops the command here) ---
     from sepsti.core.progress import progress_bar
     from sepsti.workers import Workers, resolve_jobs
 
@@ -437,6 +466,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
                               framing.sample_rate)
             noise_models[framing] = learn_noise(functools.partial(sample_magnitudes, blocks, framing), noise_rank,
                                                 seed=seed, name=f"--noise-sample {noise_sample}")
+    if create_out_dir:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
     workers = min(resolve_jobs(jobs), len(inputs))
     file_bar = (progress is not False and workers == 1, bool(progress))  # with workers, their bars would mix
     tasks = ((audio, target, speech_dictionary, overwrite, file_bar,
@@ -450,6 +481,9 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             if reason is not None:
                 bar.write(f"Warning: {audio.path}: {reason}; written unchanged", file=sys.stderr)
             if clipped:
+                remedy = ("scale the input into [-1, 1] to keep them" if audio.peak > 1.0 else
+                          "the enhanced signal overshoots where the input is near full scale; lower the input's "
+                          "level to keep them")
                 bar.write(f"Warning: {target}: {clipped} samples beyond full scale were clipped (the input's peak "
-                          f"is {audio.peak:.3g}); scale the input into [-1, 1] to keep them", file=sys.stderr)
+                          f"is {audio.peak:.3g}); {remedy}", file=sys.stderr)
             click.echo(f"wrote {target}")

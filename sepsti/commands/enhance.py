@@ -33,7 +33,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED
+from sepsti.commands import MAX_REDUCTION, SEED
 
 __all__ = ["enhance", "plan_outputs"]
 
@@ -353,7 +353,7 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
 @click.option("--progress/--no-progress", default=None,
               help="Progress bars on stderr, over the seconds of each file written (with one job) and over "
                    "several files (default: only when stderr is a terminal).")
-@click.option("--max-reduction", type=click.FloatRange(min=0, max=120), default=None, metavar="DB",
+@click.option("--max-reduction", type=MAX_REDUCTION, default=None, metavar="DB",
               help="The most any time-frequency bin is lowered, in dB (default: 26, the enhancer's own). Less "
                    "keeps more of the background; 0 gives the input back. Mains hum is removed whatever it "
                    "says, unless it is 0.")
@@ -402,8 +402,6 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path, wideband_dictionary_path
 
     inputs = [Path(path) for path in inputs]
-    if max_reduction is not None and max_reduction != max_reduction:  # NaN passes click's range
-        raise ParameterError("--max-reduction nan: expected a number of dB in [0, 120]")
     outputs = plan_outputs(inputs, output, out_dir)
     dictionary_paths = [Path(dictionary)] if dictionary is not None else [narrowband_dictionary_path(),
                                                                            wideband_dictionary_path()]

@@ -57,7 +57,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED
+from sepsti.commands import MAX_REDUCTION, SEED
 
 __all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_and_score", "enhance_signal",
            "score_signals", "score_mixture"]
@@ -314,7 +314,7 @@ def _draw_pairs(axis, summary, results, metric):
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
-@click.option("--max-reduction", type=click.FloatRange(min=0, max=120), default=None, metavar="DB",
+@click.option("--max-reduction", type=MAX_REDUCTION, default=None, metavar="DB",
               help="As enhance's: the most any time-frequency bin is lowered, in dB (default: 26).")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
               help="Recordings enhanced and scored at once, each in a process of its own (0: one per core, as far as "

@@ -173,7 +173,12 @@ def test_option_errors_name_the_option(tmp_path):
     result = _invoke("--corpus", tmp_path, "--ranks", "0,a")
     assert result.exit_code == 2 and "'--ranks'" in result.output and result.output.count("\n") == 1
     blocks = _invoke("--corpus", tmp_path, "--blocks", "4")
-    assert blocks.exit_code == 2 and blocks.output.startswith("Error: --blocks 4: the 'reference' preset")
+    assert blocks.exit_code == 2 and blocks.output.startswith("Error: --blocks 4: MALA chains (the reference preset)")
+    mala = _invoke("--corpus", tmp_path, "--preset", "blocks", "--sampler", "mala")
+    assert mala.exit_code == 2 and mala.output.startswith("Error: --sampler mala: the reference path's")
+    ignored = _invoke("--corpus", tmp_path, "--step-a", "1e-3", "--alpha", "0.5")  # MALA uses neither
+    assert ignored.exit_code == 2 and ignored.output.count("\n") == 1, ignored.output
+    assert "step_a=0.001" in ignored.output and "alpha=0.5" in ignored.output and "not used" in ignored.output
 
 
 @pytest.mark.mpi

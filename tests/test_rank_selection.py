@@ -146,6 +146,23 @@ def test_checkpoint_resumes_and_names_what_is_wrong(tmp_path):
     np.testing.assert_array_equal(resumed.stderr, full.stderr)
     with pytest.raises(ParameterError, match="other data or settings.*seed"):
         select_rank(DriftingChains(), [1, 2], grid=GRID, num_replicates=2, seed=2, checkpoint=tmp_path)
+    # another candidate and another replicate: the finished chains are reused, only the new ones run
+    more = DriftingChains()
+    wider = select_rank(more, [3, 1, 2], grid=GRID, num_replicates=3, seed=1, checkpoint=tmp_path)
+    assert sorted(more.runs) == sorted({(3, i, r) for i in range(5) for r in range(3)}
+                                       | {(rank, i, 2) for rank in (1, 2) for i in range(5)})
+    np.testing.assert_array_equal(wider.replicates[1:, :2], full.replicates)
+    for path in tmp_path.glob("R3-*.npz"):
+        path.unlink()
+    for path in tmp_path.glob("R*-t*-r2.npz"):
+        path.unlink()
+    # a chain file under another chain's name
+    renamed = tmp_path / "R2-t1-r1.npz"
+    original_renamed = renamed.read_bytes()
+    renamed.write_bytes((tmp_path / "R2-t1-r0.npz").read_bytes())
+    with pytest.raises(ParameterError, match="R2-t1-r1.npz: the chain of .R, i, r. = .2, 1, 0."):
+        select_rank(DriftingChains(), [1, 2], grid=GRID, num_replicates=2, seed=1, checkpoint=tmp_path)
+    renamed.write_bytes(original_renamed)
 
     target = files[1]
     original = target.read_bytes()
@@ -209,3 +226,76 @@ def test_chains_still_climbing_are_flagged():
     assert climbing.drift[0] > 10
     steady = select_rank(DriftingChains(), [1, 2], grid=GRID, num_replicates=4, seed=0, threads=1)
     assert np.all(np.abs(steady.drift) < 3)
+
+
+def test_a_manifest_that_is_not_an_object_is_named(tmp_path):
+    (tmp_path / "settings.json").write_text("[]")
+    with pytest.raises(ParameterError, match="settings.json: unreadable checkpoint manifest .a JSON list"):
+        select_rank(DriftingChains(), [1], grid=GRID, num_replicates=2, seed=1, checkpoint=tmp_path)
+
+
+class DivergingChains(DriftingChains):
+    """Chains of the ranks in ``diverged`` come back with a NaN in their traces."""
+
+    def __init__(self, diverged):
+        super().__init__()
+        self.diverged = set(diverged)
+
+    def run(self, task, *, seed, progress):
+        record = super().run(task, seed=seed, progress=progress)
+        if task.rank in self.diverged and task.index == 2:
+            record.trace[7] = np.nan
+        return record
+
+
+def test_a_rank_whose_chains_diverged_is_named_and_passed_over():
+    from sepsti.core.errors import ConvergenceWarning
+
+    # the truth prefers R = 1 (-50 R); its chains diverge: the selection is among the others, and says so
+    with pytest.warns(ConvergenceWarning, match=r"not finite for R=1 \(nan\)"):
+        result = select_rank(DivergingChains([1]), [1, 2, 3], grid=GRID, num_replicates=2, seed=1)
+    assert np.isnan(result.log_marginal_likelihood[0]) and result.selected_rank == 2
+    with pytest.raises(ParameterError, match="no rank has a finite estimate"):
+        select_rank(DivergingChains([1, 2]), [1, 2], grid=GRID, num_replicates=2, seed=1)
+
+
+class QuietChains(DriftingChains):
+    """Chains that report no progress until they are done (compiled PARAFAC chains, exact draws)."""
+
+    def run(self, task, *, seed, progress):
+        time.sleep(0.5)
+        return super().run(task, seed=seed, progress=lambda count: None)
+
+
+@pytest.mark.usefixtures("sigint_as_at_a_terminal")
+def test_ctrl_c_keeps_the_chains_that_report_no_progress_once_they_are_done(tmp_path):
+    factory = QuietChains()
+    threading.Timer(0.2, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt):
+        select_rank(factory, [1, 2], grid=GRID, num_replicates=4, seed=0, threads=2, checkpoint=tmp_path)
+    saved = sorted(tmp_path.glob("R*-t*-r*.npz"))
+    assert len(saved) == len(factory.runs) == 2  # the two running when Ctrl-C came, finished and kept
+
+
+class BlasChains(DriftingChains):
+    """Chains that limit BLAS to one thread while they run, as the reference path's do."""
+
+    def run(self, task, *, seed, progress):
+        from sepsti.core.parallel.blocks import single_threaded_blas
+
+        with single_threaded_blas():
+            time.sleep(0.01)
+            return super().run(task, seed=seed, progress=progress)
+
+
+def test_threaded_chains_leave_blas_as_they_found_it():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return [pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"]
+
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        for _ in range(3):
+            select_rank(BlasChains(), [1, 2], grid=GRID, num_replicates=4, seed=0, threads=2)
+            assert blas_threads() == before

@@ -238,7 +238,6 @@ class ParafacChains:
             else:
                 trace, _ = power_posterior_chain(model, start, rng, temperature=task.temperature, chain=settings,
                                                  subset_fn=self.subset_fn)
-        progress(1)
         seconds = time.perf_counter() - started
         return ChainRecord(np.asarray(trace, dtype=np.float64), seconds, time.thread_time() - cpu_started,
                            seconds if self.compiled else 0.0)

@@ -42,7 +42,8 @@ A model plugs in through a *chain factory* with
 * ``prepare(tasks, *, seed, comm, threads)`` -- shared work before the chains (every process calls it),
 * ``run(task, *, seed, progress)`` -- the chain itself, returning a
   :class:`ChainRecord`; ``progress(n)`` is called every few iterations
-  (and raises to stop the chain when the run is interrupted),
+  (and raises to stop the chain when the run is interrupted); units not reported by then are counted
+  once the chain has returned and been saved, so a chain that reports none runs to its end and is kept,
 * ``units(task)`` -- progress units of the chain,
 * ``collective`` -- True when every chain runs on all MPI processes at once,
 * optionally ``log_offset(rank)`` -- a constant added to the rank's estimate
@@ -290,7 +291,7 @@ class RankSelection(NamedTuple):
         larger, combined over the quadrature; at least the spread of the replicates' own estimates
         (a replicate's chains share its start, so their errors can be correlated over temperatures).
     selected_rank : int
-        The rank of the largest estimate.
+        The rank of the largest finite estimate.
     replicates : ndarray, shape (n_ranks, n_replicates)
         The estimate of each replicate alone.
     per_temperature : list of sepsti.core.evidence.sti.STIResult
@@ -407,6 +408,8 @@ class _Checkpoint:
         if manifest.exists():
             try:
                 saved = json.loads(manifest.read_text())
+                if not isinstance(saved, dict):
+                    raise ValueError(f"a JSON {type(saved).__name__}, not an object")
             except (OSError, ValueError) as error:
                 raise ParameterError(f"{manifest}: unreadable checkpoint manifest ({error}); "
                                      "use another checkpoint folder or delete it") from None
@@ -438,12 +441,16 @@ class _Checkpoint:
                                  float(fields["kernel_seconds"]), float(fields["min_kept"]),
                                  bool(fields["all_finite"]))
             digest, checksum = str(fields["settings_digest"]), str(fields["trace_digest"])
+            key = tuple(int(part) for part in np.atleast_1d(fields["key"]))
         except (KeyError, TypeError, ValueError) as error:
             raise ParameterError(f"{path}: not a chain file of this program (missing or bad {error}); "
                                  "delete it and rerun to recompute that chain") from None
         if digest != self.digest:
             raise ParameterError(f"{path}: chain written for other data or settings; "
                                  "use another checkpoint folder or delete it")
+        if key != tuple(task.key):
+            raise ParameterError(f"{path}: the chain of (R, i, r) = {key}, not {tuple(task.key)}; "
+                                 "delete the file and rerun to recompute that chain")
         if trace.shape != (length,) or checksum != _trace_digest(trace):
             raise ParameterError(f"{path}: the chain's trace was altered ({trace.size} values, expected {length}); "
                                  "delete the file and rerun to recompute that chain")
@@ -452,7 +459,7 @@ class _Checkpoint:
     def save(self, task, record):
         with atomic_path(self.path(task)) as tmp, open(tmp, "wb") as handle:
             np.savez(handle, settings_digest=self.digest, trace_digest=_trace_digest(record.trace),
-                     **record._asdict())
+                     key=np.array(task.key), **record._asdict())
 
 
 def data_digest(arrays):
@@ -521,7 +528,9 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     settings = {"ranks": ranks, "grid": grid.as_dict(), "num_replicates": int(num_replicates), "seed": int(seed),
                 "shared_key": SHARED_KEY, **factory.settings, "data": factory.data_digest}
     settings = json.loads(json.dumps(settings))  # the form it takes in JSON and in the checkpoint
-    store = _Checkpoint(checkpoint, settings) if checkpoint is not None else None
+    # a chain depends on (seed, R, i, r) and the settings, not on the other candidates or the replicate count
+    chain_settings = {key: value for key, value in settings.items() if key not in ("ranks", "num_replicates")}
+    store = _Checkpoint(checkpoint, chain_settings) if checkpoint is not None else None
     tasks = chain_plan(ranks, grid, num_replicates)
     process, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
     collective = bool(getattr(factory, "collective", False)) and size > 1
@@ -548,9 +557,12 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
             records.update(part)
     else:
         records.update(finished)
-    return _combine(ranks, grid, int(num_replicates), tasks, records, settings,
-                    {"seconds": time.perf_counter() - started, "start_seconds": seconds_start,
-                     "processes": size}, getattr(factory, "log_offset", lambda rank: 0.0))
+    with warnings.catch_warnings():
+        if process != 0:  # the same result on every process: process 0 alone says what is wrong with it
+            warnings.simplefilter("ignore", ConvergenceWarning)
+        return _combine(ranks, grid, int(num_replicates), tasks, records, settings,
+                        {"seconds": time.perf_counter() - started, "start_seconds": seconds_start,
+                         "processes": size}, getattr(factory, "log_offset", lambda rank: 0.0))
 
 
 def _finished_chains(store, tasks, factory, comm):
@@ -577,13 +589,32 @@ def _run_chains(factory, tasks, *, seed, threads, bar, save):
             bar.update(count)
 
     def run(task):
-        record = factory.run(task, seed=seed, progress=advance)
-        if save is not None:
+        reported = []
+
+        def progress(count):  # within the chain: Ctrl-C stops it here
+            advance(count)
+            reported.append(count)
+
+        record = factory.run(task, seed=seed, progress=progress)
+        if save is not None:  # a finished chain is kept, whatever happens meanwhile
             save(task, record)
+        with lock:
+            bar.update(factory.units(task) - sum(reported))
         return record
 
     if threads <= 1 or len(tasks) <= 1:
         return {task.key: run(task) for task in tasks}
+    from sepsti.core.parallel.blocks import single_threaded_blas
+
+    # one BLAS thread for the whole pool, set once: the limit is process-wide, so workers setting and
+    # restoring it each on their own would undo one another's (and leave it changed after the run)
+    with single_threaded_blas():
+        return _run_on_threads(run, tasks, threads, stop)
+
+
+def _run_on_threads(run, tasks, threads, stop):
+    """``run`` of every task on worker threads; on any exception (Ctrl-C included) ``stop`` is set and the
+    running chains are waited for before it propagates."""
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
     pool = ThreadPoolExecutor(max_workers=min(threads, len(tasks)))
@@ -684,10 +715,24 @@ def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, fact
     _warn_drifting(ranks, drifts)
     estimates = np.array(estimates)
     kept = [record.min_kept for record in records.values() if np.isfinite(record.min_kept)]
-    return RankSelection(ranks, estimates, np.array(stderrs), ranks[int(np.argmax(estimates))],
+    return RankSelection(ranks, estimates, np.array(stderrs), _selected(ranks, estimates),
                          np.array(replicate_values), pieces, np.array(falls), np.array(drifts),
                          float(min(kept)) if kept else np.nan,
                          all(record.all_finite for record in records.values()), settings, timing)
+
+
+def _selected(ranks, estimates):
+    """The rank of the largest finite estimate; a non-finite one (diverged chains) is named and passed over."""
+    finite = np.isfinite(estimates)
+    if not finite.any():
+        values = ", ".join(f"R={rank}: {value}" for rank, value in zip(ranks, estimates))
+        raise ParameterError(f"no rank has a finite estimate ({values}): the chains diverged; take smaller steps or "
+                             "check the data")
+    if not finite.all():
+        bad = ", ".join(f"R={rank} ({value})" for rank, value, ok in zip(ranks, estimates, finite) if not ok)
+        warnings.warn(f"STI estimates not finite for {bad} (the chains diverged): the selection is among the "
+                      "other ranks", ConvergenceWarning, stacklevel=3)
+    return ranks[int(np.argmax(np.where(finite, estimates, -np.inf)))]
 
 
 def _warn_unequilibrated(ranks, falls):

@@ -49,8 +49,8 @@ from sepsti.core.models.poisson_nmf import prior_rate_at, validate_prior_rate
 from sepsti.core.random import stream
 
 __all__ = ["REFERENCE_PRESET", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains",
-           "annealed_importance_bound", "ascend", "at_temperature", "log_space_mode", "mala_move", "path_point",
-           "reference_at_mode"]
+           "annealed_importance_bound", "ascend", "at_temperature", "check_reference_chain", "log_space_mode",
+           "mala_move", "path_point", "reference_at_mode"]
 
 #: MALA's acceptance target during burn-in (Roberts & Rosenthal 1998).
 TARGET_ACCEPTANCE = 0.57
@@ -62,6 +62,28 @@ REFERENCE_PRESET = Preset(TemperatureGrid(16, "beta", 2.0, "simpson"),
                           ChainSettings(sampler="mala", num_steps=300, num_keep=150, num_blocks=None,
                                         evaluate="full", init="mode", init_iterations=2000, exact_prior=True),
                           4)
+
+
+#: Chain settings the MALA chains of the reference path do not use (refused when changed, not ignored).
+_NOT_IN_MALA = ("init", "step_a", "step_b", "alpha", "sigma", "evaluate", "evaluate_every")
+
+
+def check_reference_chain(chain):
+    """Raise ParameterError unless ``chain`` (ChainSettings) is one the reference path's MALA chains carry out.
+
+    What they do not use (their step adapts, they start at the mode and score all the data) is refused when
+    changed from the reference preset's, not ignored.
+    """
+    if chain.sampler != "mala":
+        raise ParameterError(f"sampler={chain.sampler!r}: the reference path runs 'mala' chains")
+    if chain.num_blocks is not None or chain.subset_size is not None:
+        raise ParameterError("the reference path uses full-data gradients: give num_blocks=None")
+    unused = [f"{name}={getattr(chain, name)!r}" for name in _NOT_IN_MALA
+              if getattr(chain, name) != getattr(REFERENCE_PRESET.chain, name)]
+    if unused:
+        raise ParameterError(f"{', '.join(unused)}: not used by the reference path's MALA chains (they adapt "
+                             "their own step, start at the mode and score all the data); leave them as the "
+                             "reference preset has them")
 
 
 class LogSpaceReference:
@@ -373,10 +395,7 @@ class ReferencePathChains:
     collective = False
 
     def __init__(self, density, chain, *, settings, data_digest):
-        if chain.sampler != "mala":
-            raise ParameterError(f"sampler={chain.sampler!r}: the reference path runs 'mala' chains")
-        if chain.num_blocks is not None or chain.subset_size is not None:
-            raise ParameterError("the reference path uses full-data gradients: give num_blocks=None")
+        check_reference_chain(chain)
         self.density = density
         self.chain = chain
         self.settings = {"model": {"name": density.name, **settings}, "path": "log_space_reference",
@@ -444,7 +463,6 @@ class ReferencePathChains:
                 for k in range(trace.size):
                     logs = q.sample(rng)
                     trace[k] = self.density(logs)[0] - q.log_density(logs)
-                progress(trace.size)
             else:
                 trace = self._mala(q, task.temperature, rng, progress, self.chain.steps_at(task.index))
         finite = bool(np.all(np.isfinite(trace)))

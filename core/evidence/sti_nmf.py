@@ -206,7 +206,6 @@ class NMFChains:
             draws = self.trace_length(task)
             result = run_prior_chain(self.X, state, num_steps=max(steps, draws), num_keep=draws,
                                      num_blocks=chain.num_blocks, rate_W=rate, rate_H=rate)
-            progress(steps)
         else:
             result = run_block_chain(self.X, state, chain.at(task.index), temperature=task.temperature,
                                      num_blocks=chain.num_blocks, rate_W=rate, rate_H=rate, progress=progress,

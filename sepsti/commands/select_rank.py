@@ -4,12 +4,14 @@ The clean train split of the corpus (:meth:`sepsti.training.TrainSplit.matrix`:
 257 x frames magnitudes on the int16 scale at 8 kHz, 513 x frames at 16 kHz for a
 wideband folder; ``--frames N`` keeps N of them spread evenly) is modelled by Poisson NMF with
 exponential priors; for every rank the log marginal likelihood is estimated by Stochastic Thermodynamic
-Integration (:mod:`sepsti.core.evidence.rank_selection`): block-parallel (p)SGLD
-chains per (rank, temperature, replicate). ``--preset reference`` (the
-default) is the validated setting, ``--preset blocks`` the fast block-parallel
+Integration (:mod:`sepsti.core.evidence.rank_selection`): chains per (rank,
+temperature, replicate) — full-data MALA on a reference path from a Gaussian
+around the posterior's mode with ``--preset reference`` (the default, the
+validated setting), block-parallel (p)SGLD with the others; ``--preset blocks`` the fast block-parallel
 one for small counts, ``--preset paper`` ICASSP'16's; single options replace
-single settings of the preset. ``--temperatures T`` counts the intervals of
-the grid (T + 1 temperatures).
+single settings of the preset (those a preset's chains do not use are refused,
+not ignored). ``--temperatures T`` counts the intervals of the grid (T + 1
+temperatures).
 
 Under ``mpiexec -n P`` the chains are spread over the P processes; process 0
 alone prints and writes. Results do not depend on P.
@@ -77,7 +79,8 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
 @click.option("--keep", "num_keep", type=click.IntRange(min=1), default=None,
               help="L, last iterations kept for the averages [preset's].")
 @click.option("--blocks", "num_blocks", type=click.IntRange(min=1), default=None,
-              help="B: the data are cut into B x B blocks (block presets) [8].")
+              help="B: the data are cut into B x B blocks (block presets) [8 there; the reference preset uses "
+                   "all the data].")
 @click.option("--sampler", type=click.Choice(["sgld", "psgld", "mala"]), default=None,
               help="Block-parallel SGLD (ICASSP'16), its preconditioned variant (PARAFAC'18), or full-data "
                    "MALA on the reference path [preset's].")
@@ -101,9 +104,11 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
                    "'rayleigh': (4/pi - 1) mean(X), the spread of STFT magnitudes themselves "
                    "(docs/rank_selection.md).")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
-              help="Floating-point type of the chains (log-likelihoods are summed in float64).")
+              help="Floating-point type of the data and of the block chains (log-likelihoods are summed in "
+                   "float64; the reference path's chains compute in float64).")
 @click.option("--exact-prior/--no-exact-prior", default=None,
-              help="At t = 0, independent prior draws instead of a chain [off].")
+              help="At t = 0, independent draws instead of a chain (of the prior; on the reference path of its "
+                   "Gaussian) [preset's: on for reference, off for blocks and paper].")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="Chains run concurrently per process [default: all cores; 1 under mpiexec].")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed.")
@@ -132,8 +137,15 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
 
     settings = resolve_settings(PRESETS, preset, num_replicates=num_replicates, **overrides)  # before any work
     if settings.chain.sampler == "mala" and settings.chain.num_blocks is not None:
-        raise ParameterError(f"--blocks {settings.chain.num_blocks}: the '{preset}' preset runs full-data MALA "
-                             "chains; blocks apply to --preset blocks or paper")
+        if "num_blocks" in overrides:
+            raise ParameterError(f"--blocks {settings.chain.num_blocks}: MALA chains (the reference preset) use all "
+                                 "the data; blocks apply to --preset blocks or paper")
+        raise ParameterError(f"--sampler mala: the reference path's full-data chains, not a '{preset}' preset's; "
+                             "use --preset reference (the default)")
+    if settings.chain.sampler == "mala":
+        from sepsti.core.evidence.reference_path import check_reference_chain
+
+        check_reference_chain(settings.chain)
     comm = mpi.world()
     with mpi.abort_on_error(comm):
         if mpi.is_root(comm):
@@ -233,16 +245,18 @@ def _write_plot(path, selection, *, overwrite):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     from sepsti.core.io import atomic_path
 
-    values = selection.log_marginal_likelihood
-    errors = 2 * selection.stderr
+    order = np.argsort(selection.ranks)  # the line runs from rank to rank in order, however they were given
+    ranks = np.asarray(selection.ranks)[order]
+    values, errors = selection.log_marginal_likelihood[order], 2 * selection.stderr[order]
     fig, ax = plt.subplots(figsize=(4.5, 3.4))
-    ax.errorbar(selection.ranks, values, yerr=errors, fmt="o-", ms=4, capsize=3)
+    ax.errorbar(ranks, values, yerr=errors, fmt="o-", ms=4, capsize=3)
     ax.axvline(selection.selected_rank, color="grey", ls=":")
     ax.set_xscale("log", base=2)
-    ax.set_xticks(selection.ranks, [str(r) for r in selection.ranks])
+    ax.set_xticks(ranks, [str(r) for r in ranks])
     ax.set_xlabel("rank R")
     ax.set_ylabel("log p(X | R)  (STI, ±2 s.e.)")
     fig.tight_layout()

@@ -53,7 +53,8 @@ import numpy as np
 from _common import recipe_parser, write_results
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.factorization.map import limit_blas_threads, map_nmf_gpp
+from sepsti.core.factorization.map import map_nmf_gpp
+from sepsti.core.parallel.blas import single_threaded_blas
 from sepsti.core.models.nmf_gpp import NMFGPP
 from sepsti.core.samplers.chains import NUTSSettings, sample_nuts
 from sepsti.core.samplers.diagnostics import mcse_mean
@@ -207,7 +208,7 @@ def main():
     intensity = args.intensity or intensity
 
     runs, panels = [], []
-    with limit_blas_threads(1):
+    with single_threaded_blas():
         for experiment in [int(e) for e in args.experiments.split(",")]:
             data = simulate_raman(experiment, seed=args.seed, intensity=intensity, noise_std=noise_std)
             for beta in [float(b) for b in args.betas.split(",")]:

@@ -518,6 +518,7 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     KeyboardInterrupt
         On Ctrl-C, after the running chains stopped (finished chains stay in the checkpoint).
     """
+    from sepsti.core.parallel.blas import single_threaded_blas
     from sepsti.core.progress import progress_bar
 
     started = time.perf_counter()
@@ -545,13 +546,16 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
         mine = [task for task, owner in zip(todo, owners) if owner == process]
     mine.sort(key=lambda task: (-factory.cost(task), task.key))
     tick = time.perf_counter()
-    factory.prepare(todo, seed=seed, comm=comm, threads=_thread_count(threads))
-    seconds_start = time.perf_counter() - tick
-    writer = store is not None and (not collective or process == 0)
-    with progress_bar(sum(factory.units(task) for task in mine), desc=f"STI ({len(tasks)} chains)",
-                      enabled=progress and process == 0) as bar:
-        finished = _run_chains(factory, mine, seed=seed, threads=_thread_count(threads), bar=bar,
-                               save=store.save if writer else None)
+    # one BLAS thread throughout, set and restored by this thread: the work runs on worker threads, and the
+    # limit is the process's, which workers setting and restoring it in turn left at one after the run
+    with single_threaded_blas():
+        factory.prepare(todo, seed=seed, comm=comm, threads=_thread_count(threads))
+        seconds_start = time.perf_counter() - tick
+        writer = store is not None and (not collective or process == 0)
+        with progress_bar(sum(factory.units(task) for task in mine), desc=f"STI ({len(tasks)} chains)",
+                          enabled=progress and process == 0) as bar:
+            finished = _run_chains(factory, mine, seed=seed, threads=_thread_count(threads), bar=bar,
+                                   save=store.save if writer else None)
     if comm is not None and not collective:
         for part in comm.allgather(finished):
             records.update(part)
@@ -604,17 +608,6 @@ def _run_chains(factory, tasks, *, seed, threads, bar, save):
 
     if threads <= 1 or len(tasks) <= 1:
         return {task.key: run(task) for task in tasks}
-    from sepsti.core.parallel.blocks import single_threaded_blas
-
-    # one BLAS thread for the whole pool, set once: the limit is process-wide, so workers setting and
-    # restoring it each on their own would undo one another's (and leave it changed after the run)
-    with single_threaded_blas():
-        return _run_on_threads(run, tasks, threads, stop)
-
-
-def _run_on_threads(run, tasks, threads, stop):
-    """``run`` of every task on worker threads; on any exception (Ctrl-C included) ``stop`` is set and the
-    running chains are waited for before it propagates."""
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
     pool = ThreadPoolExecutor(max_workers=min(threads, len(tasks)))

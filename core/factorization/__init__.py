@@ -10,7 +10,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
     submod_attrs={
         "corcondia": ['CorcondiaResult', 'corcondia', 'core_consistency'],
         "em": ['EMResult', 'initialize_nmf', 'poisson_log_likelihood', 'poisson_nmf_em'],
-        "map": ['MAPResult', 'initialize_nmf_gpp', 'limit_blas_threads', 'map_nmf_gpp'],
+        "map": ['MAPResult', 'initialize_nmf_gpp', 'map_nmf_gpp'],
         "pltf_em": ['PLTFEMResult', 'initialize_pltf', 'pltf_em'],
     },
 )

@@ -530,12 +530,9 @@ def _runner(stack, workers):
         return lambda function, buffers, *args: [function(buffer, *args) for buffer in buffers]
     from concurrent.futures import ThreadPoolExecutor
 
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - depends on the environment
-        pass
-    else:
-        stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
+    from sepsti.core.parallel.blas import single_threaded_blas
+
+    stack.enter_context(single_threaded_blas())
     pool = stack.enter_context(ThreadPoolExecutor(workers - 1))
 
     def run(function, buffers, *args):

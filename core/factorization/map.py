@@ -13,25 +13,10 @@ import numpy as np
 from scipy import optimize
 
 from sepsti.core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.parallel.blas import single_threaded_blas
 from sepsti.core.random import stream
 
-__all__ = ["MAPResult", "initialize_nmf_gpp", "map_nmf_gpp", "limit_blas_threads"]
-
-
-def limit_blas_threads(num_threads=1):
-    """Context manager limiting BLAS threads (threadpoolctl), or doing nothing when it is absent.
-
-    The NMF-GPP products are matrix–vector sized: extra BLAS threads only add
-    synchronisation, which costs 10–60× on a loaded machine (L-BFGS-B's own
-    small BLAS calls suffer most).
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - depends on the environment
-        import contextlib
-
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=num_threads, user_api="blas")
+__all__ = ["MAPResult", "initialize_nmf_gpp", "map_nmf_gpp"]
 
 
 class MAPResult(NamedTuple):
@@ -132,7 +117,9 @@ def map_nmf_gpp(model, *, theta0=None, seed=0, num_starts=3, init="nmf", max_ite
         return -logp, -grad
 
     best, history = None, []
-    with limit_blas_threads(1):
+    # the NMF-GPP products are matrix-vector sized: extra BLAS threads only add synchronisation, which costs
+    # 10-60x on a loaded machine (L-BFGS-B's own small BLAS calls suffer most)
+    with single_threaded_blas():
         for start in starts:
             result = optimize.minimize(objective, start, jac=True, method="L-BFGS-B",
                                        options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-8, "maxcor": 20})

@@ -8,6 +8,7 @@ import lazy_loader
 __getattr__, __dir__, __all__ = lazy_loader.attach(
     __name__,
     submod_attrs={
+        "blas": ['single_threaded_blas'],
         "blocks": [
             'BlockChainResult',
             'NMFBlockState',

@@ -37,6 +37,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from sepsti.core.errors import ParameterError
+from sepsti.core.parallel.blas import single_threaded_blas
 from sepsti.core.parallel.kernel_arguments import NMFBlockLayout, NMFChainArrays, StepConstants, check_block_settings
 from sepsti.core.parallel.noise import fill_normal, seed_states
 from sepsti.core.parallel.schedule import BlockSchedule
@@ -44,8 +45,7 @@ from sepsti.core.samplers.psgld import UNSET, update_average
 from sepsti.core.samplers.step_size import step_sizes
 
 __all__ = ["BlockChainResult", "NMFBlockState", "block_layout", "block_log_factorials", "dense_part_update",
-           "init_state", "initial_factors", "part_update", "run_block_chain", "run_prior_chain", "single_threaded_blas",
-           "warm_up"]
+           "init_state", "initial_factors", "part_update", "run_block_chain", "run_prior_chain", "warm_up"]
 
 #: What an NMF block chain can record (``evaluate``).
 EVALUATE_MODES = ("before_update", "after_update")
@@ -364,21 +364,6 @@ def run_prior_chain(X, state, *, num_steps, num_keep, num_blocks=8, rate_W=4e-4,
     finite = bool(np.all(np.isfinite(trace)) and np.all(np.isfinite(state.W)) and np.all(np.isfinite(state.H)))
     return BlockChainResult(trace, state, float(min(state.W.min(), state.H.min())), finite, seconds, seconds,
                             time.thread_time() - cpu_start)
-
-
-def single_threaded_blas():
-    """Context limiting BLAS to one thread: the parallelism is over blocks (numba threads).
-
-    Without it every block's product spawns BLAS threads that fight the
-    numba workers for the same cores. A no-op if threadpoolctl is missing.
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        import contextlib
-
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 def block_log_factorials(X, schedule):

@@ -26,7 +26,6 @@ from sepsti.core.parallel.blocks import (
     BlockChainResult,
     NMFBlockState,
     block_log_factorials,
-    single_threaded_blas,
 )
 from sepsti.core.parallel.kernel_arguments import (
     EVALUATE_NONE,
@@ -35,6 +34,7 @@ from sepsti.core.parallel.kernel_arguments import (
     StepConstants,
     check_block_settings,
 )
+from sepsti.core.parallel.blas import single_threaded_blas
 from sepsti.core.parallel.noise import seed_states
 from sepsti.core.parallel.schedule import BlockSchedule
 from sepsti.core.samplers.psgld import UNSET

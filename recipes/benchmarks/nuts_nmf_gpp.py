@@ -59,7 +59,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import recipe_parser  # noqa: E402
 
-from sepsti.core.factorization.map import limit_blas_threads, map_nmf_gpp  # noqa: E402
+from sepsti.core.factorization.map import map_nmf_gpp  # noqa: E402
+from sepsti.core.parallel.blas import single_threaded_blas  # noqa: E402
 from sepsti.core.models.nmf_gpp import NMFGPP, exponential_kernel_2d, squared_exponential_kernel  # noqa: E402
 from sepsti.core.random import stream  # noqa: E402
 from sepsti.corpora.raman import simulate_raman  # noqa: E402
@@ -134,7 +135,7 @@ def gradient_rates(seed, quick):
     model = NMFGPP(data.X, num_components=2, plate_shape=data.plate_shape, beta=10.0, noise_std=data.noise_std)
     reference = ReferenceNMFGPP(data.X, 2, data.plate_shape, 10.0, data.noise_std)
     K = data.X.shape[0]
-    with limit_blas_threads(1):
+    with single_threaded_blas():
         estimate = map_nmf_gpp(model, num_starts=1, seed=seed)
         theta = estimate.theta
         # Compare away from the mode, where the gradient is not a difference of near-equal terms.
@@ -258,7 +259,7 @@ def leaf_cost(seed):
     intensity, noise_std = REGIMES["weak"]
     data = simulate_raman(1, seed=seed, intensity=intensity, noise_std=noise_std)
     model = NMFGPP(data.X, num_components=2, plate_shape=data.plate_shape, beta=10.0, noise_std=noise_std)
-    with limit_blas_threads(1):
+    with single_threaded_blas():
         theta = map_nmf_gpp(model, num_starts=1, seed=seed).theta
         kernel = nuts.build_kernel(model.logdensity_and_grad, max_tree_depth=7)
         covariance = np.linalg.inv(model.gauss_newton_precision(theta))
@@ -323,7 +324,7 @@ def main():
             warmup, draws = num_warmup, num_draws
             if regime == "stiff" and metric.startswith("diagonal") and args.diagonal_draws:
                 warmup = draws = args.diagonal_draws
-            with limit_blas_threads(1):
+            with single_threaded_blas():
                 record, _, result = run_one(regime_data, 10.0, num_warmup=warmup, num_draws=draws, metric=metric,
                                             max_tree_depth=args.max_tree_depth, target=args.target, seed=args.seed,
                                             num_chains=chains, scale_moves=args.scale_moves)

@@ -22,9 +22,10 @@ metric mixes best differs between the two, so the default ``--metric auto``
 lets the warm-up decide: after a diagonal-metric exploration, every candidate
 (diagonal, the Gauss-Newton precision (I + sigma_N^-2 J^T J)^-1 at the state
 reached, each with or without Metropolis moves along the D/H scale orbit
-(D_m, H_m) -> (c D_m, H_m / c)) runs short pilots on every chain, and the one
-with the best smallest ESS per gradient evaluation is kept (a dense M^-1
-product counted as ``DENSE_COST`` gradients). The fixed choices remain:
+(D_m, H_m) -> (c D_m, H_m / c)) runs short pilots on every chain, and the cheapest
+kind whose smallest ESS per gradient evaluation is within 2x of the best is kept, with
+its moves if they are within it too (a dense M^-1 product counted as ``DENSE_COST``
+gradients; ``sepsti.core.samplers.metric.choose_metric``). The fixed choices remain:
 ``diagonal`` (the paper's), ``gauss-newton``, ``dense`` (from warm-up draws),
 each with ``+moves`` (``--scale-moves`` sweeps per transition). Whatever the
 metric, the warm-up ends by checking the adapted step: if it diverged there,
@@ -201,11 +202,20 @@ def main():
     parser.add_argument("--experiments", default="1,2")
     parser.add_argument("--betas", default="10,20")
     args = parser.parse_args()
-    num_warmup = args.warmup or (150 if args.quick else 1000)
-    num_draws = args.draws or (150 if args.quick else 2000)
-    args.max_tree_depth = args.max_tree_depth or (8 if args.quick else 10)
+    num_warmup = (150 if args.quick else 1000) if args.warmup is None else args.warmup
+    num_draws = (150 if args.quick else 2000) if args.draws is None else args.draws
+    args.max_tree_depth = (8 if args.quick else 10) if args.max_tree_depth is None else args.max_tree_depth
     intensity, noise_std = REGIMES[args.regime]
-    intensity = args.intensity or intensity
+    intensity = intensity if args.intensity is None else args.intensity
+    # refused before the MAP fits, not after them
+    for name, value, low in (("--warmup", num_warmup, 20), ("--draws", num_draws, 4), ("--chains", args.chains, 1),
+                             ("--max-tree-depth", args.max_tree_depth, 1)):
+        if value < low:
+            parser.error(f"{name} {value}: at least {low}")
+    if not 0.0 < args.target < 1.0:
+        parser.error(f"--target {args.target}: expected a number in (0, 1)")
+    if not intensity > 0:
+        parser.error(f"--intensity {intensity}: expected a positive number")
 
     runs, panels = [], []
     with single_threaded_blas():

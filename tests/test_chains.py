@@ -189,3 +189,39 @@ def test_bad_input_is_refused():
         sample_nuts(fn, np.zeros(2), num_warmup=50, num_draws=10, settings=NUTSSettings(raised_targets=(0.95, 0.9)))
     with pytest.raises(ParameterError, match="check_fraction"):
         sample_nuts(fn, np.zeros(2), num_warmup=50, num_draws=10, settings=NUTSSettings(check_fraction=0.6))
+    # each refused by name before any transition
+    for options, name in ((dict(x0=1.0), "x0 has shape"), (dict(num_warmup=100.0), "num_warmup=100.0"),
+                          (dict(num_draws=50.0), "num_draws=50.0"), (dict(seed=None), "seed=None"),
+                          (dict(seed=1.5), "seed=1.5"),
+                          (dict(settings=NUTSSettings(divergence_threshold=np.nan)), "divergence_threshold"),
+                          (dict(settings=NUTSSettings(divergence_threshold=-1.0)), "divergence_threshold"),
+                          (dict(settings=NUTSSettings(max_tree_depth=0)), "max_tree_depth"),
+                          (dict(auto=AutoMetricSettings(num_pilot_draws=3)), "num_pilot_draws"),
+                          (dict(auto=AutoMetricSettings(num_pilot_adapt=0)), "num_pilot_adapt")):
+        arguments = {"x0": np.zeros(2), "num_warmup": 50, "num_draws": 10, **options}
+        with pytest.raises(ParameterError, match=name):
+            sample_nuts(fn, arguments.pop("x0"), **arguments)
+    singular = TargetStructure(precision_fn=lambda x: np.zeros((2, 2)))
+    with pytest.raises(ParameterError, match="precision_fn returned a singular matrix"):
+        sample_nuts(fn, np.zeros(2), num_warmup=50, num_draws=10, metric="precision", structure=singular,
+                    num_workers=1)
+
+
+def test_auto_warm_up_counts_the_gradients_of_every_pilot():
+    """Each chain's warm-up gradients include the pilots of the candidates not chosen, as its warm-up time does:
+    the sum over chains is nearly every evaluation of the target (before, the pilots not chosen were left out)."""
+    fn, _ = dense_gaussian(np.diag([1.0, 4.0, 9.0]))
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        return fn(x)
+
+    structure = TargetStructure(precision_fn=lambda x: np.diag([1, 1 / 4, 1 / 9]))
+    result = sample_nuts(counted, np.ones(3), num_warmup=200, num_draws=100, num_chains=2, seed=1, num_workers=1,
+                         executor="thread", structure=structure,
+                         auto=AutoMetricSettings(num_pilot_adapt=30, num_pilot_draws=40))
+    assert len(result.metric.pilots) > 2
+    counted_by_chains = sum(info.num_warmup_gradients + info.num_gradients for info in result.chains)
+    # uncounted: each chain's start and the step-size search opening each warm-up phase (40 of 6641 here)
+    assert counted_by_chains <= len(calls) <= 1.02 * counted_by_chains

@@ -89,3 +89,12 @@ def test_agrees_with_arviz(rng):
     data = diagnostics.to_inference_data({"theta": draws}, sample_stats={"diverging": np.zeros((3, 400), bool)})
     assert data.posterior["theta"].shape == (3, 400, 3)
     assert "diverging" in data.sample_stats
+
+
+def test_a_nan_draw_gives_no_ess_and_no_rhat(rng):
+    draws = rng.standard_normal((2, 300, 2))
+    draws[0, 5, 1] = np.nan
+    for method in ("bulk", "tail", "mean"):
+        ess = diagnostics.effective_sample_size(draws, method=method)
+        assert np.isfinite(ess[0]) and np.isnan(ess[1]), method
+    assert np.isnan(diagnostics.split_rhat(draws)[1])

@@ -14,8 +14,10 @@ so that a choice made from all of them applies to all of them:
    warm-up with a windowed diagonal metric (Stan's windows), from the start
    to the typical set, keeping its positions;
 2. *pilots* (``"auto"`` only): every candidate of :mod:`sepsti.core.samplers.metric`
-   runs a short dual averaging then a few measured draws on every chain; the
-   candidate with the best smallest ESS per gradient is chosen;
+   runs a short dual averaging then a few measured draws on every chain; of the
+   candidates whose pilots did not diverge, the cheapest kind whose smallest ESS per
+   gradient is within ``margin`` (2x) of the best is chosen, with its scale moves if
+   they are within it too (:func:`sepsti.core.samplers.metric.choose_metric`);
 3. *final*: the rest of the warm-up with the chosen metric (diagonal and
    dense re-estimated in windows, ``precision`` fixed at the state reached),
    the step size by dual averaging, the scale-move proposals by Robbins–Monro;
@@ -37,6 +39,7 @@ Manual, "HMC algorithm parameters" (windowed adaptation); Vehtari et al.,
 "Rank-normalization, folding, and localization" (2021) for the diagnostics.
 """
 
+import numbers
 import os
 import time
 from typing import Any, NamedTuple, Optional
@@ -244,7 +247,10 @@ def _work(info, dense_cost, is_dense):
 
 
 def _inverse_precision(problem, position):
-    covariance = np.linalg.inv(problem.structure.precision_fn(position))
+    try:
+        covariance = np.linalg.inv(problem.structure.precision_fn(position))
+    except np.linalg.LinAlgError:
+        raise ParameterError("precision_fn returned a singular matrix; it must be positive definite") from None
     return 0.5 * (covariance + covariance.T)
 
 
@@ -342,11 +348,11 @@ def _phase_pilots(problem, chain, candidates):
                          _work(info, auto.dense_cost, kind != "diagonal"), pilot.step_size,
                          float(np.mean(info.tree_depth)), int(np.sum(info.is_divergent))))
         chains.append(pilot)
-    # The pilots ran one after another from one state: each candidate's chain carries the time of all of them.
-    total = sum(c.warmup_seconds - chain.warmup_seconds for c in chains)
-    total_cpu = sum(c.warmup_cpu_seconds - chain.warmup_cpu_seconds for c in chains)
-    chains = [c._replace(warmup_seconds=chain.warmup_seconds + total,
-                         warmup_cpu_seconds=chain.warmup_cpu_seconds + total_cpu) for c in chains]
+    # The pilots ran one after another from one state: each candidate's chain carries the time and the
+    # gradients (and divergences) of all of them.
+    spent = {field: sum(getattr(c, field) - getattr(chain, field) for c in chains)
+             for field in ("warmup_seconds", "warmup_cpu_seconds", "num_warmup_gradients", "num_warmup_divergent")}
+    chains = [c._replace(**{field: getattr(chain, field) + total for field, total in spent.items()}) for c in chains]
     return chains, measured
 
 
@@ -557,9 +563,16 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     auto = AutoMetricSettings() if auto is None else auto
     validate_metric(metric, structure)
     for name, value, low in (("num_warmup", num_warmup, 20), ("num_draws", num_draws, 4),
-                             ("num_chains", num_chains, 1)):
-        if int(value) != value or value < low:
-            raise ParameterError(f"{name}={value} must be an integer of at least {low}")
+                             ("num_chains", num_chains, 1), ("max_tree_depth", settings.max_tree_depth, 1),
+                             ("num_pilot_adapt", auto.num_pilot_adapt, 1),
+                             ("num_pilot_draws", auto.num_pilot_draws, 4)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise ParameterError(f"{name}={value!r} must be an integer of at least {low}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 32:
+        raise ParameterError(f"seed={seed!r}: expected an integer in [0, 2**32)")
+    if not (np.isfinite(settings.divergence_threshold) and settings.divergence_threshold > 0):
+        raise ParameterError(f"divergence_threshold={settings.divergence_threshold}: expected a positive number "
+                             "(the energy error beyond which a transition diverges)")
     if executor not in ("process", "thread"):
         raise ParameterError(f"executor={executor!r}: expected 'process' or 'thread'")
     if not 0.0 < auto.explore_fraction < 1.0:
@@ -573,6 +586,8 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
         raise ParameterError(f"target={settings.target} and raised_targets={settings.raised_targets} must rise "
                              "within (0, 1)")
     x0 = np.asarray(x0, dtype=float)
+    if x0.ndim not in (1, 2) or x0.shape[-1] < 1:
+        raise ParameterError(f"x0 has shape {x0.shape}: expected (dim,) or ({num_chains}, dim)")
     starts = np.broadcast_to(x0, (num_chains, x0.shape[-1])) if x0.ndim == 1 else x0
     if starts.shape[0] != num_chains:
         raise ParameterError(f"x0 has shape {x0.shape}: expected (dim,) or ({num_chains}, dim)")

@@ -62,6 +62,9 @@ def _ess(draws):
     result = np.empty(num_params)
     spread = draws.max(axis=(0, 1)) - draws.min(axis=(0, 1))
     for j in range(num_params):
+        if not np.isfinite(spread[j]):  # a NaN or infinite draw (see effective_sample_size)
+            result[j] = np.nan
+            continue
         if spread[j] < np.finfo(float).resolution:
             result[j] = total
             continue
@@ -105,6 +108,7 @@ def effective_sample_size(draws, *, method="bulk"):
     Returns
     -------
     ndarray, shape param_shape
+        NaN for a parameter with a NaN or infinite draw (as ArviZ).
     """
     draws, param_shape = _as_chains(draws)
     if method == "bulk":
@@ -117,6 +121,7 @@ def effective_sample_size(draws, *, method="bulk"):
         values = _ess(_split(draws))
     else:
         raise ParameterError(f"method={method!r}: expected 'bulk', 'tail' or 'mean'")
+    values[~np.all(np.isfinite(draws), axis=(0, 1))] = np.nan
     return values.reshape(param_shape)
 
 

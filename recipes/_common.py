@@ -16,7 +16,8 @@ if str(ROOT) not in sys.path:
 
 from sepsti.core.io import atomic_path, json_safe  # noqa: E402
 
-__all__ = ["recipe_parser", "write_results", "default_corpus", "checkout_package", "ROOT"]
+__all__ = ["recipe_parser", "write_results", "default_corpus", "checkout_package", "integer_list", "paired_lead",
+           "lead_text", "ROOT"]
 
 
 def recipe_parser(name, description):
@@ -26,6 +27,33 @@ def recipe_parser(name, description):
     parser.add_argument("--out", type=Path, default=Path("results"), help="output folder (default: results)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     return parser
+
+
+def integer_list(text):
+    """``argparse`` type of a comma-separated list of integers (SNRs, ranks): a bad one is a usage error."""
+    try:
+        return [int(item) for item in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers separated by commas") from None
+
+
+def paired_lead(ours, theirs, groups):
+    """:func:`sepsti.comparison.paired_difference` as a dict, or None where no pair has both scores."""
+    from sepsti.comparison import paired_difference
+    from sepsti.core.errors import ParameterError
+
+    try:
+        return paired_difference(ours, theirs, groups)._asdict()
+    except ParameterError:  # a score undefined for every file of the group (STOI of pieces too short)
+        return None
+
+
+def lead_text(cell, digits):
+    """A lead as ``mean [low, high] wins/pairs``, or – where undefined."""
+    if cell is None:
+        return "–"
+    return (f"{cell['mean']:+.{digits}f} [{cell['low']:+.{digits}f}, {cell['high']:+.{digits}f}] "
+            f"{cell['wins']}/{cell['pairs']}")
 
 
 def default_corpus():

@@ -62,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import default_corpus, recipe_parser, write_results  # noqa: E402
+from _common import default_corpus, lead_text, paired_lead, recipe_parser, write_results  # noqa: E402
 
 NAME = "enhance_vs_peers"
 #: RNNoise's and DeepFilterNet3's own rate.
@@ -233,7 +233,6 @@ def main(argv=None):
         raise SystemExit(f"--methods: {', '.join(unknown) or 'none given'}; choose from {', '.join(ENHANCERS)}")
 
     from sepsti.commands.evaluate import METRICS, enhance_signal, parse_list, score_signals
-    from sepsti.comparison import paired_difference
     from sepsti.core.errors import ParameterError
     from sepsti.metrics import unavailable_scores
     from sepsti.recordings import Dictionaries, find_recordings
@@ -305,8 +304,8 @@ def main(argv=None):
 
     def paired(ours, theirs, key, group):
         selected = [r for r in rows if r.get("snr", "all") == group]  # pairs without SNR labels: one group
-        return paired_difference([r[ours][key] for r in selected], [r[theirs][key] for r in selected],
-                                 [r["file"] for r in selected])
+        return paired_lead([r[ours][key] for r in selected], [r[theirs][key] for r in selected],
+                           [r["file"] for r in selected])
 
     def mean(method, key, **where):
         # over the files every method has a score for (one a library refuses leaves the file out of every
@@ -326,7 +325,7 @@ def main(argv=None):
     per_noise = {noise: {str(s): {method: {key: mean(method, key, noise=noise, snr=s) for key in ("sdr", "stoi")}
                                   for method in methods} for s in snrs} for noise in noises}
     timing = {name: seconds[name] / len(rows) for name in enhancers}
-    lead = {other: {key: {str(g): paired("sepsti", other, key, g)._asdict() for g in groups}
+    lead = {other: {key: {str(g): paired("sepsti", other, key, g) for g in groups}
                     for key in ("sdr", "stoi")} for other in methods if other != "sepsti" and "sepsti" in enhancers}
 
     print(f"\n{len(rows)} {recordings.noun}, {len(noises)} noise types ({', '.join(noises)}), {recordings.corpus}")
@@ -351,9 +350,7 @@ def main(argv=None):
               f"[95 % interval over the "
               f"{recordings.replicates}], files where sepsti is ahead")
         for other, cells in lead.items():
-            print(f"{'over ' + other:31s} " + "  ".join(
-                f"{c['mean']:+.{digits}f} [{c['low']:+.{digits}f}, {c['high']:+.{digits}f}] {c['wins']}/{c['pairs']}"
-                for c in cells[key].values()))
+            print(f"{'over ' + other:31s} " + "  ".join(lead_text(c, digits) for c in cells[key].values()))
     bands = summarise_bands(rows, methods, groups) if args.bands else None
     print("\nseconds per file: " + ", ".join(f"{name} {value:.3f}" for name, value in timing.items()))
 

@@ -57,7 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
+from _common import (ROOT, checkout_package, integer_list, lead_text, paired_lead, recipe_parser,  # noqa: E402
+                     write_results)
 from _recordings import at_level, excerpt, looped_window, snr_gain  # noqa: E402
 
 NAME = "enhance_wideband"
@@ -155,6 +156,10 @@ def reverberate(y, rate, rt60, rng):
     return signal.fftconvolve(y, response)[:len(y)]
 
 
+def _name(utterance, rate, kind, snr):
+    return f"{utterance}_{rate // 1000}k_{kind}_sn{snr}.wav"
+
+
 def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, seed, channel="flat", rt60=0.0,
                   clean_folder=None, recordings=()):
     """Write the noisy files; return [(path, clean, rate, noise, snr, utterance)].
@@ -176,6 +181,15 @@ def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, 
     sets = [(16000, libri[:files], noises)]
     if rate48:
         sets.append((48000, others[:rate48], [n for n in noises if n != "car"]))
+    # runs of other labels share the folders (the same settings make the same files); mixtures of other
+    # settings there would enter the peers' run on them
+    names = {_name(utterance, rate, kind, snr) for rate, chosen, kinds in sets for utterance, _, _ in chosen
+             for kind in kinds for snr in snrs}
+    for place in (folder, clean_folder):
+        others = [] if place is None else sorted(path.name for path in place.glob("*.wav") if path.name not in names)
+        if others:
+            raise SystemExit(f"{place}: holds {len(others)} mixtures of a run with other settings (e.g. "
+                             f"{others[0]}); give another --out")
     folder.mkdir(parents=True, exist_ok=True)
     if clean_folder is not None:
         clean_folder.mkdir(parents=True, exist_ok=True)
@@ -192,7 +206,7 @@ def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, 
                 noise = colour(_noise(kind, len(clean), rate, rng, pool, recordings), rate, channel)
                 for snr in snrs:
                     scaled = noise * snr_gain(clean, noise, snr)
-                    path = folder / f"{utterance}_{rate // 1000}k_{kind}_sn{snr}.wav"
+                    path = folder / _name(utterance, rate, kind, snr)
                     soundfile.write(path, np.clip(clean + scaled, -1, 1), rate, subtype="PCM_16")
                     if clean_folder is not None:
                         soundfile.write(clean_folder / path.name, clean, rate, subtype="FLOAT")
@@ -225,7 +239,7 @@ def main():
     parser.add_argument("--files", type=int, default=12, help="16 kHz utterances")
     parser.add_argument("--rate48", type=int, default=4, help="48 kHz utterances (LJ Speech)")
     parser.add_argument("--noise", default="white,pink,babble,car")
-    parser.add_argument("--snr", default="0,5,10")
+    parser.add_argument("--snr", type=integer_list, default=[0, 5, 10], help="SNRs in dB, comma-separated")
     parser.add_argument("--seconds", type=float, default=8.0, help="longest clean utterance used")
     parser.add_argument("--no-input", action="store_true", help="do not score the unprocessed input")
     parser.add_argument("--channel", default="flat", choices=sorted(CHANNELS),
@@ -250,13 +264,18 @@ def main():
         if not recordings:
             raise SystemExit(f"{args.noise_dir}: no audio file below it")
         noises.append("recorded")
-    snrs = [int(s) for s in args.snr.split(",")]
+    if not noises:
+        parser.error("--noise: give at least one noise (or --noise-dir)")
+    if args.label in ("clean", "noisy", "input"):  # the folders and the row of the references and the input
+        parser.error(f"--label {args.label}: a name this recipe uses itself; choose another")
+    snrs = args.snr
     files = 3 if args.quick else args.files
     condition = "" if (args.channel, args.rt60) == ("flat", 0.0) else f"_{args.channel}_rt{args.rt60:g}"
-    mixtures = make_mixtures(args.data, args.split, args.out / f"noisy_{args.split}{condition}", files=files,
-                             noises=noises, snrs=snrs, seconds=args.seconds, rate48=0 if args.quick else args.rate48,
-                             seed=args.seed, channel=args.channel, rt60=args.rt60,
-                             clean_folder=args.out / f"clean_{args.split}{condition}", recordings=recordings)
+    noisy_folder = args.out / f"noisy_{args.split}{condition}"
+    clean_folder = args.out / f"clean_{args.split}{condition}"
+    mixtures = make_mixtures(args.data, args.split, noisy_folder, files=files, noises=noises, snrs=snrs,
+                             seconds=args.seconds, rate48=0 if args.quick else args.rate48, seed=args.seed,
+                             channel=args.channel, rt60=args.rt60, clean_folder=clean_folder, recordings=recordings)
     enhanced = args.out / f"{args.label}_{args.split}{condition}"
     command = [sys.executable, "-m", "sepsti", "enhance", *[str(m[0].resolve()) for m in mixtures], "--out-dir",
                str(enhanced.resolve()), "--overwrite"]
@@ -315,15 +334,13 @@ def lead_over_input(rows, label):
 
     An utterance is mixed with every noise (:func:`sepsti.comparison.paired_difference`).
     """
-    from sepsti.comparison import paired_difference
-
     lead = {}
     for rate in sorted({r["rate"] for r in rows}):
         for snr in sorted({r["snr"] for r in rows}):
             chosen = [r for r in rows if r["rate"] == rate and r["snr"] == snr]
-            lead[f"{rate} {snr}"] = {key: paired_difference([r[label][key] for r in chosen],
-                                                            [r["input"][key] for r in chosen],
-                                                            [r["utterance"] for r in chosen])._asdict()
+            lead[f"{rate} {snr}"] = {key: paired_lead([r[label][key] for r in chosen],
+                                                      [r["input"][key] for r in chosen],
+                                                      [r["utterance"] for r in chosen])
                                      for key in ("sdr", "stoi")}
     return lead
 
@@ -331,8 +348,7 @@ def lead_over_input(rows, label):
 def print_lead(lead):
     print("\ngain over the input: mean [95 % interval over the utterances], files ahead")
     for key, cells in lead.items():
-        print(f"{key:<14}" + "  ".join(f"{name.upper()} {c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}] "
-                                        f"{c['wins']}/{c['pairs']}" for name, c in cells.items()))
+        print(f"{key:<14}" + "  ".join(f"{name.upper()} {lead_text(c, 3)}" for name, c in cells.items()))
 
 
 def print_summary(summary):

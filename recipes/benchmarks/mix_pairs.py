@@ -16,9 +16,10 @@ Writes ``OUT/clean`` and ``OUT/noisy``, the same names ``<speech>_<noise>_sn<snr
 files 32-bit float, the noisy ones 16-bit PCM), and refuses to write into an existing ``OUT/noisy``.
 Score them with::
 
-    sepsti evaluate --clean OUT/clean --noisy OUT/noisy --names '(?P<sentence>.+)_(?P<noise>[a-z0-9]+)_sn(?P<snr>\\d+)'
+    sepsti evaluate --clean OUT/clean --noisy OUT/noisy \\
+        --names '(?P<sentence>.+)_(?P<noise>[a-z0-9]+)_sn(?P<snr>-?\\d+)'
     python recipes/benchmarks/enhance_vs_peers.py --clean OUT/clean --noisy OUT/noisy \\
-        --names '(?P<sentence>.+)_(?P<noise>[a-z0-9]+)_sn(?P<snr>\\d+)' --out OUT
+        --names '(?P<sentence>.+)_(?P<noise>[a-z0-9]+)_sn(?P<snr>-?\\d+)' --out OUT
 
 Usage::
 
@@ -34,20 +35,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import recipe_parser  # noqa: E402
+from _common import integer_list, recipe_parser  # noqa: E402
 from _recordings import at_level, excerpt, looped_window, snr_gain  # noqa: E402
 
 NAME = "mix_pairs"
 LEVEL_DB = -26.0
 #: The ``--names`` pattern of ``sepsti evaluate`` and ``enhance_vs_peers.py`` that reads these pairs' names
-NAMES = r"(?P<sentence>.+)_(?P<noise>[a-z0-9]+)_sn(?P<snr>\d+)"
+NAMES = r"(?P<sentence>.+)_(?P<noise>[a-z0-9]+)_sn(?P<snr>-?\d+)"
 
 
 def noizeus_noises(corpus):
     """``{noise type: (signal, rate)}``: each type's noise in the test mixtures at their highest SNR, end to end."""
+    from sepsti.core.errors import ParameterError
     from sepsti.corpora.noizeus import mixtures
 
-    chosen = list(mixtures(corpus))
+    try:
+        chosen = list(mixtures(corpus))
+    except ParameterError as error:
+        raise SystemExit(f"--noizeus {corpus}: {error}") from None
     if not chosen:
         raise SystemExit(f"--noizeus {corpus}: no test mixtures there")
     highest = {}
@@ -70,6 +75,8 @@ def noise_types(specs, corpus):
         name, _, folder = spec.partition("=")
         if not re.fullmatch(r"[a-z0-9]+", name) or not folder:
             raise SystemExit(f"--noise {spec!r}: give NAME=DIR, NAME of lower-case letters and digits")
+        if name in types:
+            raise SystemExit(f"--noise {spec!r}: a second noise type named {name!r}; give each its own name")
         recordings = audio_files(Path(folder))
         if not recordings:
             raise SystemExit(f"--noise {spec!r}: no audio file below {folder}")
@@ -96,7 +103,7 @@ def main():
     parser.add_argument("--files", type=int, default=12, help="clean files used (the first in name order)")
     parser.add_argument("--shortest", type=float, default=3.0, help="shortest clean file used (s)")
     parser.add_argument("--seconds", type=float, default=9.0, help="longest stretch of each clean file used")
-    parser.add_argument("--snr", default="0,5,10,15", help="SNRs in dB, comma-separated")
+    parser.add_argument("--snr", type=integer_list, default=[0, 5, 10, 15], help="SNRs in dB, comma-separated")
     args = parser.parse_args()
     import soundfile
 
@@ -113,7 +120,7 @@ def main():
     repeated = sorted({stem for stem in stems if stems.count(stem) > 1})
     if repeated:
         raise SystemExit(f"--speech {args.speech}: files would share the pair name {repeated[0]!r}; rename one")
-    snrs = [int(s) for s in args.snr.split(",")]
+    snrs = args.snr
     clean_folder, noisy_folder = args.out / "clean", args.out / "noisy"
     if noisy_folder.exists():
         raise SystemExit(f"{noisy_folder} exists; give another --out")

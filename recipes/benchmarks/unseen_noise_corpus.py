@@ -156,6 +156,7 @@ def main(argv=None):
     import soundfile
 
     from sepsti.audio import resample
+    from sepsti.core.errors import ParameterError
     from sepsti.corpora import noizeus, wideband
     from sepsti.corpora.synth import SAMPLE_RATE
 
@@ -167,7 +168,10 @@ def main(argv=None):
     folder = args.out / "corpus"
     if folder.exists():
         raise SystemExit(f"{folder} exists; remove it or choose another --out")
-    sentences = noizeus.clean_signals(corpus, "test")
+    try:
+        sentences = noizeus.clean_signals(corpus, "test")
+    except ParameterError as error:
+        raise SystemExit(f"--noizeus {corpus}: {error}") from None
     if args.quick:
         sentences = sentences[:3]
     pool = [resample(y, rate, SAMPLE_RATE) for _, y, rate in wideband.clean_signals(args.wideband, "test")]

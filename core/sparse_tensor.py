@@ -169,6 +169,10 @@ def coalesce(coords, values, shape):
     shape = tuple(int(n) for n in shape)
     coords = np.asarray(coords, dtype=np.int64).reshape(-1, len(shape))
     values = np.asarray(values, dtype=np.float64)
+    outside = (coords < 0) | (coords >= np.array(shape, dtype=np.int64))
+    if outside.any():
+        row = int(np.argmax(outside.any(axis=1)))
+        raise ParameterError(f"coords[{row}] = {coords[row].tolist()}: outside the shape {shape}")
     linear = _linear_index(coords, shape)
     unique, inverse = np.unique(linear, return_inverse=True)
     summed = np.bincount(inverse, weights=values, minlength=unique.size)

@@ -10,7 +10,7 @@ to sum 8) convolved with an excitation Z2 of length 60 drawn from Gamma(0.4,
 solutions Z1(r - s), Z2(d + s) form near-equal modes that a chain started from
 the prior can settle in) and Gamma(0.4, 0.1) on Z2 (its generating prior). Block Gibbs (Alg. 1) and SADA
 (Alg. 2) each run 3000 sweeps (1000 burn-in) from the same prior draw; the
-recipe plots the true and posterior-mean factors (Z1 rescaled to the true sum,
+recipe plots the true and posterior-mean factors (each Z1, true and drawn, rescaled to unit sum and
 Z2 by the inverse factor, since the pair is identified only up to scale), X
 against the posterior mean Xhat, and both samplers' log-likelihood traces.
 

@@ -56,3 +56,16 @@ def test_same_seed_same_result(rng):
 def test_invalid_input(X, ranks, match):
     with pytest.raises(ParameterError, match=match):
         corcondia(X, ranks)
+
+
+def test_bad_ranks_factors_and_data_are_named():
+    from sepsti.core.errors import ParameterError
+    from sepsti.core.factorization.corcondia import core_consistency, corcondia
+
+    X = np.random.default_rng(0).random((4, 5, 6))
+    with pytest.raises(ParameterError, match="ranks"):
+        corcondia(X, [2.7])
+    with pytest.raises(ParameterError, match="all zeros"):
+        corcondia(np.zeros((4, 5, 6)), [1])
+    with pytest.raises(ParameterError, match="factors of shapes"):
+        core_consistency(X, (np.ones((4, 2)), np.ones((5, 2)), np.ones((6, 3))))

@@ -100,3 +100,13 @@ def test_write_refuses_to_overwrite(tmp_path):
     path = _write(tmp_path, "1 1 1 1\n")
     with pytest.raises(ParameterError, match="exists"):
         write_tns(path, read_tns(path))
+
+
+def test_coalesce_refuses_coordinates_outside_the_shape():
+    # flattened, [0, 5] in a 3 x 3 tensor would land on [1, 2] and be summed into it
+    from sepsti.core.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=r"coords\[0\] = \[0, 5\]: outside the shape \(3, 3\)"):
+        coalesce([[0, 5], [1, 2]], [1.0, 2.0], (3, 3))
+    with pytest.raises(ParameterError, match=r"coords\[1\] = \[-1, 0\]"):
+        coalesce([[0, 0], [-1, 0]], [1.0, 2.0], (3, 3))

@@ -153,6 +153,9 @@ def test_sample_prior_mean(rng):
     (-np.ones((2, 2, 2)), 2, 1.0, "non-negative"),
     (np.zeros((2, 2, 2)), 0, 1.0, "rank"),
     (np.zeros((2, 2, 2)), 2, -1.0, "prior_rate"),
+    (np.zeros((2, 2, 2)), None, 1.0, "rank=None"),
+    (np.zeros((2, 2, 2)), 2.5, 1.0, "rank=2.5"),
+    (np.zeros((2, 2, 2)), 2, (1.0, 2.0), "one value or three"),
 ])
 def test_invalid_input(data, rank, rate, match):
     with pytest.raises(ParameterError, match=match):
@@ -163,3 +166,37 @@ def test_entry_subset_rejected_for_sparse(problem):
     X, theta = problem
     with pytest.raises(ParameterError, match="dense data"):
         PoissonParafac(from_dense(X), RANK).log_likelihood(theta, np.arange(3))
+
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_factors_of_other_shapes_are_refused_before_the_kernels(problem, sparse):
+    # the compiled kernels index the factors by the data's coordinates: out of bounds, not an error
+    from sepsti.core.factorization.parafac_map import poisson_parafac_map
+
+    X, theta = problem
+    model = PoissonParafac(from_dense(X) if sparse else X, RANK)
+    short = ParafacFactors(theta.A[:2], theta.B, theta.C)
+    other_rank = ParafacFactors(*(f[:, :1] for f in theta))
+    for bad in (short, other_rank):
+        with pytest.raises(ParameterError, match="factors of shapes"):
+            model.log_likelihood_and_grad(bad)
+        with pytest.raises(ParameterError, match="factors of shapes"):
+            poisson_parafac_map(model, bad, max_iter=2)
+    with pytest.raises(ParameterError, match="finite and strictly positive"):
+        poisson_parafac_map(model, ParafacFactors(theta.A * np.nan, theta.B, theta.C), max_iter=2)
+
+
+def test_a_stored_zero_counts_as_the_dense_path_counts_it():
+    # a zero kept among the non-zeros, at an entry whose intensity is 0: nothing, as in the dense sum
+    from sepsti.core.sparse_tensor import SparseTensor
+
+    stored = SparseTensor(np.array([[0, 0, 0], [1, 1, 1]]), np.array([0.0, 2.0]), (2, 2, 2))
+    dense = np.zeros((2, 2, 2))
+    dense[1, 1, 1] = 2.0
+    theta = ParafacFactors(np.array([[0.0], [1.5]]), np.ones((2, 1)), np.ones((2, 1)))
+    ours, grad = PoissonParafac(stored, 1).log_likelihood_and_grad(theta)
+    reference, reference_grad = PoissonParafac(dense, 1).log_likelihood_and_grad(theta)
+    assert ours == pytest.approx(reference, rel=1e-12) and np.isfinite(ours)
+    for got, want in zip(grad, reference_grad):
+        np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -75,6 +75,9 @@ def core_consistency(X, factors):
     X = _validate_tensor(X)
     A, B, C = (np.asarray(f, dtype=np.float64) for f in factors)
     rank = A.shape[1]
+    if [f.shape for f in (A, B, C)] != [(n, rank) for n in X.shape]:
+        raise ParameterError(f"factors of shapes {[f.shape for f in (A, B, C)]}: expected (I, R), (J, R), (K, R) "
+                             f"of one R for data of shape {X.shape}")
     core = np.einsum("ijk,pi,qj,rk->pqr", X, np.linalg.pinv(A), np.linalg.pinv(B), np.linalg.pinv(C),
                      optimize=True)
     target = np.zeros((rank,) * 3)
@@ -110,9 +113,12 @@ def corcondia(X, ranks, *, num_starts=5, max_iter=1000, tol=1e-10, seed=0, thres
     from tensorly.decomposition import parafac
 
     X = _validate_tensor(X)
-    ranks = np.asarray(list(ranks), dtype=np.int64)
-    if ranks.size == 0 or np.any(ranks < 1):
-        raise ParameterError(f"ranks={ranks.tolist()} must be a non-empty list of positive integers")
+    given = list(ranks)
+    if not given or any(isinstance(r, bool) or int(r) != r or r < 1 for r in given):
+        raise ParameterError(f"ranks={given}: expected a non-empty list of positive integers")
+    ranks = np.asarray(given, dtype=np.int64)
+    if not np.any(X):
+        raise ParameterError("X is all zeros: no CP model to fit")
     if int(num_starts) < 1:
         raise ParameterError(f"num_starts={num_starts} must be a positive integer")
     norm = np.linalg.norm(X)

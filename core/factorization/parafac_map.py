@@ -58,9 +58,9 @@ def poisson_parafac_map(model, theta, *, max_iter=100, record=True):
     """
     if int(max_iter) < 0:
         raise ParameterError(f"max_iter={max_iter} must be non-negative")
-    factors = [np.array(f, dtype=np.float64, copy=True) for f in theta]
-    if any(np.any(f <= 0) for f in factors):
-        raise ParameterError("theta must be strictly positive to start multiplicative updates")
+    factors = [f.copy() for f in model.factors(theta)]
+    if not all(np.all(np.isfinite(f) & (f > 0)) for f in factors):
+        raise ParameterError("theta must be finite and strictly positive to start multiplicative updates")
     tiny = np.finfo(np.float64).tiny
     history = []
     for _ in range(int(max_iter)):

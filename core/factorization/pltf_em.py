@@ -9,12 +9,16 @@ where ``Phi_a(W) = sum_{not v_a} W(v0) prod_{b != a} Z_b`` comes from
 :meth:`sepsti.core.models.pltf.PLTFModel.phi`. With ``map_estimate=False`` the prior is
 ignored (``A = 1, B = 0``): the Lee-Seung KL updates generalised to any index
 sets. Each update does not decrease the objective (log-likelihood, plus the
-log-prior for MAP).
+log-prior for MAP) for prior shapes of at least 1; below 1 the MAP is ill-posed (a
+factor entry's log-prior is unbounded at 0), entries collapse to the smallest float
+and the objective can fall slightly.
 
 The plain NMF pattern ``"ik,kj->ij"`` with no mask and exponential priors
 (shape 1) is handed to :func:`sepsti.core.factorization.em.poisson_nmf_em`, whose
 BLAS kernels are the ones the speech application uses: one implementation of
-the NMF updates, reached from both entry points.
+the NMF updates, reached from both entry points. Its stopping rule is its own
+(``tol`` times the KL divergence, :func:`sepsti.core.factorization.em.poisson_nmf_em`),
+so at one ``tol`` the two routes stop after different numbers of iterations.
 
 Conventions: ``X`` has the axes of the model output (non-negative, need not
 be integer); ``factors`` is the tuple of all factors (fixed ones included).

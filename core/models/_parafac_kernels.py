@@ -45,14 +45,16 @@ def nonzero_terms(total, factors, blocks, block, gradient, want_grad):
         j = coords[n, 1]
         k = coords[n, 2]
         x = values[n]
+        if x == 0.0:  # a stored zero: x log x̂ and lgamma(1) vanish, as on the dense path
+            continue
         xhat = 0.0
         for r in range(R):
             xhat += A[i, r] * B[j, r] * C[k, r]
-        total += x * math.log(xhat)
+        total += x * math.log(xhat)  # −inf where x̂ = 0, as on the dense path
         if x != 1.0:  # most counts of sparse data are 1, whose lgamma(2) is 0
             total -= math.lgamma(x + 1.0)
         if want_grad:
-            w = x / xhat
+            w = x / xhat if xhat > 0.0 else math.inf
             for r in range(R):
                 a = A[i, r]
                 b = B[j, r]
@@ -136,7 +138,7 @@ def entries(factors, indices, x, gradient, want_grad):
         total -= xhat
         if x[n] > 0.0:
             total += x[n] * math.log(xhat) - math.lgamma(x[n] + 1.0)
-            w = x[n] / xhat - 1.0
+            w = x[n] / xhat - 1.0 if xhat > 0.0 else math.inf
         else:
             w = -1.0
         if want_grad:

@@ -24,6 +24,7 @@ only; the same holds for the gradients (the −1 part of ∂/∂a_ir over a bloc
 is (Σ_j b_jr)(Σ_k c_kr)). Nothing is densified.
 """
 
+import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -94,11 +95,14 @@ class PoissonParafac:
             if not np.all(np.isfinite(data)) or (data.size and data.min() < 0):
                 raise ParameterError("data must hold finite non-negative counts")
             self.is_sparse = False
-        if int(rank) != rank or rank < 1:
-            raise ParameterError(f"rank={rank} must be a positive integer")
-        rates = np.broadcast_to(np.asarray(prior_rate, dtype=np.float64), (3,)).copy()
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 1:
+            raise ParameterError(f"rank={rank!r} must be a positive integer")
+        try:
+            rates = np.broadcast_to(np.asarray(prior_rate, dtype=np.float64), (3,)).copy()
+        except (TypeError, ValueError):
+            rates = np.full(3, np.nan)
         if not np.all(np.isfinite(rates)) or np.any(rates <= 0):
-            raise ParameterError(f"prior_rate={prior_rate} must be positive (one value or three)")
+            raise ParameterError(f"prior_rate={prior_rate!r} must be positive (one value or three)")
         self.data = data
         self.parallel = bool(parallel)
         self.rank = int(rank)
@@ -159,7 +163,7 @@ class PoissonParafac:
         log_likelihood : float
         grad : ParafacFactors or None
         """
-        A, B, C = (np.ascontiguousarray(f, dtype=np.float64) for f in theta)
+        A, B, C = self.factors(theta)
         if want_grad:
             grads = ParafacFactors(np.zeros_like(A), np.zeros_like(B), np.zeros_like(C))
         else:
@@ -185,6 +189,19 @@ class PoissonParafac:
         x = self.data.reshape(-1)[flat]
         logl = _entries_kernel()(ParafacFactors(A, B, C), (i, j, k), x, _gradient_arrays(grads), grads is not None)
         return float(logl), grads
+
+    def factors(self, theta):
+        """θ's three factors as C-contiguous float64 arrays, checked against the data's modes and the rank.
+
+        The compiled kernels index the factors by the data's coordinates: factors of other shapes
+        would be read and written out of bounds.
+        """
+        factors = [np.ascontiguousarray(f, dtype=np.float64) for f in theta]
+        expected = [(n, self.rank) for n in self.shape]
+        if [f.shape for f in factors] != expected:
+            raise ParameterError(f"factors of shapes {[f.shape for f in factors]}: expected {expected} "
+                                 f"(the data's modes x the rank {self.rank})")
+        return factors
 
     def _all_blocks(self):
         if self._full_blocks is None:

@@ -234,6 +234,17 @@ def test_a_manifest_that_is_not_an_object_is_named(tmp_path):
         select_rank(DriftingChains(), [1], grid=GRID, num_replicates=2, seed=1, checkpoint=tmp_path)
 
 
+def test_a_checkpoint_of_the_former_layout_is_named_as_such(tmp_path):
+    import json
+
+    select_rank(DriftingChains(), [1], grid=GRID, num_replicates=2, seed=1, checkpoint=tmp_path)
+    manifest = tmp_path / "settings.json"
+    saved = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**saved, "ranks": [1], "num_replicates": 2}))  # as it was written before
+    with pytest.raises(ParameterError, match="checkpoint of an earlier version"):
+        select_rank(DriftingChains(), [1], grid=GRID, num_replicates=2, seed=1, checkpoint=tmp_path)
+
+
 class DivergingChains(DriftingChains):
     """Chains of the ranks in ``diverged`` come back with a NaN in their traces."""
 

@@ -413,6 +413,9 @@ class _Checkpoint:
             except (OSError, ValueError) as error:
                 raise ParameterError(f"{manifest}: unreadable checkpoint manifest ({error}); "
                                      "use another checkpoint folder or delete it") from None
+            if {"ranks", "num_replicates"} & set(saved):  # its chains lack the (R, i, r) they were saved under
+                raise ParameterError(f"{self.folder}: checkpoint of an earlier version of sepsti (its manifest "
+                                     "holds the rank list); use another checkpoint folder or delete it")
             if saved != settings:
                 changed = sorted(k for k in set(saved) | set(settings) if saved.get(k) != settings.get(k))
                 raise ParameterError(f"{self.folder}: checkpoint written for other data or settings "

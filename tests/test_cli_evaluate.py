@@ -576,3 +576,14 @@ def test_bad_names(tmp_path, tiny_dictionary, tiny_corpus):
                           "reads no SNR")
     assert_one_line_error(run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary,
                                "--names", ".*"]), "--names")
+
+
+def test_no_reduction_scores_the_input_itself_at_every_rate(tiny_dictionary):
+    """``--max-reduction 0`` in evaluate, as in enhance: the input, not its round trip through the dictionary's rate."""
+    from sepsti.commands.evaluate import enhance_signal
+    from sepsti.dictionary import load_dictionary
+
+    noisy = np.random.default_rng(3).standard_normal(11025) * 0.1
+    for rate in (8000, 11025):
+        np.testing.assert_array_equal(enhance_signal(noisy, rate, load_dictionary(tiny_dictionary), mask_floor=1.0),
+                                      noisy)

@@ -178,7 +178,9 @@ def test_option_errors_name_the_option(tmp_path):
     assert mala.exit_code == 2 and mala.output.startswith("Error: --sampler mala: the reference path's")
     ignored = _invoke("--corpus", tmp_path, "--step-a", "1e-3", "--alpha", "0.5")  # MALA uses neither
     assert ignored.exit_code == 2 and ignored.output.count("\n") == 1, ignored.output
-    assert "step_a=0.001" in ignored.output and "alpha=0.5" in ignored.output and "not used" in ignored.output
+    assert "--step-a, --alpha: not used" in ignored.output
+    both = _invoke("--corpus", tmp_path, "--preset", "blocks", "--sampler", "mala", "--blocks", "4")
+    assert both.exit_code == 2 and both.output.startswith("Error: --sampler mala: the reference path's")
 
 
 @pytest.mark.mpi

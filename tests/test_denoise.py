@@ -523,7 +523,7 @@ def test_noise_frames_are_capped_on_long_recordings(monkeypatch, rng):
 
 
 def test_short_signals_are_left_as_they_are(rng, toy_dictionary):
-    """Under 1.5 s, or fewer than 4 frames per noise atom: too little to tell noise from speech, the input
+    """Under 1.44 s (47 frames), or fewer than 4 frames per noise atom: too little to tell noise from speech, the input
     comes back."""
     assert min_frames(5) == min_frames(2) == 47 and min_frames(20) == 80
     for seconds in (0.1, 0.3, 1.4):

@@ -177,14 +177,17 @@ def test_factors_of_other_shapes_are_refused_before_the_kernels(problem, sparse)
     X, theta = problem
     model = PoissonParafac(from_dense(X) if sparse else X, RANK)
     short = ParafacFactors(theta.A[:2], theta.B, theta.C)
-    other_rank = ParafacFactors(*(f[:, :1] for f in theta))
-    for bad in (short, other_rank):
+    ranks_apart = ParafacFactors(theta.A[:, :1], theta.B, theta.C)
+    for bad in (short, ranks_apart):
         with pytest.raises(ParameterError, match="factors of shapes"):
             model.log_likelihood_and_grad(bad)
         with pytest.raises(ParameterError, match="factors of shapes"):
             poisson_parafac_map(model, bad, max_iter=2)
     with pytest.raises(ParameterError, match="finite and strictly positive"):
         poisson_parafac_map(model, ParafacFactors(theta.A * np.nan, theta.B, theta.C), max_iter=2)
+    # another rank throughout is the model's to score (the reference path keeps one model for every rank)
+    lower = ParafacFactors(*(f[:, :1] for f in theta))
+    assert np.isfinite(model.log_likelihood(lower))
 
 
 def test_a_stored_zero_counts_as_the_dense_path_counts_it():

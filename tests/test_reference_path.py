@@ -217,3 +217,12 @@ def test_nmf_log_density_is_the_model_with_its_gradient_and_threads_do_not_share
         threaded = list(pool.map(density, points * 4))
     for (v, g), (v2, g2) in zip(serial * 4, threaded):
         assert v == v2 and all(np.array_equal(a, b) for a, b in zip(g, g2))
+
+
+def test_parafac_reference_path_scores_every_rank_with_its_one_model():
+    # one PoissonParafac serves every rank's factors on the reference path: its checks take any R
+    from sepsti.core.evidence.parafac_rank import select_parafac_rank
+
+    X = np.random.default_rng(0).poisson(1.0, (5, 6, 7)).astype(float)
+    result = select_parafac_rank(X, [1, 2], num_intervals=2, num_steps=20, num_keep=10, num_replicates=2)
+    assert np.all(np.isfinite(result.log_marginal_likelihood))

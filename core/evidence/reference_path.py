@@ -48,9 +48,9 @@ from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainRecord, ChainSe
 from sepsti.core.models.poisson_nmf import prior_rate_at, validate_prior_rate
 from sepsti.core.random import stream
 
-__all__ = ["REFERENCE_PRESET", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains",
-           "annealed_importance_bound", "ascend", "at_temperature", "check_reference_chain", "log_space_mode",
-           "mala_move", "path_point", "reference_at_mode"]
+__all__ = ["REFERENCE_PRESET", "UNUSED_BY_MALA", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity",
+           "ReferencePathChains", "annealed_importance_bound", "ascend", "at_temperature", "check_reference_chain",
+           "log_space_mode", "mala_move", "path_point", "reference_at_mode"]
 
 #: MALA's acceptance target during burn-in (Roberts & Rosenthal 1998).
 TARGET_ACCEPTANCE = 0.57
@@ -65,7 +65,7 @@ REFERENCE_PRESET = Preset(TemperatureGrid(16, "beta", 2.0, "simpson"),
 
 
 #: Chain settings the MALA chains of the reference path do not use (refused when changed, not ignored).
-_NOT_IN_MALA = ("init", "step_a", "step_b", "alpha", "sigma", "evaluate", "evaluate_every")
+UNUSED_BY_MALA = ("init", "step_a", "step_b", "alpha", "sigma", "evaluate", "evaluate_every")
 
 
 def check_reference_chain(chain):
@@ -78,7 +78,7 @@ def check_reference_chain(chain):
         raise ParameterError(f"sampler={chain.sampler!r}: the reference path runs 'mala' chains")
     if chain.num_blocks is not None or chain.subset_size is not None:
         raise ParameterError("the reference path uses full-data gradients: give num_blocks=None")
-    unused = [f"{name}={getattr(chain, name)!r}" for name in _NOT_IN_MALA
+    unused = [f"{name}={getattr(chain, name)!r}" for name in UNUSED_BY_MALA
               if getattr(chain, name) != getattr(REFERENCE_PRESET.chain, name)]
     if unused:
         raise ParameterError(f"{', '.join(unused)}: not used by the reference path's MALA chains (they adapt "

@@ -191,16 +191,17 @@ class PoissonParafac:
         return float(logl), grads
 
     def factors(self, theta):
-        """θ's three factors as C-contiguous float64 arrays, checked against the data's modes and the rank.
+        """θ's three factors as C-contiguous float64 arrays, checked against the data's modes.
 
-        The compiled kernels index the factors by the data's coordinates: factors of other shapes
-        would be read and written out of bounds.
+        The compiled kernels index the factors by the data's coordinates and their columns by the
+        first factor's: factors of other shapes would be read and written out of bounds. Any one
+        number of columns R is accepted (the reference path scores every rank with one model).
         """
         factors = [np.ascontiguousarray(f, dtype=np.float64) for f in theta]
-        expected = [(n, self.rank) for n in self.shape]
-        if [f.shape for f in factors] != expected:
-            raise ParameterError(f"factors of shapes {[f.shape for f in factors]}: expected {expected} "
-                                 f"(the data's modes x the rank {self.rank})")
+        shapes = [f.shape for f in factors]
+        if len(factors) != 3 or any(len(s) != 2 or s != (n, shapes[0][1]) for s, n in zip(shapes, self.shape)):
+            raise ParameterError(f"factors of shapes {shapes}: expected (I, R), (J, R), (K, R) of one R for data of "
+                                 f"shape {self.shape}")
         return factors
 
     def _all_blocks(self):

@@ -476,6 +476,8 @@ def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
     from sepsti.bandwidth import UpperBand, has_upper_band
     from sepsti.denoise import denoise, denoise_blocks
 
+    if options.get("mask_floor") == 1.0:  # --max-reduction 0: the input itself, as enhance copies it
+        return np.array(noisy, dtype=np.float64)
     framing = speech_dictionary.framing
     rate = framing.sample_rate
     signal = resample(noisy, sample_rate, rate)

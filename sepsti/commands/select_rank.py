@@ -136,15 +136,19 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
     from sepsti.core.evidence.sti_nmf import PRESETS
 
     settings = resolve_settings(PRESETS, preset, num_replicates=num_replicates, **overrides)  # before any work
-    if settings.chain.sampler == "mala" and settings.chain.num_blocks is not None:
-        if "num_blocks" in overrides:
+    if settings.chain.sampler == "mala":
+        if preset != "reference":
+            raise ParameterError(f"--sampler mala: the reference path's full-data chains, not a '{preset}' preset's; "
+                                 "use --preset reference (the default)")
+        if settings.chain.num_blocks is not None:
             raise ParameterError(f"--blocks {settings.chain.num_blocks}: MALA chains (the reference preset) use all "
                                  "the data; blocks apply to --preset blocks or paper")
-        raise ParameterError(f"--sampler mala: the reference path's full-data chains, not a '{preset}' preset's; "
-                             "use --preset reference (the default)")
-    if settings.chain.sampler == "mala":
-        from sepsti.core.evidence.reference_path import check_reference_chain
+        from sepsti.core.evidence.reference_path import UNUSED_BY_MALA, check_reference_chain
 
+        unused = [f"--{name.replace('_', '-')}" for name in overrides if name in UNUSED_BY_MALA]
+        if unused:
+            raise ParameterError(f"{', '.join(unused)}: not used by the reference preset's MALA chains (they adapt "
+                                 "their own step, start at the mode and score all the data)")
         check_reference_chain(settings.chain)
     comm = mpi.world()
     with mpi.abort_on_error(comm):

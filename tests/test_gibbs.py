@@ -133,3 +133,25 @@ def test_masked_entries_are_ignored_by_the_posterior():
     result = run(model, X, 4, 8000, 300)
     assert_means_within_mcse(result.samples[0], exact.posterior_w)
     assert_means_within_mcse(result.samples[1][:, :, :3], exact.posterior_H[:, :3])
+
+
+def test_sources_beyond_the_log_factorial_table_are_scored_exactly(rng, monkeypatch):
+    # the table of log s! stops at _LONGEST_TABLE (its memory grows with the largest count); larger
+    # sources take lgamma: a table of 4 makes most sources here larger than it
+    from scipy.special import gammaln, xlogy
+
+    monkeypatch.setattr(gibbs, "_LONGEST_TABLE", 4)
+    monkeypatch.setattr(gibbs, "_TABLES", {})
+    model = pltf_model("ik,kj->ij", dict(i=5, k=2, j=4), prior_shape=1.0, prior_rate=0.1)
+    factors = model.sample_prior(rng)
+    X = model.sample_data(rng, factors) * 13
+    kernel = gibbs.build_kernel(model, X, keep_sources=True)
+    state, _ = kernel(rng, gibbs.init(model, X, factors))
+    layout = kernel.layout
+    assert layout.counts.max() > 4
+    full = np.zeros((X.size, model.num_latent))
+    full[layout.entries] = state.sources
+    full = full.reshape(model.output_shape + (2,))
+    lam = model.intensity(state.factors)
+    direct = np.sum(xlogy(full, lam) - lam - gammaln(full + 1)) + model.log_prior(state.factors)
+    assert state.logdensity == pytest.approx(direct)

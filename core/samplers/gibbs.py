@@ -15,6 +15,7 @@ Conventions: ``X`` holds integer counts with the axes of the model's output;
 statistics are per factor, fixed factors included (they enter ``log p(S | Z)``).
 """
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -106,7 +107,7 @@ def _draw_sources_impl(rng, counts, obs_offsets, lat_offsets, flat, starts, stat
             s = local[u]
             if s > 0:
                 local[u] = 0
-                log_factorial += log_factorials[s]
+                log_factorial += log_factorials[s] if s < log_factorials.shape[0] else math.lgamma(s + 1.0)
                 for a in range(num_factors):
                     stats[starts[a] + obs_offsets[a, n] + lat_offsets[a, u]] += s
                 if keep:
@@ -116,14 +117,17 @@ def _draw_sources_impl(rng, counts, obs_offsets, lat_offsets, flat, starts, stat
 
 _COMPILED = {}
 _TABLES = {}
+#: Longest table of log s! (8 MB); larger sources take lgamma on the spot (a count of 3e7 would need 240 MB).
+_LONGEST_TABLE = 2 ** 20
 
 
 def _log_factorials(layout):
-    """log s! for s = 0 .. max count (a source never exceeds its entry's count), cached per layout."""
+    """log s! for s = 0 .. max count (a source never exceeds its entry's count), at most
+    :data:`_LONGEST_TABLE` long, cached per layout."""
     key = id(layout.counts)
     table = _TABLES.get(key)
     if table is None or table[0] is not layout.counts:
-        top = int(layout.counts.max()) if layout.counts.size else 0
+        top = min(int(layout.counts.max()) if layout.counts.size else 0, _LONGEST_TABLE - 1)
         table = (layout.counts, gammaln(np.arange(top + 1) + 1.0))
         _TABLES.clear()
         _TABLES[key] = table

@@ -38,14 +38,11 @@ def integer_list(text):
 
 
 def paired_lead(ours, theirs, groups):
-    """:func:`sepsti.comparison.paired_difference` as a dict, or None where no pair has both scores."""
-    from sepsti.comparison import paired_difference
-    from sepsti.core.errors import ParameterError
+    """:func:`sepsti.comparison.paired_difference_if_defined` as a dict (None stays None)."""
+    from sepsti.comparison import paired_difference_if_defined
 
-    try:
-        return paired_difference(ours, theirs, groups)._asdict()
-    except ParameterError:  # a score undefined for every file of the group (STOI of pieces too short)
-        return None
+    lead = paired_difference_if_defined(ours, theirs, groups)
+    return None if lead is None else lead._asdict()
 
 
 def lead_text(cell, digits):

@@ -15,7 +15,7 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["PairedDifference", "paired_difference"]
+__all__ = ["PairedDifference", "paired_difference", "paired_difference_if_defined"]
 
 
 class PairedDifference(NamedTuple):
@@ -43,6 +43,15 @@ class PairedDifference(NamedTuple):
     losses: int
     pairs: int
     groups: int
+
+
+def paired_difference_if_defined(ours, theirs, groups=None, *, confidence=0.95):
+    """:func:`paired_difference`, or None where no pair has both scores defined (a score undefined for every
+    file: the unprocessed input's SAR, STOI of pieces too short)."""
+    ours_array, theirs_array = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
+    if ours_array.shape == theirs_array.shape and not np.any(np.isfinite(ours_array) & np.isfinite(theirs_array)):
+        return None
+    return paired_difference(ours, theirs, groups, confidence=confidence)
 
 
 def paired_difference(ours, theirs, groups=None, *, confidence=0.95):

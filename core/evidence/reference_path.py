@@ -48,7 +48,7 @@ from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainRecord, ChainSe
 from sepsti.core.models.poisson_nmf import prior_rate_at, validate_prior_rate
 from sepsti.core.random import stream
 
-__all__ = ["REFERENCE_PRESET", "UNUSED_BY_MALA", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity",
+__all__ = ["REFERENCE_PRESET", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity",
            "ReferencePathChains", "annealed_importance_bound", "ascend", "at_temperature", "check_reference_chain",
            "log_space_mode", "mala_move", "path_point", "reference_at_mode"]
 
@@ -65,21 +65,22 @@ REFERENCE_PRESET = Preset(TemperatureGrid(16, "beta", 2.0, "simpson"),
 
 
 #: Chain settings the MALA chains of the reference path do not use (refused when changed, not ignored).
-UNUSED_BY_MALA = ("init", "step_a", "step_b", "alpha", "sigma", "evaluate", "evaluate_every")
+_UNUSED_BY_MALA = ("init", "step_a", "step_b", "alpha", "sigma", "evaluate", "evaluate_every")
 
 
-def check_reference_chain(chain):
+def check_reference_chain(chain, *, option_name=None):
     """Raise ParameterError unless ``chain`` (ChainSettings) is one the reference path's MALA chains carry out.
 
     What they do not use (their step adapts, they start at the mode and score all the data) is refused when
-    changed from the reference preset's, not ignored.
+    changed from the reference preset's, not ignored; named ``field=value``, or ``option_name(field)``
+    (a command line's option).
     """
     if chain.sampler != "mala":
         raise ParameterError(f"sampler={chain.sampler!r}: the reference path runs 'mala' chains")
     if chain.num_blocks is not None or chain.subset_size is not None:
         raise ParameterError("the reference path uses full-data gradients: give num_blocks=None")
-    unused = [f"{name}={getattr(chain, name)!r}" for name in UNUSED_BY_MALA
-              if getattr(chain, name) != getattr(REFERENCE_PRESET.chain, name)]
+    unused = [f"{name}={getattr(chain, name)!r}" if option_name is None else option_name(name)
+              for name in _UNUSED_BY_MALA if getattr(chain, name) != getattr(REFERENCE_PRESET.chain, name)]
     if unused:
         raise ParameterError(f"{', '.join(unused)}: not used by the reference path's MALA chains (they adapt "
                              "their own step, start at the mode and score all the data); leave them as the "

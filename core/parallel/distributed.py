@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from sepsti.core.errors import ParameterError
+from sepsti.core.parallel.blas import single_threaded_blas
 from sepsti.core.parallel.blocks import (
     EVALUATE_MODES,
     BlockChainResult,
@@ -34,7 +35,6 @@ from sepsti.core.parallel.kernel_arguments import (
     StepConstants,
     check_block_settings,
 )
-from sepsti.core.parallel.blas import single_threaded_blas
 from sepsti.core.parallel.noise import seed_states
 from sepsti.core.parallel.schedule import BlockSchedule
 from sepsti.core.samplers.psgld import UNSET

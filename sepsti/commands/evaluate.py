@@ -132,14 +132,10 @@ def _lead(rows, metric):
     mean (:func:`sepsti.comparison.paired_difference`); with as many files per sentence and every score
     defined, the difference of the means.
     """
-    from sepsti.comparison import paired_difference
-    from sepsti.core.errors import ParameterError
+    from sepsti.comparison import paired_difference_if_defined
 
-    try:
-        return paired_difference([row["enhanced"][metric] for row in rows], [row["input"][metric] for row in rows],
-                                 [row["file"] for row in rows])
-    except ParameterError:  # no pair with both scores defined (the input's SAR)
-        return None
+    return paired_difference_if_defined([row["enhanced"][metric] for row in rows],
+                                        [row["input"][metric] for row in rows], [row["file"] for row in rows])
 
 
 def summarize(results):

@@ -143,13 +143,9 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
         if settings.chain.num_blocks is not None:
             raise ParameterError(f"--blocks {settings.chain.num_blocks}: MALA chains (the reference preset) use all "
                                  "the data; blocks apply to --preset blocks or paper")
-        from sepsti.core.evidence.reference_path import UNUSED_BY_MALA, check_reference_chain
+        from sepsti.core.evidence.reference_path import check_reference_chain
 
-        unused = [f"--{name.replace('_', '-')}" for name in overrides if name in UNUSED_BY_MALA]
-        if unused:
-            raise ParameterError(f"{', '.join(unused)}: not used by the reference preset's MALA chains (they adapt "
-                                 "their own step, start at the mode and score all the data)")
-        check_reference_chain(settings.chain)
+        check_reference_chain(settings.chain, option_name=lambda field: f"--{field.replace('_', '-')}")
     comm = mpi.world()
     with mpi.abort_on_error(comm):
         if mpi.is_root(comm):

@@ -49,7 +49,10 @@ Conventions
 Signals are float64 arrays ``(n_samples,)`` at :data:`SAMPLE_RATE` in
 [-1, 1) units. Every random choice comes from ``sepsti.core.random.stream(seed, ...)``
 with a key naming the utterance or noise, so a file does not depend on which
-other files are generated.
+other files are generated -- except the level of an utterance lowered so that
+one of its mixtures does not clip (SNRs below about -10 dB), which then holds
+for all of its files. SNRs are integers in -20..40 dB; a mixture whose
+quantised energy ratio would miss its label by over 0.05 dB is refused.
 """
 
 import contextlib
@@ -75,6 +78,11 @@ NOISE_TYPES = ("white", "pink", "babble", "car", "street")
 SNRS = (0, 5, 10, 15)
 NOISE_SECONDS = 30.0
 CLEAN_LEVEL_DB = -27.0
+# SNRs (dB) that 16-bit files hold at their label: below, the noise's peaks make the clean level drop far
+# under CLEAN_LEVEL_DB; above, the noise is a few quantisation steps and its energy misses the label.
+SNR_RANGE = (-20, 40)
+# How far (dB) a mixture's energy ratio may be from its label.
+SNR_TOLERANCE = 0.05
 
 # Stream keys: (seed, purpose, ...). Purposes are fixed so files stay reproducible.
 _KEY_SPEAKER, _KEY_UTTERANCE, _KEY_NOISE, _KEY_SEGMENT, _KEY_LEVEL = 1, 2, 3, 4, 5
@@ -611,8 +619,8 @@ def _parse_snrs(snrs):
         snrs = [int(snr) for snr in snrs]
     except (TypeError, ValueError):
         raise ParameterError(f"snrs={snrs}: expected integers (dB)") from None
-    if not snrs or any(abs(snr) > 60 for snr in snrs):
-        raise ParameterError(f"snrs={snrs}: expected integers in -60..60 dB")
+    if not snrs or any(not SNR_RANGE[0] <= snr <= SNR_RANGE[1] for snr in snrs):
+        raise ParameterError(f"snrs={snrs}: expected integers in {SNR_RANGE[0]}..{SNR_RANGE[1]} dB")
     return list(dict.fromkeys(snrs))
 
 
@@ -756,6 +764,20 @@ def _write_int16(path, samples):
         soundfile.write(str(temporary), samples, SAMPLE_RATE, subtype="PCM_16", format="WAV")
 
 
+def _check_snrs(utterance, clean, scaled):
+    """Refuse mixtures whose quantised energy ratio is off their label (an utterance lowered for a low SNR)."""
+    clean_energy = float(np.sum(np.square(clean, dtype=np.float64)))
+    for (noise, snr), noise_samples in scaled.items():
+        noise_energy = float(np.sum(np.square(noise_samples, dtype=np.float64)))
+        ratio = 10 * np.log10(clean_energy / noise_energy) if noise_energy > 0 else np.inf
+        if not abs(ratio - snr) <= SNR_TOLERANCE:
+            level = 10 * np.log10(clean_energy / clean.size / 32768.0 ** 2)
+            raise ParameterError(
+                f"{utterance} with {noise} at {snr} dB: 16-bit samples hold it at {ratio:.3f} dB with the "
+                f"utterance at {level:.1f} dBFS (lowered so that its lowest SNR does not clip); "
+                f"write the lowest SNRs separately")
+
+
 def _quantise(x):
     return np.round(x * 32768.0).astype(np.int64)
 
@@ -800,8 +822,8 @@ def write_corpus(root, *, seed=0, utterances=30, noises=NOISE_TYPES, snrs=SNRS, 
     ids = _parse_utterances(utterances)
     noises = _parse_noises(noises)
     snrs = _parse_snrs(snrs)
-    if int(seed) < 0:
-        raise ParameterError(f"seed={seed}: expected a non-negative integer")
+    if not 0 <= int(seed) < 2 ** 32:
+        raise ParameterError(f"seed={seed}: expected an integer in 0..2**32-1")
     root = _prepare_root(root, overwrite)
     speakers = corpus_speakers(seed)
     settings = {"generator": _GENERATOR, "seed": int(seed), "sample_rate": SAMPLE_RATE, "ids": ids,
@@ -843,6 +865,7 @@ def write_corpus(root, *, seed=0, utterances=30, noises=NOISE_TYPES, snrs=SNRS, 
             if peak <= 32767 and np.abs(clean).max() <= 32767:
                 break
             y *= 0.9 * 32767 / peak
+        _check_snrs(utterance, clean, scaled)
         written = [(f"clean/{clean_name(utterance)}", clean)]
         written += [(f"noisy/{noise}_{snr}dB/{noisy_name(utterance, noise, snr)}", clean + noise_samples)
                     for (noise, snr), noise_samples in scaled.items()]

@@ -6,7 +6,7 @@ import soundfile
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.random import stream
-from sepsti.corpora import corpus_index, mixtures
+from sepsti.corpora import corpus_index, mixtures, synth
 from sepsti.corpora.synth import (NOISE_TYPES, SAMPLE_RATE, clatter, corpus_speakers, make_speaker, mix, synth_noise,
                            synth_utterance, telephone_band, write_corpus)
 
@@ -179,8 +179,8 @@ def test_layout_and_names(small_corpus):
 
 def test_noise_is_exact_and_snr_is_the_label(small_corpus):
     root, _ = small_corpus
-    for mixture in mixtures(root, split="all"):
-        np.testing.assert_array_equal(mixture.clean + mixture.noise_signal, mixture.noisy)
+    loaded = mixtures(root, split="all")
+    for mixture in loaded:
         # noisy - clean is an integer signal: the noise exactly as quantised, nothing clipped.
         np.testing.assert_array_equal(mixture.noise_signal * 32768, np.round(mixture.noise_signal * 32768))
         assert np.abs(mixture.noisy).max() < 1.0
@@ -188,6 +188,29 @@ def test_noise_is_exact_and_snr_is_the_label(small_corpus):
         assert ratio == pytest.approx(mixture.snr, abs=0.01), mixture.path
         level = 10 * np.log10(np.mean(mixture.clean ** 2))
         assert -30 < level < -24
+    # Aligned: an utterance's noise at 0 and 15 dB is one signal scaled (a file paired with the wrong
+    # clean one, or shifted, leaves speech in noisy - clean that does not scale with the SNR).
+    by_key = {(m.utterance, m.noise, m.snr): m.noise_signal for m in loaded}
+    for utterance, noise, snr in by_key:
+        if snr == 0:
+            loud, quiet = by_key[utterance, noise, 0], by_key[utterance, noise, 15]
+            assert np.corrcoef(loud, quiet)[0, 1] > 0.9999
+            assert np.sum(quiet ** 2) / np.sum(loud ** 2) == pytest.approx(10 ** -1.5, rel=1e-3)
+
+
+def test_snrs_at_the_ends_of_the_range_keep_their_labels(tmp_path):
+    root = tmp_path / "corpus"
+    write_corpus(root, seed=3, utterances=["sp05"], noises=["white", "street"], snrs=[-20, 40])
+    for mixture in mixtures(root, split="all"):
+        ratio = 10 * np.log10(np.sum(mixture.clean ** 2) / np.sum(mixture.noise_signal ** 2))
+        assert ratio == pytest.approx(mixture.snr, abs=0.05), mixture.path
+
+
+def test_a_mixture_quantisation_takes_off_its_label_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(synth, "SNR_TOLERANCE", 0.001)
+    with pytest.raises(ParameterError, match=r"sp05 with white at 40 dB: 16-bit samples hold it at "
+                                             r"(39\.9|40\.0)\d\d dB with the utterance at -3\d"):
+        write_corpus(tmp_path / "corpus", seed=3, utterances=["sp05"], noises=["white"], snrs=[-20, 40])
 
 
 def test_same_seed_same_files_and_subsets_agree(small_corpus, tmp_path):
@@ -218,6 +241,9 @@ def test_refuses_to_clobber_and_overwrite_replaces(tmp_path):
     ({"noises": []}, "noises: none given"),
     ({"snrs": ["loud"]}, "snrs="),
     ({"seed": -1}, "seed=-1"),
+    ({"seed": 2 ** 32}, "seed=4294967296"),
+    ({"snrs": [-21]}, r"-20\.\.40 dB"),
+    ({"snrs": [0, 41]}, r"-20\.\.40 dB"),
 ])
 def test_bad_settings(tmp_path, options, why):
     with pytest.raises(ParameterError, match=why):

@@ -34,6 +34,9 @@ FIELDS = ("W", "rank", "sample_rate", "n_fft", "hop_length", "window", "scale", 
           "corpus", "files", "iterations", "seed", "version")
 #: Fields a file may lack, with the value such a file means.
 OPTIONAL_FIELDS = {"context": 0}
+#: The most entries a dictionary's ``W`` may hold (256 MiB in float64), checked before it is read:
+#: a 48 kHz dictionary of rank 1024 with atoms of three frames holds 4.7 million.
+MAX_ENTRIES = 2 ** 25
 
 
 class Dictionary(NamedTuple):
@@ -191,6 +194,7 @@ def load_dictionary(path, *, features=True):
             if missing:
                 raise ParameterError(f"{name}: field {missing[0]!r} is missing (a dictionary holds "
                                      f"{', '.join(FIELDS)}); retrain it with `sepsti train`")
+            _check_size(archive, name)
             raw = {field: archive[field] for field in FIELDS}
             optional = {field: archive[field] for field in OPTIONAL_FIELDS if field in archive.files}
     except ParameterError:
@@ -260,6 +264,12 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
                              "non-negative")
     if not np.any(W > 0):
         raise ParameterError(f"{name}: field 'W' is all zero")
+    sums = W.sum(axis=0)
+    tiny = (sums > 0) & (sums < np.finfo(np.float64).tiny)
+    if np.any(tiny):
+        atom = int(np.argmax(tiny))
+        raise ParameterError(f"{name}: field 'W': atom {atom} sums to {sums[atom]:.3g}, too small to be scaled "
+                             f"to sum 1 (atoms of a dictionary sum to 1)")
     if not np.isfinite(dictionary.scale) or dictionary.scale <= 0:
         raise ParameterError(f"{name}: field 'scale'={dictionary.scale} must be positive")
     if not np.isfinite(dictionary.prior_rate) or dictionary.prior_rate < 0:
@@ -276,6 +286,19 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
                                      f"({field}={want!r}); retrain the dictionary with `sepsti train`")
         feat.validate_framing(dictionary.sample_rate, dictionary.n_fft, dictionary.hop_length, name=name)
     return dictionary._replace(W=W, files=tuple(dictionary.files))
+
+
+def _check_size(archive, name):
+    """Refuse a ``W`` of more than :data:`MAX_ENTRIES` entries from its header, before it is read."""
+    with archive.zip.open("W.npy") as member:
+        version = np.lib.format.read_magic(member)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape = read_header(member)[0]
+    entries = int(np.prod(shape, dtype=object))
+    if entries > MAX_ENTRIES:
+        raise ParameterError(f"{name}: field 'W' has shape {shape} ({entries:,} entries), more than the "
+                             f"{MAX_ENTRIES:,} a dictionary may hold")
 
 
 def _storage_dtype(dtype):

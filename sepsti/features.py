@@ -42,11 +42,16 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["Framing", "NARROWBAND", "framing_for_rate", "validate_framing", "enhancement_framing",
-           "SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WINDOW", "AMPLITUDE_SCALE", "SILENT_MAGNITUDE", "N_BINS",
+__all__ = ["Framing", "NARROWBAND", "DICTIONARY_RATES", "framing_for_rate", "validate_framing",
+           "enhancement_framing", "SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WINDOW", "AMPLITUDE_SCALE", "SILENT_MAGNITUDE",
+           "N_BINS",
            "window", "stft", "istft", "stft_chunks", "OverlapAdd", "num_frames", "magnitude", "channel_magnitude",
            "LEVEL_BAND_HZ", "LOUDEST_SHARE", "DIFFERENT_SOURCES_DB", "channel_level_spread", "in_context",
            "training_matrix"]
+
+
+#: The rates (Hz) a dictionary may be trained at (``sepsti train --rate``) and the enhancer models.
+DICTIONARY_RATES = (4000, 48000)
 
 
 class Framing(NamedTuple):
@@ -107,13 +112,16 @@ def validate_framing(sample_rate, n_fft, hop_length, *, name="framing"):
     Raises
     ------
     ParameterError
-        A non-positive value, an odd ``n_fft``, or a hop other than ``n_fft / 2``: a dictionary's
-        frames come every half window (its noise model is learned on them, and the enhancer's
-        frames, :func:`enhancement_framing`, are derived from them).
+        A non-positive value, a rate outside :data:`DICTIONARY_RATES`, an odd ``n_fft``, or a hop
+        other than ``n_fft / 2``: a dictionary's frames come every half window (its noise model is
+        learned on them, and the enhancer's frames, :func:`enhancement_framing`, are derived from them).
     """
     for field, value in (("sample_rate", sample_rate), ("n_fft", n_fft), ("hop_length", hop_length)):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ParameterError(f"{name}: {field}={value!r} must be a positive integer")
+    if not DICTIONARY_RATES[0] <= sample_rate <= DICTIONARY_RATES[1]:
+        raise ParameterError(f"{name}: sample_rate={sample_rate}: expected {DICTIONARY_RATES[0]}.."
+                             f"{DICTIONARY_RATES[1]} Hz (the rates a dictionary is trained at)")
     if n_fft < 4 or n_fft % 2 or hop_length * 2 != n_fft:
         raise ParameterError(f"{name}: n_fft={n_fft}, hop_length={hop_length}: expected an even n_fft and "
                              "hop_length = n_fft / 2 (50 % overlap)")

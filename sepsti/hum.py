@@ -18,8 +18,10 @@ Sinusoids can instead be taken out exactly:
   :data:`AVERAGE_CELLS` cells around it: a 1 s average that rejects whatever is more than a hertz from
   the line, and follows the slow drift of the mains' frequency and phase), interpolated between cell
   centres and subtracted as ``Re(a_k(t) exp(2πi k f0 t))``; the fundamental is first refined from the
-  lines' turning from cell to cell. Lines too weak to pass :data:`LINE_DB` are left alone, and so are
-  cells of digital silence (the noise model skips them as such). The measuring and the subtraction
+  lines' turning from cell to cell. Lines too weak to pass :data:`LINE_DB` are left alone, and so is
+  digital silence: a channel's runs of exact zeros of :data:`SILENCE_SECONDS` or more (the noise model
+  skips them as such) are neither measured (a cell's amplitude is its other samples') nor changed. The
+  measuring and the subtraction
   (the latter made in every pass of the enhancer over the signal) are numba kernels
   (:mod:`sepsti.hum_kernels`), imported only when a signal has hum.
 
@@ -33,7 +35,8 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["MAINS_HZ", "MAINS_TOLERANCE_HZ", "HIGHEST_HZ", "LINE_DB", "MIN_LINES", "LOW_HARMONICS",
-           "SEGMENT_SECONDS", "SHORTEST_SECONDS", "CELL_SECONDS", "AVERAGE_CELLS", "Hum", "find_hum", "measure_hum",
+           "SEGMENT_SECONDS", "SHORTEST_SECONDS", "CELL_SECONDS", "AVERAGE_CELLS", "SILENCE_SECONDS", "Hum", "find_hum",
+           "measure_hum",
            "without_hum", "hum_free"]
 
 #: Mains frequencies (Hz) and how far the fundamental may lie from them.
@@ -51,9 +54,12 @@ LOW_HARMONICS = 6
 SEGMENT_SECONDS = 8.0
 #: The shortest signal searched (s).
 SHORTEST_SECONDS = 2.0
-#: Amplitudes are measured per cell of this length (s) and averaged over this many cells.
+#: Amplitudes are measured per cell of this length (s) and averaged over this many cells, centred (the
+#: cells at either end of the span with half weight).
 CELL_SECONDS = 0.25
 AVERAGE_CELLS = 4
+#: Digital silence: a run of exact zeros this long (s) or longer, per channel.
+SILENCE_SECONDS = 0.01
 _SURROUNDING_HZ = 4.0
 
 
@@ -69,15 +75,70 @@ class Hum(NamedTuple):
     sample_rate : int
     amplitudes : ndarray of complex, shape (n_cells, n_harmonics[, channels]), or None
         Each line's complex amplitude per cell (None until measured, :func:`measure_hum`).
-    silent : ndarray of bool, shape (n_cells,), or None
-        Cells of digital silence (every sample exactly 0): left so.
+    silences : tuple of (ndarray, ndarray), or None
+        Per channel, the first and one-past-last samples of its runs of digital silence
+        (:data:`SILENCE_SECONDS` or more of exact zeros): left so.
     """
 
     frequency: float
     harmonics: np.ndarray
     sample_rate: int
     amplitudes: np.ndarray = None
-    silent: np.ndarray = None
+    silences: tuple = None
+
+
+class _ZeroRuns:
+    """A signal's runs of exact zeros of ``shortest`` samples or more per channel, fed block by block."""
+
+    def __init__(self, shortest):
+        self.shortest, self.position, self.open, self.runs = shortest, 0, None, None
+
+    def add(self, block):
+        zero = (block == 0).reshape(len(block), -1)
+        if self.open is None:
+            self.open = np.full(zero.shape[1], -1, dtype=np.int64)  # where a channel's current run began
+            self.runs = [[] for _ in range(zero.shape[1])]
+        padded = np.zeros((len(block) + 2, zero.shape[1]), dtype=np.int8)
+        padded[1:-1] = zero
+        for channel in range(zero.shape[1]):
+            changes = np.flatnonzero(np.diff(padded[:, channel])) + self.position
+            starts, ends = list(changes[0::2]), list(changes[1::2])
+            if self.open[channel] >= 0 and starts and starts[0] == self.position:
+                starts[0] = self.open[channel]  # the run that was open goes on
+            self.open[channel] = starts.pop() if len(ends) < len(starts) else -1
+            self.runs[channel] += [(a, b) for a, b in zip(starts, ends) if b - a >= self.shortest]
+        self.position += len(block)
+
+    def finish(self):
+        """Per channel, the runs' first and one-past-last samples."""
+        if self.open is None:
+            return ()
+        for channel, start in enumerate(self.open):
+            if start >= 0 and self.position - start >= self.shortest:
+                self.runs[channel].append((start, self.position))
+        return tuple(tuple(np.array(side, dtype=np.int64).reshape(-1) for side in zip(*runs)) if runs
+                     else (np.zeros(0, np.int64), np.zeros(0, np.int64)) for runs in self.runs)
+
+
+def _silent_samples(silences, bounds):
+    """Per channel, how many samples of its runs ``silences`` lie before each of ``bounds``: (bounds, channels)."""
+    counts = np.zeros((len(bounds), len(silences)), dtype=np.int64)
+    for channel, (starts, ends) in enumerate(silences):
+        if len(starts):
+            earlier = np.concatenate([[0], np.cumsum(ends - starts)])  # samples in the runs before run j
+            last = np.searchsorted(starts, bounds, side="left") - 1  # the last run starting before the bound
+            inside = np.minimum(bounds, ends[np.maximum(last, 0)]) - starts[np.maximum(last, 0)]
+            counts[:, channel] = np.where(last >= 0, earlier[np.maximum(last, 0)] + inside, 0)
+    return counts
+
+
+def _silent_mask(silences, first, count):
+    """Which samples ``first .. first + count - 1`` of each channel lie in its runs ``silences``: (count, channels)."""
+    mask = np.zeros((count, len(silences)), dtype=np.bool_)
+    for channel, (starts, ends) in enumerate(silences):
+        for j in range(np.searchsorted(ends, first, side="right"), np.searchsorted(starts, first + count)):
+            mask[max(starts[j] - first, 0):min(ends[j] - first, count), channel] = True
+    return mask
 
 
 def _welch(blocks, sample_rate):
@@ -147,11 +208,13 @@ def find_hum(blocks, sample_rate):
                                    for mains in MAINS_HZ])
     prominence, harmonics = _prominences(power, frequencies, fundamentals)
     lines = prominence >= LINE_DB
-    score = np.sum(np.where(lines, prominence, 0.0), axis=1)
-    best = int(np.argmax(score))
-    low = lines[best, :LOW_HARMONICS]
-    if np.count_nonzero(low) < MIN_LINES or not np.any(low[:2]):
+    low = lines[:, :LOW_HARMONICS]
+    hum_like = (np.count_nonzero(low, axis=1) >= MIN_LINES) & np.any(low[:, :2], axis=1)
+    if not np.any(hum_like):
         return None
+    # the strongest of the candidates that look like hum (a stronger one that does not, e.g. a steady
+    # 150 Hz buzz on the 50 Hz grid, does not hide a 60 Hz hum)
+    best = int(np.argmax(np.where(hum_like, np.sum(np.where(lines, prominence, 0.0), axis=1), -np.inf)))
     return Hum(float(fundamentals[best]), harmonics[lines[best]], int(sample_rate))
 
 
@@ -195,17 +258,18 @@ def measure_hum(blocks, hum):
 
     cell = max(1, int(round(CELL_SECONDS * hum.sample_rate)))
     harmonics = np.asarray(hum.harmonics, dtype=np.int64)
-    sums, silent, position, held = [], [], 0, None
+    sums, position, held = [], 0, None
+    zero_runs = _ZeroRuns(max(1, int(round(SILENCE_SECONDS * hum.sample_rate))))
 
     def add(samples):
         total = np.zeros((len(harmonics), *samples.shape[1:]), dtype=complex)
         demodulate(samples.reshape(len(samples), -1), position, hum.frequency / hum.sample_rate, harmonics,
                    total.reshape(len(harmonics), -1))
-        sums.append(total / len(samples))
-        silent.append(not np.any(samples))
+        sums.append(total)
 
     for block in blocks:
         block = np.asarray(block, dtype=np.float64)
+        zero_runs.add(block)
         held = block if held is None else np.concatenate([held, block])
         while len(held) >= cell:
             add(held[:cell])
@@ -213,7 +277,12 @@ def measure_hum(blocks, hum):
             held = held[cell:]
     if held is not None and len(held):
         add(held)
-    amplitudes = 2 * np.asarray(sums)
+    silences = zero_runs.finish()
+    # each cell's samples outside the silences, per channel, shaped as its amplitudes
+    bounds = np.minimum(np.arange(len(sums) + 1) * cell, position + (0 if held is None else len(held)))
+    counts = (np.diff(bounds)[:, None] - np.diff(_silent_samples(silences, bounds), axis=0)).astype(float)
+    counts = counts.reshape(len(sums), 1, *sums[0].shape[1:]) if sums else counts
+    amplitudes = 2 * np.asarray(sums) / np.maximum(counts, 1)
     # the fundamental to a few thousandths of a hertz: each line turns by 2π k δ per second when the true
     # fundamental is f0 + δ; the turn per cell, weighted by each line's power and its multiple squared
     turns = np.sum(amplitudes[1:] * np.conj(amplitudes[:-1]), axis=0).reshape(len(hum.harmonics), -1).sum(axis=1)
@@ -225,11 +294,11 @@ def measure_hum(blocks, hum):
         amplitudes = amplitudes * np.exp(-2j * np.pi * offset * np.outer(centres, hum.harmonics)).reshape(
             *amplitudes.shape[:2], *[1] * (amplitudes.ndim - 2))
         hum = hum._replace(frequency=hum.frequency + offset)
-    kernel = np.ones(AVERAGE_CELLS)
-    smoothed = np.apply_along_axis(lambda x: np.convolve(x, kernel, mode="same"), 0, amplitudes)
-    counts = np.convolve(np.ones(len(amplitudes)), kernel, mode="same")
-    return hum._replace(amplitudes=smoothed / counts.reshape(-1, *[1] * (amplitudes.ndim - 1)),
-                        silent=np.asarray(silent))
+    sums = amplitudes * counts
+    kernel = np.r_[0.5, np.ones(AVERAGE_CELLS - 1), 0.5]  # AVERAGE_CELLS cells' span, centred on the cell
+    smoothed = np.apply_along_axis(lambda x: np.convolve(x, kernel, mode="same"), 0, sums)
+    weights = np.apply_along_axis(lambda x: np.convolve(x, kernel, mode="same"), 0, counts)
+    return hum._replace(amplitudes=smoothed / np.maximum(weights, 1e-300), silences=silences)
 
 
 def without_hum(blocks, hum):
@@ -256,6 +325,6 @@ def without_hum(blocks, hum):
     for block in blocks:
         out = np.array(block, dtype=np.float64)
         subtract_hum(out.reshape(len(out), -1), position, hum.frequency / hum.sample_rate, harmonics, amplitudes,
-                     hum.silent, cell)
+                     _silent_mask(hum.silences, position, len(out)), cell)
         yield out
         position += len(out)

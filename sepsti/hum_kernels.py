@@ -77,7 +77,8 @@ def subtract_hum(out, start, cycles_per_sample, harmonics, amplitudes, silent, c
     """Subtract ``Re(a_k(n) exp(2πi k f0 n / rate))`` from ``out`` (samples ``start`` on, shape (count, channels)).
 
     ``a_k(n)`` is linear between cell centres ``(i + ½) · cell`` (constant beyond the first and last), from
-    ``amplitudes`` of shape (cells, harmonics, channels); samples of cells marked ``silent`` are left alone.
+    ``amplitudes`` of shape (cells, harmonics, channels); samples marked in ``silent`` (shape of ``out``) are
+    left alone.
     """
     count, channels = out.shape
     last = amplitudes.shape[0] - 1
@@ -90,8 +91,6 @@ def subtract_hum(out, start, cycles_per_sample, harmonics, amplitudes, silent, c
     for i in range(count):
         n = start + i
         _phasors(n, start, cycles_per_sample, harmonics, re, im, step_re, step_im)
-        if silent[min(n // cell, last)]:
-            continue
         place = n / cell - 0.5
         before = int(np.floor(place))
         if before < 0:
@@ -109,6 +108,8 @@ def subtract_hum(out, start, cycles_per_sample, harmonics, amplitudes, silent, c
                     change_im[line, channel] = amplitudes[after, line, channel].imag - first_im[line, channel]
             held_before, held_after = before, after
         for channel in range(channels):
+            if silent[i, channel]:
+                continue
             hum = 0.0
             for line in range(lines):
                 a_re = first_re[line, channel] + fraction * change_re[line, channel]

@@ -61,6 +61,11 @@ class TrainSplit(NamedTuple):
             signals.append(validate_frames(y, rate, name=f"{self.corpus}: {utterance}", n_fft=n_fft))
             utterances.append(utterance)
         X = features.training_matrix(signals, framing=self.framing, context=context)
+        if not np.any(X):
+            from sepsti.core.errors import ParameterError
+
+            raise ParameterError(f"{self.corpus}: the {len(utterances)} files of the train split are silent "
+                                 f"(every sample 0): nothing to learn")
         if frames is not None and frames < X.shape[1]:
             X = X[:, np.unique(np.linspace(0, X.shape[1] - 1, frames).round().astype(np.int64))]
         return X, utterances

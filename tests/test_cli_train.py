@@ -308,6 +308,15 @@ def test_all_zero_training_file_is_valid(tmp_path):
     assert result.exit_code == 0, result.stderr
 
 
+def test_silent_train_split_is_refused(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", train=TRAIN, test=(), noises=(), snrs=())
+    for utterance in TRAIN:
+        soundfile.write(corpus / "clean" / f"{utterance}.wav", np.zeros(8000), RATE, subtype="PCM_16")
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 2])
+    assert_one_line_error(result, f"the {len(TRAIN)} files of the train split are silent")
+    assert not (tmp_path / "d.npz").exists()
+
+
 @pytest.mark.parametrize("case", ["missing", "file", "empty", "test-only"])
 def test_bad_corpus_folder(tmp_path, case):
     corpus = tmp_path / "corpus"
@@ -421,6 +430,34 @@ def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeyp
         {"dispersion": "rayleigh", "prior_rate": "matched"}
     assert load_dictionary(output).rank == calls[0][2]
     assert f"selected rank {calls[0][2]} by STI" in result.stderr
+
+
+def test_rank_auto_with_context_selects_on_the_single_frame_spectra(tiny_corpus, tmp_path, monkeypatch):
+    """Stacked frames would count each magnitude three times: STI sees the spectra select-rank sees."""
+    import sepsti.core.evidence.sti_nmf
+    from sepsti.training import train_split
+
+    seen = []
+
+    def record(X, ranks, **options):
+        seen.append(X)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", record)
+    run(["train", "--corpus", tiny_corpus, "--rank", "auto", "--ranks", "2", "--context", "1",
+         "-o", tmp_path / "d.npz"])
+    np.testing.assert_array_equal(seen[0], train_split(tiny_corpus).matrix()[0])
+
+
+@pytest.mark.parametrize("rank, ranks, option", [("auto", "2,100000", "--ranks 100000"),
+                                                  ("100000", "2", "--rank 100000")])
+def test_more_atoms_than_frames_are_refused_before_any_work(tiny_corpus, tmp_path, monkeypatch, rank, ranks, option):
+    import sepsti.core.evidence.sti_nmf
+
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", None)  # never reached
+    result = run(["train", "--corpus", tiny_corpus, "--rank", rank, "--ranks", ranks, "-o", tmp_path / "d.npz"])
+    assert_one_line_error(result, option, "more atoms than the", "training frames")
+    assert not (tmp_path / "d.npz").exists()
 
 
 @pytest.mark.parametrize("rank", ["0", "many"])

@@ -94,6 +94,9 @@ def test_missing_field_is_named(tmp_path, rng, field):
     ("rank", np.float64(4.0), "'rank' must be an integer"),
     ("rank", np.array([4]), "'rank' must be a scalar"),
     ("sample_rate", np.int64(0), "'sample_rate'=0 must be a positive integer"),
+    ("sample_rate", np.int64(2_000_000), "sample_rate=2000000: expected 4000..48000 Hz"),
+    ("sample_rate", np.int64(1), "sample_rate=1: expected 4000..48000 Hz"),
+    ("W", np.c_[np.ones((257, 3)), np.full(257, 1e-312)], "atom 3 sums to 2.57e-310, too small"),
     ("n_fft", np.int64(510), "'W' has 257 rows .* n_fft=510 gives 256"),
     ("hop_length", np.int64(128), "n_fft=512, hop_length=128: expected an even n_fft and hop_length = n_fft / 2"),
     ("window", np.str_("hann"), "'window'='hann' does not match"),
@@ -113,6 +116,27 @@ def _assert_bad_field_is_named(tmp_path, dictionary, field, value, message):
     arrays[field] = value
     np.savez(tmp_path / "d.npz", **arrays)
     with pytest.raises(ParameterError, match=message):
+        load_dictionary(tmp_path / "d.npz")
+
+
+def test_a_dead_atom_loads(tmp_path, rng):
+    """EM can leave an atom unused and at zero: the enhancer's fit gives it no weight."""
+    dictionary = _dictionary(rng)
+    dictionary.W[:, 2] = 0.0
+    save_dictionary(tmp_path / "d.npz", dictionary)
+    assert not np.any(load_dictionary(tmp_path / "d.npz").W[:, 2])
+
+
+def test_a_huge_W_is_refused_from_its_header(tmp_path, rng, monkeypatch):
+    """The size is read from W's header, before W itself: a file that unpacks to gigabytes is not unpacked."""
+    import sepsti.dictionary
+
+    arrays = _fields(_dictionary(rng, rank=40))
+    arrays["rank"] = np.int64(40)
+    np.savez_compressed(tmp_path / "d.npz", **arrays)
+    monkeypatch.setattr(sepsti.dictionary, "MAX_ENTRIES", 257 * 40 - 1)
+    monkeypatch.setattr(np.lib.npyio.NpzFile, "__getitem__", None)  # reading any array would fail
+    with pytest.raises(ParameterError, match=r"'W' has shape \(257, 40\) \(10,280 entries\), more than the 10,279"):
         load_dictionary(tmp_path / "d.npz")
 
 

@@ -370,6 +370,13 @@ def test_column_blocks_and_threads(rng):
         np.testing.assert_allclose(threaded.H, H_ref, rtol=1e-10)
         history = threaded.log_likelihood
         assert np.diff(history).min() >= -1e-12 * np.abs(history).max()
+    # at a size where BLAS would use its threads (257 x 2300, rank 32): one worker or two, the same bits
+    X = rng.poisson(2.0, (257, 2300)).astype(np.float32)
+    W, H = initialize_nmf(X + 1.0, 32, rng)
+    one, two = (poisson_nmf_em(X, W, H, max_iter=15, tol=0, threads=threads) for threads in (1, 2))
+    assert np.array_equal(one.W, two.W) and np.array_equal(one.H, two.H)
+    X = rng.poisson(4.0, (12, 2300)).astype(np.float64)
+    W, H = initialize_nmf(X + 1.0, 3, rng)
     # masks, and H alone (its log-likelihood is taken in the H pass)
     mask = np.array([True, False, True])
     for kwargs in ({"update_W": mask, "update_H": ~mask}, {"update_W": False}):

@@ -72,19 +72,50 @@ def test_short_signals_are_not_searched(rng):
 
 
 def test_channels_get_their_own_amplitudes_and_silence_stays_silent(rng):
-    """Two channels with the hum at other levels and phases: each as alone; a stretch of exact zeros stays so."""
+    """Two channels with the hum at other levels and phases: each as alone; stretches of exact zeros stay so,
+    in one channel only and off the cells' grid; a few zeros in a row are samples like any other."""
     rate, n = 8000, 6 * 8000
     background = 0.01 * rng.standard_normal((n, 2))
     left, right = _hum(n, rate, 50.0, range(1, 5), 0.05, rng), _hum(n, rate, 50.0, range(1, 5), 0.02, rng)
     y = background + np.stack([left, right], axis=1)
-    y[2 * rate:3 * rate] = 0.0
+    silences = {0: slice(int(2.1 * rate), int(3.1 * rate)), 1: slice(int(2.6 * rate), int(4.37 * rate) + 3)}
+    for channel, silence in silences.items():
+        y[silence, channel] = 0.0
+    few = slice(int(1.7 * rate), int(1.7 * rate) + 40)  # 5 ms: not silence
+    y[few, 0] = 0.0
     measured = measure_hum(_pieces(y, 5000), find_hum(_pieces(y, 5000), rate))
-    out = np.concatenate(list(without_hum(_pieces(y, 5000), measured)))
-    assert not np.any(out[2 * rate:3 * rate])
+    for size in (5000, 1999):
+        out = np.concatenate(list(without_hum(_pieces(y, size), measured)))
+        for channel, silence in silences.items():
+            assert not np.any(out[silence, channel])
+        assert np.all(out[few, 0] != 0.0)
     for channel, hum in enumerate((left, right)):
-        away = np.r_[0:int(1.5 * rate), int(3.5 * rate):n]  # away from the silence's edges
+        away = np.r_[0:int(1.5 * rate), int(5 * rate):n]  # away from the silences' edges
         left_over = out[away, channel] - background[away, channel]
         assert 10 * np.log10(np.sum(left_over ** 2) / np.sum(hum[away] ** 2)) < -25
+
+
+def test_amplitudes_are_the_average_centred_on_each_cell():
+    """A line whose amplitude rises linearly: each inner cell's measured amplitude is the one at its centre
+    (an average over cells not centred on it would lag by a fraction of the rise)."""
+    rate, n = 8000, 8 * 8000
+    t = np.arange(n) / rate
+    level = 0.02 + 0.01 * t  # 0.02 .. 0.1
+    y = level * np.sin(2 * np.pi * 50 * t) + 0.3 * level * np.sin(2 * np.pi * 100 * t)
+    measured = measure_hum([y], find_hum([y], rate))
+    centres = (np.arange(len(measured.amplitudes)) + 0.5) * 0.25
+    inner = slice(3, -3)
+    np.testing.assert_allclose(np.abs(measured.amplitudes[inner, 0]), 0.02 + 0.01 * centres[inner], rtol=2e-3)
+
+
+def test_a_stronger_candidate_that_is_not_hum_does_not_hide_hum(rng):
+    """A steady 150 Hz drone puts lines on the 50 Hz grid (3, 6, 9, ...) stronger than a 60 Hz hum's but
+    misses the fundamental and its double: the hum is found all the same."""
+    rate, n = 8000, 8 * 8000
+    y = (0.01 * rng.standard_normal(n) + _hum(n, rate, 60.0, range(1, 4), 0.05, rng)
+         + _hum(n, rate, 150.0, range(1, 7), 0.2, rng))
+    found = find_hum([y], rate)
+    assert found is not None and abs(found.frequency - 60.0) < 0.05 and {1, 2, 3} <= set(found.harmonics)
 
 
 def test_the_enhancer_subtracts_hum_before_the_model(rng, toy_dictionary):
@@ -132,19 +163,20 @@ def test_kernels_match_the_sinusoids_they_stand_for(rng):
     rate, cell, n = 8000, 2000, 26400
     cycles, harmonics = 50.013 / rate, np.array([1, 2, 5, 13])
     amplitudes = rng.standard_normal((14, 4, 2)) + 1j * rng.standard_normal((14, 4, 2))
-    silent = np.zeros(14, dtype=bool)
-    silent[6] = True
+    silent = np.zeros((n, 2), dtype=bool)
+    silent[6 * cell:7 * cell, 1] = True
+    silent[100:105] = True
     samples = np.arange(n)
     phasors = np.exp(2j * np.pi * cycles * np.outer(samples, harmonics))  # (n, lines)
     place = np.clip(samples / cell - 0.5, 0, 13)
     before = np.minimum(np.floor(place).astype(int), 12)
     linear = amplitudes[before] + (place - before)[:, None, None] * (amplitudes[before + 1] - amplitudes[before])
     expected = -np.einsum("nl,nlc->nc", phasors, linear).real
-    expected[samples // cell == 6] = 0.0
+    expected[silent] = 0.0
     for starts in ([0], [0, 4095, 4097, 9000, 20000], [0, 1, 8192, 8193, 26399]):
         out = np.zeros((n, 2))
         for first, last in zip(starts, [*starts[1:], n]):
-            subtract_hum(out[first:last], first, cycles, harmonics, amplitudes, silent, cell)
+            subtract_hum(out[first:last], first, cycles, harmonics, amplitudes, silent[first:last], cell)
         np.testing.assert_allclose(out, expected, rtol=0, atol=1e-10)
     signal = rng.standard_normal((n, 2))
     total = np.zeros((4, 2), dtype=complex)

@@ -288,9 +288,9 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
         Worker threads over the column blocks of ``X`` (blocks of about 1024 columns; a
         matrix with fewer columns is one block), each with single-threaded BLAS. Default: the
         number of threads BLAS is set to use (threadpoolctl), so ``threadpool_limits(1)``
-        around the call makes it serial. With more than one worker, BLAS is limited to one
-        thread (process-wide, threadpoolctl) for the duration of the call. The result does not
-        depend on this number.
+        around the call makes it serial. With more than one block, BLAS is limited to one
+        thread (process-wide, threadpoolctl) for the duration of the call, whatever this number,
+        so the result does not depend on it.
     background : ndarray, shape (n_rows, n_cols), optional
         A known non-negative part of the rate: ``X ~ Poisson(W H + background)``.
 
@@ -425,7 +425,7 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     converged = False
     n_iter = 0
     with contextlib.ExitStack() as stack:
-        run = _runner(stack, workers)
+        run = _runner(stack, workers, len(blocks))
         bar = stack.enter_context(progress_bar(max_iter, desc=desc, enabled=progress))
         for iteration in range(1, max_iter + 1):
             want_log = track_log_likelihood or (ends and iteration == 1)
@@ -524,15 +524,20 @@ def _workers(threads, n_blocks):
     return max(1, min(int(threads), n_blocks))
 
 
-def _runner(stack, workers):
-    """``run(function, buffers, *args)``: the function on every block, serially or in threads."""
+def _runner(stack, workers, n_blocks):
+    """``run(function, buffers, *args)``: the function on every block, serially or in threads.
+
+    Over several blocks BLAS runs on one thread whatever the number of workers: its products then
+    sum in the same order, so the result does not depend on ``workers``.
+    """
+    if n_blocks > 1:
+        from sepsti.core.parallel.blas import single_threaded_blas
+
+        stack.enter_context(single_threaded_blas())
     if workers == 1:
         return lambda function, buffers, *args: [function(buffer, *args) for buffer in buffers]
     from concurrent.futures import ThreadPoolExecutor
 
-    from sepsti.core.parallel.blas import single_threaded_blas
-
-    stack.enter_context(single_threaded_blas())
     pool = stack.enter_context(ThreadPoolExecutor(workers - 1))
 
     def run(function, buffers, *args):

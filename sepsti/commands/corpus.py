@@ -114,7 +114,8 @@ def corpus():
               help="How many utterances (sp01..spN), or ids such as sp01-sp04,sp21-sp22.")
 @click.option("--noise", "noises", default="white,pink,babble,car,street", show_default=True,
               help="Noise types, comma-separated.")
-@click.option("--snr", "snrs", default="0,5,10,15", show_default=True, help="SNRs in dB (integers in -20..40), comma-separated.")
+@click.option("--snr", "snrs", default="0,5,10,15", show_default=True,
+              help="SNRs in dB (integers in -20..40), comma-separated.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: only when stderr is a terminal).")
 def synth(directory, seed, overwrite, utterances, noises, snrs, progress):

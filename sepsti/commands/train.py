@@ -15,7 +15,9 @@ and the atoms span those ``2C + 1`` frames (:func:`sepsti.features.training_matr
 integration over ``--ranks`` (:func:`sepsti.core.evidence.sti_nmf.select_rank_sti`)
 with the validated settings and the speech model
 (:data:`sepsti.commands.select_rank.SPEECH_MODEL`), as ``sepsti select-rank`` with
-its defaults.
+its defaults, on the single-frame spectra also with ``--context`` (stacked frames
+would count each magnitude ``2C + 1`` times). Ranks above the number of training
+frames are refused before any work.
 """
 
 from pathlib import Path
@@ -58,7 +60,7 @@ def _ranks(text):
 @click.option("--corpus", required=True, type=click.Path(path_type=Path),
               help="NOIZEUS-style corpus folder (its clean train split sp01-sp20 is used), or a wideband "
                    "folder with a manifest.json (its train speakers; flagged files left out).")
-@click.option("--rate", type=click.IntRange(min=4000, max=48000), default=None,
+@click.option("--rate", type=click.IntRange(min=4000, max=48000), default=None,  # features.DICTIONARY_RATES
               help="Sample rate of the dictionary (Hz); the STFT is 64 ms windows, 32 ms hop at that rate. "
                    "Default: 8000 for NOIZEUS-style folders, 16000 for wideband ones.")
 @click.option("--rank", required=True, type=_Rank(),
@@ -96,8 +98,18 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
 
         raise ParameterError(f"-o {output}: a dictionary is an .npz archive; give an output name ending in .npz")
     X, ids = split.matrix(context=context)
+    too_many = [r for r in (candidate_ranks if rank == "auto" else [rank]) if r > X.shape[1]]
+    if too_many:
+        from sepsti.core.errors import ParameterError
+
+        option = "--ranks" if rank == "auto" else "--rank"
+        raise ParameterError(f"{option} {','.join(map(str, too_many))}: more atoms than the {X.shape[1]} training "
+                             f"frames; lower the rank or add training files")
     if rank == "auto":
-        rank = _select_rank(X, candidate_ranks, seed)
+        # the evidence of the single-frame spectra, as select-rank has it: stacked frames would count each
+        # magnitude 2C + 1 times; the atoms of C frames on each side take the rank chosen there
+        n_bins = split.framing.n_bins
+        rank = _select_rank(X[context * n_bins:(context + 1) * n_bins], candidate_ranks, seed)
 
     from sepsti.denoise import train_dictionary
 

@@ -16,6 +16,7 @@ that scheme's business (:mod:`sepsti.core.parallel.tensor_blocks`, which builds
 the sorted copy once).
 """
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -135,21 +136,38 @@ def validate_sparse_tensor(tensor, *, nonnegative=False, name="tensor"):
         raise ParameterError(f"{name}: values contain NaN or infinity")
     if nonnegative and values.size and values.min() < 0:
         raise ParameterError(f"{name}: values must be non-negative counts; smallest is {values.min()}")
-    linear = _linear_index(coords, shape)
-    if linear.size > 1:
-        ordered = np.sort(linear)
+    key = _row_major_key(coords, shape)
+    if key.size > 1:
+        ordered = np.sort(key)
         if np.any(ordered[1:] == ordered[:-1]):
             raise ParameterError(f"{name}: duplicate coordinates; use coalesce() to sum duplicates")
     return SparseTensor(coords, values, shape)
 
 
-def _linear_index(coords, shape):
-    """Row-major linear index of each coordinate (int64; shapes up to 2**63 entries)."""
-    linear = np.zeros(coords.shape[0], dtype=np.int64)
-    for mode, n in enumerate(shape):
-        linear *= n
-        linear += coords[:, mode]
-    return linear
+def _linear_index_fits(shape):
+    """Whether every row-major linear index of ``shape`` fits in int64."""
+    return math.prod(shape) <= 2 ** 63 - 1
+
+
+def _row_major_key(coords, shape):
+    """An int64 key per coordinate that sorts and compares as the coordinates do in row-major order.
+
+    The linear index when it fits; beyond (FROSTT's nell-1 and delicious-4d have more than 2**63
+    entries) the rank of the coordinate among the distinct ones.
+    """
+    if _linear_index_fits(shape):
+        linear = np.zeros(coords.shape[0], dtype=np.int64)
+        for mode, n in enumerate(shape):
+            linear *= n
+            linear += coords[:, mode]
+        return linear
+    order = np.lexsort(coords.T[::-1])
+    ordered = coords[order]
+    new = np.ones(coords.shape[0], dtype=bool)
+    new[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    key = np.empty(coords.shape[0], dtype=np.int64)
+    key[order] = np.cumsum(new) - 1
+    return key
 
 
 def coalesce(coords, values, shape):
@@ -173,12 +191,16 @@ def coalesce(coords, values, shape):
     if outside.any():
         row = int(np.argmax(outside.any(axis=1)))
         raise ParameterError(f"coords[{row}] = {coords[row].tolist()}: outside the shape {shape}")
-    linear = _linear_index(coords, shape)
-    unique, inverse = np.unique(linear, return_inverse=True)
+    unique, inverse = np.unique(_row_major_key(coords, shape), return_inverse=True)
     summed = np.bincount(inverse, weights=values, minlength=unique.size)
     keep = summed != 0
-    unique, summed = unique[keep], summed[keep]
-    return SparseTensor(np.stack(np.unravel_index(unique, shape), axis=1).astype(np.int64), summed, shape)
+    if _linear_index_fits(shape):
+        distinct = np.stack(np.unravel_index(unique[keep], shape), axis=1).astype(np.int64)
+    else:  # the keys are ranks: take each distinct coordinate from a row holding it
+        rows = np.empty(unique.size, dtype=np.intp)
+        rows[inverse] = np.arange(inverse.size)
+        distinct = coords[rows[keep]]
+    return SparseTensor(distinct, summed[keep], shape)
 
 
 def from_dense(array):

@@ -78,7 +78,8 @@ def _wav_data_shortfall(path):
             handle.seek(position)
             chunk_id, chunk_size = struct.unpack(order + "4sI", handle.read(8))
             if chunk_id == b"data":
-                if chunk_size == 0xFFFFFFFF:  # size unknown (streamed or RF64-style writers)
+                # size unknown: streamed or RF64-style writers, or SoX writing to a pipe (its MS_UNSPEC)
+                if chunk_size in (0xFFFFFFFF, 0x7FFFF000):
                     return 0
                 return max(0, chunk_size - (size - position - 8))
             position += 8 + chunk_size + (chunk_size & 1)

@@ -3,7 +3,7 @@
 Format: one stored entry per line, ``i_1 i_2 ... i_N value``, whitespace
 separated, coordinates 1-based. ``#`` starts a comment (to the end of the
 line); blank lines are ignored. Files ending in ``.gz`` are read and written
-through gzip.
+through gzip. Text is UTF-8; a leading byte order mark is skipped.
 
 Conventions: the result is a :class:`sepsti.core.sparse_tensor.SparseTensor` with
 0-based int64 ``coords`` of shape (nnz, N) and float64 ``values``. The file is
@@ -14,6 +14,7 @@ the arrays and one chunk of text, never the whole file as Python objects.
 import gzip
 import itertools
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +30,10 @@ _CHUNK_LINES = 1 << 18
 
 def _open_text(path, mode):
     path = Path(path)
+    encoding = "utf-8-sig" if mode == "r" else "utf-8"  # skip a byte order mark when reading, write none
     if path.suffix == ".gz":
-        return gzip.open(path, mode + "t", encoding="utf-8")
-    return open(path, mode, encoding="utf-8")
+        return gzip.open(path, mode + "t", encoding=encoding)
+    return open(path, mode, encoding=encoding)
 
 
 def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
@@ -59,7 +61,8 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
     ------
     ParameterError
         On a malformed line (the message names the file and line number), on
-        coordinates beyond ``shape``, or when the file holds no entries.
+        coordinates beyond ``shape``, when the file holds no entries, is not
+        UTF-8 text, is a corrupt gzip file or is a directory.
     OSError
         If the file cannot be read.
     """
@@ -74,19 +77,27 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
         raise ParameterError(f"chunk_lines={chunk_lines} must be a positive integer")
     coord_chunks, value_chunks = [], []
     line_offset = 0
-    with _open_text(path, "r") as handle:
-        while True:
-            lines = list(itertools.islice(handle, int(chunk_lines)))
-            if not lines:
-                break
-            result = _parse_chunk(path, lines, line_offset, ndim, shape, counts)
-            line_offset += len(lines)
-            if result is None:
-                continue
-            coords, values = result
-            ndim = coords.shape[1]
-            coord_chunks.append(coords)
-            value_chunks.append(values)
+    try:
+        with _open_text(path, "r") as handle:
+            while True:
+                lines = list(itertools.islice(handle, int(chunk_lines)))
+                if not lines:
+                    break
+                result = _parse_chunk(path, lines, line_offset, ndim, shape, counts)
+                line_offset += len(lines)
+                if result is None:
+                    continue
+                coords, values = result
+                ndim = coords.shape[1]
+                coord_chunks.append(coords)
+                value_chunks.append(values)
+    except UnicodeDecodeError as error:
+        raise ParameterError(f"{path}: not UTF-8 text (undecodable byte 0x{error.object[error.start]:02x}); "
+                             "a .tns file holds lines 'i_1 ... i_N value'") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        raise ParameterError(f"{path}: not a valid gzip file ({error})") from None
+    except IsADirectoryError:
+        raise ParameterError(f"{path}: is a directory, not a .tns file") from None
     if not coord_chunks:
         raise ParameterError(f"{path}: no entries found (only blank or comment lines)")
     coords = np.concatenate(coord_chunks)
@@ -184,7 +195,8 @@ def write_tns(path, tensor, *, comment=None, overwrite=False):
         raise ParameterError(f"{path}: output exists; pass overwrite=True to replace it")
     coords = np.asarray(tensor.coords, dtype=np.int64) + 1
     values = np.asarray(tensor.values, dtype=np.float64)
-    integral = bool(np.all(values == np.round(values)))
+    # integers print as such only where float64 holds them exactly (the comparison also excludes inf and NaN)
+    integral = bool(np.all(np.abs(values) < 2 ** 53) and np.all(values == np.round(values)))
     with atomic_path(path) as tmp:
         with _open_text(tmp, "w") as handle:
             if comment:

@@ -99,6 +99,7 @@ def simulate_raman(experiment, *, seed=0, plate_shape=(25, 25), num_wavenumbers=
     experiment : {1, 2}
     seed : int
     plate_shape : tuple of int
+        Both sizes at least 9.
     num_wavenumbers : int
     noise_std : float
         Standard deviation of the additive Gaussian noise.
@@ -112,8 +113,9 @@ def simulate_raman(experiment, *, seed=0, plate_shape=(25, 25), num_wavenumbers=
     if experiment not in (1, 2):
         raise ParameterError(f"experiment={experiment!r}: expected 1 or 2")
     plate_shape = tuple(int(s) for s in plate_shape)
-    if len(plate_shape) != 2 or min(plate_shape) < 5:
-        raise ParameterError(f"plate_shape={plate_shape}: expected two sizes of at least 5")
+    # from 9 on, wherever the first hotspot falls, the second has room more than 0.3 · min(plate_shape) away
+    if len(plate_shape) != 2 or min(plate_shape) < 9:
+        raise ParameterError(f"plate_shape={plate_shape}: expected two sizes of at least 9 (room for two hotspots)")
     if num_wavenumbers < 20:
         raise ParameterError(f"num_wavenumbers={num_wavenumbers} must be at least 20")
     if not noise_std >= 0:

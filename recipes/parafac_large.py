@@ -76,6 +76,7 @@ import numpy as np
 
 from _common import recipe_parser, write_results
 
+from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.parafac_rank import select_parafac_rank
 from sepsti.core.parallel.mpi import abort_on_error, is_root, world
 from sepsti.core.random import stream
@@ -153,7 +154,10 @@ def run(args, parser, comm, is_root, started):
     if args.tns:
         if not args.lambdas:
             parser.error("--lambdas is required with --tns (the paper used 0.01,1.8,3 for Facebook)")
-        X = read_tns(args.tns)
+        try:
+            X = read_tns(args.tns)
+        except (ParameterError, OSError) as error:
+            parser.error(f"--tns: {error}")
         true_rank, own_rate = None, None
     else:
         nnz = 100_000 if args.quick and args.nnz == 1_000_000 else args.nnz

@@ -50,6 +50,17 @@ def test_info_matches_header(tmp_path):
     assert info.duration == pytest.approx(0.075)
 
 
+@pytest.mark.parametrize("marker", [0xFFFFFFFF, 0x7FFFF000])  # unknown size; the second is SoX's, to a pipe
+def test_wav_data_chunk_of_unknown_size_is_read_to_the_end(tmp_path, marker):
+    samples = (np.arange(800) % 64 - 32).astype(np.int16)
+    data = bytearray(_write(tmp_path / "p.wav", samples).read_bytes())
+    position = data.index(b"data")
+    data[position + 4:position + 8] = marker.to_bytes(4, "little")
+    data[4:8] = min(marker + 36, 0xFFFFFFFF).to_bytes(4, "little")  # the RIFF size as such writers set it
+    y, _ = read_audio(_raw(tmp_path / "p.wav", bytes(data)))
+    np.testing.assert_array_equal(y, samples / 32768.0)
+
+
 def _raw(path, data):
     path.write_bytes(data)
     return path

@@ -1,16 +1,25 @@
 import gzip
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.sparse_tensor import coalesce, to_dense
+from sepsti.core.sparse_tensor import SparseTensor, coalesce, to_dense, validate_sparse_tensor
 from sepsti.corpora.frostt import read_tns, write_tns
 
 
 def _write(tmp_path, text, name="t.tns"):
     path = tmp_path / name
     path.write_text(text)
+    return path
+
+
+def _raw(tmp_path, data, name="t.tns"):
+    path = tmp_path / name
+    path.write_bytes(data)
     return path
 
 
@@ -110,3 +119,81 @@ def test_coalesce_refuses_coordinates_outside_the_shape():
         coalesce([[0, 5], [1, 2]], [1.0, 2.0], (3, 3))
     with pytest.raises(ParameterError, match=r"coords\[1\] = \[-1, 0\]"):
         coalesce([[0, 0], [-1, 0]], [1.0, 2.0], (3, 3))
+
+
+def test_byte_order_mark_is_skipped(tmp_path):
+    tensor = read_tns(_raw(tmp_path, b"\xef\xbb\xbf1 1 1 2\r\n2 2 2 3\r\n"))
+    assert tensor.coords.tolist() == [[0, 0, 0], [1, 1, 1]] and tensor.values.tolist() == [2.0, 3.0]
+    with gzip.open(tmp_path / "bom.tns.gz", "wb") as stream:
+        stream.write(b"\xef\xbb\xbf1 1 1 2\n")
+    assert read_tns(tmp_path / "bom.tns.gz").values.tolist() == [2.0]
+
+
+def _gzip_bytes(tmp_path, cut):
+    return _raw(tmp_path, cut(gzip.compress(b"1 2 3 4\n" * 5000)), "t.tns.gz")
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda d: _raw(d, b"1 1 1 2\n\xff\xfe 2 2 3\n"), r"not UTF-8 text \(undecodable byte 0xff\)"),
+    (lambda d: _raw(d, gzip.compress(b"1 1 1 2\n")), r"not UTF-8 text"),  # compressed, but not named .gz
+    (lambda d: _raw(d, b"not gzip", "t.tns.gz"), r"not a valid gzip file \(Not a gzipped file"),
+    (lambda d: _gzip_bytes(d, lambda data: data[:len(data) // 2]), r"not a valid gzip file \(Compressed file ended"),
+    (lambda d: _gzip_bytes(d, lambda data: data[:20] + b"\xff" * 10 + data[30:]), r"not a valid gzip file"),
+    (lambda d: _gzip_bytes(d, lambda data: data[:-8] + bytes([data[-8] ^ 1]) + data[-7:]), r"CRC check failed"),
+    (lambda d: (d / "t.tns").mkdir() or d / "t.tns", r"is a directory"),
+])
+def test_unreadable_files_raise_one_line_naming_the_file(tmp_path, make, match):
+    path = make(tmp_path)
+    with pytest.raises(ParameterError, match=match) as caught:
+        read_tns(path)
+    assert str(caught.value).startswith(f"{path}: ") and "\n" not in str(caught.value)
+
+
+def test_recipe_reports_a_bad_tns_file_in_one_line(tmp_path):
+    path = _raw(tmp_path, bytes(range(256)))
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "parafac_large.py"
+    result = subprocess.run([sys.executable, str(recipe), "--tns", str(path), "--lambdas", "1", "--out",
+                             str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (f"recipes/parafac_large.py: error: --tns: {path}: not UTF-8 text "
+                                              "(undecodable byte 0x80); a .tns file holds lines 'i_1 ... i_N value'")
+
+
+def test_shapes_beyond_two_to_the_63_entries(tmp_path):
+    # 4e6^3 entries (FROSTT's nell-1 and delicious-4d are this large): no int64 linear index
+    path = _write(tmp_path, "4000000 4000000 4000000 1\n1 1 1 2\n4000000 4000000 4000000 3\n1 1 2 0\n")
+    with pytest.warns(UserWarning, match="1 lines repeat"):
+        tensor = read_tns(path)
+    assert tensor.shape == (4000000,) * 3
+    assert tensor.coords.tolist() == [[0, 0, 0], [3999999] * 3] and tensor.values.tolist() == [2.0, 4.0]
+    # [2**61, 0] and [0, 0] would share the linear index 2**64 ≡ 0 (mod 2**64)
+    shape = (2 ** 62, 8)
+    coords = [[2 ** 61, 0], [0, 0], [2 ** 61, 0], [5, 7], [2 ** 62 - 1, 7]]
+    merged = coalesce(coords, [1.0, 2.0, 4.0, 8.0, 16.0], shape)
+    assert merged.coords.tolist() == [[0, 0], [5, 7], [2 ** 61, 0], [2 ** 62 - 1, 7]]
+    assert merged.values.tolist() == [2.0, 8.0, 5.0, 16.0]
+    assert validate_sparse_tensor(merged).nnz == 4
+    with pytest.raises(ParameterError, match="duplicate coordinates"):
+        validate_sparse_tensor(SparseTensor(np.array([[2 ** 61, 0], [5, 7], [2 ** 61, 0]]), np.ones(3), shape))
+
+
+def test_coalesce_agrees_on_both_sides_of_two_to_the_63(rng):
+    coords = rng.integers(0, 6, size=(400, 4))
+    values = rng.integers(0, 3, size=400).astype(float)
+    small = coalesce(coords, values, (6, 6, 6, 6))
+    large = coalesce(coords, values, (6, 6, 2 ** 40, 2 ** 40))
+    np.testing.assert_array_equal(large.coords, small.coords)
+    np.testing.assert_array_equal(large.values, small.values)
+
+
+@pytest.mark.parametrize("values, text", [
+    ([1e19, 3.0], "1 1 1e+19\n2 2 3\n"),
+    ([-1e19, 3.0], "1 1 -1e+19\n2 2 3\n"),
+    ([2.0 ** 53 - 1, 3.0], "1 1 9007199254740991\n2 2 3\n"),
+    ([np.inf, 3.0], "1 1 inf\n2 2 3\n"),
+])
+def test_write_large_values_without_overflow(tmp_path, values, text):
+    tensor = SparseTensor(np.array([[0, 0], [1, 1]]), np.array(values), (2, 2))
+    assert write_tns(tmp_path / "v.tns", tensor).read_text() == text
+    if np.isfinite(values[0]):
+        assert read_tns(tmp_path / "v.tns", counts=False).values.tolist() == values

@@ -57,3 +57,11 @@ def test_intensity_scales_the_loadings_only():
                                rtol=1e-6, atol=1e-9)
     with pytest.raises(ParameterError, match="intensity"):
         simulate_raman(1, intensity=0.0)
+
+
+def test_plates_too_small_for_two_hotspots_are_refused():
+    # on an 8 x 8 plate a first hotspot near the middle leaves no room for the second (seed 2 is one)
+    with pytest.raises(ParameterError, match=r"plate_shape=\(8, 8\): expected two sizes of at least 9"):
+        simulate_raman(1, seed=2, plate_shape=(8, 8))
+    for seed in range(40):
+        assert len(simulate_raman(1, seed=seed, plate_shape=(9, 9), num_wavenumbers=20).hotspots) == 2

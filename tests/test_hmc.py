@@ -124,3 +124,16 @@ def test_hmc_gaussians_over_seeds(seed):
     fn, variances = gaussian([1.0, 2.0], correlation=0.95)
     kernel = hmc.build_kernel(fn, num_integration_steps=30, jitter_steps=True)
     assert_moments(sample(kernel, fn, np.array([1.0, -1.0]), seed, num_warmup=1000, num_draws=3000), 0.0, variances)
+
+
+def test_bad_leapfrog_settings_are_refused():
+    def standard_normal(x):
+        return -0.5 * float(x @ x), -x
+
+    with pytest.raises(ParameterError, match="num_integration_steps=2.5"):
+        hmc.build_kernel(standard_normal, num_integration_steps=2.5)
+    kernel = hmc.build_kernel(standard_normal, num_integration_steps=3)
+    state = hmc.init(np.zeros(2), standard_normal)
+    for step in (0.0, -0.1, np.nan):
+        with pytest.raises(ParameterError, match="step_size="):
+            kernel(np.random.default_rng(0), state, step)

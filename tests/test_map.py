@@ -52,3 +52,29 @@ def test_experiment_1_beta_10_map_spectrum():
     result = map_nmf_gpp(model, num_starts=3, seed=0)
     corr = max(np.corrcoef(result.H[k], data.H[0])[0, 1] for k in range(2))
     assert corr >= 0.95, f"MAP spectrum correlation {corr:.3f}"
+
+
+class _PartlyUndefined:
+    """A posterior N(-1, 1/2) per coordinate, undefined (NaN) where the first coordinate exceeds 0.5."""
+
+    dim = 3
+
+    def logdensity_and_grad(self, theta):
+        if theta[0] > 0.5:
+            return np.nan, np.full(3, np.nan)
+        return -np.sum((theta + 1) ** 2), -2 * (theta + 1)
+
+    def factors(self, theta):
+        return theta[:1, None], theta[None, 1:]
+
+
+def test_starts_ending_where_the_posterior_is_undefined_are_passed_over(monkeypatch):
+    import sepsti.core.factorization.map as module
+
+    starts = iter([np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 0.0])])
+    monkeypatch.setattr(module, "initialize_nmf_gpp", lambda model, rng, method="nmf": next(starts))
+    result = map_nmf_gpp(_PartlyUndefined(), num_starts=2)
+    assert np.isnan(result.history[0]) and result.log_posterior == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(result.theta, -1.0, atol=1e-6)
+    with pytest.raises(ParameterError, match="every start \\(1\\) ended at a log posterior that is not finite"):
+        map_nmf_gpp(_PartlyUndefined(), theta0=np.array([1.0, 0.0, 0.0]))

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 from scipy.stats import kstest
 
 from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
@@ -58,3 +59,12 @@ def test_zero_gradient_at_zero_temperature_without_prior_pull_stays_nonnegative(
             state, info = kernel(draws, state, model, 1e-6, None, 0.0)
             assert not info.is_divergent
         assert (min(state.position.W.min(), state.position.H.min()) >= 0) == stays
+
+
+@pytest.mark.parametrize("options, message", [({"alpha": 2.0}, "alpha=2.0"), ({"alpha": -0.1}, "alpha=-0.1"),
+                                              ({"sigma": 0.0}, "sigma=0.0"), ({"sigma": np.inf}, "sigma=inf")])
+def test_bad_kernel_settings_are_refused(options, message):
+    from sepsti.core.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=message):
+        psgld.build_kernel(**options)

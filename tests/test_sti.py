@@ -188,7 +188,14 @@ def test_batched_sti_matches_exact_evidence_within_its_standard_error(rng, rank)
                                            (dict(evaluate="sometimes"), "evaluate="),
                                            (dict(evaluate="full", evaluate_every=0), "evaluate_every"),
                                            (dict(step_scale="largest"), "step_scale"),
-                                           (dict(control_variate="hessian"), "control_variate")])
+                                           (dict(control_variate="hessian"), "control_variate"),
+                                           (dict(num_steps=4.5), "num_steps=4.5"),
+                                           (dict(subset_size=0), "subset_size=0"),
+                                           (dict(subset_size=2.5), "subset_size=2.5"),
+                                           (dict(step_a=0.0), "step_a=0.0"), (dict(step_a=np.nan), "step_a=nan"),
+                                           (dict(step_b=-0.5), "step_b=-0.5"),
+                                           (dict(step_floor=0.0), "step_floor=0.0"),
+                                           (dict(alpha=1.5), "alpha=1.5"), (dict(sigma=0.0), "sigma=0.0")])
 def test_chain_settings_are_refused_by_name(setting, name):
     with pytest.raises(ParameterError, match=name):
         LangevinSettings(**{"num_steps": 4, "num_keep": 2, **setting})
@@ -207,6 +214,36 @@ def test_batched_options_are_checked(rng):
     with pytest.raises(ParameterError, match="SGLD"):
         power_posterior_chains(model, model.sample_prior(rng), rng, temperatures=[1.0],
                                chain=LangevinSettings(num_steps=10, num_keep=5, sampler="psgld"))
+
+
+def test_an_integer_start_samples_the_reals_and_a_nan_start_is_refused(rng):
+    """A start of integers gives the estimate of the same start in floats (the chains were held on the
+    integers: 76 nats off); one holding NaN is refused, not returned as a NaN estimate."""
+    _, x = GaussianAdditiveModel.sample(rng, 200, 2)
+    model = GaussianAdditiveModel(x, 2)
+    chain = LangevinSettings(num_steps=200, num_keep=100, step_a=1e-4)
+    grid = TemperatureGrid(4, "power", 4, "simpson")
+    results = [stochastic_thermodynamic_integration(model, lambda rng: GaussianAdditiveTheta(start), seed=2,
+                                                    grid=grid, chain=chain)
+               for start in (np.array([5, 5]), np.array([5.0, 5.0]))]
+    assert results[0].log_marginal_likelihood == results[1].log_marginal_likelihood
+    with pytest.raises(ParameterError, match="start: .* holds NaN or Inf"):
+        stochastic_thermodynamic_integration(model, lambda rng: GaussianAdditiveTheta(np.array([np.nan, 5.0])),
+                                             grid=grid, chain=chain)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("sampler", ["sgld", "psgld"])
+def test_diverged_chains_are_an_error_not_an_estimate(rng, sampler):
+    _, x = GaussianAdditiveModel.sample(rng, 200, 2)
+    model = GaussianAdditiveModel(x, 2)
+    with pytest.raises(ParameterError, match="the chains diverged .*lower step_a \\(now 1000\\)"):
+        stochastic_thermodynamic_integration(model, model.sample_prior, grid=TemperatureGrid(4, "power", 4, "simpson"),
+                                             chain=LangevinSettings(num_steps=60, num_keep=30, step_a=1e3,
+                                                                    sampler=sampler))
+    with pytest.raises(ParameterError, match="chains_per_temperature=2.7"):
+        stochastic_thermodynamic_integration(model, model.sample_prior, chains_per_temperature=2.7,
+                                             chain=LangevinSettings(num_steps=60, num_keep=30))
 
 
 def test_integral_uses_the_weights_it_is_given_and_checks_their_length():

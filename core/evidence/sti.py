@@ -44,6 +44,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least, number_within, positive_number
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.subsample import (log_likelihood_estimate, make_reference, tempered_gradient, tree_add_scaled,
                                    tree_vdot)
@@ -375,6 +376,16 @@ class LangevinSettings:
     def __post_init__(self):
         if self.sampler not in ("sgld", "psgld"):
             raise ParameterError(f"sampler={self.sampler!r}: expected 'sgld' or 'psgld'")
+        for name in ("num_steps", "num_keep"):
+            object.__setattr__(self, name, integer_at_least(name, getattr(self, name), 1))
+        if self.subset_size is not None:
+            object.__setattr__(self, "subset_size", integer_at_least("subset_size", self.subset_size, 1))
+        object.__setattr__(self, "step_a", positive_number("step_a", self.step_a))
+        object.__setattr__(self, "step_b", number_within("step_b", self.step_b, 0.0, np.inf))
+        if self.step_floor is not None:
+            object.__setattr__(self, "step_floor", positive_number("step_floor", self.step_floor))
+        object.__setattr__(self, "alpha", number_within("alpha", self.alpha, 0.0, 1.0))
+        object.__setattr__(self, "sigma", positive_number("sigma", self.sigma))
         if not 1 <= self.num_keep <= self.num_steps:
             raise ParameterError(f"num_keep={self.num_keep} must lie in [1, num_steps={self.num_steps}]")
         if self.step_scale not in (None, "curvature"):
@@ -388,11 +399,27 @@ class LangevinSettings:
                                  "'gradient'")
         if self.evaluate not in ("after_update", "before_update", "full"):
             raise ParameterError(f"evaluate={self.evaluate!r}: expected 'after_update', 'before_update' or 'full'")
-        if int(self.evaluate_every) != self.evaluate_every or self.evaluate_every < 1:
-            raise ParameterError(f"evaluate_every={self.evaluate_every} must be a positive integer")
-        object.__setattr__(self, "evaluate_every", int(self.evaluate_every))
+        object.__setattr__(self, "evaluate_every", integer_at_least("evaluate_every", self.evaluate_every, 1))
         if self.zero_variance and self.evaluate != "before_update":
             raise ParameterError("zero_variance needs evaluate='before_update'")
+
+
+def float_start(position):
+    """A chain's start with every leaf in floating point (integers become float64), checked finite.
+
+    Raises
+    ------
+    ParameterError
+        A leaf holding NaN or Inf.
+    """
+    leaves = []
+    for name, leaf in zip(getattr(position, "_fields", range(len(position))), position):
+        leaf = np.asarray(leaf)
+        leaf = leaf if np.issubdtype(leaf.dtype, np.floating) else leaf.astype(np.float64)
+        if not np.all(np.isfinite(leaf)):
+            raise ParameterError(f"start: {name} holds NaN or Inf; start the chains where the model is defined")
+        leaves.append(leaf)
+    return type(position)(*leaves)
 
 
 def power_posterior_chain(model, position, rng, *, temperature, chain, subset_fn=None, progress=False, desc=None):
@@ -446,6 +473,7 @@ def power_posterior_chain(model, position, rng, *, temperature, chain, subset_fn
             chain.zero_variance):
         raise ParameterError("control_variate='gradient', integrator, step_scale and zero_variance need SGLD on a "
                              "batched model without warm_start or subset_fn (the chains run in lockstep)")
+    position = float_start(position)
     num_steps, num_keep, evaluate = chain.num_steps, chain.num_keep, chain.evaluate
     burn_in = num_steps - num_keep
     if chain.sampler == "sgld":
@@ -609,6 +637,7 @@ def power_posterior_chains(model, positions, rng, *, temperatures, chain, progre
     control_variate, zero_variance = chain.control_variate, chain.zero_variance
     t = np.asarray(temperatures, dtype=np.float64)
     num_chains = t.size
+    positions = float_start(positions)
     burn_in = chain.num_steps - chain.num_keep
     base = step_sizes(chain.step_a, chain.step_b, num_steps=chain.num_steps, num_decay_steps=max(burn_in, 1))
     stiffness, direction = (curvature(model, positions, t, rng=rng, return_vector=True)
@@ -715,16 +744,14 @@ def stochastic_thermodynamic_integration(model, init_fn, *, grid=TemperatureGrid
         temperatures = np.asarray(temperatures, dtype=np.float64)
         weights = integration_weights(temperatures, rule=grid.rule)
     if getattr(model, "batched", False) and not warm_start and subset_fn is None and chain.sampler == "sgld":
-        copies = int(chains_per_temperature)
-        if copies < 1:
-            raise ParameterError(f"chains_per_temperature={chains_per_temperature} must be a positive integer")
+        copies = integer_at_least("chains_per_temperature", chains_per_temperature, 1)
         t = np.repeat(temperatures, copies)
         starts = [init_fn(stream(seed, c)) for c in range(t.size)]
         positions = type(starts[0])(*(np.stack(leaves) for leaves in zip(*starts)))
         traces, _ = power_posterior_chains(model, positions, stream(seed, 10 ** 6), temperatures=t, chain=chain,
                                            progress=progress, desc=f"STI ({t.size} chains)")
-        return thermodynamic_integral(temperatures, list(traces.reshape(temperatures.size, copies, -1)),
-                                      weights=weights)
+        traces = list(traces.reshape(temperatures.size, copies, -1))
+        return _finite(thermodynamic_integral(temperatures, traces, weights=weights), traces, chain)
     if chains_per_temperature != 1:
         raise ParameterError("chains_per_temperature needs SGLD on a batched model without warm_start or subset_fn "
                              "(the chains run in lockstep)")
@@ -737,4 +764,14 @@ def stochastic_thermodynamic_integration(model, init_fn, *, grid=TemperatureGrid
                                               subset_fn=subset_fn, progress=progress, desc=f"t={t:.3g}")
         previous = result.state.inner.position
         traces.append(trace)
-    return thermodynamic_integral(temperatures, traces, weights=weights)
+    return _finite(thermodynamic_integral(temperatures, traces, weights=weights), traces, chain)
+
+
+def _finite(result, traces, chain):
+    """``result``, unless a chain diverged: its log-likelihoods, or the estimate or its error, not finite."""
+    diverged = [f"{t:.3g}" for t, trace in zip(result.temperatures, traces) if not np.all(np.isfinite(trace))]
+    if diverged or not (np.isfinite(result.log_marginal_likelihood) and np.isfinite(result.stderr)):
+        where = f"at t = {', '.join(diverged)}" if diverged else "(their log-likelihoods overflow)"
+        raise ParameterError(f"the chains diverged {where}: lower step_a (now {chain.step_a:g})"
+                             + (" or raise sigma" if chain.sampler == "psgld" else ""))
+    return result

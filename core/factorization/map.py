@@ -100,6 +100,11 @@ def map_nmf_gpp(model, *, theta0=None, seed=0, num_starts=3, init="nmf", max_ite
     -------
     MAPResult
 
+    Raises
+    ------
+    ParameterError
+        When every start ends at a log posterior that is not finite (a start that does is passed over).
+
     Warns
     -----
     ConvergenceWarning
@@ -124,8 +129,11 @@ def map_nmf_gpp(model, *, theta0=None, seed=0, num_starts=3, init="nmf", max_ite
             result = optimize.minimize(objective, start, jac=True, method="L-BFGS-B",
                                        options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-8, "maxcor": 20})
             history.append(float(-result.fun))
-            if best is None or result.fun < best.fun:
+            if np.isfinite(result.fun) and (best is None or result.fun < best.fun):
                 best = result
+    if best is None:
+        raise ParameterError(f"every start ({len(starts)}) ended at a log posterior that is not finite "
+                             f"({history[0]}); check the model's data and hyperparameters")
     D, H = model.factors(best.x)
     converged = bool(best.status == 0)
     if best.nit >= max_iter:

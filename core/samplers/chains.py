@@ -46,6 +46,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 from sepsti.core.random import stream
 from sepsti.core.samplers import group_move, nuts
@@ -566,8 +567,7 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
                              ("num_chains", num_chains, 1), ("max_tree_depth", settings.max_tree_depth, 1),
                              ("num_pilot_adapt", auto.num_pilot_adapt, 1),
                              ("num_pilot_draws", auto.num_pilot_draws, 4)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-            raise ParameterError(f"{name}={value!r} must be an integer of at least {low}")
+        integer_at_least(name, value, low)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 32:
         raise ParameterError(f"seed={seed!r}: expected an integer in [0, 2**32)")
     if not (np.isfinite(settings.divergence_threshold) and settings.divergence_threshold > 0):

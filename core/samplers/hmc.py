@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from sepsti.core.checks import integer_at_least, positive_number
 from sepsti.core.errors import ParameterError
 from sepsti.core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
 
@@ -114,11 +115,10 @@ def build_kernel(logdensity_and_grad_fn, *, num_integration_steps, divergence_th
     callable
         ``kernel(rng, state, step_size, inverse_mass_matrix=None) -> (HMCState, HMCInfo)``.
     """
-    if int(num_integration_steps) < 1:
-        raise ParameterError(f"num_integration_steps={num_integration_steps} must be a positive integer")
-    num_integration_steps = int(num_integration_steps)
+    num_integration_steps = integer_at_least("num_integration_steps", num_integration_steps, 1)
 
     def kernel(rng, state, step_size, inverse_mass_matrix=None):
+        positive_number("step_size", step_size)
         if inverse_mass_matrix is None:
             inverse_mass_matrix = np.ones_like(state.position)
         momentum = sample_momentum(rng, inverse_mass_matrix)

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import number_within, positive_number
 from sepsti.core.models.subsample import tempered_gradient
 from sepsti.core.samplers.langevin import langevin_step
 
@@ -89,6 +90,7 @@ def build_kernel(*, alpha=0.99, sigma=1e-5, nonnegative=None):
         ``kernel(rng, state, model, step_size, subset, temperature=1.0)
         -> (PSGLDState, PSGLDInfo)``.
     """
+    alpha, sigma = number_within("alpha", alpha, 0.0, 1.0), positive_number("sigma", sigma)
 
     def kernel(rng, state, model, step_size, subset, temperature=1.0):
         flags = nonnegative if nonnegative is not None else getattr(model, "nonnegative", None)

@@ -120,8 +120,8 @@ def test_sti_matches_exact_evidence_on_gaussian_model(rng):
         t = result.temperatures
         quadrature = integration_weights(t, rule="simpson", power=4) @ model.expected_log_likelihood(t) - exact
         bias = result.log_marginal_likelihood - exact - quadrature
-        # measured: −0.79 ± 0.33 and −1.70 ± 0.55 nats (−2.4 and −3.1 standard errors, both low: what
-        # is left of pSGLD's step-size bias at these steps)
+        # measured: −0.79 ± 0.33 and −1.70 ± 0.55 nats (−2.4 and −3.1 standard errors, both low: pSGLD
+        # without its Γ term on full-data gradients, whose v follows the position; docs/rank_selection.md)
         assert abs(bias) < 4 * result.stderr, (rank, result.log_marginal_likelihood, exact, result.stderr)
 
 

@@ -11,6 +11,10 @@ then takes the Langevin step with G = 1 / (sigma + sqrt(v)) (PARAFAC'18
 eq. 8-9; the order -- update v with the current gradient, then step -- is
 that of Li et al. 2016, Alg. 1). The Gamma(theta) drift correction is
 omitted, as in the paper. At t = 0, g_bar = 0 and G tends to 1/sigma.
+Without Gamma the chain is exact only while v does not follow the position
+(subsampling noise dominating it); with full-data gradients it samples about
+pi / G, biased low in STI by 2-4 standard errors on the Gaussian model
+(docs/rank_selection.md, "Choices where the papers are silent or ambiguous").
 
 Start of the average (the paper is silent; our choice): the first update
 sets v_1 = g_bar_1 * g_bar_1, later ones use the running average above.

@@ -35,7 +35,7 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["Recording", "AudioInput", "Resampler", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "MAX_RATIO_TERM",
+__all__ = ["Recording", "AudioInput", "Resampler", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "MAX_RATIO_TERM", "MAX_PEAK",
            "load_audio", "resample", "validate_frames", "validate_sample_rate", "inspect_input", "input_blocks",
            "output_format", "open_output", "write_audio"]
 
@@ -48,6 +48,9 @@ MAX_SAMPLE_RATE = 384000
 MAX_RATIO_TERM = 50000
 #: Samples per block when files are read or resampled in pieces.
 BLOCK_SAMPLES = 1 << 16
+#: The largest sample accepted (float files; 180 dB above full scale): the squared magnitudes of
+#: larger ones leave the range of the float32 the enhancer computes in.
+MAX_PEAK = 1e9
 
 # Extensions whose libsndfile format name differs from the upper-cased extension.
 _FORMAT_ALIASES = {"AIF": "AIFF", "OGA": "OGG", "OPUS": "OGG", "SND": "AU"}
@@ -315,8 +318,15 @@ def load_audio(path, *, sample_rate):
 
     validate_sample_rate(audio_info(path).sample_rate, sample_rate, name=str(path))
     y, file_rate = read_audio(path)
+    _check_peak(float(np.max(np.abs(y), initial=0.0)), path)
     samples = validate_frames(resample(y, file_rate, sample_rate), sample_rate, name=str(path))
     return Recording(samples, int(file_rate), len(y))
+
+
+def _check_peak(peak, path):
+    if peak > MAX_PEAK:
+        raise ParameterError(f"{path}: samples reach {peak:.3g}, far beyond full scale (1.0); scale the file "
+                             f"to its real level first")
 
 
 class AudioInput(NamedTuple):
@@ -378,6 +388,7 @@ def inspect_input(path, *, sample_rate, n_fft=None):
     peak = 0.0
     for block in read_audio_blocks(path, block_size=BLOCK_SAMPLES, downmix=False):
         peak = max(peak, float(np.max(np.abs(block))))
+    _check_peak(peak, path)
     num_samples = Resampler(info.sample_rate, sample_rate, info.num_samples).num_output
     if n_fft is not None:
         validate_frames(np.broadcast_to(0.0, (num_samples,)), sample_rate, name=str(path), n_fft=n_fft)

@@ -540,7 +540,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         if mask_fn is not None:
             for V in magnitudes(analysis):
                 mask_fn(V, np.zeros_like(V), mask_floor)
-        yield from source()
+        for block in source():
+            yield np.asarray(block, dtype=np.float64)
 
     source = blocks
     if noise is None and features.num_frames(num_samples, framing=framing) < min_frames(noise_rank, framing):
@@ -563,7 +564,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         energies = np.concatenate([V.sum(axis=0) for V in magnitudes()])
     if not np.any(energies):  # digital silence throughout
         for block in blocks():
-            yield np.zeros_like(block)
+            yield np.zeros(np.shape(block))
         return
     noise = noise._replace(segment_frames=noise.segment_frames * (framing.hop_length // analysis.hop_length))
     setting = _Setting(W, _context(W, framing), noise, max(float(energies.mean()), tiny))

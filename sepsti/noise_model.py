@@ -156,9 +156,11 @@ class _MinimumTracker:
         self._smoothed = None
         self._minimum = None
         self._count = 0
+        self._bins = 0
         self._blocks = []
 
     def push(self, V):
+        self._bins = V.shape[0]
         for frame, silent in zip(V.T, _silent_frames(V)):
             self._count += 1
             if silent:
@@ -193,6 +195,8 @@ class _MinimumTracker:
         blocks = list(self._blocks)
         if self._minimum is not None:  # a last, shorter block joins the one before it
             blocks[-1:] = [np.fmin(blocks[-1], self._minimum) if blocks else self._minimum.astype(np.float32)]
+        if not blocks:  # fewer frames than a block, all of them digital silence
+            blocks = [np.full(self._bins, np.nan, dtype=np.float32)]
         minima = np.array(blocks)
         width = min(len(minima), 4)
         floors = np.empty_like(minima)
@@ -237,8 +241,8 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
     context = framing.frames(CONTEXT_SECONDS)
     fewest = min_frames(noise_rank, framing)
     n_segments = max(1, -(-n_frames // segment))
-    if n_segments > 1 and n_frames - (n_segments - 1) * segment < segment // 2:
-        n_segments -= 1  # a short last piece joins the segment before it
+    if n_segments > 1 and 2 * (n_frames - (n_segments - 1) * segment) < segment:
+        n_segments -= 1  # a last piece shorter than half a segment joins the segment before it
     W_noise = np.empty((n_segments, floors.shape[1], noise_rank))
     noise_floor = np.empty((n_segments, floors.shape[1]))
     learned = np.zeros(n_segments, dtype=bool)

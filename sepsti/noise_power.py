@@ -37,7 +37,8 @@ noise for that long, too far for any weight. Elsewhere the two seldom part by so
 
 The frame's own observation is left out, and so are those of the frames
 that share more than half of its samples (:func:`overlapping_neighbours`), so a model that
-explains the frame is not handed a copy of its speech as noise; a noise that changes is followed
+explains the frame is not handed a copy of its speech as noise (but in the signal's last cell,
+whose backward run starts from the forward estimate at the end: docs/enhance.md); a noise that changes is followed
 from either side a frame or two late (docs/enhance.md measures these choices). Under its fixed speech prior
 the recursion settles a fixed factor below the power of a stationary noise (:func:`stationary_bias`,
 0.72–0.79 with the framings in use); the estimates are divided by it, which makes them unbiased there.

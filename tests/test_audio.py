@@ -204,3 +204,20 @@ def test_a_failed_audio_write_names_the_output(tmp_path, monkeypatch):
     with pytest.raises(ParameterError, match=r"out.wav: cannot write it \(libsndfile: System error\."):
         write_audio(tmp_path / "out.wav", np.zeros(100), 8000)
     assert os.listdir(tmp_path) == []
+
+
+def test_samples_far_beyond_full_scale_are_refused(tmp_path, rng):
+    """Float files up to MAX_PEAK are read; beyond it their squared magnitudes would overflow float32."""
+    from sepsti.audio import MAX_PEAK, inspect_input
+
+    y = rng.standard_normal(16000)
+    y /= np.abs(y).max()
+    for scale, refused in ((MAX_PEAK, False), (1e14, True)):
+        path = tmp_path / f"scaled_{scale:g}.wav"
+        soundfile.write(path, scale * y, 8000, subtype="DOUBLE")
+        for read in (lambda: load_audio(path, sample_rate=8000), lambda: inspect_input(path, sample_rate=8000)):
+            if refused:
+                with pytest.raises(ParameterError, match="samples reach 1e\\+14, far beyond full scale"):
+                    read()
+            else:
+                read()

@@ -74,10 +74,14 @@ def test_output_length_finite_and_deterministic(rng, toy_dictionary):
         y = 0.01 * rng.standard_normal(length)
         out = denoise(y, toy_dictionary, max_iter=20)
         assert out.shape == y.shape and np.all(np.isfinite(out))
-    y = toy_speech(rng, 1.0) + 0.01 * rng.standard_normal(SR)
-    assert np.array_equal(denoise(y, toy_dictionary, seed=4), denoise(y, toy_dictionary, seed=4))
-    # float32 input is accepted and gives float64 output
-    assert denoise(y.astype(np.float32), toy_dictionary, max_iter=10).dtype == np.float64
+    y = toy_speech(rng, 2.0) + 0.01 * rng.standard_normal(2 * SR)  # long enough to be enhanced
+    out = denoise(y, toy_dictionary, seed=4)
+    assert not np.allclose(out, y) and np.all(np.isfinite(out))
+    assert np.array_equal(out, denoise(y, toy_dictionary, seed=4))
+    # float32 input is accepted and gives float64 output, the float64 input's to float32's precision
+    single = denoise(y.astype(np.float32), toy_dictionary, seed=4)
+    assert single.dtype == np.float64
+    np.testing.assert_allclose(single, out, rtol=0, atol=1e-5 * np.abs(y).max())
 
 
 @pytest.mark.parametrize("snr, gain", [(0, 3.0), (15, 1.0)])
@@ -479,8 +483,9 @@ def test_pieces_give_the_whole_signal_result(rng, request, dictionary):
     from sepsti.features import num_frames
 
     W = request.getfixturevalue(dictionary)
-    y = toy_speech(rng, 1.0) + 0.05 * rng.standard_normal(SR)
+    y = toy_speech(rng, 2.0) + 0.05 * rng.standard_normal(2 * SR)
     whole = denoise(y, W, max_iter=30, seed=3)
+    assert not np.allclose(whole, y)  # enhanced, not given back as too short
     assert num_frames(len(y)) < CHUNK_FRAMES  # one chunk by default
     for chunk_frames in (1, 7, 16):
         pieces = denoise(y, W, max_iter=30, seed=3, chunk_frames=chunk_frames)
@@ -504,8 +509,9 @@ def test_atoms_of_three_copies_of_one_frame_fit_as_that_frame_alone(rng, toy_dic
 def test_blocks_of_any_size_give_the_same_result(rng, toy_dictionary):
     from sepsti.denoise import denoise_blocks
 
-    y = toy_speech(rng, 1.0) + 0.05 * rng.standard_normal(SR)
-    whole = denoise(y, toy_dictionary, max_iter=20)
+    y = toy_speech(rng, 2.0) + 0.05 * rng.standard_normal(2 * SR)
+    whole = denoise(y, toy_dictionary, max_iter=20, chunk_frames=10)
+    assert not np.allclose(whole, y)  # enhanced, not given back as too short
     cuts = np.sort(rng.choice(len(y), 9, replace=False))
     streamed = np.concatenate(list(denoise_blocks(lambda: iter(np.split(y, cuts)), len(y), toy_dictionary,
                                                   max_iter=20, chunk_frames=10)))

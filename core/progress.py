@@ -1,18 +1,18 @@
 """Progress bars on stderr (tqdm), shown on a terminal only unless asked for.
 
-A bar a caller enables is drawn when stderr is a terminal, when the user asks
-for bars anyway (``sepsti --progress``, which calls :func:`forced`, or
-``SEPSTI_PROGRESS=1`` in the environment), or when the caller passes
-``force=True`` (a command's own ``--progress``). ``SEPSTI_PROGRESS=0`` turns
-them all off. Logs redirected to a file or a pipe thus get no carriage-return
-bar updates by default.
+A bar a caller enables is drawn when the user asks for bars on the command line: a
+command's own ``--progress`` (the caller passes ``force=True``) or ``sepsti --progress``
+(which calls :func:`forced`). Otherwise ``SEPSTI_PROGRESS=1`` in the environment turns
+them on and ``SEPSTI_PROGRESS=0`` off, and without it they are drawn when stderr is a
+terminal. Logs redirected to a file or a pipe thus get no carriage-return bar updates
+by default.
 """
 
 import contextlib
 import os
 import sys
 
-__all__ = ["progress_bar", "forced", "wanted"]
+__all__ = ["progress_bar", "forced", "wanted", "warnings_above"]
 
 _FORCED = [False]
 
@@ -30,15 +30,33 @@ def forced(enabled=True):
 
 def wanted(*, force=False):
     """Whether an enabled bar is drawn now (see the module docstring)."""
-    setting = os.environ.get("SEPSTI_PROGRESS", "").strip()
-    if setting == "0":
-        return bool(force)
-    if force or _FORCED[0] or setting == "1":
+    if force or _FORCED[0]:
         return True
+    setting = os.environ.get("SEPSTI_PROGRESS", "").strip()
+    if setting in ("0", "1"):
+        return setting == "1"
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+@contextlib.contextmanager
+def warnings_above(bar):
+    """Within this block, warnings print above ``bar`` (cleared while they print, then drawn again)."""
+    import warnings
+
+    show = warnings.showwarning
+
+    def show_above(*args, **kwargs):
+        with bar.external_write_mode(file=sys.stderr):
+            show(*args, **kwargs)
+
+    warnings.showwarning = show_above
+    try:
+        yield
+    finally:
+        warnings.showwarning = show
 
 
 def progress_bar(total, *, desc=None, enabled=True, unit="it", force=False):
@@ -56,7 +74,7 @@ def progress_bar(total, *, desc=None, enabled=True, unit="it", force=False):
     unit : str
         Unit name shown with the rate.
     force : bool
-        Draw an enabled bar even when stderr is not a terminal.
+        Draw an enabled bar even when stderr is not a terminal or ``SEPSTI_PROGRESS=0``.
     """
     from tqdm.auto import tqdm
 

@@ -5,7 +5,8 @@ invoked, so ``sepsti --help`` starts fast. Errors a user can fix
 (:class:`sepsti.core.errors.ParameterError`, unreadable or unwritable files) exit
 with status 2 and one line ``Error: <what>: <why>``; so do click's usage errors
 (a bad option value, a missing argument), without the usage block; anything
-else exits 1. Warnings (e.g. EM stopping at its iteration cap, STI chains that
+else exits 1. Output into a pipe whose reader has left ends quietly with status 141
+(as after SIGPIPE). Warnings (e.g. EM stopping at its iteration cap, STI chains that
 did not equilibrate) print as one line ``Warning: <what>`` on stderr. File
 names that are not valid UTF-8 print with backslash escapes instead of failing.
 """
@@ -74,6 +75,17 @@ def _escape_unencodable_output():
             stream.reconfigure(errors="backslashreplace")
 
 
+def _quiet_stdout():
+    """Stop writing to a stdout whose reader has left (``sepsti corpus info D | head -1``).
+
+    The exit status is then 141, a SIGPIPE's (128 + 13), as a shell tool stopped by that signal gives, and
+    nothing is printed. Stdout is pointed to the null device, as Python's ``signal`` documentation advises, so
+    that the last flush at exit does not fail again.
+    """
+    with contextlib.suppress(AttributeError, ValueError, OSError):  # a stdout that is no file (tests)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 class _LazyGroup(click.Group):
     """A group that imports a subcommand's module only when it runs."""
 
@@ -109,6 +121,9 @@ class _LazyGroup(click.Group):
             # the conventional status of a SIGINT, after whatever was finished has been kept
             click.echo("Interrupted.", err=True)
             raise click.exceptions.Exit(130) from None
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise click.exceptions.Exit(141) from None
         except ParameterError as error:
             raise InputError(str(error)) from None
         except OSError as error:

@@ -3,10 +3,14 @@
 :class:`Workers` runs a module-level function on picklable arguments in a pool of processes, each
 with one BLAS thread (:func:`sepsti.core.parallel.processes.process_pool`: the workers are the
 parallelism, and every worker then computes as one process alone does). Results come back in the
-order of the tasks, and at most two tasks per worker are submitted ahead of the first unfinished one,
-so that a long list of files is never read into memory at once. Workers ignore SIGINT: on Ctrl-C
-the parent leaves the ``with`` block, which lets the tasks already handed to workers finish (their
-outputs are complete files) and drops the rest.
+order of the tasks, each after the warnings its task raised (issued again here, so that they print in
+that order too), and at most two tasks per worker are submitted ahead of the first unfinished one,
+so that a long list of files is never read into memory at once.
+
+Workers ignore SIGINT. On Ctrl-C the tasks running finish (their outputs are complete files) and
+their results still come out, the tasks not started are skipped, and then the ``KeyboardInterrupt``
+is raised; a second Ctrl-C ends the running tasks too (SIGTERM: a file being written leaves its
+temporary file, as after ``kill -9``). On Linux the workers end with this process, however it ends.
 """
 
 import os
@@ -43,11 +47,58 @@ def resolve_jobs(jobs):
     return cores if memory is None else max(1, min(cores, memory // WORKER_MEMORY))
 
 
-def _ignore_interrupts():
+_SHARED = {}  # in a worker: the parent's stop event, and the index of the latest task started
+
+
+def _start_worker(stop, latest):
     """Workers leave SIGINT to the parent, which decides what is finished."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _SHARED.update(stop=stop, latest=latest)
+
+
+def _run(index, function, arguments):
+    """A task in a worker: ``function(*arguments)`` and the warnings it raised, or None when skipped.
+
+    Once the parent has set the stop event, a task is skipped unless a later one has started: the
+    tasks that run are always the first ones.
+    """
+    import warnings
+
+    latest = _SHARED["latest"]
+    with latest.get_lock():
+        if _SHARED["stop"].is_set() and index > latest.value:
+            return None
+        latest.value = max(latest.value, index)
+    with warnings.catch_warnings(record=True) as caught:
+        result = function(*arguments)
+    return result, [(str(warning.message), warning.category, warning.filename, warning.lineno)
+                    for warning in caught]
+
+
+def _issued(outcome):
+    """A task's result, after the warnings it raised in its worker are shown here (the worker applied the filters)."""
+    import warnings
+
+    result, caught = outcome
+    for message, category, filename, lineno in caught:
+        warnings.showwarning(message, category, filename, lineno)
+    return result
+
+
+def _first(pending):
+    """The outcome of the first of the ``pending`` futures, which leaves them once it has come, not before."""
+    outcome = pending[0].result()
+    pending.popleft()
+    return outcome
+
+
+def _end(pool):
+    """Stop the workers of ``pool`` now (SIGTERM) and let go of it."""
+    for process in list((pool._processes or {}).values()):  # no public way before Python 3.14
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 class Workers:
@@ -61,18 +112,32 @@ class Workers:
     def __init__(self, jobs):
         self.jobs = int(jobs)
         self._pool = None
+        self._stop = None
+        self._abandoned = False  # after a second Ctrl-C the running tasks are not waited for
 
     def __enter__(self):
         if self.jobs > 1:
-            from sepsti.core.parallel.processes import process_pool
+            from sepsti.core.parallel.processes import process_pool, start_context
 
-            self._pool = process_pool(self.jobs, _ignore_interrupts)
+            context = start_context()
+            self._stop = context.Event()
+            self._pool = process_pool(self.jobs, _start_worker, (self._stop, context.Value("q", -1)))
         return self
 
     def __exit__(self, *exc_info):
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        if self._pool is None:
+            return
+        pool, self._pool = self._pool, None
+        self._stop.set()  # the tasks not started are skipped
+        try:
+            if not self._abandoned:
+                pool.shutdown(wait=True, cancel_futures=True)  # the tasks running finish
+        except KeyboardInterrupt:
+            self._abandoned = True
+            raise
+        finally:
+            if self._abandoned:
+                _end(pool)
 
     def map(self, function, tasks):
         """``function(*arguments)`` for each tuple of ``tasks``, in order.
@@ -88,7 +153,7 @@ class Workers:
         ------
         object
             Each task's result, in the order of ``tasks``; a task's exception is raised here when its
-            turn comes.
+            turn comes. On Ctrl-C, the results of the tasks that were running, then the ``KeyboardInterrupt``.
         """
         if self._pool is None:
             for arguments in tasks:
@@ -97,9 +162,19 @@ class Workers:
         import collections
 
         pending = collections.deque()
-        for arguments in tasks:
-            pending.append(self._pool.submit(function, *arguments))
-            if len(pending) >= 2 * self.jobs:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+        try:
+            for index, arguments in enumerate(tasks):
+                pending.append(self._pool.submit(_run, index, function, arguments))
+                if len(pending) >= 2 * self.jobs:
+                    yield _issued(_first(pending))
+            while pending:
+                yield _issued(_first(pending))
+        except KeyboardInterrupt:  # the tasks not started are skipped, the results of those running still come
+            self._stop.set()
+            try:
+                while pending and (outcome := _first(pending)) is not None:
+                    yield _issued(outcome)
+            except KeyboardInterrupt:  # a second one: __exit__ stops the running tasks
+                self._abandoned = True
+                raise
+            raise

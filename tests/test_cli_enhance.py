@@ -234,8 +234,12 @@ def test_jobs_give_the_outputs_and_lines_of_one_job(workdir, tiny_corpus, tiny_d
     assert "short.wav: too short" in results[1].stderr
 
 
+@pytest.mark.parametrize("environment", [None, "0"])
 @pytest.mark.parametrize("where", ["command", "group"])
-def test_progress_bar_on_request(workdir, tiny_corpus, tiny_dictionary, where):
+def test_progress_bar_on_request(workdir, tiny_corpus, tiny_dictionary, where, environment, monkeypatch):
+    """``--progress`` asks for bars, whatever ``SEPSTI_PROGRESS`` says."""
+    if environment is not None:
+        monkeypatch.setenv("SEPSTI_PROGRESS", environment)
     inputs = sorted((tiny_corpus / "noisy" / "hum_5dB").glob("*.wav"))[:2]
     args = ["enhance", *inputs, "--out-dir", workdir / "out", "--dictionary", tiny_dictionary, "--iterations", 2]
     result = run(["--progress", *args] if where == "group" else [*args, "--progress"])

@@ -279,6 +279,50 @@ def test_jobs_give_the_scores_of_one_job(tmp_path, tiny_dictionary):
     assert results[2].stderr == results[1].stderr and str(silent) in results[1].stderr
 
 
+def _silent_references(corpus, utterances):
+    """Clean and noisy files of nothing but zeros: the perceptual scores warn (their reference is silent)."""
+    for utterance in utterances:
+        length = soundfile.info(corpus / "clean" / f"{utterance}.wav").frames
+        for path in (corpus / "clean" / f"{utterance}.wav", *corpus.glob(f"noisy/*/{utterance}_*.wav")):
+            soundfile.write(path, np.zeros(length), 8000, subtype="PCM_16")
+
+
+def test_jobs_give_the_warnings_of_one_job_in_order(tmp_path, tiny_dictionary):
+    """Warnings raised in worker processes come to this process, in the order of the recordings."""
+    corpus = make_corpus(tmp_path / "corpus", seed=5, train=(), test=("sp21", "sp22", "sp23"), noises=("white",),
+                         snrs=(5,))
+    _silent_references(corpus, ("sp21", "sp23"))
+    warned = {}
+    for jobs in (1, 2):
+        with pytest.warns(RuntimeWarning) as caught:
+            result = run(["evaluate", "--corpus", corpus, "--dictionary", tiny_dictionary, "--iterations", 3,
+                          "--jobs", jobs])
+        assert result.exit_code == 0, result.stderr
+        warned[jobs] = [str(warning.message) for warning in caught]
+    assert warned[2] == warned[1]
+    assert "sp21_white_sn5.wav" in warned[1][0] and "sp23_white_sn5.wav" in warned[1][-1]
+
+
+def test_warnings_print_above_the_progress_bar(tmp_path, tiny_dictionary):
+    """From workers too: each on a line of its own (the bar is cleared first), in the order of the recordings."""
+    import subprocess
+    import sys
+
+    corpus = make_corpus(tmp_path / "corpus", seed=5, train=(), test=("sp21", "sp22", "sp23"), noises=("white",),
+                         snrs=(5,))
+    _silent_references(corpus, ("sp21", "sp23"))
+    result = subprocess.run([sys.executable, "-m", "sepsti", "--progress", "evaluate", "--corpus", str(corpus),
+                             "--dictionary", str(tiny_dictionary), "--iterations", "3", "--jobs", "2"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "evaluate:" in result.stderr  # the bar was drawn
+    pieces = [piece.strip() for line in result.stderr.splitlines() for piece in line.split("\r")]
+    warned = [piece for piece in pieces if "Warning:" in piece]
+    assert warned and all(piece.startswith("Warning: ") for piece in warned), result.stderr
+    files = [piece.split(": ")[1] for piece in warned]
+    assert files == sorted(files) and {os.path.basename(path) for path in files} == {
+        "sp21_white_sn5.wav", "sp23_white_sn5.wav"}, files
+
 def test_summary_interval_over_sentences():
     """The improvement's interval takes each sentence's mean as one replicate (two noises per sentence)."""
     from sepsti.commands.evaluate import summarize

@@ -154,3 +154,33 @@ def test_info_flags_noisy_files_it_cannot_pair(tmp_path):
     fine = tmp_path / "fine"
     assert _run("synth", fine, "--utterances", 1, "--noise", "white", "--snr", 0, "--no-progress").exit_code == 0
     assert _run("info", fine).stderr == ""
+
+
+@pytest.mark.parametrize("args, environment, drawn", [
+    (["corpus", "synth", "--progress"], "0", True),  # an option on the command line wins over the environment
+    (["--progress", "corpus", "synth"], "0", True),
+    (["corpus", "synth", "--no-progress"], "1", False),
+    (["corpus", "synth"], "1", True),
+    (["corpus", "synth"], "0", False),
+])
+def test_progress_on_request_whatever_the_environment_says(tmp_path, monkeypatch, args, environment, drawn):
+    monkeypatch.setenv("SEPSTI_PROGRESS", environment)
+    result = RUNNER.invoke(cli, [*args, str(tmp_path / "c"), "--utterances", "1", "--noise", "white", "--snr", "0"])
+    assert result.exit_code == 0, result.stderr
+    assert ("synthesising corpus:" in result.stderr) == drawn, result.stderr
+
+
+def test_output_into_a_closed_pipe_ends_quietly(made):
+    """``sepsti corpus info D | head -1``: no error line, the status of SIGPIPE (141)."""
+    import os
+    import subprocess
+    import sys
+
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader has left before the first line
+    try:
+        result = subprocess.run([sys.executable, "-m", "sepsti", "corpus", "info", str(made[0])], stdout=writer,
+                                stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (141, "")

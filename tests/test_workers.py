@@ -1,6 +1,12 @@
-"""The number of workers ``--jobs`` gives (``sepsti.workers.resolve_jobs``)."""
+"""``sepsti.workers``: the number of workers ``--jobs`` gives, results and warnings in order, Ctrl-C and kills."""
 
+import contextlib
 import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
 
 import pytest
 
@@ -21,3 +27,91 @@ def test_available_memory_is_read_where_the_system_says():
         assert memory is not None and 0 < memory <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     else:
         assert memory is None
+
+
+def _warn_and_return(index, seconds):
+    time.sleep(seconds)
+    warnings.warn(f"task {index}", UserWarning)
+    return index
+
+
+def test_results_and_their_warnings_come_in_the_order_of_the_tasks():
+    tasks = [(index, 0.5 if index == 0 else 0.0) for index in range(5)]  # the first task ends last
+    with pytest.warns(UserWarning) as caught, workers.Workers(2) as pool:
+        assert list(pool.map(_warn_and_return, tasks)) == list(range(5))
+    assert [str(warning.message) for warning in caught] == [f"task {index}" for index in range(5)]
+
+
+_SCRIPT = """
+import os, signal, sys, time
+from sepsti.workers import Workers
+
+def log(line):
+    with open(sys.argv[1], "a") as file:
+        file.write(line + "\\n")
+
+def task(index):
+    log(f"start {index}")
+    time.sleep(float(sys.argv[2]))
+    log(f"end {index}")
+    return index
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with Workers(2) as pool:
+            for index in pool.map(task, ((index,) for index in range(8))):
+                log(f"got {index}")
+    except KeyboardInterrupt:
+        log("interrupted")
+"""
+
+
+@pytest.fixture
+def two_running(tmp_path):
+    """A script whose two workers have started the first two of eight tasks of ``seconds`` each."""
+    script, log = tmp_path / "script.py", tmp_path / "log.txt"
+    script.write_text(_SCRIPT)
+    started = []
+
+    def start(seconds):
+        process = subprocess.Popen([sys.executable, script, log, str(seconds)], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        started.append(process)
+        deadline = time.monotonic() + 60
+        while not {"start 0", "start 1"} <= set(log.read_text().splitlines() if log.exists() else ()):
+            assert time.monotonic() < deadline and process.poll() is None, "the tasks did not start"
+            time.sleep(0.05)
+        return process, log
+
+    yield start
+    for process in started:  # whatever is left of the script and its workers
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def test_ctrl_c_lets_the_running_tasks_finish_with_their_results_and_skips_the_rest(two_running):
+    process, log = two_running(1.5)
+    os.killpg(process.pid, signal.SIGINT)
+    process.communicate(timeout=30)
+    lines = log.read_text().splitlines()
+    assert sorted(lines) == ["end 0", "end 1", "got 0", "got 1", "interrupted", "start 0", "start 1"]
+    assert [line for line in lines if line.split()[0] not in ("start", "end")] == ["got 0", "got 1", "interrupted"]
+
+
+def test_a_second_ctrl_c_stops_the_running_tasks_at_once(two_running):
+    process, log = two_running(60)
+    os.killpg(process.pid, signal.SIGINT)
+    time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGINT)
+    process.communicate(timeout=15)  # the workers are gone too: nothing holds the script's stdout open
+    assert log.read_text().splitlines()[2:] == ["interrupted"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers follow their parent on Linux")
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_workers_end_with_their_parent(two_running, how):
+    process, _ = two_running(60)
+    os.kill(process.pid, how)
+    process.communicate(timeout=15)  # the workers are gone too: nothing holds the script's stdout open

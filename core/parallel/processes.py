@@ -2,17 +2,42 @@
 
 Used by the parallel chains of :mod:`sepsti.core.samplers.chains` and by the application's ``--jobs``.
 Workers start by ``fork`` where the platform has it, so that loaded modules and compiled code (a
-model's numba kernels, say) are shared without pickling; else by ``spawn``.
+model's numba kernels, say) are shared without pickling; else by ``spawn``. On Linux a worker ends
+(SIGTERM) when the process that started it ends, however it ends (``kill -9`` included), instead of
+living on without it.
 """
 
-__all__ = ["process_pool"]
+__all__ = ["process_pool", "start_context"]
 
 _BLAS_LIMITS = []  # a worker's BLAS limit, kept for its lifetime
 
 
-def _start_worker(initializer, initargs):
+def start_context():
+    """The :mod:`multiprocessing` context of :func:`process_pool`'s workers (for events and locks they share)."""
+    import multiprocessing
+
+    return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+
+
+def _follow_parent(parent):
+    """End this worker by SIGTERM when the process ``parent`` ends (Linux: ``PR_SET_PDEATHSIG``)."""
+    import ctypes
+    import os
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler the parent had when it forked
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it ended before the request was made
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _start_worker(parent, initializer, initargs):
+    import sys
+
     from threadpoolctl import threadpool_limits
 
+    if sys.platform.startswith("linux"):
+        _follow_parent(parent)
     _BLAS_LIMITS.append(threadpool_limits(limits=1, user_api="blas"))
     if initializer is not None:
         initializer(*initargs)
@@ -20,6 +45,9 @@ def _start_worker(initializer, initargs):
 
 def process_pool(num_workers, initializer=None, initargs=()):
     """A :class:`concurrent.futures.ProcessPoolExecutor` of ``num_workers`` processes, one BLAS thread each.
+
+    Linux sends the workers' signal when the thread that started them ends: make and use a pool
+    within one thread's lifetime (the workers start at the first ``submit``).
 
     Parameters
     ----------
@@ -33,9 +61,8 @@ def process_pool(num_workers, initializer=None, initargs=()):
     -------
     concurrent.futures.ProcessPoolExecutor
     """
-    import multiprocessing
+    import os
     from concurrent.futures import ProcessPoolExecutor
 
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    return ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context(method),
-                               initializer=_start_worker, initargs=(initializer, tuple(initargs)))
+    return ProcessPoolExecutor(num_workers, mp_context=start_context(), initializer=_start_worker,
+                               initargs=(os.getpid(), initializer, tuple(initargs)))

@@ -438,7 +438,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             samples[framing] = sample
 
     # --- processing (the noise sample's model first: a sample with too little sound stops the command here) ---
-    from sepsti.core.progress import progress_bar
+    from sepsti.core.progress import progress_bar, warnings_above
     from sepsti.workers import Workers, resolve_jobs
 
     options = {"noise_rank": noise_rank, "seed": seed, "channels": channels}
@@ -473,7 +473,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
              for (audio, speech_dictionary), target in zip(checked, outputs))
     show = len(inputs) > 1 and progress is not False
     with progress_bar(len(inputs), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar, \
-            Workers(workers) as pool:
+            warnings_above(bar), Workers(workers) as pool:
         for (audio, _), target, (clipped, reason) in zip(checked, outputs, pool.map(process_file, tasks)):
             bar.update(1)
             if reason is not None:

@@ -359,7 +359,7 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
     # --- enhancement and scoring ---
     import numpy as np
 
-    from sepsti.core.progress import progress_bar
+    from sepsti.core.progress import progress_bar, warnings_above
     from sepsti.denoise import EM_ITERATIONS, MASK_FLOOR
     from sepsti.metrics import pesq_mode, unavailable_scores
 
@@ -384,7 +384,7 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
             labels.append((recordings.label(recording), recording.path))
             yield recording, dictionaries.for_rate(recording.sample_rate), options, metrics
 
-    with progress_bar(len(recordings.items), desc="evaluate", unit="file") as bar, \
+    with progress_bar(len(recordings.items), desc="evaluate", unit="file") as bar, warnings_above(bar), \
             Workers(min(resolve_jobs(jobs), len(recordings.items))) as pool:
         for scores, reason in pool.map(enhance_and_score, tasks()):
             row, path = labels.popleft()

@@ -3,7 +3,17 @@
 Every stream is derived from ``SeedSequence([seed, *keys])`` (for example
 ``(seed, chain_id, block_id)``), so results do not depend on how work is
 spread over threads or MPI processes.
+
+``SeedSequence`` pads what it is given with zero words up to four, so key
+tuples that differ only by trailing zeros within four words in all share a
+stream: ``stream(s, c)`` is ``stream(s, c, 0)``. Each purpose in the library
+takes a fixed number of keys (a chain's, a block's, the shared work's
+``SHARED_KEY``), so its streams do not meet this way; a caller mixing key
+lengths for one purpose should do the same. (Mixing the length into the words
+would change every seeded result.)
 """
+
+import numbers
 
 import numpy as np
 
@@ -35,7 +45,10 @@ def stream(seed, *keys):
     ParameterError
         A seed or key outside [0, :data:`KEY_LIMIT`): it would share its stream with another key tuple.
     """
-    words = [int(seed), *map(int, keys)]
+    words = [seed, *keys]
+    if any(isinstance(word, (bool, np.bool_)) or not isinstance(word, numbers.Integral) for word in words):
+        raise ParameterError(f"seed and stream keys {words}: each must be an integer (1.9 would be taken as 1)")
+    words = [int(word) for word in words]
     if not all(0 <= word < KEY_LIMIT for word in words):
         raise ParameterError(f"seed and stream keys {words}: each must lie in [0, 2**32)")
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))

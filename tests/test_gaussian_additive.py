@@ -68,3 +68,22 @@ def test_batched_methods_match_one_chain_at_a_time(rng):
         assert full[c] == pytest.approx(model.log_likelihood(one), rel=1e-12)
         assert priors[c] == pytest.approx(model.log_prior(one), rel=1e-12)
     assert model.subset_size(subsets) == 7
+
+
+def test_settings_and_subsets_are_checked(rng):
+    """Variances that are not positive numbers and means that are not finite are refused; a boolean mask
+    as a subset (read as indices 0 and 1, or counted by its length) is refused, integer indices work."""
+    x = rng.standard_normal(100)
+    for options, message in (({"sigma2_x": np.nan}, "sigma2_x=nan"), ({"sigma2_theta": 0.0}, "sigma2_theta=0.0"),
+                             ({"mu": np.inf}, "mu=inf")):
+        with pytest.raises(ParameterError, match=message):
+            GaussianAdditiveModel(x, 2, **options)
+    model = GaussianAdditiveModel(x, 2)
+    theta = model.sample_prior(rng)
+    mask = np.zeros(100, dtype=bool)
+    mask[:10] = True
+    with pytest.raises(ParameterError, match="got dtype bool; give np.flatnonzero"):
+        model.subset_size(mask)
+    with pytest.raises(ParameterError, match="got dtype bool"):
+        model.log_likelihood(theta, mask)
+    assert model.subset_size(np.flatnonzero(mask)) == 10

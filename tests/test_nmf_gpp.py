@@ -98,6 +98,12 @@ def test_validation(rng):
         NMFGPP(X, num_components=2, plate_shape=(5, 5), beta=3.0, noise_std=0.1)
     with pytest.raises(ParameterError, match="noise_std"):
         NMFGPP(X, num_components=2, plate_shape=(6, 5), beta=3.0, noise_std=0.0)
+    with pytest.raises(ParameterError, match="noise_std=inf"):
+        NMFGPP(X, num_components=2, plate_shape=(6, 5), beta=3.0, noise_std=np.inf)
+    with pytest.raises(ParameterError, match="plate_shape=-6"):  # (-6, -5) multiplies to the 30 positions
+        NMFGPP(X, num_components=2, plate_shape=(-6, -5), beta=3.0, noise_std=0.1)
+    with pytest.raises(ParameterError, match="num_components=1.7"):
+        NMFGPP(X, num_components=1.7, plate_shape=(6, 5), beta=3.0, noise_std=0.1)
     model = NMFGPP(X, num_components=2, plate_shape=(6, 5), beta=3.0, noise_std=0.1)
     with pytest.raises(ParameterError, match="theta has shape"):
         model.logdensity_and_grad(np.zeros(3))
@@ -187,3 +193,13 @@ def test_component_log_scales_move_by_twice_the_log_scale(small_model, rng):
     moved, _ = small_model.rescale(theta, log_scales)
     np.testing.assert_allclose(small_model.component_log_scales(moved) - small_model.component_log_scales(theta),
                                2 * log_scales, rtol=1e-6)
+
+
+def test_the_link_inverts_far_into_the_tail():
+    """h = -σ Φ⁻¹(exp(-λ v)) where exp(-λ v) underflows (λ v > 745): finite, and exp_to_gauss's inverse."""
+    from sepsti.core.models.nmf_gpp import exp_to_gauss, gauss_to_exp
+
+    values = np.array([1e-20, 1e-3, 1.0, 700.0, 760.0, 5e4])
+    h = gauss_to_exp(values, 1.0, 1.0)
+    assert np.all(np.isfinite(h)) and h[4] == pytest.approx(38.87, abs=0.01)
+    np.testing.assert_allclose(exp_to_gauss(h, 1.0, 1.0), values, rtol=1e-9)

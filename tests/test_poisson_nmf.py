@@ -63,5 +63,11 @@ def test_validation():
         PoissonNMF(-np.ones((2, 2)), 1)
     with pytest.raises(ParameterError, match="rank=1.5"):
         PoissonNMF(np.ones((2, 2)), 1.5)
-    with pytest.raises(ParameterError, match="rates must be positive"):
+    with pytest.raises(ParameterError, match="rate_W=0 must be a positive number"):
         PoissonNMF(np.ones((2, 2)), 1, rate_W=0)
+    with pytest.raises(ParameterError, match="rate_H=inf must be a positive number"):
+        PoissonNMF(np.ones((2, 2)), 1, rate_H=np.inf)
+    with pytest.raises(ParameterError, match="rank=nan"):
+        PoissonNMF(np.ones((2, 2)), np.nan)
+    with pytest.raises(ParameterError, match="X is complex \\(an STFT\\?\\)"):
+        PoissonNMF(np.ones((2, 2)) + 1j, 1)

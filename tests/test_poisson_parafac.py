@@ -203,3 +203,13 @@ def test_a_stored_zero_counts_as_the_dense_path_counts_it():
     assert ours == pytest.approx(reference, rel=1e-12) and np.isfinite(ours)
     for got, want in zip(grad, reference_grad):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_a_boolean_mask_is_not_an_entry_subset(problem):
+    X, theta = problem
+    mask = np.zeros(X.size, dtype=bool)
+    mask[:13] = True
+    model = PoissonParafac(X, RANK)
+    with pytest.raises(ParameterError, match="got dtype bool; give np.flatnonzero"):
+        model.log_likelihood(theta, mask)
+    assert model.subset_size(np.flatnonzero(mask)) == 13

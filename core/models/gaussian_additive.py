@@ -21,7 +21,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import positive_number
 from sepsti.core.errors import ParameterError
+from sepsti.core.models.subsample import index_subset
 
 __all__ = ["GaussianAdditiveTheta", "GaussianAdditiveModel"]
 
@@ -64,8 +66,10 @@ class GaussianAdditiveModel:
             raise ParameterError(f"x has shape {x.shape}: expected a non-empty finite 1-d array")
         if int(rank) != rank or rank < 1:
             raise ParameterError(f"rank={rank} must be a positive integer")
-        if sigma2_theta <= 0 or sigma2_x <= 0:
-            raise ParameterError(f"sigma2_theta={sigma2_theta}, sigma2_x={sigma2_x}: variances must be positive")
+        for name, value in (("sigma2_theta", sigma2_theta), ("sigma2_x", sigma2_x)):
+            positive_number(name, value)
+        if not np.isfinite(mu):
+            raise ParameterError(f"mu={mu} must be finite")
         self.x = x
         self.rank = int(rank)
         self.mu = float(mu)
@@ -82,10 +86,10 @@ class GaussianAdditiveModel:
 
     def subset_size(self, subset):
         """Number of observations in ``subset``."""
-        return self.n_data if subset is None else np.shape(subset)[-1]
+        return self.n_data if subset is None else np.shape(index_subset(subset))[-1]
 
     def _residual(self, theta, subset):
-        x = self.x if subset is None else self.x[subset]
+        x = self.x if subset is None else self.x[index_subset(subset)]
         return x - theta.theta.sum(axis=-1)[..., None]
 
     def _value(self, residual):

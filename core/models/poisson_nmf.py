@@ -12,11 +12,13 @@ unscaled (the N/N_s scaling lives in :mod:`sepsti.core.models.subsample`).
     log p(X_ij | W, H) = X_ij log (WH)_ij - (WH)_ij - lgamma(X_ij + 1).
 """
 
+import numbers
 from typing import NamedTuple
 
 import numpy as np
 from scipy.special import gammaln, xlogy
 
+from sepsti.core.checks import positive_number
 from sepsti.core.errors import ParameterError
 
 __all__ = ["MATCHED", "NMFTheta", "PoissonNMF", "prior_rate_at", "validate_nonnegative_matrix", "validate_prior_rate"]
@@ -35,6 +37,8 @@ class NMFTheta(NamedTuple):
 def validate_nonnegative_matrix(X, name="X", dtype=None):
     """Return ``X`` as a finite, non-negative 2-d float array, or raise ParameterError."""
     X = np.asarray(X)
+    if np.iscomplexobj(X):
+        raise ParameterError(f"{name} is complex (an STFT?): expected its magnitudes")
     if dtype is None:
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
     X = X.astype(dtype, copy=False)
@@ -101,10 +105,9 @@ class PoissonNMF:
 
     def __init__(self, X, rank, *, rate_W=1.0, rate_H=1.0):
         X = validate_nonnegative_matrix(X)
-        if int(rank) != rank or rank < 1:
+        if not (isinstance(rank, numbers.Real) and float(rank).is_integer() and rank >= 1):
             raise ParameterError(f"rank={rank} must be a positive integer")
-        if not (rate_W > 0 and rate_H > 0):
-            raise ParameterError(f"rate_W={rate_W}, rate_H={rate_H}: prior rates must be positive")
+        positive_number("rate_W", rate_W), positive_number("rate_H", rate_H)
         self.X = X
         self.rank = int(rank)
         self.rate_W = float(rate_W)

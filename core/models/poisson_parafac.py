@@ -31,6 +31,7 @@ import numpy as np
 from scipy.special import gammaln, xlogy
 
 from sepsti.core.errors import ParameterError
+from sepsti.core.models.subsample import index_subset
 from sepsti.core.sparse_tensor import SparseTensor, TensorBlocks, validate_sparse_tensor
 
 __all__ = ["ParafacFactors", "PoissonParafac", "reconstruct"]
@@ -137,7 +138,7 @@ class PoissonParafac:
             return self.n_data
         if isinstance(subset, TensorBlocks):
             return subset.num_entries
-        return int(np.asarray(subset).size)
+        return int(index_subset(subset).size)
 
     def log_likelihood(self, theta, subset=None):
         """Σ log Poisson(x | x̂) over the entries of ``subset`` (unscaled)."""
@@ -182,7 +183,7 @@ class PoissonParafac:
             return _dense_block(self.data, A, B, C, grads), grads
         if self.is_sparse:
             raise ParameterError("entry-index subsets need dense data; use blocks for a SparseTensor")
-        flat = np.ascontiguousarray(subset, dtype=np.int64).ravel()
+        flat = np.ascontiguousarray(index_subset(subset), dtype=np.int64).ravel()
         if flat.size and (flat.min() < 0 or flat.max() >= self.n_data):
             raise ParameterError(f"subset indices must be in 0..{self.n_data - 1}")
         i, j, k = np.unravel_index(flat, self.shape)

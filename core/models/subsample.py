@@ -28,8 +28,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["Reference", "subset_scale", "log_likelihood_estimate", "tempered_gradient", "tree_add_scaled",
-           "make_reference", "tree_vdot"]
+from sepsti.core.errors import ParameterError
+
+__all__ = ["Reference", "index_subset", "subset_scale", "log_likelihood_estimate", "tempered_gradient",
+           "tree_add_scaled", "make_reference", "tree_vdot"]
 
 
 class Reference(NamedTuple):
@@ -48,6 +50,16 @@ class Reference(NamedTuple):
     position: Any
     log_likelihood: Any
     gradient: Any = None
+
+
+def index_subset(subset):
+    """``subset`` as an integer index array; a boolean mask (which NumPy would read as indices 0 and 1, or
+    count by its length) is refused."""
+    subset = np.asarray(subset)
+    if subset.dtype.kind not in "iu":
+        hint = "; give np.flatnonzero(mask) for a mask" if subset.dtype.kind == "b" else ""
+        raise ParameterError(f"subset: expected integer indices, got dtype {subset.dtype}{hint}")
+    return subset
 
 
 def subset_scale(model, subset):

@@ -229,11 +229,30 @@ def atomic_path(path, *, suffix=None, overwrite=True):
 
 
 def json_safe(value):
-    """``value`` with NaN and infinities (in nested dicts and lists) replaced by None: JSON has no such numbers."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    """``value`` as JSON's types: numpy scalars and arrays, tuples and paths as builtins, recursively.
+
+    NaN and infinities (JSON has no such numbers) become None, written as ``null``, wherever they are
+    (numpy arrays and scalars included). Mapping keys that are numpy scalars become builtins.
+
+    Raises
+    ------
+    TypeError
+        For a value of any other type (one JSON cannot hold).
+    """
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    elif isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, int)):  # bool is an int
+        return value
     if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, list):
+        return {key.item() if isinstance(key, np.generic) else key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
         return [json_safe(item) for item in value]
-    return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -74,7 +74,7 @@ import warnings
 
 import numpy as np
 
-from _common import recipe_parser, write_results
+from _common import positive_list, rank_list, recipe_parser, run_recipe, write_results
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.parafac_rank import select_parafac_rank
@@ -114,8 +114,8 @@ def main():
     parser.add_argument("--tns", help="a FROSTT .tns file to use instead of the simulated tensor")
     parser.add_argument("--nnz", type=int, default=1_000_000, help="expected non-zeros of the simulated tensor")
     parser.add_argument("--true-rank", type=int, default=5, help="rank of the simulated tensor (default 5)")
-    parser.add_argument("--lambdas", help="comma-separated prior rates (default λ0/2, λ0, 2λ0)")
-    parser.add_argument("--ranks", help="comma-separated ranks (default 1..11)")
+    parser.add_argument("--lambdas", type=positive_list, help="comma-separated prior rates (default λ0/2, λ0, 2λ0)")
+    parser.add_argument("--ranks", type=rank_list, help="comma-separated ranks (default 1..11)")
     parser.add_argument("--steps", type=step_counts,
                         help="iterations per temperature: one K, or T + 1 comma-separated values for t = 0, 0.2, "
                         "..., 1 (default 3000 at t <= 0.6, 30000 at t = 0.8, 1; the paper: 3000)")
@@ -164,14 +164,8 @@ def run(args, parser, comm, is_root, started):
         own_rate = prior_rate_for_count(FACEBOOK_SHAPE, args.true_rank, nnz)
         X, _ = simulate_sparse(FACEBOOK_SHAPE, args.true_rank, prior_rate=own_rate, rng=stream(args.seed, 0))
         true_rank = args.true_rank
-    if args.lambdas:
-        lambdas = [float(v) for v in args.lambdas.split(",")]
-    else:
-        lambdas = [own_rate] if args.quick else [own_rate, own_rate / 2, own_rate * 2]
-    if args.ranks:
-        ranks = [int(v) for v in args.ranks.split(",")]
-    else:
-        ranks = [3, 5, 7] if args.quick else list(range(1, 12))
+    lambdas = args.lambdas or ([own_rate] if args.quick else [own_rate, own_rate / 2, own_rate * 2])
+    ranks = args.ranks or ([3, 5, 7] if args.quick else list(range(1, 12)))
     num_steps = args.steps or ([200] if args.quick else list(STEPS))
     num_keep = args.keep or (50 if args.quick else 500)
     n_data = int(np.prod(X.shape, dtype=np.float64))
@@ -223,7 +217,7 @@ def run(args, parser, comm, is_root, started):
     results["peak_rss_mb"] = peak if comm is None else max(comm.allgather(peak))
     if is_root:
         print(f"total {results['seconds']:.0f} s, peak RSS {results['peak_rss_mb']:.0f} MB per process")
-        write_results(args.out, NAME, results, figure(results))
+        write_results(args, NAME, results, figure(results))
 
 
 def figure(results):
@@ -248,4 +242,4 @@ def figure(results):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, NAME)

@@ -29,12 +29,12 @@ import warnings
 
 import numpy as np
 
-from _common import recipe_parser, write_results
+from _common import recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.chib import chib_log_marginal_likelihood
 from sepsti.core.evidence.parafac_rank import select_parafac_rank
 from sepsti.core.models.pltf import pltf_model
-from sepsti.core.random import stream
+from sepsti.core.random import KEY_LIMIT, stream
 from sepsti.corpora.tensors import simulate_dense
 
 NAME = "parafac_synthetic"
@@ -81,13 +81,16 @@ def main():
     parser.add_argument("--true-rank", type=int, default=2, help="rank of the simulated data (default 2)")
     parser.add_argument("--data-seeds", type=int, default=5, help="data draws for the selection check (default 5)")
     args = parser.parse_args()
+    data_seeds = 1 if args.quick else max(1, args.data_seeds)
+    if args.seed + data_seeds - 1 >= KEY_LIMIT:
+        parser.error(f"--seed {args.seed}: with --data-seeds {data_seeds}, the last draw's seed "
+                     f"{args.seed + data_seeds - 1} is not below 2**32")
     started = time.perf_counter()
     warnings.simplefilter("ignore", RuntimeWarning)  # short-trace MCSE warnings: the stderr is reported anyway
 
     ranks = np.arange(1, 7) if args.quick else np.arange(1, 12)
     lengths = (1000, 2000) if args.quick else (2000, 4000)
     chib_samples = 400 if args.quick else 800
-    data_seeds = 1 if args.quick else max(1, args.data_seeds)
     n_entries = int(np.prod(SHAPE))
     settings = dict(num_intervals=10, num_keep=500, subset_size=n_entries // 25, step_a=1e-8, step_b=0.51,
                     alpha=0.99, sigma=1e-5)
@@ -151,7 +154,7 @@ def main():
         print(f"{'':7} {d['seed']:4d} {d['sti_sgld']:4d} {d['sti_psgld']:5d} {d['chib']:4d} "
               f"{d['gap_sgld']:11.1f} {d['gap_psgld']:12.1f}")
     print("checks:", results["checks"])
-    write_results(args.out, NAME, results, figure(results, lengths))
+    write_results(args, NAME, results, figure(results, lengths))
 
 
 def figure(results, lengths):
@@ -179,4 +182,4 @@ def figure(results, lengths):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, NAME)

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from _common import recipe_parser, write_results
+from _common import recipe_parser, run_recipe, write_results
 
 from sepsti.core.models.pltf import pltf_model
 from sepsti.core.random import stream
@@ -106,7 +106,7 @@ def main():
                          "block_filter_error_below_0.3": bool(results["block"]["filter_error"] < 0.3),
                          "sada_filter_error_below_0.3": bool(results["sada"]["filter_error"] < 0.3)}
     print(f"true log-likelihood {results['true']['log_likelihood']:.1f}; checks: {results['checks']}")
-    write_results(args.out, NAME, results, figure(results, burn_in))
+    write_results(args, NAME, results, figure(results, burn_in))
 
 
 def figure(results, burn_in):
@@ -146,4 +146,4 @@ def figure(results, burn_in):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, NAME)

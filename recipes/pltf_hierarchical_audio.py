@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import recipe_parser, write_results
+from _common import recipe_parser, run_recipe, write_results
 
 from sepsti.core.factorization.pltf_em import pltf_em
 from sepsti.core.models.pltf import pltf_model
@@ -113,7 +113,7 @@ def main():
                          "mean_log_likelihood_last_quarter": float(trace[3 * num_steps // 4:].mean())}
         print(f"{name:5s}: {seconds / num_steps * 1e3:.1f} ms per sweep, mean log-likelihood over the last quarter "
               f"{results[name]['mean_log_likelihood_last_quarter']:.1f} (EM with Z1 free: {em.objective[-1]:.1f})")
-    write_results(args.out, NAME, results, figure(results))
+    write_results(args, NAME, results, figure(results))
 
 
 def figure(results):
@@ -139,4 +139,4 @@ def figure(results):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, NAME)

@@ -43,7 +43,7 @@ import warnings
 
 import numpy as np
 
-from _common import recipe_parser, write_results
+from _common import recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.chib import chib_log_marginal_likelihood
 from sepsti.core.models.pltf import pltf_model
@@ -89,7 +89,7 @@ def chib_per_rank(X, *, num_burn_in, num_samples, num_reduced, method, seed, blo
 def main():
     # each rank's largest single-sample weight is printed and stored instead
     warnings.filterwarnings("ignore", message="Chib ordinate")
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], seed_offset=NUM_DATA_SEEDS - 1)
     parser.add_argument("--method", choices=("factors", "sources"), default="factors",
                         help="Chib decomposition (default: factors)")
     parser.add_argument("--blocks", choices=("columns", "factors"), default="columns",
@@ -124,7 +124,7 @@ def main():
         print(f"{seed:>6s} {entry['total_count']:7d} {entry['selected_rank']:11d}")
     print(f"true R = {TRUE_RANK} selected for {hits} of {NUM_DATA_SEEDS} data seeds; "
           f"recipe's draw (seed {args.seed}) selects R = {main_draw['selected_rank']}")
-    write_results(args.out, NAME, results, figure(results))
+    write_results(args, NAME, results, figure(results))
 
 
 def figure(results):
@@ -155,4 +155,4 @@ def figure(results):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, NAME)

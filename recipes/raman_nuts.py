@@ -51,7 +51,7 @@ import time
 
 import numpy as np
 
-from _common import recipe_parser, write_results
+from _common import integer_list, positive_list, recipe_parser, run_recipe, write_results
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.factorization.map import map_nmf_gpp
@@ -199,8 +199,9 @@ def main():
     parser.add_argument("--scale-moves", type=int, default=5, help="sweeps of D/H scale moves in +moves metrics")
     parser.add_argument("--max-tree-depth", type=int, default=None, help="default 10; quick 8")
     parser.add_argument("--target", type=float, default=0.8, help="target acceptance statistic delta")
-    parser.add_argument("--experiments", default="1,2")
-    parser.add_argument("--betas", default="10,20")
+    parser.add_argument("--experiments", type=integer_list, default=[1, 2], help="1, 2 or 1,2 (default 1,2)")
+    parser.add_argument("--betas", type=positive_list, default=[10.0, 20.0],
+                        help="length scales beta, comma-separated (default 10,20)")
     args = parser.parse_args()
     num_warmup = (150 if args.quick else 1000) if args.warmup is None else args.warmup
     num_draws = (150 if args.quick else 2000) if args.draws is None else args.draws
@@ -216,12 +217,14 @@ def main():
         parser.error(f"--target {args.target}: expected a number in (0, 1)")
     if not intensity > 0:
         parser.error(f"--intensity {intensity}: expected a positive number")
+    if not set(args.experiments) <= {1, 2}:
+        parser.error(f"--experiments {','.join(map(str, args.experiments))}: expected 1, 2 or 1,2")
 
     runs, panels = [], []
     with single_threaded_blas():
-        for experiment in [int(e) for e in args.experiments.split(",")]:
+        for experiment in args.experiments:
             data = simulate_raman(experiment, seed=args.seed, intensity=intensity, noise_std=noise_std)
-            for beta in [float(b) for b in args.betas.split(",")]:
+            for beta in args.betas:
                 record, fig_data, _ = run_one(data, beta, num_warmup=num_warmup, num_draws=num_draws,
                                               metric=args.metric, max_tree_depth=args.max_tree_depth,
                                               target=args.target, seed=args.seed, num_chains=args.chains,
@@ -238,8 +241,8 @@ def main():
                 "intensity": intensity, "noise_std": noise_std, "chains": args.chains, "scale_moves": args.scale_moves,
                 "max_tree_depth": args.max_tree_depth, "target": args.target, "rate": 1.0,
                 "num_components": 2, "seed": args.seed}
-    write_results(args.out, NAME, {"runs": runs, "settings": settings}, make_figure(panels))
+    write_results(args, NAME, {"runs": runs, "settings": settings}, make_figure(panels))
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, NAME)

@@ -38,7 +38,7 @@ from dataclasses import asdict, fields, replace
 
 import numpy as np
 
-from _common import recipe_parser, write_results
+from _common import recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.sti import LangevinSettings, TemperatureGrid, stochastic_thermodynamic_integration
 from sepsti.core.models.gaussian_additive import GaussianAdditiveModel
@@ -111,7 +111,7 @@ def main():
            **{field + suffix: [] for suffix in configs for field in fields},
            "settings": {"default": as_json(DEFAULT), "uniform": as_json(UNIFORM), "paper": as_json(PAPER), "N": 5000,
                         "N_s": BUDGET["subset_size"], "K": BUDGET["num_steps"], "keep": BUDGET["num_keep"], **PRIOR,
-                        "T_counts": "intervals", "chains_per_temperature": 1}}
+                        "T_counts": "intervals", "chains_per_temperature": 1, "seed": args.seed}}
     print(f"{'true R':>6} {'R_m':>4} {'exact':>11} | {'STI-exact':>9} {'se':>5} {'quad':>6} {'s':>5} | "
           f"{'uniform-exact':>13} {'se':>5} | {'paper-exact':>11} {'se':>7} {'s':>5}")
     for index, true_rank in enumerate(true_ranks):
@@ -147,7 +147,7 @@ def main():
           f"{out['max_abs_error_paper']:.1f} nats (argmax agrees {out['argmax_agrees_paper']})")
     if args.ablation:
         out["ablation"] = ablation(args.seed, true_ranks.index(5), ranks)
-    write_results(args.out, NAME, out, figure(out))
+    write_results(args, NAME, out, figure(out))
 
 
 def ablation(seed, index, ranks):
@@ -205,4 +205,4 @@ def figure(out):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, NAME)

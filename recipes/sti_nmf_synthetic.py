@@ -1,17 +1,19 @@
 """ICASSP'16 Fig. 3: STI on Poisson NMF data drawn at two true ranks, beside Chib's estimate.
 
-Data: W, H ~ Exp(5), X ~ Poisson(WH), I = 100, J = 75, for two true R. For
-R_m = 1..10 the log marginal likelihood is estimated by STI with
-block-parallel SGLD (5 x 5 blocks, K = 10000 keeping the last 2000, a = 1e-5,
-b = 0.51, step fixed after burn-in) and by Chib's method from the Gibbs
-output of ``sepsti.core.evidence.chib`` (9000 Gibbs samples, 7000 burn-in, 5000
-reduced runs).
+Data: W, H ~ Exp(5), X ~ Poisson(WH), I = 100, J = 75, for two true R
+(``--true-ranks``, default 3,6). For R_m = 1..10 the log marginal likelihood
+is estimated by STI (``--settings``, below) and by Chib's method from the
+Gibbs output of ``sepsti.core.evidence.chib`` (9000 Gibbs samples, 7000
+burn-in, 5000 reduced runs). The paper's STI ran block-parallel SGLD (5 x 5
+blocks, K = 10000 keeping the last 2000, a = 1e-5, b = 0.51, step fixed after
+burn-in): ``--settings paper``.
 
 Settings (``--settings``):
 
 * ``default``: ``select_rank_sti``'s default, the reference path
   (:mod:`sepsti.core.evidence.reference_path`: full-data MALA from a log-space
-  Gaussian reference to the posterior).
+  Gaussian reference to the posterior), with its preset's grid and chain
+  lengths (``--quick`` does not shorten them).
 * ``blocks``: preconditioned block SGLD (pSGLD, alpha = 0.99, sigma = 0.1),
   a = 1e-7, b = 0.51, T = 10 intervals on t_i = (i/T)^5 with Simpson's rule in
   u = t^(1/5), theta^(k-1) scored on S^(k), chains started at random on the
@@ -49,7 +51,12 @@ full-data NUTS chains on log W, log H (600 warm-up + 1200 draws per
 temperature, the ``default`` grid): an independent estimate for a rank where
 neither the conjugate rank-1 sampler nor a closed form exists (it agrees with
 ``exact_rank1`` at R = 1 to 0.2 nats).
-``--quick``: R_m in 1..6, K = 5000 keeping 1000, 3 replicates, Chib 1500 + 500 + 500.
+``--quick``: R_m in 1..6, 3 replicates, Chib 1500 burn-in + 500 samples +
+500 reduced runs; the ``blocks`` and ``paper`` chains K = 5000 keeping 1000.
+
+The JSON's ``settings`` hold what ran: ``sti`` the settings of each true R's
+selection (grid, chains, replicates, seed, data digest), ``seed``, ``quick``
+and, with ``--nuts-reference``, ``nuts_reference``.
 """
 
 import time
@@ -57,7 +64,7 @@ import warnings
 
 import numpy as np
 
-from _common import recipe_parser, write_results
+from _common import rank_list, recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.rank_one import rank_one_log_evidence
 from sepsti.core.evidence.sti import integration_weights, thermodynamic_integral
@@ -66,6 +73,9 @@ from sepsti.core.models.poisson_nmf import PoissonNMF
 from sepsti.core.random import stream
 
 NAME = "sti_nmf_synthetic"
+RANKS, QUICK_RANKS = list(range(1, 11)), list(range(1, 7))
+#: TI with full-data NUTS of ``--nuts-reference``: the ``default`` grid, 600 warm-up + 1200 draws per temperature
+NUTS_REFERENCE = dict(num_intervals=10, power=5.0, num_warmup=600, num_samples=1200)
 #: ``select_rank_sti`` presets, with this experiment's blocks and the paper's step for these counts
 SETTINGS = {
     "default": dict(preset="reference"),
@@ -129,21 +139,26 @@ def nuts_reference(X, rank, rate, *, num_intervals=10, power=5.0, num_warmup=600
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    # Chib's runs use seed --seed + R_m
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], seed_offset=max(RANKS))
     parser.add_argument("--settings", choices=sorted(SETTINGS), default="default")
     parser.add_argument("--replicates", type=int, default=None,
                         help="independent chains per (rank, temperature); the standard errors come from their "
                              "spread (default: 4, --quick 3)")
     parser.add_argument("--nuts-reference", action="store_true",
                         help="also estimate log p(X | true R) by TI with full-data NUTS (minutes per rank)")
-    parser.add_argument("--true-ranks", default="3,6")
+    parser.add_argument("--true-ranks", type=rank_list, default=[3, 6],
+                        help="ranks of the simulated data, comma-separated (default 3,6)")
     args = parser.parse_args()
     if args.replicates is None:
         args.replicates = 3 if args.quick else 4
     if args.replicates < 1:
         parser.error(f"--replicates {args.replicates}: need at least 1")
-    true_ranks = [int(r) for r in args.true_ranks.split(",")]
-    ranks = list(range(1, 7)) if args.quick else list(range(1, 11))
+    true_ranks = args.true_ranks
+    ranks = QUICK_RANKS if args.quick else RANKS
+    if args.nuts_reference and not set(true_ranks) <= set(ranks):
+        parser.error(f"--nuts-reference compares at the true ranks: --true-ranks must lie in {ranks[0]}..{ranks[-1]}"
+                     f"{' with --quick' if args.quick else ''}")
     num_steps, num_keep = (5000, 1000) if args.quick else (10000, 2000)
     chib_counts = (1500, 500, 500) if args.quick else (7000, 2000, 5000)
     rate = 5.0
@@ -153,9 +168,9 @@ def main():
     out = {"true_R": true_ranks, "ranks": ranks, "sti": [], "stderr": [], "chib": [], "chib_stderr": [],
            "chib_max_weight_fraction": [], "exact_rank1": [], "seconds_sti": [],
            "seconds_chib": [], "sti_replicates": [], "replicates": args.replicates,
-           "settings": {"I": 100, "J": 75, "rate": rate, "num_steps": num_steps, "num_keep": num_keep,
-                        "num_blocks": 5, "name": args.settings, **settings,
-                        "chib_burn_in_samples_reduced": chib_counts, "T_counts": "intervals"}}
+           "settings": {"I": 100, "J": 75, "rate": rate, "name": args.settings, "seed": args.seed, "quick": args.quick,
+                        "chib_burn_in_samples_reduced": chib_counts, "T_counts": "intervals", "sti": [],
+                        **({"nuts_reference": NUTS_REFERENCE} if args.nuts_reference else {})}}
     for index, true_rank in enumerate(true_ranks):
         _, _, X = PoissonNMF.sample(stream(args.seed, 2000 + index), (100, 75), true_rank, rate_W=rate, rate_H=rate)
         start = time.perf_counter()
@@ -163,6 +178,7 @@ def main():
         selection = select_rank_sti(X, ranks, prior_rate=rate, num_replicates=args.replicates, seed=args.seed,
                                     progress=True, **lengths, **settings)
         out["seconds_sti"].append(time.perf_counter() - start)
+        out["settings"]["sti"].append(selection.settings)
         out["sti"].append(selection.log_marginal_likelihood.tolist())
         out["stderr"].append(selection.stderr.tolist())
         out["sti_replicates"].append(selection.replicates.T.tolist())
@@ -186,7 +202,7 @@ def main():
         out["exact_rank1"].append(exact)
         if args.nuts_reference:
             start = time.perf_counter()
-            value, error = nuts_reference(X, true_rank, rate, seed=args.seed)
+            value, error = nuts_reference(X, true_rank, rate, seed=args.seed, **NUTS_REFERENCE)
             out.setdefault("nuts_true_rank", []).append(value)
             out.setdefault("nuts_true_rank_stderr", []).append(error)
             out.setdefault("seconds_nuts", []).append(time.perf_counter() - start)
@@ -202,7 +218,7 @@ def main():
                                                        shares):
             print(f"  R={rank:>2}  STI {sti:10.1f} ± {se:5.1f}   Chib {chib:10.1f} ± {chib_se:5.1f} "
                   f"(largest single-sample share {share:.2f})")
-    write_results(args.out, NAME, out, figure(out))
+    write_results(args, NAME, out, figure(out))
 
 
 def figure(out):
@@ -229,4 +245,4 @@ def figure(out):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, NAME)

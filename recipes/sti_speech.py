@@ -24,7 +24,8 @@ the "evidence" then ranks the EM starts, not the models.
 ``--sti-json`` reuses the JSON of a ``sepsti select-rank`` run (same
 settings) instead of rerunning STI. ``--quick``: K = 100 keeping 50, two
 test utterances at one SNR (the middle one found), 50 EM iterations for the
-dictionaries.
+dictionaries. The JSON records ``quick``, ``dictionary_em_iterations`` and
+``seed`` beside the STI ``settings``.
 """
 
 import json
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, recipe_parser, write_results
+from _common import ROOT, rank_list, recipe_parser, run_recipe, write_results
 
 NAME = "sti_speech"
 RANKS = [32, 64, 128, 256, 512]
@@ -43,11 +44,13 @@ def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "noizeus")
     parser.add_argument("--sti-json", type=Path, default=None, help="reuse a select-rank JSON")
-    parser.add_argument("--ranks", default=",".join(map(str, RANKS)))
+    parser.add_argument("--ranks", type=rank_list, default=RANKS,
+                        help=f"candidate ranks, comma-separated (default {','.join(map(str, RANKS))})")
     parser.add_argument("--settings", choices=["speech", "paper"], default="speech",
                         help="select-rank's defaults (the speech model) or ICASSP'16's settings")
     args = parser.parse_args()
-    ranks = [int(r) for r in args.ranks.split(",")]
+    ranks = args.ranks
+    em_iterations = 50 if args.quick else 200
 
     from sepsti.corpora.noizeus import mixtures
     from sepsti.training import train_split
@@ -64,7 +67,7 @@ def main():
     methods = {"": {}, "_plain": {"sparsity": 0.0}}  # the application's denoising, the paper's plain NMF
     scores = {key + suffix: {snr: [] for snr in snrs} for key in ("sdr", "sir", "sar") for suffix in methods}
     for rank in ranks:
-        W, _ = train_dictionary(X, rank, max_iter=50 if args.quick else 200, seed=args.seed)
+        W, _ = train_dictionary(X, rank, max_iter=em_iterations, seed=args.seed)
         for suffix, options in methods.items():
             per_snr = {snr: [] for snr in snrs}
             for mixture in test:
@@ -110,14 +113,15 @@ def main():
            "largest_decrease_se": falls,
            "chains_equilibrated": bool(np.all(np.asarray(falls) <= 3.0)),
            "test_files": sorted({m.utterance for m in test}), "noises": sorted({m.noise for m in test}),
-           "settings": settings}
+           "settings": settings, "quick": args.quick, "dictionary_em_iterations": em_iterations,
+           "seed": args.seed}
     print(f"STI selects R = {selected}; mean SDR stops improving at R = {plateau} (sepsti enhance), "
           f"{plateau_plain} (plain NMF)")
     if not out["chains_equilibrated"]:
         print("E_t[log p] falls with t (largest falls in standard errors: "
               + ", ".join(f"R={r}: {f:.0f}" for r, f in zip(ranks, falls))
               + "): the chains did not reach their power posteriors, so these are not log marginal likelihoods")
-    write_results(args.out, NAME, out, figure(out))
+    write_results(args, NAME, out, figure(out))
 
 
 def _plateau(ranks, sdr, tol=0.25):
@@ -154,4 +158,4 @@ def figure(out):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, NAME)

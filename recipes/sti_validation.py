@@ -36,7 +36,7 @@ import warnings
 
 import numpy as np
 
-from _common import default_corpus, recipe_parser, write_results
+from _common import default_corpus, rank_list, recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.rank_one import rank_one_log_evidence
 from sepsti.core.evidence.sti_nmf import PRESETS, select_rank_sti
@@ -46,6 +46,8 @@ NAME = "sti_validation"
 ICASSP_RATE = 5.0
 SPEECH_RATE = 4e-4
 SPL18_RATE = 3.0
+#: Data draws (seeds --seed, --seed + 1, ...) of the most drawn case, nmf_rank1_icassp: --quick and full
+QUICK_RANK1_DRAWS, RANK1_DRAWS = 15, 30
 
 
 def case(name, model, shape, rank, truth, truth_kind, estimate, stderr, seconds, seed, truth_stderr=0.0, **extra):
@@ -206,28 +208,31 @@ def coverage(cases):
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], seed_offset=RANK1_DRAWS - 1)
     parser.add_argument("--skip-selections", action="store_true", help="leave out the speech-scale selections")
-    parser.add_argument("--true-ranks", default=None,
+    parser.add_argument("--true-ranks", type=rank_list, default=None,
                         help="true ranks of the speech-scale selections, comma-separated (default: 32 with --quick, "
                              "else 32,128)")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="reference",
                         help="the select_rank_sti preset under test (default: the library's default)")
     args = parser.parse_args()
-    warnings.simplefilter("ignore", RuntimeWarning)
     quick = args.quick
+    true_ranks = args.true_ranks or ([32] if quick else [32, 128])
+    if quick and not args.skip_selections and min(true_ranks) < 2:
+        parser.error("--true-ranks: at least 2 with --quick (the candidates are R/2, R and 2R)")
+    warnings.simplefilter("ignore", RuntimeWarning)
     started = time.perf_counter()
     X0, source = speech_matrix()
     cases = []
     cases += gaussian_cases(range(args.seed, args.seed + (3 if quick else 6)), [2, 5])
-    cases += nmf_rank1_icassp_cases(range(args.seed, args.seed + (15 if quick else 30)), args.preset)
+    cases += nmf_rank1_icassp_cases(range(args.seed, args.seed + (QUICK_RANK1_DRAWS if quick else RANK1_DRAWS)),
+                                     args.preset)
     cases += nmf_rank1_speech_cases(range(args.seed, args.seed + (1 if quick else 4)), X0, args.preset)
     cases += nmf_reference_cases(args.seed, [2, 4] if quick else list(range(2, 9)), 30_000 if quick else 100_000,
                                  args.preset)
     cases += parafac_cases(args.seed, [2] if quick else [1, 2, 3, 4], 400 if quick else 2000)
     selections = []
     if not args.skip_selections:
-        true_ranks = [int(r) for r in args.true_ranks.split(",")] if args.true_ranks else [32] if quick else [32, 128]
         candidates_of = (lambda r: [r // 2, r, 2 * r]) if quick else (lambda r: [16, 32, 64, 128, 256])
         selections = selection_cases(X0, true_ranks, candidates_of, args.seed, args.preset)
     preset = PRESETS[args.preset]
@@ -241,7 +246,7 @@ def main():
     print(f"{sum(within)} of {len(cases)} cases within 3 standard errors; coverage {out['coverage']}")
     for entry in selections:
         print(f"{entry['name']}: selected {entry['selected_rank']} (true {entry['true_rank']})")
-    write_results(args.out, NAME, out, figure(out))
+    write_results(args, NAME, out, figure(out))
 
 
 def figure(out):
@@ -274,4 +279,4 @@ def figure(out):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, NAME)

@@ -162,3 +162,21 @@ def test_an_input_named_like_the_outputs_temporary_is_refused_not_removed(tmp_pa
         check_output_path(target, inputs=[source])
     check_output_path(tmp_path / "other.wav", inputs=[source])
     assert source.read_text() == "the user's"
+
+
+def test_json_safe_turns_numpy_tuples_and_non_finite_numbers_into_json():
+    import json
+
+    import numpy as np
+
+    from sepsti.core.io import json_safe
+
+    value = {"a": np.array([1.0, np.inf, np.nan]), "b": (np.float32("nan"), np.float32(2.5), -np.inf),
+             "c": [{"d": np.int64(3), "e": np.bool_(True)}], np.int64(4): Path("x") / "y", "f": None}
+    converted = json_safe(value)
+    assert converted == {"a": [1.0, None, None], "b": [None, 2.5, None], "c": [{"d": 3, "e": True}], 4: "x/y",
+                         "f": None}
+    assert type(converted["c"][0]["d"]) is int and type(converted["c"][0]["e"]) is bool
+    json.dumps(converted, allow_nan=False)
+    with pytest.raises(TypeError, match="not JSON serialisable: object"):
+        json_safe({"g": object()})

@@ -16,7 +16,7 @@ from _common import ROOT, checkout_package, recipe_parser
 
 def stretch_parser(name, description):
     """A recipe's parser with the options of the mixtures and of the checkout that enhances them."""
-    parser = recipe_parser(name, description)
+    parser = recipe_parser(name, description, output=lambda args: f"{name}_{args.label}")
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "wideband")
     parser.add_argument("--split", default="validation", choices=("validation", "test"))
     parser.add_argument("--files", type=int, default=12, help="16 kHz utterances")

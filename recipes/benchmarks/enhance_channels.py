@@ -88,8 +88,13 @@ def enhance(inputs, out_dir, *options):
                        stdout=subprocess.DEVNULL)
 
 
+def label_of(args):
+    """The name of a run's folder and results: its split, and whether the right channel is another talker."""
+    return f"{args.split}_two_talkers" if args.second_talker else args.split
+
+
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], output=lambda args: f"{NAME}_{label_of(args)}")
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "wideband")
     parser.add_argument("--split", default="test", choices=("validation", "test"))
     parser.add_argument("--files", type=int, default=12, help="utterances")
@@ -110,7 +115,7 @@ def main():
     from sepsti.comparison import paired_difference
     from sepsti.metrics import bss_eval, stoi
 
-    label = f"{args.split}_two_talkers" if args.second_talker else args.split
+    label = label_of(args)
     folder = args.out / f"channels_{label}"
     recordings = make_recordings(args.data, args.split, folder, files=2 if args.quick else args.files,
                                  noises=args.noise.split(","), snrs=[int(s) for s in args.snr.split(",")],
@@ -146,7 +151,7 @@ def main():
         print(f"{snr:>4}  " + "  ".join(f"{means[m]['sdr']:7.2f} / {means[m]['stoi']:.3f}" for m in METHODS) + "   "
               + ", ".join(f"{c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]" for c in lead.values())
               + f"; auto separate on {sum(r['auto_separate'] for r in chosen)} of {len(chosen)}")
-    write_results(args.out, f"{NAME}_{label}", {
+    write_results(args, f"{NAME}_{label}", {
         "split": args.split, "delay_ms": args.delay, "level_db": args.level, "second_talker": args.second_talker,
         "crosstalk_db": args.crosstalk, "seed": args.seed,
         "results": rows, "summary": summary})

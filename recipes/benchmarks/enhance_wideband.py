@@ -229,8 +229,14 @@ def score(clean, signal, noisy, rate):
             "fricative_db": fricative, "fricative_frames": frames}
 
 
+def condition_of(args):
+    """The suffix of the folders and results of a coloured or reverberant run ('' for a flat, dry one)."""
+    return "" if (args.channel, args.rt60) == ("flat", 0.0) else f"_{args.channel}_rt{args.rt60:g}"
+
+
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(NAME, __doc__.splitlines()[0],
+                           output=lambda args: f"{NAME}_{args.label}_{args.split}{condition_of(args)}")
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "wideband")
     parser.add_argument("--split", default="test", choices=("validation", "test"))
     parser.add_argument("--label", default="sepsti", help="name of this run in the results")
@@ -270,7 +276,7 @@ def main():
         parser.error(f"--label {args.label}: a name this recipe uses itself; choose another")
     snrs = args.snr
     files = 3 if args.quick else args.files
-    condition = "" if (args.channel, args.rt60) == ("flat", 0.0) else f"_{args.channel}_rt{args.rt60:g}"
+    condition = condition_of(args)
     noisy_folder = args.out / f"noisy_{args.split}{condition}"
     clean_folder = args.out / f"clean_{args.split}{condition}"
     mixtures = make_mixtures(args.data, args.split, noisy_folder, files=files, noises=noises, snrs=snrs,
@@ -303,7 +309,7 @@ def main():
     lead = None if args.no_input else lead_over_input(rows, args.label)
     if lead is not None:
         print_lead(lead)
-    write_results(args.out, f"{NAME}_{args.label}_{args.split}{condition}", {
+    write_results(args, f"{NAME}_{args.label}_{args.split}{condition}", {
         "split": args.split, "label": args.label, "channel": args.channel, "rt60": args.rt60,
         "checkout": str(args.sepsti.resolve()),
         "dictionary": None if args.dictionary is None else str(args.dictionary), "enhance_seconds": seconds,

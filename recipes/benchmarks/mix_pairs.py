@@ -95,7 +95,7 @@ def noise_types(specs, corpus):
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], output=False)
     parser.add_argument("--speech", type=Path, required=True, help="folder of clean speech (any audio file below it)")
     parser.add_argument("--noise", action="append", default=[], metavar="NAME=DIR",
                         help="a noise type: the recordings below DIR (repeatable)")

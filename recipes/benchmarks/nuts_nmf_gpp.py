@@ -284,7 +284,7 @@ def leaf_cost(seed):
 
 
 def main():
-    parser = recipe_parser("nuts_nmf_gpp", __doc__.splitlines()[0])
+    parser = recipe_parser("nuts_nmf_gpp", __doc__.splitlines()[0], output=False)
     parser.add_argument("--warmup", type=int, default=None, help="NUTS warm-up (default 1000; quick 150)")
     parser.add_argument("--draws", type=int, default=None, help="NUTS draws per chain (default 2000; quick 150)")
     parser.add_argument("--max-tree-depth", type=int, default=10)

@@ -147,7 +147,7 @@ def make_noise(kind, pool, n, rng):
 
 
 def main(argv=None):
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], output=False)
     parser.add_argument("--noizeus", type=Path, default=None, help="NOIZEUS folder (default: ../shared/data/noizeus)")
     parser.add_argument("--wideband", type=Path, default=ROOT.parent / "shared" / "data" / "wideband",
                         help="wideband corpus whose test-split talkers make the noises")

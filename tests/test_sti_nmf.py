@@ -7,7 +7,7 @@ import pytest
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.evidence.rank_one import rank_one_log_evidence
 from sepsti.core.evidence.sti import LangevinSettings
-from sepsti.core.evidence.sti_nmf import PRESETS, rayleigh_dispersion, select_rank_sti
+from sepsti.core.evidence.sti_nmf import PRESETS, rayleigh_dispersion, select_rank_sti, validate_identifiable_ranks
 from sepsti.core.models.poisson_nmf import PoissonNMF, prior_rate_at
 from sepsti.core.parallel.blocks import init_state, initial_factors, run_block_chain
 from sepsti.core.random import stream
@@ -193,3 +193,13 @@ def test_exact_prior_draws_at_t0_their_own_number_and_the_prior_expectation(X, t
                           for _ in range(4000)])
     se = np.sqrt(draws.var() / draws.size + reference.var() / reference.size)
     assert abs(draws.mean() - reference.mean()) < 4 * se
+
+
+def test_a_rank_equal_to_the_smaller_dimension_is_flagged_and_silence_refused():
+    """At R = min(I, J) the reference path runs low (docs/rank_selection.md): warned; all-zero data (the
+    Rayleigh dispersion 0, the matched prior infinite) is refused by name instead of failing inside."""
+    X = np.arange(16.0).reshape(8, 2)
+    with pytest.warns(UserWarning, match=r"rank 2 = min\(8, 2\).*biased low"):
+        validate_identifiable_ranks([1, 2], X.shape)
+    with pytest.raises(ParameterError, match="all zero"):
+        select_rank_sti(np.zeros((8, 6)), [1], dispersion="rayleigh", prior_rate="matched")

@@ -35,7 +35,10 @@ equivalent labellings; where they do not overlap (components clearly
 distinct, as with many counts) log p(X | R) = that + log R!, which the
 factory adds (:meth:`ReferencePathChains.log_offset`). Where components
 overlap (ranks above the data's, few counts) this overstates the evidence
-by at most log R!.
+by at most log R!. At R = min(n_rows, n_cols) the estimate instead runs low
+at the default lengths: W -> WQ, H -> Q^-1 H keeps the fit for many Q besides
+the scalings, and q gives those directions the data's curvature
+(:func:`sepsti.core.evidence.sti_nmf.validate_identifiable_ranks` warns).
 """
 
 import math

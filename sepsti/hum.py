@@ -94,18 +94,24 @@ class _ZeroRuns:
         self.shortest, self.position, self.open, self.runs = shortest, 0, None, None
 
     def add(self, block):
+        if not len(block):
+            return
         zero = (block == 0).reshape(len(block), -1)
         if self.open is None:
-            self.open = np.full(zero.shape[1], -1, dtype=np.int64)  # where a channel's current run began
+            self.open = np.full(zero.shape[1], -1, dtype=np.int64)  # where a channel's unfinished run began
             self.runs = [[] for _ in range(zero.shape[1])]
-        padded = np.zeros((len(block) + 2, zero.shape[1]), dtype=np.int8)
-        padded[1:-1] = zero
+        padded = np.zeros((len(block) + 1, zero.shape[1]), dtype=np.int8)
+        padded[1:] = zero
         for channel in range(zero.shape[1]):
             changes = np.flatnonzero(np.diff(padded[:, channel])) + self.position
-            starts, ends = list(changes[0::2]), list(changes[1::2])
-            if self.open[channel] >= 0 and starts and starts[0] == self.position:
-                starts[0] = self.open[channel]  # the run that was open goes on
-            self.open[channel] = starts.pop() if len(ends) < len(starts) else -1
+            starts, ends = list(changes[0::2]), list(changes[1::2])  # a run still going at the end has no end
+            if self.open[channel] >= 0:
+                if starts and starts[0] == self.position:
+                    starts[0] = self.open[channel]  # the unfinished run goes on
+                else:  # it ended with the last block
+                    starts.insert(0, self.open[channel])
+                    ends.insert(0, self.position)
+            self.open[channel] = starts.pop() if len(starts) > len(ends) else -1
             self.runs[channel] += [(a, b) for a, b in zip(starts, ends) if b - a >= self.shortest]
         self.position += len(block)
 

@@ -65,8 +65,8 @@ class _RecipeParser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
         if self._output is not False:
-            name = self._output(parsed) if callable(self._output) else self._output
-            self._check_out(parsed.out, name, parsed.overwrite)
+            parsed._results_name = self._output(parsed) if callable(self._output) else self._output
+            self._check_out(parsed.out, parsed._results_name, parsed.overwrite)
         parsed._provenance = _provenance(sys.argv[1:] if args is None else args)
         return parsed
 
@@ -200,8 +200,9 @@ def checkout_package(checkout):
         yield {**os.environ, "PYTHONPATH": os.pathsep.join((folder, str(checkout)))}, Path(folder)
 
 
-def write_results(args, name, results, figure=None):
-    """Write ``results`` as ``args.out/name.json`` and ``figure`` as ``args.out/name.png``.
+def write_results(args, results, figure=None):
+    """Write ``results`` as ``args.out/<name>.json`` and ``figure`` as ``args.out/<name>.png``, under the
+    results' name the parser checked (:func:`recipe_parser`'s ``output``).
 
     The JSON gets a ``provenance`` block: the command line (``argv``), every option's value after
     parsing (``options``), the sepsti version, ``git describe --always --dirty`` of the source tree
@@ -214,14 +215,12 @@ def write_results(args, name, results, figure=None):
         The arguments of a :func:`recipe_parser`: ``out`` (created if missing) and ``overwrite``
         (without it a file that appeared at either name since parsing is not replaced:
         :class:`ParameterError`).
-    name : str
-        Recipe name.
     results : dict
         Results; :func:`sepsti.core.io.json_safe` turns them into JSON (NaN and infinities become null).
     figure : matplotlib.figure.Figure, optional
         Saved at 120 dpi and closed.
     """
-    out_dir = Path(args.out)
+    name, out_dir = args._results_name, Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     options = {key: value for key, value in vars(args).items() if not key.startswith("_")}
     document = json_safe({**results, "provenance": {**args._provenance, "options": options}})

@@ -217,7 +217,7 @@ def run(args, parser, comm, is_root, started):
     results["peak_rss_mb"] = peak if comm is None else max(comm.allgather(peak))
     if is_root:
         print(f"total {results['seconds']:.0f} s, peak RSS {results['peak_rss_mb']:.0f} MB per process")
-        write_results(args, NAME, results, figure(results))
+        write_results(args, results, figure(results))
 
 
 def figure(results):

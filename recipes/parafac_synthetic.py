@@ -154,7 +154,7 @@ def main():
         print(f"{'':7} {d['seed']:4d} {d['sti_sgld']:4d} {d['sti_psgld']:5d} {d['chib']:4d} "
               f"{d['gap_sgld']:11.1f} {d['gap_psgld']:12.1f}")
     print("checks:", results["checks"])
-    write_results(args, NAME, results, figure(results, lengths))
+    write_results(args, results, figure(results, lengths))
 
 
 def figure(results, lengths):

@@ -106,7 +106,7 @@ def main():
                          "block_filter_error_below_0.3": bool(results["block"]["filter_error"] < 0.3),
                          "sada_filter_error_below_0.3": bool(results["sada"]["filter_error"] < 0.3)}
     print(f"true log-likelihood {results['true']['log_likelihood']:.1f}; checks: {results['checks']}")
-    write_results(args, NAME, results, figure(results, burn_in))
+    write_results(args, results, figure(results, burn_in))
 
 
 def figure(results, burn_in):

@@ -113,7 +113,7 @@ def main():
                          "mean_log_likelihood_last_quarter": float(trace[3 * num_steps // 4:].mean())}
         print(f"{name:5s}: {seconds / num_steps * 1e3:.1f} ms per sweep, mean log-likelihood over the last quarter "
               f"{results[name]['mean_log_likelihood_last_quarter']:.1f} (EM with Z1 free: {em.objective[-1]:.1f})")
-    write_results(args, NAME, results, figure(results))
+    write_results(args, results, figure(results))
 
 
 def figure(results):

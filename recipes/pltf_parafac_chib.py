@@ -124,7 +124,7 @@ def main():
         print(f"{seed:>6s} {entry['total_count']:7d} {entry['selected_rank']:11d}")
     print(f"true R = {TRUE_RANK} selected for {hits} of {NUM_DATA_SEEDS} data seeds; "
           f"recipe's draw (seed {args.seed}) selects R = {main_draw['selected_rank']}")
-    write_results(args, NAME, results, figure(results))
+    write_results(args, results, figure(results))
 
 
 def figure(results):

@@ -241,7 +241,7 @@ def main():
                 "intensity": intensity, "noise_std": noise_std, "chains": args.chains, "scale_moves": args.scale_moves,
                 "max_tree_depth": args.max_tree_depth, "target": args.target, "rate": 1.0,
                 "num_components": 2, "seed": args.seed}
-    write_results(args, NAME, {"runs": runs, "settings": settings}, make_figure(panels))
+    write_results(args, {"runs": runs, "settings": settings}, make_figure(panels))
 
 
 if __name__ == "__main__":

@@ -147,7 +147,7 @@ def main():
           f"{out['max_abs_error_paper']:.1f} nats (argmax agrees {out['argmax_agrees_paper']})")
     if args.ablation:
         out["ablation"] = ablation(args.seed, true_ranks.index(5), ranks)
-    write_results(args, NAME, out, figure(out))
+    write_results(args, out, figure(out))
 
 
 def ablation(seed, index, ranks):

@@ -218,7 +218,7 @@ def main():
                                                        shares):
             print(f"  R={rank:>2}  STI {sti:10.1f} ± {se:5.1f}   Chib {chib:10.1f} ± {chib_se:5.1f} "
                   f"(largest single-sample share {share:.2f})")
-    write_results(args, NAME, out, figure(out))
+    write_results(args, out, figure(out))
 
 
 def figure(out):

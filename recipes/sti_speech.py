@@ -121,7 +121,7 @@ def main():
         print("E_t[log p] falls with t (largest falls in standard errors: "
               + ", ".join(f"R={r}: {f:.0f}" for r, f in zip(ranks, falls))
               + "): the chains did not reach their power posteriors, so these are not log marginal likelihoods")
-    write_results(args, NAME, out, figure(out))
+    write_results(args, out, figure(out))
 
 
 def _plateau(ranks, sdr, tol=0.25):

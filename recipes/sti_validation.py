@@ -246,7 +246,7 @@ def main():
     print(f"{sum(within)} of {len(cases)} cases within 3 standard errors; coverage {out['coverage']}")
     for entry in selections:
         print(f"{entry['name']}: selected {entry['selected_rank']} (true {entry['true_rank']})")
-    write_results(args, NAME, out, figure(out))
+    write_results(args, out, figure(out))
 
 
 def figure(out):

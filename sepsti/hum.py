@@ -285,7 +285,7 @@ def measure_hum(blocks, hum):
         add(held)
     silences = zero_runs.finish()
     # each cell's samples outside the silences, per channel, shaped as its amplitudes
-    bounds = np.minimum(np.arange(len(sums) + 1) * cell, position + (0 if held is None else len(held)))
+    bounds = np.minimum(np.arange(len(sums) + 1) * cell, zero_runs.position)
     counts = (np.diff(bounds)[:, None] - np.diff(_silent_samples(silences, bounds), axis=0)).astype(float)
     counts = counts.reshape(len(sums), 1, *sums[0].shape[1:]) if sums else counts
     amplitudes = 2 * np.asarray(sums) / np.maximum(counts, 1)

@@ -88,7 +88,7 @@ def test_results_that_appear_during_the_run_are_not_replaced(tmp_path):
     args = _common.recipe_parser("toy", "a toy").parse_args(["--out", str(tmp_path)])
     (tmp_path / "toy.json").write_text("theirs\n")
     with pytest.raises(ParameterError, match="toy.json"):
-        _common.write_results(args, "toy", {"x": 1.0})
+        _common.write_results(args, {"x": 1.0})
     assert (tmp_path / "toy.json").read_text() == "theirs\n"
 
 

@@ -404,7 +404,7 @@ class LangevinSettings:
             raise ParameterError("zero_variance needs evaluate='before_update'")
 
 
-def float_start(position):
+def _float_start(position):
     """A chain's start with every leaf in floating point (integers become float64), checked finite.
 
     Raises
@@ -473,7 +473,7 @@ def power_posterior_chain(model, position, rng, *, temperature, chain, subset_fn
             chain.zero_variance):
         raise ParameterError("control_variate='gradient', integrator, step_scale and zero_variance need SGLD on a "
                              "batched model without warm_start or subset_fn (the chains run in lockstep)")
-    position = float_start(position)
+    position = _float_start(position)
     num_steps, num_keep, evaluate = chain.num_steps, chain.num_keep, chain.evaluate
     burn_in = num_steps - num_keep
     if chain.sampler == "sgld":
@@ -637,7 +637,7 @@ def power_posterior_chains(model, positions, rng, *, temperatures, chain, progre
     control_variate, zero_variance = chain.control_variate, chain.zero_variance
     t = np.asarray(temperatures, dtype=np.float64)
     num_chains = t.size
-    positions = float_start(positions)
+    positions = _float_start(positions)
     burn_in = chain.num_steps - chain.num_keep
     base = step_sizes(chain.step_a, chain.step_b, num_steps=chain.num_steps, num_decay_steps=max(burn_in, 1))
     stiffness, direction = (curvature(model, positions, t, rng=rng, return_vector=True)

@@ -24,12 +24,12 @@ only; the same holds for the gradients (the −1 part of ∂/∂a_ir over a bloc
 is (Σ_j b_jr)(Σ_k c_kr)). Nothing is densified.
 """
 
-import numbers
 from typing import NamedTuple
 
 import numpy as np
 from scipy.special import gammaln, xlogy
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.subsample import index_subset
 from sepsti.core.sparse_tensor import SparseTensor, TensorBlocks, validate_sparse_tensor
@@ -96,8 +96,7 @@ class PoissonParafac:
             if not np.all(np.isfinite(data)) or (data.size and data.min() < 0):
                 raise ParameterError("data must hold finite non-negative counts")
             self.is_sparse = False
-        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 1:
-            raise ParameterError(f"rank={rank!r} must be a positive integer")
+        integer_at_least("rank", rank, 1)
         try:
             rates = np.broadcast_to(np.asarray(prior_rate, dtype=np.float64), (3,)).copy()
         except (TypeError, ValueError):

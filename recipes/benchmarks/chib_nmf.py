@@ -209,7 +209,7 @@ def main():
                   f"{entry['seconds_per_sweep']:7.2f} s")
         print(f"SADA / block (sources kept, Alg. 1): {results['sada_over_block_rss']:.3f} of the peak RSS growth, "
               f"{results['sada_over_block_numpy']:.3f} of the NumPy peak")
-    write_results(args, NAME, results, figure(results))
+    write_results(args, results, figure(results))
 
 
 def figure(results):

@@ -208,7 +208,7 @@ def main(argv=None):
     axis.set_ylabel("ms per iteration")
     axis.set_title(f"Poisson NMF, {X.shape[0]}x{X.shape[1]}, R={RANK}")
     axis.legend(fontsize=7)
-    write_results(args, NAME, results, figure)
+    write_results(args, results, figure)
 
 
 if __name__ == "__main__":

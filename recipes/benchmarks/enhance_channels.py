@@ -151,7 +151,7 @@ def main():
         print(f"{snr:>4}  " + "  ".join(f"{means[m]['sdr']:7.2f} / {means[m]['stoi']:.3f}" for m in METHODS) + "   "
               + ", ".join(f"{c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]" for c in lead.values())
               + f"; auto separate on {sum(r['auto_separate'] for r in chosen)} of {len(chosen)}")
-    write_results(args, f"{NAME}_{label}", {
+    write_results(args, {
         "split": args.split, "delay_ms": args.delay, "level_db": args.level, "second_talker": args.second_talker,
         "crosstalk_db": args.crosstalk, "seed": args.seed,
         "results": rows, "summary": summary})

@@ -122,7 +122,7 @@ def main():
         summary[f"{group} {snr} {kind}"] = {"count": len(chosen), **means}
         print(f"{group:<9}{snr:>4} {kind:<7}" + "".join(f"{means[m]['sdr']:11.2f} / {means[m]['stoi']:.3f}"
                                                       for m in METHODS))
-    write_results(args, NAME, {"corpus": str(corpus), "wideband": None if args.wideband is None else
+    write_results(args, {"corpus": str(corpus), "wideband": None if args.wideband is None else
                                    str(args.wideband), "results": rows, "summary": summary})
 
 

@@ -101,7 +101,7 @@ def main():
                          "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)})
             print(f"{length:g} min at {args.rate} Hz: peak RSS {peak:.0f} MB, {wall:.0f} s wall, {cpu:.0f} s CPU",
                   flush=True)
-    write_results(args, "enhance_memory", {"sepsti": str(args.sepsti.resolve()), "runs": rows,
+    write_results(args, {"sepsti": str(args.sepsti.resolve()), "runs": rows,
                                                "load_average": os.getloadavg()})
 
 

@@ -82,7 +82,7 @@ def main():
                             stretches(len(signal), rate, (len(signal) - gap) // 2, gap))
         rows.append(row)
     summary = summarize(rows, CASES, STRETCHES)
-    write_results(args, f"{NAME}_{args.label}", {
+    write_results(args, {
         "split": args.split, "label": args.label, "checkout": str(args.sepsti.resolve()), "gap_seconds": args.gap,
         "gap_dbfs": args.gap_dbfs, "load_average": os.getloadavg(), "results": rows, "summary": summary})
 

@@ -84,7 +84,7 @@ def main(argv=None):
         print(f"{first} {snr_first} dB -> {second} {snr_second} dB: " + "  ".join(
             f"{name} {row[name]['sdr']:.2f} dB / {row[name]['stoi']:.3f} / {row[name]['pesq']:.2f}"
             for name in estimates))
-    write_results(args, NAME, {"corpus": str(corpus), "rank": dictionary.rank, "seed": args.seed,
+    write_results(args, {"corpus": str(corpus), "rank": dictionary.rank, "seed": args.seed,
                                    "load_average": os.getloadavg(), "results": rows})
 
 

@@ -77,7 +77,7 @@ def main():
             score_stretches(row, case, clean, signal, output, stretches(len(signal), rate))
         rows.append(row)
     summary = summarize(rows, CASES, STRETCHES)
-    write_results(args, f"{NAME}_{args.label}", {
+    write_results(args, {
         "split": args.split, "label": args.label, "checkout": str(args.sepsti.resolve()), "drop_db": args.drop_db,
         "load_average": os.getloadavg(), "results": rows, "summary": summary})
 

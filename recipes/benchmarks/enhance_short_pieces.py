@@ -140,7 +140,7 @@ def main(argv=None):
               f"{int(np.sum(gain < 0))} of {len(gain)} worse than the input, worst {gain.min():+.2f} dB; by SNR "
               + ", ".join(f"{snr} dB {value:+.2f}" for snr, value in by_snr.items())
               + "; STOI change " + ", ".join(f"{value:+.3f}" for value in stoi_by_snr.values()))
-    write_results(args, NAME, {"corpus": str(corpus), "dictionary": str(dictionary_path),
+    write_results(args, {"corpus": str(corpus), "dictionary": str(dictionary_path),
                                    "limit_lifted": args.no_limit, "continuous": args.continuous,
                                    "shortest_seconds": sepsti.noise_model.SHORTEST_SECONDS, "seed": args.seed,
                                    "summary": summary, "results": rows})

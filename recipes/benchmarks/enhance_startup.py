@@ -119,7 +119,7 @@ def main():
     axis.set_ylabel("seconds, whole process")
     axis.set_title(f"3 s at 8 kHz: ratio {ratio:.2f}")
     figure.tight_layout()
-    write_results(args, "enhance_startup", {
+    write_results(args, {
         "seconds": times, "median": median, "ratio": ratio, "repeats": repeats,
         "load_average": load, "cpus": os.cpu_count(),
         "command": " ".join(ours[:-4] + ["enhance", "IN", "-o", "OUT", "--overwrite"]),

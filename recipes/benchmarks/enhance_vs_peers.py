@@ -383,7 +383,7 @@ def main(argv=None):
                "seed": args.seed, "methods": methods, "summary": summary,
                "per_noise": per_noise, "lead": lead, "seconds_per_file": timing, "bands": bands,
                "load_average": os.getloadavg(), "results": rows}
-    write_results(args, NAME, results, figure)
+    write_results(args, results, figure)
 
 
 if __name__ == "__main__":

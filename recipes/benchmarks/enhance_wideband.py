@@ -309,7 +309,7 @@ def main():
     lead = None if args.no_input else lead_over_input(rows, args.label)
     if lead is not None:
         print_lead(lead)
-    write_results(args, f"{NAME}_{args.label}_{args.split}{condition}", {
+    write_results(args, {
         "split": args.split, "label": args.label, "channel": args.channel, "rt60": args.rt60,
         "checkout": str(args.sepsti.resolve()),
         "dictionary": None if args.dictionary is None else str(args.dictionary), "enhance_seconds": seconds,

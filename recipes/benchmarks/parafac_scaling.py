@@ -181,7 +181,7 @@ def main():
                   f"full log-likelihood {row['full_ms']:7.2f} ms (numpy {row['full_numpy_ms']:7.2f} ms, "
                   f"ratio {full_peer / full:4.1f}x, agree={full_agree}; at m = B per kept iteration: "
                   f"+{100 * row['full_overhead']:.0f} %)  index {index_seconds:.2f} s", flush=True)
-    write_results(args, NAME, {"shape": FACEBOOK_SHAPE, "rank": args.rank, "clock": args.clock, "rows": rows},
+    write_results(args, {"shape": FACEBOOK_SHAPE, "rank": args.rank, "clock": args.clock, "rows": rows},
                   figure(rows))
 
 

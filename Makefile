@@ -1,4 +1,5 @@
-# Set-up and the two everyday jobs. Needs only Python >= 3.11 and make.
+# Set-up and the two everyday jobs. Needs Python >= 3.11 with its headers (python3-dev), make and a C
+# compiler: the install is -e '.[test,mpi]', and the test extra's pesq is built from source (docs/metrics.md).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin

@@ -201,3 +201,126 @@ class _OneProcess:
 
     def __getattr__(self, name):
         raise AssertionError(f"communicated ({name}) before checking the settings")
+
+
+def _in_larger_buffer(array, rows):
+    """The first ``rows`` rows of ``array`` as a view into a larger buffer (a kernel writing past them stays inside)."""
+    return np.concatenate([array, array])[:rows]
+
+
+_MISFITS = {  # what the state is made to hold, and the start of the message
+    "streams_W for fewer blocks": ("state.states_W has shape", lambda s: s._replace(
+        states_W=_in_larger_buffer(s.states_W, 2))),
+    "streams_H for fewer blocks": ("state.states_H has shape", lambda s: s._replace(
+        states_H=_in_larger_buffer(s.states_H, 3))),
+    "W with fewer rows": ("state.W has shape", lambda s: s._replace(W=_in_larger_buffer(s.W, 30))),
+    "H of lower rank": ("state.H has shape", lambda s: s._replace(H=np.asfortranarray(s.H[:2]))),
+    "v_W with fewer rows": ("state.v_W has shape", lambda s: s._replace(v_W=_in_larger_buffer(s.v_W, 30))),
+    "W float32, H float64": ("state.H has shape .* and dtype float64", lambda s: s._replace(
+        W=s.W.astype(np.float32))),
+}
+
+
+@pytest.mark.parametrize("misfit", list(_MISFITS))
+def test_state_that_does_not_fit_the_data_or_the_blocks_is_refused_by_name(rng, misfit):
+    # the compiled kernels check no bounds: a state made for fewer blocks, or factors of other shapes,
+    # would be read and written past their ends
+    X = rng.poisson(3.0, (40, 32)).astype(float)
+    W, H = initial_factors(X, 3, rng)
+    schedule = BlockSchedule(X.shape, 4)
+    settings = LangevinSettings(sampler="psgld", num_steps=4, num_keep=2, step_a=1e-3)
+    runs = [lambda state: run_block_chain(X, state, settings, temperature=1.0, num_blocks=4, threads=1),
+            lambda state: run_prior_chain(X, state, num_steps=2, num_keep=1, num_blocks=4),
+            lambda state: part_update(X, state, schedule, 1, settings, step_size=1e-3, temperature=1.0, rate_W=1.0,
+                                      rate_H=1.0, log_factorial_blocks=block_log_factorials(X, schedule), threads=1)]
+    message, misfit = _MISFITS[misfit]
+    for run in runs:
+        with pytest.raises(ParameterError, match=f"^{message}"):
+            run(misfit(init_state(W, H, seed=0, chain=1, num_blocks=4)))
+
+
+def test_part_update_refuses_a_schedule_or_log_factorials_of_other_data(rng):
+    X = rng.poisson(3.0, (40, 32)).astype(float)
+    state = init_state(*initial_factors(X, 3, rng), seed=0, chain=1, num_blocks=4)
+    schedule = BlockSchedule(X.shape, 4)
+    kwargs = dict(step_size=1e-3, temperature=1.0, rate_W=1.0, rate_H=1.0, threads=1)
+    with pytest.raises(ParameterError, match="schedule"):
+        part_update(X, state, BlockSchedule((20, 16), 4), 0, LangevinSettings(), **kwargs,
+                    log_factorial_blocks=block_log_factorials(X, schedule))
+    with pytest.raises(ParameterError, match="log_factorial_blocks"):
+        part_update(X, state, schedule, 0, LangevinSettings(), **kwargs,
+                    log_factorial_blocks=block_log_factorials(X, BlockSchedule(X.shape, 2)))
+
+
+@pytest.mark.parametrize("temperature", [-0.5, np.nan, 1.5])
+def test_temperature_outside_0_1_is_refused(rng, temperature):
+    # t < 0 and NaN used to run the prior-only chain silently
+    X = rng.poisson(3.0, (12, 10)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    settings = LangevinSettings(num_steps=4, num_keep=2, step_a=1e-3)
+    schedule = BlockSchedule(X.shape, 2)
+    with pytest.raises(ParameterError, match="temperature"):
+        run_block_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2), settings, temperature=temperature,
+                        num_blocks=2)
+    with pytest.raises(ParameterError, match="temperature"):
+        part_update(X, init_state(W, H, seed=0, chain=0, num_blocks=2), schedule, 0, settings, step_size=1e-3,
+                    temperature=temperature, rate_W=1.0, rate_H=1.0,
+                    log_factorial_blocks=block_log_factorials(X, schedule))
+    with pytest.raises(ParameterError, match="temperature"):  # refused before any message is sent
+        run_distributed_block_chain(X, W, H, _OneProcess(), settings, seed=0, chain=0, temperature=temperature,
+                                    num_blocks=2)
+
+
+def test_distributed_chain_refuses_a_start_that_does_not_fit_the_data(rng):
+    X = rng.poisson(3.0, (12, 10)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    settings = LangevinSettings(num_steps=4, num_keep=2, step_a=1e-3)
+    for start, name in (((np.vstack([W, W]), H), "W"), ((W, np.hstack([H, H])), "H")):
+        with pytest.raises(ParameterError, match=f"^{name} has shape"):  # refused before any message is sent
+            run_distributed_block_chain(X, *start, _OneProcess(), settings, seed=0, chain=0, temperature=1.0,
+                                        num_blocks=2)
+
+
+@pytest.mark.parametrize("field, layout", [("v_H", np.ascontiguousarray), ("W", np.asfortranarray),
+                                           ("v_W", np.asfortranarray)])
+def test_factors_and_averages_in_another_layout_give_the_same_chain(rng, field, layout):
+    # the kernels take W, H.T, v_W and v_H.T C-contiguous; an array laid out otherwise is copied and each copy
+    # written back on its own (a C-ordered v_H next to a column-major H was never stored)
+    X = rng.poisson(3.0, (20, 16)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    settings = LangevinSettings(sampler="psgld", num_steps=60, num_keep=5, step_a=1e-4, sigma=0.1)
+    kwargs = dict(temperature=1.0, num_blocks=4, threads=1)
+    expected = run_block_chain(X, init_state(W, H, seed=1, chain=(1, 2, 3), num_blocks=4), settings, **kwargs)
+    state = init_state(W, H, seed=1, chain=(1, 2, 3), num_blocks=4)
+    state = state._replace(**{field: layout(getattr(state, field))})
+    result = run_block_chain(X, state, settings, **kwargs)
+    np.testing.assert_array_equal(result.trace, expected.trace)
+    for got, want in zip(result.state, expected.state):
+        np.testing.assert_array_equal(got, want)
+    assert result.state is state and result.min_kept == expected.min_kept
+
+
+def test_integer_counts_start_from_float64_factors_and_give_the_float_chain(rng):
+    X = rng.poisson(3.0, (20, 16))
+    W, H = initial_factors(X, 2, stream(4))
+    assert W.dtype == H.dtype == np.float64
+    np.testing.assert_array_equal(W, initial_factors(X.astype(float), 2, stream(4))[0])  # not cut to integers
+    settings = LangevinSettings(num_steps=30, num_keep=10, step_a=1e-3)
+    kwargs = dict(temperature=1.0, num_blocks=4, threads=1)
+    counts = run_block_chain(X, init_state(W, H, seed=1, chain=2, num_blocks=4), settings, **kwargs)
+    floats = run_block_chain(X.astype(float), init_state(W, H, seed=1, chain=2, num_blocks=4), settings, **kwargs)
+    np.testing.assert_array_equal(counts.trace, floats.trace)
+    np.testing.assert_array_equal(counts.state.W, floats.state.W)
+
+
+def test_prior_chain_reports_the_smallest_entry_over_every_kept_draw(rng):
+    # draw j of the prior chain is the final state of a chain keeping j draws (the burn-in draws nothing)
+    X = rng.poisson(3.0, (12, 10)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    kwargs = dict(num_blocks=2, rate_W=2.0, rate_H=0.5)
+    lows = [min(result.state.W.min(), result.state.H.min())
+            for result in (run_prior_chain(X, init_state(W, H, seed=3, chain=0, num_blocks=2), num_steps=j,
+                                           num_keep=j, **kwargs) for j in (1, 2, 3))]
+    result = run_prior_chain(X, init_state(W, H, seed=3, chain=0, num_blocks=2), num_steps=7, num_keep=3, **kwargs)
+    assert lows[-1] > min(lows)  # the last draw alone would not do
+    assert result.all_finite and result.min_kept == min(lows)

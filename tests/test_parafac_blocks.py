@@ -341,3 +341,64 @@ def test_short_chains_reproduce_their_pinned_traces():
         values, state = run_parafac_block_chain(index, theta, settings, prior_rates=model.prior_rates, seed=3,
                                                 chain=(3, 1), temperature=0.7)
         assert_pinned(values, (*state.position, *state.v, *state.streams), trace, sums, "c61bbdbe7c6dcbc4", sampler)
+
+
+def _grown(factor, rows):
+    """``factor`` with ``rows`` more rows."""
+    return np.vstack([factor, factor[:rows]])
+
+
+@pytest.mark.parametrize("misfit, message", [
+    (lambda theta: (_grown(theta[0], 1), theta[1], theta[2]), r"theta\[0\] has shape \(8, 3\)"),
+    (lambda theta: (theta[0], np.hstack([theta[1], theta[1]]), theta[2]), r"theta\[1\] has shape \(8, 6\)"),
+    (lambda theta: theta[:2], "theta has 2 factors")], ids=["more rows", "other rank", "two factors"])
+def test_start_that_does_not_fit_the_tensor_is_refused_by_name(setup, misfit, message):
+    # the compiled update reads and writes rows by the index's ranges and the rank by the first factor's
+    model, index, theta = setup
+    with pytest.raises(ParameterError, match=message):
+        run_parafac_block_chain(index, misfit(theta), _settings(num_steps=4, num_keep=2),
+                                prior_rates=model.prior_rates, seed=0, chain=(1, 1), temperature=1.0)
+
+
+def _streams_for_two_blocks(state):
+    # the streams of a 2-block state as views into larger buffers: a kernel writing past them stays inside
+    return state._replace(streams=tuple(np.concatenate([s, s])[:2] for s in state.streams))
+
+
+@pytest.mark.parametrize("misfit, message", [
+    (lambda state: state._replace(position=(_grown(state.position[0], 2), *state.position[1:])),
+     r"state.position\[0\] has shape \(9, 3\)"),
+    (lambda state: state._replace(position=tuple(f.astype(np.float32) for f in state.position)),
+     r"state.position\[0\] has shape \(7, 3\) and dtype float32"),
+    (lambda state: state._replace(v=(state.v[0], state.v[1], _grown(state.v[2], 1))), r"state.v\[2\]"),
+    (lambda state: state._replace(gradient=None), "state.gradient has 0 factors"),
+    (_streams_for_two_blocks, r"state.streams has shapes \[\(2, 2\), \(2, 2\), \(2, 2\)\]")],
+    ids=["more rows", "float32", "v of more rows", "no gradient", "streams for fewer blocks"])
+def test_part_update_refuses_a_state_that_does_not_fit_the_index(setup, misfit, message):
+    model, index, theta = setup
+    state = misfit(init_block_state(theta, seed=0, chain=(1, 1), num_blocks=3))
+    with pytest.raises(ParameterError, match=message):
+        parafac_part_update(index, state, 4, _settings(), step_size=1e-3, temperature=1.0,
+                            prior_rates=model.prior_rates)
+
+
+def test_part_update_needs_the_block_index_of_a_sparse_tensor(setup):
+    model, _, theta = setup
+    with pytest.raises(ParameterError, match="SparseTensor"):
+        parafac_part_update(build_block_index(np.zeros((7, 8, 9)), 3),
+                            init_block_state(theta, seed=0, chain=(1, 1), num_blocks=3), 0, _settings(),
+                            step_size=1e-3, temperature=1.0, prior_rates=model.prior_rates)
+
+
+@pytest.mark.parametrize("setting", [dict(temperature=-0.5), dict(temperature=np.nan), dict(temperature=1.5),
+                                     dict(prior_rates=(0.7, 0.5))], ids=["t<0", "t=NaN", "t>1", "two rates"])
+def test_temperature_outside_0_1_or_a_rate_missing_is_refused(setup, setting):
+    # t < 0 ran the prior-only chain and NaN gave a NaN trace; a missing rate was read past the array's end
+    model, index, theta = setup
+    kwargs = {"temperature": 0.5, "prior_rates": model.prior_rates, **setting}
+    name = next(iter(setting))
+    with pytest.raises(ParameterError, match=name):
+        run_parafac_block_chain(index, theta, _settings(num_steps=4, num_keep=2), seed=0, chain=(1, 1), **kwargs)
+    with pytest.raises(ParameterError, match=name):
+        parafac_part_update(index, init_block_state(theta, seed=0, chain=(1, 1), num_blocks=3), 0, _settings(),
+                            step_size=1e-3, **kwargs)

@@ -29,3 +29,9 @@ def test_matrix_part_k_pairs_row_group_b_with_column_group_b_plus_k():
 def test_validation():
     with pytest.raises(ParameterError, match="num_blocks=9"):
         BlockSchedule((8, 100), 9)
+
+
+def test_part_size_is_exact_beyond_int64():
+    # 2 blocks of 2**39 x 2**39 entries: 2**79, which int64 products wrapped to 0
+    size = BlockSchedule((2 ** 40, 2 ** 40), 2).part_size(0)
+    assert size == 2 ** 79 and isinstance(size, int)

@@ -123,3 +123,16 @@ def test_slab_index_keeps_exactly_the_blocks_of_its_first_mode_range(rng):
             assert part.nnz == 0
     assert slab.coords.shape[0] == sum(index.block(*k).nnz for k in itertools.product(range(1, 3), range(4),
                                                                                        range(4)))
+
+
+@pytest.mark.parametrize("coords, values, message", [
+    ([[0, 0, 0], [1, 2, 6], [5, 5, 5]], [1.0, 2.0, 3.0], "out of range"),  # k = K was filed in block 0
+    ([[0, 0, 0], [-1, 2, 3], [5, 5, 5]], [1.0, 2.0, 3.0], "out of range"),
+    ([[0, 0, 0], [0, 0, 0], [5, 5, 5]], [1.0, 2.0, 3.0], "duplicate"),  # counted twice
+    ([[0, 0, 0], [1, 2, 3], [5, 5, 5]], [1.0, -2.0, 3.0], "non-negative"),
+    ([[0, 0, 0], [1, 2, 3], [5, 5, 5]], [1.0, np.nan, 3.0], "NaN")],
+    ids=["k = K", "i = -1", "duplicate", "negative value", "NaN value"])
+def test_sparse_tensor_that_is_not_counts_at_distinct_coordinates_is_refused(coords, values, message):
+    tensor = SparseTensor(np.array(coords), np.array(values), (6, 6, 6))
+    with pytest.raises(ParameterError, match=f"^tensor: .*{message}"):
+        build_block_index(tensor, 3)

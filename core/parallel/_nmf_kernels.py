@@ -287,15 +287,26 @@ def _fill_exponential(F, lo, hi, states, row, rate):
     states[row, 0] = counter
 
 
+@numba.njit(cache=True)
+def _track_draw(F, status):
+    """status <- [smallest entry so far, 1 if any entry so far was not finite], with the entries of F."""
+    for value in F.reshape(F.size):
+        if np.isfinite(value):
+            status[0] = min(status[0], value)
+        else:
+            status[1] = 1.0
+
+
 @numba.njit(cache=True, nogil=True)
-def nmf_prior_kernel(X, layout, chain, rates, first, burn_in, count, trace):
+def nmf_prior_kernel(X, layout, chain, rates, first, burn_in, count, trace, status):
     """Exact t = 0 "chain": ``count`` independent prior draws of (W, H), scored like kept SGLD samples.
 
     Draw k (iteration ``first + k``) fills W's row group g from stream
     ``chain.states_W[g]`` and H's column group g from ``chain.states_H[g]``
     with Exponential(``rates`` = (rate_W, rate_H)) entries, then writes N/N_s
     x the log-likelihood of part (iteration - 1) mod P to
-    ``trace[iteration - burn_in - 1]``.
+    ``trace[iteration - burn_in - 1]`` and updates ``status`` = [smallest
+    entry of the draws, 1 if any entry was not finite].
     """
     row_edges, col_edges = layout.row_edges, layout.col_edges
     W, Ht = chain.W, chain.Ht
@@ -309,6 +320,8 @@ def nmf_prior_kernel(X, layout, chain, rates, first, burn_in, count, trace):
             _fill_exponential(W, row_edges[g], row_edges[g + 1], chain.states_W, g, rates[0])
         for g in range(col_edges.size - 1):
             _fill_exponential(Ht, col_edges[g], col_edges[g + 1], chain.states_H, g, rates[1])
+        _track_draw(W, status)
+        _track_draw(Ht, status)
         for b in range(num_blocks):
             c = columns[b]
             Wb = W[row_edges[b]:row_edges[b + 1]]

@@ -6,7 +6,7 @@ X is (n_rows, n_cols), W (n_rows, rank), H (rank, n_cols), all of one float
 dtype (float64, or float32 with float64 accumulation of log-likelihoods).
 Iteration k uses part (k - 1) mod B of a :class:`sepsti.core.parallel.schedule.BlockSchedule`;
 block b of the part updates W's row group b and H's column group
-(b + k) mod B from data block (b, (b + k) mod B) only, with gradients scaled
+(b + k - 1) mod B from data block (b, (b + k - 1) mod B) only, with gradients scaled
 by N/N_s (N_s = entries in the part) and the likelihood term tempered by t.
 Every factor block draws its noise from its own stream
 (:mod:`sepsti.core.parallel.noise`): W row group g from state ``W`` g (row by row),
@@ -106,9 +106,10 @@ def initial_factors(X, rank, rng, dtype=None):
 
     Starting from prior draws is hopeless with flat priors (lambda = 4e-4 puts
     WH around 1e9 on speech magnitudes): the first steps would overshoot by
-    orders of magnitude.
+    orders of magnitude. ``dtype`` defaults to X's when X is floating, else float64.
     """
-    dtype = X.dtype if dtype is None else dtype
+    if dtype is None:
+        dtype = X.dtype if np.issubdtype(X.dtype, np.floating) else np.float64
     level = np.sqrt(max(float(X.mean()), np.finfo(np.float64).tiny) / rank)
     W = (level * rng.uniform(0.5, 1.5, size=(X.shape[0], rank))).astype(dtype)
     H = (level * rng.uniform(0.5, 1.5, size=(rank, X.shape[1]))).astype(dtype)
@@ -157,11 +158,17 @@ def part_update(X, state, schedule, part, settings, *, step_size, temperature, r
         (N/N_s) x the part's log-likelihood.
     """
     check_block_settings(settings, EVALUATE_MODES)
+    constants = StepConstants.of(settings, temperature=temperature, prior_rates=(rate_W, rate_H))
+    if schedule.shape != X.shape:
+        raise ParameterError(f"schedule is for shape {schedule.shape}; X has shape {X.shape}")
+    _check_state(X, state, schedule.num_blocks)
+    B = schedule.num_blocks
+    if np.shape(log_factorial_blocks) != (B, B):
+        raise ParameterError(f"log_factorial_blocks has shape {np.shape(log_factorial_blocks)}; expected ({B}, {B})")
     # a one-part layout: the part is iteration 1's, kept (no burn-in)
     layout = NMFBlockLayout(schedule.edges[0], schedule.edges[1],
                             np.ascontiguousarray(schedule.part_groups(part)[:, 1]).reshape(1, -1),
                             np.array([float(schedule.part_size(part))]), float(X.size), log_factorial_blocks)
-    constants = StepConstants.of(settings, temperature=temperature, prior_rates=(rate_W, rate_H))
     trace = np.empty(1)
     status = np.array([np.inf, 0.0])
     _run_kernel(X, state, layout, constants, np.array([float(step_size)]), 1, 0, trace, status,
@@ -178,15 +185,54 @@ def block_layout(X, schedule):
                           block_log_factorials(X, schedule))
 
 
-def _transposed(M):
-    """M.T as a C-contiguous array: a view when M is column-major, else a copy (written back by the caller)."""
-    return M.T if M.T.flags.c_contiguous else np.ascontiguousarray(M.T)
+def _check_factors(X, W, H, prefix=""):
+    """Raise ParameterError unless W (n_rows, rank) and H (rank, n_cols) fit ``X`` in one float dtype.
+
+    ``prefix`` goes before the names in the message (``"state."``).
+    """
+    if X.ndim != 2 or X.dtype.kind not in "iuf":
+        raise ParameterError(f"X has shape {X.shape} and dtype {X.dtype}; expected a matrix of counts")
+    if W.ndim != 2 or W.shape[0] != X.shape[0] or W.shape[1] < 1 or W.dtype not in (np.float32, np.float64):
+        raise ParameterError(f"{prefix}W has shape {W.shape} and dtype {W.dtype}; expected ({X.shape[0]}, rank) "
+                             f"float32 or float64 for X of shape {X.shape}")
+    if H.shape != (W.shape[1], X.shape[1]) or H.dtype != W.dtype:
+        raise ParameterError(f"{prefix}H has shape {H.shape} and dtype {H.dtype}; expected "
+                             f"{(W.shape[1], X.shape[1])} {W.dtype} for X of shape {X.shape} and {prefix}W of "
+                             f"shape {W.shape}")
+
+
+def _check_state(X, state, num_blocks):
+    """Raise ParameterError unless ``state`` fits ``X`` and ``num_blocks`` (the kernels check no bounds)."""
+    _check_factors(X, state.W, state.H, "state.")
+    for name, like in (("v_W", state.W), ("v_H", state.H)):
+        average = getattr(state, name)
+        if average.shape != like.shape or average.dtype != like.dtype:
+            raise ParameterError(f"state.{name} has shape {average.shape} and dtype {average.dtype}; expected "
+                                 f"{like.shape} {like.dtype}, as its factor")
+    for name in ("states_W", "states_H"):
+        streams = getattr(state, name)
+        if streams.dtype != np.uint64 or streams.ndim != 2 or streams.shape[0] < num_blocks or streams.shape[1] != 2:
+            raise ParameterError(f"state.{name} has shape {streams.shape} and dtype {streams.dtype}; expected uint64 "
+                                 f"noise streams of shape (>= {num_blocks}, 2) for num_blocks={num_blocks} "
+                                 "(init_state's num_blocks)")
 
 
 def _chain_arrays(state):
-    """The kernels' view of ``state``: H and its average transposed (views when column-major, else copies)."""
-    return NMFChainArrays(state.W, _transposed(state.H), state.v_W, _transposed(state.v_H), state.states_W,
-                          state.states_H)
+    """The kernels' view of ``state`` and the copies to store back once they have run.
+
+    The kernels take W, H.T, v_W and v_H.T C-contiguous: views when laid out as
+    :func:`init_state` lays them out, else copies, each written back on its own.
+
+    Returns
+    -------
+    chain : NMFChainArrays
+    copies : list of (target, copy)
+        For each copy, the array of ``state`` (or its transpose) to store it in.
+    """
+    targets = (state.W, state.H.T, state.v_W, state.v_H.T)
+    arrays = [M if M.flags.c_contiguous else np.ascontiguousarray(M) for M in targets]
+    copies = [(target, array) for target, array in zip(targets, arrays) if array is not target]
+    return NMFChainArrays(*arrays, state.states_W, state.states_H), copies
 
 
 def _run_kernel(X, state, layout, constants, steps, first, burn_in, trace, status, *, parallel):
@@ -196,12 +242,10 @@ def _run_kernel(X, state, layout, constants, steps, first, burn_in, trace, statu
     """
     from sepsti.core.parallel._nmf_kernels import nmf_chain_kernel
 
-    chain = _chain_arrays(state)
-    Ht, v_Ht = chain.Ht, chain.v_Ht
+    chain, copies = _chain_arrays(state)
     nmf_chain_kernel(X, layout, chain, constants, steps, int(first), int(burn_in), trace, status, bool(parallel))
-    if not np.shares_memory(Ht, state.H):
-        state.H[...] = Ht.T
-        state.v_H[...] = v_Ht.T
+    for target, array in copies:
+        target[...] = array
 
 
 def warm_up(dtypes=(np.float64, np.float32)):
@@ -307,10 +351,11 @@ def run_block_chain(X, state, settings, *, temperature, num_blocks=8, rate_W=4e-
     BlockChainResult
     """
     check_block_settings(settings, EVALUATE_MODES)
+    constants = StepConstants.of(settings, temperature=temperature, prior_rates=(rate_W, rate_H))
     num_steps, num_keep = settings.num_steps, settings.num_keep
     schedule = BlockSchedule(X.shape, num_blocks)
+    _check_state(X, state, schedule.num_blocks)
     layout = block_layout(X, schedule)
-    constants = StepConstants.of(settings, temperature=temperature, prior_rates=(rate_W, rate_H))
     parallel = _use_threads(X, state.W.shape[1], schedule, threads)
     burn_in = num_steps - num_keep
     steps = step_sizes(settings.step_a, settings.step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
@@ -339,7 +384,7 @@ def run_prior_chain(X, state, *, num_steps, num_keep, num_blocks=8, rate_W=4e-4,
     (same part, N/N_s x its log-likelihood); draws come from the state's
     streams (W row group g from ``states_W[g]``, H column group g from
     ``states_H[g]``). The start in ``state`` is irrelevant and overwritten
-    with the last draw.
+    with the last draw; ``min_kept`` and ``all_finite`` cover every draw.
 
     Returns
     -------
@@ -349,20 +394,22 @@ def run_prior_chain(X, state, *, num_steps, num_keep, num_blocks=8, rate_W=4e-4,
 
     if not 1 <= num_keep <= num_steps:
         raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
-    layout = block_layout(X, BlockSchedule(X.shape, num_blocks))
+    schedule = BlockSchedule(X.shape, num_blocks)
+    _check_state(X, state, schedule.num_blocks)
+    layout = block_layout(X, schedule)
     burn_in = num_steps - num_keep
     trace = np.empty(num_keep)
-    chain = _chain_arrays(state)
-    Ht = chain.Ht
+    status = np.array([np.inf, 0.0])
+    chain, copies = _chain_arrays(state)
     start, cpu_start = time.perf_counter(), time.thread_time()
     with single_threaded_blas():
         nmf_prior_kernel(X, layout, chain, np.array([rate_W, rate_H], dtype=np.float64), burn_in + 1, burn_in,
-                         num_keep, trace)
-    if not np.shares_memory(Ht, state.H):
-        state.H[...] = Ht.T
+                         num_keep, trace, status)
+    for target, array in copies:
+        target[...] = array
     seconds = time.perf_counter() - start
-    finite = bool(np.all(np.isfinite(trace)) and np.all(np.isfinite(state.W)) and np.all(np.isfinite(state.H)))
-    return BlockChainResult(trace, state, float(min(state.W.min(), state.H.min())), finite, seconds, seconds,
+    finite = status[1] == 0 and bool(np.all(np.isfinite(trace)))
+    return BlockChainResult(trace, state, float(status[0]) if finite else np.nan, bool(finite), seconds, seconds,
                             time.thread_time() - cpu_start)
 
 

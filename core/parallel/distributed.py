@@ -26,6 +26,7 @@ from sepsti.core.parallel.blocks import (
     EVALUATE_MODES,
     BlockChainResult,
     NMFBlockState,
+    _check_factors,
     block_log_factorials,
 )
 from sepsti.core.parallel.kernel_arguments import (
@@ -64,7 +65,7 @@ def run_distributed_block_chain(X, W, H, comm, settings, *, seed, chain, tempera
     Returns
     -------
     BlockChainResult or None
-        On process 0, the trace and the assembled final state; None elsewhere.
+        On process 0, the trace and the assembled final state (``cpu_seconds`` of process 0); None elsewhere.
     """
     from sepsti.core.parallel._nmf_kernels import nmf_chain_kernel
 
@@ -72,6 +73,8 @@ def run_distributed_block_chain(X, W, H, comm, settings, *, seed, chain, tempera
     if num_blocks % size:
         raise ParameterError(f"num_blocks={num_blocks} must be a multiple of the {size} processes")
     check_block_settings(settings, EVALUATE_MODES)
+    kept_constants = StepConstants.of(settings, temperature=temperature, prior_rates=(rate_W, rate_H))
+    _check_factors(X, np.asarray(W), np.asarray(H))
     num_steps, num_keep = settings.num_steps, settings.num_keep
     schedule = BlockSchedule(X.shape, num_blocks)
     per = num_blocks // size
@@ -98,10 +101,9 @@ def run_distributed_block_chain(X, W, H, comm, settings, *, seed, chain, tempera
     part_sizes = np.array([float(schedule.part_size(p)) for p in range(schedule.num_parts)])
     log_factorial_held = np.ascontiguousarray(log_factorial[groups])
     chain_arrays = NMFChainArrays(W_local, Ht, v_W, v_Ht, states_W, states_H)
-    kept_constants = StepConstants.of(settings, temperature=temperature, prior_rates=(rate_W, rate_H))
     burn_in_constants = kept_constants._replace(evaluate=EVALUATE_NONE)
     kernel_seconds = 0.0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     previous, following = (rank_here - 1) % size, (rank_here + 1) % size
     with single_threaded_blas():
         for iteration in range(1, num_steps + 1):
@@ -133,7 +135,7 @@ def run_distributed_block_chain(X, W, H, comm, settings, *, seed, chain, tempera
                 Ht[cols] = block
                 v_Ht[cols] = average
                 states_H[take] = state
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.thread_time() - cpu_start
     min_kept = comm.allreduce(float(status[0]), op=_min_op())
     finite = comm.allreduce(bool(status[1] == 0), op=_and_op())
     W_parts = comm.gather(W_local, root=0)
@@ -154,7 +156,10 @@ def run_distributed_block_chain(X, W, H, comm, settings, *, seed, chain, tempera
             states_H_final[g] = state
     state = NMFBlockState(np.concatenate(W_parts), H_final, np.concatenate(v_W_parts), v_H_final,
                           np.concatenate(W_state_parts), states_H_final)
-    return BlockChainResult(trace, state, float(min_kept), bool(finite), seconds, kernel_seconds)
+    # as run_block_chain: a non-finite log-likelihood fails the chain too, and a failed chain has no minimum
+    finite = bool(finite) and bool(np.all(np.isfinite(trace)))
+    return BlockChainResult(trace, state, float(min_kept) if finite else np.nan, finite, seconds, kernel_seconds,
+                            cpu_seconds)
 
 
 def _final_groups(groups, num_steps, num_blocks):

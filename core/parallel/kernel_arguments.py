@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import number_within
 from sepsti.core.errors import ParameterError
 
 __all__ = ["EVALUATE_AFTER_UPDATE", "EVALUATE_BEFORE_UPDATE", "EVALUATE_CODES", "EVALUATE_NONE", "NMFBlockLayout",
@@ -96,10 +97,12 @@ class StepConstants(NamedTuple):
         """The constants of a chain run with ``settings`` (its sampler, alpha, sigma and evaluate).
 
         ``evaluate="full"`` records the before-update value, a by-product of the gradient: the
-        chain scores its states on all the data itself.
+        chain scores its states on all the data itself. Raises ParameterError unless the
+        temperature is in [0, 1].
         """
+        temperature = number_within("temperature", temperature, 0.0, 1.0)
         evaluate = "before_update" if settings.evaluate == "full" else settings.evaluate
-        return cls(float(temperature), np.ascontiguousarray(prior_rates, dtype=np.float64),
+        return cls(temperature, np.ascontiguousarray(prior_rates, dtype=np.float64),
                    settings.sampler == "psgld", float(settings.alpha), float(settings.sigma), EVALUATE_CODES[evaluate])
 
 

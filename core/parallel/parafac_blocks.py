@@ -147,9 +147,54 @@ def parafac_part_update(index, state, part, settings, *, step_size, temperature,
     entries.
     """
     check_block_settings(settings, EVALUATE_MODES)
-    constants = StepConstants.of(settings, temperature=temperature, prior_rates=prior_rates)
+    constants = _constants(settings, temperature, prior_rates)
+    _check_index(index)
+    _check_state(index, state)
     return _update_part(_part_kernel(parallel), _chain_arrays(state), index.part(part), constants, _size(index),
                         float(step_size))
+
+
+def _constants(settings, temperature, prior_rates):
+    """:meth:`StepConstants.of`, with one prior rate per factor."""
+    constants = StepConstants.of(settings, temperature=temperature, prior_rates=prior_rates)
+    if constants.rates.shape != (3,):
+        raise ParameterError(f"prior_rates={prior_rates!r}: expected 3 rates, one per factor (A, B, C)")
+    return constants
+
+
+def _check_index(index):
+    """Raise ParameterError unless ``index`` holds a sparse tensor's non-zeros (the compiled update reads them)."""
+    if index.coords is None:
+        raise ParameterError("index: the compiled block chain needs the block index of a SparseTensor")
+
+
+def _check_factors(index, factors, name, rank=None):
+    """Raise ParameterError unless ``factors`` are three float64 matrices with the index's rows and one rank
+    (``rank`` if given); return the rank."""
+    factors = () if factors is None else tuple(factors)
+    if len(factors) != 3:
+        raise ParameterError(f"{name} has {len(factors)} factors; expected 3 (A, B, C)")
+    if rank is None:
+        rank = np.shape(factors[0])[1] if np.ndim(factors[0]) == 2 else 0
+    for mode, factor in enumerate(factors):
+        expected = (index.shape[mode], rank)
+        if np.shape(factor) != expected or rank < 1 or np.asarray(factor).dtype != np.float64:
+            raise ParameterError(f"{name}[{mode}] has shape {np.shape(factor)} and dtype {np.asarray(factor).dtype}; "
+                                 f"expected {expected} float64 for a tensor of shape {index.shape}")
+    return rank
+
+
+def _check_state(index, state):
+    """Raise ParameterError unless ``state`` fits ``index`` (the compiled update checks no bounds)."""
+    rank = _check_factors(index, state.position, "state.position")
+    _check_factors(index, state.v, "state.v", rank)
+    _check_factors(index, state.gradient, "state.gradient", rank)
+    B = index.num_blocks
+    streams = tuple(state.streams)
+    if len(streams) != 3 or any(s.dtype != np.uint64 or s.ndim != 2 or s.shape[0] < B or s.shape[1] != 2
+                                for s in streams):
+        raise ParameterError(f"state.streams has shapes {[np.shape(s) for s in streams]}; expected 3 uint64 noise "
+                             f"streams of shape (>= {B}, 2) for num_blocks={B} (init_block_state's num_blocks)")
 
 
 def _part_kernel(parallel):
@@ -209,14 +254,15 @@ def run_parafac_block_chain(index, theta, settings, *, prior_rates, seed, chain,
     trace : ndarray, shape (num_keep,), or (ceil(num_keep / m),) for ``evaluate="full"``
     state : ParafacBlockState
     """
-    if index.coords is None:
-        raise ParameterError("the compiled block chain needs the block index of a SparseTensor")
+    _check_index(index)
     check_block_settings(settings, EVALUATE_MODES)
+    theta = tuple(np.asarray(f, dtype=np.float64) for f in theta)
+    _check_factors(index, theta, "theta")
     num_steps, num_keep, evaluate = settings.num_steps, settings.num_keep, settings.evaluate
     burn_in = num_steps - num_keep
     every = settings.evaluate_every if evaluate == "full" else 1
     steps = step_sizes(settings.step_a, settings.step_b, num_steps=num_steps, num_decay_steps=max(burn_in, 1))
-    constants = StepConstants.of(settings, temperature=temperature, prior_rates=prior_rates)
+    constants = _constants(settings, temperature, prior_rates)
     if comm is not None and comm.Get_size() > 1:
         return _run_distributed(index, theta, comm, steps=steps, num_keep=num_keep, constants=constants, seed=seed,
                                 chain=chain, evaluate=evaluate, every=every, parallel=parallel)

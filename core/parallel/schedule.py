@@ -21,6 +21,8 @@ References
 ICASSP'16 §4.1.2 (Parallel SGLD); PARAFAC'18 §III and Fig. 1.
 """
 
+import math
+
 import numpy as np
 
 from sepsti.core.errors import ParameterError
@@ -92,8 +94,8 @@ class BlockSchedule:
         return tuple(tuple(self.group_slice(m, g) for m, g in enumerate(groups)) for groups in self.part_groups(part))
 
     def part_size(self, part):
-        """Number of entries N_s in ``part``."""
-        return int(sum(np.prod([s.stop - s.start for s in block]) for block in self.part_blocks(part)))
+        """Number of entries N_s in ``part`` (a Python int: no overflow)."""
+        return sum(math.prod(s.stop - s.start for s in block) for block in self.part_blocks(part))
 
 
 def _group_edges(size, num_blocks):

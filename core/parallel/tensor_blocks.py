@@ -29,7 +29,7 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.parallel.schedule import BlockSchedule
-from sepsti.core.sparse_tensor import SparseTensor, TensorBlocks
+from sepsti.core.sparse_tensor import SparseTensor, TensorBlocks, validate_sparse_tensor
 
 __all__ = ["TensorBlockIndex", "block_key", "build_block_index", "owned_blocks", "slab_index"]
 
@@ -115,7 +115,9 @@ def build_block_index(tensor, num_blocks):
     Raises
     ------
     ParameterError
-        If the tensor is not three-way or ``num_blocks`` is not in 1..min(I, J, K).
+        If the tensor is not three-way, ``num_blocks`` is not in 1..min(I, J, K), or a sparse tensor
+        has coordinates out of range or repeated, or values that are not finite non-negative counts
+        (:func:`sepsti.core.sparse_tensor.validate_sparse_tensor`).
     """
     shape = tuple(int(n) for n in tensor.shape)
     if len(shape) != 3:
@@ -124,7 +126,8 @@ def build_block_index(tensor, num_blocks):
     num_blocks = schedule.num_blocks
     if not isinstance(tensor, SparseTensor):
         return TensorBlockIndex(schedule, None, None, np.zeros(num_blocks ** 3 + 1, dtype=np.int64))
-    coords = np.asarray(tensor.coords, dtype=np.int64)
+    tensor = validate_sparse_tensor(tensor, nonnegative=True)
+    coords = tensor.coords
     block = np.empty((coords.shape[0], 3), dtype=np.int64)
     for mode in range(3):
         block[:, mode] = np.searchsorted(schedule.edges[mode], coords[:, mode], side="right") - 1
@@ -135,7 +138,7 @@ def build_block_index(tensor, num_blocks):
     offsets = np.zeros(num_blocks ** 3 + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     return TensorBlockIndex(schedule, np.ascontiguousarray(coords[order]),
-                            np.ascontiguousarray(np.asarray(tensor.values, dtype=np.float64)[order]), offsets)
+                            np.ascontiguousarray(tensor.values[order]), offsets)
 
 
 def owned_blocks(num_blocks, process, num_processes):

@@ -324,3 +324,21 @@ def test_prior_chain_reports_the_smallest_entry_over_every_kept_draw(rng):
     result = run_prior_chain(X, init_state(W, H, seed=3, chain=0, num_blocks=2), num_steps=7, num_keep=3, **kwargs)
     assert lows[-1] > min(lows)  # the last draw alone would not do
     assert result.all_finite and result.min_kept == min(lows)
+
+
+@pytest.mark.parametrize("bad", ["negative", "nan", "rate"])
+def test_counts_that_are_not_counts_or_rates_that_are_not_positive_are_refused(rng, bad):
+    # negative or NaN counts ran to a NaN trace, a rate of 0 or below to a chain without a prior
+    X = rng.poisson(3.0, (12, 10)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    rates = {"rate_W": -1.0, "rate_H": 1.0} if bad == "rate" else {"rate_W": 1.0, "rate_H": 1.0}
+    if bad != "rate":
+        X[3, 4] = -1.0 if bad == "negative" else np.nan
+    settings = LangevinSettings(num_steps=4, num_keep=2, step_a=1e-3)
+    message = "rate_W" if bad == "rate" else "X must hold"
+    with pytest.raises(ParameterError, match=message):
+        run_block_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2), settings, temperature=1.0, num_blocks=2,
+                        **rates)
+    with pytest.raises(ParameterError, match=message):
+        run_prior_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2), num_steps=2, num_keep=1, num_blocks=2,
+                        **rates)

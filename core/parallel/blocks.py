@@ -36,6 +36,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln
 
+from sepsti.core.checks import positive_number
 from sepsti.core.errors import ParameterError
 from sepsti.core.parallel.blas import single_threaded_blas
 from sepsti.core.parallel.kernel_arguments import NMFBlockLayout, NMFChainArrays, StepConstants, check_block_settings
@@ -201,6 +202,14 @@ def _check_factors(X, W, H, prefix=""):
                              f"shape {W.shape}")
 
 
+def _check_chain_inputs(X, rate_W, rate_H):
+    """Raise ParameterError unless ``X`` holds finite non-negative counts and the prior rates are positive."""
+    positive_number("rate_W", rate_W)
+    positive_number("rate_H", rate_H)
+    if not np.all(np.isfinite(X)) or X.min(initial=0) < 0:
+        raise ParameterError("X must hold finite non-negative counts (it has NaN, infinite or negative entries)")
+
+
 def _check_state(X, state, num_blocks):
     """Raise ParameterError unless ``state`` fits ``X`` and ``num_blocks`` (the kernels check no bounds)."""
     _check_factors(X, state.W, state.H, "state.")
@@ -355,6 +364,7 @@ def run_block_chain(X, state, settings, *, temperature, num_blocks=8, rate_W=4e-
     num_steps, num_keep = settings.num_steps, settings.num_keep
     schedule = BlockSchedule(X.shape, num_blocks)
     _check_state(X, state, schedule.num_blocks)
+    _check_chain_inputs(X, rate_W, rate_H)
     layout = block_layout(X, schedule)
     parallel = _use_threads(X, state.W.shape[1], schedule, threads)
     burn_in = num_steps - num_keep
@@ -396,6 +406,7 @@ def run_prior_chain(X, state, *, num_steps, num_keep, num_blocks=8, rate_W=4e-4,
         raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
     schedule = BlockSchedule(X.shape, num_blocks)
     _check_state(X, state, schedule.num_blocks)
+    _check_chain_inputs(X, rate_W, rate_H)
     layout = block_layout(X, schedule)
     burn_in = num_steps - num_keep
     trace = np.empty(num_keep)

@@ -429,6 +429,15 @@ class _Runner:
         self.problem = problem
         self.pool = None
         if num_workers > 1 and executor == "process":
+            from sepsti.core.parallel.processes import openmp_started
+
+            if openmp_started():
+                import warnings
+
+                warnings.warn("numba's OpenMP layer has run in this process, and forked workers could not run its "
+                              "parallel kernels: the chains run in threads", RuntimeWarning, stacklevel=3)
+                executor = "thread"
+        if num_workers > 1 and executor == "process":
             from sepsti.core.parallel.processes import process_pool
 
             # the chains are the parallelism: each worker has one BLAS thread, and fork shares the target
@@ -548,6 +557,8 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
         draws do not depend on it.
     executor : {"process", "thread"}
         Threads suit a target that releases the GIL for most of its time.
+        Once numba's OpenMP layer has run in this process, ``"process"`` runs
+        threads, with a warning (:mod:`sepsti.core.parallel.processes`).
 
     Returns
     -------

@@ -9,6 +9,7 @@ independent: too small where the sentences differ, too large where the noise typ
 mixture per group this is the paired t interval (``scipy.stats.ttest_rel``).
 """
 
+import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -62,7 +63,7 @@ def paired_difference(ours, theirs, groups=None, *, confidence=0.95):
     ours, theirs : array_like, shape (n,)
         Scores of the same mixtures; pairs where either is NaN or infinite are left out.
     groups : array_like, shape (n,), optional
-        Group label of each pair (e.g. the sentence); by default every pair is its own group.
+        Group label of each pair (e.g. the sentence), not NaN; by default every pair is its own group.
     confidence : float
         Coverage of the interval, in (0, 1).
 
@@ -73,7 +74,7 @@ def paired_difference(ours, theirs, groups=None, *, confidence=0.95):
     Raises
     ------
     ParameterError
-        Shapes that differ, no pair left, a confidence outside (0, 1).
+        Shapes that differ, a NaN group label, no pair left, a confidence that is not a number in (0, 1).
     """
     from scipy import stats
 
@@ -82,8 +83,14 @@ def paired_difference(ours, theirs, groups=None, *, confidence=0.95):
     if ours.ndim != 1 or ours.shape != theirs.shape or groups.shape != ours.shape:
         raise ParameterError(f"paired scores: expected three 1-D arrays of one length, got shapes {ours.shape}, "
                              f"{theirs.shape}, {groups.shape}")
-    if not 0.0 < confidence < 1.0:
+    if isinstance(confidence, (bool, np.bool_)) or not isinstance(confidence, numbers.Real) \
+            or not 0.0 < confidence < 1.0:
         raise ParameterError(f"confidence: expected a number in (0, 1), got {confidence!r}")
+    # NaN equals no label, not even itself: np.unique would put every NaN in one group
+    unlabelled = [index for index, label in enumerate(groups.tolist()) if label != label]
+    if unlabelled:
+        raise ParameterError(f"groups: {len(unlabelled)} NaN labels, the first at pair {unlabelled[0]}; give every "
+                             "pair a label")
     kept = np.isfinite(ours) & np.isfinite(theirs)
     if not kept.any():
         raise ParameterError("paired scores: no pair with both scores defined")

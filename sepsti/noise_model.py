@@ -20,14 +20,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
 from sepsti.core.random import stream
 from sepsti import features
 
 __all__ = ["MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING", "BESIDE_SPEECH_MAX_RATE", "SMOOTHING_SECONDS",
-           "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "NoiseModel", "track_noise",
-           "learn_noise", "min_frames", "too_little_sound", "validate_noise_model", "validate_noise_rank"]
+           "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "QUIET_FLOOR_POWER",
+           "NoiseModel", "track_noise", "learn_noise", "min_frames", "too_little_sound", "validate_noise_model",
+           "validate_noise_rank"]
 
 #: Most frames a noise recording's model is learned on (2.2 min at 8 kHz); a longer recording
 #: has this many spread evenly over it.
@@ -57,6 +59,11 @@ SHORTEST_SECONDS = 1.5
 SEGMENT_SECONDS = 4.0
 #: Context (s) on each side of a segment whose frames its noise model is also learned on.
 CONTEXT_SECONDS = 2.0
+#: Power of a stationary noise over the power of the median magnitude of its quietest frames, those a segment's
+#: floor is the median of: white noise of 2–3 s (a NOIZEUS sentence) gives 0.73–0.80 alone and 0.78–0.90 under
+#: speech at 0–10 dB, at 8 and 16 kHz, rising towards 0.9 (alone) and 0.96 (under speech) over 30 s. A tracked
+#: floor is raised by it, so that the noise power tracker starts from the noise's power (docs/enhance.md).
+QUIET_FLOOR_POWER = 0.77
 
 
 def min_frames(noise_rank, framing=features.NARROWBAND):
@@ -88,8 +95,9 @@ class NoiseModel(NamedTuple):
     W_noise : ndarray, shape (n_segments, n_bins, noise_rank)
         Each segment's noise dictionary, columns summing to 1.
     floor : ndarray, shape (n_segments, n_bins)
-        Each segment's noise floor: each bin's median magnitude over the frames it was learned on
-        (the noise power tracker starts from the first segment's).
+        Each segment's noise floor: each bin's median magnitude over the frames it was learned on, over
+        the square root of :data:`QUIET_FLOOR_POWER` where those were the quietest (:func:`track_noise`);
+        the noise power tracker starts from the first segment's.
     segment_frames : int
         Frames per segment; frame ``j`` belongs to segment ``min(j // segment_frames, n_segments - 1)``.
     """
@@ -234,8 +242,13 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
     ones its dictionary and floor are learned on (beside ``speech``, if given, else cut at
     :data:`NOISE_CEILING` times the floor). Frames of digital silence are never chosen:
     a segment whose window holds fewer than :func:`min_frames` other frames (a long stretch of
-    zeros; a shorter signal needs all its frames heard) takes the model of the nearest segment
-    that has them; with none, there is no model (``None``).
+    zeros; a shorter window needs all its frames heard), or fewer than two per atom, takes the
+    model of the nearest segment that has them; with none, there is no model (``None``).
+
+    Raises
+    ------
+    ParameterError
+        ``magnitudes()`` gave other frames than ``n_frames`` (an iterator that is not new at each call).
     """
     segment = framing.frames(SEGMENT_SECONDS)
     context = framing.frames(CONTEXT_SECONDS)
@@ -259,18 +272,22 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
             frames, loudness = [np.concatenate(frames, axis=1)], [np.concatenate(loudness)]
             start, stop = bounds[s][0] - buffer_start, bounds[s][1] - buffer_start
             heard = np.flatnonzero(np.isfinite(loudness[0][start:stop]))  # digital silence is infinitely loud
-            if len(heard) >= min(fewest, stop - start):  # a signal shorter than that has it all heard
+            # min_frames heard frames, all of a shorter window (a short signal, a high noise rank), two per atom
+            if len(heard) >= max(2 * noise_rank, min(fewest, stop - start)):
                 count = min(len(heard), max(2 * noise_rank, int(np.ceil(NOISE_FRACTION * len(heard)))))
                 chosen = start + np.sort(heard[np.argsort(loudness[0][start + heard], kind="stable")[:count]])
                 ceiling = None if speech is not None else \
                     NOISE_CEILING * floors[np.minimum((buffer_start + chosen) // block, len(floors) - 1)].T
-                W_noise[s], noise_floor[s] = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset, 50, ceiling,
-                                                        speech)
+                W_noise[s], floor = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset, 50, ceiling, speech)
+                noise_floor[s] = floor / np.sqrt(QUIET_FLOOR_POWER)
                 learned[s] = True
             s += 1
             if s < n_segments:  # keep only the frames later segments still need
                 drop = bounds[s][0] - buffer_start
                 frames, loudness, buffer_start = [frames[0][:, drop:]], [loudness[0][drop:]], bounds[s][0]
+    if seen != n_frames:
+        raise ParameterError(f"magnitudes: {seen} STFT frames in the second pass, {n_frames} in the first; "
+                             "magnitudes() must return a new iterator over the same chunks at each call")
     if not learned.any():
         return None
     if learned.all():
@@ -305,18 +322,19 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND, 
     floor (speech peaks left in them by speech without a pause are not learned as noise) — or, with
     ``speech`` and at rates up to :data:`BESIDE_SPEECH_MAX_RATE`, learned uncut beside the speech
     atoms held fixed, which take that speech instead; the
-    segment's floor is their median. No pause in the speech is needed, and a
+    segment's floor is their median, raised by :data:`QUIET_FLOOR_POWER`. No pause in the speech is needed, and a
     noise that changes is learned where it is. A signal shorter than one and a half segments gets
     one model, learned on the whole signal. Frames of digital silence are never learned on; a
-    segment with too few others around it (fewer than :func:`min_frames`) takes the nearest
-    segment's model.
+    segment with too few others around it (fewer than :func:`min_frames`, or than two per atom)
+    takes the nearest segment's model.
 
     Parameters
     ----------
     magnitudes : callable
         ``magnitudes()`` returns a new iterator over consecutive chunks of the noisy
-        magnitudes, each ``(n_bins, m)``; it is called twice.
+        magnitudes, each ``(n_bins, m)``, finite; it is called twice.
     noise_rank : int
+        At least 1.
     seed : int
     framing : sepsti.features.Framing
         The STFT the magnitudes come from: it turns the durations (segments, context, the
@@ -327,13 +345,20 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND, 
     Returns
     -------
     NoiseModel or None
-        None if no segment has enough frames that are not digital silence.
+        None if no segment has enough frames that are not digital silence (a signal of fewer than
+        two frames per atom has none).
     energies : ndarray, shape (n_frames,)
         Each frame's total magnitude.
+
+    Raises
+    ------
+    ParameterError
+        A noise rank that is not a positive integer; no frames, or magnitudes that are not finite.
     """
+    noise_rank = integer_at_least("noise_rank", noise_rank, 1)
     tracker = _MinimumTracker(framing)
     energies = []
-    for V in magnitudes():
+    for V in _checked(magnitudes):
         tracker.push(V)
         energies.append(V.sum(axis=0))
     energies = np.concatenate(energies)
@@ -344,11 +369,29 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND, 
     return model, energies
 
 
+def _checked(magnitudes):
+    """The chunks of ``magnitudes()``, each checked to be finite; at least one frame in all."""
+    frames = 0
+    for V in magnitudes():
+        if not np.all(np.isfinite(V)):
+            raise ParameterError("magnitudes: contains NaN or Inf values")
+        frames += V.shape[1]
+        yield V
+    if not frames:
+        raise ParameterError("magnitudes: no STFT frames")
+
+
 def too_little_sound(noise_rank, framing):
-    """Why :func:`track_noise` gives no model, in words: no segment's window holds :func:`min_frames` heard frames."""
-    least = min_frames(noise_rank, framing) * framing.hop_length / framing.sample_rate
-    return (f"too little sound to learn its noise from (no {SEGMENT_SECONDS + 2 * CONTEXT_SECONDS:g} s stretch "
-            f"holds {least:.2f} s that is not digital silence)")
+    """Why :func:`track_noise` gives no model, in words: no segment's window holds :func:`min_frames` frames
+    that are not digital silence (a shorter signal: all of its frames), and two per atom."""
+    seconds = SEGMENT_SECONDS + 2 * CONTEXT_SECONDS
+    window = framing.frames(SEGMENT_SECONDS) + 2 * framing.frames(CONTEXT_SECONDS)
+    if 2 * noise_rank > window:
+        return (f"a noise rank of {noise_rank} needs {2 * noise_rank} frames of noise, more than the {seconds:g} s "
+                f"around a segment hold ({window}); lower the noise rank")
+    least = min(min_frames(noise_rank, framing), window) * framing.hop_length / framing.sample_rate
+    return (f"too little sound to learn its noise from (no {seconds:g} s stretch holds {least:.2f} s that is not "
+            "digital silence)")
 
 
 def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
@@ -375,9 +418,11 @@ def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
     Raises
     ------
     ParameterError
-        Fewer frames than ``noise_rank``, or a silent recording.
+        A noise rank that is not a positive integer; fewer frames than ``noise_rank``, magnitudes that are not
+        finite, or a silent recording.
     """
-    heard = ~np.concatenate([_silent_frames(V) for V in magnitudes()])
+    noise_rank = integer_at_least("noise_rank", noise_rank, 1)
+    heard = ~np.concatenate([_silent_frames(V) for V in _checked(magnitudes)])
     n_frames = len(heard)
     if n_frames < noise_rank:
         raise ParameterError(f"{name}: {n_frames} STFT frames, fewer than the noise rank {noise_rank}; "

@@ -41,7 +41,9 @@ explains the frame is not handed a copy of its speech as noise (but in the signa
 whose backward run starts from the forward estimate at the end: docs/enhance.md); a noise that changes is followed
 from either side a frame or two late (docs/enhance.md measures these choices). Under its fixed speech prior
 the recursion settles a fixed factor below the power of a stationary noise (:func:`stationary_bias`,
-0.72–0.79 with the framings in use); the estimates are divided by it, which makes them unbiased there.
+0.72–0.79 with the framings in use; in the real-valued DC and Nyquist bins a lower one, :func:`real_bin_bias`);
+the estimates are divided by it, which makes them unbiased there, and the starting power, a noise's power,
+is multiplied by it.
 
 A steady component — a whine, a squeal, a held note, a siren's held tone — rises suddenly and stays,
 so the tracker takes it for speech for most of a second before the stagnation cap lets it follow.
@@ -81,12 +83,13 @@ import functools
 import numpy as np
 
 from sepsti import features
+from sepsti.core.errors import ParameterError
 
 __all__ = ["SPEECH_SNR_DB", "POWER_SMOOTHING", "PRESENCE_SMOOTHING", "STAGNATION", "UNFOLLOWED_RISE_DB",
            "LOOKAHEAD_SECONDS", "STEADY_SECONDS", "STEADY_HERTZ", "STEADY_RANGE_DB", "STEADY_LOWEST_HZ",
            "TROUGH_LOWEST_HZ", "TROUGH_HIGHEST_HZ", "TROUGH_REACH_SECONDS", "TROUGH_QUANTILE", "TROUGH_RISE",
            "TROUGH_SPREAD", "RAYLEIGH_POWER", "RAYLEIGH_MEAN",
-           "NoisePowerTracker", "track_noise_power", "stationary_bias", "overlapping_neighbours",
+           "NoisePowerTracker", "track_noise_power", "stationary_bias", "real_bin_bias", "overlapping_neighbours",
            "expected_magnitude", "median_magnitude"]
 
 #: A priori SNR (dB) of a bin where speech is present (ξ_H1 of Gerkmann & Hendriks).
@@ -201,8 +204,14 @@ class NoisePowerTracker:
     Parameters
     ----------
     initial_power : ndarray, shape (n_bins,)
-        The forward recursion's starting estimate (a noise floor's power, say).
+        The noise's power where the signal starts (a noise floor's power, say), finite and non-negative, for
+        the framing's first ``n_bins`` bins; the recursions start from it times their bias.
     framing : sepsti.features.Framing
+
+    Raises
+    ------
+    ParameterError
+        An ``initial_power`` or magnitudes of another shape, or not finite; a call after :meth:`finish`.
 
     Notes
     -----
@@ -218,9 +227,17 @@ class NoisePowerTracker:
     def __init__(self, initial_power, framing):
         hop_seconds = framing.hop_length / framing.sample_rate
         self._c = _Coefficients(hop_seconds)
-        self._bias = stationary_bias(framing)
+        initial_power = np.array(initial_power, dtype=np.float64)
+        if initial_power.ndim != 1 or len(initial_power) > framing.n_bins:
+            raise ParameterError(f"initial_power: expected shape (n_bins,) with at most {framing.n_bins} bins, got "
+                                 f"{initial_power.shape}")
+        if not np.all(np.isfinite(initial_power) & (initial_power >= 0)):
+            raise ParameterError("initial_power: contains NaN, Inf or negative values; expected powers of at least 0")
+        bias = _bias_per_bin(framing, len(initial_power))
+        self._bias = bias[:, None].astype(np.float32)  # divides the estimates, kept in single precision
         self._cell = framing.frames(LOOKAHEAD_SECONDS)
-        self._sigma = np.array(initial_power, dtype=np.float64)
+        # the recursion settles at the bias times a stationary noise's power: it starts there
+        self._sigma = bias * initial_power
         self._presence = np.full_like(self._sigma, 0.5)
         self._age = np.full_like(self._sigma, 1.0 / (1.0 - self._c.power))
         # frames still held, in single precision: enough for the estimates, half the memory
@@ -235,10 +252,17 @@ class NoisePowerTracker:
         self._emitted = np.empty((len(self._sigma), 0), dtype=np.float32)
         self._emitted_forward = np.empty((len(self._sigma), 0), dtype=np.float32)
         self._troughs = _TroughLevel(len(self._sigma), framing)
+        self._finished = False
 
     def push(self, magnitudes):
         """Add frames; returns the estimates now complete, shape (n_bins, m), float32."""
-        powers = np.square(np.asarray(magnitudes, dtype=np.float32))
+        self._check_open()
+        magnitudes = np.asarray(magnitudes, dtype=np.float32)
+        if magnitudes.ndim != 2 or magnitudes.shape[0] != len(self._sigma):
+            raise ParameterError(f"magnitudes: expected shape ({len(self._sigma)}, n_frames), got {magnitudes.shape}")
+        if not np.all(np.isfinite(magnitudes)):
+            raise ParameterError("magnitudes: contains NaN or Inf values")
+        powers = np.square(magnitudes)
         forward = _recursion(powers, self._sigma, self._presence, self._c, self._age)
         self._powers = np.concatenate([self._powers, powers], axis=1)
         self._forward = np.concatenate([self._forward, np.stack(forward)], axis=2)
@@ -246,9 +270,15 @@ class NoisePowerTracker:
         return self._troughs.push(*self._emit(ready, 2 * self._cell))
 
     def finish(self):
-        """The estimates of the frames still held, shape (n_bins, m), float32."""
+        """The estimates of the frames still held, shape (n_bins, m), float32; the tracker takes no more."""
+        self._check_open()
+        self._finished = True
         cells = -(-self._powers.shape[1] // self._cell)
         return self._troughs.push(*self._emit(cells, self._powers.shape[1]), last=True)
+
+    def _check_open(self):
+        if self._finished:
+            raise ParameterError("NoisePowerTracker: finish() was called already; a new tracker takes more frames")
 
     def _emit(self, cells, span):
         """Two-sided estimates of the first ``cells`` cells held, raised to their steady power, and those frames'
@@ -451,16 +481,16 @@ def overlapping_neighbours(framing):
     return max(0, framing.n_fft // framing.hop_length // 2 - 1)
 
 
-@functools.lru_cache
 def stationary_bias(framing):
     """The recursion's mean estimate over the true power on the STFT of a stationary Gaussian noise.
 
     Under a fixed speech prior the recursion settles below the power of a stationary noise, the
-    same factor in every bin (0.72 at the 32 ms hop of half-overlapping 64 ms windows, 0.79 at
+    same factor in every complex bin (0.72 at the 32 ms hop of half-overlapping 64 ms windows, 0.79 at
     the 16 ms hop of the enhancer's quarter-window frames); it is found once per framing by
     running the recursion on the STFT of simulated white noise (2000 frames, 256 bins, seeded), so
     that the frames overlap and correlate as real ones do (independent frames would give 0.71 and
-    0.76), and the estimates are divided by it.
+    0.76), and the estimates are divided by it. The DC and Nyquist bins have their own
+    (:func:`real_bin_bias`).
 
     Parameters
     ----------
@@ -470,15 +500,55 @@ def stationary_bias(framing):
     -------
     float
     """
+    return _biases(framing)[0]
+
+
+def real_bin_bias(framing):
+    """:func:`stationary_bias` of the real-valued bins, DC and Nyquist.
+
+    Their power is one squared Gaussian, not the sum of two, and spreads twice as wide: the recursion
+    settles further below it (0.21 at the 32 ms hop, 0.34 at 16 ms). The Nyquist bin of white noise is
+    the DC bin of the noise with every other sample's sign flipped, itself white, so both are one
+    process: each frame's sum of the hops its window spans, each hop's samples weighted by its part of
+    the window. Those parts' sums are drawn jointly Gaussian for 128 series of 2000 frames (seeded) and
+    the recursion is run on them as on the complex bins.
+
+    Parameters
+    ----------
+    framing : sepsti.features.Framing
+
+    Returns
+    -------
+    float
+    """
+    return _biases(framing)[1]
+
+
+@functools.lru_cache
+def _biases(framing):
+    """:func:`stationary_bias` and :func:`real_bin_bias`, from one run of the recursion."""
     frames = 2000
     noise = np.random.default_rng(0).standard_normal((frames - 1) * framing.hop_length) / features.AMPLITUDE_SCALE
     bins = slice(1, min(257, framing.n_bins - 1))  # complex bins: not DC or Nyquist
     powers = np.square(np.abs(features.stft(noise, framing=framing)[bins])) / np.sum(features.window(framing) ** 2)
-    n_bins = powers.shape[0]
-    hop_seconds = framing.hop_length / framing.sample_rate
-    c = _Coefficients(hop_seconds)
-    estimates, _ = _recursion(powers, np.ones(n_bins), np.full(n_bins, 0.5), c, np.ones(n_bins))
-    return float(estimates[:, 200:].mean())
+    # the window's part in each hop it spans (the hop divides the window); a frame's DC bin sums the hops' samples
+    # weighted by them
+    parts = features.window(framing).reshape(-1, framing.hop_length)
+    factor = np.linalg.cholesky(parts @ parts.T / np.sum(parts ** 2))
+    sums = np.random.default_rng(1).standard_normal((128, frames + len(parts) - 1, len(parts))) @ factor.T
+    real = np.square(sum(sums[:, j:j + frames, j] for j in range(len(parts))))
+    n_bins = powers.shape[0] + real.shape[0]
+    c = _Coefficients(framing.hop_length / framing.sample_rate)
+    estimates, _ = _recursion(np.concatenate([powers, real]), np.ones(n_bins), np.full(n_bins, 0.5), c,
+                              np.ones(n_bins))
+    return float(estimates[:len(powers), 200:].mean()), float(estimates[len(powers):, 200:].mean())
+
+
+def _bias_per_bin(framing, n_bins):
+    """The bias of each of the framing's first ``n_bins`` bins: :func:`real_bin_bias` at DC and Nyquist."""
+    bias = np.full(n_bins, stationary_bias(framing))
+    bias[[k for k in (0, framing.n_bins - 1) if k < n_bins]] = real_bin_bias(framing)
+    return bias
 
 
 def track_noise_power(magnitudes, initial_power, framing):

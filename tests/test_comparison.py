@@ -63,3 +63,17 @@ def test_undefined_scores_are_left_out():
 def test_bad_input_is_refused(ours, theirs, groups, confidence):
     with pytest.raises(ParameterError):
         paired_difference(ours, theirs, groups, confidence=confidence)
+
+
+@pytest.mark.parametrize("confidence", ["0.95", None])
+def test_a_confidence_that_is_not_a_number_is_refused_by_name(confidence):
+    with pytest.raises(ParameterError, match="^confidence: expected a number in"):
+        paired_difference([1.0, 2.0, 4.0], [0.0, 0.0, 0.0], confidence=confidence)
+
+
+@pytest.mark.parametrize("groups", [[np.nan, np.nan, np.nan], [1.0, np.nan, 2.0],
+                                    np.array(["a", float("nan"), "b"], dtype=object)])
+def test_nan_group_labels_are_refused(groups):
+    """NaN is no label: np.unique would put every NaN-labelled pair in one group."""
+    with pytest.raises(ParameterError, match="^groups: .*NaN label"):
+        paired_difference([1.0, 2.0, 4.0], [0.0, 0.0, 0.0], groups)

@@ -13,8 +13,10 @@ rate:
   their highest SNR (noisy − clean), put end to end.
 
 Writes ``OUT/clean`` and ``OUT/noisy``, the same names ``<speech>_<noise>_sn<snr>.wav`` (the clean
-files 32-bit float, the noisy ones 16-bit PCM), and refuses to write into an existing ``OUT/noisy``.
-Score them with::
+files 32-bit float, the noisy ones 16-bit PCM), and refuses to write into an existing ``OUT/noisy``. A
+noisy file's samples beyond full scale (at low SNRs: 213 of a 7 s file in babble at −10 dB) are
+clipped as 16-bit PCM holds them; each file's count is printed where it is not zero and recorded in
+``OUT/mix_pairs.json`` (``clipped``, every file). Score them with::
 
     sepsti evaluate --clean OUT/clean --noisy OUT/noisy \\
         --names '(?P<sentence>.+)_(?P<noise>[a-z0-9]+)_sn(?P<snr>-?\\d+)'
@@ -35,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import integer_list, recipe_parser  # noqa: E402
+from _common import integer_list, recipe_parser, write_results  # noqa: E402
 from _recordings import at_level, excerpt, looped_window, snr_gain  # noqa: E402
 
 NAME = "mix_pairs"
@@ -94,8 +96,13 @@ def noise_types(specs, corpus):
     return types
 
 
+def clipped_samples(mixture):
+    """Samples of ``mixture`` beyond full scale, which writing it clips."""
+    return int(np.count_nonzero(np.abs(mixture) > 1.0))
+
+
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0], output=False)
+    parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--speech", type=Path, required=True, help="folder of clean speech (any audio file below it)")
     parser.add_argument("--noise", action="append", default=[], metavar="NAME=DIR",
                         help="a noise type: the recordings below DIR (repeatable)")
@@ -126,6 +133,7 @@ def main():
         raise SystemExit(f"{noisy_folder} exists; give another --out")
     clean_folder.mkdir(parents=True, exist_ok=True)
     noisy_folder.mkdir(parents=True)
+    clipped = {}
     for number, (path, stem) in enumerate(zip(speech, stems)):
         info = soundfile.info(path)
         clean, _ = soundfile.read(path, frames=int(args.seconds * info.samplerate), always_2d=True)
@@ -136,11 +144,16 @@ def main():
             for snr in snrs:
                 scaled = noise * snr_gain(clean, noise, snr)
                 file_name = f"{stem}_{name}_sn{snr}.wav"
-                soundfile.write(noisy_folder / file_name, np.clip(clean + scaled, -1, 1), info.samplerate,
-                                subtype="PCM_16")
+                mixture = clean + scaled
+                clipped[file_name] = clipped_samples(mixture)
+                if clipped[file_name]:
+                    print(f"{file_name}: {clipped[file_name]} samples beyond full scale, clipped")
+                soundfile.write(noisy_folder / file_name, np.clip(mixture, -1, 1), info.samplerate, subtype="PCM_16")
                 soundfile.write(clean_folder / file_name, clean, info.samplerate, subtype="FLOAT")
+    write_results(args, {"clipped": clipped})
     print(f"wrote {len(speech) * len(types) * len(snrs)} pairs ({len(speech)} clean files x "
-          f"{', '.join(sorted(types))} x {args.snr} dB) to {clean_folder} and {noisy_folder}; score them with\n"
+          f"{', '.join(sorted(types))} x {args.snr} dB) to {clean_folder} and {noisy_folder}, "
+          f"{sum(count > 0 for count in clipped.values())} of them clipped; score them with\n"
           f"  sepsti evaluate --clean {clean_folder} --noisy {noisy_folder} --names '{NAMES}'")
 
 

@@ -39,7 +39,10 @@ sentences are written beside the mixtures, so that the folder is a complete corp
     python recipes/benchmarks/enhance_vs_peers.py --corpus results/unseen_noise/corpus --out results/unseen_noise
 
 Writes ``OUT/corpus/clean/spNN.wav`` and ``OUT/corpus/noisy/<noise>_<snr>dB/spNN_<noise>_sn<snr>.wav``
-(16-bit, 8 kHz) and refuses to write into an existing ``OUT/corpus``.
+(16-bit, 8 kHz) and refuses to write into an existing ``OUT/corpus``. A mixture's samples beyond full scale
+are clipped as 16-bit PCM holds them (the clean sentence is shared by every mixture of it, so the two cannot
+be scaled down together); each file's count is printed where it is not zero and recorded in
+``OUT/unseen_noise_corpus.json`` (``clipped``, every file).
 """
 
 import sys
@@ -49,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import ROOT, default_corpus, recipe_parser  # noqa: E402
+from _common import ROOT, default_corpus, recipe_parser, write_results  # noqa: E402
 from _recordings import looped_window  # noqa: E402
 
 NAME = "unseen_noise_corpus"
@@ -146,8 +149,13 @@ def make_noise(kind, pool, n, rng):
     return y / max(np.std(y), 1e-12)
 
 
+def clipped_samples(mixture):
+    """Samples of ``mixture`` beyond full scale, which writing it clips."""
+    return int(np.count_nonzero(np.abs(mixture) > 1.0))
+
+
 def main(argv=None):
-    parser = recipe_parser(NAME, __doc__.splitlines()[0], output=False)
+    parser = recipe_parser(NAME, __doc__.splitlines()[0])
     parser.add_argument("--noizeus", type=Path, default=None, help="NOIZEUS folder (default: ../shared/data/noizeus)")
     parser.add_argument("--wideband", type=Path, default=ROOT.parent / "shared" / "data" / "wideband",
                         help="wideband corpus whose test-split talkers make the noises")
@@ -176,6 +184,7 @@ def main(argv=None):
         sentences = sentences[:3]
     pool = [resample(y, rate, SAMPLE_RATE) for _, y, rate in wideband.clean_signals(args.wideband, "test")]
     (folder / "clean").mkdir(parents=True)
+    clipped = {}
     for number, (utterance, clean, rate) in enumerate(sentences):
         if rate != SAMPLE_RATE:
             raise SystemExit(f"{utterance}: {rate} Hz; expected NOIZEUS at {SAMPLE_RATE} Hz")
@@ -187,8 +196,14 @@ def main(argv=None):
                                                                                            / 10)))
                 path = folder / "noisy" / f"{kind}_{snr}dB" / f"{utterance}_{kind}_sn{snr}.wav"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                soundfile.write(path, np.clip(clean + scaled, -1, 1), rate, subtype="PCM_16")
-    print(f"wrote {len(sentences) * len(TALKERS) * len(SNRS)} mixtures of {len(sentences)} sentences to {folder}")
+                mixture = clean + scaled
+                clipped[path.name] = clipped_samples(mixture)
+                if clipped[path.name]:
+                    print(f"{path.name}: {clipped[path.name]} samples beyond full scale, clipped")
+                soundfile.write(path, np.clip(mixture, -1, 1), rate, subtype="PCM_16")
+    write_results(args, {"clipped": clipped})
+    print(f"wrote {len(sentences) * len(TALKERS) * len(SNRS)} mixtures of {len(sentences)} sentences to {folder}, "
+          f"{sum(count > 0 for count in clipped.values())} of them clipped")
 
 
 if __name__ == "__main__":

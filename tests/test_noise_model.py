@@ -1,0 +1,106 @@
+"""Tests of sepsti.noise_model's checks: what a noise model is learned from, and what is refused."""
+
+import numpy as np
+import pytest
+
+from sepsti import features
+from sepsti.core.errors import ParameterError
+from sepsti.noise_model import (CONTEXT_SECONDS, QUIET_FLOOR_POWER, SEGMENT_SECONDS, learn_noise, min_frames,
+                                too_little_sound, track_noise)
+from sepsti.noise_power import RAYLEIGH_POWER
+
+FRAMING = features.NARROWBAND
+
+
+def rayleigh(rng, n_frames, n_bins=FRAMING.n_bins):
+    """Magnitudes of a complex Gaussian noise of unit power, shape (n_bins, n_frames)."""
+    return np.sqrt(rng.exponential(1.0, (n_bins, n_frames)))
+
+
+def chunks(V):
+    return lambda: iter(np.array_split(V, 3, axis=1))
+
+
+@pytest.mark.parametrize("n_frames", [1, 3, 9])
+def test_a_signal_of_fewer_than_two_frames_per_atom_gets_no_model(rng, n_frames):
+    """A dictionary of five atoms was learned from one frame. (Shorter than min_frames, a signal that is all heard
+    is learned on: the enhancer and the command line leave such signals as they are before.)"""
+    model, energies = track_noise(chunks(rayleigh(rng, n_frames)), 5)
+    assert model is None and len(energies) == n_frames
+    assert track_noise(chunks(rayleigh(rng, 10)), 5)[0] is not None
+
+
+def test_separate_refuses_a_signal_too_short_to_learn_its_noise_from(rng):
+    from sepsti.denoise import separate
+
+    W = rng.uniform(0.1, 1.0, (FRAMING.n_bins, 4))
+    with pytest.raises(ParameterError, match="^V: too little sound"):
+        separate(rayleigh(rng, 3), W / W.sum(axis=0), max_iter=2)
+
+
+def test_every_segment_s_dictionary_has_two_frames_per_atom(rng):
+    """At noise rank 100, the windows of the first and the last segment (6 s: 187 frames) hold fewer than two frames
+    per atom: those segments take their neighbours' models. At 130 no window (8 s, 249 frames) holds enough."""
+    model, _ = track_noise(chunks(rayleigh(rng, 500)), 100)
+    assert len(model.W_noise) == 4
+    np.testing.assert_array_equal(model.W_noise[0], model.W_noise[1])
+    np.testing.assert_array_equal(model.W_noise[3], model.W_noise[2])
+    assert not np.array_equal(model.W_noise[1], model.W_noise[2])
+    assert track_noise(chunks(rayleigh(rng, min_frames(130))), 130)[0] is None
+    window = FRAMING.frames(SEGMENT_SECONDS) + 2 * FRAMING.frames(CONTEXT_SECONDS)
+    assert too_little_sound(130, FRAMING) == (f"a noise rank of 130 needs 260 frames of noise, more than the "
+                                              f"{SEGMENT_SECONDS + 2 * CONTEXT_SECONDS:g} s around a segment hold "
+                                              f"({window}); lower the noise rank")
+
+
+def test_a_tracked_floor_starts_the_tracker_at_a_stationary_noise_s_power(rng):
+    """The floor is the median of the quietest frames, which lie below the noise's median: raised by
+    QUIET_FLOOR_POWER, its power is the noise's (unraised, 0.74 of it on 2.5 s of white noise at 8 kHz)."""
+    starts = []
+    for _ in range(4):
+        white = rng.standard_normal(20000) / features.AMPLITUDE_SCALE
+        magnitudes = np.abs(features.stft(white, framing=FRAMING)) / np.sqrt(np.sum(features.window(FRAMING) ** 2))
+        model, _ = track_noise(chunks(magnitudes), 5)
+        starts.append(np.median(RAYLEIGH_POWER * model.floor[0] ** 2))
+    assert 0.9 < np.mean(starts) < 1.1, starts
+    assert QUIET_FLOOR_POWER < 1.0
+
+
+@pytest.mark.parametrize("learn", [lambda m: track_noise(m, 5)[0], lambda m: learn_noise(m, 5)])
+def test_magnitudes_that_are_not_finite_are_refused_by_name(rng, learn):
+    """A NaN frame in track_noise gave no model ('too little sound'); learn_noise named an inner argument."""
+    V = rayleigh(rng, 200)
+    V[:, 5] = np.nan
+    with pytest.raises(ParameterError, match="^magnitudes: contains NaN or Inf"):
+        learn(chunks(V))
+
+
+def test_separate_names_nan_magnitudes_not_too_little_sound(rng):
+    from sepsti.denoise import separate
+
+    V = rayleigh(rng, 200)
+    V[:, 5] = np.nan
+    W = rng.uniform(0.1, 1.0, (FRAMING.n_bins, 4))
+    with pytest.raises(ParameterError, match="^magnitudes: contains NaN or Inf"):
+        separate(V, W / W.sum(axis=0), max_iter=2)
+
+
+@pytest.mark.parametrize("learn", [lambda m: track_noise(m, 5), lambda m: learn_noise(m, 5)])
+def test_no_frames_are_refused(learn):
+    with pytest.raises(ParameterError, match="^magnitudes: no STFT frames"):
+        learn(lambda: iter(()))
+
+
+def test_magnitudes_that_give_no_new_iterator_are_refused(rng):
+    """A generator handed back at each call is empty the second time: no segment was learned ('too little
+    sound')."""
+    chunks_once = iter(np.array_split(rayleigh(rng, 200), 4, axis=1))
+    with pytest.raises(ParameterError, match="^magnitudes: 0 STFT frames in the second pass, 200 in the first"):
+        track_noise(lambda: chunks_once, 5)
+
+
+@pytest.mark.parametrize("rank", [0, -1, 2.5, True])
+@pytest.mark.parametrize("learn", [lambda m, r: track_noise(m, r), lambda m, r: learn_noise(m, r)])
+def test_a_noise_rank_that_is_not_a_positive_integer_is_refused_by_name(rng, rank, learn):
+    with pytest.raises(ParameterError, match=f"^noise_rank={rank!r} must be an integer of at least 1"):
+        learn(chunks(rayleigh(rng, 200)), rank)

@@ -35,9 +35,15 @@ def test_same_seed_same_estimate():
     assert first.log_marginal_likelihood == again.log_marginal_likelihood and np.isfinite(first.log_marginal_likelihood)
 
 
-@pytest.mark.parametrize("options", [dict(rank=0), dict(prior_rate=0.0), dict(num_keep=40)])
+@pytest.mark.parametrize("options", [
+    dict(rank=0), dict(rank=1.5), dict(prior_rate=0.0), dict(num_keep=40),
+    # chains that never move (stiffness or step_ceiling 0: an estimate with standard error 0), an infinite rate
+    # (then "diverged ... lower stiffness"), a negative stiffness
+    dict(stiffness=0.0), dict(stiffness=-0.1), dict(stiffness=np.inf), dict(step_ceiling=0.0),
+    dict(step_ceiling=np.nan), dict(prior_rate=np.inf)])
 def test_bad_settings(options):
     X, rate = _data("sparse counts")
     settings = {"rank": 1, "prior_rate": rate, "num_steps": 30, "num_keep": 10, **options}
-    with pytest.raises(ParameterError):
+    (name,) = options
+    with pytest.raises(ParameterError, match=f"^{name}="):
         log_space_sti(X, settings.pop("rank"), **settings)

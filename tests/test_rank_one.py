@@ -33,6 +33,17 @@ def test_single_entry_is_a_product_of_exponentials():
     assert rank_one_log_evidence(np.zeros((1, 1)), rate) == pytest.approx(np.log(value), abs=1e-9)
 
 
+@pytest.mark.parametrize("rate", [0.7, 3e-9, 1e-12])
+def test_zeros_with_more_columns_than_rows_at_any_rate(rate):
+    # I = 1, J = 2, X = 0: p(0) = rate^3 int S e^(-rate S) / (rate + S) dS = rate^3 (1/rate - rate e^(rate^2)
+    # E1(rate^2)); at rate <~ 3e-9 rate + e^mode rounds to e^mode, and log1p(-1) = -inf sent the bracket
+    # search to 1e308 (a NaN ValueError)
+    from scipy.special import exp1
+
+    exact = 3 * np.log(rate) + np.log(1 / rate - rate * np.exp(rate**2) * exp1(rate**2))
+    assert rank_one_log_evidence(np.zeros((1, 2)), rate) == pytest.approx(exact, rel=1e-10)
+
+
 def test_speech_sized_counts_are_finite_and_transposition_invariant(rng):
     X = rng.poisson(rng.exponential(5000.0, size=(257, 1)) @ rng.exponential(1.0, size=(1, 300))).astype(float)
     value = rank_one_log_evidence(X, 4e-4)
@@ -40,8 +51,12 @@ def test_speech_sized_counts_are_finite_and_transposition_invariant(rng):
     assert rank_one_log_evidence(X.T, 4e-4) == pytest.approx(value, rel=1e-10)
 
 
-def test_bad_input():
+@pytest.mark.parametrize("rate", [0.0, -1.0, np.inf, np.nan, "1"])
+def test_bad_rate(rate):
     with pytest.raises(ParameterError, match="rate"):
-        rank_one_log_evidence(np.ones((2, 2)), 0.0)
+        rank_one_log_evidence(np.ones((2, 2)), rate)
+
+
+def test_bad_input():
     with pytest.raises(ParameterError):
         rank_one_log_evidence(-np.ones((2, 2)), 1.0)

@@ -266,6 +266,8 @@ def test_a_rank_whose_chains_diverged_is_named_and_passed_over():
     with pytest.warns(ConvergenceWarning, match=r"not finite for R=1 \(nan\)"):
         result = select_rank(DivergingChains([1]), [1, 2, 3], grid=GRID, num_replicates=2, seed=1)
     assert np.isnan(result.log_marginal_likelihood[0]) and result.selected_rank == 2
+    # no tempering check without expectations (largest_decrease refuses NaN): NaN for R = 1, the others checked
+    assert np.isnan(result.largest_decrease[0]) and np.all(np.isfinite(result.largest_decrease[1:]))
     with pytest.raises(ParameterError, match="no rank has a finite estimate"):
         select_rank(DivergingChains([1, 2]), [1, 2], grid=GRID, num_replicates=2, seed=1)
 

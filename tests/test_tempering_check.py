@@ -41,3 +41,15 @@ def test_shapes_are_checked():
         largest_decrease([1.0, 2.0], [1.0])
     with pytest.raises(ParameterError):
         largest_decrease([1.0], [1.0])
+
+
+@pytest.mark.parametrize("mean, mcse, name", [
+    ([-3.0, np.nan, -1.0], [0.1, 0.1, 0.1], "mean_log_likelihood"),  # was NaN: no fall, no warning
+    ([-3.0, -np.inf, -1.0], [0.1, 0.1, 0.1], "mean_log_likelihood"),
+    ([-3.0, -2.0, -1.0], [0.1, -0.1, 0.1], "mcse"),
+    ([-3.0, -2.0, -1.0], [0.1, np.nan, 0.1], "mcse"),
+    ([-3.0, -2.0, -1.0], [0.1, np.inf, 0.1], "mcse"),
+])
+def test_non_finite_means_and_bad_errors_are_refused(mean, mcse, name):
+    with pytest.raises(ParameterError, match=rf"^{name} is .* at temperature indices \[1\]"):
+        largest_decrease(mean, mcse)

@@ -251,7 +251,7 @@ def select_parafac_rank(data, ranks, *, preset="reference", grid=None, chain=Non
     Parameters
     ----------
     data : ndarray, shape (I, J, K), or SparseTensor
-        Non-negative counts.
+        Non-negative counts, I, J, K >= 1.
     ranks : iterable of int
     preset : {"reference", "blocks", "paper"}
         Settings from :data:`PRESETS` (``reference``, the default: the path from a log-space
@@ -280,6 +280,9 @@ def select_parafac_rank(data, ranks, *, preset="reference", grid=None, chain=Non
     sepsti.core.evidence.rank_selection.RankSelection
     """
     ranks = sorted(validate_ranks(ranks))
+    shape = tuple(data.shape) if isinstance(data, SparseTensor) else np.shape(data)
+    if 0 in shape:
+        raise ParameterError(f"data has shape {shape}: expected at least one entry along every axis")
     if (chain is None and "evaluate_every" not in overrides and overrides.get("num_blocks") is not None
             and overrides.get("evaluate", PRESETS[preset].chain.evaluate if preset in PRESETS else None) == "full"):
         overrides["evaluate_every"] = overrides["num_blocks"]

@@ -14,7 +14,7 @@ R = 1 can be checked against it to quadrature accuracy.
 
 import numpy as np
 
-from sepsti.core.errors import ParameterError
+from sepsti.core.checks import positive_number
 from sepsti.core.models.poisson_nmf import validate_nonnegative_matrix
 
 __all__ = ["rank_one_log_evidence"]
@@ -28,7 +28,7 @@ def rank_one_log_evidence(X, rate):
     X : array_like, shape (I, J)
         Non-negative data (the Poisson density with the lgamma(x + 1) normaliser).
     rate : float
-        Rate of the exponential priors on w and h.
+        Rate of the exponential priors on w and h: finite and positive.
 
     Returns
     -------
@@ -38,21 +38,26 @@ def rank_one_log_evidence(X, rate):
     from scipy.special import gammaln
 
     X = validate_nonnegative_matrix(X).astype(np.float64)
-    if not rate > 0:
-        raise ParameterError(f"rate={rate} must be positive")
+    rate = positive_number("rate", rate)
     rows, columns = X.shape
     total = X.sum()
 
     def log_integrand(log_s):  # the S integral in u = log S (Jacobian S)
         return (total + columns) * log_s - rate * np.exp(log_s) - (total + rows) * np.logaddexp(np.log(rate), log_s)
 
-    mode = optimize.minimize_scalar(lambda u: -log_integrand(u), bracket=(-5.0, 5.0)).x
+    with np.errstate(over="ignore"):  # the bracket search may try u beyond 709 (a mode near -log rate)
+        mode = optimize.minimize_scalar(lambda u: -log_integrand(u), bracket=(-5.0, 5.0)).x
     peak = log_integrand(mode)
+
+    log_denominator = np.logaddexp(np.log(rate), mode)
 
     def drop(u):  # log_integrand(u) - peak without cancellation between terms of size ~M
         change = np.exp(mode) * np.expm1(u - mode)
-        return ((total + columns) * (u - mode) - rate * change
-                - (total + rows) * np.log1p(change / (rate + np.exp(mode))))
+        ratio = change / (rate + np.exp(mode))  # (rate + e^u) / (rate + e^mode) - 1
+        # log1p is exact near the mode; far below it, with rate << e^mode, rate + e^mode rounds to e^mode and
+        # log1p(-1) would be -inf: there the difference of the logarithms themselves
+        log_ratio = np.log1p(ratio) if ratio > -0.5 else np.logaddexp(np.log(rate), u) - log_denominator
+        return (total + columns) * (u - mode) - rate * change - (total + rows) * log_ratio
 
     # log-concave in u: integrate between the points where it has fallen by 60 below its peak
     ends = []

@@ -65,6 +65,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.evidence.sti import LangevinSettings, TemperatureGrid, thermodynamic_integral
 from sepsti.core.evidence.tempering_check import largest_decrease
@@ -297,7 +298,8 @@ class RankSelection(NamedTuple):
     per_temperature : list of sepsti.core.evidence.sti.STIResult
         Per rank: E_t[log p] per temperature with its standard error.
     largest_decrease : ndarray, shape (n_ranks,)
-        Tempering check per rank, in joint standard errors (above 3: not equilibrated).
+        Tempering check per rank, in joint standard errors (above 3: not equilibrated); NaN for a rank whose
+        chains diverged (its estimate is not finite, and named by a warning).
     drift : ndarray, shape (n_ranks,)
         Stationarity check per rank: the estimate from the kept iterations' second halves minus the
         one from their first halves, in standard errors of that difference (beyond ±3: still drifting).
@@ -387,12 +389,13 @@ def balance(costs, num_processes):
 
 
 def validate_ranks(ranks):
-    """Distinct positive integers, in the order given."""
+    """Distinct positive integers, in the order given, as ints; a float such as 1.5 is refused, not truncated."""
     try:
-        ranks = [int(r) for r in ranks]
-    except (TypeError, ValueError):
+        ranks = list(ranks)
+    except TypeError:
         raise ParameterError(f"ranks={ranks!r}: expected distinct positive integers") from None
-    if not ranks or min(ranks) < 1 or len(set(ranks)) != len(ranks):
+    ranks = [integer_at_least(f"ranks[{i}]", rank, 1) for i, rank in enumerate(ranks)]
+    if not ranks or len(set(ranks)) != len(ranks):
         raise ParameterError(f"ranks={ranks}: expected distinct positive integers")
     return ranks
 
@@ -699,7 +702,10 @@ def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, fact
         pieces.append(result)
         estimates.append(result.log_marginal_likelihood)
         stderrs.append(result.stderr)
-        falls.append(largest_decrease(result.mean_log_likelihood, result.mcse))
+        # diverged chains (a non-finite E_t) have no tempering check: their estimate is not finite either,
+        # which _selected names
+        finite = np.all(np.isfinite(result.mean_log_likelihood)) and np.all(np.isfinite(result.mcse))
+        falls.append(largest_decrease(result.mean_log_likelihood, result.mcse) if finite else np.nan)
         drifts.append(half_drift(traces, grid))
         seconds.append(float(sum(records[task.key].seconds for task in mine)))
         cpu.append(float(sum(records[task.key].cpu_seconds for task in mine)))

@@ -24,9 +24,10 @@ def largest_decrease(mean_log_likelihood, mcse):
     Parameters
     ----------
     mean_log_likelihood : array_like, shape (T + 1,)
-        Estimates of E_t[log p(x | θ)] on an increasing temperature grid.
+        Finite estimates of E_t[log p(x | θ)] on an increasing temperature grid (diverged chains have no
+        expectations to compare: the engine reports them by their non-finite estimate instead).
     mcse : array_like, shape (T + 1,)
-        Their Monte-Carlo standard errors.
+        Their Monte-Carlo standard errors: finite, not negative.
 
     Returns
     -------
@@ -38,6 +39,14 @@ def largest_decrease(mean_log_likelihood, mcse):
     se = np.asarray(mcse, dtype=np.float64)
     if mean.shape != se.shape or mean.ndim != 1 or mean.size < 2:
         raise ParameterError(f"expected two equal 1-D arrays of at least 2 temperatures, got {mean.shape}, {se.shape}")
+    bad = np.flatnonzero(~np.isfinite(mean))
+    if bad.size:
+        raise ParameterError(f"mean_log_likelihood is {mean[bad].tolist()} at temperature indices {bad.tolist()}: "
+                             "expected finite values")
+    bad = np.flatnonzero(~(np.isfinite(se) & (se >= 0)))
+    if bad.size:
+        raise ParameterError(f"mcse is {se[bad].tolist()} at temperature indices {bad.tolist()}: expected finite "
+                             "values of at least 0")
     joint = np.sqrt(se[:-1] ** 2 + se[1:] ** 2)
     drop = mean[:-1] - mean[1:]
     with np.errstate(divide="ignore", invalid="ignore"):

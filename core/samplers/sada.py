@@ -92,8 +92,8 @@ def _sada_factor_impl(rng, counts, observed, has_mask, xhat, flat, starts, out_s
                     flat[base + m] = new
 
 
-def _log_likelihood_impl(counts, observed, has_mask, xhat, log_factorials):
-    # one pass, no |V0|-sized temporaries: sum over observed entries of x log xhat - xhat - log x!
+def _log_likelihood_impl(counts, observed, has_mask, xhat):
+    # one pass, no |V0|-sized temporaries: sum over observed entries of x log xhat - xhat (log x! is a constant)
     value = 0.0
     for e in range(counts.size):
         if has_mask and not observed[e]:
@@ -101,7 +101,7 @@ def _log_likelihood_impl(counts, observed, has_mask, xhat, log_factorials):
         x = counts[e]
         value -= xhat[e]
         if x > 0:
-            value += x * np.log(xhat[e]) - log_factorials[x]
+            value += x * np.log(xhat[e])
     return value
 
 
@@ -194,7 +194,8 @@ def build_kernel(model, X):
     log_likelihood_of = _compiled("_log_likelihood")
     from scipy.special import gammaln
 
-    log_factorials = gammaln(np.arange(int(counts.max(initial=0)) + 1) + 1.0)
+    # sum over observed entries of log x!, once: a table of log x! up to the largest count would take 8 GB at 1e9
+    log_factorial = float(np.sum(gammaln((counts[observed] if has_mask else counts) + 1.0)))
 
     def kernel(rng, state, iteration=None):
         factors = list(state.factors)
@@ -213,7 +214,7 @@ def build_kernel(model, X):
         factors = tuple(factors)
         del xhat, flat
         xhat = np.require(model.xhat(factors), dtype=float, requirements=["C"]).ravel()
-        log_likelihood = float(log_likelihood_of(counts, observed, has_mask, xhat, log_factorials))
+        log_likelihood = float(log_likelihood_of(counts, observed, has_mask, xhat)) - log_factorial
         joint = log_likelihood + model.log_prior(factors)
         return SADAState(factors, log_likelihood, joint), SADAInfo(log_likelihood, joint)
 

@@ -25,6 +25,8 @@ from sepsti.core.errors import ParameterError
 
 __all__ = ["SparseTensor", "TensorBlocks", "coalesce", "from_dense", "to_dense", "validate_sparse_tensor"]
 
+_INT64_MAX = 2 ** 63 - 1
+
 
 class SparseTensor(NamedTuple):
     """A sparse tensor in coordinate form.
@@ -117,23 +119,12 @@ def validate_sparse_tensor(tensor, *, nonnegative=False, name="tensor"):
     Raises
     ------
     ParameterError
-        On inconsistent shapes, out-of-range or duplicate coordinates, or bad values.
+        On a shape that is not positive integer sizes, coordinates that are not integers, inconsistent
+        shapes, out-of-range or duplicate coordinates, or values that are not finite real numbers.
     """
     if not isinstance(tensor, SparseTensor):
         raise ParameterError(f"{name}: expected a SparseTensor, got {type(tensor).__name__}")
-    shape = tuple(int(n) for n in tensor.shape)
-    if not shape or any(n < 1 for n in shape):
-        raise ParameterError(f"{name}: shape={tensor.shape} must be a non-empty tuple of positive sizes")
-    coords = np.ascontiguousarray(tensor.coords, dtype=np.int64)
-    values = np.ascontiguousarray(tensor.values, dtype=np.float64)
-    if coords.ndim != 2 or coords.shape[1] != len(shape):
-        raise ParameterError(f"{name}: coords has shape {coords.shape}; expected (nnz, {len(shape)})")
-    if values.shape != (coords.shape[0],):
-        raise ParameterError(f"{name}: values has shape {values.shape}; expected ({coords.shape[0]},)")
-    if coords.size and ((coords.min(axis=0) < 0).any() or (coords.max(axis=0) >= shape).any()):
-        raise ParameterError(f"{name}: coordinates out of range for shape {shape}")
-    if not np.all(np.isfinite(values)):
-        raise ParameterError(f"{name}: values contain NaN or infinity")
+    coords, values, shape = _checked_parts(tensor.coords, tensor.values, tensor.shape, f"{name}: ")
     if nonnegative and values.size and values.min() < 0:
         raise ParameterError(f"{name}: values must be non-negative counts; smallest is {values.min()}")
     key = _row_major_key(coords, shape)
@@ -142,6 +133,60 @@ def validate_sparse_tensor(tensor, *, nonnegative=False, name="tensor"):
         if np.any(ordered[1:] == ordered[:-1]):
             raise ParameterError(f"{name}: duplicate coordinates; use coalesce() to sum duplicates")
     return SparseTensor(coords, values, shape)
+
+
+def _is_integral(n):
+    """Whether ``n`` is an integer, or a float equal to one (a bool is neither)."""
+    if isinstance(n, (bool, np.bool_)):
+        return False
+    if isinstance(n, (int, np.integer)):
+        return True
+    return isinstance(n, (float, np.floating)) and math.isfinite(n) and float(n).is_integer()
+
+
+def _checked_parts(coords, values, shape, prefix):
+    """``(coords, values, shape)`` as int64, float64 and a tuple of int, or ParameterError.
+
+    Every check but the one for duplicates: :func:`validate_sparse_tensor` adds it, :func:`coalesce`
+    sums them. ``prefix`` starts every message.
+    """
+    try:
+        sizes = list(shape)
+    except TypeError:
+        sizes = []
+    if not sizes or not all(_is_integral(n) and 1 <= n <= _INT64_MAX for n in sizes):
+        raise ParameterError(f"{prefix}shape={shape!r}: expected a non-empty tuple of positive integer sizes "
+                             f"(below 2**63)")
+    shape = tuple(int(n) for n in sizes)
+    given = np.asarray(coords)
+    if given.ndim != 2 or given.shape[1] != len(shape):
+        raise ParameterError(f"{prefix}coords has shape {given.shape}; expected (nnz, {len(shape)})")
+    if given.dtype.kind == "f":
+        fractional = ~(np.isfinite(given) & (given == np.trunc(given)))
+        if fractional.any():
+            row = int(np.argmax(fractional.any(axis=1)))
+            raise ParameterError(f"{prefix}coords[{row}] = {given[row].tolist()}: coordinates must be integers")
+        # integral floats beyond int64 are outside every shape: -1 marks them so
+        coords = np.ascontiguousarray(np.where(np.abs(given) < 2.0 ** 63, given, -1), dtype=np.int64)
+    elif given.dtype.kind in "iu":
+        coords = np.ascontiguousarray(given, dtype=np.int64)  # uint64 beyond int64 wraps negative: outside
+    else:
+        raise ParameterError(f"{prefix}coords must be integers; got dtype {given.dtype}")
+    values = np.asarray(values)
+    if values.dtype.kind not in "biuf":
+        raise ParameterError(f"{prefix}values must be real numbers; got dtype {values.dtype}")
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if values.shape != (coords.shape[0],):
+        raise ParameterError(f"{prefix}values has shape {values.shape}; expected ({coords.shape[0]},)")
+    if coords.size and ((coords.min(axis=0) < 0).any() or (coords.max(axis=0) >= shape).any()):
+        outside = (coords < 0) | (coords >= np.array(shape, dtype=np.int64))
+        row = int(np.argmax(outside.any(axis=1)))
+        mode = int(np.argmax(outside[row]))
+        raise ParameterError(f"{prefix}coords[{row}] = {given[row].tolist()}: outside the shape {shape} "
+                             f"(index out of range in mode {mode})")
+    if not np.all(np.isfinite(values)):
+        raise ParameterError(f"{prefix}values contain NaN or infinity")
+    return coords, values, shape
 
 
 def _linear_index_fits(shape):
@@ -176,23 +221,25 @@ def coalesce(coords, values, shape):
     Parameters
     ----------
     coords : array_like of int, shape (n, ndim)
-    values : array_like, shape (n,)
+        One row per entry (floats only if integral).
+    values : array_like of real numbers, shape (n,)
     shape : tuple of int
 
     Returns
     -------
     SparseTensor
         Entries sorted in row-major order.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`validate_sparse_tensor`, duplicates aside; and if summing overflows.
     """
-    shape = tuple(int(n) for n in shape)
-    coords = np.asarray(coords, dtype=np.int64).reshape(-1, len(shape))
-    values = np.asarray(values, dtype=np.float64)
-    outside = (coords < 0) | (coords >= np.array(shape, dtype=np.int64))
-    if outside.any():
-        row = int(np.argmax(outside.any(axis=1)))
-        raise ParameterError(f"coords[{row}] = {coords[row].tolist()}: outside the shape {shape}")
+    coords, values, shape = _checked_parts(coords, values, shape, "")
     unique, inverse = np.unique(_row_major_key(coords, shape), return_inverse=True)
     summed = np.bincount(inverse, weights=values, minlength=unique.size)
+    if not np.all(np.isfinite(summed)):
+        raise ParameterError("values: the sum at a repeated coordinate overflows float64")
     keep = summed != 0
     if _linear_index_fits(shape):
         distinct = np.stack(np.unravel_index(unique[keep], shape), axis=1).astype(np.int64)

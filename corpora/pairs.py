@@ -6,13 +6,18 @@ Two folders: one of clean speech and one of the same recordings with noise, each
 named as its clean file up to the extension (``clean/p232_001.wav`` and ``noisy/p232_001.wav``,
 or ``.flac`` beside ``.wav``). Files are found anywhere below each folder (symbolic links
 followed); names starting with a dot and extensions libsndfile does not read are passed over.
-A pair's files must have the same rate and length (sample-aligned: the noise is
-``noisy - clean``); the rate may differ from pair to pair.
+A name is one file below each folder, and the subfolders holding a pair's files must agree: the
+shorter path below its folder ends the longer (``spkA/001.wav`` pairs with ``spkA/001.wav`` or
+``snr5/spkA/001.wav``, and a file directly in its folder with any), so ``spkA/001.wav`` never
+pairs with ``spkB/001.wav``. Neither folder may be inside the other, and a pair's files may not
+be one file (a link). A pair's files must have the same rate and length (sample-aligned: the
+noise is ``noisy - clean``); the rate may differ from pair to pair.
 
 Finding pairs (:func:`pair_index`) reads no audio; :func:`load_pair` reads one pair. Every
 problem is a :class:`sepsti.core.errors.ParameterError` naming the file.
 """
 
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -74,11 +79,19 @@ def pair_index(clean_root, noisy_root):
     Raises
     ------
     ParameterError
-        If a folder is missing or not a folder, the two are the same folder, two files below one
-        folder share a name, the noisy folder holds no audio, or a noisy file has no clean file.
+        If a folder is missing or not a folder, the two are the same folder or one is inside the other,
+        two files below one folder share a name, the noisy folder holds no audio, a noisy file has no
+        clean file, or a pair's files are in subfolders that disagree or are one file.
     """
-    if Path(clean_root).resolve() == Path(noisy_root).resolve():
+    clean_path, noisy_path = Path(clean_root).resolve(), Path(noisy_root).resolve()
+    if clean_path == noisy_path:
         raise ParameterError(f"{noisy_root}: the clean and noisy folders are the same; pass two folders")
+    if clean_path in noisy_path.parents:
+        raise ParameterError(f"{noisy_root}: inside the clean folder {clean_root}; pass two folders, neither "
+                             "inside the other")
+    if noisy_path in clean_path.parents:
+        raise ParameterError(f"{clean_root}: inside the noisy folder {noisy_root}; pass two folders, neither "
+                             "inside the other")
     clean, noisy = _audio_files(clean_root, "clean"), _audio_files(noisy_root, "noisy")
     if not noisy:
         raise ParameterError(f"{noisy_root}: no audio files found below the noisy folder")
@@ -86,7 +99,18 @@ def pair_index(clean_root, noisy_root):
     if unmatched:
         more = f" (and {len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
         raise ParameterError(f"{noisy[unmatched[0]]}: no clean file named {unmatched[0]}.* below {clean_root}{more}")
-    return [PairPaths(name, clean[name], noisy[name]) for name in sorted(noisy)]
+    pairs = [PairPaths(name, clean[name], noisy[name]) for name in sorted(noisy)]
+    for pair in pairs:
+        clean_folders = pair.clean.relative_to(clean_root).parent.parts
+        noisy_folders = pair.noisy.relative_to(noisy_root).parent.parts
+        shorter = min(len(clean_folders), len(noisy_folders))
+        if clean_folders[len(clean_folders) - shorter:] != noisy_folders[len(noisy_folders) - shorter:]:
+            raise ParameterError(f"{pair.noisy}: its clean file is {pair.clean}, in another subfolder; a pair's "
+                                 "subfolders must agree (the shorter path ending the longer)")
+        if os.path.samefile(pair.clean, pair.noisy):
+            raise ParameterError(f"{pair.noisy}: the same file as its clean file {pair.clean} (a link?); "
+                                 "the noise would be zero")
+    return pairs
 
 
 def load_pair(paths):

@@ -16,17 +16,30 @@ corpus rate (:data:`TRAIN_RATE`, LibriSpeech) sorted by id, position ``i``: ``te
 otherwise. Speakers at another rate (LJ Speech, 22.05 kHz, one reader) are test material
 only. Files carrying one of :data:`EXCLUDED_FLAGS` are left out of every split, and
 :func:`clean_signals` high-passes what it returns at :data:`HIGHPASS_HZ` (why: docs/wideband.md).
+A manifest names each file once, by a path inside the folder (a symbolic link inside may point
+elsewhere).
+
+The split is defined on the corpus as distributed: 201 LibriSpeech speakers, 140 ``train``,
+20 ``validation``, 41 ``test``, and LJ Speech in ``test`` (usable files: 108, 19, 34 + 32).
+Positions move when a speaker is added or removed (adding one moves 97 of the 202), so a
+manifest with other LibriSpeech speakers splits them differently from the split the shipped
+16 kHz dictionary was trained on: its ``test`` split can hold that dictionary's training
+speakers and must not score it.
+:func:`split_of` warns when the speakers are not the distributed ones
+(:data:`DISTRIBUTED_SPEAKERS_SHA256`).
 """
 
+import hashlib
 import json
-from pathlib import Path
+import warnings
+from pathlib import Path, PurePath
 from typing import NamedTuple
 
 from sepsti.core.errors import ParameterError
 from sepsti.corpora.audio import read_audio
 
-__all__ = ["MANIFEST", "TRAIN_RATE", "EXCLUDED_FLAGS", "HIGHPASS_HZ", "SPLITS", "Utterance", "is_wideband_corpus",
-           "read_manifest", "split_of", "select", "clean_signals", "highpass"]
+__all__ = ["MANIFEST", "TRAIN_RATE", "EXCLUDED_FLAGS", "HIGHPASS_HZ", "SPLITS", "DISTRIBUTED_SPEAKERS_SHA256",
+           "Utterance", "is_wideband_corpus", "read_manifest", "split_of", "select", "clean_signals", "highpass"]
 
 MANIFEST = "manifest.json"
 #: The rate of the training speakers (LibriSpeech).
@@ -39,6 +52,9 @@ EXCLUDED_FLAGS = ("low_dynamic_range(noisy?)", "band_limited", "clipped")
 #: (up to 99 % of a file's energy); voiced speech starts above it.
 HIGHPASS_HZ = 80.0
 SPLITS = ("train", "validation", "test")
+#: SHA-256 of the distributed corpus's 201 LibriSpeech speaker ids in the split's order, one a line
+#: (UTF-8, no final newline): the speakers whose split the shipped 16 kHz dictionary was trained on.
+DISTRIBUTED_SPEAKERS_SHA256 = "031a5e4b3631c2c1822a8808f98ef41d291616e1f4d5864274a348fbaba0da1a"
 
 
 class Utterance(NamedTuple):
@@ -78,7 +94,8 @@ def read_manifest(folder):
     Raises
     ------
     ParameterError
-        A missing or unparsable manifest, or an entry without ``file``, ``rate``, ``speaker``.
+        A missing or unparsable manifest, an entry without ``file``, ``rate``, ``speaker``, a ``file``
+        that is not a path inside the folder, or a file listed twice.
     """
     folder = Path(folder)
     path = folder / MANIFEST
@@ -90,7 +107,7 @@ def read_manifest(folder):
         raise ParameterError(f"{path}: not a readable manifest ({error})") from None
     if not isinstance(entries, list):
         raise ParameterError(f"{path}: expected a list of entries, got {type(entries).__name__}")
-    utterances = []
+    utterances, listed = [], {}
     for number, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise ParameterError(f"{path}: entry {number} is a {type(entry).__name__}; each entry is an object "
@@ -104,6 +121,15 @@ def read_manifest(folder):
         except (KeyError, TypeError, ValueError) as error:
             raise ParameterError(f"{path}: entry {number} lacks or garbles {error}; each entry needs "
                                  "'file', 'rate' and 'speaker'") from None
+        name = PurePath(str(entry["file"]))
+        if not name.parts or name.is_absolute() or ".." in name.parts:
+            raise ParameterError(f"{path}: entry {number} has 'file' {entry['file']!r}; expected a path inside "
+                                 f"{folder}, relative to it")
+        real = utterances[-1].path.resolve()
+        if real in listed:
+            raise ParameterError(f"{path}: entry {number} ({entry['file']}) lists the file of entry {listed[real]} "
+                                 "again; list each file once")
+        listed[real] = number
     return utterances
 
 
@@ -114,9 +140,19 @@ def split_of(utterances):
     -------
     dict of str to str
         Speaker id to ``"train"``, ``"validation"`` or ``"test"``.
+
+    Warns
+    -----
+    UserWarning
+        When the :data:`TRAIN_RATE` speakers are not the distributed corpus's: the splits are not
+        those the shipped 16 kHz dictionary was trained on.
     """
     corpus_speakers = sorted({u.speaker for u in utterances if u.rate == TRAIN_RATE},
                              key=lambda s: (not s.isdigit(), int(s) if s.isdigit() else 0, s))
+    if hashlib.sha256("\n".join(corpus_speakers).encode()).hexdigest() != DISTRIBUTED_SPEAKERS_SHA256:
+        warnings.warn(f"wideband manifest: its {len(corpus_speakers)} LibriSpeech speakers are not the distributed "
+                      "corpus's 201, so its splits are not those the shipped 16 kHz dictionary was trained on; do "
+                      "not score that dictionary on its 'test' split", UserWarning, stacklevel=2)
     splits = {}
     for position, speaker in enumerate(corpus_speakers):
         splits[speaker] = "test" if position % 5 == 0 else "validation" if position % 10 == 1 else "train"

@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 
@@ -31,6 +33,7 @@ def test_wrong_core_lowers_consistency(rng):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.filterwarnings("ignore::sepsti.core.errors.ConvergenceWarning")  # ALS above the true rank: 4, 5
 def test_consistency_is_high_up_to_the_true_rank_and_drops_above(seed):
     X, _ = _low_rank(np.random.default_rng(seed))
     result = corcondia(X, [1, 2, 3, 4, 5], num_starts=3, seed=seed)
@@ -69,3 +72,28 @@ def test_bad_ranks_factors_and_data_are_named():
         corcondia(np.zeros((4, 5, 6)), [1])
     with pytest.raises(ParameterError, match="factors of shapes"):
         core_consistency(X, (np.ones((4, 2)), np.ones((5, 2)), np.ones((6, 3))))
+
+
+def _rank_two(seed):
+    """Rank-2 data of positive factors with noise 1e-3: slow for ALS, so a short run stops unconverged."""
+    rng = np.random.default_rng(100 + seed)
+    A, B, C = (rng.uniform(0.2, 1.0, (n, 2)) for n in (6, 5, 4))
+    X = np.einsum("ir,jr,kr->ijk", A, B, C)
+    return X + 1e-3 * np.abs(X).mean() * rng.standard_normal(X.shape)
+
+
+def test_a_best_fit_stopped_at_max_iter_is_reported():
+    from sepsti.core.errors import ConvergenceWarning
+
+    X = _rank_two(0)
+    with pytest.warns(ConvergenceWarning, match=r"^corcondia: the best fit at ranks 2, 3 stopped at max_iter=300 "
+                                                r"before its error changed by less than tol=1e-10") as caught:
+        result = corcondia(X, [1, 2, 3], num_starts=3, max_iter=300, seed=0)
+    assert len(caught) == 1
+    assert result.converged.tolist() == [True, False, False]
+    assert result.consistency[1] == pytest.approx(81.9, abs=0.05)  # an unconverged fit at the true rank
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = corcondia(X, [1, 2], num_starts=1, max_iter=20000, seed=0)
+    assert result.converged.tolist() == [True, True]
+    assert result.consistency[1] == pytest.approx(100.0, abs=0.05)

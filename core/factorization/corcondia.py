@@ -12,7 +12,9 @@ consistency near 100 says the CP structure is appropriate; it drops (often
 below zero) when R exceeds the rank the data supports. This is the classical
 heuristic the Bayesian evidence (:mod:`sepsti.core.evidence`) is compared with.
 
-TensorLy is an optional dependency, imported inside the functions.
+TensorLy is an optional dependency, imported inside the functions. A best fit that stopped at
+``max_iter`` before its error changed by less than ``tol`` is reported: ``converged`` in the
+result, and a :class:`sepsti.core.errors.ConvergenceWarning` (its consistency is unreliable).
 
 References
 ----------
@@ -20,11 +22,12 @@ R. Bro and H. A. L. Kiers, "A new efficient method for determining the number
 of components in PARAFAC models", J. Chemometrics 17(5), 2003.
 """
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
 
-from sepsti.core.errors import ParameterError
+from sepsti.core.errors import ConvergenceWarning, ParameterError
 
 __all__ = ["CorcondiaResult", "core_consistency", "corcondia"]
 
@@ -42,12 +45,15 @@ class CorcondiaResult(NamedTuple):
     selected_rank : int
         The largest rank whose consistency is at least ``threshold`` (the
         usual reading of the diagnostic); the smallest rank tried when none is.
+    converged : ndarray of bool
+        Whether the best fit at each rank met ``tol`` within ``max_iter`` iterations.
     """
 
     ranks: np.ndarray
     consistency: np.ndarray
     relative_error: np.ndarray
     selected_rank: int
+    converged: np.ndarray
 
 
 def _validate_tensor(X):
@@ -108,6 +114,11 @@ def corcondia(X, ranks, *, num_starts=5, max_iter=1000, tol=1e-10, seed=0, thres
     Returns
     -------
     CorcondiaResult
+
+    Warns
+    -----
+    ConvergenceWarning
+        Once, naming the ranks whose best fit stopped at ``max_iter`` before meeting ``tol``.
     """
     import tensorly as tl
     from tensorly.decomposition import parafac
@@ -122,23 +133,30 @@ def corcondia(X, ranks, *, num_starts=5, max_iter=1000, tol=1e-10, seed=0, thres
     if int(num_starts) < 1:
         raise ParameterError(f"num_starts={num_starts} must be a positive integer")
     norm = np.linalg.norm(X)
-    consistency, errors = [], []
+    consistency, errors, converged = [], [], []
     tensor = tl.tensor(X)
     for rank in ranks:
         best = None
         for start in range(int(num_starts)):
             state = np.random.RandomState(np.random.SeedSequence([int(seed), int(rank), start]).generate_state(1))
-            cp = parafac(tensor, rank=int(rank), init="random", n_iter_max=int(max_iter), tol=tol,
-                         random_state=state, normalize_factors=False)
+            cp, trace = parafac(tensor, rank=int(rank), init="random", n_iter_max=int(max_iter), tol=tol,
+                                random_state=state, normalize_factors=False, return_errors=True)
             weights, (A, B, C) = cp
             A = np.asarray(A) * np.asarray(weights)[None, :]
             factors = (A, np.asarray(B), np.asarray(C))
             error = np.linalg.norm(X - np.einsum("ir,jr,kr->ijk", *factors)) / norm
             if best is None or error < best[0]:
-                best = (error, factors)
+                # TensorLy stops early exactly when the error changed by less than tol
+                best = (error, factors, len(trace) >= 2 and abs(trace[-2] - trace[-1]) < tol)
         errors.append(best[0])
         consistency.append(core_consistency(X, best[1]))
-    consistency = np.asarray(consistency)
+        converged.append(best[2])
+    consistency, converged = np.asarray(consistency), np.asarray(converged, dtype=bool)
+    if not converged.all():
+        stopped = ranks[~converged]
+        warnings.warn(f"corcondia: the best fit at rank{'s' * (stopped.size > 1)} {', '.join(map(str, stopped))} "
+                      f"stopped at max_iter={int(max_iter)} before its error changed by less than tol={tol:g}; its "
+                      "consistency is unreliable: raise max_iter", ConvergenceWarning, stacklevel=2)
     good = ranks[consistency >= threshold]
     selected = int(good.max()) if good.size else int(ranks.min())
-    return CorcondiaResult(ranks, consistency, np.asarray(errors), selected)
+    return CorcondiaResult(ranks, consistency, np.asarray(errors), selected, converged)

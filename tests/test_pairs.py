@@ -1,0 +1,74 @@
+"""sepsti.corpora.pairs: which clean file a noisy file is paired with, and the layouts refused."""
+
+import os
+
+import numpy as np
+import pytest
+import soundfile
+
+from sepsti.core.errors import ParameterError
+from sepsti.corpora.pairs import load_pair, pair_index
+
+
+def _wav(path, seed=0):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    soundfile.write(path, np.random.default_rng(seed).uniform(-0.1, 0.1, 800), 8000)
+    return path
+
+
+def _pairs(clean, noisy):
+    """``(name, clean path, noisy path)`` below the two folders."""
+    return [(p.name, p.clean.relative_to(clean).as_posix(), p.noisy.relative_to(noisy).as_posix())
+            for p in pair_index(clean, noisy)]
+
+
+def test_a_folder_inside_the_other_is_refused(tmp_path):
+    # the noisy folder inside the clean one: each noisy file was found below both and paired with itself
+    for name in ("p1", "p2"):
+        _wav(tmp_path / "clean" / f"{name}.wav")
+    _wav(tmp_path / "clean" / "noisy" / "p1_n.wav")
+    with pytest.raises(ParameterError, match=r"/clean/noisy: inside the clean folder .*/clean; pass two folders"):
+        pair_index(tmp_path / "clean", tmp_path / "clean" / "noisy")
+    with pytest.raises(ParameterError, match=r"/clean/noisy: inside the noisy folder .*/clean; pass two folders"):
+        pair_index(tmp_path / "clean" / "noisy", tmp_path / "clean")
+    os.symlink(tmp_path / "clean", tmp_path / "link")  # inside once resolved
+    with pytest.raises(ParameterError, match="inside the clean folder"):
+        pair_index(tmp_path / "clean", tmp_path / "link" / "noisy")
+    with pytest.raises(ParameterError, match="the clean and noisy folders are the same"):
+        pair_index(tmp_path / "clean", tmp_path / "link")
+    _wav(tmp_path / "clean2" / "p1.wav", seed=1)  # beside it, its name starting alike: fine
+    assert _pairs(tmp_path / "clean", tmp_path / "clean2") == [("p1", "p1.wav", "p1.wav")]
+
+
+@pytest.mark.parametrize("link", [os.symlink, os.link], ids=["symbolic link", "hard link"])
+def test_a_noisy_file_that_is_its_clean_file_is_refused(tmp_path, link):
+    clean = _wav(tmp_path / "clean" / "x.wav")
+    (tmp_path / "noisy").mkdir()
+    link(clean, tmp_path / "noisy" / "x.wav")  # load_pair gave a noise of zero energy
+    with pytest.raises(ParameterError, match=r"noisy/x.wav: the same file as its clean file .*clean/x.wav"):
+        pair_index(tmp_path / "clean", tmp_path / "noisy")
+    (tmp_path / "noisy" / "x.wav").unlink()
+    _wav(tmp_path / "noisy" / "x.wav", seed=1)
+    (pair,) = pair_index(tmp_path / "clean", tmp_path / "noisy")
+    assert np.sum((load_pair(pair).noisy - load_pair(pair).clean) ** 2) > 0
+
+
+def test_a_pair_is_in_agreeing_subfolders(tmp_path):
+    # agreeing: the same subfolder, one file directly in its folder, or the shorter path ending the longer
+    for name in ("flat", "same", "nested", "deeper"):
+        _wav(tmp_path / "clean" / {"flat": "", "same": "spkA", "nested": "", "deeper": "spkB"}[name] / f"{name}.wav")
+    for name, folder in (("flat", ""), ("same", "spkA"), ("nested", "babble_0dB/0dB"), ("deeper", "snr5/spkB")):
+        _wav(tmp_path / "noisy" / folder / f"{name}.wav", seed=1)
+    assert _pairs(tmp_path / "clean", tmp_path / "noisy") == [
+        ("deeper", "spkB/deeper.wav", "snr5/spkB/deeper.wav"), ("flat", "flat.wav", "flat.wav"),
+        ("nested", "nested.wav", "babble_0dB/0dB/nested.wav"), ("same", "spkA/same.wav", "spkA/same.wav")]
+    # one speaker's 001 was paired with another's
+    _wav(tmp_path / "clean" / "spkA" / "001.wav")
+    _wav(tmp_path / "noisy" / "spkB" / "001.wav", seed=1)
+    with pytest.raises(ParameterError, match=r"noisy/spkB/001.wav: its clean file is .*clean/spkA/001.wav, in "
+                                             r"another subfolder; a pair's subfolders must agree"):
+        pair_index(tmp_path / "clean", tmp_path / "noisy")
+    # a name in two subfolders of one folder stays refused, naming both files
+    _wav(tmp_path / "clean" / "spkB" / "001.wav", seed=2)
+    with pytest.raises(ParameterError, match=r"clean/spkB/001.wav: same name as .*clean/spkA/001.wav"):
+        pair_index(tmp_path / "clean", tmp_path / "noisy")

@@ -1,0 +1,86 @@
+"""sepsti.corpora.wideband: the files a manifest may list, and the split defined on the distributed corpus."""
+
+import collections
+import hashlib
+import json
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+
+from sepsti.core.errors import ParameterError
+from sepsti.corpora import wideband
+
+SHIPPED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "wideband"
+
+
+def _corpus(root, speakers, extra=()):
+    """A manifest of one (empty) file per 16 kHz speaker, plus ``extra`` entries; nothing is read."""
+    entries = []
+    for speaker in speakers:
+        name = f"{speaker}/{speaker}-1-0000.flac"
+        (root / speaker).mkdir(parents=True)
+        (root / name).touch()
+        entries.append({"file": name, "rate": 16000, "speaker": speaker, "flags": []})
+    (root / "manifest.json").write_text(json.dumps(entries + list(extra)))
+    return root
+
+
+def test_a_file_listed_twice_or_outside_the_folder_is_refused(tmp_path):
+    root = _corpus(tmp_path / "wide", ["11", "12", "13"])
+    os.symlink(root / "11", root / "alias")  # a folder linked inside: its files are the folder's own
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "x.flac").touch()
+    os.symlink(tmp_path / "elsewhere", root / "more")
+    accepted = [{"file": "more/x.flac", "rate": 16000, "speaker": "14", "flags": []}]
+    _corpus(tmp_path / "ok", ["11", "12", "13"], accepted)
+    os.symlink(tmp_path / "elsewhere", tmp_path / "ok" / "more")
+    assert [u.path for u in wideband.read_manifest(tmp_path / "ok")][-1] == tmp_path / "ok" / "more" / "x.flac"
+    cases = [("11/11-1-0000.flac", "lists the file of entry 0 again"),  # under a second speaker: train and test
+             ("alias/11-1-0000.flac", "lists the file of entry 0 again"),
+             ("./12/../12/12-1-0000.flac", "has 'file' './12/../12/12-1-0000.flac'; expected a path inside"),
+             ("/etc/hostname", "has 'file' '/etc/hostname'; expected a path inside"),
+             ("../elsewhere/x.flac", "has 'file' '../elsewhere/x.flac'; expected a path inside"),
+             ("", "has 'file' ''; expected a path inside")]
+    for file, message in cases:
+        entries = json.loads((root / "manifest.json").read_text())[:3]
+        (root / "manifest.json").write_text(json.dumps(entries + [{"file": file, "rate": 16000, "speaker": "99"}]))
+        with pytest.raises(ParameterError, match=f"manifest.json: entry 3 .*{message}"):
+            wideband.read_manifest(root)
+
+
+def test_a_manifest_of_other_speakers_warns_that_its_split_is_not_the_shipped_dictionarys(tmp_path, monkeypatch):
+    speakers = ["11", "12", "13", "15", "16", "17"]
+    root = _corpus(tmp_path / "wide", speakers)
+    with pytest.warns(UserWarning, match=r"^wideband manifest: its 6 LibriSpeech speakers are not the distributed "
+                                         r"corpus's 201, .* do not score that dictionary on its 'test' split$"):
+        splits = wideband.split_of(wideband.read_manifest(root))
+    assert splits == {"11": "test", "12": "validation", "13": "train", "15": "train", "16": "train", "17": "test"}
+    with pytest.warns(UserWarning, match="not the distributed corpus's"):
+        assert [u.speaker for u in wideband.select(root, "test")] == ["11", "17"]
+    # the same speakers as the distributed ones (here: these six): no warning, the same split
+    digest = hashlib.sha256("\n".join(speakers).encode()).hexdigest()
+    monkeypatch.setattr(wideband, "DISTRIBUTED_SPEAKERS_SHA256", digest)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert wideband.split_of(wideband.read_manifest(root)) == splits
+
+
+@pytest.mark.skipif(not wideband.is_wideband_corpus(SHIPPED), reason="wideband corpus not found at ../shared/data")
+def test_the_distributed_corpus_reads_as_documented_and_quietly():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        utterances = wideband.read_manifest(SHIPPED)
+        splits = wideband.split_of(utterances)
+        chosen = {split: wideband.select(SHIPPED, split) for split in wideband.SPLITS}
+    assert len(utterances) == 233
+    libri = {u.speaker for u in utterances if u.rate == wideband.TRAIN_RATE}
+    assert collections.Counter(splits[s] for s in libri) == {"train": 140, "validation": 20, "test": 41}
+    assert splits["LJ"] == "test"
+    counts = {split: collections.Counter(u.rate for u in chosen[split]) for split in wideband.SPLITS}
+    assert counts == {"train": {16000: 108}, "validation": {16000: 19}, "test": {16000: 34, 22050: 32}}
+    # one more speaker moves others between splits: warned
+    extra = wideband.Utterance(utterances[0].path, "100", wideband.TRAIN_RATE, 1.0, ())
+    with pytest.warns(UserWarning, match="its 202 LibriSpeech speakers are not the distributed corpus's 201"):
+        wideband.split_of(utterances + [extra])

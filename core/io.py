@@ -1,9 +1,15 @@
 """Atomic file output: write to a temporary file beside the target, then rename.
 
-Temporary files are hidden and recognisable (``.<name>.sepsti-tmp.<pid>.<random><suffix>``), so
-that one left by a killed process can be told from the user's files and removed by the next
-writer of the same target. A name too long to carry that much more is shortened in it (its start
-and a digest of the whole), so that every name the file system admits can be written.
+Temporary files are hidden and recognisable (``.<name>.sepsti-tmp.<host>.<pid>.<random><suffix>``, ``<host>``
+a digest of the host name and PID namespace), so that one left by a killed process can be told from the user's
+files and removed by the next writer of the same target on the same host (a live writer on another host that
+shares the folder is never taken for a dead one). A name too long to carry that much more is shortened in it
+(its start and a digest of the whole), and a suffix longer than a file-name extension is left out, so that
+every name the file system admits can be written.
+
+The published file has the permission bits (and, where allowed, the group) of the file it replaces, else those
+a plain ``open()`` gives; it reaches the disk before its rename, and the rename after. An output that is a
+symbolic link to a file is written through: the link's final target is replaced, the link kept.
 """
 
 import contextlib
@@ -41,16 +47,19 @@ def check_output_path(path, *, overwrite=False, inputs=()):
     ParameterError
         If the path is an input, a directory, exists (a broken symbolic link included) without
         ``overwrite``, its folder does not exist or is not writable, or an input is named like one of
-        its temporary files (which a later writer would take for a killed writer's and remove).
+        its temporary files (which a later writer would take for a killed writer's and remove). For a
+        symbolic link to a file, the folder and temporary files are those of the link's final target.
     """
     path = Path(path)
+    destination = _destination(path)
     for other in inputs:
         other = Path(other)
         same = path.resolve() == other.resolve() or (
             path.exists() and other.exists() and os.path.samefile(path, other))
         if same:
             raise ParameterError(f"{path}: output is also an input; choose another output path")
-        if other.name.startswith(_temporary_prefix(path)) and other.parent.resolve() == path.parent.resolve():
+        if other.name.startswith(_temporary_prefix(destination)) and \
+                other.parent.resolve() == destination.parent.resolve():
             raise ParameterError(f"{other}: named like a temporary file of the output {path}; rename it or choose "
                                  "another output path")
     if path.is_dir():
@@ -58,16 +67,23 @@ def check_output_path(path, *, overwrite=False, inputs=()):
     if os.path.lexists(path) and not overwrite:
         what = "exists" if path.exists() else "exists as a broken symbolic link"
         raise ParameterError(f"{path}: output {what}; pass --overwrite to replace it")
-    folder = path.parent if str(path.parent) else Path(".")
+    folder = destination.parent
     if not folder.is_dir():
         raise ParameterError(f"{path}: output folder {folder} does not exist")
     if not os.access(folder, os.W_OK):
         raise ParameterError(f"{path}: output folder {folder} is not writable")
     try:  # a folder that admits writing may still refuse new files (/proc, a read-only mount, a full disk)
-        with tempfile.TemporaryFile(dir=folder, prefix=_temporary_prefix(path)):
+        with tempfile.TemporaryFile(dir=folder, prefix=_temporary_prefix(destination)):
             pass
     except OSError as error:
         raise _cannot_create(path, folder, error) from None
+    return path
+
+
+def _destination(path):
+    """The file a write to ``path`` replaces: a symbolic link's final target if that exists, else ``path``."""
+    if path.is_symlink() and path.exists():
+        return Path(os.path.realpath(path))
     return path
 
 
@@ -75,12 +91,27 @@ def _cannot_create(path, folder, error):
     return ParameterError(f"{path}: cannot create files in {folder} ({error.strerror or error})")
 
 
-#: Marker in the names of this package's temporary files: ``.<name>.sepsti-tmp.<pid>.<random><suffix>``.
+#: Marker in the names of this package's temporary files: ``.<name>.sepsti-tmp.<host>.<pid>.<random><suffix>``.
 TEMPORARY_MARKER = ".sepsti-tmp."
 
 
 #: Longest output name (in bytes) kept whole in its temporary files' names; NAME_MAX is 255 on common file systems.
 _LONGEST_NAME_KEPT = 160
+
+#: Longest suffix (in bytes) a temporary file's name carries from its output's (an extension: .wav, .json).
+_LONGEST_SUFFIX_KEPT = 16
+
+
+def _host_tag():
+    """The ``<host>`` of temporary names: a digest of the host name and the PID namespace (where a pid means one
+    process)."""
+    namespace = ""
+    with contextlib.suppress(OSError):
+        namespace = os.readlink("/proc/self/ns/pid")
+    return hashlib.sha256(f"{os.uname().nodename}/{namespace}".encode()).hexdigest()[:8]
+
+
+_HOST = _host_tag()
 
 
 def _temporary_prefix(path):
@@ -106,9 +137,9 @@ def _process_is_alive(pid):
 def remove_stale_temporaries(path):
     """Remove temporary files left beside ``path`` by writers of ours that were killed.
 
-    Only files named like this module's temporaries for this very target
-    (``.<name>.sepsti-tmp.<pid>.*``), owned by the current user, whose process
-    ``<pid>`` no longer runs are removed; anything else is left alone.
+    Only files named like this module's temporaries for this very target by a writer on this host
+    (``.<name>.sepsti-tmp.<host>.<pid>.*``), owned by the current user, whose process ``<pid>`` no
+    longer runs are removed; anything else is left alone.
 
     Parameters
     ----------
@@ -121,18 +152,20 @@ def remove_stale_temporaries(path):
         The files removed.
     """
     path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
     prefix = _temporary_prefix(path)
     removed = []
     try:
-        entries = list(os.scandir(folder))
+        entries = list(os.scandir(path.parent))
     except OSError:
         return removed
     for entry in entries:
         if not entry.name.startswith(prefix):
             continue
-        pid_text = entry.name[len(prefix):].split(".", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _process_is_alive(int(pid_text)):
+        fields = entry.name[len(prefix):].split(".")  # <host>, <pid>, <random>, the suffix's
+        if len(fields) < 3 or fields[0] != _HOST or not fields[1].isdigit():
+            continue
+        pid = int(fields[1])
+        if pid == os.getpid() or _process_is_alive(pid):
             continue
         try:
             if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
@@ -170,22 +203,81 @@ def _publish_new(tmp, path):
     os.unlink(tmp)
 
 
+def _umask_in_proc():
+    """The umask Linux reports in /proc (read without setting it: threads may be creating files), or None."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return None
+
+
+def _umask_at_import():
+    """Where /proc does not report it, the umask read by setting it, at import (before a program starts threads)."""
+    if _umask_in_proc() is not None:
+        return None
+    umask = os.umask(0o077)
+    os.umask(umask)
+    return umask
+
+
+_UMASK_AT_IMPORT = _umask_at_import()
+
+
+def _umask():
+    """The process's umask, read without setting it."""
+    umask = _umask_in_proc()
+    return _UMASK_AT_IMPORT if umask is None else umask
+
+
+def _finish(tmp, destination, replacing):
+    """Give ``tmp`` the permission bits and group of ``destination`` when it replaces one (else a new file's) and
+    write it to disk."""
+    descriptor = os.open(tmp, os.O_RDONLY)
+    try:
+        old = None
+        if replacing:
+            with contextlib.suppress(FileNotFoundError):
+                old = os.stat(destination)
+        if old is None:
+            os.fchmod(descriptor, 0o666 & ~_umask())  # mkstemp's are owner-only: a plain open()'s permissions
+        else:
+            with contextlib.suppress(OSError):  # a group the user is not in
+                os.fchown(descriptor, -1, old.st_gid)
+            os.fchmod(descriptor, old.st_mode & 0o7777)  # after the group: a change of owner clears set-id bits
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _sync_folder(folder):
+    """Write ``folder``'s entries to disk (a rename is durable only then); file systems that refuse are let be."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
 @contextlib.contextmanager
 def atomic_path(path, *, suffix=None, overwrite=True):
     """Yield a temporary path beside ``path``; give it the name ``path`` on success.
 
     On any exception the temporary file is removed and ``path`` is untouched.
-    The temporary file is named ``.<name>.sepsti-tmp.<pid>.<random><suffix>``;
+    The temporary file is named ``.<name>.sepsti-tmp.<host>.<pid>.<random><suffix>``;
     stale ones of killed writers for the same target are removed first
-    (:func:`remove_stale_temporaries`).
+    (:func:`remove_stale_temporaries`). The finished file is written to disk, renamed,
+    and the rename written to disk. A replaced file's permission bits and group are kept.
 
     Parameters
     ----------
     path : str or Path
-        The final file.
+        The final file. With ``overwrite``, a symbolic link to a file is written through: its
+        final target is replaced and the link kept.
     suffix : str, optional
-        Suffix of the temporary file (defaults to the final file's, so that
-        writers that choose a format by extension keep working).
+        Suffix of the temporary file (defaults to the final file's, so that writers that choose
+        a format by extension keep working; one longer than 16 bytes is left out).
     overwrite : bool
         True: the finished file replaces ``path`` if it exists (``os.replace``).
         False: the last step refuses to replace a file, including one created
@@ -198,61 +290,90 @@ def atomic_path(path, *, suffix=None, overwrite=True):
         With ``overwrite=False``, if ``path`` exists when the result is published.
     """
     path = Path(path)
-    suffix = path.suffix if suffix is None else suffix
-    remove_stale_temporaries(path)
-    folder = path.parent if str(path.parent) else Path(".")
+    if suffix is None:
+        suffix = path.suffix if len(os.fsencode(path.suffix)) <= _LONGEST_SUFFIX_KEPT else ""
+    destination = _destination(path) if overwrite else path
+    remove_stale_temporaries(destination)
+    folder = destination.parent
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f"{_temporary_prefix(path)}{os.getpid()}.", suffix=suffix, dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f"{_temporary_prefix(destination)}{_HOST}.{os.getpid()}.", suffix=suffix,
+                                   dir=folder)
     except OSError as error:
         raise _cannot_create(path, folder, error) from None
     os.close(fd)
-    # mkstemp creates owner-only files; give the output the permissions a plain open() would.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
     try:
         try:
             yield Path(tmp)
+            _finish(tmp, destination, replacing=overwrite)
         except OSError as error:
             if error.filename is not None and Path(error.filename) != Path(tmp):
                 raise
             # a writer's failure on the temporary file (a full disk, say) is reported against the output
             raise ParameterError(f"{path}: cannot write it ({error.strerror or error})") from None
         if overwrite:
-            os.replace(tmp, path)
+            os.replace(tmp, destination)
         else:
-            _publish_new(tmp, path)
+            _publish_new(tmp, destination)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    _sync_folder(folder)
 
 
 def json_safe(value):
     """``value`` as JSON's types: numpy scalars and arrays, tuples and paths as builtins, recursively.
 
     NaN and infinities (JSON has no such numbers) become None, written as ``null``, wherever they are
-    (numpy arrays and scalars included). Mapping keys that are numpy scalars become builtins.
+    (numpy arrays and scalars included); any numpy float (``np.longdouble`` too) becomes a float. Mapping
+    keys become the strings JSON writes for them (``4`` as ``"4"``, ``True`` as ``"true"``, a path as its text).
 
     Raises
     ------
     TypeError
-        For a value of any other type (one JSON cannot hold).
+        For a value or key of any other type (one JSON cannot hold).
+    ParameterError
+        If two keys of a mapping become the same string (``1`` and ``"1"``).
     """
     import numpy as np
 
     if isinstance(value, np.ndarray):
         value = value.tolist()
-    elif isinstance(value, np.generic):
-        value = value.item()
+    value = _builtin_scalar(value, np)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if value is None or isinstance(value, (str, int)):  # bool is an int
         return value
     if isinstance(value, dict):
-        return {key.item() if isinstance(key, np.generic) else key: json_safe(item) for key, item in value.items()}
+        converted, keys = {}, {}
+        for key, item in value.items():
+            text = _json_key(_builtin_scalar(key, np))
+            if text in converted:
+                raise ParameterError(f"keys {keys[text]!r} and {key!r} are both {text!r} in JSON")
+            converted[text], keys[text] = json_safe(item), key
+        return converted
     if isinstance(value, (list, tuple)):
         return [json_safe(item) for item in value]
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _builtin_scalar(value, np):
+    """A numpy scalar as a builtin (``item()`` gives ``np.longdouble`` back, so floats go through ``float``)."""
+    if isinstance(value, np.floating):
+        return float(value)
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _json_key(key):
+    """A builtin mapping key as the string JSON writes for it."""
+    import json
+
+    if isinstance(key, str):
+        return key
+    if isinstance(key, os.PathLike):
+        return os.fspath(key)
+    if key is None or isinstance(key, (int, float)):
+        return json.dumps(key)
+    raise TypeError(f"not JSON serialisable: {type(key).__name__}")

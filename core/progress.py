@@ -5,14 +5,15 @@ command's own ``--progress`` (the caller passes ``force=True``) or ``sepsti --pr
 (which calls :func:`forced`). Otherwise ``SEPSTI_PROGRESS=1`` in the environment turns
 them on and ``SEPSTI_PROGRESS=0`` off, and without it they are drawn when stderr is a
 terminal. Logs redirected to a file or a pipe thus get no carriage-return bar updates
-by default.
+by default. Lines printed while a bar is shown go through :func:`above` (warnings through
+:func:`warnings_above`), so that on a terminal each comes on a line of its own, not after the bar.
 """
 
 import contextlib
 import os
 import sys
 
-__all__ = ["progress_bar", "forced", "wanted", "warnings_above"]
+__all__ = ["progress_bar", "forced", "wanted", "above", "warnings_above"]
 
 _FORCED = [False]
 
@@ -42,14 +43,22 @@ def wanted(*, force=False):
 
 
 @contextlib.contextmanager
+def above(bar):
+    """Within this block, what prints to stdout or stderr goes above ``bar`` (and any other bar drawn): the bars
+    are cleared first and drawn again after. Nothing is written besides when no bar is drawn."""
+    with bar.external_write_mode(file=sys.stderr):
+        yield
+
+
+@contextlib.contextmanager
 def warnings_above(bar):
-    """Within this block, warnings print above ``bar`` (cleared while they print, then drawn again)."""
+    """Within this block, warnings print above ``bar`` (:func:`above`)."""
     import warnings
 
     show = warnings.showwarning
 
     def show_above(*args, **kwargs):
-        with bar.external_write_mode(file=sys.stderr):
+        with above(bar):
             show(*args, **kwargs)
 
     warnings.showwarning = show_above

@@ -250,6 +250,25 @@ def test_progress_bar_on_request(workdir, tiny_corpus, tiny_dictionary, where, e
     assert f"{inputs[0].name}:" in result.stderr and f"0/{seconds} " in result.stderr, result.stderr
 
 
+def test_lines_print_above_the_progress_bar(workdir, tiny_corpus, tiny_dictionary):
+    """On a terminal (stdout and stderr the same) each line printed under the bar starts a line of its own, not
+    after the bar; stdout alone holds just those lines."""
+    import subprocess
+    import sys
+
+    inputs = sorted((tiny_corpus / "noisy" / "hum_5dB").glob("*.wav"))[:2]
+    command = [sys.executable, "-m", "sepsti", "enhance", *map(str, inputs), "--out-dir", str(workdir / "out"),
+               "--dictionary", str(tiny_dictionary), "--iterations", "2", "--progress"]
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert result.returncode == 0, result.stdout
+    assert "enhance:" in result.stdout  # the bar was drawn
+    shown = [line.split("\r")[-1] for line in result.stdout.splitlines() if "wrote " in line]  # what a terminal shows
+    assert shown == [f"wrote {workdir / 'out' / path.name}" for path in inputs], result.stdout
+    result = subprocess.run([*command, "--overwrite"], capture_output=True, text=True)
+    assert result.returncode == 0 and "enhance:" in result.stderr, result.stderr
+    assert result.stdout == "".join(f"wrote {workdir / 'out' / path.name}\n" for path in inputs)
+
+
 def test_one_long_file_shows_its_progress_in_seconds(workdir, tiny_dictionary):
     noisy, rate = soundfile.read(workdir / "noisy.wav")
     soundfile.write(workdir / "long.wav", np.tile(noisy, 8), rate, subtype="PCM_16")

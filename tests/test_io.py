@@ -65,17 +65,25 @@ def _dead_pid():
     return process.pid
 
 
-def test_stale_temporaries_of_killed_writers_are_removed(tmp_path):
+def test_stale_temporaries_of_killed_writers_on_this_host_are_removed(tmp_path):
+    """A process id means something on this host (and PID namespace) only: another's writer may be alive."""
+    from sepsti.core.io import _HOST
+
     target = tmp_path / "out.wav"
-    stale = tmp_path / f".out.wav{TEMPORARY_MARKER}{_dead_pid()}.abc123.wav"
-    alive = tmp_path / f".out.wav{TEMPORARY_MARKER}{os.getppid()}.def456.wav"
-    other_target = tmp_path / f".other.wav{TEMPORARY_MARKER}{_dead_pid()}.x.wav"
-    users = [tmp_path / ".out.wav.swp", tmp_path / f".out.wav{TEMPORARY_MARKER}notapid.wav"]
-    for path in (stale, alive, other_target, *users):
+    dead = _dead_pid()
+    with atomic_path(target) as tmp:
+        assert tmp.name.startswith(f".out.wav{TEMPORARY_MARKER}{_HOST}.{os.getpid()}.")
+    stale = tmp_path / f".out.wav{TEMPORARY_MARKER}{_HOST}.{dead}.abc123.wav"
+    alive = tmp_path / f".out.wav{TEMPORARY_MARKER}{_HOST}.{os.getppid()}.def456.wav"
+    other_host = tmp_path / f".out.wav{TEMPORARY_MARKER}0123abcd.{dead}.ghi789.wav"
+    other_target = tmp_path / f".other.wav{TEMPORARY_MARKER}{_HOST}.{dead}.x.wav"
+    users = [tmp_path / ".out.wav.swp", tmp_path / f".out.wav{TEMPORARY_MARKER}notapid.wav",
+             tmp_path / f".out.wav{TEMPORARY_MARKER}{dead}.jkl012.wav", tmp_path / f".out.wav{TEMPORARY_MARKER}{_HOST}"]
+    for path in (stale, alive, other_host, other_target, *users):
         path.write_bytes(b"x")
     assert remove_stale_temporaries(target) == [stale]
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
-        path.name for path in (alive, other_target, *users))
+        path.name for path in (target, alive, other_host, other_target, *users))
 
 
 def test_kill_9_leaves_a_recognisable_temporary_that_the_next_writer_removes(tmp_path):
@@ -174,9 +182,153 @@ def test_json_safe_turns_numpy_tuples_and_non_finite_numbers_into_json():
     value = {"a": np.array([1.0, np.inf, np.nan]), "b": (np.float32("nan"), np.float32(2.5), -np.inf),
              "c": [{"d": np.int64(3), "e": np.bool_(True)}], np.int64(4): Path("x") / "y", "f": None}
     converted = json_safe(value)
-    assert converted == {"a": [1.0, None, None], "b": [None, 2.5, None], "c": [{"d": 3, "e": True}], 4: "x/y",
+    assert converted == {"a": [1.0, None, None], "b": [None, 2.5, None], "c": [{"d": 3, "e": True}], "4": "x/y",
                          "f": None}
     assert type(converted["c"][0]["d"]) is int and type(converted["c"][0]["e"]) is bool
     json.dumps(converted, allow_nan=False)
     with pytest.raises(TypeError, match="not JSON serialisable: object"):
         json_safe({"g": object()})
+
+
+def test_json_safe_keys_become_json_strings_and_may_not_collide():
+    """Keys as JSON writes them (a path as its text); two that would be the same key are refused, not both written
+    (JSON readers keep one of them); any numpy float is a float."""
+    import json
+
+    import numpy as np
+
+    from sepsti.core.io import json_safe
+
+    value = {Path("x") / "y": 1, 2: np.longdouble(0.5), np.int64(3): [np.longdouble(1.5)], True: None, None: 0,
+             1.5: "a", float("inf"): "b"}
+    converted = json_safe(value)
+    assert converted == {"x/y": 1, "2": 0.5, "3": [1.5], "true": None, "null": 0, "1.5": "a", "Infinity": "b"}
+    assert type(converted["2"]) is float and type(converted["3"][0]) is float
+    assert json.loads(json.dumps(converted, allow_nan=False)) == converted
+    for colliding in ({1: "a", "1": "b"}, {"x": {Path("y"): 1, "y": 2}}, {np.float64(1.5): 0, "1.5": 1}):
+        with pytest.raises(ParameterError, match=r"^keys .* and .* are both '(1|y|1\.5)' in JSON$"):
+            json_safe(colliding)
+    with pytest.raises(TypeError, match="not JSON serialisable: tuple"):
+        json_safe({(1, 2): 0})
+
+
+@pytest.fixture
+def umask():
+    """Set the process's umask for a test (``umask(0o027)``), restored after."""
+    previous = os.umask(0o022)
+    yield os.umask
+    os.umask(previous)
+
+
+def test_the_umask_is_read_never_set(tmp_path, umask, monkeypatch):
+    """Setting it to read it would give files other threads create meanwhile its value (0: world-writable)."""
+    import sepsti.core.io
+
+    umask(0o027)
+
+    def no_umask(mask):
+        raise AssertionError("the umask was set")
+
+    monkeypatch.setattr(os, "umask", no_umask)
+    with atomic_path(tmp_path / "new.json") as tmp:
+        tmp.write_text("x")
+    assert (tmp_path / "new.json").stat().st_mode & 0o7777 == 0o640
+    # where /proc does not say, the umask read at import
+    monkeypatch.setattr(sepsti.core.io, "_umask_in_proc", lambda: None)
+    monkeypatch.setattr(sepsti.core.io, "_UMASK_AT_IMPORT", 0o077)
+    with atomic_path(tmp_path / "other.json") as tmp:
+        tmp.write_text("x")
+    assert (tmp_path / "other.json").stat().st_mode & 0o7777 == 0o600
+
+
+def test_a_replaced_file_keeps_its_permission_bits_and_group(tmp_path, umask):
+    umask(0o022)
+    for mode in (0o600, 0o755, 0o444, 0o2750):
+        target = tmp_path / f"out{mode:o}"
+        target.write_text("old")
+        target.chmod(mode)
+        with atomic_path(target) as tmp:
+            tmp.write_text("new")
+        assert target.read_text() == "new" and target.stat().st_mode & 0o7777 == mode, oct(target.stat().st_mode)
+    with atomic_path(tmp_path / "new") as tmp:  # a new file: as open() makes it
+        tmp.write_text("new")
+    assert (tmp_path / "new").stat().st_mode & 0o7777 == 0o644
+    other = 4242 if os.getuid() == 0 else next((group for group in os.getgroups() if group != os.getegid()), None)
+    if other is None:
+        pytest.skip("no group to give the old file")
+    target = tmp_path / "grouped"
+    target.write_text("old")
+    os.chown(target, -1, other)
+    with atomic_path(target) as tmp:
+        tmp.write_text("new")
+    assert target.stat().st_gid == other
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names descriptors by Linux's /proc")
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_the_file_reaches_the_disk_before_its_rename_and_the_rename_after(tmp_path, monkeypatch, overwrite):
+    """Else a crash can leave an empty file in the place of the old one. A folder that refuses fsync is let be."""
+    events = []
+    fsync, replace, link = os.fsync, os.replace, os.link
+
+    def recorded_fsync(descriptor):
+        name = os.readlink(f"/proc/self/fd/{descriptor}")
+        events.append(("fsync", name))
+        if os.path.isdir(name):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recorded_fsync)
+    monkeypatch.setattr(os, "replace", lambda *args: events.append(("rename",)) or replace(*args))
+    monkeypatch.setattr(os, "link", lambda *args: events.append(("rename",)) or link(*args))
+    target = tmp_path / "out.json"
+    with atomic_path(target, overwrite=overwrite) as tmp:
+        tmp.write_text("new")
+    assert events == [("fsync", os.path.realpath(tmp)), ("rename",), ("fsync", os.path.realpath(tmp_path))]
+    assert target.read_text() == "new" and os.listdir(tmp_path) == ["out.json"]
+
+
+def test_a_symbolic_link_is_written_through(tmp_path):
+    """Its final target is replaced (atomically, from a temporary beside it) and the link kept; the checks
+    are those of the target: not an input, its folder writable."""
+    from sepsti.core.io import check_output_path
+
+    (tmp_path / "data").mkdir()
+    real = tmp_path / "data" / "real.json"
+    real.write_text("old")
+    real.chmod(0o640)
+    (tmp_path / "middle.json").symlink_to(real)
+    link = tmp_path / "link.json"
+    link.symlink_to("middle.json")
+    assert check_output_path(link, overwrite=True) == link
+    with pytest.raises(ParameterError, match="link.json: output is also an input"):
+        check_output_path(link, overwrite=True, inputs=[real])
+    source = tmp_path / "data" / f".real.json{TEMPORARY_MARKER}x.1.abc.json"
+    with pytest.raises(ParameterError, match="named like a temporary file of the output .*link.json"):
+        check_output_path(link, overwrite=True, inputs=[source])
+    with atomic_path(link) as tmp:
+        assert tmp.parent == real.parent and tmp.name.startswith(".real.json" + TEMPORARY_MARKER)
+        tmp.write_text("new")
+    assert link.is_symlink() and os.readlink(link) == "middle.json" and (tmp_path / "middle.json").is_symlink()
+    assert real.read_text() == "new" and real.stat().st_mode & 0o7777 == 0o640
+    assert sorted(os.listdir(tmp_path / "data")) == ["real.json"]
+    if Path("/proc/version").is_file():  # a file in a folder that refuses new ones
+        (tmp_path / "proc.txt").symlink_to("/proc/version")
+        with pytest.raises(ParameterError, match=r"proc.txt: (cannot create files in /proc|output folder /proc is)"):
+            check_output_path(tmp_path / "proc.txt", overwrite=True)
+
+
+def test_a_long_extension_is_not_carried_into_the_temporary_name(tmp_path):
+    """'a.' + 250 letters is a name the file system admits; a short extension is still carried (formats)."""
+    from sepsti.core.io import check_output_path
+
+    for name, suffix in (("a." + "b" * 250, None), ("c" * 240 + ".json", ".json"), ("d." + "e" * 15, ".e" + "e" * 14)):
+        target = tmp_path / name
+        check_output_path(target)
+        with atomic_path(target, overwrite=False) as tmp:
+            carried = tmp.name.split(TEMPORARY_MARKER)[1]  # <host>.<pid>.<random><suffix>
+            assert len(os.fsencode(tmp.name)) <= 255 and carried.count(".") == 2 + bool(suffix)
+            assert carried.endswith(suffix or "")
+            tmp.write_text("new")
+        assert target.read_text() == "new"
+    assert len(os.listdir(tmp_path)) == 3

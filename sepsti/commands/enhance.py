@@ -28,7 +28,6 @@ of an input above its dictionary's is enhanced with the speech share of the top
 modelled band (:class:`sepsti.bandwidth.UpperBand`).
 """
 
-import sys
 from pathlib import Path
 
 import click
@@ -438,7 +437,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             samples[framing] = sample
 
     # --- processing (the noise sample's model first: a sample with too little sound stops the command here) ---
-    from sepsti.core.progress import progress_bar, warnings_above
+    from sepsti.core.progress import above, progress_bar, warnings_above
     from sepsti.workers import Workers, resolve_jobs
 
     options = {"noise_rank": noise_rank, "seed": seed, "channels": channels}
@@ -476,12 +475,13 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             warnings_above(bar), Workers(workers) as pool:
         for (audio, _), target, (clipped, reason) in zip(checked, outputs, pool.map(process_file, tasks)):
             bar.update(1)
-            if reason is not None:
-                bar.write(f"Warning: {audio.path}: {reason}; written unchanged", file=sys.stderr)
-            if clipped:
-                remedy = ("scale the input into [-1, 1] to keep them" if audio.peak > 1.0 else
-                          "the enhanced signal overshoots where the input is near full scale; lower the input's "
-                          "level to keep them")
-                bar.write(f"Warning: {target}: {clipped} samples beyond full scale were clipped (the input's peak "
-                          f"is {audio.peak:.3g}); {remedy}", file=sys.stderr)
-            click.echo(f"wrote {target}")
+            with above(bar):  # on a terminal, a line of its own, not one after the bar
+                if reason is not None:
+                    click.echo(f"Warning: {audio.path}: {reason}; written unchanged", err=True)
+                if clipped:
+                    remedy = ("scale the input into [-1, 1] to keep them" if audio.peak > 1.0 else
+                              "the enhanced signal overshoots where the input is near full scale; lower the input's "
+                              "level to keep them")
+                    click.echo(f"Warning: {target}: {clipped} samples beyond full scale were clipped (the input's "
+                               f"peak is {audio.peak:.3g}); {remedy}", err=True)
+                click.echo(f"wrote {target}")

@@ -52,7 +52,6 @@ checked, before any enhancement starts.
 """
 
 import math
-import sys
 from pathlib import Path
 
 import click
@@ -359,7 +358,7 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
     # --- enhancement and scoring ---
     import numpy as np
 
-    from sepsti.core.progress import progress_bar, warnings_above
+    from sepsti.core.progress import above, progress_bar, warnings_above
     from sepsti.denoise import EM_ITERATIONS, MASK_FLOOR
     from sepsti.metrics import pesq_mode, unavailable_scores
 
@@ -389,7 +388,8 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
         for scores, reason in pool.map(enhance_and_score, tasks()):
             row, path = labels.popleft()
             if reason is not None:
-                bar.write(f"Warning: {path}: {reason}; scored unchanged", file=sys.stderr)
+                with above(bar):
+                    click.echo(f"Warning: {path}: {reason}; scored unchanged", err=True)
             results.append({**row, **scores})
             bar.update(1)
 

@@ -321,9 +321,9 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND, 
     are quietest relative to their floor, their magnitudes cut at :data:`NOISE_CEILING` times the
     floor (speech peaks left in them by speech without a pause are not learned as noise) — or, with
     ``speech`` and at rates up to :data:`BESIDE_SPEECH_MAX_RATE`, learned uncut beside the speech
-    atoms held fixed, which take that speech instead; the
-    segment's floor is their median, raised by :data:`QUIET_FLOOR_POWER`. No pause in the speech is needed, and a
-    noise that changes is learned where it is. A signal shorter than one and a half segments gets
+    atoms held fixed, which take that speech instead; the segment's floor is their median over
+    the square root of :data:`QUIET_FLOOR_POWER`. No pause in the speech is needed, and a noise
+    that changes is learned where it is. A signal shorter than one and a half segments gets
     one model, learned on the whole signal. Frames of digital silence are never learned on; a
     segment with too few others around it (fewer than :func:`min_frames`, or than two per atom)
     takes the nearest segment's model.

@@ -534,7 +534,9 @@ def _biases(framing):
     # the window's part in each hop it spans (the hop divides the window); a frame's DC bin sums the hops' samples
     # weighted by them
     parts = features.window(framing).reshape(-1, framing.hop_length)
-    factor = np.linalg.cholesky(parts @ parts.T / np.sum(parts ** 2))
+    covariance = parts @ parts.T / np.sum(parts ** 2)
+    # the window's parts span only {1, cos, sin}: the covariance is singular, so a jitter far below its scale
+    factor = np.linalg.cholesky(covariance + 1e-12 * np.eye(len(parts)))
     sums = np.random.default_rng(1).standard_normal((128, frames + len(parts) - 1, len(parts))) @ factor.T
     real = np.square(sum(sums[:, j:j + frames, j] for j in range(len(parts))))
     n_bins = powers.shape[0] + real.shape[0]

@@ -422,3 +422,11 @@ def test_a_low_band_noise_the_prediction_misses_is_read_from_the_troughs(rng):
     np.testing.assert_array_equal(roar[band.stop:], roar_unread[band.stop:])  # above the band: untouched
     raised = np.any(voice != voice_unread, axis=0)
     assert raised.mean() < 0.01, np.flatnonzero(raised)
+
+
+@pytest.mark.parametrize("rate", [4000, 5000, 7000, 9000, 12000, 19000, 25000, 31000, 45000])
+def test_real_bin_bias_at_rates_whose_window_parts_are_singular(rate):
+    # the window's quarter-window parts span only {1, cos, sin}: their covariance is singular, and its
+    # Cholesky factor failed ('Matrix is not positive definite') for dictionaries trained at these rates
+    framing = features.enhancement_framing(features.framing_for_rate(rate))
+    assert 0.3 < real_bin_bias(framing) < 0.4

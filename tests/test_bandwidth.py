@@ -247,3 +247,39 @@ def test_shipped_dictionary_trained_on_train_speakers_only():
     files = load_dictionary(wideband_dictionary_path()).files
     speakers = {name.split("-")[0] for name in files}
     assert files and {splits[speaker] for speaker in speakers} == {"train"}
+
+
+def test_upper_band_gain_steps_where_the_top_bands_speech_share_does(rng):
+    """Gains from a mask of known share: the enhanced signal is left at zero, so what comes out is the gain
+    times the upper band (the input minus ``resample_poly`` down to 16 kHz and back, computed here on its own).
+
+    Frames 0 .. k-1 are all noise (gain MASK_FLOOR); from frame k on, the speech share is 1 in three of every
+    four bins of TOP_BAND (4-7.6 kHz of the 16 kHz dictionary: bins with n_fft/4 <= bin <= 0.475 n_fft) and 0
+    in the rest, and in every bin below (unit magnitudes): the gain is ``Σ S / Σ (S + N)`` over the top band
+    = (its speech bins) / (its bins). Frame j is centred on input sample j · hop · 3 (hop 256 at 16 kHz, 768
+    at 48 kHz), the gain linear in between: the step spans samples (k-1) · 768 .. k · 768 exactly."""
+    from scipy.signal import resample_poly
+
+    rate, frames, k = 48000, 70, 30
+    y = 0.1 * rng.standard_normal(rate)
+    upper = y - resample_poly(resample_poly(y, 1, 3), 3, 1)
+    bins = np.arange(WIDE.n_bins)
+    top = (bins >= WIDE.n_fft / 4) & (bins <= 0.475 * WIDE.n_fft)
+    assert np.count_nonzero(top) == 231  # bins 256 .. 486
+    share = np.zeros((WIDE.n_bins, frames))
+    share[top & (bins % 4 != 0), k:] = 1.0
+    gain = np.count_nonzero(top & (bins % 4 != 0)) / np.count_nonzero(top)  # 173 / 231
+    pieces = [np.zeros(size) for size in (1000, 4096, 17, 30000, 20000)]  # more than the input: the rest is zero
+    band = bandwidth.UpperBand(lambda: _pieces(y, [7000]), rate, len(y), WIDE)
+    band.add_mask(share[:, :k + 3], 1.0 - share[:, :k + 3])
+    band.add_mask(share[:, k + 3:], 1.0 - share[:, k + 3:])
+    out = np.concatenate([band.apply(piece) for piece in pieces])[:len(y)]
+    hop = 768
+    samples = np.arange(len(y))
+    expected = np.where(samples <= (k - 1) * hop, MASK_FLOOR,
+                        np.where(samples >= k * hop, gain,
+                                 MASK_FLOOR + (gain - MASK_FLOOR) * (samples - (k - 1) * hop) / hop))
+    np.testing.assert_allclose(out, expected * upper, rtol=0, atol=1e-12)
+    # the upper band's power after the step: the gain squared
+    after = slice(k * hop, len(y))
+    assert np.sum(out[after] ** 2) / np.sum(upper[after] ** 2) == pytest.approx(gain ** 2, rel=1e-9)

@@ -190,3 +190,21 @@ def test_channel_level_spread_tells_one_scene_from_two_sources(rng):
     assert spread(source, source, other) > 20.0  # the largest over the pairs
     assert spread(source, np.where(bursts, 0.0, source)) == np.inf
     assert spread(np.zeros(n), np.zeros(n)) == 0.0
+
+
+def test_one_talker_in_independent_noise_on_each_microphone_is_one_scene(rng):
+    """docs/enhance.md, "Channels": one talker on two microphones, the second hearing it 0.25 ms later and 2 dB
+    quieter, each with its own white noise (−5 to 20 dB SNR), spreads 0.1–1.3 dB: one scene, not different
+    sources (the spread is at most DIFFERENT_SOURCES_DB, the rule ``enhance --channels auto`` applies)."""
+    from sepsti.features import DIFFERENT_SOURCES_DB, NARROWBAND, channel_level_spread, stft_chunks
+    from test_cli_train import speech_like
+
+    rate = NARROWBAND.sample_rate
+    talker = np.concatenate([speech_like(rng, 1.6, rate) for _ in range(5)])
+    far = 10 ** (-2 / 20) * np.r_[np.zeros(2), talker[:-2]]  # 2 samples at 8 kHz
+    for snr in (-5, 0, 10, 20):
+        noise = np.std(talker) * 10 ** (-snr / 20) * rng.standard_normal((2, len(talker)))
+        y = np.stack([talker + noise[0], far + noise[1]], axis=1)
+        spread = channel_level_spread(stft_chunks(iter([y]), 100), NARROWBAND)
+        assert 0.1 < spread < 1.3, snr
+        assert spread <= DIFFERENT_SOURCES_DB, snr

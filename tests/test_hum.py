@@ -185,3 +185,57 @@ def test_kernels_match_the_sinusoids_they_stand_for(rng):
     for first, last in ((0, 5000), (5000, 13001), (13001, n)):
         demodulate(signal[first:last], first, cycles, harmonics, total)
     np.testing.assert_allclose(total, np.conj(phasors).T @ signal, rtol=1e-10, atol=1e-9)
+
+
+def test_hum_is_removed_in_the_cells_next_to_digital_silence(rng):
+    """A cell partly in a run of exact zeros is measured on its other samples only: the hum is removed as
+    well in the cells that straddle the silence's edges as elsewhere (the hum is known exactly)."""
+    rate, n, cell = 8000, 6 * 8000, 2000
+    background = 0.001 * rng.standard_normal(n)
+    hum = _hum(n, rate, 50.0, range(1, 5), 0.05, rng)
+    y = background + hum
+    silence = slice(int(2.1 * rate), int(3.1 * rate))  # cells 8 and 12 are 60 % and 40 % silent
+    y[silence] = 0.0
+    background[silence] = 0.0
+    measured = measure_hum([y], find_hum([y], rate))
+    out = np.concatenate(list(without_hum(_pieces(y, 3001), measured)))
+    assert not np.any(out[silence])
+    for first in (8 * cell, 12 * cell):
+        kept = np.r_[first:silence.start] if first < silence.start else np.r_[silence.stop:first + cell]
+        left_over = out[kept] - background[kept]
+        assert 10 * np.log10(np.sum(left_over ** 2) / np.sum(hum[kept] ** 2)) < -25, first
+
+
+def test_hum_near_the_edge_of_the_tolerance_is_found_and_removed(rng):
+    """The mains may lie up to MAINS_TOLERANCE_HZ (0.2 Hz) from 50 or 60 Hz: the five harmonics of 50.18 Hz, whose
+    fifth is 0.9 Hz from 250 Hz, are all found, the fundamental to 0.005 Hz, and the hum is 30 dB down."""
+    rate, frequency = 8000, 50.18
+    n = 8 * rate
+    background = 0.01 * rng.standard_normal(n)
+    hum = _hum(n, rate, frequency, range(1, 6), 0.05, rng)
+    y = background + hum
+    found = find_hum(_pieces(y, 4096), rate)
+    assert found is not None and list(found.harmonics) == [1, 2, 3, 4, 5]
+    measured = measure_hum(_pieces(y, 4096), found)
+    assert abs(measured.frequency - frequency) < 0.005
+    left = np.concatenate(list(without_hum(_pieces(y, 4096), measured))) - background
+    assert 10 * np.log10(np.sum(left ** 2) / np.sum(hum ** 2)) < -30
+
+
+def test_lines_a_little_above_the_line_threshold_are_found(rng):
+    """Lines LINE_DB + 1.5 dB above their surroundings are found. One 8 s segment (0.125 Hz bins) of eight
+    channels of white noise: each bin's power, summed over the channels, is a Gamma(8) variable with mean
+    8 · σ² Σw² (Σw² = 3L/8 for a Hann window of L samples), so the ±4 Hz median is that scale times
+    Gamma(8)'s median; a line of amplitude A on a bin puts 8 · (A L / 4)² in it. A is chosen so the ratio is
+    13.5 dB (the channels keep the peak and the median within about a decibel of it)."""
+    from scipy.stats import gamma
+
+    rate, channels, sigma, prominence = 8000, 8, 0.01, 13.5
+    n = 8 * rate
+    amplitude = np.sqrt(10 ** (prominence / 10) * sigma ** 2 * 3 * n / 8 * gamma(channels).median()
+                        / (channels * (n / 4) ** 2))
+    t = np.arange(n)[:, None] / rate
+    y = sigma * rng.standard_normal((n, channels)) + amplitude * sum(
+        np.sin(2 * np.pi * 50.0 * k * t + rng.uniform(0, 6, channels)) for k in range(1, 6))
+    found = find_hum(_pieces(y, 4096), rate)
+    assert found is not None and abs(found.frequency - 50.0) < 0.05 and list(found.harmonics) == [1, 2, 3, 4, 5]

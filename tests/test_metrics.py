@@ -417,3 +417,58 @@ def test_warnings_once_names_the_file_and_repeats_nothing():
         (RuntimeWarning, "a.wav: fricative_level: the clean speech has no frame mostly above the cutoff; the "
                          "fricative level is undefined (NaN)"),
         (UserWarning, "a.wav: another")]
+
+
+def test_fricative_frames_are_the_32_ms_frames_mostly_above_the_cutoff_within_40_dB(rng):
+    """Frames of 512 samples at 16 kHz (32 ms), each a 1 kHz tone ("voiced") and/or a 6 kHz one ("hiss") of a
+    whole number of periods, a random phase each: a frame's energy above 4 kHz is exactly its hiss's. Chosen:
+    the three hiss frames, one with 60 % of its energy hiss, and a hiss frame 30 dB below the loudest; not
+    chosen: voiced frames, one with 40 % hiss, a hiss frame 50 dB down (beyond 40 dB), a silent one."""
+    from sepsti.metrics import fricative_level
+
+    rate, frame = 16000, 512
+    t = np.arange(frame) / rate
+
+    def tone(frequency, energy):  # mean square ``energy``
+        return np.sqrt(2 * energy) * np.sin(2 * np.pi * frequency * t + rng.uniform(0, 2 * np.pi))
+
+    def part(voiced, hiss):
+        return tone(1000.0, voiced) + tone(6000.0, hiss)
+
+    energies = [(1, 0), (0, 1), (1, 0), (0, 1), (0, 1), (0.6, 0.4), (1, 0), (0.4, 0.6), (0, 1e-3), (0, 1e-5),
+                (1, 0), (0, 0), (1, 0)]  # (voiced, hiss) per frame
+    chosen = {1, 3, 4, 7, 8}
+    clean = np.concatenate([part(*energy) for energy in energies])
+    level, count = fricative_level(clean, clean, rate)
+    assert (level, count) == (pytest.approx(0.0, abs=1e-9), len(chosen))
+    # the hiss halved in the chosen frames only: -6.02 dB
+    halved = np.concatenate([part(voiced, hiss / 4 if i in chosen else hiss)
+                             for i, (voiced, hiss) in enumerate(energies)])
+    assert fricative_level(clean, halved, rate)[0] == pytest.approx(20 * np.log10(0.5), abs=1e-6)
+
+
+def test_high_band_level_of_an_estimate_with_nothing_above_the_cutoff_is_undefined(rng):
+    """An estimate with no energy at all above 4 kHz (a constant over 2^14 samples: the FFT's only non-zero bin
+    is DC, exactly) has no high-band level: NaN with a RuntimeWarning, as documented, not −inf."""
+    from sepsti.metrics import high_band_level, high_band_share
+
+    rate = 16000
+    clean = fricative_speech(rng, rate)[:2 ** 14]
+    estimate = np.full(2 ** 14, 0.1)
+    assert high_band_share(clean, rate) > 0.1 and high_band_share(estimate, rate) == 0.0
+    with pytest.warns(RuntimeWarning, match="no energy above the cutoff"):
+        level = high_band_level(clean, estimate, rate)
+    assert np.isnan(level)
+
+
+def test_stoi_bands_of_27_active_frames_are_undefined(rng):
+    """White noise of 3840 samples at STOI's 10 kHz: pystoi's silent-frame removal keeps its
+    ceil((3840 − 256) / 128) = 28 frames of 256 (overlap-added back to 27 · 128 + 256 = 3712 samples), whose
+    STFT then has (3712 − 256) / 128 = 27 frames: fewer than one 384 ms segment (30), so NaN in every band with
+    a warning, no error."""
+    from sepsti.metrics import stoi_bands
+
+    clean = rng.standard_normal(3840)
+    with pytest.warns(RuntimeWarning, match="less than 384 ms"):
+        values, centres = stoi_bands(clean, clean, 10000)
+    assert values.shape == (15,) and np.all(np.isnan(values))

@@ -137,3 +137,16 @@ def test_bad_leapfrog_settings_are_refused():
     for step in (0.0, -0.1, np.nan):
         with pytest.raises(ParameterError, match="step_size="):
             kernel(np.random.default_rng(0), state, step)
+
+
+def test_a_proposal_into_a_nan_log_density_is_rejected():
+    """A trajectory ending where the log density is NaN (outside the support) must never be accepted."""
+    def half_normal(x):
+        if x[0] < 0:
+            return np.nan, np.full(1, np.nan)
+        return -0.5 * float(x @ x), -x
+    kernel = hmc.build_kernel(half_normal, num_integration_steps=5)
+    rng = np.random.default_rng(0)
+    for _ in range(200):   # from 0.3 with step 0.5 many trajectories cross zero; all of those must be rejected
+        new, _ = kernel(rng, hmc.init(np.array([0.3]), half_normal), 0.5)
+        assert np.isfinite(new.logdensity) and new.position[0] >= 0

@@ -221,3 +221,52 @@ def test_nuts_dense_metric_on_50d_gaussian_with_random_dense_covariance():
     diagonal = window_adaptation(kernel, hmc.init(np.ones(50), fn), stream(24, 0), fn, num_steps=500)
     # Whitened, the target is isotropic: the step is set by the dimension, not by the 1000:1 eigenvalue spread.
     assert steps.min() > 3 * diagonal.step_size
+
+
+def test_one_nuts_transition_from_exact_draws_preserves_the_target():
+    """Start at iid draws of N(0, diag(1, 9)); after one transition (step 1.3) the draws must still be that Gaussian."""
+    scales = np.array([1.0, 3.0])
+
+    def fn(x):
+        return -0.5 * float(np.sum((x / scales) ** 2)), -x / scales ** 2
+    kernel = nuts.build_kernel(fn)
+    rng = stream(7, 0)
+    n = 8000
+    out = np.empty((n, 2))
+    for i in range(n):
+        state, _ = kernel(rng, nuts.init(scales * rng.standard_normal(2), fn), 1.3)
+        out[i] = state.position
+    z = out / scales
+    # the outputs are iid N(0, 1) per coordinate: standard errors of E z, E z^2, E z^4 are
+    # 1/sqrt(n), sqrt(2/n), sqrt(96/n); all six must lie within 4 standard errors
+    zs = np.concatenate([z.mean(0) * np.sqrt(n), (np.mean(z ** 2, 0) - 1) / np.sqrt(2 / n),
+                         (np.mean(z ** 4, 0) - 3) / np.sqrt(96 / n)])
+    assert np.abs(zs).max() < 4, zs
+
+
+def test_one_nuts_transition_with_an_inverse_mass_preserves_a_skewed_target():
+    """x0 = log of a Gamma(1.5) variable (skewed), x1 ~ N(0, 9), inverse mass diag(0.5, 4): exact draws stay exact."""
+    a = 1.5
+
+    def fn(x):
+        e = np.exp(x[0])
+        return float(a * x[0] - e - x[1] ** 2 / 18.0), np.array([a - e, -x[1] / 9.0])
+    kernel = nuts.build_kernel(fn)
+    inv_mass = np.array([0.5, 4.0])
+    rng = stream(8, 0)
+    n = 8000
+    ref = stats.loggamma(a)
+    start = np.column_stack([ref.rvs(n, random_state=1), 3 * rng.standard_normal(n)])
+    out = np.empty((n, 2))
+    for i in range(n):
+        state, _ = kernel(rng, nuts.init(start[i], fn), 1.0, inv_mass)
+        out[i] = state.position
+    # KS against the exact marginals (a false alarm has probability 1e-4 per test)
+    assert stats.kstest(out[:, 0], ref.cdf).pvalue > 1e-4
+    assert stats.kstest(out[:, 1] / 3, "norm").pvalue > 1e-4
+    # closed-form central moments of log Gamma(a): each within 4 Monte-Carlo standard errors (sample sd / sqrt(n))
+    m, v = ref.mean(), ref.var()
+    third = float(ref.stats(moments="s")) * v ** 1.5
+    c = out[:, 0] - m
+    for values, exact in [(c, 0.0), (c ** 2, v), (c ** 3, third)]:
+        assert abs(values.mean() - exact) < 4 * values.std() / np.sqrt(n), (values.mean(), exact)

@@ -291,3 +291,33 @@ def test_warm_start_starts_each_chain_where_the_last_one_ended():
         position = run.state.inner.position
         means.append(trace.mean())
     np.testing.assert_allclose(result.mean_log_likelihood, means, rtol=1e-12)
+
+
+def test_chain_summary_without_between_chain_spread_pools_the_within_chain_errors():
+    """Chains with identical means (permutations of one sample): the pooled standard error is sqrt(sum mcse_c^2) / C."""
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal(4000)
+    chains = np.stack([rng.permutation(base) for _ in range(4)])
+    _, mcse, _ = chain_summary(chains)
+    within = np.sqrt(sum(chain_summary(c)[1] ** 2 for c in chains)) / len(chains)
+    assert mcse == pytest.approx(within, rel=1e-10)   # deterministic identity
+
+
+def test_before_update_scores_the_previous_iterate_on_the_current_subset():
+    """evaluate="before_update": the kept value at step k is the estimate at theta^(k-1) on S^(k), known subsets."""
+    from sepsti.core.evidence.sti import power_posterior_chain
+    from sepsti.core.models.subsample import log_likelihood_estimate
+    x = np.random.default_rng(5).normal(1.0, 2.0, 40)
+    model = GaussianAdditiveModel(x, 2)
+
+    def subset_fn(rng, k):
+        return np.arange(k % 40, k % 40 + 5) % 40
+    start = GaussianAdditiveTheta(np.array([0.3, -0.2]))
+    chain = LangevinSettings(num_steps=6, num_keep=2, step_a=1e-3, evaluate="before_update")
+    trace, _ = power_posterior_chain(model, start, np.random.default_rng(1), temperature=0.7, chain=chain,
+                                     subset_fn=subset_fn)
+    # the same seed for 5 steps reproduces theta^(5), the iterate before the last update
+    _, before = power_posterior_chain(model, start, np.random.default_rng(1), temperature=0.7,
+                                      chain=LangevinSettings(num_steps=5, num_keep=1, step_a=1e-3), subset_fn=subset_fn)
+    expected = log_likelihood_estimate(model, before.state.inner.position, subset_fn(None, 6))
+    assert trace[-1] == pytest.approx(expected, rel=1e-12)

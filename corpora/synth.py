@@ -758,10 +758,28 @@ def _write_marker(root, settings):
 
 
 def _write_int16(path, samples):
+    import shutil
+
     import soundfile
 
-    with atomic_path(path) as temporary:
-        soundfile.write(str(temporary), samples, SAMPLE_RATE, subtype="PCM_16", format="WAV")
+    try:
+        with atomic_path(path) as temporary:
+            soundfile.write(str(temporary), samples, SAMPLE_RATE, subtype="PCM_16", format="WAV")
+    except soundfile.LibsndfileError as error:
+        # as sepsti.audio.open_output: libsndfile reports a failed write ("System error.") without its cause
+        full = shutil.disk_usage(Path(path).parent).free < 2 ** 20
+        raise ParameterError(f"{path}: cannot write it (libsndfile: {error.error_string}"
+                             f"{'; the disk is full' if full else ''})") from None
+
+
+def _remove_run(root, written, folders):
+    """Remove what a run that failed wrote: its files, the marker, and the folders it created if left empty."""
+    for relative in written:
+        (root / relative).unlink(missing_ok=True)
+    (root / MARKER).unlink(missing_ok=True)
+    for folder in folders:
+        with contextlib.suppress(OSError):  # not empty: something else is in it
+            folder.rmdir()
 
 
 def _check_snrs(utterance, clean, scaled):
@@ -817,14 +835,29 @@ def write_corpus(root, *, seed=0, utterances=30, noises=NOISE_TYPES, snrs=SNRS, 
     Raises
     ------
     ParameterError
-        For bad settings or a folder that cannot be used.
+        For bad settings, a folder that cannot be used, or a file that cannot be written; a run
+        that fails so (not one interrupted) removes what it wrote and the folders it created.
     """
     ids = _parse_utterances(utterances)
     noises = _parse_noises(noises)
     snrs = _parse_snrs(snrs)
     if not 0 <= int(seed) < 2 ** 32:
         raise ParameterError(f"seed={seed}: expected an integer in 0..2**32-1")
+    missing = [folder for folder in (Path(root), *Path(root).parents) if not folder.exists()]  # deepest first
     root = _prepare_root(root, overwrite)
+    written = []
+    folders = [root / "clean", root / "noisy", *(root / "noisy" / f"{noise}_{snr}dB" for noise in noises
+                                                 for snr in snrs)]
+    created = [folder for folder in reversed(folders) if not folder.exists()] + missing
+    try:
+        return _write_files(root, seed, ids, noises, snrs, folders, written, progress)
+    except Exception:
+        _remove_run(root, written, created)
+        raise
+
+
+def _write_files(root, seed, ids, noises, snrs, folders, written, progress):
+    """The files of :func:`write_corpus` in a prepared ``root``; ``written`` gets each one's relative path."""
     speakers = corpus_speakers(seed)
     settings = {"generator": _GENERATOR, "seed": int(seed), "sample_rate": SAMPLE_RATE, "ids": ids,
                 "noises": noises, "snrs": snrs, "files": 0, "complete": False,
@@ -840,10 +873,8 @@ def write_corpus(root, *, seed=0, utterances=30, noises=NOISE_TYPES, snrs=SNRS, 
         records[noise] = synth_noise(noise, int(NOISE_SECONDS * SAMPLE_RATE),
                                      stream(seed, _KEY_NOISE, NOISE_TYPES.index(noise)))
         bar.update()
-    (root / "clean").mkdir(exist_ok=True)
-    for noise in noises:
-        for snr in snrs:
-            (root / "noisy" / f"{noise}_{snr}dB").mkdir(parents=True, exist_ok=True)
+    for folder in folders:
+        folder.mkdir(exist_ok=True)
     count = 0
     for utterance in ids:
         number = int(utterance[2:])
@@ -866,11 +897,12 @@ def write_corpus(root, *, seed=0, utterances=30, noises=NOISE_TYPES, snrs=SNRS, 
                 break
             y *= 0.9 * 32767 / peak
         _check_snrs(utterance, clean, scaled)
-        written = [(f"clean/{clean_name(utterance)}", clean)]
-        written += [(f"noisy/{noise}_{snr}dB/{noisy_name(utterance, noise, snr)}", clean + noise_samples)
-                    for (noise, snr), noise_samples in scaled.items()]
-        for relative, samples in written:
+        files = [(f"clean/{clean_name(utterance)}", clean)]
+        files += [(f"noisy/{noise}_{snr}dB/{noisy_name(utterance, noise, snr)}", clean + noise_samples)
+                  for (noise, snr), noise_samples in scaled.items()]
+        for relative, samples in files:
             _write_int16(root / relative, samples.astype(np.int16))
+            written.append(relative)
             settings["paths"][relative] = _sha256(root / relative)
             count += 1
         bar.update()

@@ -631,3 +631,48 @@ def test_no_reduction_scores_the_input_itself_at_every_rate(tiny_dictionary):
     for rate in (8000, 11025):
         np.testing.assert_array_equal(enhance_signal(noisy, rate, load_dictionary(tiny_dictionary), mask_floor=1.0),
                                       noisy)
+
+
+
+def _pair(root, rate, clean_scale=1.0, noisy_scale=1.0, subtype="PCM_16", length=12800):
+    """One pair ``clean/a.wav``, ``noisy/a.wav`` whose headers say ``rate`` (the samples are 8 kHz speech)."""
+    from test_cli_train import speech_like
+
+    rng = np.random.default_rng(2)
+    clean = speech_like(rng, seconds=max(length, 12800) / 8000)[:length]
+    noisy = clean + 0.05 * rng.standard_normal(clean.size)
+    for folder, signal in (("clean", clean_scale * clean), ("noisy", noisy_scale * noisy)):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        soundfile.write(root / folder / "a.wav", signal, rate, subtype=subtype)
+    return root / "clean", root / "noisy"
+
+
+@pytest.mark.parametrize("rate, length, why", [(1, 50, "is outside 4000..384000 Hz"),
+                                               (2000, 4000, "is outside 4000..384000 Hz"),
+                                               (99991, 28064, "has no short ratio to 16000 Hz"),
+                                               (1999999973, 28064, "is outside 4000..384000 Hz")])
+def test_a_rate_enhance_refuses_is_refused_before_any_work(tmp_path, rate, length, why):
+    """As enhance checks an input: the rate is refused in one line before anything is resampled (which took
+    33 s at 99991 Hz and asked for 298 GiB at 1999999973 Hz), not scored (1 and 2000 Hz were)."""
+    clean, noisy = _pair(tmp_path / "pairs", rate, length=length)
+    result = run(["evaluate", "--clean", clean, "--noisy", noisy, "--json", tmp_path / "s.json"])
+    assert_one_line_error(result, f"{noisy / 'a.wav'}: sample rate {rate} Hz {why}")
+    assert not (tmp_path / "s.json").exists()
+
+
+@pytest.mark.parametrize("scales, whose", [((1.0, 1e30), "samples reach"),
+                                           ((1e30, 1.0), "its clean reference's samples reach")])
+def test_samples_far_beyond_full_scale_are_refused_before_any_work(tmp_path, scales, whose):
+    clean, noisy = _pair(tmp_path / "pairs", 8000, *scales, subtype="FLOAT")
+    result = run(["evaluate", "--clean", clean, "--noisy", noisy, "--json", tmp_path / "s.json"])
+    assert_one_line_error(result, f"{noisy / 'a.wav'}: {whose}", "e+29, far beyond full scale (1.0)")
+    assert not (tmp_path / "s.json").exists()
+
+
+@pytest.mark.parametrize("iterations", ["100001", "2000000000", "99999999999999999999"])
+def test_iterations_are_bounded_and_documented_as_exact(tmp_path, iterations):
+    # (the folder is never looked at: the option is refused first)
+    result = run(["evaluate", "--corpus", tmp_path / "nowhere", "--iterations", iterations])
+    assert_one_line_error(result, "'--iterations'", "1<=x<=100000")
+    text = " ".join(run(["evaluate", "--help"]).stdout.split())
+    assert "EM iterations per mixture: exactly this many" in text and "[1<=x<=100000]" in text

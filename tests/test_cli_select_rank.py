@@ -4,6 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from sepsti.cli import cli
+from test_cli_train import assert_one_line_error, make_corpus
 
 TINY = ["--preset", "blocks", "--ranks", "2,3", "--temperatures", "2", "--samples", "12", "--keep", "6",
         "--blocks", "2", "--replicates", "2", "--quiet"]
@@ -40,7 +41,7 @@ def test_json_plot_and_resume(noizeus_root, tmp_path):
 def test_bad_input_is_one_line_and_status_2(tmp_path):
     result = _invoke("--corpus", tmp_path, *TINY, "--step-b", "0.3")
     assert result.exit_code == 2
-    assert result.output.strip().count("\n") == 0 and "step_b=0.3" in result.output
+    assert result.output.strip().count("\n") == 0 and "'--step-b': 0.3 is not in the range" in result.output
     missing = _invoke("--corpus", tmp_path / "nowhere", *TINY)
     assert missing.exit_code == 2 and missing.output.startswith("Error:")
 
@@ -171,7 +172,7 @@ def test_plot_format_follows_its_extension(tmp_path):
 
 def test_option_errors_name_the_option(tmp_path):
     result = _invoke("--corpus", tmp_path, "--ranks", "0,a")
-    assert result.exit_code == 2 and "'--ranks'" in result.output and result.output.count("\n") == 1
+    assert result.exit_code == 2 and "--ranks '0,a'" in result.output and result.output.count("\n") == 1
     blocks = _invoke("--corpus", tmp_path, "--blocks", "4")
     assert blocks.exit_code == 2 and blocks.output.startswith("Error: --blocks 4: MALA chains (the reference preset)")
     mala = _invoke("--corpus", tmp_path, "--preset", "blocks", "--sampler", "mala")
@@ -227,3 +228,89 @@ def test_ctrl_c_under_mpiexec_stops_at_once_and_exits_130(tmp_path):
     assert status == 130, stderr
     assert "Interrupted." in stderr and "Traceback" not in stderr
     assert 1 <= kept < 3 * 11 * 4
+
+
+# --------------------------------------------------------------------------------------------
+# options named as typed, bounded, checked before any work
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory):
+    return make_corpus(tmp_path_factory.mktemp("select_rank") / "corpus")
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--samples", "99999999999999"], ["'--samples'", "1<=x<=10000000"]),
+    (["--samples", "10000001"], ["'--samples'", "1<=x<=10000000"]),
+    (["--keep", "10000001"], ["'--keep'", "1<=x<=10000000"]),
+    (["--temperatures", "10001"], ["'--temperatures'", "1<=x<=10000"]),
+    (["--replicates", "1001"], ["'--replicates'", "1<=x<=1000"]),
+])
+def test_counts_are_bounded(tmp_path, args, fragments):
+    # (the folder is never looked at: the option is refused first)
+    assert_one_line_error(_invoke("--corpus", tmp_path / "nowhere", *args), *fragments)
+
+
+#: What the library calls its settings: never in a message about an option.
+_FIELD_NAMES = ("num_", "step_a", "step_b", "power=", "temperatures=", "sigma=", "alpha=", "evaluate=",
+                "stream keys", "File exists")
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--keep", "30", "--samples", "20"], ["--keep 30 exceeds --samples 20"]),
+    (["--samples", "100"], ["--keep 2000 (the blocks preset's) exceeds --samples 100"]),
+    (["--step-a", "nan"], ["'--step-a'", "not a finite number"]),
+    (["--step-a", "inf"], ["'--step-a'", "not a finite number"]),
+    (["--step-b", "nan"], ["'--step-b'", "not a finite number"]),
+    (["--alpha", "nan"], ["'--alpha'", "not a finite number"]),
+    (["--sigma", "inf"], ["'--sigma'", "not a finite number"]),
+    (["--power", "inf"], ["'--power'", "not a finite number"]),
+    (["--power", "1e300"], ["--power 1e+300: the power schedule's 11 temperatures are not distinct"]),
+    (["--ranks", "99999999999999999"], ["--ranks 99999999999999999: above the 257 frequency bins"]),
+    (["--ranks", "2,258"], ["--ranks 258: above the 257 frequency bins"]),
+    (["--ranks", "1,,2"], ["--ranks '1,,2': empty item"]),
+    (["--ranks", "2,"], ["--ranks '2,': empty item"]),
+    (["--blocks", "100", "--frames", "50"], ["--blocks 100: the 257 x 50 matrix cuts into at most 50 x 50 blocks"]),
+    (["--frames", "1"], ["--blocks 8 (the blocks preset's): the 257 x 1 matrix cuts into at most 1 x 1 blocks"]),
+    (["--preset", "reference", "--sampler", "psgld"], ["--sampler psgld: block-parallel chains, not the reference"]),
+    (["--preset", "reference", "--sampler", "sgld", "--blocks", "2"], ["--sampler sgld: block-parallel chains"]),
+])
+def test_messages_name_the_options_as_typed(tiny_corpus, monkeypatch, args, fragments):
+    import sepsti.core.evidence.sti_nmf
+
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", None)  # never reached
+    result = _invoke("--corpus", tiny_corpus, "--preset", "blocks", *args)
+    assert_one_line_error(result, *fragments)
+    assert not any(name in result.stderr for name in _FIELD_NAMES), result.stderr
+
+
+def test_checkpoint_is_a_new_or_empty_folder_or_a_checkpoint(tiny_corpus, tmp_path):
+    audio = tmp_path / "base.wav"
+    audio.write_bytes(b"RIFF")
+    assert_one_line_error(_invoke("--corpus", tiny_corpus, *TINY, "--checkpoint", audio),
+                          f"--checkpoint {audio}: not a folder")
+    assert audio.read_bytes() == b"RIFF"
+    for name, files in (("notes", {"notes.txt": "mine"}), ("config", {"settings.json": '{"my": "config"}'})):
+        folder = tmp_path / name
+        folder.mkdir()
+        for file, text in files.items():
+            (folder / file).write_text(text)
+        result = _invoke("--corpus", tiny_corpus, *TINY, "--checkpoint", folder)
+        assert_one_line_error(result, f"--checkpoint {folder}: a folder that holds other files than a select-rank "
+                                      "checkpoint")
+        assert {path.name: path.read_text() for path in folder.iterdir()} == files  # nothing written into it
+    # an empty folder becomes a checkpoint, which a rerun resumes
+    (tmp_path / "ck").mkdir()
+    first = _invoke("--corpus", tiny_corpus, *TINY, "--checkpoint", tmp_path / "ck", "--json", tmp_path / "a.json")
+    assert first.exit_code == 0, first.output
+    assert len(list((tmp_path / "ck").glob("R*-t*-r*.npz"))) == 2 * 3 * 2
+    again = _invoke("--corpus", tiny_corpus, *TINY, "--checkpoint", tmp_path / "ck", "--json", tmp_path / "b.json")
+    assert again.exit_code == 0, again.output
+    a, b = (json.loads((tmp_path / name).read_text()) for name in ("a.json", "b.json"))
+    assert a["log_marginal_likelihood"] == b["log_marginal_likelihood"] and a["replicates"] == b["replicates"]
+
+
+def test_json_and_plot_are_reported_as_written(tiny_corpus, tmp_path):
+    result = _invoke("--corpus", tiny_corpus, *TINY, "--json", tmp_path / "r.json", "--plot", tmp_path / "r.png")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-2:] == [f"wrote {tmp_path / 'r.json'}", f"wrote {tmp_path / 'r.png'}"]

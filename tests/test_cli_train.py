@@ -452,13 +452,13 @@ def test_rank_auto_with_context_selects_on_the_single_frame_spectra(tiny_corpus,
     np.testing.assert_array_equal(seen[0], train_split(tiny_corpus).matrix()[0])
 
 
-@pytest.mark.parametrize("rank, ranks, option", [("auto", "2,100000", "--ranks 100000"),
-                                                  ("100000", "2", "--rank 100000")])
+@pytest.mark.parametrize("rank, ranks, option", [("auto", ["--ranks", "2,100000"], "--ranks 100000"),
+                                                  ("100000", [], "--rank 100000")])
 def test_more_atoms_than_frames_are_refused_before_any_work(tiny_corpus, tmp_path, monkeypatch, rank, ranks, option):
     import sepsti.core.evidence.sti_nmf
 
     monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", None)  # never reached
-    result = run(["train", "--corpus", tiny_corpus, "--rank", rank, "--ranks", ranks, "-o", tmp_path / "d.npz"])
+    result = run(["train", "--corpus", tiny_corpus, "--rank", rank, *ranks, "-o", tmp_path / "d.npz"])
     assert_one_line_error(result, option, "more atoms than the", "training frames")
     assert not (tmp_path / "d.npz").exists()
 
@@ -476,3 +476,34 @@ def test_output_must_be_npz(tiny_corpus, tmp_path, name):
     assert_one_line_error(run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", tmp_path / name]),
                           name, ".npz")
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--iterations", "100001"], ["'--iterations'", "1<=x<=100000"]),
+    (["--iterations", "99999999999999999999"], ["'--iterations'", "1<=x<=100000"]),
+    (["--tol", "nan"], ["'--tol'", "not a finite number"]),
+    (["--tol", "inf"], ["'--tol'", "not a finite number"]),
+])
+def test_iterations_and_tol_are_refused_by_their_option_names(tmp_path, args, fragments):
+    # (the folder is never looked at: the option is refused first)
+    result = run(["train", "--corpus", tmp_path / "nowhere", "--rank", 4, "-o", tmp_path / "d.npz", *args])
+    assert_one_line_error(result, *fragments)
+
+
+def test_iterations_are_documented_as_a_cap_with_a_maximum():
+    text = " ".join(run(["train", "--help"]).stdout.split())
+    assert "Most EM iterations: EM stops earlier once the log-" in text and "[default: 200; 1<=x<=100000]" in text
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--rank", "4", "--ranks", "1,2"], ["--ranks 1,2: candidates of --rank auto, but --rank 4 fixes the rank"]),
+    (["--rank", "auto", "--ranks", "1,,2"], ["--ranks '1,,2': empty item"]),
+    (["--rank", "auto", "--ranks", "2,"], ["--ranks '2,': empty item"]),
+])
+def test_ranks_that_would_be_ignored_or_misread_are_refused(tiny_corpus, tmp_path, monkeypatch, args, fragments):
+    import sepsti.training
+
+    monkeypatch.setattr(sepsti.training, "train_split", None)  # never reached
+    result = run(["train", "--corpus", tiny_corpus, "-o", tmp_path / "d.npz", *args])
+    assert_one_line_error(result, *fragments)
+    assert not (tmp_path / "d.npz").exists()

@@ -73,7 +73,7 @@ def test_overwrite_replaces(tmp_path):
 
 @pytest.mark.parametrize("args, why", [
     (["--noise", "airport"], "noise 'airport': unknown noise type"),
-    (["--snr", "loud"], "--snr loud: expected integers"),
+    (["--snr", "loud"], "--snr 'loud': expected comma-separated integers"),
     (["--utterances", "sp5-sp2"], "runs backwards"),
     (["--utterances", "x"], "--utterances x"),
     (["--utterances", "0"], "utterances=0"),
@@ -184,3 +184,65 @@ def test_output_into_a_closed_pipe_ends_quietly(made):
     finally:
         os.close(writer)
     assert (result.returncode, result.stderr) == (141, "")
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--snr", "0,,5"], "--snr '0,,5': empty item"),
+    (["--noise", "white,"], "--noise 'white,': empty item"),
+    (["--utterances", "sp01,,sp02"], "--utterances 'sp01,,sp02': empty item"),
+])
+def test_synth_refuses_an_empty_list_item_as_evaluate_does(tmp_path, args, why):
+    assert why in _one_error_line(_run("synth", tmp_path / "c", *args))
+    assert not (tmp_path / "c").exists()
+
+
+def test_synth_onto_a_full_disk_names_the_file_and_leaves_nothing(tmp_path, monkeypatch):
+    from test_synth import _failing_writer
+
+    _failing_writer(monkeypatch, fail_at=3)
+    root = tmp_path / "c"
+    line = _one_error_line(_run("synth", root, "--utterances", "2", "--noise", "white", "--snr", "0,5",
+                                "--no-progress"))
+    assert line == f"Error: {root}/noisy/white_5dB/sp01_white_sn5.wav: cannot write it (libsndfile: System error.; " \
+                   "the disk is full)"
+    assert not root.exists()  # no synth.json, no empty folders
+
+
+def _train_file(root, name, rate, seconds=1.0):
+    import numpy as np
+    import soundfile
+
+    t = np.arange(int(seconds * rate)) / rate
+    soundfile.write(root / "clean" / name, 0.3 * np.sin(2 * np.pi * 440 * t), rate, subtype="PCM_16")
+
+
+def test_info_names_an_unusable_train_file_once_and_gives_the_matrix_of_the_others(tmp_path):
+    root = tmp_path / "c"
+    (root / "clean").mkdir(parents=True)
+    (root / "noisy" / "car_5dB").mkdir(parents=True)
+    for name in ("sp01.wav", "sp02.wav", "sp03.wav"):
+        _train_file(root, name, 8000)
+    (root / "clean" / "sp02.wav").write_bytes((root / "clean" / "sp02.wav").read_bytes()[:100])  # truncated
+    for name in ("sp01_car_sn5.wav", "sp02_car_sn5.wav"):
+        (root / "noisy" / "car_5dB" / name).write_bytes((root / "clean" / "sp01.wav").read_bytes())
+    result = _run("info", root)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines() == [f"Warning: 1 unusable file(s): {root / 'clean' / 'sp02.wav'}: truncated "
+                                          "WAV file (15944 bytes of audio data missing)"]
+    assert "training matrix (train split, 2 files, 1 unusable left out): 257 x 66" in result.stdout
+
+
+def test_info_gives_the_matrix_of_a_train_split_at_several_rates_as_train_resamples_it(tmp_path):
+    from sepsti.audio import resample
+    from sepsti.corpora.audio import read_audio
+    from sepsti.features import training_matrix
+
+    root = tmp_path / "c"
+    (root / "clean").mkdir(parents=True)
+    _train_file(root, "sp01.wav", 44100)
+    _train_file(root, "sp02.wav", 8000, seconds=2.0)
+    result = _run("info", root)
+    assert result.exit_code == 0, result.stderr
+    signals = [resample(*read_audio(root / "clean" / name), 8000) for name in ("sp01.wav", "sp02.wav")]
+    shape = training_matrix(signals).shape
+    assert f"training matrix (train split, 2 files): {shape[0]} x {shape[1]}" in result.stdout

@@ -384,3 +384,42 @@ def test_overwrite_accepts_a_marker_from_before_file_lists(tmp_path):
     (root / "synth.json").write_text(json.dumps(marker))
     write_corpus(root, seed=0, utterances=["sp03"], noises=["white"], snrs=[5], overwrite=True)
     assert corpus_index(root).ids == ["sp03"]
+
+
+def _failing_writer(monkeypatch, fail_at):
+    """``soundfile.write`` failing at its ``fail_at``-th call as on a full disk (libsndfile: "System error.")."""
+    import shutil
+    import types
+
+    real, calls = soundfile.write, []
+
+    def write(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == fail_at:
+            raise soundfile.LibsndfileError(2)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(soundfile, "write", write)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: types.SimpleNamespace(total=2 ** 30, used=2 ** 30, free=0))
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_a_file_that_cannot_be_written_is_named_and_nothing_of_the_run_is_left(tmp_path, monkeypatch, existed):
+    root = tmp_path / "new" / "corpus"
+    if existed:
+        root.mkdir(parents=True)
+    _failing_writer(monkeypatch, fail_at=4)  # sp01's three files are written, then sp02's clean file fails
+    with pytest.raises(ParameterError, match=r"corpus/clean/sp02\.wav: cannot write it \(libsndfile: System error\.; "
+                                             r"the disk is full\)$"):
+        write_corpus(root, seed=0, utterances=["sp01", "sp02"], noises=["white"], snrs=[0, 5])
+    if existed:
+        assert list(root.iterdir()) == []
+    else:
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_mixture_leaves_nothing_of_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(synth, "SNR_TOLERANCE", 0.001)
+    with pytest.raises(ParameterError, match="16-bit samples hold it"):
+        write_corpus(tmp_path / "corpus", seed=3, utterances=["sp05"], noises=["white"], snrs=[-20, 40])
+    assert list(tmp_path.iterdir()) == []

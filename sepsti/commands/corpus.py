@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from sepsti.commands import SEED
+from sepsti.commands.evaluate import parse_list
 from sepsti.core.errors import ParameterError
 
 __all__ = ["corpus", "parse_utterances", "pairing_problems"]
@@ -17,7 +18,7 @@ def parse_utterances(text):
     if re.fullmatch(r"\d+", text):
         return int(text)
     ids = []
-    for part in filter(None, (piece.strip() for piece in text.split(","))):
+    for part in parse_list(text, "utterances", example="sp01-sp04,sp21"):
         match = re.fullmatch(r"(?:sp)?(\d+)(?:-(?:sp)?(\d+))?", part, re.IGNORECASE)
         if match is None:
             raise ParameterError(f"--utterances {text}: expected a count or ids like sp01-sp04,sp21")
@@ -26,23 +27,7 @@ def parse_utterances(text):
         if last < first:
             raise ParameterError(f"--utterances {text}: range {part} runs backwards")
         ids.extend(f"sp{number:02d}" for number in range(first, last + 1))
-    if not ids:
-        raise ParameterError(f"--utterances {text!r}: expected a count or ids like sp01-sp04,sp21")
     return ids
-
-
-def _split_list(text, option):
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    if not items:
-        raise ParameterError(f"{option} {text!r}: expected a comma-separated list")
-    return items
-
-
-def _parse_snrs(text):
-    try:
-        return [int(item) for item in _split_list(text, "--snr")]
-    except ValueError:
-        raise ParameterError(f"--snr {text}: expected integers in dB, e.g. 0,5,10,15") from None
 
 
 def _listed(items, limit=3):
@@ -50,40 +35,44 @@ def _listed(items, limit=3):
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def pairing_problems(index):
+def pairing_problems(index, unusable=None):
     """What stops noisy files from being used with their clean partner (headers only, no samples read).
 
     Parameters
     ----------
     index : sepsti.corpora.noizeus.CorpusIndex
+    unusable : dict, optional
+        ``{path: why}`` of files already found unusable (the train split's, read whole), reported with
+        the unreadable headers, each file once.
 
     Returns
     -------
     list of str
         One line per kind of problem: noisy files without a clean file, with another length
-        or rate than it, and unreadable files; empty when every noisy file has a usable partner.
+        or rate than it, and unusable files; empty when every noisy file has a usable partner.
     """
     from sepsti.corpora.audio import audio_info
 
+    unusable = dict(unusable or {})
     headers = {}
 
     def header(path):
-        if path not in headers:
+        if path not in headers and path not in unusable:
             try:
                 headers[path] = audio_info(path)
             except ParameterError as error:
-                headers[path] = str(error)
-        return headers[path]
+                unusable[path] = str(error)
+        return headers.get(path)
 
-    orphans, lengths, rates, unreadable = [], [], [], []
+    orphans, lengths, rates = [], [], []
     for (utterance, _, _), path in sorted(index.noisy.items()):
         if utterance not in index.clean:
             orphans.append(path.name)
             continue
         noisy, clean = header(path), header(index.clean[utterance])
-        if isinstance(noisy, str) or isinstance(clean, str):
-            unreadable.extend(text for text in (noisy, clean) if isinstance(text, str) and text not in unreadable)
-        elif noisy.sample_rate != clean.sample_rate:
+        if noisy is None or clean is None:
+            continue
+        if noisy.sample_rate != clean.sample_rate:
             rates.append(f"{path.name} ({noisy.sample_rate} vs {clean.sample_rate} Hz)")
         elif noisy.num_samples != clean.num_samples:
             lengths.append(f"{path.name} ({noisy.num_samples} vs {clean.num_samples} samples)")
@@ -96,9 +85,36 @@ def pairing_problems(index):
     if rates:
         problems.append(f"{len(rates)} noisy file(s) whose sample rate differs from their clean file's: "
                         f"{_listed(rates)}")
-    if unreadable:
-        problems.append(f"{len(unreadable)} unreadable file(s): {_listed(unreadable, 1)}")
+    if unusable:
+        problems.append(f"{len(unusable)} unusable file(s): {_listed(list(unusable.values()), 1)}")
     return problems
+
+
+def _train_signals(index):
+    """The clean files of the train split as ``sepsti train`` models them by default (at 8 kHz), and the others.
+
+    Returns
+    -------
+    signals : list of ndarray
+        The files that can be read, each resampled to 8 kHz.
+    unusable : dict
+        ``{path: why}`` of the files that cannot be read, or have a rate no resampling takes.
+    """
+    from sepsti.audio import resample, validate_sample_rate
+    from sepsti.corpora.audio import read_audio
+    from sepsti.corpora.noizeus import TRAIN_IDS
+    from sepsti.features import SAMPLE_RATE
+
+    signals, unusable = [], {}
+    for path in (index.clean[utterance] for utterance in TRAIN_IDS if utterance in index.clean):
+        try:
+            y, rate = read_audio(path)
+            validate_sample_rate(rate, SAMPLE_RATE, name=str(path))
+        except ParameterError as error:
+            unusable[path] = str(error)
+            continue
+        signals.append(resample(y, rate, SAMPLE_RATE))
+    return signals, unusable
 
 
 @click.group("corpus")
@@ -131,8 +147,8 @@ def synth(directory, seed, overwrite, utterances, noises, snrs, progress):
 
     with forced() if progress else contextlib.nullcontext():
         settings = write_corpus(directory, seed=seed, utterances=parse_utterances(utterances),
-                                noises=_split_list(noises, "--noise"), snrs=_parse_snrs(snrs), overwrite=overwrite,
-                                progress=progress is not False)
+                                noises=parse_list(noises, "noise"), snrs=parse_list(snrs, "snr", int, "0,5,10,15"),
+                                overwrite=overwrite, progress=progress is not False)
     click.echo(f"wrote {settings['files']} files to {directory}: {len(settings['ids'])} utterances, "
                f"noises {', '.join(settings['noises'])}, SNRs {', '.join(map(str, settings['snrs']))} dB, "
                f"seed {settings['seed']}")
@@ -141,8 +157,12 @@ def synth(directory, seed, overwrite, utterances, noises, snrs, progress):
 @corpus.command("info")
 @click.argument("directory", type=click.Path(path_type=Path))
 def info(directory):
-    """Describe the NOIZEUS-style files found below DIRECTORY."""
-    from sepsti.corpora.noizeus import TRAIN_IDS, clean_signals, corpus_index
+    """Describe the NOIZEUS-style files found below DIRECTORY.
+
+    Files that cannot be used are named once, on stderr; the training matrix is that of the train
+    split's other files, at 8 kHz (as `sepsti train` makes it by default).
+    """
+    from sepsti.corpora.noizeus import corpus_index
 
     index = corpus_index(directory)
     click.echo(index.describe())
@@ -154,13 +174,16 @@ def info(directory):
         for noise in index.noises:
             counts = [sum(1 for key in index.noisy if key[1] == noise and key[2] == snr) for snr in snrs]
             click.echo(f"{noise:<{width}}" + "".join(f"{count:>6}" for count in counts))
-    for line in pairing_problems(index):
+    signals, unusable = _train_signals(index)
+    for line in pairing_problems(index, unusable):
         click.echo(f"Warning: {line}", err=True)
-    if any(utterance in index.clean for utterance in TRAIN_IDS):
+    if signals:
         from sepsti.features import training_matrix
 
-        signals = clean_signals(index, "train")
-        shape = training_matrix([y for _, y, _ in signals]).shape
-        click.echo(f"training matrix (train split, {len(signals)} files): {shape[0]} x {shape[1]}")
+        shape = training_matrix(signals).shape
+        left_out = f", {len(unusable)} unusable left out" if unusable else ""
+        click.echo(f"training matrix (train split, {len(signals)} files{left_out}): {shape[0]} x {shape[1]}")
+    elif unusable:
+        click.echo(f"training matrix: none (the {len(unusable)} clean files of the train split are unusable)")
     else:
         click.echo("training matrix: no clean files of the train split (sp01-sp20)")

@@ -47,8 +47,9 @@ STOI and PESQ need the optional packages pystoi and pesq (``pip install
 they give are left out of the table, the JSON and the plot; SDR/SIR/SAR are
 reported as ever.
 
-All recordings and dictionaries are read and checked, and the outputs
-checked, before any enhancement starts.
+All recordings and dictionaries are read and checked (each recording's rate, level and
+length as ``sepsti enhance`` checks an input), and the outputs checked, before any
+enhancement starts.
 """
 
 import math
@@ -58,8 +59,8 @@ import click
 
 from sepsti.commands import MAX_REDUCTION, SEED
 
-__all__ = ["evaluate", "summarize", "format_table", "parse_list", "enhance_and_score", "enhance_signal",
-           "score_signals", "score_mixture"]
+__all__ = ["evaluate", "summarize", "format_table", "parse_list", "ITERATIONS", "enhance_and_score",
+           "enhance_signal", "score_signals", "score_mixture"]
 
 #: Every score, in the order of the JSON objects.
 METRICS = ("sdr", "sir", "sar", "stoi", "estoi", "pesq", "high_band_db", "fricative_db")
@@ -70,8 +71,25 @@ _PERCEPTUAL = {"stoi": ("stoi", "estoi"), "pesq": ("pesq",)}
 _PLOT_EXTENSIONS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 
-def parse_list(text, name, convert=str):
+#: ``--iterations`` of ``evaluate`` and ``train``: at most 100000 EM iterations (EM keeps a log-likelihood history
+#: of that length, 0.8 MB; a count beyond it asked for gigabytes or more than NumPy can hold).
+ITERATIONS = click.IntRange(min=1, max=100_000)
+
+
+def parse_list(text, name, convert=str, example=None):
     """Split ``"a,b"`` into ``[convert("a"), convert("b")]``; None stays None.
+
+    The list options of every command (``--noise``, ``--snr``, ``--ranks``, ...) are read so.
+
+    Parameters
+    ----------
+    text : str or None
+    name : str
+        The option without its dashes, for the messages.
+    convert : callable
+        Of each item; a ValueError means the item is not an integer.
+    example : str, optional
+        A valid list for the messages (default ``car,babble`` for ``noise``, else ``0,5``).
 
     Raises
     ------
@@ -82,14 +100,14 @@ def parse_list(text, name, convert=str):
 
     if text is None:
         return None
+    example = example or ("car,babble" if name == "noise" else "0,5")
     items = [item.strip() for item in text.split(",")]
     if not all(items):
-        raise ParameterError(f"--{name} {text!r}: empty item; give a comma-separated list like "
-                             f"{'car,babble' if name == 'noise' else '0,5'}")
+        raise ParameterError(f"--{name} {text!r}: empty item; give a comma-separated list like {example}")
     try:
         return [convert(item) for item in items]
     except ValueError:
-        raise ParameterError(f"--{name} {text!r}: expected comma-separated integers like 0,5") from None
+        raise ParameterError(f"--{name} {text!r}: expected comma-separated integers like {example}") from None
 
 
 def _metrics(rows):
@@ -304,8 +322,9 @@ def _draw_pairs(axis, summary, results, metric):
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each mixture (at most 257, the frequency bins of the "
                    "8 kHz dictionary).")
-@click.option("--iterations", type=click.IntRange(min=1), default=None,
-              help="Cap on EM iterations per mixture (default: the enhancer's own).")
+@click.option("--iterations", type=ITERATIONS, default=None,
+              help="EM iterations per mixture: exactly this many, as the enhancer runs no convergence test "
+                   "(default: the enhancer's own).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
@@ -327,7 +346,7 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
     import collections
     import json
 
-    from sepsti.audio import resample, validate_frames
+    from sepsti.audio import resample, validate_frames, validate_sample_rate
     from sepsti.core.errors import ParameterError
     from sepsti.core.io import atomic_path, check_output_path, json_safe
     from sepsti.recordings import Dictionaries, find_recordings
@@ -351,6 +370,9 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
         recording = recordings.load(item)
         speech_dictionary = dictionaries.for_rate(recording.sample_rate)
         rate = speech_dictionary.sample_rate
+        # enhance's checks of an input (sepsti.audio.inspect_input), before a rate's resampling filter is built
+        validate_sample_rate(recording.sample_rate, rate, name=str(recording.path))
+        _check_peaks(recording)
         validate_frames(resample(recording.noisy, recording.sample_rate, rate), rate, name=str(recording.path),
                         n_fft=speech_dictionary.n_fft)
         rates.add(recording.sample_rate)
@@ -414,6 +436,26 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
         _plot(summary, results, plot_path, f"{recordings.title}: {len(results)} {recordings.noun}, rank-{ranks} "
                                            f"dictionary; 95 % intervals over the {recordings.replicates}", overwrite)
         click.echo(f"wrote {plot_path}")
+
+
+def _check_peaks(recording):
+    """Refuse a recording whose noisy or clean samples lie beyond :data:`sepsti.audio.MAX_PEAK`, as enhance does.
+
+    Raises
+    ------
+    ParameterError
+        Naming the noisy file (and its clean reference, when that is the one).
+    """
+    import numpy as np
+
+    from sepsti.audio import MAX_PEAK
+    from sepsti.core.errors import ParameterError
+
+    for signal, whose in ((recording.noisy, ""), (recording.clean, "its clean reference's ")):
+        peak = float(np.max(np.abs(signal), initial=0.0))
+        if peak > MAX_PEAK:
+            raise ParameterError(f"{recording.path}: {whose}samples reach {peak:.3g}, far beyond full scale (1.0); "
+                                 "scale the files to their real level first")
 
 
 def enhance_and_score(recording, speech_dictionary, options, metrics):

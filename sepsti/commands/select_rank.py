@@ -23,7 +23,7 @@ import click
 
 from sepsti.commands import SEED
 
-__all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
+__all__ = ["SPEECH_MODEL", "FiniteRange", "compile_kernels", "select_rank"]
 
 #: The model of magnitude spectrograms that ``select-rank`` (by default) and ``train --rank auto`` compare
 #: ranks of: quasi-Poisson with the STFT's own (Rayleigh) dispersion and the prior on the data's scale at
@@ -31,15 +31,30 @@ __all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
 SPEECH_MODEL = {"dispersion": "rayleigh", "prior_rate": "matched"}
 
 
+class FiniteRange(click.FloatRange):
+    """A number in a range; NaN and infinities, which a range's comparisons can let through, are refused too."""
+
+    def convert(self, value, param, ctx):
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
 def _ranks(text):
-    try:
-        ranks = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: expected comma-separated integers such as 32,64,128") from None
-    if not ranks or min(ranks) < 1 or len(set(ranks)) != len(ranks):
-        raise click.BadParameter(f"{text!r}: expected distinct positive integers")
+    from sepsti.commands.evaluate import parse_list
+    from sepsti.core.errors import ParameterError
+
+    ranks = parse_list(text, "ranks", int, example="32,64,128")
+    if min(ranks) < 1 or len(set(ranks)) != len(ranks):
+        raise ParameterError(f"--ranks {text!r}: expected distinct positive integers like 32,64,128")
     return ranks
 
+
+#: The most iterations per chain (``--samples``, ``--keep``): its step sizes are computed ahead, 80 MB at this count.
+MAX_SAMPLES = 10 ** 7
 
 #: CLI option -> setting of the grid or chain (None: take the preset's).
 _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power": "power", "rule": "rule",
@@ -56,42 +71,44 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
               help="Model this many of the matrix's frames, spread evenly over it (default: all): for a matrix "
                    "too large to sample whole (docs/rank_selection.md).")
 @click.option("--ranks", default="32,64,128,256", show_default=True, callback=lambda ctx, param, value: _ranks(value),
-              help="Candidate ranks, comma-separated (above the frequency bins, 257 at 8 kHz and 513 at 16 kHz, a "
-                   "rank is not identifiable).")
+              help="Candidate ranks, comma-separated, at most the frequency bins (257 at 8 kHz, 513 at 16 kHz; "
+                   "from min(bins, frames) on, a factorization fits any data and the rank is not identifiable).")
 @click.option("--preset", type=click.Choice(["reference", "blocks", "paper"]), default="reference", show_default=True,
               help="Settings: 'reference' (full-data MALA from a log-space reference; validated up to speech "
                    "scale, see docs/rank_selection.md), 'blocks' (block-parallel pSGLD from the prior; fast, "
                    "accurate on small counts only) or 'paper' (ICASSP'16, a reproduction); the options below "
                    "replace single settings.")
-@click.option("--replicates", "num_replicates", type=click.IntRange(min=1), default=None,
+@click.option("--replicates", "num_replicates", type=click.IntRange(min=1, max=1000), default=None,
               help="Independent chains per (rank, temperature); their spread gives the standard errors "
                    "[preset's].")
-@click.option("--temperatures", "num_intervals", type=click.IntRange(min=1), default=None,
+@click.option("--temperatures", "num_intervals", type=click.IntRange(min=1, max=10_000), default=None,
               help="T, intervals of the temperature grid (T + 1 temperatures) [preset's].")
 @click.option("--schedule", type=click.Choice(["uniform", "power", "beta"]), default=None,
               help="Temperature grid: t_i = (i/T)^c, i/T or I_(i/T)(c, c) (dense at both ends) [preset's].")
-@click.option("--power", type=click.FloatRange(min=1.0), default=None,
+@click.option("--power", type=FiniteRange(min=1.0), default=None,
               help="c of the power or beta schedule [preset's].")
 @click.option("--rule", type=click.Choice(["trapezoid", "simpson"]), default=None,
               help="Quadrature over the grid (Simpson works in u = i/T) [preset's].")
-@click.option("--samples", "num_steps", type=click.IntRange(min=1), default=None,
+@click.option("--samples", "num_steps", type=click.IntRange(min=1, max=MAX_SAMPLES), default=None,
               help="K, iterations per chain [preset's].")
-@click.option("--keep", "num_keep", type=click.IntRange(min=1), default=None,
-              help="L, last iterations kept for the averages [preset's].")
+@click.option("--keep", "num_keep", type=click.IntRange(min=1, max=MAX_SAMPLES), default=None,
+              help="L, last iterations kept for the averages, at most K [preset's].")
 @click.option("--blocks", "num_blocks", type=click.IntRange(min=1), default=None,
               help="B: the data are cut into B x B blocks (block presets) [8 there; the reference preset uses "
                    "all the data].")
 @click.option("--sampler", type=click.Choice(["sgld", "psgld", "mala"]), default=None,
               help="Block-parallel SGLD (ICASSP'16), its preconditioned variant (PARAFAC'18), or full-data "
                    "MALA on the reference path [preset's].")
-@click.option("--step-a", type=float, default=None, help="a of the step (a/k)^b of the block samplers [preset's].")
-@click.option("--step-b", type=float, default=None, help="b of the step (a/k)^b [0.51].")
+@click.option("--step-a", type=FiniteRange(min=0.0, min_open=True), default=None,
+              help="a of the step (a/k)^b of the block samplers [preset's].")
+@click.option("--step-b", type=FiniteRange(min=0.5, max=1.0, min_open=True), default=None,
+              help="b of the step (a/k)^b, in (0.5, 1] [0.51].")
 @click.option("--prior-rate", default=SPEECH_MODEL["prior_rate"], show_default=True,
               help="lambda of the exponential priors on W and H; 'matched': sqrt(R / mean(X / dispersion)), the "
                    "prior on the data's scale at every rank (docs/rank_selection.md).")
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0), default=None,
+@click.option("--alpha", type=FiniteRange(0.0, 1.0), default=None,
               help="pSGLD: decay of the squared-gradient average [0.99].")
-@click.option("--sigma", type=click.FloatRange(min=0.0, min_open=True), default=None,
+@click.option("--sigma", type=FiniteRange(min=0.0, min_open=True), default=None,
               help="pSGLD: floor added to sqrt(v) [preset's].")
 @click.option("--evaluate", type=click.Choice(["after-update", "before-update"]), default=None,
               help="Score theta(k-1) on S(k) or theta(k) on S(k) (ICASSP'16 eq. 9) "
@@ -113,7 +130,8 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
               help="Chains run concurrently per process [default: all cores; 1 under mpiexec].")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed.")
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None,
-              help="Folder keeping every finished chain; rerunning the same command resumes.")
+              help="Folder keeping every finished chain; rerunning the same command resumes. A new or empty "
+                   "folder, or the checkpoint of an earlier run.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write results as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
               help="Plot log p(X | R) against R (.png, .pdf, .svg).")
@@ -135,7 +153,9 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
     from sepsti.core.evidence.rank_selection import resolve_settings
     from sepsti.core.evidence.sti_nmf import PRESETS
 
+    _check_keep(PRESETS[preset].chain, preset, options["num_steps"], options["num_keep"])
     settings = resolve_settings(PRESETS, preset, num_replicates=num_replicates, **overrides)  # before any work
+    _check_grid(settings.grid)
     if settings.chain.sampler == "mala":
         if preset != "reference":
             raise ParameterError(f"--sampler mala: the reference path's full-data chains, not a '{preset}' preset's; "
@@ -146,13 +166,29 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
         from sepsti.core.evidence.reference_path import check_reference_chain
 
         check_reference_chain(settings.chain, option_name=lambda field: f"--{field.replace('_', '-')}")
+    elif preset == "reference":
+        raise ParameterError(f"--sampler {settings.chain.sampler}: block-parallel chains, not the reference preset's "
+                             "full-data MALA ones; use --preset blocks or paper")
     comm = mpi.world()
     with mpi.abort_on_error(comm):
         if mpi.is_root(comm):
             _check_outputs(json_path, plot_path, overwrite)
+            if checkpoint is not None:
+                _check_checkpoint(checkpoint)
         from sepsti.training import train_split
 
-        X = train_split(corpus).matrix(frames=frames)[0].astype(np.dtype(dtype))
+        split = train_split(corpus)
+        too_large = [rank for rank in ranks if rank > split.framing.n_bins]
+        if too_large:
+            raise ParameterError(f"--ranks {','.join(map(str, too_large))}: above the {split.framing.n_bins} "
+                                 f"frequency bins of the matrix, where a factorization fits any data: no data "
+                                 "identify such a rank")
+        X = split.matrix(frames=frames)[0].astype(np.dtype(dtype))
+        blocks = settings.chain.num_blocks
+        if blocks is not None and blocks > min(X.shape):
+            raise ParameterError(f"--blocks {blocks}{_origin(options['num_blocks'], preset)}: the "
+                                 f"{X.shape[0]} x {X.shape[1]} matrix cuts into at most {min(X.shape)} x "
+                                 f"{min(X.shape)} blocks; give --blocks {min(X.shape)} or fewer")
         if settings.chain.sampler != "mala":
             mpi.root_first(comm, lambda: compile_kernels(X.dtype, quiet=quiet or not mpi.is_root(comm)))
         from sepsti.core.evidence.rank_selection import to_json
@@ -168,8 +204,10 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
         _print_table(selection)
         if json_path is not None:
             _write_json(json_path, results, overwrite=overwrite)
+            click.echo(f"wrote {json_path}")
         if plot_path is not None:
             _write_plot(plot_path, selection, overwrite=overwrite)
+            click.echo(f"wrote {plot_path}")
 
 
 def compile_kernels(dtype, *, quiet=False):
@@ -199,6 +237,60 @@ def _positive_or(option, text, word):
     if not value > 0 or value == float("inf"):
         raise ParameterError(f"{option}={text!r}: expected {word!r} or a positive number")
     return value
+
+
+def _origin(value, preset):
+    """`` (the <preset> preset's)`` after a setting the command line did not give."""
+    return "" if value is not None else f" (the {preset} preset's)"
+
+
+def _check_keep(chain, preset, num_steps, num_keep):
+    """Refuse more iterations kept (``--keep``) than a chain runs (``--samples``), the preset's or given."""
+    import numpy as np
+
+    from sepsti.core.errors import ParameterError
+
+    steps = num_steps if num_steps is not None else int(np.min(chain.num_steps))  # one, or one per temperature
+    keep = num_keep if num_keep is not None else chain.num_keep
+    if keep > steps:
+        raise ParameterError(f"--keep {keep}{_origin(num_keep, preset)} exceeds --samples {steps}"
+                             f"{_origin(num_steps, preset)}: a chain keeps at most the iterations it runs")
+
+
+def _check_grid(grid):
+    """Refuse a grid whose temperatures are not distinct in floating point (``--power`` far too large)."""
+    import numpy as np
+
+    from sepsti.core.errors import ParameterError
+
+    temperatures = grid.temperatures
+    if not np.all(np.diff(temperatures) > 0):
+        raise ParameterError(f"--power {grid.power:g}: the {grid.schedule} schedule's {len(temperatures)} temperatures "
+                             f"are not distinct in floating point (t_1 = {temperatures[1]:.3g}); lower --power")
+
+
+def _check_checkpoint(folder):
+    """Refuse a ``--checkpoint`` that is a file, or a non-empty folder that is not a checkpoint of select-rank.
+
+    A checkpoint holds the ``settings.json`` the rank-selection engine writes first (its ``grid`` and
+    ``data`` fingerprint among the settings); whether they are this run's the engine checks.
+    """
+    import json
+
+    from sepsti.core.errors import ParameterError
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ParameterError(f"--checkpoint {folder}: not a folder; give a new or empty folder")
+    if not folder.exists() or not any(folder.iterdir()):
+        return
+    try:
+        settings = json.loads((folder / "settings.json").read_text())
+    except (OSError, ValueError):
+        settings = None
+    if not isinstance(settings, dict) or not {"grid", "data"} <= set(settings):
+        raise ParameterError(f"--checkpoint {folder}: a folder that holds other files than a select-rank "
+                             "checkpoint (no settings.json of one); give a new or empty folder")
 
 
 #: Figure formats --plot writes, chosen by the file's extension.

@@ -25,6 +25,8 @@ from pathlib import Path
 import click
 
 from sepsti.commands import SEED
+from sepsti.commands.evaluate import ITERATIONS, parse_list
+from sepsti.commands.select_rank import FiniteRange
 
 __all__ = ["train"]
 
@@ -47,12 +49,11 @@ class _Rank(click.ParamType):
 
 
 def _ranks(text):
-    try:
-        ranks = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: expected comma-separated integers such as 32,64,128") from None
-    if not ranks or ranks[0] < 1:
-        raise click.BadParameter(f"{text!r}: expected positive integers")
+    from sepsti.core.errors import ParameterError
+
+    ranks = sorted(set(parse_list(text, "ranks", int, example="32,64,128")))
+    if ranks[0] < 1:
+        raise ParameterError(f"--ranks {text!r}: expected positive integers like 32,64,128")
     return ranks
 
 
@@ -66,11 +67,12 @@ def _ranks(text):
 @click.option("--rank", required=True, type=_Rank(),
               help="Number of dictionary atoms, or 'auto' to select it by STI over --ranks.")
 @click.option("--ranks", "candidate_ranks", default="32,64,128,256", show_default=True,
-              callback=lambda ctx, param, value: _ranks(value), help="Candidate ranks of --rank auto.")
+              callback=lambda ctx, param, value: _ranks(value),
+              help="Candidate ranks of --rank auto (refused with a --rank of its own).")
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="Dictionary file (.npz).")
-@click.option("--iterations", type=click.IntRange(min=1), default=200, show_default=True,
-              help="Cap on EM iterations.")
-@click.option("--tol", type=click.FloatRange(min=0.0), default=None,
+@click.option("--iterations", type=ITERATIONS, default=200, show_default=True,
+              help="Most EM iterations: EM stops earlier once the log-likelihood changes by less than --tol.")
+@click.option("--tol", type=FiniteRange(min=0.0), default=None,
               help="Relative log-likelihood change that stops EM (default: the trainer's; 0 runs "
                    "exactly --iterations).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
@@ -86,7 +88,13 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
     import warnings
 
     from sepsti import features
-    from sepsti.core.errors import ConvergenceWarning
+    from sepsti.core.errors import ConvergenceWarning, ParameterError
+
+    source = click.get_current_context().get_parameter_source("candidate_ranks")
+    if rank != "auto" and source is not click.core.ParameterSource.DEFAULT:
+        raise ParameterError(f"--ranks {','.join(map(str, candidate_ranks))}: candidates of --rank auto, but "
+                             f"--rank {rank} fixes the rank; give one of the two")
+
     from sepsti.core.io import check_output_path
     from sepsti.dictionary import Dictionary, save_dictionary
     from sepsti.training import train_split
@@ -94,14 +102,10 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
     split = train_split(corpus, rate)
     check_output_path(output, overwrite=overwrite, inputs=split.paths)
     if Path(output).suffix.lower() != ".npz":
-        from sepsti.core.errors import ParameterError
-
         raise ParameterError(f"-o {output}: a dictionary is an .npz archive; give an output name ending in .npz")
     X, ids = split.matrix(context=context)
     too_many = [r for r in (candidate_ranks if rank == "auto" else [rank]) if r > X.shape[1]]
     if too_many:
-        from sepsti.core.errors import ParameterError
-
         option = "--ranks" if rank == "auto" else "--rank"
         raise ParameterError(f"{option} {','.join(map(str, too_many))}: more atoms than the {X.shape[1]} training "
                              f"frames; lower the rank or add training files")

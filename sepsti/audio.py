@@ -9,7 +9,8 @@ resampling to the dictionary's rate and back (``scipy.signal.resample_poly``
 with the exact rational ratio of the two rates), the check that a signal holds
 at least one STFT frame, and atomic writing (the input's sample format where the
 output's format holds it, else 16-bit PCM for ``.wav`` and for other extensions
-the subtype libsndfile associates with them).
+the subtype libsndfile associates with them; a format that cannot hold the rate or the
+channels is refused before anything is written).
 
 Long files are handled in blocks: :class:`Resampler` resamples a signal pushed
 block by block with the result of ``resample_poly`` on the whole signal (to
@@ -57,6 +58,21 @@ _FORMAT_ALIASES = {"AIF": "AIFF", "OGA": "OGG", "OPUS": "OGG", "SND": "AU"}
 # Input sample formats an output keeps where its format holds them: samples, not codecs (libsndfile
 # claims WAV holds MP3 and ADPCM streams, but cannot write them there).
 _SAMPLE_FORMATS = frozenset({"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE", "ULAW", "ALAW"})
+# What libsndfile 1.2 writes but does not read back as written (tried at 4-384 kHz, 1-1024 channels, odd lengths).
+# Formats left out: SD2 keeps its header in a resource fork the file loses; SDS loses samples (all of a file of
+# one packet or less, 40 16-bit samples; the last of 22529); XI holds no rate (every file reads as 44100 Hz).
+_NOT_WRITTEN = {"SD2": "its header goes to a resource fork, which the file loses",
+                "SDS": "libsndfile drops samples from them",
+                "XI": "it holds no sample rate: every file reads as 44100 Hz"}
+# Sample formats not kept in some formats: AIFF and VOC files of one byte per sample read back a sample more at
+# an odd length (VOC's 8-bit ones also hold the rate coarsely), PAF's 24-bit ones another length (22528 samples
+# of 22529, 20 of 11). These get 16-bit samples, which hold 8-bit, μ-law and A-law ones exactly.
+_NOT_KEPT = {"AIFF": {"PCM_S8", "PCM_U8", "ULAW", "ALAW"}, "VOC": {"PCM_U8", "ULAW", "ALAW"}, "PAF": {"PCM_24"}}
+# The most channels of formats that hold fewer than libsndfile's 1024.
+_MAX_CHANNELS = {"AVR": 2, "FLAC": 8, "HTK": 1, "IRCAM": 256, "MP3": 2, "MPC2K": 2, "OGG": 255, "SVX": 1, "VOC": 2,
+                 "WVE": 1}
+_MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
+_OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 
 
 class Recording(NamedTuple):
@@ -423,8 +439,8 @@ def input_blocks(audio, *, sample_rate, downmix=True):
         yield out
 
 
-def output_format(path, like=None):
-    """The libsndfile format and subtype an output path gets from its extension.
+def output_format(path, like=None, *, sample_rate=None, channels=1):
+    """The libsndfile format and subtype an output path gets from its extension, checked against the signal.
 
     The subtype ``like`` (the input's sample format) where it is one of PCM, float or companded
     samples and the format holds it: a 24-bit or floating-point input stays so. Otherwise ``.wav``
@@ -435,6 +451,9 @@ def output_format(path, like=None):
     path : str or Path
     like : str, optional
         A subtype as :mod:`soundfile` spells it (``"PCM_24"``, ``"FLOAT"``, ...).
+    sample_rate : int, optional
+        The output's rate (Hz); None checks the extension alone.
+    channels : int
 
     Returns
     -------
@@ -444,7 +463,9 @@ def output_format(path, like=None):
     Raises
     ------
     ParameterError
-        If the extension is not a format libsndfile can write.
+        If the extension is not a format libsndfile can write and read back (SD2, SDS and XI are not), or
+        the format cannot hold the rate or the channels: libsndfile would refuse them after the work, write
+        another rate, or crash (Vorbis above 192 kHz).
     """
     import soundfile
 
@@ -455,9 +476,12 @@ def output_format(path, like=None):
     if not extension or fmt not in formats:
         raise ParameterError(f"{path}: cannot write audio with extension {path.suffix or '(none)'!r}; "
                              "use .wav, .flac, .ogg or another extension libsndfile knows")
+    if fmt in _NOT_WRITTEN:
+        raise ParameterError(f"{path}: cannot write {path.suffix!r} files ({_NOT_WRITTEN[fmt]}); use .wav, .flac "
+                             "or another extension")
     if extension == "OPUS":
         subtype = "OPUS"
-    elif like in _SAMPLE_FORMATS and soundfile.check_format(fmt, like):
+    elif like in _SAMPLE_FORMATS - _NOT_KEPT.get(fmt, set()) and soundfile.check_format(fmt, like):
         subtype = like
     elif soundfile.check_format(fmt, "PCM_16"):
         subtype = "PCM_16"
@@ -465,7 +489,35 @@ def output_format(path, like=None):
         subtype = soundfile.default_subtype(fmt)
     if subtype is None or not soundfile.check_format(fmt, subtype):
         raise ParameterError(f"{path}: libsndfile cannot write {fmt} files here; use .wav")
+    if int(channels) > _MAX_CHANNELS.get(fmt, int(channels)):
+        raise ParameterError(f"{path}: a {path.suffix!r} file cannot hold {channels} channels ({fmt} files hold at "
+                             f"most {_MAX_CHANNELS[fmt]}); use .wav")
+    if sample_rate is not None and int(sample_rate) > 0:
+        refused = _rate_refused(fmt, subtype, int(sample_rate))
+        if refused:
+            raise ParameterError(f"{path}: a {path.suffix!r} file cannot hold {int(sample_rate)} Hz ({refused}); "
+                                 "use .wav")
     return fmt, subtype
+
+
+def _rate_refused(fmt, subtype, rate):
+    """Why libsndfile 1.2 cannot write ``rate`` Hz into a file of that format and subtype, or None if it can."""
+    if subtype == "OPUS" and rate not in _OPUS_RATES:
+        return f"Opus holds {', '.join(map(str, _OPUS_RATES))} Hz"
+    if fmt == "MP3" and rate not in _MP3_RATES:
+        return f"MP3 holds {', '.join(map(str, _MP3_RATES))} Hz"
+    if subtype == "VORBIS" and rate > 192000:  # libvorbis crashes (SIGSEGV) from about 220 kHz
+        return "Vorbis holds at most 192000 Hz"
+    if fmt == "FLAC" and rate > 65535 and rate % 10:
+        return "FLAC holds rates above 65535 Hz in steps of 10 Hz; libFLAC cannot read others back"
+    if fmt == "WVE" and rate != 8000:
+        return "WVE files are 8000 Hz"
+    if fmt in ("MPC2K", "SVX") and rate > 65535:
+        return f"{fmt} holds at most 65535 Hz"
+    read = 10 ** 7 // max(10 ** 7 // rate, 1)  # an HTK file's rate: its sample period in whole 100 ns
+    if fmt == "HTK" and read != rate:
+        return f"HTK holds the sample period in steps of 100 ns: the file would say {read} Hz"
+    return None
 
 
 class _Output:
@@ -516,12 +568,15 @@ def open_output(path, sample_rate, *, overwrite=True, channels=1, like=None):
 
     from sepsti.core.io import atomic_path
 
-    fmt, subtype = output_format(path, like)
+    fmt, subtype = output_format(path, like, sample_rate=sample_rate, channels=channels)
     clip = subtype.startswith("PCM") or subtype in ("ULAW", "ALAW")
     with atomic_path(path, overwrite=overwrite) as tmp:
         try:
             with soundfile.SoundFile(os.fsencode(tmp), "w", samplerate=int(sample_rate), channels=int(channels),
                                      subtype=subtype, format=fmt) as handle:
+                if handle.samplerate != int(sample_rate):
+                    raise ParameterError(f"{path}: libsndfile writes {fmt} files at {handle.samplerate} Hz, not "
+                                         f"{int(sample_rate)} Hz; use .wav")
                 yield _Output(handle, clip)
         except soundfile.LibsndfileError as error:
             # libsndfile reports a failed write ("System error.") without its cause; a full disk is the usual one

@@ -509,8 +509,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     Warns
     -----
     UnchangedSignalWarning
-        Without ``noise``, when too little of the signal is other than digital silence to learn
-        its noise from (:func:`sepsti.noise_model.track_noise`); the signal is then yielded as it is.
+        Without ``noise``, when the signal is too short to learn its noise from (fewer than
+        :func:`sepsti.noise_model.min_frames` frames), or too little of it is other than digital silence
+        (:func:`sepsti.noise_model.track_noise`; all of it included); the signal is then yielded as it is.
 
     Yields
     ------
@@ -544,7 +545,12 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
             yield np.asarray(block, dtype=np.float64)
 
     source = blocks
-    if noise is None and features.num_frames(num_samples, framing=framing) < min_frames(noise_rank, framing):
+    frames, fewest = features.num_frames(num_samples, framing=framing), min_frames(noise_rank, framing)
+    if noise is None and frames < fewest:
+        least = ((fewest - 2) * framing.hop_length + 1) / framing.sample_rate  # the shortest with that many frames
+        warnings.warn(f"too short to learn its noise from ({frames} frames, {num_samples / framing.sample_rate:.2f} s; "
+                      f"at least {fewest}, {least:.2f} s, at a noise rank of {noise_rank})", UnchangedSignalWarning,
+                      stacklevel=2)
         yield from unchanged()
         return
     # mains hum is subtracted as sinusoids before anything else, where the mask would take the voice with it;
@@ -555,17 +561,17 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     if noise is None:
         noise, energies = track_noise(magnitudes, noise_rank, seed=seed, framing=framing,
                                       speech=_centre_frame(W, framing))
-        if noise is None and np.any(energies):
+        if noise is None:  # digital silence throughout included
             warnings.warn(too_little_sound(noise_rank, framing), UnchangedSignalWarning, stacklevel=2)
             yield from unchanged()
             return
     else:
         validate_noise_model(noise, framing)
         energies = np.concatenate([V.sum(axis=0) for V in magnitudes()])
-    if not np.any(energies):  # digital silence throughout
-        for block in blocks():
-            yield np.zeros(np.shape(block))
-        return
+        if not np.any(energies):  # digital silence throughout: nothing to lower
+            for block in blocks():
+                yield np.zeros(np.shape(block))
+            return
     noise = noise._replace(segment_frames=noise.segment_frames * (framing.hop_length // analysis.hop_length))
     setting = _Setting(W, _context(W, framing), noise, max(float(energies.mean()), tiny))
 
@@ -609,8 +615,8 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
     noise_rank : int
         Rank of the noise dictionaries learned on the signal itself (at most the number of
         frequency bins, 257 at 8 kHz). A signal of fewer than :func:`sepsti.noise_model.min_frames` frames is
-        returned unchanged: too little of it could be judged noise; so is one with too few
-        frames other than digital silence, with an :class:`UnchangedSignalWarning`.
+        returned unchanged, with an :class:`UnchangedSignalWarning`: too little of it could be judged noise; so
+        is one with too few frames other than digital silence (an all-zero one included).
     max_iter : int
         EM iterations.
     sparsity : float
@@ -644,8 +650,6 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
     y = _validate_signal(y)
     W = _validate_dictionary(W, framing)
     _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing, mask_floor)
-    if y.size == 0 or not np.any(y):
-        return np.zeros_like(y)
     pieces = denoise_blocks(lambda: iter((y,)), y.size, W, noise_rank=noise_rank, max_iter=max_iter,
                             sparsity=sparsity, noise=noise, seed=seed, chunk_frames=chunk_frames, framing=framing,
                             mask_floor=mask_floor)

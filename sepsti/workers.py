@@ -5,7 +5,8 @@ with one BLAS thread (:func:`sepsti.core.parallel.processes.process_pool`: the w
 parallelism, and every worker then computes as one process alone does). Results come back in the
 order of the tasks, each after the warnings its task raised (issued again here, so that they print in
 that order too), and at most two tasks per worker are submitted ahead of the first unfinished one,
-so that a long list of files is never read into memory at once.
+so that a long list of files is never read into memory at once. :meth:`Workers.outcomes` gives each
+task's exception in its place: after one, no task starts, and the outcomes of those running still come.
 
 Workers ignore SIGINT. On Ctrl-C the tasks running finish (their outputs are complete files) and
 their results still come out, the tasks not started are skipped, and then the ``KeyboardInterrupt``
@@ -94,6 +95,17 @@ def _first(pending):
     return outcome
 
 
+def _outcome(pending):
+    """The first of the ``pending`` futures' ``(result, None)``, or ``(None, exception)`` if its task raised one,
+    or None if the task was skipped; it leaves them once it has come."""
+    try:
+        outcome = _first(pending)
+    except Exception as error:  # the task's own (a KeyboardInterrupt here is this process's)
+        pending.popleft()
+        return None, error
+    return None if outcome is None else (_issued(outcome), None)
+
+
 def _end(pool):
     """Stop the workers of ``pool`` now (SIGTERM) and let go of it."""
     for process in list((pool._processes or {}).values()):  # no public way before Python 3.14
@@ -155,26 +167,66 @@ class Workers:
             Each task's result, in the order of ``tasks``; a task's exception is raised here when its
             turn comes. On Ctrl-C, the results of the tasks that were running, then the ``KeyboardInterrupt``.
         """
+        for result, error in self.outcomes(function, tasks):
+            if error is not None:
+                raise error
+            yield result
+
+    def outcomes(self, function, tasks):
+        """``function(*arguments)`` for each tuple of ``tasks``, in order, and the exception each raised.
+
+        After a task's exception no task starts (with worker processes, none in a later call either);
+        the tasks running finish, and their outcomes come after it (a file one of them wrote can still
+        be reported).
+
+        Parameters
+        ----------
+        function : callable
+            A module-level function (pickled by reference).
+        tasks : iterable of tuple
+            Its arguments, consumed as workers become free.
+
+        Yields
+        ------
+        (object, None) or (None, Exception)
+            Each task's result, or the exception it raised, in the order of ``tasks``. On Ctrl-C, the
+            outcomes of the tasks that were running, then the ``KeyboardInterrupt``.
+        """
         if self._pool is None:
             for arguments in tasks:
-                yield function(*arguments)
+                try:
+                    result = function(*arguments)
+                except Exception as error:
+                    yield None, error
+                    return
+                yield result, None
             return
         import collections
 
         pending = collections.deque()
         try:
             for index, arguments in enumerate(tasks):
+                if self._stop.is_set():
+                    break
                 pending.append(self._pool.submit(_run, index, function, arguments))
                 if len(pending) >= 2 * self.jobs:
-                    yield _issued(_first(pending))
-            while pending:
-                yield _issued(_first(pending))
-        except KeyboardInterrupt:  # the tasks not started are skipped, the results of those running still come
+                    yield self._next(pending)
+            while pending and (outcome := self._next(pending)) is not None:
+                yield outcome
+        except KeyboardInterrupt:  # the tasks not started are skipped, the outcomes of those running still come
             self._stop.set()
             try:
-                while pending and (outcome := _first(pending)) is not None:
-                    yield _issued(outcome)
+                while pending and (outcome := _outcome(pending)) is not None:
+                    yield outcome
             except KeyboardInterrupt:  # a second one: __exit__ stops the running tasks
                 self._abandoned = True
                 raise
             raise
+
+    def _next(self, pending):
+        """The first pending task's outcome (:func:`_outcome`); after an exception, the tasks not started are
+        skipped."""
+        outcome = _outcome(pending)
+        if outcome is not None and outcome[1] is not None:
+            self._stop.set()
+        return outcome

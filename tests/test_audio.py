@@ -92,6 +92,69 @@ def test_output_format():
             output_format(bad)
 
 
+@pytest.mark.parametrize("name, rate, channels, fragment", [
+    ("a.ogg", 384000, 1, "cannot hold 384000 Hz (Vorbis holds at most 192000 Hz)"),  # libvorbis crashes there
+    ("a.ogg", 8000, 256, "at most 255"), ("a.opus", 44100, 1, "Opus holds 8000, 12000, 16000, 24000, 48000 Hz"),
+    ("a.mp3", 96000, 1, "MP3 holds 8000, 11025"), ("a.mp3", 8000, 3, "3 channels (MP3 files hold at most 2)"),
+    ("a.flac", 96001, 1, "in steps of 10 Hz"), ("a.flac", 8000, 9, "at most 8"),
+    ("a.htk", 44100, 1, "would say 44247 Hz"), ("a.htk", 8000, 2, "at most 1"), ("a.wve", 44100, 1, "8000 Hz"),
+    ("a.svx", 96000, 1, "at most 65535 Hz"), ("a.mpc2k", 65536, 1, "at most 65535 Hz"), ("a.voc", 8000, 3, "at most 2"),
+    ("a.avr", 8000, 3, "at most 2"), ("a.ircam", 8000, 257, "at most 256"),
+    ("a.sd2", 8000, 1, "resource fork"), ("a.sds", 8000, 1, "drops"), ("a.xi", 44100, 1, "no sample rate"),
+])
+def test_output_format_refuses_what_the_format_cannot_hold(tmp_path, name, rate, channels, fragment):
+    """Refused before anything is written: libsndfile would crash, refuse after the work, or write another rate, a
+    file it cannot read back or fewer samples."""
+    import re
+
+    from sepsti.audio import open_output
+
+    with pytest.raises(ParameterError, match=re.escape(fragment)):
+        output_format(name, sample_rate=rate, channels=channels)
+    with pytest.raises(ParameterError, match=re.escape(fragment)), open_output(tmp_path / name, rate,
+                                                                              channels=channels):
+        pass
+    assert os.listdir(tmp_path) == []
+
+
+def test_every_output_format_accepts_comes_back_as_written(tmp_path):
+    """Each extension, with sample formats kept or not, at rates and channel counts output_format accepts: the file
+    reads back at its rate, with its channels and every sample (an odd length: AIFF and VOC files of one byte per
+    sample, and 24-bit PAF ones, would change it; they get 16-bit samples)."""
+    extensions = ["wav", "aiff", "au", "avr", "caf", "flac", "htk", "ircam", "mat4", "mat5", "mp3", "mpc2k", "nist",
+                  "ogg", "opus", "paf", "pvf", "rf64", "svx", "voc", "w64", "wavex", "wve"]
+    accepted = 0
+    for extension in extensions:
+        for like in (None, "PCM_U8", "ULAW", "PCM_24"):
+            for rate in (4000, 8000, 11025, 44100, 65536, 96001, 200000):  # not libvorbis's crash
+                for channels in (1, 3):
+                    path = tmp_path / f"out.{extension}"
+                    try:
+                        fmt, subtype = output_format(path, like, sample_rate=rate, channels=channels)
+                    except ParameterError:
+                        continue
+                    signal = 0.1 * np.sin(0.01 * np.arange(2001))[:, None] * np.arange(1, channels + 1)
+                    soundfile.write(path, signal, rate, subtype=subtype, format=fmt)
+                    info = soundfile.info(path)
+                    assert (info.samplerate, info.channels, info.frames) == (rate, channels, 2001), \
+                        (extension, like, rate, channels)
+                    accepted += 1
+    assert accepted > 200
+    assert output_format("a.aiff", "ULAW") == output_format("a.aiff", "PCM_S8") == ("AIFF", "PCM_16")
+    assert output_format("a.voc", "PCM_U8") == ("VOC", "PCM_16")
+    assert output_format("a.paf", "PCM_24") == ("PAF", "PCM_16")
+
+
+def test_an_output_opened_at_another_rate_is_refused(tmp_path, monkeypatch):
+    """Should libsndfile open a file at another rate than asked (XI files are always 44100 Hz), nothing is written."""
+    from sepsti import audio
+
+    monkeypatch.setattr(audio, "output_format", lambda *args, **options: ("XI", "DPCM_16"))
+    with pytest.raises(ParameterError, match=r"out\.xi: libsndfile writes XI files at 44100 Hz, not 8000 Hz"):
+        write_audio(tmp_path / "out.xi", np.zeros(100), 8000)
+    assert os.listdir(tmp_path) == []
+
+
 def test_write_audio_pcm16_atomic_and_clipped(tmp_path, rng):
     y = rng.uniform(-1, 1, 4000)
     y[0], y[1] = 1.7, -3.0

@@ -818,3 +818,143 @@ def test_max_reduction_0_keeps_mains_hum_too(workdir, tiny_dictionary):
     result = _enhance(tiny_dictionary, source, "-o", workdir / "out.wav", "--max-reduction", "0")
     assert result.exit_code == 0, result.stderr
     np.testing.assert_allclose(soundfile.read(workdir / "out.wav")[0], noisy, rtol=0, atol=1.01 / 32768)
+
+
+# --------------------------------------------------------------------------------------------
+# outputs a format cannot hold, failures among several files, folders and names
+
+
+def test_vorbis_above_192_khz_is_refused_where_libvorbis_crashed(workdir, tiny_dictionary):
+    """``-o OUT.ogg`` from a 384 kHz file: one line and exit 2, where libvorbis crashed the command (status 139)
+    and left an empty temporary file (a process of its own here: a crash would end the tests)."""
+    import subprocess
+    import sys
+
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    soundfile.write(workdir / "high.wav", noisy[:RATE // 2], 384000, subtype="PCM_16")
+    before = snapshot(workdir)
+    result = subprocess.run([sys.executable, "-m", "sepsti", "enhance", str(workdir / "high.wav"), "-o",
+                             str(workdir / "out.ogg"), "--dictionary", str(tiny_dictionary)], capture_output=True,
+                            text=True, cwd=Path(__file__).resolve().parents[1])
+    assert (result.returncode, result.stdout) == (2, ""), result
+    assert result.stderr == (f"Error: {workdir / 'out.ogg'}: a '.ogg' file cannot hold 384000 Hz (Vorbis holds at most "
+                             "192000 Hz); use .wav\n")
+    assert snapshot(workdir) == before and no_temp_files(workdir)
+
+
+@pytest.mark.parametrize("rate, name, fragment", [
+    (192001, "out.ogg", "cannot hold 192001 Hz (Vorbis holds at most 192000 Hz)"),
+    (44100, "out.wve", "WVE files are 8000 Hz"), (44100, "out.htk", "would say 44247 Hz"),
+    (44100, "out.opus", "Opus holds"), (44100, "out.sds", "drops"), (RATE, "out.xi", "no sample rate"),
+    (RATE, "out.sd2", "resource fork")])
+def test_an_output_format_that_cannot_hold_the_input_is_refused_before_any_work(workdir, tiny_dictionary, rate, name,
+                                                                                 fragment):
+    """Refused with the other checks, before the first file is enhanced (the good file first gets no output),
+    where libsndfile crashed, wrote another rate or fewer samples, or a file it cannot read."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    soundfile.write(workdir / f"in{Path(name).suffix}", noisy[:RATE // 2], rate, subtype="PCM_16", format="WAV")
+    before = snapshot(workdir)
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", workdir / f"in{Path(name).suffix}", "--out-dir",
+                      workdir / "out")
+    assert_one_line_error(result, f"in{Path(name).suffix}", fragment)
+    assert snapshot(workdir) == before and not (workdir / "out").exists()
+    result = _enhance(tiny_dictionary, workdir / f"in{Path(name).suffix}", "-o", workdir / name)
+    assert_one_line_error(result, name, fragment)
+    assert snapshot(workdir) == before
+
+
+@pytest.mark.parametrize("name, subtype", [("out.wve", "ALAW"), ("out.aiff", "PCM_16"), ("out.voc", "PCM_16")])
+def test_outputs_keep_the_rate_and_length_where_the_format_holds_them(workdir, tiny_dictionary, name, subtype):
+    """An 8 kHz WVE file; an A-law input of odd length as AIFF or VOC is 16-bit (one byte per sample read back a
+    sample more)."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    odd = noisy[:len(noisy) // 2 * 2 - 1]
+    soundfile.write(workdir / "alaw.wav", odd, RATE, subtype="ALAW")
+    result = _enhance(tiny_dictionary, workdir / "alaw.wav", "-o", workdir / name, "--iterations", 2)
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
+    info = soundfile.info(workdir / name)
+    assert (info.samplerate, info.frames, info.subtype) == (RATE, len(odd), subtype)
+
+
+def test_a_folder_given_as_input_is_named_as_such(workdir, tiny_dictionary):
+    (workdir / "folder").mkdir()
+    before = snapshot(workdir)
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", workdir / "folder", "--out-dir", workdir / "out")
+    assert_one_line_error(result, "folder: is a directory")
+    assert snapshot(workdir) == before and not (workdir / "out").exists()
+
+
+def test_a_failure_removes_the_folders_the_command_created_while_empty(workdir, tiny_dictionary, monkeypatch):
+    """Created folders left empty by a failure go (not the ones that were there); with an output in them they stay."""
+    from sepsti.commands import enhance as command
+    from sepsti.core.errors import ParameterError
+
+    real = command.enhance_file
+
+    def failing(audio, target, *args, **options):
+        if audio.path.name == "second.wav":
+            raise ParameterError(f"{target}: cannot write it (libsndfile: System error.; the disk is full)")
+        return real(audio, target, *args, **options)
+
+    monkeypatch.setattr(command, "enhance_file", failing)
+    (workdir / "second.wav").write_bytes((workdir / "noisy.wav").read_bytes())
+    (workdir / "there").mkdir()
+    result = _enhance(tiny_dictionary, workdir / "second.wav", "--out-dir", workdir / "there" / "new" / "deep")
+    assert_one_line_error(result, "the disk is full")
+    assert os.listdir(workdir / "there") == []
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", workdir / "second.wav", "--out-dir",
+                      workdir / "new" / "deep", "--iterations", 2)
+    assert_one_line_error(result, "the disk is full")
+    assert os.listdir(workdir / "new" / "deep") == ["noisy.wav"]
+
+
+def test_jobs_report_the_files_finished_after_another_files_error(workdir, tiny_corpus, tiny_dictionary, monkeypatch):
+    """With two workers, the first file fails (another program created its output meanwhile) once the other worker
+    has written the second: each file written is reported, in the inputs' order, then the error."""
+    import time
+
+    from sepsti.commands import enhance as command
+
+    inputs = sorted((tiny_corpus / "noisy" / "hum_5dB").glob("*.wav"))[:3]
+    real = command.enhance_file
+
+    def racing(audio, target, *args, **options):
+        if audio.path == inputs[0]:
+            deadline = time.monotonic() + 60
+            while not (target.parent / inputs[1].name).exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            target.write_bytes(b"written by another program meanwhile")
+        return real(audio, target, *args, **options)
+
+    monkeypatch.setattr(command, "enhance_file", racing)  # the workers are forked with it
+    (workdir / "out").mkdir()
+    result = _enhance(tiny_dictionary, *inputs, "--out-dir", workdir / "out", "--jobs", 2, "--iterations", 5)
+    assert_one_line_error(result, inputs[0].name, "created by another program")
+    written = [workdir / "out" / path.name for path in inputs[1:] if (workdir / "out" / path.name).exists()]
+    assert written[:1] == [workdir / "out" / inputs[1].name]  # the third one too if it started in time
+    assert result.stdout.splitlines() == [f"wrote {path}" for path in written]
+    assert no_temp_files(workdir / "out")
+
+
+def test_names_with_a_line_break_print_quoted_on_one_line(workdir, tiny_dictionary):
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    short = workdir / "sh\nort.wav"
+    soundfile.write(short, noisy[:RATE // 2], RATE, subtype="PCM_16")
+    target = workdir / "out\nput.wav"
+    result = _enhance(tiny_dictionary, short, "-o", target)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"wrote {str(target)!r}\n"
+    assert result.stderr.startswith(f"Warning: {str(short)!r}: too short") and result.stderr.count("\n") == 1
+    assert soundfile.info(target).frames == RATE // 2
+
+
+def test_digital_silence_throughout_is_written_unchanged_with_its_line(workdir, tiny_dictionary):
+    """Two seconds of zeros get the line a float file of 1e-40 gets."""
+    soundfile.write(workdir / "zeros.wav", np.zeros(2 * RATE), RATE, subtype="PCM_16")
+    soundfile.write(workdir / "tiny.wav", np.full(2 * RATE, 1e-40), RATE, subtype="FLOAT")
+    result = _enhance(tiny_dictionary, workdir / "zeros.wav", workdir / "tiny.wav", "--out-dir", workdir / "out")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and all("too little sound" in line and line.endswith("written unchanged") for line in lines)
+    assert [line.split(": ")[1] for line in lines] == [str(workdir / "zeros.wav"), str(workdir / "tiny.wav")]
+    assert not np.any(soundfile.read(workdir / "out" / "zeros.wav")[0])

@@ -64,15 +64,21 @@ def test_train_dictionary(rng):
 
 
 def test_all_zero_input_gives_all_zero_output(toy_dictionary):
-    for length in (0, 10, 4000):
-        out = denoise(np.zeros(length), toy_dictionary)
+    from sepsti.denoise import UnchangedSignalWarning
+
+    for length in (0, 10, 4000, 2 * SR):
+        with pytest.warns(UnchangedSignalWarning):  # too short, or too little sound besides digital silence
+            out = denoise(np.zeros(length), toy_dictionary)
         assert out.shape == (length,) and not np.any(out)
 
 
 def test_output_length_finite_and_deterministic(rng, toy_dictionary):
-    for length in (100, 257, 3001):   # shorter than a frame, odd lengths
+    from sepsti.denoise import UnchangedSignalWarning
+
+    for length in (100, 257, 3001):   # shorter than a frame, odd lengths: given back as too short
         y = 0.01 * rng.standard_normal(length)
-        out = denoise(y, toy_dictionary, max_iter=20)
+        with pytest.warns(UnchangedSignalWarning):
+            out = denoise(y, toy_dictionary, max_iter=20)
         assert out.shape == y.shape and np.all(np.isfinite(out))
     y = toy_speech(rng, 2.0) + 0.01 * rng.standard_normal(2 * SR)  # long enough to be enhanced
     out = denoise(y, toy_dictionary, seed=4)
@@ -239,16 +245,17 @@ def test_a_noise_model_of_another_framing_is_refused(rng):
 
 def test_short_signals_are_left_as_they_are_at_every_framing(rng):
     """The short-signal rule counts the framing's frames; the mask hook then sees gain 1 everywhere."""
-    from sepsti.denoise import denoise_blocks
+    from sepsti.denoise import UnchangedSignalWarning, denoise_blocks
 
     wide = features.framing_for_rate(16000)
     W = rng.uniform(0.5, 1.0, (wide.n_bins, 4))
     y = 0.01 * rng.standard_normal(int(1.4 * wide.sample_rate))  # 45 frames of 32 ms
     assert features.num_frames(len(y), framing=wide) < min_frames(5, wide) == 47
-    np.testing.assert_array_equal(denoise(y, W, framing=wide), y)
     gains = []
-    out = np.concatenate(list(denoise_blocks(lambda: iter((y,)), len(y), W, framing=wide,
-                                             mask_fn=lambda speech, noise, floor: gains.append((speech, noise)))))
+    with pytest.warns(UnchangedSignalWarning, match=r"\(45 frames, 1.40 s; at least 47, 1.44 s"):
+        np.testing.assert_array_equal(denoise(y, W, framing=wide), y)
+        out = np.concatenate(list(denoise_blocks(lambda: iter((y,)), len(y), W, framing=wide,
+                                                 mask_fn=lambda speech, noise, floor: gains.append((speech, noise)))))
     np.testing.assert_array_equal(out, y)
     dense = features.enhancement_framing(wide)  # the enhancer's frames
     assert sum(speech.shape[1] for speech, _ in gains) == features.num_frames(len(y), framing=dense)
@@ -532,15 +539,19 @@ def test_short_signals_are_left_as_they_are(rng, toy_dictionary):
     """Under 1.44 s (47 frames), or fewer than 4 frames per noise atom: too little to tell noise from speech, the input
     comes back."""
     assert min_frames(5) == min_frames(2) == 47 and min_frames(20) == 80
+    from sepsti.denoise import UnchangedSignalWarning
+
     for seconds in (0.1, 0.3, 1.4):
         y = toy_speech(rng, 1.5)[:int(seconds * SR)] + 0.01 * rng.standard_normal(int(seconds * SR))
         assert features.num_frames(len(y)) < min_frames(5)
-        np.testing.assert_array_equal(denoise(y, toy_dictionary), y)
-        np.testing.assert_array_equal(denoise(y, toy_dictionary, noise_rank=2), y)
+        with pytest.warns(UnchangedSignalWarning, match="too short"):
+            np.testing.assert_array_equal(denoise(y, toy_dictionary), y)
+            np.testing.assert_array_equal(denoise(y, toy_dictionary, noise_rank=2), y)
     y = 0.01 * rng.standard_normal(int(1.5 * SR))
     assert min_frames(5) <= features.num_frames(len(y)) < min_frames(20)
     assert not np.array_equal(denoise(y, toy_dictionary, max_iter=5), y)
-    np.testing.assert_array_equal(denoise(y, toy_dictionary, noise_rank=20), y)
+    with pytest.warns(UnchangedSignalWarning, match="too short"):
+        np.testing.assert_array_equal(denoise(y, toy_dictionary, noise_rank=20), y)
 
 
 def test_noise_rank_above_the_bins_is_refused(toy_dictionary):
@@ -578,6 +589,40 @@ def test_digital_silence_around_a_recording_changes_nothing(toy_dictionary, seco
     # measured: input 0.1 dB, plain 8.8 dB, padded 8.6 dB with 1 s (commit 281ca3f, before silence was skipped:
     # 3.2 dB), 8.8 dB with 10 s (before segments of silence took a neighbour's model: an error)
     assert padded > before + 3.0 and abs(padded - plain) < 0.5, (before, plain, padded)
+
+
+def test_short_and_silent_signals_come_back_with_a_warning(rng, toy_dictionary):
+    """Too short to learn its noise from, or digital silence throughout (as a signal of 1e-40 is treated): the
+    signal comes back with an UnchangedSignalWarning, which ``evaluate`` reports as "scored unchanged"; not so
+    with a noise model given."""
+    from types import SimpleNamespace
+
+    from sepsti.commands.evaluate import enhance_and_score
+    from sepsti.denoise import UnchangedSignalWarning, denoise_blocks
+    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
+
+    short = toy_speech(rng, 1.4) + 0.01 * rng.standard_normal(int(1.4 * SR))
+    message = r"too short to learn its noise from \(45 frames, 1.40 s; at least 47, 1.44 s, at a noise rank of 5\)"
+    with pytest.warns(UnchangedSignalWarning, match=message):
+        np.testing.assert_array_equal(denoise(short, toy_dictionary), short)
+    with pytest.warns(UnchangedSignalWarning, match="at least 100, 3.14 s, at a noise rank of 25"):
+        np.testing.assert_array_equal(denoise(np.tile(short, 2), toy_dictionary, noise_rank=25), np.tile(short, 2))
+    with pytest.warns(UnchangedSignalWarning, match="too short"):
+        list(denoise_blocks(lambda: iter((short,)), len(short), toy_dictionary))
+    for silent in (np.zeros(2 * SR), np.full(2 * SR, 1e-40)):
+        with pytest.warns(UnchangedSignalWarning, match="too little sound"):
+            np.testing.assert_array_equal(denoise(silent, toy_dictionary), silent)
+    noise = learn_noise(lambda: iter((features.magnitude(0.01 * rng.standard_normal(2 * SR)),)), 3)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not np.any(denoise(np.zeros(2 * SR), toy_dictionary, noise=noise))
+        assert not np.array_equal(denoise(short, toy_dictionary, noise=noise, max_iter=2), short)
+    recording = SimpleNamespace(clean=short, noisy=short + 0.01, sample_rate=SR, path="short.wav")
+    scores, reason = enhance_and_score(recording, load_dictionary(narrowband_dictionary_path()), {"noise_rank": 5},
+                                       ["sdr"])
+    assert reason.startswith("too short to learn its noise from") and scores["enhanced"] == scores["input"]
 
 
 def test_too_little_sound_besides_digital_silence_is_left_as_it_is(toy_dictionary):

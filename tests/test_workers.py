@@ -42,6 +42,33 @@ def test_results_and_their_warnings_come_in_the_order_of_the_tasks():
     assert [str(warning.message) for warning in caught] == [f"task {index}" for index in range(5)]
 
 
+def _fail_first(index, seconds):
+    time.sleep(seconds)
+    if index == 0:
+        raise ValueError("task 0 failed")
+    return index
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_after_an_exception_the_tasks_running_still_give_their_outcomes(jobs):
+    """The first task fails after 1 s while the other worker runs the three handed out behind it: their results
+    come after the exception, in order, and no other task starts; with one job nothing runs after it."""
+    started = []
+
+    def tasks():
+        for index in range(8):
+            started.append(index)
+            yield index, 1.0 if index == 0 else 0.0
+
+    with workers.Workers(jobs) as pool:
+        outcomes = list(pool.outcomes(_fail_first, tasks()))
+    assert isinstance(outcomes[0][1], ValueError) and outcomes[0][0] is None
+    assert outcomes[1:] == ([(1, None), (2, None), (3, None)] if jobs > 1 else [])
+    assert max(started) <= 4  # the task generator is not read on once the exception has come
+    with workers.Workers(jobs) as pool, pytest.raises(ValueError, match="task 0 failed"):
+        list(pool.map(_fail_first, tasks()))
+
+
 _SCRIPT = """
 import os, signal, sys, time
 from sepsti.workers import Workers

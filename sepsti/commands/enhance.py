@@ -4,7 +4,7 @@ Every input and every output is validated before any file is processed: all
 inputs and the ``--noise-sample`` are read and checked block by block (format,
 rate, length, finite samples; the sample at least ``--noise-rank`` frames), the
 dictionary is loaded and checked, and every output path is checked (not an input, not existing unless
-``--overwrite``, folder writable, format writable). A bad third file therefore
+``--overwrite``, folder writable, format writable at its input's rate and channels). A bad third file therefore
 stops the command before the first output is written. Each output is then
 written atomically (temporary file, then a rename that, without
 ``--overwrite``, refuses a file that appeared meanwhile), so a file is either
@@ -28,6 +28,7 @@ of an input above its dictionary's is enhanced with the speech share of the top
 modelled band (:class:`sepsti.bandwidth.UpperBand`).
 """
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -96,6 +97,25 @@ def _check_out_dir(out_dir):
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise ParameterError(f"--out-dir {out_dir}: cannot create it ({parent} is not a writable directory)")
     return True
+
+
+def _missing_folders(folder):
+    """``folder`` and those of its parents that do not exist, deepest first."""
+    missing = []
+    folder = Path(folder)
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _shown(path):
+    """A path as the command prints it: as it is, or quoted like a Python string where it holds a line break
+    or another control character (which would break or garble the line)."""
+    import unicodedata
+
+    text = str(path)
+    return repr(text) if any(unicodedata.category(character) in ("Cc", "Zl", "Zp") for character in text) else text
 
 
 def _single_threaded_blas():
@@ -328,6 +348,41 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
             return copy_file(audio, target, overwrite=overwrite), str(reason)
 
 
+def _process(checked, outputs, overwrite, options, noise_models, progress, jobs):
+    """Enhance the checked inputs into their outputs, one line each; after a failure, the files finished
+    meanwhile (by other workers) are still reported, then the failure is raised."""
+    from sepsti.core.progress import above, progress_bar, warnings_above
+    from sepsti.workers import Workers, resolve_jobs
+
+    workers = min(resolve_jobs(jobs), len(checked))
+    file_bar = (progress is not False and workers == 1, bool(progress))  # with workers, their bars would mix
+    tasks = ((audio, target, speech_dictionary, overwrite, file_bar,
+              {**options, **({"noise": noise_models[speech_dictionary.framing]} if noise_models else {})})
+             for (audio, speech_dictionary), target in zip(checked, outputs))
+    show = len(checked) > 1 and progress is not False
+    failure = None
+    with progress_bar(len(checked), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar, \
+            warnings_above(bar), Workers(workers) as pool:
+        for (audio, _), target, (result, error) in zip(checked, outputs, pool.outcomes(process_file, tasks)):
+            if error is not None:
+                failure = failure or error
+                continue
+            clipped, reason = result
+            bar.update(1)
+            with above(bar):  # on a terminal, a line of its own, not one after the bar
+                if reason is not None:
+                    click.echo(f"Warning: {_shown(audio.path)}: {reason}; written unchanged", err=True)
+                if clipped:
+                    remedy = ("scale the input into [-1, 1] to keep them" if audio.peak > 1.0 else
+                              "the enhanced signal overshoots where the input is near full scale; lower the input's "
+                              "level to keep them")
+                    click.echo(f"Warning: {_shown(target)}: {clipped} samples beyond full scale were clipped (the "
+                               f"input's peak is {audio.peak:.3g}); {remedy}", err=True)
+                click.echo(f"wrote {_shown(target)}")
+    if failure is not None:
+        raise failure
+
+
 @click.command("enhance")
 @click.argument("inputs", nargs=-1, required=True, metavar="IN...", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
@@ -400,25 +455,25 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     from sepsti.noise_model import validate_noise_rank
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path, wideband_dictionary_path
 
+    # --- validation: nothing is written until everything has passed ---
     inputs = [Path(path) for path in inputs]
+    headers = [audio_info(path) for path in inputs]  # a missing input or a folder is named before any output
     outputs = plan_outputs(inputs, output, out_dir)
     dictionary_paths = [Path(dictionary)] if dictionary is not None else [narrowband_dictionary_path(),
                                                                            wideband_dictionary_path()]
-
-    # --- validation: nothing is written until everything has passed ---
     create_out_dir = _check_out_dir(out_dir) if out_dir is not None else False
-    for target in outputs:
+    for target, header in zip(outputs, headers):
         if not create_out_dir:
             check_output_path(target, overwrite=overwrite,
                               inputs=[*inputs, *dictionary_paths, *([noise_sample] if noise_sample else [])])
-        output_format(target)
+        # the output has the input's rate, channels and (where its format holds it) sample format
+        output_format(target, header.subtype, sample_rate=header.sample_rate, channels=header.channels)
     loaded = {}
-    if dictionary is not None:  # a bad --dictionary is reported before any input is read
+    if dictionary is not None:  # a bad --dictionary is reported before any input's samples are read
         loaded[Path(dictionary)] = load_dictionary(dictionary)
     checked = []
-    for path in inputs:
-        dictionary_path = Path(dictionary) if dictionary is not None else \
-            dictionary_path_for_rate(audio_info(path).sample_rate)
+    for path, header in zip(inputs, headers):
+        dictionary_path = Path(dictionary) if dictionary is not None else dictionary_path_for_rate(header.sample_rate)
         if dictionary_path not in loaded:
             loaded[dictionary_path] = load_dictionary(dictionary_path)
         speech_dictionary = loaded[dictionary_path]
@@ -437,9 +492,6 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             samples[framing] = sample
 
     # --- processing (the noise sample's model first: a sample with too little sound stops the command here) ---
-    from sepsti.core.progress import above, progress_bar, warnings_above
-    from sepsti.workers import Workers, resolve_jobs
-
     options = {"noise_rank": noise_rank, "seed": seed, "channels": channels}
     if iterations is not None:
         options["max_iter"] = iterations
@@ -463,25 +515,13 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
                               framing.sample_rate)
             noise_models[framing] = learn_noise(functools.partial(sample_magnitudes, blocks, framing), noise_rank,
                                                 seed=seed, name=f"--noise-sample {noise_sample}")
-    if create_out_dir:
+    created = _missing_folders(out_dir) if create_out_dir else []  # removed again if left empty by a failure
+    if created:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-    workers = min(resolve_jobs(jobs), len(inputs))
-    file_bar = (progress is not False and workers == 1, bool(progress))  # with workers, their bars would mix
-    tasks = ((audio, target, speech_dictionary, overwrite, file_bar,
-              {**options, **({"noise": noise_models[speech_dictionary.framing]} if noise_models else {})})
-             for (audio, speech_dictionary), target in zip(checked, outputs))
-    show = len(inputs) > 1 and progress is not False
-    with progress_bar(len(inputs), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar, \
-            warnings_above(bar), Workers(workers) as pool:
-        for (audio, _), target, (clipped, reason) in zip(checked, outputs, pool.map(process_file, tasks)):
-            bar.update(1)
-            with above(bar):  # on a terminal, a line of its own, not one after the bar
-                if reason is not None:
-                    click.echo(f"Warning: {audio.path}: {reason}; written unchanged", err=True)
-                if clipped:
-                    remedy = ("scale the input into [-1, 1] to keep them" if audio.peak > 1.0 else
-                              "the enhanced signal overshoots where the input is near full scale; lower the input's "
-                              "level to keep them")
-                    click.echo(f"Warning: {target}: {clipped} samples beyond full scale were clipped (the input's "
-                               f"peak is {audio.peak:.3g}); {remedy}", err=True)
-                click.echo(f"wrote {target}")
+    try:
+        _process(checked, outputs, overwrite, options, noise_models, progress, jobs)
+    except BaseException:
+        for folder in created:  # deepest first; a folder holding anything stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise

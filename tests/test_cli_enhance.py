@@ -803,7 +803,7 @@ def test_max_reduction_bounds_the_attenuation(workdir, tiny_dictionary):
                     "-3").exit_code == 2
     before = snapshot(workdir)
     assert_one_line_error(_enhance(tiny_dictionary, workdir / "noisy.wav", "--out-dir", workdir / "nan",
-                                   "--max-reduction", "nan"), "--max-reduction", "'nan' is not a number of dB")
+                                   "--max-reduction", "nan"), "--max-reduction", "'nan' is not a finite number")
     assert snapshot(workdir) == before and not (workdir / "nan").exists()
 
 

@@ -303,6 +303,17 @@ def test_jobs_give_the_warnings_of_one_job_in_order(tmp_path, tiny_dictionary):
     assert "sp21_white_sn5.wav" in warned[1][0] and "sp23_white_sn5.wav" in warned[1][-1]
 
 
+def test_an_all_zero_recording_is_said_to_be_scored_unchanged(tmp_path, tiny_dictionary):
+    """Digital silence throughout: the enhancer leaves it as it is, and the line says so (as for short files)."""
+    corpus = make_corpus(tmp_path / "corpus", seed=5, train=(), test=("sp21", "sp22"), noises=("white",), snrs=(5,))
+    silent = corpus / "noisy" / "white_5dB" / "sp22_white_sn5.wav"
+    soundfile.write(silent, np.zeros(soundfile.info(silent).frames), 8000, subtype="PCM_16")
+    result = run(["evaluate", "--corpus", corpus, "--dictionary", tiny_dictionary, "--iterations", 3])
+    assert result.exit_code == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "scored unchanged" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"Warning: {silent}: "), result.stderr
+
+
 def test_warnings_print_above_the_progress_bar(tmp_path, tiny_dictionary):
     """From workers too: each on a line of its own (the bar is cleared first), in the order of the recordings."""
     import subprocess
@@ -670,9 +681,10 @@ def test_samples_far_beyond_full_scale_are_refused_before_any_work(tmp_path, sca
 
 
 @pytest.mark.parametrize("iterations", ["100001", "2000000000", "99999999999999999999"])
-def test_iterations_are_bounded_and_documented_as_exact(tmp_path, iterations):
-    # (the folder is never looked at: the option is refused first)
-    result = run(["evaluate", "--corpus", tmp_path / "nowhere", "--iterations", iterations])
+@pytest.mark.parametrize("command, unit", [(["evaluate", "--corpus"], "mixture"), (["enhance", "-o", "out.wav"], "file")])
+def test_iterations_are_bounded_and_documented_as_exact(tmp_path, iterations, command, unit):
+    # (the input is never looked at: the option is refused first)
+    result = run([*command, tmp_path / "nowhere", "--iterations", iterations])
     assert_one_line_error(result, "'--iterations'", "1<=x<=100000")
-    text = " ".join(run(["evaluate", "--help"]).stdout.split())
-    assert "EM iterations per mixture: exactly this many" in text and "[1<=x<=100000]" in text
+    text = " ".join(run([command[0], "--help"]).stdout.split())
+    assert f"EM iterations per {unit}: exactly this many" in text and "[1<=x<=100000]" in text

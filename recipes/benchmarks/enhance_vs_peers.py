@@ -232,7 +232,8 @@ def main(argv=None):
     if unknown or not chosen:
         raise SystemExit(f"--methods: {', '.join(unknown) or 'none given'}; choose from {', '.join(ENHANCERS)}")
 
-    from sepsti.commands.evaluate import METRICS, enhance_signal, parse_list, score_signals
+    from sepsti.commands import parse_list
+    from sepsti.commands.evaluate import METRICS, enhance_signal, score_signals
     from sepsti.core.errors import ParameterError
     from sepsti.metrics import unavailable_scores
     from sepsti.recordings import Dictionaries, find_recordings

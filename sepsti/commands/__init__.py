@@ -7,17 +7,57 @@ import click
 SEED = click.IntRange(0, 2 ** 32 - 1)
 
 
-class _Decibels(click.FloatRange):
-    """A number of dB in a range; NaN, which a range's comparisons let through, is refused too."""
 
-    name = "decibels"
+#: ``--iterations`` of ``enhance``, ``evaluate`` and ``train``: at most 100000 EM iterations (EM keeps a
+#: log-likelihood history of that length, 0.8 MB; a count beyond it asked for gigabytes or more than NumPy can hold).
+ITERATIONS = click.IntRange(min=1, max=100_000)
+
+
+def parse_list(text, name, convert=str, example=None):
+    """Split ``"a,b"`` into ``[convert("a"), convert("b")]``; None stays None.
+
+    The list options of every command (``--noise``, ``--snr``, ``--ranks``, ...) are read so.
+
+    Parameters
+    ----------
+    text : str or None
+    name : str
+        The option without its dashes, for the messages.
+    convert : callable
+        Of each item; a ValueError means the item is not an integer.
+    example : str, optional
+        A valid list for the messages (default ``car,babble`` for ``noise``, else ``0,5``).
+
+    Raises
+    ------
+    ParameterError
+        If an item is empty or ``convert`` rejects it.
+    """
+    from sepsti.core.errors import ParameterError
+
+    if text is None:
+        return None
+    example = example or ("car,babble" if name == "noise" else "0,5")
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise ParameterError(f"--{name} {text!r}: empty item; give a comma-separated list like {example}")
+    try:
+        return [convert(item) for item in items]
+    except ValueError:
+        raise ParameterError(f"--{name} {text!r}: expected comma-separated integers like {example}") from None
+
+
+class FiniteRange(click.FloatRange):
+    """A number in a range; NaN and infinities, which a range's comparisons can let through, are refused too."""
 
     def convert(self, value, param, ctx):
+        import math
+
         number = super().convert(value, param, ctx)
-        if number != number:
-            self.fail(f"{value!r} is not a number of dB.", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
         return number
 
 
 #: ``--max-reduction`` of ``enhance`` and ``evaluate``: the most any bin is lowered, in dB.
-MAX_REDUCTION = _Decibels(min=0, max=120)
+MAX_REDUCTION = FiniteRange(min=0, max=120)

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED
-from sepsti.commands.evaluate import parse_list
+from sepsti.commands import SEED, parse_list
 from sepsti.core.errors import ParameterError
 
 __all__ = ["corpus", "parse_utterances", "pairing_problems"]

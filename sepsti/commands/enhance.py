@@ -33,7 +33,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import MAX_REDUCTION, SEED
+from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED
 
 __all__ = ["enhance", "plan_outputs"]
 
@@ -399,8 +399,9 @@ def _process(checked, outputs, overwrite, options, noise_models, progress, jobs)
 @click.option("--noise-sample", type=click.Path(path_type=Path), default=None,
               help="A recording of the noise alone: the noise dictionary is learned from it (any rate; resampled "
                    "to the rate of each input's dictionary) instead of from each file.")
-@click.option("--iterations", type=click.IntRange(min=1), default=None,
-              help="Cap on EM iterations per file (default: the enhancer's own).")
+@click.option("--iterations", type=ITERATIONS, default=None,
+              help="EM iterations per file: exactly this many, as the enhancer runs no convergence test "
+                   "(default: the enhancer's own).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")

@@ -57,9 +57,9 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import MAX_REDUCTION, SEED
+from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, parse_list
 
-__all__ = ["evaluate", "summarize", "format_table", "parse_list", "ITERATIONS", "enhance_and_score",
+__all__ = ["evaluate", "summarize", "format_table", "enhance_and_score",
            "enhance_signal", "score_signals", "score_mixture"]
 
 #: Every score, in the order of the JSON objects.
@@ -69,45 +69,6 @@ _SHOWN = {"sdr": (2, "dB"), "sir": (2, "dB"), "sar": (2, "dB"), "stoi": (3, ""),
 #: The scores computed by each optional package (for the message when it is missing).
 _PERCEPTUAL = {"stoi": ("stoi", "estoi"), "pesq": ("pesq",)}
 _PLOT_EXTENSIONS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
-
-
-#: ``--iterations`` of ``evaluate`` and ``train``: at most 100000 EM iterations (EM keeps a log-likelihood history
-#: of that length, 0.8 MB; a count beyond it asked for gigabytes or more than NumPy can hold).
-ITERATIONS = click.IntRange(min=1, max=100_000)
-
-
-def parse_list(text, name, convert=str, example=None):
-    """Split ``"a,b"`` into ``[convert("a"), convert("b")]``; None stays None.
-
-    The list options of every command (``--noise``, ``--snr``, ``--ranks``, ...) are read so.
-
-    Parameters
-    ----------
-    text : str or None
-    name : str
-        The option without its dashes, for the messages.
-    convert : callable
-        Of each item; a ValueError means the item is not an integer.
-    example : str, optional
-        A valid list for the messages (default ``car,babble`` for ``noise``, else ``0,5``).
-
-    Raises
-    ------
-    ParameterError
-        If an item is empty or ``convert`` rejects it.
-    """
-    from sepsti.core.errors import ParameterError
-
-    if text is None:
-        return None
-    example = example or ("car,babble" if name == "noise" else "0,5")
-    items = [item.strip() for item in text.split(",")]
-    if not all(items):
-        raise ParameterError(f"--{name} {text!r}: empty item; give a comma-separated list like {example}")
-    try:
-        return [convert(item) for item in items]
-    except ValueError:
-        raise ParameterError(f"--{name} {text!r}: expected comma-separated integers like {example}") from None
 
 
 def _metrics(rows):
@@ -519,9 +480,7 @@ def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
     framing = speech_dictionary.framing
     rate = framing.sample_rate
     signal = resample(noisy, sample_rate, rate)
-    if not np.any(signal):
-        speech = np.zeros_like(signal)
-    elif has_upper_band(sample_rate, framing):
+    if has_upper_band(sample_rate, framing):
         noisy = np.asarray(noisy, dtype=np.float64)
         upper = UpperBand(lambda: iter((noisy,)), sample_rate, len(noisy), framing)
         speech = np.concatenate(list(denoise_blocks(lambda: iter((signal,)), len(signal), speech_dictionary.W,

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED
+from sepsti.commands import SEED, FiniteRange, parse_list
 
-__all__ = ["SPEECH_MODEL", "FiniteRange", "compile_kernels", "select_rank"]
+__all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
 
 #: The model of magnitude spectrograms that ``select-rank`` (by default) and ``train --rank auto`` compare
 #: ranks of: quasi-Poisson with the STFT's own (Rayleigh) dispersion and the prior on the data's scale at
@@ -31,20 +31,7 @@ __all__ = ["SPEECH_MODEL", "FiniteRange", "compile_kernels", "select_rank"]
 SPEECH_MODEL = {"dispersion": "rayleigh", "prior_rate": "matched"}
 
 
-class FiniteRange(click.FloatRange):
-    """A number in a range; NaN and infinities, which a range's comparisons can let through, are refused too."""
-
-    def convert(self, value, param, ctx):
-        import math
-
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number
-
-
 def _ranks(text):
-    from sepsti.commands.evaluate import parse_list
     from sepsti.core.errors import ParameterError
 
     ranks = parse_list(text, "ranks", int, example="32,64,128")

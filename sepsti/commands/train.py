@@ -24,9 +24,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED
-from sepsti.commands.evaluate import ITERATIONS, parse_list
-from sepsti.commands.select_rank import FiniteRange
+from sepsti.commands import ITERATIONS, SEED, FiniteRange, parse_list
 
 __all__ = ["train"]
 

@@ -370,11 +370,11 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND, 
 
 
 def _checked(magnitudes):
-    """The chunks of ``magnitudes()``, each checked to be finite; at least one frame in all."""
+    """The chunks of ``magnitudes()``, each checked to be finite and non-negative; at least one frame in all."""
     frames = 0
     for V in magnitudes():
-        if not np.all(np.isfinite(V)):
-            raise ParameterError("magnitudes: contains NaN or Inf values")
+        if not np.all(np.isfinite(V) & (V >= 0)):
+            raise ParameterError("magnitudes: contains NaN, Inf or negative values; expected magnitudes of at least 0")
         frames += V.shape[1]
         yield V
     if not frames:

@@ -260,8 +260,8 @@ class NoisePowerTracker:
         magnitudes = np.asarray(magnitudes, dtype=np.float32)
         if magnitudes.ndim != 2 or magnitudes.shape[0] != len(self._sigma):
             raise ParameterError(f"magnitudes: expected shape ({len(self._sigma)}, n_frames), got {magnitudes.shape}")
-        if not np.all(np.isfinite(magnitudes)):
-            raise ParameterError("magnitudes: contains NaN or Inf values")
+        if not np.all(np.isfinite(magnitudes) & (magnitudes >= 0)):
+            raise ParameterError("magnitudes: contains NaN, Inf or negative values; expected magnitudes of at least 0")
         powers = np.square(magnitudes)
         forward = _recursion(powers, self._sigma, self._presence, self._c, self._age)
         self._powers = np.concatenate([self._powers, powers], axis=1)

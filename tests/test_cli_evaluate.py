@@ -681,7 +681,8 @@ def test_samples_far_beyond_full_scale_are_refused_before_any_work(tmp_path, sca
 
 
 @pytest.mark.parametrize("iterations", ["100001", "2000000000", "99999999999999999999"])
-@pytest.mark.parametrize("command, unit", [(["evaluate", "--corpus"], "mixture"), (["enhance", "-o", "out.wav"], "file")])
+@pytest.mark.parametrize("command, unit", [(["evaluate", "--corpus"], "mixture"),
+                                           (["enhance", "-o", "out.wav"], "file")])
 def test_iterations_are_bounded_and_documented_as_exact(tmp_path, iterations, command, unit):
     # (the input is never looked at: the option is refused first)
     result = run([*command, tmp_path / "nowhere", "--iterations", iterations])

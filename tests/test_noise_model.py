@@ -66,12 +66,14 @@ def test_a_tracked_floor_starts_the_tracker_at_a_stationary_noise_s_power(rng):
     assert QUIET_FLOOR_POWER < 1.0
 
 
+@pytest.mark.parametrize("bad", [np.nan, -1.0])
 @pytest.mark.parametrize("learn", [lambda m: track_noise(m, 5)[0], lambda m: learn_noise(m, 5)])
-def test_magnitudes_that_are_not_finite_are_refused_by_name(rng, learn):
-    """A NaN frame in track_noise gave no model ('too little sound'); learn_noise named an inner argument."""
+def test_magnitudes_that_are_not_magnitudes_are_refused_by_name(rng, learn, bad):
+    """A NaN frame in track_noise gave no model ('too little sound'); learn_noise named an inner argument;
+    a negative frame was squared."""
     V = rayleigh(rng, 200)
-    V[:, 5] = np.nan
-    with pytest.raises(ParameterError, match="^magnitudes: contains NaN or Inf"):
+    V[:, 5] = bad
+    with pytest.raises(ParameterError, match="^magnitudes: contains NaN, Inf or negative"):
         learn(chunks(V))
 
 
@@ -81,7 +83,7 @@ def test_separate_names_nan_magnitudes_not_too_little_sound(rng):
     V = rayleigh(rng, 200)
     V[:, 5] = np.nan
     W = rng.uniform(0.1, 1.0, (FRAMING.n_bins, 4))
-    with pytest.raises(ParameterError, match="^magnitudes: contains NaN or Inf"):
+    with pytest.raises(ParameterError, match="^magnitudes: contains NaN, Inf or negative"):
         separate(V, W / W.sum(axis=0), max_iter=2)
 
 

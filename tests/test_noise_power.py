@@ -265,9 +265,11 @@ def test_a_starting_power_that_is_no_power_of_the_bins_is_refused(initial):
         NoisePowerTracker(initial, FRAMING)
 
 
-@pytest.mark.parametrize("magnitudes", [np.full((40, 10), np.nan), np.full((40, 10), np.inf), np.ones((30, 10))])
-def test_magnitudes_that_are_not_finite_or_of_other_bins_are_refused(magnitudes):
-    """NaN magnitudes gave estimates that were all NaN; other bins a broadcasting error."""
+@pytest.mark.parametrize("magnitudes", [np.full((40, 10), np.nan), np.full((40, 10), np.inf), -np.ones((40, 10)),
+                                        np.ones((30, 10))])
+def test_magnitudes_that_are_not_magnitudes_or_of_other_bins_are_refused(magnitudes):
+    """NaN magnitudes gave estimates that were all NaN, negative ones (a log spectrogram, say) were squared;
+    other bins gave a broadcasting error."""
     with pytest.raises(ParameterError, match="^magnitudes: "):
         track_noise_power(magnitudes, np.ones(40), FRAMING)
 

@@ -167,6 +167,26 @@ def test_write_audio_pcm16_atomic_and_clipped(tmp_path, rng):
     np.testing.assert_allclose(back[2:], y[2:], atol=1 / 32768)
 
 
+@pytest.mark.parametrize("subtype, step", [("PCM_16", 2 ** -15), ("PCM_24", 2 ** -23), ("PCM_32", 2 ** -31),
+                                           ("PCM_U8", 2 ** -7), ("ULAW", 0.025), ("ALAW", 0.025), ("FLOAT", None)])
+def test_samples_beyond_full_scale_saturate_and_are_counted(tmp_path, subtype, step):
+    """Integer and companded outputs saturate samples beyond full scale and count them; float outputs keep them."""
+    # libsndfile alone wraps μ-law and A-law samples beyond full scale around to the other sign
+    from sepsti.audio import open_output
+
+    y = np.array([0.5, 1.0, 1.0001, 1.05, 1.5, 2.0, -0.5, -1.0, -1.0001, -1.05, -1.5, -2.0])
+    with open_output(tmp_path / "out.wav", 8000, like=subtype) as output:
+        output.write(y)
+    assert soundfile.info(tmp_path / "out.wav").subtype == subtype
+    back, _ = soundfile.read(tmp_path / "out.wav")
+    if step is None:
+        assert output.clipped == 0
+        np.testing.assert_allclose(back, y, rtol=1e-7)
+    else:
+        assert output.clipped == 8  # the samples of magnitude above 1
+        np.testing.assert_allclose(back, np.clip(y, -1.0, 1.0), rtol=0, atol=step)
+
+
 def test_write_audio_failure_leaves_nothing(tmp_path):
     with pytest.raises(ParameterError):
         write_audio(tmp_path / "out.xyz", np.zeros(10), 8000)

@@ -22,6 +22,17 @@ def test_dictionary_for_rate(rate, wideband):
     assert bandwidth.dictionary_path_for_rate(rate) == expected
 
 
+@pytest.mark.parametrize("rate", [4000, 6000, 8000, 11025, 16000, 22050, 44100, 48000])
+def test_each_input_rate_is_enhanced_with_the_shipped_dictionary_of_its_band(rate):
+    """Inputs up to 8 kHz get the shipped 8 kHz dictionary, faster ones the 16 kHz one and above it an upper band."""
+    from sepsti.audio import validate_sample_rate
+
+    dictionary = load_dictionary(bandwidth.dictionary_path_for_rate(rate))
+    assert dictionary.framing == features.framing_for_rate(8000 if rate <= 8000 else 16000)
+    assert bandwidth.has_upper_band(rate, dictionary.framing) == (rate > 16000)
+    assert validate_sample_rate(rate, dictionary.sample_rate) == rate
+
+
 def test_shipped_dictionaries_load_with_their_framing():
     narrow = load_dictionary(default_dictionary_path())
     wide = load_dictionary(wideband_dictionary_path())

@@ -120,6 +120,33 @@ def test_the_recording_level_does_not_change_what_is_removed(rng, request, dicti
         np.testing.assert_allclose(denoise(level * noisy, W) / level, out, rtol=0, atol=1e-5 * np.max(np.abs(out)))
 
 
+def test_a_model_that_calls_nothing_speech_lowers_the_input_by_the_mask_floor(rng):
+    """A model calling nothing speech gives the input 26 dB down by default, or lowered by exactly the floor given."""
+    # noise below 3 kHz and a speech dictionary of one atom, the 4 kHz bin (docs/enhance.md, "The mask's floor")
+    n = 3 * SR
+    spectrum = np.fft.rfft(rng.standard_normal(n))
+    spectrum[np.fft.rfftfreq(n, 1 / SR) > 3000] = 0
+    y = 0.05 * np.fft.irfft(spectrum, n)
+    W = np.zeros((features.N_BINS, 1))
+    W[-1] = 1.0
+    given = 10 ** (-12 / 20)  # as --max-reduction 12
+    gains = {}
+    for floor in (None, given):
+        out = denoise(y, W) if floor is None else denoise(y, W, mask_floor=floor)
+        gains[floor] = out @ y / (y @ y)
+        assert np.linalg.norm(out - gains[floor] * y) < 2e-3 * np.linalg.norm(out)  # the input, scaled
+    assert 20 * np.log10(gains[None]) == pytest.approx(-26.0, abs=0.05)
+    assert gains[given] == pytest.approx(given, rel=1e-4)
+
+
+def test_a_mask_floor_of_one_gives_the_input_back_mains_hum_included(rng, toy_dictionary):
+    """At a mask floor of 1 the input comes back unchanged, mains hum included (subtracted at any lower floor)."""
+    t = np.arange(3 * SR) / SR
+    hum = 0.05 * sum(np.sin(2 * np.pi * 50 * k * t) / k for k in range(1, 6))
+    y = toy_speech(rng, 3.0) + 0.01 * rng.standard_normal(t.size) + hum
+    np.testing.assert_allclose(denoise(y, toy_dictionary, mask_floor=1.0), y, rtol=0, atol=1e-12)
+
+
 def test_a_dc_offset_is_noise(rng):
     """A microphone's DC offset is a steady noise in the lowest bins: it leaves at the mask's floor, no more."""
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
@@ -156,6 +183,35 @@ def test_plain_fit_when_sparsity_is_zero(rng, toy_dictionary, monkeypatch):
     assert speech.shape == noise.shape == V.shape
     # the prior moves magnitude from the speech part to the noise part
     assert sparse_speech.sum() < speech.sum() and sparse_noise.sum() > noise.sum()
+
+
+def test_speech_prior_rates_are_0_21_times_the_odds_of_each_frames_noise_share(rng, toy_dictionary, monkeypatch):
+    """By default a frame's speech prior rate is 0.21 · ρ / (1 − ρ), ρ its noise share (docs/enhance.md)."""
+    import sepsti.denoise as denoise_module
+    from sepsti.noise_power import median_magnitude
+
+    levels, fits = [], []
+
+    def recording_median(power):
+        levels.append(median_magnitude(power))
+        return levels[-1]
+
+    def recording_em(V, W, H, *, prior_rate_H, **kwargs):
+        fits.append((V, np.array(prior_rate_H)))
+        return poisson_nmf_em(V, W, H, prior_rate_H=prior_rate_H, **kwargs)
+
+    monkeypatch.setattr(denoise_module, "median_magnitude", recording_median)
+    monkeypatch.setattr(denoise_module, "poisson_nmf_em", recording_em)
+    denoise(toy_speech(rng, 2.0) + 0.01 * rng.standard_normal(2 * SR), toy_dictionary)
+    rank = toy_dictionary.shape[1]
+    assert fits and len(levels) == len(fits)
+    for level, (V, rates) in zip(levels, fits):
+        # ρ = Σ_f min(n_f, V_f) / Σ_f V_f, n the median noise magnitude predicted for the frame
+        share = np.minimum(level, V).sum(axis=0) / V.sum(axis=0)
+        below = share < 0.9  # the share is capped at 0.9 (test_speech_prior_rates)
+        assert below.sum() > 0.5 * below.size
+        expected = 0.21 * share[below] / (1 - share[below])
+        np.testing.assert_allclose(rates[:rank, below], np.tile(expected, (rank, 1)), rtol=1e-5)
 
 
 def colored_noise(rng, n, kind):
@@ -370,6 +426,44 @@ def test_noise_is_learned_beside_the_speech_dictionary_only_in_the_telephone_ban
         assert np.array_equal(alone.floor, beside.floor)
         assert np.array_equal(alone.W_noise, beside.W_noise) != changed
         np.testing.assert_allclose(beside.W_noise.sum(axis=1), 1.0)
+
+
+def test_atoms_of_three_frames_give_the_mask_their_centre_frame(rng, toy_dictionary, monkeypatch):
+    """Only the centre frame of atoms of three frames goes to the noise model, the speech part and so the mask."""
+    import sepsti.denoise as denoise_module
+    from sepsti.denoise import denoise_blocks
+
+    beside = []
+
+    def recording_track_noise(*args, speech, **kwargs):
+        beside.append(speech)
+        return track_noise(*args, speech=speech, **kwargs)
+
+    monkeypatch.setattr(denoise_module, "track_noise", recording_track_noise)
+    # the atoms' frames before and after the centre lie above 2 kHz, their centre frame below: the speech part is
+    # zero above 2 kHz, and that band comes out at the mask's floor
+    low = np.arange(features.N_BINS) < features.N_BINS // 2  # below 2 kHz
+    centre = toy_dictionary * low[:, None]
+    W = np.concatenate([toy_dictionary * ~low[:, None], centre, toy_dictionary * ~low[:, None]])
+    y = toy_speech(np.random.default_rng(11), 2.0) + 0.01 * rng.standard_normal(2 * SR)
+    speech = []
+    out = np.concatenate(list(denoise_blocks(lambda: iter((y,)), len(y), W,
+                                             mask_fn=lambda part, noise, floor: speech.append(part.copy()))))
+    assert len(beside) == 1
+    np.testing.assert_allclose(beside[0], centre / centre.sum(axis=0), rtol=1e-12)
+    speech = np.hstack(speech)
+    V = features.magnitude(y, framing=features.enhancement_framing(features.NARROWBAND))
+    assert speech.shape == V.shape and not np.any(speech[~low])
+    assert speech[low].sum() > 0.05 * V[low].sum()
+    frequency = np.fft.rfftfreq(len(y), 1 / SR)
+    spectra = np.abs(np.fft.rfft(y)) ** 2, np.abs(np.fft.rfft(out)) ** 2
+
+    def band_gain(lowest, highest):
+        band = (frequency > lowest) & (frequency < highest)
+        return np.sqrt(spectra[1][band].sum() / spectra[0][band].sum())
+
+    assert band_gain(2500, 3800) == pytest.approx(MASK_FLOOR, rel=1e-3)
+    assert band_gain(300, 1800) > 5 * MASK_FLOOR
 
 
 def test_speech_prior_rates():
@@ -623,6 +717,23 @@ def test_short_and_silent_signals_come_back_with_a_warning(rng, toy_dictionary):
     scores, reason = enhance_and_score(recording, load_dictionary(narrowband_dictionary_path()), {"noise_rank": 5},
                                        ["sdr"])
     assert reason.startswith("too short to learn its noise from") and scores["enhanced"] == scores["input"]
+
+
+def test_digital_silence_with_a_noise_model_comes_back_as_zeros_without_frames(rng, toy_dictionary):
+    """Zeros of two channels with a noise model: zeros of that shape, no warning, and no frame computed for mask_fn."""
+    import warnings
+
+    from sepsti.denoise import denoise_blocks
+
+    noise = learn_noise(lambda: iter((features.magnitude(0.01 * rng.standard_normal(2 * SR)),)), 3)
+    calls = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pieces = denoise_blocks(lambda: iter(np.split(np.zeros((2 * SR, 2)), [5000])), 2 * SR, toy_dictionary,
+                                noise=noise, mask_fn=lambda *parts: calls.append(parts))
+        out = np.concatenate(list(pieces))
+    assert out.shape == (2 * SR, 2) and not np.any(out)
+    assert calls == []
 
 
 def test_too_little_sound_besides_digital_silence_is_left_as_it_is(toy_dictionary):

@@ -193,6 +193,21 @@ def test_framing_for_rate():
         features.framing_for_rate(500)
 
 
+@pytest.mark.parametrize("rate, accepted", [(3999, False), (4000, True), (22050, True), (44100, True), (48000, True),
+                                            (48001, False)])
+def test_dictionaries_load_at_every_rate_from_4_to_48_khz(tmp_path, rng, rate, accepted):
+    """A dictionary trained at any rate from 4 kHz to 48 kHz, both included, loads with its framing; outside, none."""
+    framing = features.framing_for_rate(rate)
+    dictionary = _dictionary(rng)._replace(W=rng.gamma(1.0, 1.0, (framing.n_bins, 4)), sample_rate=rate,
+                                           n_fft=framing.n_fft, hop_length=framing.hop_length)
+    save_dictionary(tmp_path / "d.npz", dictionary)
+    if accepted:
+        assert load_dictionary(tmp_path / "d.npz").framing == framing
+    else:
+        with pytest.raises(ParameterError, match=f"sample_rate={rate}: expected 4000..48000 Hz"):
+            load_dictionary(tmp_path / "d.npz")
+
+
 def test_not_a_dictionary_file(tmp_path, rng):
     cases = {"missing.npz": None, "empty.npz": b"", "text.npz": b"hello, not numpy\n"}
     for name, content in cases.items():

@@ -238,6 +238,36 @@ def test_stoi_band_levels_show_speech_removed_and_noise_left(rng):
         stoi_band_levels(clean, clean, 8000, share=0.6)
 
 
+def _rising_tones():
+    """Tones at the centres of STOI's bands from 400 Hz (below, neighbouring tones beat within a window), all
+    rising by 20 dB over 5 s at STOI's own rate: in each such band the frames' order from weakest to strongest
+    is their order in time. Returns the signal, its times, the rate and the toned bands."""
+    from pystoi.stoi import CF
+
+    rate, seconds = 10000, 5.0
+    time = np.arange(int(rate * seconds)) / rate
+    toned = np.asarray(CF) >= 400
+    tones = sum(np.sin(2 * np.pi * f * time + k) for k, f in enumerate(np.asarray(CF)[toned]))
+    return 10 ** (time / seconds - 1) * tones, time / seconds, rate, toned
+
+
+def test_band_levels_compare_the_weakest_and_strongest_30_percent_of_frames():
+    """The levels are over the weakest and strongest 30 % of frames (docs/metrics.md): gaps between them leave 0 dB."""
+    from sepsti.metrics import stoi_band_levels
+
+    clean, fraction, rate, toned = _rising_tones()
+
+    def muted(*spans):
+        return clean * ~np.any([(fraction >= start) & (fraction < stop) for start, stop in spans], axis=0)
+
+    strong, weak, _ = stoi_band_levels(clean, muted((0.33, 0.67)), rate)
+    np.testing.assert_allclose(strong[toned], 0.0, atol=1e-9)
+    np.testing.assert_allclose(weak[toned], 0.0, atol=1e-9)
+    # gaps just inside the weakest and the strongest 30 % lower both levels
+    strong, weak, _ = stoi_band_levels(clean, muted((0.24, 0.29), (0.71, 0.76)), rate)
+    assert np.all(strong[toned] < -0.5) and np.all(weak[toned] < -0.5), (strong, weak)
+
+
 def test_band_scores_undefined_with_a_warning():
     from sepsti.metrics import stoi_band_levels, stoi_bands
 

@@ -532,7 +532,8 @@ class _Output:
     def write(self, block):
         block = np.asarray(block, dtype=np.float64)
         if self._clip:
-            # libsndfile wraps rather than saturates out-of-range values on integer formats.
+            # libsndfile wraps out-of-range values around on mu-law and A-law (saturating PCM): clipped here for all,
+            # and counted
             outside = np.abs(block) > 1.0
             if outside.any():
                 self.clipped += int(np.count_nonzero(outside))

@@ -231,13 +231,12 @@ def clean_signals(corpus, split="train"):
     -------
     list of (str, ndarray, int)
         ``(id, y, sample_rate)`` in id order, for every id of the split with a
-        clean file.
+        clean file, each at its file's own rate (rates may differ from file to file).
 
     Raises
     ------
     ParameterError
-        If no clean file of the split exists, if files are unreadable, or if
-        their sample rates differ.
+        If no clean file of the split exists, or if files are unreadable.
     """
     index = _as_index(corpus)
     wanted = split_ids(split)
@@ -245,14 +244,7 @@ def clean_signals(corpus, split="train"):
     if not present:
         raise ParameterError(f"{index.root}: no clean files for the {_split_label(split)} split "
                              f"({_ranges(wanted)}); found clean: {_ranges(index.ids)}")
-    signals = []
-    for utterance in present:
-        y, sample_rate = read_audio(index.clean[utterance])
-        if signals and sample_rate != signals[0][2]:
-            raise ParameterError(f"{index.clean[utterance]}: sample rate {sample_rate} Hz differs from "
-                                 f"{signals[0][2]} Hz of {index.clean[signals[0][0]]}")
-        signals.append((utterance, y, sample_rate))
-    return signals
+    return [(utterance, *read_audio(index.clean[utterance])) for utterance in present]
 
 
 def _as_set(values, name, convert):

@@ -6,9 +6,12 @@ invoked, so ``sepsti --help`` starts fast. Errors a user can fix
 with status 2 and one line ``Error: <what>: <why>``; so do click's usage errors
 (a bad option value, a missing argument), without the usage block; anything
 else exits 1. Output into a pipe whose reader has left ends quietly with status 141
-(as after SIGPIPE). Warnings (e.g. EM stopping at its iteration cap, STI chains that
+(as after SIGPIPE); SIGTERM ends a command with status 143 after removing the files it was
+writing (Ctrl-C: 130). Warnings (e.g. EM stopping at its iteration cap, STI chains that
 did not equilibrate) print as one line ``Warning: <what>`` on stderr. File
-names that are not valid UTF-8 print with backslash escapes instead of failing.
+names that are not valid UTF-8 print with backslash escapes instead of failing; in
+errors, names holding a line break or another control character print quoted as
+``sepsti enhance`` prints them, so that the error stays one line.
 """
 
 import contextlib
@@ -46,13 +49,28 @@ class InternalError(click.ClickException):
 
 
 def _describe_os_error(error):
-    where = error.filename if error.filename is not None else "file"
-    why = error.strerror or str(error)
+    from sepsti.commands import shown
+
+    where = shown(error.filename) if error.filename is not None else "file"
+    why = error.strerror or _one_line(str(error))
     return f"{where}: {why}"
 
 
+def _one_line(message):
+    """``message`` with each word holding a line break or another control character (a file name) quoted as
+    ``sepsti enhance`` prints such names, so that it stays one line."""
+    from sepsti.commands import shown
+
+    words = []
+    for word in message.split(" "):
+        start = len(word) - len(word.lstrip("("))
+        end = max(start, len(word.rstrip(":;,)")))
+        words.append(word[:start] + shown(word[start:end]) + word[end:])
+    return " ".join(words)
+
+
 def _one_line_warning(message, category, filename, lineno, line=None):
-    return f"Warning: {message}\n"
+    return f"Warning: {_one_line(str(message))}\n"
 
 
 def _usage_error(error):
@@ -86,6 +104,26 @@ def _quiet_stdout():
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+@contextlib.contextmanager
+def _sigterm_raised():
+    """SIGTERM raised as :class:`sepsti.workers.Terminated` while a command runs (in the main thread), so that
+    the files being written are removed; the previous handler afterwards."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from sepsti.workers import raise_on_sigterm
+
+    previous = signal.getsignal(signal.SIGTERM)
+    raise_on_sigterm()
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class _LazyGroup(click.Group):
     """A group that imports a subcommand's module only when it runs."""
 
@@ -107,16 +145,23 @@ class _LazyGroup(click.Group):
             raise _usage_error(error) from None
 
     def invoke(self, ctx):
+        from sepsti.workers import Terminated
+
         warnings.formatwarning = _one_line_warning
         _escape_unencodable_output()
         try:
-            return super().invoke(ctx)
+            with _sigterm_raised():
+                return super().invoke(ctx)
         except click.UsageError as error:
             if _is_help_request(error):
                 raise
             raise _usage_error(error) from None
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except Terminated:
+            # a SIGTERM's conventional status; the files being written were removed
+            click.echo("Terminated.", err=True)
+            raise click.exceptions.Exit(143) from None
         except KeyboardInterrupt:
             # the conventional status of a SIGINT, after whatever was finished has been kept
             click.echo("Interrupted.", err=True)
@@ -125,13 +170,13 @@ class _LazyGroup(click.Group):
             _quiet_stdout()
             raise click.exceptions.Exit(141) from None
         except ParameterError as error:
-            raise InputError(str(error)) from None
+            raise InputError(_one_line(str(error))) from None
         except OSError as error:
             raise InputError(_describe_os_error(error)) from None
         except Exception as error:
             if os.environ.get("SEPSTI_DEBUG"):
                 raise
-            raise InternalError(f"internal failure: {type(error).__name__}: {error}") from None
+            raise InternalError(_one_line(f"internal failure: {type(error).__name__}: {error}")) from None
 
 
 class _LazyCommand(click.Command):

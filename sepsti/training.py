@@ -50,11 +50,20 @@ class TrainSplit(NamedTuple):
         X : ndarray, shape (n_bins · (2 · context + 1), n_frames)
         utterances : list of str
             The files it was made of, in order.
+
+        Raises
+        ------
+        ParameterError
+            A file whose rate :func:`sepsti.audio.validate_sample_rate` refuses (found from the headers,
+            before any file is read), an unreadable or too short file, or a silent split.
         """
         from sepsti import features
-        from sepsti.audio import resample, validate_frames
+        from sepsti.audio import resample, validate_frames, validate_sample_rate
+        from sepsti.corpora.audio import audio_info
 
         rate, n_fft = self.framing.sample_rate, self.framing.n_fft
+        for path in self.paths:  # every header before any file is read: a rate no resampling takes is refused
+            validate_sample_rate(audio_info(path).sample_rate, rate, name=str(path))
         signals, utterances = [], []
         for utterance, y, sample_rate in self.load():
             y = resample(y, sample_rate, rate)

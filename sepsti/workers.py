@@ -10,13 +10,15 @@ task's exception in its place: after one, no task starts, and the outcomes of th
 
 Workers ignore SIGINT. On Ctrl-C the tasks running finish (their outputs are complete files) and
 their results still come out, the tasks not started are skipped, and then the ``KeyboardInterrupt``
-is raised; a second Ctrl-C ends the running tasks too (SIGTERM: a file being written leaves its
-temporary file, as after ``kill -9``). On Linux the workers end with this process, however it ends.
+is raised; a second Ctrl-C ends the running tasks too. SIGTERM, once :func:`raise_on_sigterm` has
+armed it, ends the running tasks at once, in the workers as here: it is raised as :class:`Terminated`
+where the task is, so that a file being written is removed (only ``kill -9`` leaves a temporary file,
+until the next write of the same output). On Linux the workers end with this process, however it ends.
 """
 
 import os
 
-__all__ = ["WORKER_MEMORY", "resolve_jobs", "Workers"]
+__all__ = ["WORKER_MEMORY", "resolve_jobs", "Terminated", "raise_on_sigterm", "Workers"]
 
 #: Memory (bytes) set aside per worker when ``--jobs 0`` picks the count: above the peak of one file
 #: (a 10-minute 16 kHz file with mains hum, or 8 channels at 48 kHz: under 300 MB, docs/enhance.md).
@@ -48,15 +50,43 @@ def resolve_jobs(jobs):
     return cores if memory is None else max(1, min(cores, memory // WORKER_MEMORY))
 
 
-_SHARED = {}  # in a worker: the parent's stop event, and the index of the latest task started
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as an interrupt is (the same cleanup runs), after which nothing running is waited for."""
+
+
+def raise_on_sigterm(when=None):
+    """Raise :class:`Terminated` in this process's main thread on SIGTERM (once: later ones are ignored, so that
+    the cleanup it starts runs to its end).
+
+    Parameters
+    ----------
+    when : callable, optional
+        Raise only while it returns true; otherwise the signal ends the process as it does by default.
+    """
+    import os
+    import signal
+
+    def _terminated(signum, frame):
+        if when is None or when():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # another one (a worker's parent ending) spares the cleanup
+            raise Terminated
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, _terminated)
+
+
+_SHARED = {}  # in a worker: the parent's stop event, the index of the latest task started, whether one runs
 
 
 def _start_worker(stop, latest):
-    """Workers leave SIGINT to the parent, which decides what is finished."""
+    """Workers leave SIGINT to the parent, which decides what is finished; SIGTERM ends a running task (its
+    files are removed) or else the worker, quietly."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _SHARED.update(stop=stop, latest=latest)
+    _SHARED.update(stop=stop, latest=latest, running=False)
+    raise_on_sigterm(when=lambda: _SHARED["running"])
 
 
 def _run(index, function, arguments):
@@ -65,6 +95,7 @@ def _run(index, function, arguments):
     Once the parent has set the stop event, a task is skipped unless a later one has started: the
     tasks that run are always the first ones.
     """
+    import signal
     import warnings
 
     latest = _SHARED["latest"]
@@ -73,7 +104,13 @@ def _run(index, function, arguments):
             return None
         latest.value = max(latest.value, index)
     with warnings.catch_warnings(record=True) as caught:
-        result = function(*arguments)
+        _SHARED["running"] = True
+        try:
+            result = function(*arguments)
+        except Terminated:  # its files are removed: the worker ends as the signal would have ended it
+            os._exit(128 + signal.SIGTERM)
+        finally:
+            _SHARED["running"] = False
     return result, [(str(warning.message), warning.category, warning.filename, warning.lineno)
                     for warning in caught]
 
@@ -136,11 +173,13 @@ class Workers:
             self._pool = process_pool(self.jobs, _start_worker, (self._stop, context.Value("q", -1)))
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, exc_type, exc_value, traceback):
         if self._pool is None:
             return
         pool, self._pool = self._pool, None
         self._stop.set()  # the tasks not started are skipped
+        if isinstance(exc_value, Terminated):
+            self._abandoned = True
         try:
             if not self._abandoned:
                 pool.shutdown(wait=True, cancel_futures=True)  # the tasks running finish
@@ -213,8 +252,11 @@ class Workers:
                     yield self._next(pending)
             while pending and (outcome := self._next(pending)) is not None:
                 yield outcome
-        except KeyboardInterrupt:  # the tasks not started are skipped, the outcomes of those running still come
+        except KeyboardInterrupt as interrupt:  # the tasks not started are skipped; those running finish
             self._stop.set()
+            if isinstance(interrupt, Terminated):
+                self._abandoned = True
+                raise
             try:
                 while pending and (outcome := _outcome(pending)) is not None:
                     yield outcome

@@ -775,6 +775,35 @@ def test_two_concurrent_runs_on_one_output_give_one_file_and_one_error(workdir, 
     assert no_temp_files(workdir)
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigterm_removes_the_files_being_written_and_exits_143(tmp_path, tiny_dictionary, jobs):
+    """``kill`` during a write: status 143, one line, and nothing of the outputs left (Ctrl-C would finish them
+    with several jobs; ``kill`` stops them at once)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = np.random.default_rng(8)
+    inputs = []
+    for index in range(jobs):
+        inputs.append(tmp_path / f"long{index}.wav")
+        soundfile.write(inputs[-1], 0.1 * rng.standard_normal(600 * RATE), RATE, subtype="PCM_16")
+    out = tmp_path / "out"
+    out.mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "sepsti", "enhance", *map(str, inputs), "--out-dir", str(out),
+                                "--dictionary", str(tiny_dictionary), "--jobs", str(jobs)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(out.glob(".*sepsti-tmp*"))) < jobs:
+        assert time.monotonic() < deadline and process.poll() is None, "no file was being written"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=30)
+    assert process.returncode == 143 and stderr == "Terminated.\n" and stdout == "", (stdout, stderr)
+    assert os.listdir(out) == []
+
+
 def test_max_reduction_bounds_the_attenuation(workdir, tiny_dictionary):
     """``--max-reduction 0`` gives the input back; 12 dB keeps more of it than the default 26 dB, and the output
     keeps at least the input's energy lowered by 12 dB (every bin of the mask is at least 10^(-12/20))."""

@@ -4,7 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from sepsti.cli import cli
-from test_cli_train import assert_one_line_error, make_corpus
+from test_cli_train import assert_one_line_error, claimed_rate, make_corpus
 
 TINY = ["--preset", "blocks", "--ranks", "2,3", "--temperatures", "2", "--samples", "12", "--keep", "6",
         "--blocks", "2", "--replicates", "2", "--quiet"]
@@ -253,7 +253,7 @@ def test_counts_are_bounded(tmp_path, args, fragments):
 
 #: What the library calls its settings: never in a message about an option.
 _FIELD_NAMES = ("num_", "step_a", "step_b", "power=", "temperatures=", "sigma=", "alpha=", "evaluate=",
-                "stream keys", "File exists")
+                "dispersion=", "stream keys", "File exists")
 
 
 @pytest.mark.parametrize("args, fragments", [
@@ -274,6 +274,7 @@ _FIELD_NAMES = ("num_", "step_a", "step_b", "power=", "temperatures=", "sigma=",
     (["--frames", "1"], ["--blocks 8 (the blocks preset's): the 257 x 1 matrix cuts into at most 1 x 1 blocks"]),
     (["--preset", "reference", "--sampler", "psgld"], ["--sampler psgld: block-parallel chains, not the reference"]),
     (["--preset", "reference", "--sampler", "sgld", "--blocks", "2"], ["--sampler sgld: block-parallel chains"]),
+    (["--dispersion", "1e-30"], ["--dispersion 1e-30: the 257 x ", "more than 2**53 counts", "give --dispersion "]),
 ])
 def test_messages_name_the_options_as_typed(tiny_corpus, monkeypatch, args, fragments):
     import sepsti.core.evidence.sti_nmf
@@ -282,6 +283,34 @@ def test_messages_name_the_options_as_typed(tiny_corpus, monkeypatch, args, frag
     result = _invoke("--corpus", tiny_corpus, "--preset", "blocks", *args)
     assert_one_line_error(result, *fragments)
     assert not any(name in result.stderr for name in _FIELD_NAMES), result.stderr
+
+
+def test_the_smallest_dispersion_suggested_is_taken(tiny_corpus, monkeypatch):
+    import sepsti.core.evidence.sti_nmf
+    from sepsti.core.errors import ParameterError
+
+    result = _invoke("--corpus", tiny_corpus, *TINY, "--dispersion", "1e-30")
+    suggested = result.stderr.split("give --dispersion ")[1].split()[0]
+
+    def sampled(X, ranks, **options):
+        raise ParameterError(f"sampling with dispersion {options['dispersion']}")
+
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
+    assert_one_line_error(_invoke("--corpus", tiny_corpus, *TINY, "--dispersion", suggested),
+                          f"sampling with dispersion {float(suggested)}")
+
+
+def test_unusable_sample_rate_of_a_training_file_is_refused_by_name(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", train=("sp01", "sp02", "sp03"), test=(), noises=(), snrs=())
+    claimed_rate(1_999_999_999)(corpus / "clean" / "sp02.wav")
+    assert_one_line_error(_invoke("--corpus", corpus, *TINY),
+                          f"{corpus / 'clean' / 'sp02.wav'}: sample rate 1999999999 Hz is outside 4000..384000 Hz")
+
+
+def test_names_with_a_line_break_are_quoted_on_one_line(tmp_path):
+    json_path = tmp_path / "new\nfolder" / "r.json"
+    assert_one_line_error(_invoke("--corpus", tmp_path, *TINY, "--json", json_path),
+                          f"{str(json_path)!r}: output folder {str(json_path.parent)!r} does not exist")
 
 
 def test_checkpoint_is_a_new_or_empty_folder_or_a_checkpoint(tiny_corpus, tmp_path):

@@ -5,6 +5,7 @@ with ``test_cli_enhance.py`` and ``test_cli_evaluate.py``.
 """
 
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -305,6 +306,62 @@ def test_bad_training_file(tmp_path, content, fragments):
     assert snapshot(tmp_path) == before
 
 
+def claimed_rate(rate):
+    """Write a 16-bit WAV of 1.6 s of speech at 8 kHz whose header claims ``rate`` Hz instead."""
+    def write(target):
+        soundfile.write(target, speech_like(np.random.default_rng(2)), RATE, subtype="PCM_16")
+        header = bytearray(target.read_bytes())
+        struct.pack_into("<II", header, 24, rate, 2 * rate)  # the fmt chunk's sample rate and byte rate
+        target.write_bytes(bytes(header))
+    return write
+
+
+@pytest.mark.parametrize("rate, fragments", [
+    (2_000_000_000, ("sp02.wav: sample rate 2000000000 Hz is outside 4000..384000 Hz",)),
+    (1_999_999_999, ("sp02.wav: sample rate 1999999999 Hz is outside",)),  # was a MemoryError: a 4e10-tap filter
+    (383_999, ("sp02.wav: sample rate 383999 Hz has no short ratio to 8000 Hz",)),
+])
+def test_unusable_sample_rate_of_a_training_file_is_refused_before_any_file_is_read(tmp_path, monkeypatch, rate,
+                                                                                     fragments):
+    import sepsti.corpora.noizeus
+
+    corpus = _corpus_with(tmp_path, "sp02.wav", claimed_rate(rate))
+    monkeypatch.setattr(sepsti.corpora.noizeus, "read_audio", None)  # never reached: the headers tell
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 2])
+    assert_one_line_error(result, *fragments)
+    assert not (tmp_path / "d.npz").exists()
+
+
+def test_clean_files_of_mixed_rates_train_on_their_resampling_to_the_dictionary_rate(tmp_path, monkeypatch):
+    """sp02 at 16 kHz among 8 kHz files: resampled like the others, not refused."""
+    from scipy.signal import resample_poly
+
+    import sepsti.denoise
+    from sepsti.dictionary import load_dictionary
+    from sepsti.features import training_matrix
+
+    corpus = make_corpus(tmp_path / "corpus", train=("sp01", "sp03"), test=(), noises=(), snrs=())
+    wide = speech_like(np.random.default_rng(3), rate=16000)
+    soundfile.write(corpus / "clean" / "sp02.wav", wide, 16000, subtype="FLOAT")
+    matrices, real = [], sepsti.denoise.train_dictionary
+
+    def recorder(X, rank, **options):
+        matrices.append(X)
+        return real(X, rank, **options)
+
+    monkeypatch.setattr(sepsti.denoise, "train_dictionary", recorder)
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 3])
+    assert result.exit_code == 0, result.stderr
+    dictionary = load_dictionary(tmp_path / "d.npz")
+    assert (dictionary.sample_rate, dictionary.files) == (8000, TRAIN)
+    signals = [soundfile.read(corpus / "clean" / f"{utterance}.wav")[0] for utterance in TRAIN]
+    signals[1] = resample_poly(wide, 1, 2)
+    expected = training_matrix(signals)
+    (X,) = matrices
+    assert X.shape == expected.shape
+    np.testing.assert_allclose(X, expected, rtol=1e-3, atol=1e-3 * expected.max())
+
+
 def test_all_zero_training_file_is_valid(tmp_path):
     corpus = _corpus_with(tmp_path, "sp02.wav", _float_wav(np.zeros(3000)))
     result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 2])
@@ -507,3 +564,43 @@ def test_ranks_that_would_be_ignored_or_misread_are_refused(tiny_corpus, tmp_pat
     result = run(["train", "--corpus", tiny_corpus, "-o", tmp_path / "d.npz", *args])
     assert_one_line_error(result, *fragments)
     assert not (tmp_path / "d.npz").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# names with a line break
+
+
+def test_errors_quote_names_with_a_line_break_on_one_line(tmp_path):
+    missing = tmp_path / "no\ncorpus"
+    result = run(["train", "--corpus", missing, "--rank", 2, "-o", tmp_path / "d.npz"])
+    assert_one_line_error(result, f"{str(missing)!r}: no such corpus folder")
+    # a name below a folder given, in a message of the corpus reader
+    corpus = _corpus_with(tmp_path / "my\nfiles", "sp02.wav", b"")
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz"])
+    assert_one_line_error(result, f"{str(corpus / 'clean' / 'sp02.wav')!r}: empty file")
+    # after an option, and two names in one message
+    output = tmp_path / "out\nput.txt"
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", output])
+    assert_one_line_error(result, f"-o {str(output)!r}: a dictionary is an .npz archive")
+    output = tmp_path / "new\nfolder" / "d.npz"
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", output])
+    assert_one_line_error(result, f"{str(output)!r}: output folder {str(output.parent)!r} does not exist")
+
+
+def test_os_and_internal_errors_quote_names_with_a_line_break_on_one_line(tmp_path, monkeypatch):
+    import sepsti.training
+
+    name = str(tmp_path / "a\nb.wav")
+
+    def failing(error):
+        def train_split(corpus, rate):
+            raise error
+        return train_split
+
+    monkeypatch.setattr(sepsti.training, "train_split", failing(PermissionError(13, "Permission denied", name)))
+    result = run(["train", "--corpus", tmp_path, "--rank", 2, "-o", tmp_path / "d.npz"])
+    assert_one_line_error(result, f"{name!r}: Permission denied")
+    monkeypatch.setattr(sepsti.training, "train_split", failing(RuntimeError(f"cannot map {name}")))
+    result = run(["train", "--corpus", tmp_path, "--rank", 2, "-o", tmp_path / "d.npz"])
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr == f"Error: internal failure: RuntimeError: cannot map {name!r}\n"

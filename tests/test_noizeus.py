@@ -92,6 +92,15 @@ def test_clean_signals_of_the_default_train_split(corpus):
     assert all(sample_rate == 8000 and y.dtype == np.float64 for _, y, sample_rate in signals)
 
 
+def test_clean_signals_keep_each_files_own_rate(tmp_path, rng):
+    """Rates may differ from file to file: what a consumer needs at one rate it resamples (the training matrix)."""
+    root = tmp_path / "c"
+    _int16(root / "clean" / "sp01.wav", rng.integers(-8000, 8000, 1000))
+    _int16(root / "clean" / "sp02.wav", rng.integers(-8000, 8000, 2000), sample_rate=16000)
+    assert [(utterance, len(y), rate) for utterance, y, rate in clean_signals(root)] == [("sp01", 1000, 8000),
+                                                                                          ("sp02", 2000, 16000)]
+
+
 def test_paper_split():
     assert TRAIN_IDS == tuple(f"sp{n:02d}" for n in range(1, 21))
     assert TEST_IDS == tuple(f"sp{n:02d}" for n in range(21, 31))

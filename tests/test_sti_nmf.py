@@ -220,6 +220,22 @@ def test_a_rank_equal_to_the_smaller_dimension_is_flagged_and_silence_refused():
     Rayleigh dispersion 0, the matched prior infinite) is refused by name instead of failing inside."""
     X = np.arange(16.0).reshape(8, 2)
     with pytest.warns(UserWarning, match=r"rank 2 = min\(8, 2\).*biased low"):
-        validate_identifiable_ranks([1, 2], X.shape)
+        validate_identifiable_ranks([1, 2], X.shape, sampler="mala")
     with pytest.raises(ParameterError, match="all zero"):
         select_rank_sti(np.zeros((8, 6)), [1], dispersion="rayleigh", prior_rate="matched")
+
+
+@pytest.mark.filterwarnings("ignore::sepsti.core.errors.ConvergenceWarning")  # chains of 20 iterations
+@pytest.mark.parametrize("preset, says, not_said", [
+    ("reference", "which the reference path's MALA chains do not spread along", "block-parallel"),
+    ("blocks", "how far the block-parallel pSGLD chains spread along them is not measured", "which the reference"),
+    ("paper", "how far the block-parallel SGLD chains spread along them is not measured", "which the reference"),
+])
+def test_the_warning_at_the_smaller_dimension_names_the_chains_of_the_preset_run(preset, says, not_said):
+    X = np.arange(1.0, 17.0).reshape(8, 2)
+    blocks = {} if preset == "reference" else {"num_blocks": 2}
+    with pytest.warns(UserWarning, match=r"rank 2 = min\(8, 2\)") as caught:
+        select_rank_sti(X, [2], preset=preset, num_intervals=2, num_steps=20, num_keep=10, num_replicates=2,
+                        **blocks)
+    (message,) = [str(w.message) for w in caught if "min(8, 2)" in str(w.message)]
+    assert says in message and not_said not in message

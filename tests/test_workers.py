@@ -71,24 +71,32 @@ def test_after_an_exception_the_tasks_running_still_give_their_outcomes(jobs):
 
 _SCRIPT = """
 import os, signal, sys, time
-from sepsti.workers import Workers
+from pathlib import Path
+from sepsti.core.io import atomic_path
+from sepsti.workers import Terminated, Workers, raise_on_sigterm
 
 def log(line):
     with open(sys.argv[1], "a") as file:
         file.write(line + "\\n")
 
 def task(index):
-    log(f"start {index}")
-    time.sleep(float(sys.argv[2]))
-    log(f"end {index}")
+    with atomic_path(Path(sys.argv[1]).parent / "out" / f"{index}.txt") as path:
+        path.write_text("partial")
+        log(f"start {index}")
+        time.sleep(float(sys.argv[2]))
+        log(f"end {index}")
     return index
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    if sys.argv[3] == "armed":
+        raise_on_sigterm()
     try:
         with Workers(2) as pool:
             for index in pool.map(task, ((index,) for index in range(8))):
                 log(f"got {index}")
+    except Terminated:
+        log("terminated")
     except KeyboardInterrupt:
         log("interrupted")
 """
@@ -96,13 +104,16 @@ if __name__ == "__main__":
 
 @pytest.fixture
 def two_running(tmp_path):
-    """A script whose two workers have started the first two of eight tasks of ``seconds`` each."""
+    """A script whose two workers have started the first two of eight tasks of ``seconds`` each, each writing
+    a file in ``out`` (SIGTERM armed with ``sigterm="armed"``)."""
     script, log = tmp_path / "script.py", tmp_path / "log.txt"
     script.write_text(_SCRIPT)
     started = []
 
-    def start(seconds):
-        process = subprocess.Popen([sys.executable, script, log, str(seconds)], stdout=subprocess.PIPE,
+    (tmp_path / "out").mkdir()
+
+    def start(seconds, sigterm="default"):
+        process = subprocess.Popen([sys.executable, script, log, str(seconds), sigterm], stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, start_new_session=True)
         started.append(process)
         deadline = time.monotonic() + 60
@@ -134,6 +145,16 @@ def test_a_second_ctrl_c_stops_the_running_tasks_at_once(two_running):
     os.killpg(process.pid, signal.SIGINT)
     process.communicate(timeout=15)  # the workers are gone too: nothing holds the script's stdout open
     assert log.read_text().splitlines()[2:] == ["interrupted"]
+    assert os.listdir(log.parent / "out") == []  # the files being written, temporaries included
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["parent", "group"])
+def test_sigterm_once_armed_stops_the_running_tasks_at_once_and_removes_their_files(two_running, group):
+    process, log = two_running(60, "armed")
+    (os.killpg if group else os.kill)(process.pid, signal.SIGTERM)
+    output, _ = process.communicate(timeout=15)  # the workers are gone too: nothing holds the script's stdout open
+    assert log.read_text().splitlines()[2:] == ["terminated"] and process.returncode == 0, output
+    assert os.listdir(log.parent / "out") == []  # the files being written, temporaries included
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers follow their parent on Linux")

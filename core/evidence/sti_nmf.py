@@ -32,7 +32,7 @@ from sepsti.core.models.poisson_nmf import prior_rate_at, validate_nonnegative_m
 from sepsti.core.random import stream
 
 __all__ = ["NMFChains", "PRESETS", "RAYLEIGH_VARIANCE_RATIO", "em_start", "rayleigh_dispersion", "select_rank_sti",
-           "validate_identifiable_ranks"]
+           "smallest_dispersion", "validate_identifiable_ranks"]
 
 #: Named settings of :func:`select_rank_sti`.
 PRESETS = {
@@ -49,6 +49,10 @@ PRESETS = {
 }
 
 
+#: How the warnings name the block-parallel samplers.
+_SAMPLER_NAMES = {"psgld": "pSGLD", "sgld": "SGLD"}
+
+
 #: The largest total of the modelled data X / dispersion, 2**53: beyond it float64 does not tell a count from the
 #: next. The estimates lose their precision long before they stop being finite: on 12 x 10 counts totalling 742
 #: the reference preset's standard error is 0.06 at dispersion 1, 0.66 at 1e-10, 489 at 1e-15, 2e7 at 1e-20 and
@@ -56,14 +60,23 @@ PRESETS = {
 _LARGEST_TOTAL = 2.0 ** 53
 
 
-def validate_identifiable_ranks(ranks, shape):
+def validate_identifiable_ranks(ranks, shape, *, sampler):
     """Warn of ranks the data cannot identify; returns ``ranks``.
 
     At R = min(n_rows, n_cols) W H can already equal any matrix, so larger
     ranks describe nothing more (their evidence only measures the prior);
     from R (n_rows + n_cols) > n_rows n_cols on the model has more parameters
     than the data have entries. At R = min(n_rows, n_cols) itself the
-    reference path's estimate runs low (docs/rank_selection.md).
+    reference path's estimate runs low (docs/rank_selection.md); that of the
+    block-parallel chains there is not measured.
+
+    Parameters
+    ----------
+    ranks : sequence of int
+    shape : tuple of int
+        ``(n_rows, n_cols)`` of the data.
+    sampler : {"mala", "psgld", "sgld"}
+        The chains run (:class:`ChainSettings`): what the warning at R = min(n_rows, n_cols) says.
     """
     import warnings
 
@@ -72,10 +85,17 @@ def validate_identifiable_ranks(ranks, shape):
     full = [r for r in ranks if r == min(rows, cols)]
     crowded = [r for r in ranks if r * (rows + cols) > rows * cols and r not in beyond + full]
     if full:
-        warnings.warn(f"rank {full[0]} = min{tuple(shape)}: beyond the scalings, W -> WQ, H -> Q^-1 H leaves the "
-                      f"fit unchanged for many Q, which the reference path's chains do not spread along at the "
-                      f"default lengths; its estimate is biased low (1.5-1.6 nats, about 2 standard errors, "
-                      f"at R = 2 on 8 x 2 and 10 x 2 counts)", UserWarning, stacklevel=3)
+        ridge = (f"rank {full[0]} = min{tuple(shape)}: beyond the scalings, W -> WQ, H -> Q^-1 H leaves the fit "
+                 "unchanged for many Q")
+        bias = "1.5-1.6 nats, about 2 standard errors, at R = 2 on 8 x 2 and 10 x 2 counts"
+        if sampler == "mala":
+            message = (f"{ridge}, which the reference path's MALA chains do not spread along at the default lengths; "
+                       f"its estimate is biased low ({bias})")
+        else:
+            message = (f"{ridge}; how far the block-parallel {_SAMPLER_NAMES[sampler]} chains spread along them is "
+                       f"not measured (the reference path's MALA chains do not at the default lengths, and its "
+                       f"estimate is biased low: {bias})")
+        warnings.warn(message, UserWarning, stacklevel=3)
     if beyond:
         warnings.warn(f"ranks {beyond} exceed min{tuple(shape)} = {min(rows, cols)}, where a factorization already "
                       f"fits any {rows} x {cols} matrix: the data cannot identify them", UserWarning, stacklevel=3)
@@ -83,6 +103,18 @@ def validate_identifiable_ranks(ranks, shape):
         warnings.warn(f"ranks {crowded} have more parameters (R x {rows + cols}) than the data have entries "
                       f"({rows * cols})", UserWarning, stacklevel=3)
     return ranks
+
+
+def smallest_dispersion(X):
+    """The smallest dispersion ``X`` may be divided by: sum(X) / 2**53.
+
+    Divided by it, X totals 2**53 counts, beyond which float64 does not tell a count from the next.
+
+    Returns
+    -------
+    float
+    """
+    return float(np.sum(X, dtype=np.float64)) / _LARGEST_TOTAL
 
 
 def em_start(X, rank, rng, *, prior_rate, iterations, threads=None):
@@ -270,18 +302,19 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
     if not np.any(X):
         raise ParameterError(f"X ({X.shape[0]} x {X.shape[1]}) is all zero (digital silence?): nothing to select a "
                              "rank on")
-    ranks = validate_identifiable_ranks(validate_ranks(ranks), X.shape)
+    ranks = validate_ranks(ranks)
     grid, chain, num_replicates = resolve_settings(PRESETS, preset, grid=grid, chain=chain,
                                                    num_replicates=num_replicates, **overrides)
+    validate_identifiable_ranks(ranks, X.shape, sampler=chain.sampler)
     prior_rate = validate_prior_rate(prior_rate)
     if isinstance(dispersion, str) and dispersion == "rayleigh":
         dispersion = rayleigh_dispersion(X)
     elif isinstance(dispersion, str) or not (np.isfinite(dispersion) and dispersion > 0):
         raise ParameterError(f"dispersion={dispersion!r}: expected 'rayleigh' or a positive number")
-    total = float(np.sum(X, dtype=np.float64))
-    if total > _LARGEST_TOTAL * dispersion:
-        raise ParameterError(f"dispersion={dispersion!r}: X sums to {total:.3g}, so X / dispersion would exceed 2**53 "
-                             f"counts; expected dispersion >= {total / _LARGEST_TOTAL:.3g}")
+    least = smallest_dispersion(X)
+    if dispersion < least:
+        raise ParameterError(f"dispersion={dispersion!r}: X sums to {least * _LARGEST_TOTAL:.3g}, so X / dispersion "
+                             f"would exceed 2**53 counts; expected dispersion >= {least:.3g}")
     if dispersion != 1.0:
         X = (X / dispersion).astype(X.dtype)
     model_settings = {"dispersion": float(dispersion)}

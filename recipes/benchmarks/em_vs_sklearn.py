@@ -36,20 +36,11 @@ RANK = 256
 
 
 def training_matrix(corpus, seed):
-    """The clean sp01–sp20 magnitudes, or a synthetic matrix of the same shape."""
-    from sepsti import features
-
+    """The clean sp01–sp20 magnitudes at 8 kHz (as `sepsti train` reads them), or a synthetic matrix that shape."""
     if corpus is not None:
-        try:
-            from sepsti.corpora.noizeus import clean_signals
+        from sepsti.training import train_split
 
-            signals = [y for _, y, _ in clean_signals(corpus, "train")]
-        except ImportError:
-            import soundfile
-
-            paths = sorted(Path(corpus).rglob("sp[0-9][0-9].wav"))
-            signals = [soundfile.read(p)[0] for p in paths if 1 <= int(p.stem[2:]) <= 20]
-        return features.training_matrix(signals), f"NOIZEUS clean sp01-sp20 ({corpus})"
+        return train_split(corpus, 8000).matrix()[0], f"NOIZEUS clean sp01-sp20 at 8 kHz ({corpus})"
     rng = np.random.default_rng(seed)
     return rng.gamma(0.5, 1500.0, (257, 1661)), "synthetic Gamma(0.5, 1500) matrix (NOIZEUS not found)"
 

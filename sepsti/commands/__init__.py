@@ -2,6 +2,15 @@
 
 import click
 
+def shown(path):
+    """A path as the commands print it: as it is, or quoted like a Python string where it holds a line break
+    or another control character (which would break or garble the line)."""
+    import unicodedata
+
+    text = str(path)
+    return repr(text) if any(unicodedata.category(character) in ("Cc", "Zl", "Zp") for character in text) else text
+
+
 #: ``--seed`` of every command: the seeds of :func:`sepsti.core.random.stream` lie below its ``KEY_LIMIT``
 #: (2**32), and a seed is its first key.
 SEED = click.IntRange(0, 2 ** 32 - 1)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED
+from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, shown
 
 __all__ = ["enhance", "plan_outputs"]
 
@@ -107,15 +107,6 @@ def _missing_folders(folder):
         missing.append(folder)
         folder = folder.parent
     return missing
-
-
-def _shown(path):
-    """A path as the command prints it: as it is, or quoted like a Python string where it holds a line break
-    or another control character (which would break or garble the line)."""
-    import unicodedata
-
-    text = str(path)
-    return repr(text) if any(unicodedata.category(character) in ("Cc", "Zl", "Zp") for character in text) else text
 
 
 def _single_threaded_blas():
@@ -371,14 +362,14 @@ def _process(checked, outputs, overwrite, options, noise_models, progress, jobs)
             bar.update(1)
             with above(bar):  # on a terminal, a line of its own, not one after the bar
                 if reason is not None:
-                    click.echo(f"Warning: {_shown(audio.path)}: {reason}; written unchanged", err=True)
+                    click.echo(f"Warning: {shown(audio.path)}: {reason}; written unchanged", err=True)
                 if clipped:
                     remedy = ("scale the input into [-1, 1] to keep them" if audio.peak > 1.0 else
                               "the enhanced signal overshoots where the input is near full scale; lower the input's "
                               "level to keep them")
-                    click.echo(f"Warning: {_shown(target)}: {clipped} samples beyond full scale were clipped (the "
+                    click.echo(f"Warning: {shown(target)}: {clipped} samples beyond full scale were clipped (the "
                                f"input's peak is {audio.peak:.3g}); {remedy}", err=True)
-                click.echo(f"wrote {_shown(target)}")
+                click.echo(f"wrote {shown(target)}")
     if failure is not None:
         raise failure
 

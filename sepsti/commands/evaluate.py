@@ -57,7 +57,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, parse_list
+from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, parse_list, shown
 
 __all__ = ["evaluate", "summarize", "format_table", "enhance_and_score",
            "enhance_signal", "score_signals", "score_mixture"]
@@ -372,7 +372,7 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
             row, path = labels.popleft()
             if reason is not None:
                 with above(bar):
-                    click.echo(f"Warning: {path}: {reason}; scored unchanged", err=True)
+                    click.echo(f"Warning: {shown(path)}: {reason}; scored unchanged", err=True)
             results.append({**row, **scores})
             bar.update(1)
 
@@ -391,12 +391,12 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
         with atomic_path(json_path, overwrite=overwrite) as tmp:
             document = json_safe({"results": results, "summary": summary})
             tmp.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
-        click.echo(f"wrote {json_path}")
+        click.echo(f"wrote {shown(json_path)}")
     if plot_path is not None:
         ranks = "/".join(str(rank) for rank in sorted({used.rank for used in dictionaries.used.values()}))
         _plot(summary, results, plot_path, f"{recordings.title}: {len(results)} {recordings.noun}, rank-{ranks} "
                                            f"dictionary; 95 % intervals over the {recordings.replicates}", overwrite)
-        click.echo(f"wrote {plot_path}")
+        click.echo(f"wrote {shown(plot_path)}")
 
 
 def _check_peaks(recording):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED, FiniteRange, parse_list
+from sepsti.commands import SEED, FiniteRange, parse_list, shown
 
 __all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
 
@@ -176,6 +176,8 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
             raise ParameterError(f"--blocks {blocks}{_origin(options['num_blocks'], preset)}: the "
                                  f"{X.shape[0]} x {X.shape[1]} matrix cuts into at most {min(X.shape)} x "
                                  f"{min(X.shape)} blocks; give --blocks {min(X.shape)} or fewer")
+        if dispersion != "rayleigh":
+            _check_dispersion(X, dispersion)
         if settings.chain.sampler != "mala":
             mpi.root_first(comm, lambda: compile_kernels(X.dtype, quiet=quiet or not mpi.is_root(comm)))
         from sepsti.core.evidence.rank_selection import to_json
@@ -191,10 +193,10 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
         _print_table(selection)
         if json_path is not None:
             _write_json(json_path, results, overwrite=overwrite)
-            click.echo(f"wrote {json_path}")
+            click.echo(f"wrote {shown(json_path)}")
         if plot_path is not None:
             _write_plot(plot_path, selection, overwrite=overwrite)
-            click.echo(f"wrote {plot_path}")
+            click.echo(f"wrote {shown(plot_path)}")
 
 
 def compile_kernels(dtype, *, quiet=False):
@@ -224,6 +226,22 @@ def _positive_or(option, text, word):
     if not value > 0 or value == float("inf"):
         raise ParameterError(f"{option}={text!r}: expected {word!r} or a positive number")
     return value
+
+
+def _check_dispersion(X, dispersion):
+    """Refuse a ``--dispersion`` that divides ``X`` into more counts than float64 tells apart (2**53)."""
+    from decimal import ROUND_CEILING, Decimal
+
+    from sepsti.core.errors import ParameterError
+    from sepsti.core.evidence.sti_nmf import smallest_dispersion
+
+    least = Decimal(smallest_dispersion(X))
+    if dispersion < least:
+        # rounded up, so that the value suggested passes
+        least = least.quantize(Decimal(1).scaleb(least.adjusted() - 2), rounding=ROUND_CEILING)
+        raise ParameterError(f"--dispersion {dispersion:g}: the {X.shape[0]} x {X.shape[1]} matrix divided by it "
+                             f"would total more than 2**53 counts, beyond which float64 tells no count from the "
+                             f"next; give --dispersion {least:g} or more")
 
 
 def _origin(value, preset):

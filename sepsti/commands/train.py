@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import ITERATIONS, SEED, FiniteRange, parse_list
+from sepsti.commands import ITERATIONS, SEED, FiniteRange, parse_list, shown
 
 __all__ = ["train"]
 
@@ -136,7 +136,7 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
     save_dictionary(output, dictionary, overwrite=overwrite, dtype=dtype)
     log_likelihood = float(result.log_likelihood[-1])
     click.echo(f"trained a rank-{rank} dictionary on {len(ids)} files ({X.shape[0]} x {X.shape[1]}), "
-               f"{result.n_iter} EM iterations, log-likelihood {log_likelihood:.6g}: wrote {output}")
+               f"{result.n_iter} EM iterations, log-likelihood {log_likelihood:.6g}: wrote {shown(output)}")
 
 
 def _select_rank(X, ranks, seed):

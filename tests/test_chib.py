@@ -184,3 +184,61 @@ def test_chib_factors_recovers_the_exact_rank_one_evidence():
     r = chib_poisson_nmf(X, 1, 1.0, num_burn_in=300, num_samples=3000, method="factors", seed=0)
     # tolerance: 4 Monte-Carlo standard errors of the Chib estimate (its reported stderr, ~0.02 here)
     assert abs(r.log_marginal_likelihood - exact) < 4 * r.stderr
+
+
+@pytest.mark.parametrize("method", ["sources", "factors"])
+def test_chib_reduced_runs_draw_from_streams_of_their_own(monkeypatch, method):
+    """Reduced run a draws from stream(seed, a): re-keying those streams moves its ordinates, not the main run's."""
+    from sepsti.core.evidence import chib
+    from sepsti.core.random import stream
+
+    def run():
+        return chib_log_marginal_likelihood(three_factor_model(), X_TINY, num_burn_in=10, num_samples=40, seed=5,
+                                            method=method)
+
+    base = run()
+    monkeypatch.setattr(chib, "stream", lambda seed, *keys: stream(seed if keys == (0,) else seed + 1, *keys))
+    moved = run()
+    # the main run (stream(seed, 0)) and so the point and the ordinate averaged over it are unchanged
+    np.testing.assert_array_equal(moved.log_likelihood_trace, base.log_likelihood_trace)
+    np.testing.assert_array_equal(moved.ordinate_samples[0], base.ordinate_samples[0])
+    reduced = [(a, b) for a, b in zip(moved.ordinate_samples[1:], base.ordinate_samples[1:]) if b is not None]
+    assert len(reduced) == 2
+    for a, b in reduced:
+        assert not np.array_equal(a, b)
+
+
+X_SLICES = np.array([3, 5, 6, 6])
+
+
+def three_factor_truth():
+    return three_factor_log_evidence(X_TINY, A_W, B_W, A_U, B_U, A_H, B_H)
+
+
+def one_factor_truth():
+    return TinyModel(X_SLICES, A_W, B_W, A_H, B_H, w_fixed=W_FIXED).log_evidence
+
+
+# (model, data, exact log evidence, Chib's settings, number of seeds) of the replicate check
+REPLICATE_CASES = {
+    # six column ordinates of comparable error: their plain sum would overstate the standard error ~2.1-fold
+    "column ordinates": (three_factor_model, X_TINY, three_factor_truth, dict(num_samples=100, blocks="columns"), 30),
+    # one ordinate, the product of the four output slices' means: their plain sum would overstate it ~1.9-fold
+    "output slices": (one_factor_model, X_SLICES, one_factor_truth, dict(num_samples=200), 40),
+}
+
+
+@pytest.mark.parametrize("case", REPLICATE_CASES)
+def test_chib_standard_error_matches_the_spread_of_independent_replicates(case):
+    """Independent errors add in quadrature: over n seeds, sum z^2 against the exact evidence is in chi^2_n's 99.8 %."""
+    from scipy.stats import chi2
+
+    make_model, x, exact, settings, count = REPLICATE_CASES[case]
+    truth = exact()
+    z = []
+    for seed in range(count):
+        result = chib_log_marginal_likelihood(make_model(), x, num_burn_in=100, seed=seed, method="factors",
+                                              **settings)
+        z.append((result.log_marginal_likelihood - truth) / result.stderr)
+    total = float(np.sum(np.square(z)))
+    assert chi2.ppf(0.001, count) < total < chi2.ppf(0.999, count), total

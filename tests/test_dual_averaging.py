@@ -86,3 +86,17 @@ def test_welford_matches_numpy(rng):
         state = v_update(state, x)
     np.testing.assert_allclose(state.mean, draws.mean(0), rtol=1e-12)
     np.testing.assert_allclose(v_final(state), draws.var(0, ddof=1), rtol=1e-10)
+
+
+@pytest.mark.parametrize("statistic", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_acceptance_statistic_counts_as_a_rejection(statistic):
+    """A non-finite statistic (a diverged proposal) updates Algorithm 5 as alpha = 0: the step shrinks."""
+    da_init, da_update, da_final = dual_averaging(target=0.65, gamma=0.05, t0=10.0, kappa=0.75)
+    state = da_update(da_init(0.5), statistic)
+    error = 0.65 / 11.0
+    assert state.error_avg == pytest.approx(error)
+    assert state.log_step_size == pytest.approx(math.log(5.0) - error / 0.05)
+    # later on too: after an acceptance of 1 the next update with the statistic matches alpha = 0
+    accepted = da_update(state, 1.0)
+    assert da_update(accepted, statistic) == da_update(accepted, 0.0)
+    assert da_final(da_update(accepted, statistic)) < da_final(da_update(accepted, 1.0))

@@ -2,15 +2,17 @@
 
 import _thread
 import itertools
+import math
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
 
-from sepsti.core.errors import ParameterError
+from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, TemperatureGrid, balance,
-                                                 chain_plan, select_rank)
+                                                 chain_plan, select_rank, to_json)
 from sepsti.core.random import stream
 
 GRID = TemperatureGrid(4, "power", 3.0, "simpson")
@@ -315,3 +317,72 @@ def test_threaded_chains_leave_blas_as_they_found_it():
         for _ in range(3):
             select_rank(BlasChains(), [1, 2], grid=GRID, num_replicates=4, seed=0, threads=2)
             assert blas_threads() == before
+
+
+class ScriptedChains(DriftingChains):
+    """Noise-free chains of replicates r = 0, 1: levels[i] + spread (-1)^r, raised by jumps[r] half-way through.
+
+    Without jumps each trace is constant and a temperature's standard error is the replicates' spread, sd / sqrt 2 =
+    spread, so the tempering check is max_i (levels[i] - levels[i+1]) / (spread sqrt 2); with jumps c +- s at
+    every temperature the halves differ by c with standard error s, and the drift check is c sum(w) / (s |w|).
+    """
+
+    def __init__(self, levels, *, spread=0.0, jumps=(0.0, 0.0)):
+        super().__init__()
+        self.levels, self.spread, self.jumps = np.asarray(levels, dtype=float), spread, jumps
+        self.settings = {"model": {"name": "scripted", "levels": self.levels.tolist(), "spread": spread,
+                                   "jumps": list(jumps)}, "chain": {"length": self.length}}
+
+    def run(self, task, *, seed, progress):
+        second_half = np.arange(self.length) >= self.length // 2
+        trace = (self.levels[task.index] + self.spread * (-1.0) ** task.replicate
+                 + self.jumps[task.replicate] * second_half)
+        return ChainRecord(trace, 0.0)
+
+
+@pytest.mark.parametrize("z", [3.3, -3.3, 2.0, -2.0])
+def test_drift_warns_beyond_three_standard_errors_only(z):
+    """The drift statistic is c sum(w) / (s |w|) for jumps c +- s; a ConvergenceWarning comes above 3 in magnitude."""
+    weights = GRID.weights
+    s = 0.1
+    c = z * s * np.linalg.norm(weights) / weights.sum()
+    factory = ScriptedChains(DriftingChains.mean(1, GRID.temperatures), jumps=(c + s, c - s))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = select_rank(factory, [1], grid=GRID, num_replicates=2, seed=0, threads=1)
+    assert result.drift[0] == pytest.approx(z, rel=1e-9)
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(messages) == (abs(z) > 3) and all("still drifting" in m for m in messages)
+
+
+@pytest.mark.parametrize("z", [3.3, 2.0])
+def test_tempering_check_warns_beyond_three_joint_standard_errors_only(z):
+    """E_t falling by z joint standard errors between two temperatures is reported as z; above 3 it warns."""
+    spread = 0.1
+    levels = DriftingChains.mean(1, GRID.temperatures)
+    levels[3] = levels[2] - z * spread * np.sqrt(2.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = select_rank(ScriptedChains(levels, spread=spread), [1], grid=GRID, num_replicates=2, seed=0,
+                             threads=1)
+    assert result.largest_decrease[0] == pytest.approx(z, rel=1e-9) and result.drift[0] == 0.0
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(messages) == (z > 3) and all("did not reach their power posteriors" in m for m in messages)
+
+
+class LabelledChains(DriftingChains):
+    """Chains that measure one of the R! labellings of the components: the factory's offset is log R!."""
+
+    def log_offset(self, rank):
+        return math.lgamma(rank + 1)
+
+
+def test_log_r_factorial_is_in_each_replicates_estimate_and_in_the_json():
+    """Every replicate's estimate, in the result and its JSON, is sum_i w_i mu(t_i) + log R! for noise-free chains."""
+    result = select_rank(LabelledChains(offset=0.0, noise=0.0), [1, 2, 3], grid=GRID, num_replicates=3, seed=0)
+    document = to_json(result)
+    for position, rank in enumerate([1, 2, 3]):
+        expected = exact(rank) + math.lgamma(rank + 1)
+        assert document["log_marginal_likelihood"][position] == pytest.approx(expected, rel=1e-12)
+        np.testing.assert_allclose(result.replicates[position], expected, rtol=1e-12)
+        np.testing.assert_allclose(document["replicates"][str(rank)], expected, rtol=1e-12)

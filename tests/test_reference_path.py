@@ -291,3 +291,30 @@ def test_reference_path_exact_draws_at_b0_match_the_closed_form_integrand():
     trace = factory.run(ChainTask(1, 0, 0, 0.0), seed=3, progress=lambda n: None).trace
     # b = 0 uses iid draws of q: standard error of the mean is sd / sqrt(n); tolerance 4 standard errors
     assert abs(trace.mean() - expected(0.0)) < 4 * trace.std(ddof=1) / np.sqrt(trace.size)
+
+
+@pytest.mark.parametrize("precision", [1.0, 400.0], ids=["start step too short", "start step too long"])
+def test_mala_step_adapts_to_the_target_acceptance_on_a_gaussian(precision):
+    """After burn-in, MALA on a Gaussian target accepts TARGET_ACCEPTANCE of its proposals (across-chain mean)."""
+    from dataclasses import replace
+
+    from sepsti.core.evidence.reference_path import REFERENCE_PRESET, TARGET_ACCEPTANCE, ReferencePathChains
+
+    q, _, _ = _gaussian_target_and_reference()
+
+    class ShiftedGaussian:
+        """log N(m + 0.3, S / precision) up to a constant, for q = N(m, S): isotropic in q's metric."""
+
+        name = "gauss"
+
+        def __call__(self, logs):
+            shifted = [u - 0.3 for u in logs]
+            return precision * q.log_density(shifted), [precision * g for g in q.grad_log_density(shifted)]
+
+    chain = replace(REFERENCE_PRESET.chain, num_steps=600, num_keep=300)
+    factory = ReferencePathChains(ShiftedGaussian(), chain, settings={}, data_digest="x")
+    # a kept value repeats exactly when, and only when, the proposal was rejected (the integrand is continuous)
+    rates = np.array([np.mean(np.diff(factory._mala(q, 1.0, np.random.default_rng(300 + c), lambda n: None,
+                                                     chain.num_steps)) != 0) for c in range(8)])
+    # tolerance: 4 standard errors of the mean over the 8 chains (each chain's step ends somewhere else)
+    assert abs(rates.mean() - TARGET_ACCEPTANCE) < 4 * rates.std(ddof=1) / np.sqrt(rates.size), rates

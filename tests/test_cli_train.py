@@ -168,20 +168,11 @@ def test_options_reach_the_trainer(tiny_corpus, tmp_path, monkeypatch):
     assert calls == [(expected_shape, 3, {"max_iter": 11, "tol": 0.25, "seed": 9, "progress": True})]
 
 
-def test_other_sample_rate_is_resampled(tmp_path, monkeypatch):
-    """16 kHz speech trains the 8 kHz dictionary on the spectra of its 8 kHz resampling."""
-    from scipy.signal import resample_poly
-
+def _trained_on(corpus, tmp_path, monkeypatch):
+    """``sepsti train --rank 2`` on ``corpus``: the dictionary it wrote and the matrix it trained on."""
     import sepsti.denoise
     from sepsti.dictionary import load_dictionary
-    from sepsti.features import training_matrix
 
-    corpus = tmp_path / "corpus"
-    (corpus / "clean").mkdir(parents=True)
-    rng = np.random.default_rng(1)
-    signals = [speech_like(rng, rate=16000) for _ in TRAIN]
-    for utterance, y in zip(TRAIN, signals):
-        soundfile.write(corpus / "clean" / f"{utterance}.wav", y, 16000, subtype="FLOAT")
     matrices, real = [], sepsti.denoise.train_dictionary
 
     def recorder(X, rank, **options):
@@ -191,11 +182,31 @@ def test_other_sample_rate_is_resampled(tmp_path, monkeypatch):
     monkeypatch.setattr(sepsti.denoise, "train_dictionary", recorder)
     result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 3])
     assert result.exit_code == 0, result.stderr
-    assert load_dictionary(tmp_path / "d.npz").sample_rate == 8000
-    expected = training_matrix([resample_poly(y, 1, 2) for y in signals])
     (X,) = matrices
+    return load_dictionary(tmp_path / "d.npz"), X
+
+
+def _assert_matrix_of(X, signals):
+    from sepsti.features import training_matrix
+
+    expected = training_matrix(signals)
     assert X.shape == expected.shape
     np.testing.assert_allclose(X, expected, rtol=1e-3, atol=1e-3 * expected.max())
+
+
+def test_other_sample_rate_is_resampled(tmp_path, monkeypatch):
+    """16 kHz speech trains the 8 kHz dictionary on the spectra of its 8 kHz resampling."""
+    from scipy.signal import resample_poly
+
+    corpus = tmp_path / "corpus"
+    (corpus / "clean").mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    signals = [speech_like(rng, rate=16000) for _ in TRAIN]
+    for utterance, y in zip(TRAIN, signals):
+        soundfile.write(corpus / "clean" / f"{utterance}.wav", y, 16000, subtype="FLOAT")
+    dictionary, X = _trained_on(corpus, tmp_path, monkeypatch)
+    assert dictionary.sample_rate == 8000
+    _assert_matrix_of(X, [resample_poly(y, 1, 2) for y in signals])
 
 
 def _wideband_corpus(root, rng):
@@ -336,30 +347,14 @@ def test_clean_files_of_mixed_rates_train_on_their_resampling_to_the_dictionary_
     """sp02 at 16 kHz among 8 kHz files: resampled like the others, not refused."""
     from scipy.signal import resample_poly
 
-    import sepsti.denoise
-    from sepsti.dictionary import load_dictionary
-    from sepsti.features import training_matrix
-
     corpus = make_corpus(tmp_path / "corpus", train=("sp01", "sp03"), test=(), noises=(), snrs=())
     wide = speech_like(np.random.default_rng(3), rate=16000)
     soundfile.write(corpus / "clean" / "sp02.wav", wide, 16000, subtype="FLOAT")
-    matrices, real = [], sepsti.denoise.train_dictionary
-
-    def recorder(X, rank, **options):
-        matrices.append(X)
-        return real(X, rank, **options)
-
-    monkeypatch.setattr(sepsti.denoise, "train_dictionary", recorder)
-    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 3])
-    assert result.exit_code == 0, result.stderr
-    dictionary = load_dictionary(tmp_path / "d.npz")
+    dictionary, X = _trained_on(corpus, tmp_path, monkeypatch)
     assert (dictionary.sample_rate, dictionary.files) == (8000, TRAIN)
     signals = [soundfile.read(corpus / "clean" / f"{utterance}.wav")[0] for utterance in TRAIN]
     signals[1] = resample_poly(wide, 1, 2)
-    expected = training_matrix(signals)
-    (X,) = matrices
-    assert X.shape == expected.shape
-    np.testing.assert_allclose(X, expected, rtol=1e-3, atol=1e-3 * expected.max())
+    _assert_matrix_of(X, signals)
 
 
 def test_all_zero_training_file_is_valid(tmp_path):

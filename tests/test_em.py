@@ -257,13 +257,89 @@ def test_zeros_and_underflow_give_no_nan(rng):
 
 
 def test_float32_underflow_regression(rng):
+    # one count of 1e-30: the rates of the other entries shrink until their products underflow
     X = np.zeros((10, 12), dtype=np.float32)
     X[0, 0] = 1e-30
     W = np.full((10, 2), 1e-20, dtype=np.float32)
-    H = np.full((2, 12), 1e-20, dtype=np.float32)
+    H = np.full((2, 12), 1e-10, dtype=np.float32)
     result = poisson_nmf_em(X, W, H, max_iter=10, tol=0, track_log_likelihood=True)
     assert np.all(np.isfinite(result.W)) and np.all(np.isfinite(result.H))
     assert np.all(np.isfinite(result.log_likelihood))
+    assert (result.W.astype(np.float64) @ result.H).sum() == pytest.approx(1e-30, rel=1e-5, abs=0)
+
+
+@pytest.mark.parametrize("dtype, scales", [
+    (np.float64, [1e-30, 1e-18, 1e-9, 1e9, 1e18, 1e30]),
+    (np.float32, [1e-30, 1e-18, 1e-9, 1e9, 1e18, 1e30]),
+])
+def test_fit_is_scale_covariant(rng, dtype, scales):
+    """The fit of c·X is c times the fit of X, far from the scale of 1 too."""
+    V, _, _ = planted(rng, 8, 50, 2, 5.0)
+    X = V.astype(dtype)
+    reference = poisson_nmf_em(X, *initialize_nmf(X, 2, 0), max_iter=300, tol=0)
+    fit = reference.W.astype(np.float64) @ reference.H
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    for c in scales:
+        Xc = (V * c).astype(dtype)
+        result = poisson_nmf_em(Xc, *initialize_nmf(Xc, 2, 0), max_iter=300, tol=0)
+        np.testing.assert_allclose(result.W.astype(np.float64) @ result.H / c, fit, rtol=rtol, atol=rtol * fit.max())
+    if dtype == np.float64:
+        # the stopping rule sees the same relative gains at every scale
+        counts = {poisson_nmf_em(V * c, *initialize_nmf(V * c, 2, 0), max_iter=5000, tol=1e-6).n_iter
+                  for c in (1.0, *scales)}
+        assert len(counts) == 1, counts
+
+
+@pytest.mark.parametrize("dtype, scale", [(np.float64, 1e-296), (np.float32, 1e-34)])
+def test_data_too_small_for_the_dtype_is_refused(rng, dtype, scale):
+    X = (planted(rng, 6, 7, 2)[0] * scale).astype(dtype)
+    assert X.max() > 0
+    with pytest.raises(ParameterError, match="too small to fit"):
+        poisson_nmf_em(X, *initialize_nmf(X, 2, 0), max_iter=5, tol=0)
+
+
+def test_starts_that_multiplicative_updates_cannot_leave_are_refused(rng):
+    X, _, _ = planted(rng, 10, 12, 3)
+    W, H = initialize_nmf(X, 3, rng)
+    for kwargs in (dict(W=np.zeros_like(W)), dict(H=np.where(np.arange(3)[:, None] == 1, 0.0, H))):
+        with pytest.raises(ParameterError, match="must be finite and strictly positive"):
+            poisson_nmf_em(X, kwargs.get("W", W), kwargs.get("H", H), max_iter=50, tol=1e-4)
+    # negligible: every rate far below the floor, which would set the log-likelihood and stop the rule at once
+    with pytest.raises(ParameterError, match="negligible start"):
+        poisson_nmf_em(X, np.full_like(W, 1e-200), H, max_iter=50, tol=1e-4)
+    with pytest.raises(ParameterError, match="negligible start"):
+        poisson_nmf_em(X, W, np.full_like(H, 1e-200), update_W=False, max_iter=50, tol=1e-4)
+    # a zero in a column or row that is not learned is not a start of the updates
+    H0 = H.copy()
+    H0[0, :4] = 0.0
+    result = poisson_nmf_em(X, W, H0, update_H=np.array([False, True, True]), max_iter=5, tol=0)
+    assert np.array_equal(result.H[0], H0[0])
+
+
+def test_fixed_factors_may_hold_zeros_while_every_count_can_be_explained(rng):
+    X, _, _ = planted(rng, 10, 12, 3)
+    W, H = initialize_nmf(X, 3, rng)
+    W[:4, 0] = 0.0           # a fixed atom with empty bins, beside learned ones
+    result = poisson_nmf_em(X, W, H, update_W=np.array([False, True, True]), max_iter=100, tol=0,
+                            track_log_likelihood=True)
+    assert np.array_equal(result.W[:, 0], W[:, 0])
+    assert np.diff(result.log_likelihood).min() >= -1e-9 * abs(result.log_likelihood[-1])
+    assert result.log_likelihood[-1] == pytest.approx(poisson_log_likelihood(X, result.W, result.H), rel=1e-12)
+    X[:, 5] = 0.0
+    H[:2, 5] = 0.0           # fixed activations, off where the data are 0
+    result = poisson_nmf_em(X, W, H, update_W=False, update_H=np.array([False, False, True]), max_iter=100, tol=0,
+                            track_log_likelihood=True)
+    assert np.array_equal(result.H[:2], H[:2])
+    assert result.log_likelihood[-1] == pytest.approx(poisson_log_likelihood(X, result.W, result.H), rel=1e-12)
+    # zeros of the fixed factors that hold a rate at 0 where X > 0: no fit explains that count
+    W[2] = 0.0
+    with pytest.raises(ParameterError, match="no fit can explain"):
+        poisson_nmf_em(X, W, H, update_W=False, update_H=np.array([False, False, True]), max_iter=5, tol=0)
+    # unless the background does
+    background = np.where(np.arange(10)[:, None] == 2, 1.0, 0.0) * np.ones_like(X)
+    result = poisson_nmf_em(X, W, H, update_W=False, update_H=np.array([False, False, True]), background=background,
+                            max_iter=5, tol=0)
+    assert np.isfinite(result.log_likelihood[-1])
 
 
 def test_tolerance_and_iteration_count(rng):

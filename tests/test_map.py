@@ -45,6 +45,21 @@ def test_map_is_deterministic_and_validates():
         initialize_nmf_gpp(model, np.random.default_rng(0), method="svd")
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(tol=-1e-6), "tol=-1e-06 must be a finite number >= 0"),
+    (dict(tol=np.nan), "tol=nan"),
+    (dict(max_iter=0), "max_iter=0 must be an integer of at least 1"),
+    (dict(max_iter=-1), "max_iter=-1"),
+    (dict(max_iter=2.5), "max_iter=2.5"),
+    (dict(num_starts=2.5), "num_starts=2.5 must be an integer"),
+    (dict(num_starts=True), "num_starts=True"),
+])
+def test_settings_are_validated(kwargs, match):
+    _, model = small_problem(1)
+    with pytest.raises(ParameterError, match=match):
+        map_nmf_gpp(model, **kwargs)
+
+
 @pytest.mark.slow
 def test_experiment_1_beta_10_map_spectrum():
     data = simulate_raman(1, seed=0)

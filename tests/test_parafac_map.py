@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.factorization.parafac_map import poisson_parafac_map
+from sepsti.core.factorization import ParafacMAPResult, poisson_parafac_map
 from sepsti.core.models.poisson_parafac import PoissonParafac
 from sepsti.core.sparse_tensor import from_dense
 from sepsti.corpora.tensors import simulate_dense
@@ -49,3 +49,13 @@ def test_start_must_be_positive(rng):
     theta.A[0, 0] = 0.0
     with pytest.raises(ParameterError, match="strictly positive"):
         poisson_parafac_map(model, theta)
+
+
+def test_is_exported_and_validates_sweeps(rng):
+    model = PoissonParafac(np.ones((2, 3, 4)), 1)
+    theta = model.sample_prior(rng)
+    assert isinstance(poisson_parafac_map(model, theta, max_iter=2), ParafacMAPResult)
+    for max_iter in (2.7, -1, True, "3"):
+        with pytest.raises(ParameterError, match="max_iter"):
+            poisson_parafac_map(model, theta, max_iter=max_iter)
+    assert poisson_parafac_map(model, theta, max_iter=np.int64(0)).n_iter == 0

@@ -124,3 +124,26 @@ def test_model_errors():
         model.validate_data(np.ones((3, 2)))
     with pytest.raises(ParameterError, match="integer counts"):
         model.validate_data(np.full((2, 3), 0.5), integer=True)
+
+
+def test_validate_data_refuses_counts_beyond_int64():
+    model = pltf_model("ik,kj->ij", dict(i=2, k=1, j=2))
+    for X in (np.array([[1e19, 0.0], [1.0, 2.0]]), np.array([[2**63, 0], [1, 2]], dtype=np.uint64)):
+        with pytest.raises(ParameterError, match="beyond the int64 counts"):
+            model.validate_data(X, integer=True)
+        assert model.validate_data(X).dtype == np.float64  # EM takes them as floats
+    # the largest float below 2**63 still fits
+    largest = np.nextafter(2.0**63, 0.0)
+    assert model.validate_data(np.array([[largest, 0.0], [1.0, 2.0]]), integer=True)[0, 0] == int(largest)
+
+
+def test_validate_data_looks_at_observed_entries_only():
+    mask = np.array([[True, True, False], [True, True, True]])
+    model = pltf_model("ik,kj->ij", dict(i=2, k=1, j=3), mask=mask)
+    X = np.array([[1.0, 2.0, np.nan], [3.0, 4.0, 5.0]])
+    for integer in (False, True):
+        checked = model.validate_data(X, integer=integer)
+        np.testing.assert_array_equal(checked, [[1, 2, 0], [3, 4, 5]])
+    assert model.validate_data(np.where(mask, X, -7.0)).min() == 0.0
+    with pytest.raises(ParameterError, match="finite and non-negative"):
+        model.validate_data(np.where(mask, np.nan, X))

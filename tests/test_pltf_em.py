@@ -68,3 +68,53 @@ def test_warnings_and_errors(rng):
         pltf_em(model, X, max_iter=-1)
     with pytest.raises(ParameterError, match="tol"):
         pltf_em(model, X, tol=-1.0)
+
+
+def test_missing_entries_change_nothing(rng):
+    """Masked-out entries may hold NaN; their values set neither the start nor the fit."""
+    mask = rng.random((8, 10)) > 0.2
+    model = pltf_model("ik,kj->ij", dict(i=8, k=2, j=10), mask=mask)
+    X = rng.poisson(3.0, (8, 10)).astype(float)
+    runs = [pltf_em(model, np.where(mask, X, fill), max_iter=50, tol=0) for fill in (np.nan, 0.0, 1e9)]
+    for run in runs[1:]:
+        np.testing.assert_array_equal(run.objective, runs[0].objective)
+        for a, b in zip(run.factors, runs[0].factors):
+            np.testing.assert_array_equal(a, b)
+    start = initialize_pltf(model, np.where(mask, X, np.nan), 0)
+    assert model.xhat(start).mean() == pytest.approx(X[mask].mean(), rel=0.5)
+
+
+@pytest.mark.parametrize("mask", [None, np.ones((3, 4), bool)])  # the NMF kernels, the contraction engine
+def test_starts_are_refused_as_by_poisson_nmf_em(mask, rng):
+    model = pltf_model("ik,kj->ij", dict(i=3, k=2, j=4), mask=mask)
+    X = rng.poisson(5.0, (3, 4)).astype(float) + 4.0
+    W, H = rng.uniform(0.5, 1.5, (3, 2)), rng.uniform(0.5, 1.5, (2, 4))
+    W[0] = 0.0
+    with pytest.raises(ParameterError, match="must be finite and strictly positive"):
+        pltf_em(model, X, (W, H), max_iter=10, tol=0)
+    with pytest.raises(ParameterError, match="negligible start"):
+        pltf_em(model, X, (np.full((3, 2), 1e-200), H), max_iter=10, tol=0)
+
+
+def test_fixed_zeros_give_no_nan(rng):
+    """A fixed factor may hold zeros, unless they hold Xhat at 0 where X > 0 (they gave NaN factors)."""
+    A = rng.uniform(0.5, 1.5, (3, 2))
+    A[0] = 0.0
+    model = pltf_model("ir,jr,kr->ijk", dict(j=4, k=5), fixed={0: A})
+    X = rng.poisson(5.0, model.output_shape).astype(float) + 4.0
+    with pytest.raises(ParameterError, match="no fit can explain"):
+        pltf_em(model, X, max_iter=10, tol=0)
+    X[0] = 0.0
+    result = pltf_em(model, X, max_iter=30, tol=0)
+    assert result.factors[0] is A
+    assert all(np.all(np.isfinite(z)) for z in result.factors) and np.all(np.isfinite(result.objective))
+    assert np.all(np.diff(result.objective) >= -1e-9 * np.abs(result.objective[1:]))
+
+
+def test_fit_is_scale_covariant(rng):
+    model = pltf_model("ir,jr,kr->ijk", dict(i=4, j=5, k=6, r=2))
+    X = rng.poisson(3.0, model.output_shape).astype(float)
+    fit = model.xhat(pltf_em(model, X, max_iter=100, tol=0, map_estimate=False).factors)
+    for c in (1e-30, 1e-12, 1e12):
+        scaled = model.xhat(pltf_em(model, c * X, max_iter=100, tol=0, map_estimate=False).factors)
+        np.testing.assert_allclose(scaled / c, fit, rtol=1e-9, atol=1e-12 * fit.max())

@@ -71,3 +71,24 @@ def test_validation():
         PoissonNMF(np.ones((2, 2)), np.nan)
     with pytest.raises(ParameterError, match="X is complex \\(an STFT\\?\\)"):
         PoissonNMF(np.ones((2, 2)) + 1j, 1)
+
+
+def test_factors_are_checked_against_the_data(rng):
+    X = rng.poisson(2.0, (6, 7)).astype(float)
+    model = PoissonNMF(X, 2)
+    W, H = rng.gamma(1.0, 1.0, (6, 2)), rng.gamma(1.0, 1.0, (2, 7))
+    for theta in (NMFTheta(W, H[:, :1]), NMFTheta(W[:5], H), NMFTheta(W, H[:1]), NMFTheta(W[:, 0], H)):
+        for method in (model.log_likelihood, model.log_likelihood_and_grad, model.log_prior):
+            with pytest.raises(ParameterError, match="expected \\(n_rows, R\\), \\(R, n_cols\\)"):
+                method(theta)
+    # one R for both, whatever it is
+    assert np.isfinite(model.log_likelihood(NMFTheta(W[:, :1], H[:1])))
+
+
+def test_log_prior_is_minus_infinity_off_the_nonnegative_orthant(rng):
+    model = PoissonNMF(np.ones((3, 4)), 2)
+    W, H = rng.gamma(1.0, 1.0, (3, 2)), rng.gamma(1.0, 1.0, (2, 4))
+    assert np.isfinite(model.log_prior(NMFTheta(W, H)))
+    W[1, 0] = -1e-12
+    assert model.log_prior(NMFTheta(W, H)) == -np.inf
+    assert model.log_prior(NMFTheta(np.abs(W), -H)) == -np.inf

@@ -26,6 +26,13 @@ the log-prior ``Σ log λ − λ w`` over the entries with a positive rate is ad
 or any subset of the columns of ``W`` (rows of ``H``), can be held fixed: a fixed speech
 dictionary next to a learned noise dictionary is ``update_W=mask``.
 
+Rates and the updates' denominators are floored at ``eps · min(1, max X)`` (eps of the dtype). KL-NMF
+is scale covariant, the fit of ``c X`` being ``c`` times the fit of ``X``; a floor that follows the data
+down keeps it so at small scales, and at 1 and above it is eps (the largest entry sets the scale, so
+sparse counts, whose mean is below 1, keep eps too). Data whose largest entry is below
+``tiny / eps`` (about 1e-292 in float64, 1e-31 in float32) cannot be fitted in their dtype and are
+refused.
+
 Computation is in the dtype of ``X`` (float32 or float64; anything else is converted to
 float64); the log-likelihood is accumulated in float64 either way. float32 halves the time
 of the matrix products, which dominate. Products are BLAS matrix products into preallocated
@@ -239,6 +246,52 @@ def initialize_nmf(X, rank, rng=None, *, method="random", scale=None):
     return W.astype(X.dtype), H.astype(X.dtype)
 
 
+def _rate_floor(X):
+    """The floor of the rates and of the updates' denominators, ``eps · min(1, max X)``, in X's dtype.
+
+    Raises
+    ------
+    ParameterError
+        If the floor is not a normal number: X is too small for its dtype.
+    """
+    info = np.finfo(X.dtype)
+    top = float(X.max()) if X.size else 0.0
+    floor = float(info.eps) * min(1.0, top) if top > 0 else float(info.eps)
+    if floor < info.tiny:
+        raise ParameterError(f"X: largest entry {top:g} is below {float(info.tiny / info.eps):.3g}, too small to fit "
+                             f"in {X.dtype}; scale X up (the fit of c·X is c times the fit of X)")
+    return X.dtype.type(floor)
+
+
+def _validate_start(X, W, H, mask_W, mask_H, B, floor):
+    """Refuse starts that multiplicative updates cannot leave or that explain no count.
+
+    Learned entries must be strictly positive (a zero stays zero); fixed ones may be zero, unless
+    together they hold the rate ``W H + B`` at 0 where ``X > 0``. A start whose every rate is below
+    the floor is negligible: the floor, not the start, would set the first updates and the
+    log-likelihood (which could then stop the relative rule at once).
+    """
+    for learned, name, part in ((W[:, mask_W], "W", "columns"), (H[mask_H], "H", "rows")):
+        if not np.all(learned > 0):
+            raise ParameterError(f"{name}: the learned {part} must be finite and strictly positive to start "
+                                 "multiplicative updates (a zero stays zero)")
+    if not X.any():
+        return
+    bound = float(np.dot(W.max(axis=0).astype(np.float64), H.max(axis=1).astype(np.float64)))
+    if B is not None:
+        bound += float(B.max())
+    if bound < floor:
+        raise ParameterError(f"W, H: a negligible start, W H + background is at most {bound:.3g}, below the least "
+                             f"rate {floor:.3g}; start at the data's level (initialize_nmf)")
+    if np.any(W[:, ~mask_W] == 0) or np.any(H[~mask_H] == 0):
+        support = (W > 0).astype(X.dtype) @ (H > 0).astype(X.dtype)
+        if B is not None:
+            support += B > 0
+        if np.any((support == 0) & (X > 0)):
+            raise ParameterError("W, H: zeros of the fixed factors hold W H + background at 0 where X > 0, a count "
+                                 "no fit can explain")
+
+
 def _validate_rank(rank):
     if isinstance(rank, (bool, np.bool_)) or not isinstance(rank, (int, np.integer)) or rank < 1:
         raise ParameterError(f"rank: expected a positive integer, got {rank!r}")
@@ -258,11 +311,13 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     X : ndarray, shape (n_rows, n_cols)
         Non-negative data (need not be integer). Its dtype (float32 or float64) is kept.
     W : ndarray, shape (n_rows, rank)
-        Starting dictionary (not modified).
+        Starting dictionary (not modified): non-negative, its learned columns strictly positive.
     H : ndarray, shape (rank, n_cols)
-        Starting activations (not modified).
+        Starting activations (not modified): non-negative, their learned rows strictly positive.
     update_W : bool or ndarray of bool, shape (rank,)
-        Which columns of ``W`` are learned; the others come back bit-identical to the input.
+        Which columns of ``W`` are learned; the others come back bit-identical to the input and
+        may hold zeros (a dictionary's empty bins), as long as some term of every rate where
+        ``X > 0`` can be positive.
     update_H : bool or ndarray of bool, shape (rank,)
         Which rows of ``H`` are learned.
     prior_rate_W, prior_rate_H : float or array_like
@@ -302,7 +357,9 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     Raises
     ------
     ParameterError
-        Shapes that disagree, negative or non-finite entries, bad masks or rates.
+        Shapes that disagree, negative or non-finite entries, bad masks or rates; a zero in a
+        learned part of the start, a start below the rates' floor everywhere, fixed zeros that
+        hold a rate at 0 where ``X > 0``; ``X`` too small for its dtype.
 
     Warns
     -----
@@ -343,7 +400,8 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
 
     B = _validate_background(background, X)
 
-    floor = dtype.type(np.finfo(dtype).eps)
+    floor = _rate_floor(X)
+    _validate_start(X, W, H, mask_W, mask_H, B, floor)
     has_prior_W = bool(np.any(rate_W > 0))
     has_prior_H = bool(np.any(rate_H > 0))
     use_rate_W = rate_W if has_prior_W else None

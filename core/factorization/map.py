@@ -6,12 +6,14 @@ its flat latent vector (δ then η); the returned factors ``D`` (K, M) and
 Schmidt & Laurberg use and the NUTS paper starts its sampler from.
 """
 
+import numbers
 from typing import NamedTuple
 import warnings
 
 import numpy as np
 from scipy import optimize
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.parallel.blas import single_threaded_blas
 from sepsti.core.random import stream
@@ -90,11 +92,12 @@ def map_nmf_gpp(model, *, theta0=None, seed=0, num_starts=3, init="nmf", max_ite
         A single start; otherwise ``num_starts`` starts from :func:`initialize_nmf_gpp`.
     seed : int
     num_starts : int
+        At least 1 (ignored with ``theta0``).
     init : {"nmf", "prior"}
     max_iter : int
-        L-BFGS iterations per start.
+        L-BFGS iterations per start, at least 1.
     tol : float
-        Relative tolerance on the objective (scipy's ``ftol``).
+        Relative tolerance on the objective (scipy's ``ftol``), finite and >= 0.
 
     Returns
     -------
@@ -103,19 +106,22 @@ def map_nmf_gpp(model, *, theta0=None, seed=0, num_starts=3, init="nmf", max_ite
     Raises
     ------
     ParameterError
-        When every start ends at a log posterior that is not finite (a start that does is passed over).
+        Invalid settings; when every start ends at a log posterior that is not finite (a start that
+        does is passed over).
 
     Warns
     -----
     ConvergenceWarning
         When the best start stopped at ``max_iter``.
     """
+    num_starts = integer_at_least("num_starts", num_starts, 1)
+    max_iter = integer_at_least("max_iter", max_iter, 1)
+    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real) or not (np.isfinite(tol) and tol >= 0):
+        raise ParameterError(f"tol={tol!r} must be a finite number >= 0")
     if theta0 is not None:
         starts = [np.asarray(theta0, dtype=float)]
     else:
-        if int(num_starts) < 1:
-            raise ParameterError(f"num_starts={num_starts} must be a positive integer")
-        starts = [initialize_nmf_gpp(model, stream(seed, 3, i), method=init) for i in range(int(num_starts))]
+        starts = [initialize_nmf_gpp(model, stream(seed, 3, i), method=init) for i in range(num_starts)]
 
     def objective(theta):
         logp, grad = model.logdensity_and_grad(theta)
@@ -127,7 +133,7 @@ def map_nmf_gpp(model, *, theta0=None, seed=0, num_starts=3, init="nmf", max_ite
     with single_threaded_blas():
         for start in starts:
             result = optimize.minimize(objective, start, jac=True, method="L-BFGS-B",
-                                       options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-8, "maxcor": 20})
+                                       options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-8, "maxcor": 20})
             history.append(float(-result.fun))
             if np.isfinite(result.fun) and (best is None or result.fun < best.fun):
                 best = result

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.poisson_parafac import ParafacFactors
 
@@ -48,7 +49,7 @@ def poisson_parafac_map(model, theta, *, max_iter=100, record=True):
     theta : ParafacFactors
         Positive starting factors.
     max_iter : int
-        Sweeps (each updates A, then B, then C).
+        Sweeps (each updates A, then B, then C), at least 0.
     record : bool
         Compute the log posterior after each sweep (one more likelihood pass).
 
@@ -56,14 +57,13 @@ def poisson_parafac_map(model, theta, *, max_iter=100, record=True):
     -------
     ParafacMAPResult
     """
-    if int(max_iter) < 0:
-        raise ParameterError(f"max_iter={max_iter} must be non-negative")
+    max_iter = integer_at_least("max_iter", max_iter, 0)
     factors = [f.copy() for f in model.factors(theta)]
     if not all(np.all(np.isfinite(f) & (f > 0)) for f in factors):
         raise ParameterError("theta must be finite and strictly positive to start multiplicative updates")
     tiny = np.finfo(np.float64).tiny
     history = []
-    for _ in range(int(max_iter)):
+    for _ in range(max_iter):
         for mode in range(3):
             current = ParafacFactors(*factors)
             grad = model.grad_log_likelihood(current)[mode]
@@ -75,4 +75,4 @@ def poisson_parafac_map(model, theta, *, max_iter=100, record=True):
         if record:
             current = ParafacFactors(*factors)
             history.append(model.log_likelihood(current) + model.log_prior(current))
-    return ParafacMAPResult(ParafacFactors(*factors), np.asarray(history), int(max_iter))
+    return ParafacMAPResult(ParafacFactors(*factors), np.asarray(history), max_iter)

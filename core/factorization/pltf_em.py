@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sepsti.core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.factorization.em import _rate_floor
 
 __all__ = ["PLTFEMResult", "pltf_em", "initialize_pltf"]
 
@@ -55,12 +56,14 @@ def initialize_pltf(model, X, rng=None):
     """Random positive starting factors at the data's level.
 
     Every free entry is ``s * u`` with ``u ~ Uniform(0.5, 1.5)`` and ``s`` chosen
-    so that ``Xhat`` starts near ``mean(X)`` when the fixed factors are ones.
+    so that ``Xhat`` starts near the mean of the observed entries of ``X`` when the
+    fixed factors are ones.
     """
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(0 if rng is None else rng)
-    X = np.asarray(X, dtype=float)
-    mean = float(X.mean()) if X.size and X.mean() > 0 else 1.0
+    X = model.validate_data(X)
+    observed = X if model.mask is None else X[model.mask]
+    mean = float(observed.mean()) if observed.size and observed.mean() > 0 else 1.0
     num_free = len(model.free)
     latent = model.num_latent
     scale = (mean / latent) ** (1.0 / num_free)
@@ -80,6 +83,32 @@ def _nmf_pattern(model):
     return all(np.all(model.prior_shape[a] == 1.0) for a in model.free)
 
 
+def _validate_start(model, factors, X, floor):
+    """Refuse starts that multiplicative updates cannot leave or that explain no count.
+
+    The rules of :func:`sepsti.core.factorization.em.poisson_nmf_em`: free factors strictly
+    positive, fixed ones possibly zero unless they hold ``Xhat`` at 0 where ``X > 0``, and not
+    every observed ``Xhat`` below the floor.
+    """
+    for a in model.free:
+        if not np.all(factors[a] > 0):
+            raise ParameterError(f"factor {a} ({model.factor_indices[a]!r}) must be finite and strictly positive to "
+                                 "start multiplicative updates (a zero stays zero)")
+    counted = X > 0  # unobserved entries are 0
+    if not counted.any():
+        return
+    xhat = model.xhat(factors)
+    largest = float(xhat.max() if model.mask is None else xhat[model.mask].max())
+    if largest < floor:
+        raise ParameterError(f"factors: a negligible start, Xhat is at most {largest:.3g}, below the least rate "
+                             f"{floor:.3g}; start at the data's level (initialize_pltf)")
+    if any(np.any(model.fixed[a] == 0) for a in range(model.num_factors) if model.fixed[a] is not None):
+        support = model.xhat(tuple((z > 0).astype(float) for z in factors))
+        if np.any((support == 0) & counted):
+            raise ParameterError("factors: zeros of the fixed factors hold Xhat at 0 where X > 0, a count no fit "
+                                 "can explain")
+
+
 def _objective(model, factors, X, map_estimate):
     value = model.log_likelihood(factors, X)
     return value + model.log_prior(factors) if map_estimate else value
@@ -94,7 +123,8 @@ def pltf_em(model, X, factors=None, *, map_estimate=True, max_iter=200, tol=1e-4
     X : array_like
         Non-negative data, shape ``model.output_shape``.
     factors : tuple of ndarray, optional
-        Starting factors (free or all); default :func:`initialize_pltf` with ``seed``.
+        Starting factors (free or all); default :func:`initialize_pltf` with ``seed``. Free ones
+        strictly positive; fixed ones may hold zeros where they leave no count unexplained.
     map_estimate : bool
         Use the model's Gamma priors (MAP); False gives maximum likelihood.
     max_iter : int
@@ -113,7 +143,9 @@ def pltf_em(model, X, factors=None, *, map_estimate=True, max_iter=200, tol=1e-4
     Raises
     ------
     ParameterError
-        Invalid data, factors or settings.
+        Invalid data, factors or settings; a start refused as by
+        :func:`sepsti.core.factorization.em.poisson_nmf_em` (a zero in a free factor, ``Xhat``
+        below the rates' floor everywhere, ``Xhat`` held at 0 where ``X > 0``).
 
     Warns
     -----
@@ -128,20 +160,21 @@ def pltf_em(model, X, factors=None, *, map_estimate=True, max_iter=200, tol=1e-4
     factors = initialize_pltf(model, X, seed) if factors is None else model.validate_factors(factors)
     factors = tuple(np.array(z, dtype=float) if model.fixed[a] is None else model.fixed[a]
                     for a, z in enumerate(factors))
+    floor = _rate_floor(X)
+    _validate_start(model, factors, X, floor)
     if _nmf_pattern(model):
         return _nmf_em(model, X, factors, map_estimate, max_iter, tol, progress)
 
     from sepsti.core.progress import progress_bar
 
     tiny = np.finfo(float).tiny
-    eps = np.finfo(float).eps
     history = [_objective(model, factors, X, map_estimate)]
     factors = list(factors)
     n_iter = 0
     with progress_bar(max_iter, desc="PLTF EM", enabled=progress) as bar:
         for n_iter in range(1, max_iter + 1):
             for a in model.free:
-                xhat = np.maximum(model.xhat(factors), tiny)
+                xhat = np.maximum(model.xhat(factors), floor)
                 if model.mask is None:
                     ratio = X / xhat
                 else:
@@ -151,7 +184,7 @@ def pltf_em(model, X, factors=None, *, map_estimate=True, max_iter=200, tol=1e-4
                 if map_estimate:
                     numerator = np.maximum(numerator + model.prior_shape[a] - 1.0, 0.0)
                     denominator = denominator + model.prior_rate[a]
-                factors[a] = np.maximum(numerator / np.maximum(denominator, eps), tiny)
+                factors[a] = np.maximum(numerator / np.maximum(denominator, floor), tiny)
             history.append(_objective(model, factors, X, map_estimate))
             bar.update()
             if tol > 0 and abs(history[-1] - history[-2]) <= tol * abs(history[-1]):

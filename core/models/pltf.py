@@ -253,22 +253,30 @@ class PLTFModel:
         return tuple(out)
 
     def validate_data(self, X, *, integer=False):
-        """Check the shape and values of ``X``; with ``integer=True`` require counts (for the samplers).
+        """Check the shape and the observed values of ``X``; with ``integer=True`` require counts (for the samplers).
 
-        Integer input comes back as int64 without a copy when it already is.
+        Entries outside the mask may hold anything (NaN for missing values) and come back as 0.
+        Integer input comes back as int64 without a copy when it already is and the mask leaves
+        nothing out.
         """
         X = np.asarray(X)
         if X.shape != self.output_shape:
             raise ParameterError(f"X has shape {X.shape}, expected {self.output_shape} for output {self.output!r}")
+        if self.mask is not None and not self.mask.all():
+            X = np.where(self.mask, X, 0)
         if np.issubdtype(X.dtype, np.integer) or X.dtype == bool:
             if X.size and X.min() < 0:
                 raise ParameterError("X must be finite and non-negative")
+            if integer and X.size and X.max() > np.iinfo(np.int64).max:
+                raise ParameterError(f"X has a count of {X.max()}, beyond the int64 counts of the Gibbs samplers")
             return np.asarray(X, dtype=np.int64) if integer else X.astype(float)
         if not np.all(np.isfinite(X)) or np.any(X < 0):
             raise ParameterError("X must be finite and non-negative")
         if integer:
             if not np.array_equal(X, np.round(X)):
                 raise ParameterError("X must hold integer counts for the Gibbs samplers: round it (np.rint) first")
+            if X.size and X.max() >= 2.0 ** 63:  # the least float beyond int64
+                raise ParameterError(f"X has a count of {X.max():g}, beyond the int64 counts of the Gibbs samplers")
             return X.astype(np.int64)
         return X.astype(float)
 

@@ -128,18 +128,32 @@ class PoissonNMF:
             return self.n_data
         return sum(self.X[rows, cols].size for rows, cols in subset)
 
+    def factors(self, theta):
+        """θ's (W, H), checked against the data: W (n_rows, R) and H (R, n_cols) of one R.
+
+        Any R is accepted, as :meth:`sepsti.core.models.poisson_parafac.PoissonParafac.factors` does.
+        """
+        W, H = theta
+        shapes = [np.shape(W), np.shape(H)]
+        n_rows, n_cols = self.X.shape
+        if len(shapes[0]) != 2 or len(shapes[1]) != 2 or shapes[0][0] != n_rows or shapes[1] != (shapes[0][1], n_cols):
+            raise ParameterError(f"W, H of shapes {shapes[0]}, {shapes[1]}: expected (n_rows, R), (R, n_cols) of one R "
+                                 f"for data of shape {self.X.shape}")
+        return W, H
+
     def log_likelihood(self, theta, subset=None):
         """Sum of log p(X_ij | W, H) over ``subset``."""
+        W, H = self.factors(theta)
         total = 0.0
         for rows, cols in self._blocks(subset):
-            rate = (theta.W[rows] @ theta.H[:, cols]).astype(np.float64)
+            rate = (W[rows] @ H[:, cols]).astype(np.float64)
             x = self.X[rows, cols].astype(np.float64)
             total += float(np.sum(xlogy(x, rate) - rate - self.log_factorial[rows, cols]))
         return total
 
     def log_likelihood_and_grad(self, theta, subset=None):
         """:meth:`log_likelihood` and its gradient with respect to (W, H)."""
-        W, H = theta
+        W, H = self.factors(theta)
         grad_W = np.zeros_like(W)
         grad_H = np.zeros_like(H)
         total = 0.0
@@ -158,8 +172,10 @@ class PoissonNMF:
         return self.log_likelihood_and_grad(theta, subset)[1]
 
     def log_prior(self, theta):
-        """log p(W) + log p(H) (exponential densities on the non-negative orthant)."""
-        W, H = theta
+        """log p(W) + log p(H) (exponential densities on the non-negative orthant); −inf if any entry is negative."""
+        W, H = self.factors(theta)
+        if np.any(W < 0) or np.any(H < 0):
+            return -np.inf
         return (W.size * np.log(self.rate_W) - self.rate_W * float(W.sum())
                 + H.size * np.log(self.rate_H) - self.rate_H * float(H.sum()))
 

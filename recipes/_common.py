@@ -1,9 +1,11 @@
 """What every recipe shares: its command line, how it checks it and how it writes results.
 
-Each recipe runs as ``python recipes/<name>.py [--quick] [--out DIR] [--seed S] [--overwrite]``
-and writes ``DIR/<name>.json`` and ``DIR/<name>.png`` (atomically). Right after parsing, before any
-work, the parser checks that ``DIR`` is a folder it can write into (or can be created) and refuses to
-replace results that are already there unless ``--overwrite`` is given.
+Each recipe runs as ``python recipes/<name>.py [--quick] [--out DIR] [--seed S] [--overwrite]`` (a benchmark
+as ``recipes/benchmarks/<name>.py``) and writes ``DIR/<results>.json`` and, where a plot helps,
+``DIR/<results>.png`` (atomically; ``<results>`` is the name, with the options that tell runs apart).
+Right after parsing, before any work, the parser checks the options' values, that ``DIR`` is a folder it
+can write into (or can be created), and refuses to replace results that are already there unless
+``--overwrite`` is given. :func:`run_recipe` ends a recipe whose input is found wrong later in one line.
 """
 
 import argparse
@@ -19,54 +21,83 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from sepsti.core.errors import ParameterError  # noqa: E402
-from sepsti.core.io import atomic_path, json_safe  # noqa: E402
+from sepsti.core.io import atomic_path, check_output_path, json_safe  # noqa: E402
 from sepsti.core.random import KEY_LIMIT  # noqa: E402
 
-__all__ = ["recipe_parser", "run_recipe", "write_results", "default_corpus", "checkout_package",
-           "integer_list", "rank_list", "positive_list", "paired_lead", "lead_text", "ROOT"]
+__all__ = ["recipe_parser", "run_recipe", "write_results", "write_json", "claim_folders", "default_corpus",
+           "noizeus_corpus", "checkout_package", "checkout_folder", "number_type", "positive_int", "non_negative_int",
+           "positive_float", "non_negative_float", "integer_list", "count_list", "rank_list", "positive_list",
+           "choice_list", "paired_lead", "lead_text", "FOLDER_RECORD", "ROOT"]
+
+#: The record a recipe keeps in a folder of files it makes (mixtures, pairs, a corpus): see :func:`claim_folders`.
+FOLDER_RECORD = ".recipe.json"
 
 
-def recipe_parser(name, description, *, output=None, seed_offset=0):
+def recipe_parser(name, description, *, output=None, output_help=None, plot=False, writes=None, seed_offset=0):
     """Return an argument parser with the options every recipe takes.
 
     Parameters
     ----------
     name : str
-        Recipe name (the program is ``recipes/<name>.py``).
+        Recipe name: the program is ``recipes/<name>.py`` (``benchmarks/<name>`` for a benchmark).
     description : str
-    output : str, callable or False, optional
-        Name of the results the recipe writes with :func:`write_results` (``DIR/<output>.json`` and
-        ``.png``), or a function of the parsed arguments giving it; default ``name``. Such a parser takes
-        ``--overwrite`` and, when parsing, checks ``--out`` and refuses existing results without it.
-        False: the recipe writes no such results (no ``--overwrite``, ``--out`` left to the recipe).
+    output : str or callable, optional
+        Name of the results the recipe writes with :func:`write_results` (``DIR/<output>.json``, and
+        ``.png`` with ``plot``), or a function of the parsed arguments giving it; default the last part of
+        ``name``. When parsing, the parser checks ``--out`` and refuses existing results without ``--overwrite``.
+    output_help : str, optional
+        How ``--help`` names the results of a function ``output`` (e.g. ``enhance_x_LABEL_SPLIT``).
+    plot : bool
+        Whether the recipe writes a plot beside the JSON.
+    writes : str, optional
+        What else the recipe writes, for ``--help`` (e.g. ``the mixtures in DIR/noisy``).
     seed_offset : int
         The largest number the recipe adds to ``--seed`` (seeds of further data draws): ``--seed`` must
         lie in [0, 2**32 - 1 - seed_offset].
     """
-    parser = _RecipeParser(prog=_prog(name), description=description,
-                           output=name if output is None else output)
+    results = Path(name).name if output is None else output
+    if callable(results) and output_help is None:
+        raise ValueError(f"{name}: a function output needs output_help, its name in --help")
+    shown = output_help or results
+    epilog = (f"Writes DIR/{shown}.json" + (f" and DIR/{shown}.png" if plot else "") + " (DIR: --out)"
+              + (f"; {writes}" if writes else "") + ". What an earlier run wrote there is replaced only with "
+              "--overwrite.")
+    parser = _RecipeParser(prog=_prog(name), description=description, epilog=epilog, output=results)
     parser.add_argument("--quick", action="store_true", help="a reduced run (minutes, not hours)")
-    parser.add_argument("--out", type=Path, default=Path("results"), help="output folder (default: results)")
+    parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
+                        help="output folder (default: results)")
     parser.add_argument("--seed", type=_seed_type(seed_offset), default=0,
                         help=f"random seed, 0 to {KEY_LIMIT - 1 - seed_offset} (default: 0)")
-    if output is not False:
-        parser.add_argument("--overwrite", action="store_true",
-                            help="replace the results of an earlier run in the output folder")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace what an earlier run of this recipe wrote (its results, its folders)")
     return parser
 
 
 class _RecipeParser(argparse.ArgumentParser):
-    """An argument parser that checks the output folder and records the run's provenance when parsing."""
+    """An argument parser that checks the outputs and records the run's provenance when parsing."""
 
     def __init__(self, *, output, **kwargs):
         super().__init__(**kwargs)
         self._output = output
+        self._output_files = []
+
+    def add_output_file(self, flag, *, help):
+        """Add an option naming a further output file (``--json PATH``), checked when parsing as the results are
+        (:func:`sepsti.core.io.check_output_path`) and written with :func:`write_json`."""
+        action = self.add_argument(flag, type=Path, default=None, metavar="PATH", help=help)
+        self._output_files.append(action)
 
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
-        if self._output is not False:
-            parsed._results_name = self._output(parsed) if callable(self._output) else self._output
-            self._check_out(parsed.out, parsed._results_name, parsed.overwrite)
+        parsed._results_name = self._output(parsed) if callable(self._output) else self._output
+        self._check_out(parsed.out, parsed._results_name, parsed.overwrite)
+        for action in self._output_files:
+            path = getattr(parsed, action.dest)
+            if path is not None:
+                try:
+                    check_output_path(path, overwrite=parsed.overwrite)
+                except ParameterError as error:
+                    self.error(f"{action.option_strings[0]} {error}")
         parsed._provenance = _provenance(sys.argv[1:] if args is None else args)
         return parsed
 
@@ -119,29 +150,81 @@ def run_recipe(main, name):
         sys.exit(2)
 
 
-def _number_list(text, convert, accept, expected):
+def _number(text, convert, accept):
+    """``convert(text)`` if it converts and ``accept`` takes it, else None."""
     try:
-        values = [convert(item) for item in text.split(",")]
+        value = convert(text)
     except ValueError:
-        values = None
-    if values is None or not all(accept(value) for value in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected {expected} separated by commas")
-    return values
+        return None
+    return value if accept(value) else None
 
 
-def integer_list(text):
-    """``argparse`` type of a comma-separated list of integers (SNRs): a bad one is a usage error."""
-    return _number_list(text, int, lambda value: True, "integers")
+def number_type(convert, accept, expected):
+    """An ``argparse`` type of one number, ``convert(text)`` if ``accept`` takes it: else a usage error saying what
+    was ``expected``."""
+    def number(text):
+        value = _number(text, convert, accept)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
+        return value
+
+    number.__doc__ = f"``argparse`` type: {expected}."
+    return number
 
 
-def rank_list(text):
-    """``argparse`` type of a comma-separated list of ranks, integers of at least 1."""
-    return _number_list(text, int, lambda value: value >= 1, "ranks (integers of at least 1)")
+def _list_type(convert, accept, expected):
+    """An ``argparse`` type of a comma-separated list of numbers, each converted and accepted."""
+    def numbers(text):
+        values = [_number(item, convert, accept) for item in text.split(",")]
+        if None in values:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected} separated by commas")
+        return values
+
+    numbers.__doc__ = f"``argparse`` type: {expected} separated by commas."
+    return numbers
 
 
-def positive_list(text):
-    """``argparse`` type of a comma-separated list of positive finite numbers (prior rates, length scales)."""
-    return _number_list(text, float, lambda value: math.isfinite(value) and value > 0, "positive numbers")
+def _positive(value):
+    return math.isfinite(value) and value > 0
+
+
+def _non_negative(value):
+    return math.isfinite(value) and value >= 0
+
+
+#: ``argparse`` types of one number (counts, lengths, durations): a bad one is a usage error.
+positive_int = number_type(int, _positive, "an integer of at least 1")
+non_negative_int = number_type(int, _non_negative, "an integer of at least 0")
+positive_float = number_type(float, _positive, "a positive number")
+non_negative_float = number_type(float, _non_negative, "a number of at least 0")
+
+#: ``argparse`` types of comma-separated lists: integers (SNRs), counts and ranks (integers of at least 1), positive
+#: finite numbers (prior rates, length scales, durations).
+integer_list = _list_type(int, lambda value: True, "integers")
+count_list = _list_type(int, _positive, "positive integers")
+rank_list = _list_type(int, _positive, "ranks (integers of at least 1)")
+positive_list = _list_type(float, _positive, "positive numbers")
+
+
+def choice_list(choices, *, empty=False):
+    """An ``argparse`` type of a comma-separated list of some of ``choices``, each at most once (none: ``''``, with
+    ``empty``)."""
+    def chosen(text):
+        values = [item.strip() for item in text.split(",")] if text or not empty else []
+        if not set(values) <= set(choices) or len(set(values)) < len(values):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected some of {', '.join(choices)}, separated by commas")
+        return values
+
+    chosen.__doc__ = f"``argparse`` type: some of {', '.join(choices)}, separated by commas."
+    return chosen
+
+
+def checkout_folder(text):
+    """``argparse`` type of ``--sepsti``: a folder holding a ``sepsti`` package (this project's checkout)."""
+    path = Path(text)
+    if not (path / "sepsti" / "__init__.py").is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: not a checkout of sepsti (no sepsti/__init__.py there)")
+    return path
 
 
 def paired_lead(ours, theirs, groups):
@@ -166,6 +249,14 @@ def default_corpus():
         if candidate and Path(candidate, "clean").is_dir():
             return Path(candidate).resolve()
     return None
+
+
+def noizeus_corpus(corpus, option="--corpus"):
+    """``corpus`` (an option's value), or else :func:`default_corpus`; :class:`ParameterError` if neither."""
+    corpus = corpus or default_corpus()
+    if corpus is None:
+        raise ParameterError(f"no NOIZEUS-style corpus: pass {option} DIR or set SEPSTI_NOIZEUS")
+    return corpus
 
 
 @contextlib.contextmanager
@@ -200,6 +291,13 @@ def checkout_package(checkout):
         yield {**os.environ, "PYTHONPATH": os.pathsep.join((folder, str(checkout)))}, Path(folder)
 
 
+def write_json(path, document, *, overwrite):
+    """Write ``document`` (through :func:`sepsti.core.io.json_safe`: NaN and infinities as null) as the JSON file
+    ``path``, atomically; without ``overwrite`` a file there is not replaced (:class:`ParameterError`)."""
+    with atomic_path(path, overwrite=overwrite) as tmp:
+        tmp.write_text(json.dumps(json_safe(document), indent=2, allow_nan=False) + "\n")
+
+
 def write_results(args, results, figure=None):
     """Write ``results`` as ``args.out/<name>.json`` and ``figure`` as ``args.out/<name>.png``, under the
     results' name the parser checked (:func:`recipe_parser`'s ``output``).
@@ -223,9 +321,8 @@ def write_results(args, results, figure=None):
     name, out_dir = args._results_name, Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     options = {key: value for key, value in vars(args).items() if not key.startswith("_")}
-    document = json_safe({**results, "provenance": {**args._provenance, "options": options}})
-    with atomic_path(out_dir / f"{name}.json", overwrite=args.overwrite) as tmp:
-        tmp.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
+    write_json(out_dir / f"{name}.json", {**results, "provenance": {**args._provenance, "options": options}},
+               overwrite=args.overwrite)
     if figure is not None:
         import matplotlib.pyplot as plt
 
@@ -233,6 +330,82 @@ def write_results(args, results, figure=None):
             figure.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
         plt.close(figure)
     print(f"wrote {out_dir / (name + '.json')}" + (f" and {out_dir / (name + '.png')}" if figure is not None else ""))
+
+
+def claim_folders(folders, settings, *, overwrite):
+    """Make folders ready for the files a run writes there, or refuse before anything is written.
+
+    Each folder keeps a record, :data:`FOLDER_RECORD`, of the ``settings`` of the run that made its files
+    and of those files, written before them (so that an interrupted run is recognised too). A folder that
+    is missing or empty is taken; one whose record holds the same settings and files is taken as it is
+    (the run writes the same files again); one whose record differs is refused unless ``overwrite``, which
+    removes the files that record lists. A folder holding a file no record lists (one named with a leading
+    dot aside), or files but no record, is refused: nothing the recipe did not write is ever removed.
+
+    Parameters
+    ----------
+    folders : dict
+        Folder (Path) → the files the run writes there (paths relative to it, with ``/``).
+    settings : dict
+        What makes the files (compared as JSON).
+    overwrite : bool
+
+    Raises
+    ------
+    ParameterError
+        Naming the folder, and the settings that differ.
+    """
+    settings = json.loads(json.dumps(json_safe(settings)))
+    claims = {folder: {"settings": settings, "files": sorted(files)} for folder, files in folders.items()}
+    records = {folder: _checked_record(folder, claim, overwrite) for folder, claim in claims.items()}
+    for folder, claim in claims.items():  # every folder checked first: a refusal leaves them all as they were
+        if records[folder] not in (None, claim):
+            _remove_listed(folder, records[folder]["files"])
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json(folder / FOLDER_RECORD, claim, overwrite=True)
+
+
+def _checked_record(folder, claim, overwrite):
+    """The record in ``folder`` (None: no folder, or an empty one) if :func:`claim_folders` may take it."""
+    if folder.exists() and not folder.is_dir():
+        raise ParameterError(f"{folder}: not a folder; choose another --out")
+    present = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
+                     if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts))
+    if not (folder / FOLDER_RECORD).is_file():
+        if present:
+            raise ParameterError(f"{folder}: holds files of no recorded run ({len(present)}, e.g. {present[0]}; no "
+                                 f"{FOLDER_RECORD}); remove them or choose another --out")
+        return None
+    try:
+        record = json.loads((folder / FOLDER_RECORD).read_text())
+        theirs, listed = dict(record["settings"]), set(record["files"])
+        if any(Path(path).is_absolute() or ".." in Path(path).parts for path in listed):
+            raise ValueError("a file outside the folder")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ParameterError(f"{folder / FOLDER_RECORD}: not a record of a run ({error}); remove the folder or "
+                             "choose another --out") from None
+    foreign = [path for path in present if path not in listed]
+    if foreign:
+        raise ParameterError(f"{folder}: holds files its run did not write ({len(foreign)}, e.g. {foreign[0]}); move "
+                             "them or choose another --out")
+    if record != claim and not overwrite:
+        ours = claim["settings"]
+        changed = [f"{key} {theirs.get(key)!r} there, {ours.get(key)!r} now" for key in dict.fromkeys([*theirs, *ours])
+                   if theirs.get(key) != ours.get(key)]
+        raise ParameterError(f"{folder}: holds the files of a run with other settings ("
+                             f"{'; '.join(changed) or 'other files'}); pass --overwrite to replace them, or choose "
+                             "another --out")
+    return record
+
+
+def _remove_listed(folder, files):
+    """Remove ``files`` (relative to ``folder``) and the folders below ``folder`` that leaves empty."""
+    for relative in files:
+        (folder / relative).unlink(missing_ok=True)
+    for below in sorted({parent for relative in files for parent in (folder / relative).parents
+                         if folder in parent.parents}, key=lambda path: len(path.parts), reverse=True):
+        with contextlib.suppress(OSError):  # not empty: something else is in it
+            below.rmdir()
 
 
 def _provenance(argv):

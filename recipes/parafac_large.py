@@ -67,14 +67,14 @@ JSON keys: ``shape``, ``nnz``, ``ranks``, ``lambdas``, ``log_marginal_likelihood
 check of :mod:`sepsti.core.evidence.tempering_check`, per rank), ``per_lambda_seconds``, ``per_lambda_cpu_seconds``.
 """
 
-import argparse
 import resource
 import time
 import warnings
 
 import numpy as np
 
-from _common import positive_list, rank_list, recipe_parser, run_recipe, write_results
+from _common import (count_list, positive_float, positive_int, positive_list, rank_list, recipe_parser, run_recipe,
+                     write_results)
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.parafac_rank import select_parafac_rank
@@ -93,44 +93,34 @@ def step_a_for(prior_rate, n_data, num_burn_in, step_b):
     return num_burn_in * final ** (1.0 / step_b)
 
 
-def step_counts(text):
-    """``--steps``: comma-separated positive integers (one K, or one per temperature)."""
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers separated by commas, e.g. 3000")
-    return values
-
-
 def sigma_for(nnz, n_data, sigma=1e-5):
     """pSGLD's σ relative to the gradient average per non-zero: ``sigma × nnz / N`` (module docstring)."""
     return float(sigma) * float(nnz) / float(n_data)
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True)
     parser.add_argument("--tns", help="a FROSTT .tns file to use instead of the simulated tensor")
-    parser.add_argument("--nnz", type=int, default=1_000_000, help="expected non-zeros of the simulated tensor")
-    parser.add_argument("--true-rank", type=int, default=5, help="rank of the simulated tensor (default 5)")
+    parser.add_argument("--nnz", type=positive_int, default=1_000_000,
+                        help="expected non-zeros of the simulated tensor")
+    parser.add_argument("--true-rank", type=positive_int, default=5, help="rank of the simulated tensor (default 5)")
     parser.add_argument("--lambdas", type=positive_list, help="comma-separated prior rates (default λ0/2, λ0, 2λ0)")
     parser.add_argument("--ranks", type=rank_list, help="comma-separated ranks (default 1..11)")
-    parser.add_argument("--steps", type=step_counts,
+    parser.add_argument("--steps", type=count_list,
                         help="iterations per temperature: one K, or T + 1 comma-separated values for t = 0, 0.2, "
                         "..., 1 (default 3000 at t <= 0.6, 30000 at t = 0.8, 1; the paper: 3000)")
-    parser.add_argument("--keep", type=int, help="kept iterations (default 500)")
-    parser.add_argument("--blocks", type=int, default=12, help="B (default 12)")
+    parser.add_argument("--keep", type=positive_int, help="kept iterations (default 500)")
+    parser.add_argument("--blocks", type=positive_int, default=12, help="B (default 12)")
     parser.add_argument("--checkpoint", help="folder for per-chain checkpoints (one subfolder per λ)")
     parser.add_argument("--evaluate", choices=("full", "before_update", "after_update"), default="full",
                         help="E_t[log p] from the full log-likelihood (default) or the paper's part estimates")
-    parser.add_argument("--evaluate-every", type=int, help="m of --evaluate full (default B)")
+    parser.add_argument("--evaluate-every", type=positive_int, help="m of --evaluate full (default B)")
     parser.add_argument("--schedule", choices=("uniform", "power"), default="uniform",
                         help="temperature grid: t_i = i/T (default) or (i/T)^c")
-    parser.add_argument("--power", type=float, default=5.0, help="c of --schedule power (default 5)")
+    parser.add_argument("--power", type=positive_float, default=5.0, help="c of --schedule power (default 5)")
     parser.add_argument("--rule", choices=("trapezoid", "simpson"), default="trapezoid",
                         help="quadrature: trapezoid in t (default) or Simpson in u = t^(1/c)")
-    parser.add_argument("--replicates", type=int, default=1,
+    parser.add_argument("--replicates", type=positive_int, default=1,
                         help="independent chains per (rank, temperature); with 2 or more the standard errors come "
                              "from their spread (default 1, the paper's)")
     parser.add_argument("--init", choices=("prior", "map"), default="prior",
@@ -139,7 +129,7 @@ def main():
                         help="update the B blocks of a part on numba threads (same samples; for idle cores)")
     parser.add_argument("--distributed", action="store_true",
                         help="under mpiexec: spread each chain's blocks over the processes (Fig. 1)")
-    parser.add_argument("--chain-memory-gb", type=float, default=1.0,
+    parser.add_argument("--chain-memory-gb", type=positive_float, default=1.0,
                         help="under mpiexec: use the block level when the non-zeros need more (default 1)")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -167,7 +157,7 @@ def run(args, parser, comm, is_root, started):
     lambdas = args.lambdas or ([own_rate] if args.quick else [own_rate, own_rate / 2, own_rate * 2])
     ranks = args.ranks or ([3, 5, 7] if args.quick else list(range(1, 12)))
     num_steps = args.steps or ([200] if args.quick else list(STEPS))
-    num_keep = args.keep or (50 if args.quick else 500)
+    num_keep = (50 if args.quick else 500) if args.keep is None else args.keep
     n_data = int(np.prod(X.shape, dtype=np.float64))
     distributed = comm is not None and (args.distributed or X.nnz * 32 > args.chain_memory_gb * 2 ** 30)
     level = "blocks" if distributed else ("chains" if comm is not None else "none")
@@ -186,7 +176,7 @@ def run(args, parser, comm, is_root, started):
         step_a = [step_a_for(rate, n_data, max(k - num_keep, 1), 0.51) for k in num_steps]
         checkpoint = None if args.checkpoint is None else f"{args.checkpoint}/lambda_{rate:.6g}"
         cpu = time.process_time()
-        every = (args.evaluate_every or args.blocks) if args.evaluate == "full" else 1
+        every = (args.blocks if args.evaluate_every is None else args.evaluate_every) if args.evaluate == "full" else 1
         result = select_parafac_rank(X, ranks, preset="paper", prior_rate=rate, sampler="psgld", num_intervals=5,
                                      schedule=args.schedule, power=args.power, rule=args.rule,
                                      num_steps=num_steps, num_keep=num_keep, num_blocks=args.blocks,

@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from _common import recipe_parser, run_recipe, write_results
+from _common import positive_int, recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.chib import chib_log_marginal_likelihood
 from sepsti.core.evidence.parafac_rank import select_parafac_rank
@@ -77,11 +77,12 @@ def draw_summary(seed, sgld, psgld, chib):
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True)
     parser.add_argument("--true-rank", type=int, default=2, help="rank of the simulated data (default 2)")
-    parser.add_argument("--data-seeds", type=int, default=5, help="data draws for the selection check (default 5)")
+    parser.add_argument("--data-seeds", type=positive_int, default=5,
+                        help="data draws for the selection check (default 5)")
     args = parser.parse_args()
-    data_seeds = 1 if args.quick else max(1, args.data_seeds)
+    data_seeds = 1 if args.quick else args.data_seeds
     if args.seed + data_seeds - 1 >= KEY_LIMIT:
         parser.error(f"--seed {args.seed}: with --data-seeds {data_seeds}, the last draw's seed "
                      f"{args.seed + data_seeds - 1} is not below 2**32")

@@ -78,7 +78,7 @@ def run_sampler(module, model, X, seed, num_steps, burn_in):
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True)
     args = parser.parse_args()
     num_steps, burn_in = (600, 200) if args.quick else (3000, 1000)
     model, truth, X = simulate(args.seed)

@@ -32,6 +32,7 @@ import numpy as np
 
 from _common import recipe_parser, run_recipe, write_results
 
+from sepsti.core.errors import ParameterError
 from sepsti.core.factorization.pltf_em import pltf_em
 from sepsti.core.models.pltf import pltf_model
 from sepsti.core.random import stream
@@ -71,13 +72,13 @@ def load_audio(corpus, seed):
 
     paths = sorted(Path(corpus).rglob("sp01.wav"))
     if not paths:
-        raise SystemExit(f"Error: --corpus {corpus}: no sp01.wav below it")
+        raise ParameterError(f"--corpus {corpus}: no sp01.wav below it")
     y, _ = soundfile.read(paths[0])
     return y, str(paths[0])
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True)
     parser.add_argument("--corpus", type=Path, default=None, help="NOIZEUS folder (default: a synthetic signal)")
     args = parser.parse_args()
     num_steps = 60 if args.quick else 400

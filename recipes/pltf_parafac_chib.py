@@ -89,7 +89,7 @@ def chib_per_rank(X, *, num_burn_in, num_samples, num_reduced, method, seed, blo
 def main():
     # each rank's largest single-sample weight is printed and stored instead
     warnings.filterwarnings("ignore", message="Chib ordinate")
-    parser = recipe_parser(NAME, __doc__.splitlines()[0], seed_offset=NUM_DATA_SEEDS - 1)
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True, seed_offset=NUM_DATA_SEEDS - 1)
     parser.add_argument("--method", choices=("factors", "sources"), default="factors",
                         help="Chib decomposition (default: factors)")
     parser.add_argument("--blocks", choices=("columns", "factors"), default="columns",

@@ -36,7 +36,9 @@ Settings the paper leaves open: lambda = 1 for both exponential marginals,
 sigma_N = the simulator's noise standard deviation, kernels exactly as
 written in the paper (SE exp(-(i-j)^2/beta^2) over wavenumber, exponential
 exp(-||x-x'||/beta^2) over plate coordinates), jitter 1e-6. Measured results
-and the commands that reproduce them are in docs/nuts.md.
+and the commands that reproduce them are in docs/nuts.md. Each run writes ``DIR/raman_nuts_<regime>.json``
+and ``.png`` (``_<metric>`` added for a fixed ``--metric``, ``_x<intensity>`` for ``--intensity``), so that
+runs of the regimes share a folder.
 
 The analyte component is the MAP component best correlated with the true
 spectrum; posterior correlations use the same component in every draw.
@@ -51,7 +53,8 @@ import time
 
 import numpy as np
 
-from _common import integer_list, positive_list, recipe_parser, run_recipe, write_results
+from _common import (integer_list, non_negative_int, number_type, positive_float, positive_int, positive_list,
+                     recipe_parser, run_recipe, write_results)
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.factorization.map import map_nmf_gpp
@@ -181,44 +184,62 @@ def make_figure(panels):
     return fig
 
 
-def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--warmup", type=int, default=None, help="warm-up iterations (default 1000; quick 150)")
-    parser.add_argument("--draws", type=int, default=None,
+#: ``argparse`` types of the chains' lengths: the warm-up's windows take 20 iterations, split-R-hat 4 draws.
+warmup_count = number_type(int, lambda value: value >= 20, "an integer of at least 20")
+draw_count = number_type(int, lambda value: value >= 4, "an integer of at least 4")
+
+
+def add_chain_options(parser):
+    """Add the options of the NUTS runs, which ``benchmarks/nuts_nmf_gpp.py`` shares; :func:`chain_lengths` reads
+    two of them."""
+    parser.add_argument("--warmup", type=warmup_count, default=None,
+                        help="warm-up iterations (default 1000; quick 150)")
+    parser.add_argument("--draws", type=draw_count, default=None,
                         help="kept draws per chain (default 2000, enough for split-R-hat < 1.01 over 1353 quantities; "
                              "quick 150)")
+    parser.add_argument("--chains", type=positive_int, default=2, help="independent chains, run in parallel")
+    parser.add_argument("--scale-moves", type=non_negative_int, default=5,
+                        help="sweeps of D/H scale moves per transition in +moves metrics")
+    parser.add_argument("--target", type=number_type(float, lambda value: 0 < value < 1, "a number in (0, 1)"),
+                        default=0.8, help="target acceptance statistic delta")
+
+
+def chain_lengths(args):
+    """The warm-up and the draws of ``args`` (:func:`add_chain_options`): as given, or a full or a quick run's."""
+    return ((150 if args.quick else 1000) if args.warmup is None else args.warmup,
+            (150 if args.quick else 2000) if args.draws is None else args.draws)
+
+
+def results_name(args):
+    """The name of a run's results: the regime, and the metric and the intensity where they are not the default."""
+    return (f"{NAME}_{args.regime}" + ("" if args.metric == "auto" else f"_{args.metric}")
+            + ("" if args.intensity is None else f"_x{args.intensity:g}"))
+
+
+def main():
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], output=results_name,
+                           output_help=f"{NAME}_REGIME[_METRIC][_xINTENSITY]", plot=True)
+    add_chain_options(parser)
     parser.add_argument("--metric", choices=sorted(METRICS), default="auto",
                         help="auto (default): chosen from pilot runs in the warm-up; or a fixed one")
     parser.add_argument("--regime", choices=sorted(REGIMES), default="stiff",
                         help="stiff: sigma_N = 0.05, spectra at 1 (the paper's simulation); weak: sigma_N = 5, "
                              "signal x5 (a less informative likelihood); faint: sigma_N = 5, signal x2")
-    parser.add_argument("--intensity", type=float, default=None,
+    parser.add_argument("--intensity", type=positive_float, default=None,
                         help="signal scale of the simulated map, overriding the regime's (sigma_N stays the regime's)")
-    parser.add_argument("--chains", type=int, default=2, help="independent chains, run in parallel")
-    parser.add_argument("--workers", type=int, default=None, help="chains at once (default: min(chains, cores))")
-    parser.add_argument("--scale-moves", type=int, default=5, help="sweeps of D/H scale moves in +moves metrics")
-    parser.add_argument("--max-tree-depth", type=int, default=None, help="default 10; quick 8")
-    parser.add_argument("--target", type=float, default=0.8, help="target acceptance statistic delta")
+    parser.add_argument("--workers", type=positive_int, default=None,
+                        help="chains at once (default: min(chains, cores))")
+    parser.add_argument("--max-tree-depth", type=positive_int, default=None, help="default 10; quick 8")
     parser.add_argument("--experiments", type=integer_list, default=[1, 2], help="1, 2 or 1,2 (default 1,2)")
     parser.add_argument("--betas", type=positive_list, default=[10.0, 20.0],
                         help="length scales beta, comma-separated (default 10,20)")
     args = parser.parse_args()
-    num_warmup = (150 if args.quick else 1000) if args.warmup is None else args.warmup
-    num_draws = (150 if args.quick else 2000) if args.draws is None else args.draws
+    if not set(args.experiments) <= {1, 2}:
+        parser.error(f"--experiments {','.join(map(str, args.experiments))}: expected 1, 2 or 1,2")
+    num_warmup, num_draws = chain_lengths(args)
     args.max_tree_depth = (8 if args.quick else 10) if args.max_tree_depth is None else args.max_tree_depth
     intensity, noise_std = REGIMES[args.regime]
     intensity = intensity if args.intensity is None else args.intensity
-    # refused before the MAP fits, not after them
-    for name, value, low in (("--warmup", num_warmup, 20), ("--draws", num_draws, 4), ("--chains", args.chains, 1),
-                             ("--max-tree-depth", args.max_tree_depth, 1)):
-        if value < low:
-            parser.error(f"{name} {value}: at least {low}")
-    if not 0.0 < args.target < 1.0:
-        parser.error(f"--target {args.target}: expected a number in (0, 1)")
-    if not intensity > 0:
-        parser.error(f"--intensity {intensity}: expected a positive number")
-    if not set(args.experiments) <= {1, 2}:
-        parser.error(f"--experiments {','.join(map(str, args.experiments))}: expected 1, 2 or 1,2")
 
     runs, panels = [], []
     with single_threaded_blas():

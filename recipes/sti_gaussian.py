@@ -100,7 +100,7 @@ def data(seed, index, true_rank, n_data=5000):
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True)
     parser.add_argument("--ablation", action="store_true", help="also run the bias decomposition (true R = 5)")
     args = parser.parse_args()
     true_ranks = [2, 5] if args.quick else [2, 5, 8]

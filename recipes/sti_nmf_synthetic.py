@@ -64,7 +64,7 @@ import warnings
 
 import numpy as np
 
-from _common import rank_list, recipe_parser, run_recipe, write_results
+from _common import positive_int, rank_list, recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.rank_one import rank_one_log_evidence
 from sepsti.core.evidence.sti import integration_weights, thermodynamic_integral
@@ -140,9 +140,10 @@ def nuts_reference(X, rank, rate, *, num_intervals=10, power=5.0, num_warmup=600
 
 def main():
     # Chib's runs use seed --seed + R_m
-    parser = recipe_parser(NAME, __doc__.splitlines()[0], seed_offset=max(RANKS))
-    parser.add_argument("--settings", choices=sorted(SETTINGS), default="default")
-    parser.add_argument("--replicates", type=int, default=None,
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True, seed_offset=max(RANKS))
+    parser.add_argument("--settings", choices=sorted(SETTINGS), default="default",
+                        help="STI settings: the reference path (default), preconditioned block SGLD, or the paper's")
+    parser.add_argument("--replicates", type=positive_int, default=None,
                         help="independent chains per (rank, temperature); the standard errors come from their "
                              "spread (default: 4, --quick 3)")
     parser.add_argument("--nuts-reference", action="store_true",
@@ -152,8 +153,6 @@ def main():
     args = parser.parse_args()
     if args.replicates is None:
         args.replicates = 3 if args.quick else 4
-    if args.replicates < 1:
-        parser.error(f"--replicates {args.replicates}: need at least 1")
     true_ranks = args.true_ranks
     ranks = QUICK_RANKS if args.quick else RANKS
     if args.nuts_reference and not set(true_ranks) <= set(ranks):

@@ -22,7 +22,8 @@ standard errors means the chains never reached their power posteriors, and
 the "evidence" then ranks the EM starts, not the models.
 
 ``--sti-json`` reuses the JSON of a ``sepsti select-rank`` run (same
-settings) instead of rerunning STI. ``--quick``: K = 100 keeping 50, two
+settings) instead of rerunning STI; it is read and checked (its ranks those of ``--ranks``) before
+the dictionaries are trained. ``--quick``: K = 100 keeping 50, two
 test utterances at one SNR (the middle one found), 50 EM iterations for the
 dictionaries. The JSON records ``quick``, ``dictionary_em_iterations`` and
 ``seed`` beside the STI ``settings``.
@@ -34,15 +35,18 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, rank_list, recipe_parser, run_recipe, write_results
+from _common import noizeus_corpus, rank_list, recipe_parser, run_recipe, write_results
+
+from sepsti.core.errors import ParameterError
 
 NAME = "sti_speech"
 RANKS = [32, 64, 128, 256, 512]
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "noizeus")
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True)
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="NOIZEUS folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
     parser.add_argument("--sti-json", type=Path, default=None, help="reuse a select-rank JSON")
     parser.add_argument("--ranks", type=rank_list, default=RANKS,
                         help=f"candidate ranks, comma-separated (default {','.join(map(str, RANKS))})")
@@ -50,6 +54,8 @@ def main():
                         help="select-rank's defaults (the speech model) or ICASSP'16's settings")
     args = parser.parse_args()
     ranks = args.ranks
+    corpus = noizeus_corpus(args.corpus)
+    reused = None if args.sti_json is None else read_sti_json(args.sti_json, ranks)
     em_iterations = 50 if args.quick else 200
 
     from sepsti.corpora.noizeus import mixtures
@@ -57,8 +63,8 @@ def main():
     from sepsti.denoise import denoise, train_dictionary
     from sepsti.metrics import bss_eval
 
-    X, _ = train_split(args.corpus).matrix()
-    test = mixtures(args.corpus, split="test")
+    X, _ = train_split(corpus).matrix()
+    test = mixtures(corpus, split="test")
     if args.quick:
         keep = sorted({m.utterance for m in test})[:2]
         middle = sorted({m.snr for m in test})[len({m.snr for m in test}) // 2]
@@ -78,15 +84,8 @@ def main():
                     scores[key + suffix][snr].append(float(np.nanmean([s[key] for s in per_snr[snr]])))
             print(f"R = {rank:>4}{suffix or ' (sepsti)'}: SDR "
                   + ", ".join(f"{snr} dB: {scores['sdr' + suffix][snr][-1]:.2f}" for snr in snrs), flush=True)
-    # STI last, so that a long STI run (--sti-json) can finish meanwhile
-    if args.sti_json is not None:
-        sti = json.loads(args.sti_json.read_text())
-        if sti["ranks"] != ranks:
-            raise SystemExit(f"{args.sti_json}: ranks {sti['ranks']} differ from {ranks}")
-        log_ml, stderr, seconds_sti = sti["log_marginal_likelihood"], sti["stderr"], sti["seconds"]
-        settings = sti.get("settings", {})
-        per_t = sti["per_temperature"]
-        falls = [per_t["largest_decrease_se"][str(r)] for r in ranks]
+    if reused is not None:
+        log_ml, stderr, seconds_sti, settings, falls = reused
     else:
         from sepsti.core.evidence.sti_nmf import select_rank_sti
         from sepsti.commands.select_rank import SPEECH_MODEL
@@ -122,6 +121,30 @@ def main():
               + ", ".join(f"R={r}: {f:.0f}" for r, f in zip(ranks, falls))
               + "): the chains did not reach their power posteriors, so these are not log marginal likelihoods")
     write_results(args, out, figure(out))
+
+
+def read_sti_json(path, ranks):
+    """The STI results for ``ranks`` of a ``sepsti select-rank`` JSON: log p(X | R), their standard errors, the
+    seconds, the settings and the largest falls of E_t[log p] (in standard errors) per rank.
+
+    Raises
+    ------
+    ParameterError
+        If the file cannot be read, is not the JSON of a select-rank run, or of one of other ranks.
+    """
+    try:
+        sti = json.loads(Path(path).read_text())
+        if sti["ranks"] != ranks:
+            raise ParameterError(f"--sti-json {path}: ranks {sti['ranks']} differ from --ranks {ranks}")
+        falls = sti["per_temperature"]["largest_decrease_se"]
+        return (sti["log_marginal_likelihood"], sti["stderr"], sti["seconds"], sti.get("settings", {}),
+                [falls[str(rank)] for rank in ranks])
+    except OSError as error:
+        raise ParameterError(f"--sti-json {path}: cannot read it ({error.strerror or error})") from None
+    except ValueError as error:
+        raise ParameterError(f"--sti-json {path}: not JSON ({error})") from None
+    except (KeyError, TypeError) as error:
+        raise ParameterError(f"--sti-json {path}: not the JSON of a select-rank run (no {error})") from None
 
 
 def _plateau(ranks, sdr, tol=0.25):

@@ -208,7 +208,7 @@ def coverage(cases):
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0], seed_offset=RANK1_DRAWS - 1)
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True, seed_offset=RANK1_DRAWS - 1)
     parser.add_argument("--skip-selections", action="store_true", help="leave out the speech-scale selections")
     parser.add_argument("--true-ranks", type=rank_list, default=None,
                         help="true ranks of the speech-scale selections, comma-separated (default: 32 with --quick, "

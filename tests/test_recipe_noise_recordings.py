@@ -12,6 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes" / "benchm
 from _recordings import excerpt  # noqa: E402
 from mix_pairs import noise_types  # noqa: E402
 
+from sepsti.core.errors import ParameterError  # noqa: E402
+
 # the synthetic wideband corpora here are not the distributed speaker set, whose split they would move
 pytestmark = pytest.mark.filterwarnings("ignore:wideband manifest:UserWarning")
 
@@ -67,10 +69,10 @@ def test_noise_types_by_name(tmp_path):
     y = types["hum"](16000, 16000, np.random.default_rng(0))
     assert y.shape == (16000,) and abs(_peak_hz(y, 16000) - 100.0) < 2.0
     for spec in ("Hum=" + str(tmp_path), "hum", f"hum_2={tmp_path}"):
-        with pytest.raises(SystemExit, match="NAME=DIR"):
+        with pytest.raises(ParameterError, match="NAME=DIR"):
             noise_types([spec], None)
     (tmp_path / "empty").mkdir()
-    with pytest.raises(SystemExit, match="no audio file"):
+    with pytest.raises(ParameterError, match="no audio file"):
         noise_types([f"none={tmp_path / 'empty'}"], None)
 
 
@@ -85,7 +87,7 @@ def test_silence_in_a_recording_is_never_the_noise(tmp_path):
         y = excerpt([tmp_path / "tail.wav"], 4000, 16000, np.random.default_rng(seed))
         assert np.isfinite(y).all() and np.std(y) > 0.01
     soundfile.write(tmp_path / "silence.wav", np.zeros(16000), 16000)
-    with pytest.raises(SystemExit, match="quieter than"):
+    with pytest.raises(ParameterError, match="quieter than"):
         excerpt([tmp_path / "silence.wav"], 4000, 16000, np.random.default_rng(0))
 
 
@@ -106,7 +108,7 @@ def test_noizeus_noise_is_the_mixtures_noise(noizeus_root):
 
 def test_a_name_taken_twice_is_refused(tmp_path, noizeus_root):
     _tone(tmp_path / "hum.wav", 100.0, 2.0, 8000)
-    with pytest.raises(SystemExit, match="has a noise type of that name"):
+    with pytest.raises(ParameterError, match="has a noise type of that name"):
         noise_types([f"car={tmp_path}"], noizeus_root)
 
 
@@ -134,3 +136,29 @@ def test_two_microphone_recordings_are_what_enhance_channels_says(tmp_path, rng)
     assert abs(np.corrcoef(noise.T)[0, 1]) < 0.05  # independent draws
     for side, channel in (("left", 0), ("right", 1)):
         np.testing.assert_array_equal(soundfile.read(tmp_path / "out" / side / name)[0], stereo[:, channel])
+
+
+def test_wideband_mixtures_of_other_settings_are_refused_unless_overwrite(tmp_path, rng):
+    """``enhance_wideband.py`` (and the recipes that alter its mixtures) keep them in ``OUT/noisy_<split>`` and
+    ``OUT/clean_<split>``: a run with another ``--seed`` (and another ``--label``) rewrote them silently. The same
+    settings share them; others are refused, and replace them with ``--overwrite``."""
+    from enhance_wideband import make_mixtures
+    from test_cli_train import _wideband_corpus
+
+    corpus = _wideband_corpus(tmp_path / "wide", rng)
+    noisy, clean = tmp_path / "out" / "noisy_test", tmp_path / "out" / "clean_test"
+
+    def mix(seed, overwrite=False):
+        make_mixtures(corpus, "test", noisy, clean_folder=clean, files=1, noises=["white"], snrs=[5], seconds=1.0,
+                      rate48=0, seed=seed, overwrite=overwrite)
+        return {(folder.name, path.name): path.read_bytes() for folder in (noisy, clean)
+                for path in folder.glob("*.wav")}
+
+    first = mix(0)
+    assert mix(0) == first and len(first) == 2
+    with pytest.raises(ParameterError, match=r"noisy_test: holds the files of a run with other settings \(seed 0 "
+                                             r"there, 1 now\); pass --overwrite"):
+        mix(1)
+    assert {("noisy_test", path.name): path.read_bytes() for path in noisy.glob("*.wav")}.items() <= first.items()
+    replaced = mix(1, overwrite=True)
+    assert replaced.keys() == first.keys() and replaced != first

@@ -1,6 +1,8 @@
-"""What the paper recipes share (``recipes/_common.py``): their command line, its checks and their results files."""
+"""What the recipes and the benchmarks share (``recipes/_common.py``): their command line, its checks, their results
+files and the folders of files they make."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,14 +95,13 @@ def test_results_that_appear_during_the_run_are_not_replaced(tmp_path):
 
 
 def test_the_results_name_may_depend_on_the_options(tmp_path):
-    parser = _common.recipe_parser("toy", "a toy", output=lambda args: f"toy_{args.label}")
+    parser = _common.recipe_parser("toy", "a toy", output=lambda args: f"toy_{args.label}", output_help="toy_LABEL")
     parser.add_argument("--label", default="a")
     (tmp_path / "toy_b.json").write_text("{}\n")
     assert parser.parse_args(["--out", str(tmp_path)]).label == "a"
     with pytest.raises(SystemExit):
         parser.parse_args(["--out", str(tmp_path), "--label", "b"])
-    bare = _common.recipe_parser("toy", "a toy", output=False)
-    assert not hasattr(bare.parse_args([]), "overwrite")
+    assert "DIR/toy_LABEL.json" in parser.format_help()
 
 
 @pytest.mark.parametrize("name, options, message", [
@@ -130,6 +131,14 @@ def test_the_results_name_may_depend_on_the_options(tmp_path):
                                                     "4294967299 is not below 2**32"),
     # the library's ParameterError
     ("parafac_synthetic", ["--quick", "--true-rank", "0"], "rank=0 must be a positive integer"),
+    # counts that were taken as their defaults (0) or as 1, or accepted
+    ("parafac_large", ["--quick", "--keep", "0"], "argument --keep: '0': expected an integer of at least 1"),
+    ("parafac_large", ["--quick", "--evaluate-every", "0"], "argument --evaluate-every: '0': expected an integer"),
+    ("parafac_synthetic", ["--quick", "--data-seeds", "0"], "argument --data-seeds: '0': expected an integer"),
+    ("raman_nuts", ["--quick", "--workers", "0"], "argument --workers: '0': expected an integer of at least 1"),
+    # a select-rank JSON to reuse: read before the dictionaries are trained (was read after them)
+    ("sti_speech", ["--quick", "--corpus", "{tmp}", "--sti-json", "{tmp}/none.json"], "--sti-json {tmp}/none.json: "
+                                                                                       "cannot read it"),
 ])
 def test_bad_input_is_refused_in_one_line_before_any_work(tmp_path, name, options, message):
     (tmp_path / "a_file").write_text("")
@@ -181,33 +190,388 @@ def test_sti_gaussian_records_its_seed(tmp_path, monkeypatch):
     assert _strict_json(tmp_path / "sti_gaussian.json")["settings"]["seed"] == 11
 
 
-def test_sti_speech_records_quick_and_the_dictionaries_em_iterations(tmp_path, monkeypatch):
+def _fake_speech_run(monkeypatch):
+    """The corpus reader, the dictionaries, the enhancement, the scores and STI of ``sti_speech.py`` replaced by
+    stand-ins; returns what they were called with (``corpora``, ``iterations``, ``sti``: STI's ranks)."""
     import sepsti.core.evidence.sti_nmf as sti_nmf
     import sepsti.corpora.noizeus as noizeus
     import sepsti.denoise as denoise
     import sepsti.metrics as metrics
     import sepsti.training as training
-    import sti_speech
 
-    iterations = []
+    calls = {"corpora": [], "iterations": [], "sti": []}
+
+    def train_split(corpus):
+        calls["corpora"].append(Path(corpus))
+        return SimpleNamespace(matrix=lambda frames=None: (np.ones((4, 6)), None))
 
     def train_dictionary(X, rank, *, max_iter, seed):
-        iterations.append(max_iter)
+        calls["iterations"].append(max_iter)
         return np.ones((4, rank)), None
 
+    def select_rank_sti(X, ranks, **options):
+        calls["sti"].append(ranks)
+        return SimpleNamespace(log_marginal_likelihood=np.zeros(len(ranks)), stderr=np.ones(len(ranks)),
+                               largest_decrease=np.zeros(len(ranks)), settings={"num_steps": options["num_steps"]})
+
     mixture = SimpleNamespace(utterance="sp21", snr=5, noise="car", clean=np.zeros(8), noisy=np.zeros(8))
-    monkeypatch.setattr(training, "train_split", lambda corpus: SimpleNamespace(matrix=lambda: (np.ones((4, 6)),
-                                                                                                None)))
+    monkeypatch.setattr(training, "train_split", train_split)
     monkeypatch.setattr(noizeus, "mixtures", lambda corpus, split: [mixture])
     monkeypatch.setattr(denoise, "train_dictionary", train_dictionary)
     monkeypatch.setattr(denoise, "denoise", lambda noisy, W, **options: noisy)
     monkeypatch.setattr(metrics, "bss_eval", lambda clean, noisy, speech: {"sdr": 1.0, "sir": 2.0, "sar": 3.0})
-    monkeypatch.setattr(sti_nmf, "select_rank_sti", lambda X, ranks, **options: SimpleNamespace(
-        log_marginal_likelihood=np.zeros(len(ranks)), stderr=np.ones(len(ranks)),
-        largest_decrease=np.zeros(len(ranks)), settings={"num_steps": options["num_steps"]}))
-    _run_main(sti_speech, monkeypatch, "--quick", "--ranks", "2,3", "--seed", 5, "--corpus", tmp_path,
-              "--out", tmp_path / "out")
+    monkeypatch.setattr(sti_nmf, "select_rank_sti", select_rank_sti)
+    return calls
+
+
+def test_sti_speech_records_quick_and_the_dictionaries_em_iterations(tmp_path, monkeypatch):
+    calls = _fake_speech_run(monkeypatch)
+    _run_main(_load(RECIPES / "sti_speech.py", monkeypatch), monkeypatch, "--quick", "--ranks", "2,3", "--seed", 5,
+              "--corpus", tmp_path, "--out", tmp_path / "out")
     results = _strict_json(tmp_path / "out" / "sti_speech.json")
-    assert iterations == [50, 50]
+    assert calls["iterations"] == [50, 50]
     assert (results["quick"], results["dictionary_em_iterations"], results["seed"]) == (True, 50, 5)
     assert results["settings"] == {"num_steps": 100}
+
+
+def _select_rank_json(ranks):
+    return {"ranks": ranks, "log_marginal_likelihood": [-3.0, -1.0], "stderr": [0.5, 0.5], "seconds": 9.0,
+            "settings": {"preset": "reference"}, "per_temperature": {"largest_decrease_se": {"2": 0.0, "3": 1.0}}}
+
+
+@pytest.mark.parametrize("document, message", [
+    (None, "cannot read it"),
+    ("{", "not JSON"),
+    ({"ranks": [2, 3]}, r"not the JSON of a select-rank run \(no 'per_temperature'\)"),
+    (_select_rank_json([2, 4]), r"ranks \[2, 4\] differ from --ranks \[2, 3\]"),
+])
+def test_a_select_rank_json_is_checked_before_the_dictionaries_are_trained(tmp_path, monkeypatch, document, message):
+    """``sti_speech.py --sti-json``: a file missing, not JSON, without a run's keys or of other ranks (were found
+    after every dictionary was trained and every file enhanced)."""
+    calls = _fake_speech_run(monkeypatch)
+    path = tmp_path / "sti.json"
+    if document is not None:
+        path.write_text(document if isinstance(document, str) else json.dumps(document))
+    with pytest.raises(ParameterError, match=f"--sti-json {path}: {message}"):
+        _run_main(_load(RECIPES / "sti_speech.py", monkeypatch), monkeypatch, "--quick", "--ranks", "2,3",
+                  "--corpus", tmp_path, "--sti-json", path, "--out", tmp_path / "out")
+    assert calls == {"corpora": [], "iterations": [], "sti": []} and not (tmp_path / "out").exists()
+
+
+def test_a_select_rank_json_is_reused_and_the_corpus_comes_from_the_environment(tmp_path, monkeypatch):
+    """No STI run; without ``--corpus``, ``$SEPSTI_NOIZEUS`` (it was ../shared/data/noizeus whatever the
+    environment said)."""
+    calls = _fake_speech_run(monkeypatch)
+    (tmp_path / "corpus" / "clean").mkdir(parents=True)
+    monkeypatch.setenv("SEPSTI_NOIZEUS", str(tmp_path / "corpus"))
+    (tmp_path / "sti.json").write_text(json.dumps(_select_rank_json([2, 3])))
+    _run_main(_load(RECIPES / "sti_speech.py", monkeypatch), monkeypatch, "--quick", "--ranks", "2,3",
+              "--sti-json", tmp_path / "sti.json", "--out", tmp_path / "out")
+    results = _strict_json(tmp_path / "out" / "sti_speech.json")
+    assert calls["corpora"] == [(tmp_path / "corpus").resolve()] and calls["sti"] == []
+    assert (results["selected_rank"], results["seconds_sti"], results["largest_decrease_se"]) == (3, 9.0, [0.0, 1.0])
+
+
+SCRIPTS = sorted([*RECIPES.glob("[a-z]*.py"), *(RECIPES / "benchmarks").glob("[a-z]*.py")])
+
+
+class _Parsed(Exception):
+    """Raised in place of parsing: carries the parser."""
+
+
+def _load(script, monkeypatch):
+    """The module of ``script`` (a path below ``recipes/``), loaded under a name of its own: ``sti_speech`` is
+    the name of a recipe and of a benchmark. The benchmarks' folder is importable meanwhile, for their shared
+    modules."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(RECIPES / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(f"recipe_{script.parent.name}_{script.stem}", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _parser_of(script, monkeypatch):
+    """The argument parser that ``script``'s ``main`` builds."""
+    module = _load(script, monkeypatch)
+
+    def parse_args(parser, args=None, namespace=None):
+        raise _Parsed(parser)
+
+    with monkeypatch.context() as patch, pytest.raises(_Parsed) as parsed:
+        patch.setattr(_common._RecipeParser, "parse_args", parse_args)
+        module.main()
+    return parsed.value.args[0]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda script: script.relative_to(RECIPES).as_posix())
+def test_the_help_names_the_program_its_outputs_and_every_option(script, monkeypatch):
+    """Benchmarks were called ``recipes/<name>.py`` in their errors; the help never said what a recipe writes,
+    and options had none."""
+    parser = _parser_of(script, monkeypatch)
+    assert parser.prog == f"recipes/{script.relative_to(RECIPES).as_posix()}"
+    assert [action.option_strings for action in parser._actions if not action.help] == []
+    assert parser.epilog.startswith("Writes DIR/") and ".json" in parser.epilog
+    assert "replaced only with --overwrite." in " ".join(parser.format_help().split())
+
+
+@pytest.mark.parametrize("script, runs", [
+    # docs/enhance.md: the two runs into one --out wrote the same enhance_memory.json
+    ("benchmarks/enhance_memory", {"enhance_memory_8000hz_1-10-60min": ["--minutes", "1,10,60"],
+                                   "enhance_memory_44100hz_10-60min": ["--minutes", "10,60", "--rate", "44100"],
+                                   "enhance_memory_16000hz_10min_hum50": ["--minutes", "10", "--rate", "16000",
+                                                                          "--hum", "hum50"],
+                                   "enhance_memory_8000hz_1-10min": ["--quick"]}),
+    ("benchmarks/enhance_channels", {"enhance_channels_test": [],
+                                     "enhance_channels_test_two_talkers": ["--second-talker"],
+                                     "enhance_channels_test_two_talkers_crosstalk-15": ["--second-talker",
+                                                                                        "--crosstalk", "-15"]}),
+    ("raman_nuts", {"raman_nuts_stiff": [], "raman_nuts_weak": ["--regime", "weak"],
+                    "raman_nuts_faint": ["--regime", "faint"],
+                    "raman_nuts_faint_diagonal": ["--regime", "faint", "--metric", "diagonal"],
+                    "raman_nuts_stiff_x3": ["--intensity", "3"]}),
+    ("benchmarks/nuts_nmf_gpp", {"nuts_nmf_gpp_stiff-weak-faint": [], "nuts_nmf_gpp_faint": ["--regimes", "faint"],
+                                 "nuts_nmf_gpp_weak_diagonal-auto": ["--regimes", "weak", "--metrics", "diagonal,auto"],
+                                 "nuts_nmf_gpp_gradient": ["--gradient-only"]}),
+])
+def test_runs_that_the_docs_compare_have_results_of_their_own(tmp_path, monkeypatch, script, runs):
+    (tmp_path / "wide").mkdir()
+    (tmp_path / "wide" / "manifest.json").write_text("[]\n")
+    parser = _parser_of(RECIPES / f"{script}.py", monkeypatch)
+    data = ["--data", str(tmp_path / "wide")] if script.endswith("enhance_channels") else []
+    for name, options in runs.items():
+        assert parser.parse_args([*options, *data, "--out", str(tmp_path)])._results_name == name
+
+
+def test_further_output_files_are_checked_when_parsing_and_written_whole(tmp_path):
+    """``--json PATH`` (``nuts_nmf_gpp.py``, ``benchmarks/sti_speech.py``): an existing file is kept without
+    ``--overwrite``; a missing folder is refused; the file is written through a temporary one."""
+    parser = _common.recipe_parser("toy", "a toy")
+    parser.add_output_file("--json", help="rows")
+    (tmp_path / "rows.json").write_text("mine\n")
+    for options in (["--json", str(tmp_path / "rows.json")], ["--json", str(tmp_path / "none" / "rows.json")]):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*options, "--out", str(tmp_path)])
+    args = parser.parse_args(["--json", str(tmp_path / "rows.json"), "--out", str(tmp_path), "--overwrite"])
+    _common.write_json(args.json, [{"x": float("nan")}], overwrite=args.overwrite)
+    assert json.loads((tmp_path / "rows.json").read_text()) == [{"x": None}]
+    with pytest.raises(ParameterError, match="rows.json"):
+        _common.write_json(tmp_path / "rows.json", [], overwrite=False)
+    assert [path.name for path in tmp_path.iterdir()] == ["rows.json"]
+
+
+def _files(folder):
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+
+
+def _write(folders):
+    """Write the files a run claimed (folder → relative paths)."""
+    for folder, files in folders.items():
+        for name in files:
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text("ours\n")
+
+
+def test_folders_a_run_writes_are_kept_for_runs_of_the_same_settings(tmp_path):
+    """Claimed, written, claimed again with the same settings: nothing removed, the record the same."""
+    folders = {tmp_path / "a": ["x.wav", "sub/y.wav"], tmp_path / "b": ["x.wav"]}
+    _common.claim_folders(folders, {"seed": 0}, overwrite=False)
+    _write(folders)
+    _common.claim_folders(folders, {"seed": 0}, overwrite=False)
+    assert _files(tmp_path / "a") == [_common.FOLDER_RECORD, "sub/y.wav", "x.wav"]
+    record = json.loads((tmp_path / "a" / _common.FOLDER_RECORD).read_text())
+    assert record == {"settings": {"seed": 0}, "files": ["sub/y.wav", "x.wav"]}
+
+
+def test_folders_of_other_settings_are_replaced_only_with_overwrite(tmp_path):
+    """Refused, naming what differs, with every folder as it was; with ``overwrite`` the files the record lists
+    go (and the subfolders they leave empty), nothing else."""
+    folders = {tmp_path / "a": ["x.wav", "sub/y.wav"], tmp_path / "b": ["x.wav"]}
+    _common.claim_folders(folders, {"seed": 0, "seconds": 8.0}, overwrite=False)
+    _write(folders)
+    (tmp_path / "b" / ".hidden").write_text("theirs\n")
+    with pytest.raises(ParameterError, match=r"a: holds the files of a run with other settings \(seed 0 there, 3 "
+                                             r"now\); pass --overwrite to replace them, or choose another --out"):
+        _common.claim_folders({folder: ["z.wav"] for folder in folders}, {"seed": 3, "seconds": 8.0},
+                              overwrite=False)
+    assert _files(tmp_path / "a") == [_common.FOLDER_RECORD, "sub/y.wav", "x.wav"]
+    _common.claim_folders({folder: ["z.wav"] for folder in folders}, {"seed": 3, "seconds": 8.0}, overwrite=True)
+    assert _files(tmp_path / "a") == [_common.FOLDER_RECORD] and not (tmp_path / "a" / "sub").exists()
+    assert _files(tmp_path / "b") == [".hidden", _common.FOLDER_RECORD]
+    assert json.loads((tmp_path / "b" / _common.FOLDER_RECORD).read_text())["settings"]["seed"] == 3
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_folders_holding_files_the_recipe_did_not_write_are_refused(tmp_path, record):
+    """A file the record does not list, or files and no record: refused even with ``overwrite``, the other
+    folder untouched too."""
+    _common.claim_folders({tmp_path / "a": ["x.wav"], tmp_path / "b": ["x.wav"]}, {"seed": 0}, overwrite=False)
+    (tmp_path / "a" / "x.wav").write_text("ours\n")
+    (tmp_path / "b" / "mine.wav").write_text("theirs\n")
+    if not record:
+        (tmp_path / "b" / _common.FOLDER_RECORD).unlink()
+    message = "holds files its run did not write" if record else "holds files of no recorded run"
+    with pytest.raises(ParameterError, match=f"b: {message} .*mine.wav"):
+        _common.claim_folders({tmp_path / "a": ["y.wav"], tmp_path / "b": ["y.wav"]}, {"seed": 1}, overwrite=True)
+    assert (tmp_path / "a" / "x.wav").read_text() == "ours\n" and (tmp_path / "b" / "mine.wav").exists()
+
+
+def test_a_record_naming_files_outside_its_folder_removes_nothing(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "mine.txt").write_text("mine\n")
+    (tmp_path / "a" / _common.FOLDER_RECORD).write_text(json.dumps({"settings": {}, "files": ["../mine.txt"]}))
+    with pytest.raises(ParameterError, match="not a record of a run"):
+        _common.claim_folders({tmp_path / "a": ["x.wav"]}, {"seed": 1}, overwrite=True)
+    assert (tmp_path / "mine.txt").read_text() == "mine\n"
+
+def test_sti_vs_nested_sampling_writes_its_results(tmp_path, monkeypatch):
+    """It took neither ``--out`` nor ``--overwrite`` and wrote nothing but its table."""
+    import dynesty
+
+    import sepsti.core.evidence.sti as sti
+
+    class Sampler:
+        def __init__(self, log_likelihood, prior_transform, rank, **options):
+            self.results = SimpleNamespace(logz=[-7.0], logzerr=[0.3], ncall=[40, 60])
+
+        def run_nested(self, **options):
+            pass
+
+    monkeypatch.setattr(dynesty, "NestedSampler", Sampler)
+    monkeypatch.setattr(sti, "stochastic_thermodynamic_integration", lambda model, prior, *, seed, **options: (
+        SimpleNamespace(log_marginal_likelihood=model.log_marginal_likelihood() + 0.5, stderr=0.25)))
+    module = _load(RECIPES / "benchmarks" / "sti_vs_nested_sampling.py", monkeypatch)
+    _run_main(module, monkeypatch, "--quick", "--seed", 4, "--out", tmp_path)
+    results = _strict_json(tmp_path / "sti_vs_nested_sampling.json")
+    assert [row["rank"] for row in results["results"]] == [1, 4, 8] and results["seed"] == 4
+    assert all(row["sti"] - row["exact"] == pytest.approx(0.5) and row["dynesty_calls"] == 100
+               for row in results["results"])
+    assert results["provenance"]["options"]["quick"] is True
+
+
+def test_the_speech_rank_selection_benchmark_writes_its_results_and_the_selection(tmp_path, monkeypatch):
+    """``DIR/sti_speech.json`` and ``--json``'s select-rank document (it wrote only the latter, in place); the
+    corpus from ``$SEPSTI_NOIZEUS`` (it was ../shared/data/noizeus whatever the environment said)."""
+    import sepsti.core.evidence.rank_selection as rank_selection
+    import sepsti.core.parallel.blocks as blocks
+
+    calls = _fake_speech_run(monkeypatch)
+    (tmp_path / "corpus" / "clean").mkdir(parents=True)
+    monkeypatch.setenv("SEPSTI_NOIZEUS", str(tmp_path / "corpus"))
+    timing = {"chain_seconds_per_rank": [1.0, 2.0], "chain_cpu_seconds_per_rank": [1.0, 2.0], "start_seconds": 0.5,
+              "kernel_share": 0.9}
+    selection = SimpleNamespace(log_marginal_likelihood=[-3.0, -1.0], stderr=[0.5, 0.5], selected_rank=3,
+                                all_finite=True, min_kept=0.1, timing=timing,
+                                settings={"chain": {"num_steps": 250, "num_keep": 100, "num_blocks": 1},
+                                          "num_replicates": 1, "grid": {"num_intervals": 5}})
+    monkeypatch.setattr("sepsti.core.evidence.sti_nmf.select_rank_sti", lambda X, ranks, **options: selection)
+    monkeypatch.setattr(blocks, "warm_up", lambda dtypes: None)
+    monkeypatch.setattr(rank_selection, "to_json", lambda selection, **labels: {"ranks": [2, 3], **labels})
+    module = _load(RECIPES / "benchmarks" / "sti_speech.py", monkeypatch)
+    _run_main(module, monkeypatch, "--quick", "--ranks", "2,3", "--out", tmp_path / "out", "--json",
+              tmp_path / "selection.json")
+    results = _strict_json(tmp_path / "out" / "sti_speech.json")
+    assert calls["corpora"] == [(tmp_path / "corpus").resolve()]
+    assert (results["ranks"], results["quick"], results["preset"]) == ([2, 3], True, "reference")
+    assert _strict_json(tmp_path / "selection.json") == {key: value for key, value in results.items()
+                                                          if key != "provenance"}
+
+
+def test_the_nuts_benchmark_writes_its_results(tmp_path, monkeypatch):
+    """``--out`` was accepted and nothing written there; ``--json`` wrote the rows in place."""
+    module = _load(RECIPES / "benchmarks" / "nuts_nmf_gpp.py", monkeypatch)
+    record = {"chosen_metric": "diagonal", "min_ess": 50.0, "median_ess": 80.0, "min_tail_ess": 40.0, "worst": "H[0]",
+              "ess_per_second": 1.0, "ess_per_second_with_warmup": 0.5, "ess_per_cpu_second": 1.0,
+              "ess_per_cpu_second_with_warmup": 0.5, "max_rhat": 1.0, "worst_rhat": "H[0]", "divergences": 0,
+              "warmup_divergences": 0, "gradient_evaluations": 1000, "warmup_gradient_evaluations": 900,
+              "mean_tree_depth": 3.0, "step_size": [0.1, 0.2], "sampling_seconds": 1.0, "warmup_seconds": 1.0,
+              "mean_draw_log_posterior": -10.0, "mean_draw_log_posterior_mcse": 0.1, "target": 0.8,
+              "step_checks": 1, "pilots": []}
+    monkeypatch.setattr(module, "gradient_rates", lambda seed, quick: {"wall": {"ours": 2.0}})
+    monkeypatch.setattr(module, "leaf_cost", lambda seed: {"diagonal": {"leaf_us": 3.0}})
+    monkeypatch.setattr(module, "simulate_raman", lambda *args, **options: None)
+    monkeypatch.setattr(module, "run_one", lambda data, beta, *, metric, num_chains, **options: (
+        {**record, "metric": metric, "num_chains": num_chains}, None, None))
+    _run_main(module, monkeypatch, "--gradient-only", "--out", tmp_path)
+    assert _strict_json(tmp_path / "nuts_nmf_gpp_gradient.json")["gradient_rates"] == {"wall": {"ours": 2.0}}
+    _run_main(module, monkeypatch, "--quick", "--regimes", "weak", "--metrics", "auto,diagonal", "--out", tmp_path,
+              "--json", tmp_path / "rows.json")
+    results = _strict_json(tmp_path / "nuts_nmf_gpp_weak_auto-diagonal.json")
+    assert [(row["regime"], row["metric"]) for row in results["runs"]] == [("weak", "auto"), ("weak", "diagonal")]
+    assert results["leaf_cost"] == {"diagonal": {"leaf_us": 3.0}} and results["settings"]["num_warmup"] == 150
+    assert _strict_json(tmp_path / "rows.json") == results["runs"]
+
+
+def test_chib_quick_compares_nothing_it_cannot(tmp_path, monkeypatch, capsys):
+    """``--quick`` times 3 ranks, not the paper's 10, and its memory problem is too small for block Gibbs's RSS to
+    grow: no speed-up against the paper's 835 s, no RSS ratio (they were 835 s / the 3 ranks' time and 0/0 = 0)."""
+    import concurrent.futures
+
+    module = _load(RECIPES / "benchmarks" / "chib_nmf.py", monkeypatch)
+    for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # the benchmark sets them
+        monkeypatch.setenv(key, os.environ.get(key, "1"))
+    monkeypatch.setattr(module, "ProcessPoolExecutor", concurrent.futures.ThreadPoolExecutor)
+    monkeypatch.setattr(module, "chib_for_rank", lambda task: (task[1], -100.0 * task[1], 0.5, 1.0, 0.1, [0.1], ["W"]))
+    monkeypatch.setattr(module, "memory_problem", lambda frames, seed, path: ((1025, frames), 1000))
+    monkeypatch.setattr(module, "measure_memory", lambda path, sampler: {
+        "peak_rss_growth_mb": 0.0, "tracemalloc_peak_mb": 2.0 if sampler == "sada" else 4.0, "seconds_per_sweep": 0.1})
+    _run_main(module, monkeypatch, "--quick", "--out", tmp_path)
+    results = _strict_json(tmp_path / "chib_nmf.json")
+    assert results["ranks"] == [1, 2, 3] and results["speedup"] is None and results["sada_over_block_rss"] is None
+    assert results["sada_over_block_numpy"] == 0.5
+    printed = capsys.readouterr().out
+    assert "no ratio" in printed and "not compared" in printed and "x;" not in printed
+
+
+def _fake_noizeus(monkeypatch, utterances, noises, snrs, seconds=2.0):
+    """NOIZEUS's reader returning mixtures of noise-like 'speech' (8 kHz), the enhancer and the scores stand-ins."""
+    import sepsti.corpora.noizeus as noizeus
+    import sepsti.denoise
+    import sepsti.dictionary
+    import sepsti.metrics
+    import sepsti.noise_model
+
+    rng = np.random.default_rng(0)
+    n = int(seconds * 8000)
+    every = [SimpleNamespace(utterance=utterance, noise=noise, snr=snr, clean=rng.standard_normal(n),
+                             noise_signal=0.1 * rng.standard_normal(n), sample_rate=8000)
+             for utterance in utterances for noise in noises for snr in snrs]
+    for mixture in every:
+        mixture.noisy = mixture.clean + mixture.noise_signal
+
+    def mixtures(index, split="test", noises=None, snrs=None):
+        return [m for m in every if (noises is None or m.noise in noises) and (snrs is None or m.snr in snrs)]
+
+    monkeypatch.setattr(noizeus, "corpus_index", lambda corpus: corpus)
+    monkeypatch.setattr(noizeus, "mixtures", mixtures)
+    monkeypatch.setattr(sepsti.denoise, "denoise", lambda noisy, W, **options: 0.5 * noisy)
+    monkeypatch.setattr(sepsti.noise_model, "learn_noise", lambda frames, rank, seed: None)
+    monkeypatch.setattr(sepsti.dictionary, "load_dictionary", lambda path: SimpleNamespace(
+        W=np.ones((257, 2)), sample_rate=8000, framing=None, rank=2))
+    for name, score in (("bss_eval", lambda clean, noisy, estimate: {"sdr": float(np.std(estimate))}),
+                        ("stoi", lambda clean, estimate, rate: 0.5), ("pesq", lambda clean, estimate, rate: 2.0)):
+        monkeypatch.setattr(sepsti.metrics, name, score)
+
+
+def test_quick_cuts_fewer_short_pieces(tmp_path, monkeypatch):
+    """``enhance_short_pieces.py --quick``: the first two lengths of the first two sentences (it ran them all)."""
+    _fake_noizeus(monkeypatch, ["sp21", "sp22", "sp23"], ["car"], [0, 5])
+    module = _load(RECIPES / "benchmarks" / "enhance_short_pieces.py", monkeypatch)
+    for quick, out in (([], tmp_path / "full"), (["--quick"], tmp_path / "quick")):
+        _run_main(module, monkeypatch, *quick, "--corpus", tmp_path, "--lengths", "0.5,1,1.5", "--out", out)
+    full, quick = (_strict_json(tmp_path / run / "enhance_short_pieces.json") for run in ("full", "quick"))
+    assert len(full["results"]) == 3 * 2 * 4 and {row["seconds"] for row in full["summary"]} == {0.5, 1.0, 1.5, None}
+    assert {row["id"] for row in quick["results"]} == {"sp21", "sp22"} and len(quick["results"]) == 2 * 2 * 3
+    assert [row["seconds"] for row in quick["summary"]] == [0.5, 1.0, None]
+
+
+def test_quick_makes_a_shorter_recording_of_fewer_noise_changes(tmp_path, monkeypatch):
+    """``enhance_noise_change.py --quick``: three sentences, two cases (it ran all of them)."""
+    _fake_noizeus(monkeypatch, ["sp21", "sp22", "sp23", "sp24"], ["car", "babble", "train", "street"], [0])
+    module = _load(RECIPES / "benchmarks" / "enhance_noise_change.py", monkeypatch)
+    for quick, out in (([], tmp_path / "full"), (["--quick"], tmp_path / "quick")):
+        _run_main(module, monkeypatch, *quick, "--corpus", tmp_path, "--out", out)
+    full, quick = (_strict_json(tmp_path / run / "enhance_noise_change.json")["results"] for run in ("full", "quick"))
+    assert (len(full), full[0]["seconds"]) == (len(module.CASES), 8.0)
+    assert (len(quick), quick[0]["seconds"]) == (2, 6.0)

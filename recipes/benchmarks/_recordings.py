@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from sepsti.core.errors import ParameterError
+
 #: RMS (dBFS) below which an excerpt of a noise recording is silence, not noise
 QUIETEST_EXCERPT_DB = -60.0
 
@@ -27,7 +29,8 @@ def excerpt(recordings, n, rate, rng):
     """``n`` samples at ``rate`` from one of ``recordings``, chosen at random, from a random start.
 
     Channels are averaged; a recording shorter than the excerpt is repeated. An excerpt quieter than
-    :data:`QUIETEST_EXCERPT_DB` (a track's silent ends) is drawn again.
+    :data:`QUIETEST_EXCERPT_DB` (a track's silent ends) is drawn again; :class:`ParameterError` if 100 of
+    them are.
     """
     import soundfile
 
@@ -42,5 +45,5 @@ def excerpt(recordings, n, rate, rng):
         y = np.tile(y.mean(axis=1), -(-frames // max(len(y), 1)))[:frames]
         if y.size and 20 * np.log10(max(np.sqrt(np.mean(y ** 2)), 1e-12)) >= QUIETEST_EXCERPT_DB:
             return resample(y, info.samplerate, rate, length=n)
-    raise SystemExit(f"100 excerpts of {n / rate:.1f} s drawn from the noise recordings were all quieter than "
+    raise ParameterError(f"100 excerpts of {n / rate:.1f} s drawn from the noise recordings were all quieter than "
                      f"{QUIETEST_EXCERPT_DB:g} dBFS")

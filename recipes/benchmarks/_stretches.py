@@ -7,23 +7,25 @@ checkout) enhance every case, and scores stretches of the output by SDR against 
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, checkout_package, recipe_parser
+from _common import ROOT, checkout_folder, checkout_package, recipe_parser
+from enhance_wideband import add_mixture_options, make_mixtures
+
+from sepsti.core.errors import ParameterError
 
 
 def stretch_parser(name, description):
     """A recipe's parser with the options of the mixtures and of the checkout that enhances them."""
-    parser = recipe_parser(name, description, output=lambda args: f"{name}_{args.label}")
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "wideband")
-    parser.add_argument("--split", default="validation", choices=("validation", "test"))
-    parser.add_argument("--files", type=int, default=12, help="16 kHz utterances")
-    parser.add_argument("--noise", default="car,pink,white")
-    parser.add_argument("--snr", type=int, default=5)
+    parser = recipe_parser(f"benchmarks/{name}", description, output=lambda args: f"{name}_{args.label}",
+                           output_help=f"{name}_LABEL",
+                           writes=f"the mixtures and their altered copies in DIR/{name}_SPLIT, the enhanced files in "
+                                  f"DIR/{name}_SPLIT/LABEL")
+    add_mixture_options(parser, split="validation", files=12, noises="car,pink,white")
+    parser.add_argument("--snr", type=int, default=5, help="SNR in dB (default 5)")
     parser.add_argument("--label", default="sepsti", help="name of this run in the results")
-    parser.add_argument("--sepsti", type=Path, default=ROOT, help="checkout whose sepsti enhances")
+    parser.add_argument("--sepsti", type=checkout_folder, default=ROOT, help="checkout whose sepsti enhances")
     return parser
 
 
@@ -34,12 +36,8 @@ def wideband_mixtures(args, folder):
     -------
     list of (path, clean, rate, noise, snr, utterance)
     """
-    if not (args.data / "manifest.json").is_file():
-        raise SystemExit(f"{args.data}: no wideband corpus (manifest.json) there")
-    from enhance_wideband import make_mixtures
-
-    return make_mixtures(args.data, args.split, folder, files=2 if args.quick else args.files,
-                         noises=args.noise.split(","), snrs=[args.snr], seconds=8.0, rate48=0, seed=args.seed)
+    return make_mixtures(args.data, args.split, folder, files=2 if args.quick else args.files, noises=args.noise,
+                         snrs=[args.snr], seconds=8.0, rate48=0, seed=args.seed, overwrite=args.overwrite)
 
 
 def long_enough(mixtures, shortest_seconds, why):
@@ -49,7 +47,7 @@ def long_enough(mixtures, shortest_seconds, why):
         print(f"left out {len(mixtures) - len(kept)} of {len(mixtures)} mixtures shorter than "
               f"{shortest_seconds:.2f} s ({why})")
     if not kept:
-        raise SystemExit(f"no mixture of {shortest_seconds:.2f} s or more ({why})")
+        raise ParameterError(f"no mixture of {shortest_seconds:.2f} s or more ({why})")
     return kept
 
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import default_corpus, recipe_parser, write_results  # noqa: E402
+from _common import default_corpus, positive_int, recipe_parser, run_recipe, write_results  # noqa: E402
 
 NAME = "em_vs_sklearn"
 RANK = 256
@@ -120,9 +120,12 @@ def load_average():
 
 
 def main(argv=None):
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=None, help="NOIZEUS folder (default: ../shared/data/noizeus)")
-    parser.add_argument("--iterations", type=int, default=None, help="iterations per run (default 100, quick 20)")
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0], plot=True)
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="NOIZEUS folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus, else a synthetic "
+                             "matrix)")
+    parser.add_argument("--iterations", type=positive_int, default=None,
+                        help="iterations per run (default 100, quick 20)")
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
@@ -131,7 +134,7 @@ def main(argv=None):
     corpus = args.corpus or default_corpus()
     X, source = training_matrix(corpus, args.seed)
     X = np.asarray(X, dtype=np.float64)
-    num_iter = args.iterations or (20 if args.quick else 100)
+    num_iter = (20 if args.quick else 100) if args.iterations is None else args.iterations
     repeats = 3 if args.quick else 7
     W0, H0 = initialize_nmf(X, RANK, args.seed)
     inputs = {dtype: tuple(a.astype(dtype) for a in (X, W0, H0)) for dtype in ("float64", "float32")}
@@ -203,4 +206,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

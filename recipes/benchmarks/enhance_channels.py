@@ -30,9 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
+from _common import (ROOT, checkout_package, integer_list, non_negative_float, positive_float,  # noqa: E402
+                     recipe_parser, run_recipe, write_results)
 from _recordings import at_level, snr_gain  # noqa: E402
-from enhance_wideband import LEVEL_DB, _noise  # noqa: E402
+from enhance_wideband import LEVEL_DB, _noise, add_mixture_options  # noqa: E402
 
 NAME = "enhance_channels"
 RATE = 16000
@@ -89,27 +90,30 @@ def enhance(inputs, out_dir, *options):
 
 
 def label_of(args):
-    """The name of a run's folder and results: its split, and whether the right channel is another talker."""
-    return f"{args.split}_two_talkers" if args.second_talker else args.split
+    """The name of a run's folder and results: its split, and whether the right channel is another talker (and how
+    far down each talker is in the other's channel)."""
+    if not args.second_talker:
+        return args.split
+    return f"{args.split}_two_talkers" + ("" if args.crosstalk is None else f"_crosstalk{args.crosstalk:g}")
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0], output=lambda args: f"{NAME}_{label_of(args)}")
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "wideband")
-    parser.add_argument("--split", default="test", choices=("validation", "test"))
-    parser.add_argument("--files", type=int, default=12, help="utterances")
-    parser.add_argument("--noise", default="white,pink,babble,car")
-    parser.add_argument("--snr", default="0,5,10")
-    parser.add_argument("--seconds", type=float, default=8.0, help="longest clean utterance used")
-    parser.add_argument("--delay", type=float, default=0.3, help="the right channel's delay (ms)")
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0],
+                           output=lambda args: f"{NAME}_{label_of(args)}",
+                           output_help=f"{NAME}_SPLIT[_two_talkers[_crosstalkDB]]",
+                           writes="the recordings and the enhanced files in DIR/channels_SPLIT[_two_talkers[...]]")
+    add_mixture_options(parser, split="test", files=12, noises="white,pink,babble,car")
+    parser.add_argument("--snr", type=integer_list, default=[0, 5, 10], help="SNRs in dB, comma-separated")
+    parser.add_argument("--seconds", type=positive_float, default=8.0, help="longest clean utterance used")
+    parser.add_argument("--delay", type=non_negative_float, default=0.3, help="the right channel's delay (ms)")
     parser.add_argument("--level", type=float, default=2.0, help="the right channel's speech, dB below the left's")
     parser.add_argument("--second-talker", action="store_true",
                         help="the right channel holds another speaker (then --delay and --level do not apply)")
     parser.add_argument("--crosstalk", type=float, default=None,
                         help="with --second-talker: each talker in the other's channel, this many dB (e.g. -15)")
     args = parser.parse_args()
-    if not (args.data / "manifest.json").is_file():
-        raise SystemExit(f"{args.data}: no wideband corpus (manifest.json) there")
+    if args.crosstalk is not None and not args.second_talker:
+        parser.error("--crosstalk: only with --second-talker")
     import soundfile
 
     from sepsti.comparison import paired_difference
@@ -118,7 +122,7 @@ def main():
     label = label_of(args)
     folder = args.out / f"channels_{label}"
     recordings = make_recordings(args.data, args.split, folder, files=2 if args.quick else args.files,
-                                 noises=args.noise.split(","), snrs=[int(s) for s in args.snr.split(",")],
+                                 noises=args.noise, snrs=args.snr,
                                  seconds=args.seconds, delay=args.delay, level=args.level, seed=args.seed,
                                  second_talker=args.second_talker, crosstalk=args.crosstalk)
     for sub in ("left", "right"):
@@ -158,4 +162,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

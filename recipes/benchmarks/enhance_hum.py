@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import default_corpus, recipe_parser, write_results  # noqa: E402
+from _common import non_negative_int, noizeus_corpus, recipe_parser, run_recipe, write_results  # noqa: E402
+from enhance_wideband import LEVEL_DB, _noise, wideband_folder  # noqa: E402
 
 NAME = "enhance_hum"
 KINDS = ("hum50", "buzz60")
@@ -79,7 +80,6 @@ def recordings(corpus, wideband, quick):
     if wideband is None:
         return
     from _recordings import at_level, snr_gain
-    from enhance_wideband import LEVEL_DB, _noise
 
     from sepsti.audio import resample
     from sepsti.corpora import wideband as corpus_reader
@@ -97,14 +97,14 @@ def recordings(corpus, wideband, quick):
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=None, help="NOIZEUS-style corpus (default: the shared one)")
-    parser.add_argument("--wideband", type=Path, default=None, help="a wideband corpus: adds 16 kHz recordings")
-    parser.add_argument("--jobs", type=int, default=0, help="worker processes (0: one per core)")
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="NOIZEUS-style corpus (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
+    parser.add_argument("--wideband", type=wideband_folder, default=None,
+                        help="a wideband corpus: adds 16 kHz recordings")
+    parser.add_argument("--jobs", type=non_negative_int, default=0, help="worker processes (0: one per core)")
     args = parser.parse_args()
-    corpus = args.corpus or default_corpus()
-    if corpus is None:
-        raise SystemExit("no NOIZEUS-style corpus: pass --corpus DIR or set SEPSTI_NOIZEUS")
+    corpus = noizeus_corpus(args.corpus)
     from sepsti.workers import Workers, resolve_jobs
 
     items = [(*item, kind, seed) for seed, (item, kind) in enumerate(
@@ -127,4 +127,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

@@ -12,7 +12,8 @@ PATH`` the ``sepsti`` package found at PATH (a checkout, e.g. an older commit
 unpacked with ``git archive``) is measured instead of this one.
 
 Run: ``python recipes/benchmarks/enhance_memory.py [--minutes 1,10,60] [--rate 8000] [--hum KIND]
-[--quick] [--out DIR]``.
+[--quick] [--out DIR]``; it writes ``DIR/enhance_memory_8000hz_1-10-60min.json`` (the rate, the
+lengths and the hum name the results, so that runs that vary them share a folder).
 """
 
 import concurrent.futures
@@ -25,7 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import ROOT, checkout_package, recipe_parser, write_results  # noqa: E402
+from _common import (ROOT, checkout_folder, checkout_package, positive_int, positive_list, recipe_parser,  # noqa: E402
+                     run_recipe, write_results)
+
+NAME = "enhance_memory"
 
 
 def make_long_file(path, minutes, rate, seed, hum=None):
@@ -77,15 +81,28 @@ def measure(command, env, cwd):
     return usage.ru_maxrss * scale / 2 ** 20, wall, usage.ru_utime + usage.ru_stime
 
 
+def lengths(args):
+    """The lengths (minutes) of a run's files: ``--minutes``, or 1 and 10 with ``--quick``."""
+    return [1.0, 10.0] if args.quick else args.minutes
+
+
+def results_name(args):
+    """The name of a run's results: the rate, the lengths and the hum, which the runs compared in one folder vary."""
+    return (f"{NAME}_{args.rate}hz_{'-'.join(f'{length:g}' for length in lengths(args))}min"
+            + ("" if args.hum is None else f"_{args.hum}"))
+
+
 def main():
-    parser = recipe_parser("enhance_memory", __doc__.splitlines()[0])
-    parser.add_argument("--minutes", default="1,10,60", help="file lengths in minutes, comma-separated")
-    parser.add_argument("--rate", type=int, default=8000, help="sample rate of the long file (Hz)")
-    parser.add_argument("--sepsti", type=Path, default=ROOT, help="checkout whose sepsti is measured")
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0], output=results_name,
+                           output_help=f"{NAME}_RATEhz_MINUTES[-MINUTES...]min[_HUM]")
+    parser.add_argument("--minutes", type=positive_list, default=[1.0, 10.0, 60.0],
+                        help="file lengths in minutes, comma-separated (default 1,10,60)")
+    parser.add_argument("--rate", type=positive_int, default=8000, help="sample rate of the long file (Hz)")
+    parser.add_argument("--sepsti", type=checkout_folder, default=ROOT, help="checkout whose sepsti is measured")
     parser.add_argument("--hum", choices=("hum50", "buzz60"), default=None,
                         help="add a mains hum of this kind (enhance_hum.py) through the whole file")
     args = parser.parse_args()
-    minutes = [1.0, 10.0] if args.quick else [float(item) for item in args.minutes.split(",")]
+    minutes = lengths(args)
     rows = []
     with tempfile.TemporaryDirectory() as folder, checkout_package(args.sepsti) as (env, cwd):
         for length in minutes:
@@ -106,4 +123,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from _common import write_results  # noqa: E402
+from _common import positive_float, run_recipe, write_results  # noqa: E402
 from _stretches import (enhance_cases, long_enough, score_stretches, stretch_parser, summarize,  # noqa: E402
                         wideband_mixtures)
 
@@ -45,7 +45,7 @@ def stretches(length, rate, middle, gap):
 
 def main():
     parser = stretch_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--gap", type=float, default=2.0, help="seconds inserted")
+    parser.add_argument("--gap", type=positive_float, default=2.0, help="seconds inserted (default 2)")
     parser.add_argument("--gap-dbfs", type=float, default=-90.0, help="level of the near-silence (white noise)")
     args = parser.parse_args()
     import soundfile
@@ -88,4 +88,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

@@ -15,11 +15,12 @@ dictionary, prior scale and seed:
 
 Both and the input are scored by :func:`sepsti.metrics.bss_eval` (SDR), :func:`sepsti.metrics.stoi`
 and :func:`sepsti.metrics.pesq` against the clean recording. Prints one line per case and writes
-``OUT/enhance_noise_change.json``.
+``OUT/enhance_noise_change.json``. ``--quick``: the first :data:`QUICK_SENTENCES` sentences (about 8 s) and
+the first two cases.
 
 Usage::
 
-    python recipes/benchmarks/enhance_noise_change.py [--corpus DIR] [--out DIR]
+    python recipes/benchmarks/enhance_noise_change.py [--corpus DIR] [--quick] [--out DIR]
 """
 
 import os
@@ -31,18 +32,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import default_corpus, recipe_parser, write_results  # noqa: E402
+from _common import noizeus_corpus, recipe_parser, run_recipe, write_results  # noqa: E402
 
 NAME = "enhance_noise_change"
 #: (first noise, its SNR), (second noise, its SNR): same level, a noise that gets louder, one that gets quieter.
 CASES = ((("car", 5), ("babble", 5)), (("train", 5), ("street", 5)), (("car", 15), ("babble", 0)),
          (("street", 10), ("train", 0)), (("babble", 0), ("car", 15)))
+#: Test sentences put back to back in a ``--quick`` run.
+QUICK_SENTENCES = 3
 
 
 def main(argv=None):
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=None,
-                        help="NOIZEUS-style folder (default: ../shared/data/noizeus)")
+                        help="NOIZEUS-style folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
     args = parser.parse_args(argv)
 
     from sepsti import features
@@ -52,20 +55,19 @@ def main(argv=None):
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
     from sepsti.metrics import bss_eval, pesq, stoi
 
-    corpus = args.corpus or default_corpus()
-    if corpus is None:
-        raise SystemExit("no corpus: pass --corpus DIR (a NOIZEUS-style folder)")
+    corpus = noizeus_corpus(args.corpus)
     dictionary = load_dictionary(narrowband_dictionary_path())
     rate = dictionary.sample_rate
     index = corpus_index(corpus)
     first_noise = CASES[0][0][0]
-    clean = np.concatenate([m.clean for m in mixtures(index, split="test", noises=[first_noise], snrs=[0])])
+    sentences = mixtures(index, split="test", noises=[first_noise], snrs=[0])
+    clean = np.concatenate([m.clean for m in (sentences[:QUICK_SENTENCES] if args.quick else sentences)])
 
     def noise_of(kind):
         return np.concatenate([m.noise_signal for m in mixtures(index, split="test", noises=[kind], snrs=[0])])
 
     rows = []
-    for (first, snr_first), (second, snr_second) in CASES:
+    for (first, snr_first), (second, snr_second) in (CASES[:2] if args.quick else CASES):
         half = len(clean) // 2
         noise = np.concatenate([noise_of(first)[:half], noise_of(second)[:len(clean) - half]])
         for part, snr in ((slice(0, half), snr_first), (slice(half, None), snr_second)):
@@ -89,4 +91,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

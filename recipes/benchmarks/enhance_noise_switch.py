@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from _common import write_results  # noqa: E402
+from _common import non_negative_float, run_recipe, write_results  # noqa: E402
 from _stretches import (enhance_cases, long_enough, score_stretches, stretch_parser, summarize,  # noqa: E402
                         wideband_mixtures)
 
@@ -48,7 +48,8 @@ def stretches(length, rate):
 
 def main():
     parser = stretch_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--drop-db", type=float, default=30.0, help="how far the noise falls outside its burst")
+    parser.add_argument("--drop-db", type=non_negative_float, default=30.0,
+                        help="how far the noise falls outside its burst (dB, default 30)")
     args = parser.parse_args()
     import soundfile
 
@@ -83,4 +84,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

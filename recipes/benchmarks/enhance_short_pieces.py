@@ -15,12 +15,13 @@ unchanged (gain 0).
 
 Prints the SDR gain over the input per length (mean, pieces worse than the input, worst, mean
 per SNR) and the mean STOI change per SNR (:func:`sepsti.metrics.stoi`), and writes
-``OUT/enhance_short_pieces.json``.
+``OUT/enhance_short_pieces.json``. ``--quick``: the first two lengths, and the sentences of the first
+:data:`QUICK_SENTENCES` test utterances only.
 
 Usage::
 
     python recipes/benchmarks/enhance_short_pieces.py [--corpus DIR] [--lengths 0.65,1,1.5,2] [--no-limit]
-        [--continuous] [--dictionary D.npz] [--out DIR]
+        [--continuous] [--dictionary D.npz] [--quick] [--out DIR]
 """
 
 import os
@@ -32,9 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import default_corpus, recipe_parser, write_results  # noqa: E402
+from _common import noizeus_corpus, positive_list, recipe_parser, run_recipe, write_results  # noqa: E402
 
 NAME = "enhance_short_pieces"
+#: Test utterances whose mixtures a ``--quick`` run cuts.
+QUICK_SENTENCES = 2
 
 
 def speech_centre(clean, rate):
@@ -54,12 +57,19 @@ def without_pauses(clean, rate):
     return np.concatenate([clean[run] for run in runs if active[run[0]] or len(run) <= int(0.1 * rate)])
 
 
-def sentence_pieces(index, lengths, rate):
-    """``(id, noise, snr, seconds, clean, noisy)`` cut around each test mixture's speech centre, whole ones as
-    ``seconds=None``."""
+def chosen_mixtures(index, quick):
+    """The test mixtures, of the first :data:`QUICK_SENTENCES` utterances only if ``quick``."""
     from sepsti.corpora.noizeus import mixtures
 
-    for mixture in mixtures(index, split="test"):
+    test = mixtures(index, split="test")
+    kept = sorted({m.utterance for m in test})[:QUICK_SENTENCES] if quick else {m.utterance for m in test}
+    return [m for m in test if m.utterance in kept]
+
+
+def sentence_pieces(index, lengths, rate, quick):
+    """``(id, noise, snr, seconds, clean, noisy)`` cut around each test mixture's speech centre, whole ones as
+    ``seconds=None``."""
+    for mixture in chosen_mixtures(index, quick):
         centre = speech_centre(mixture.clean, rate)
         for length in [*lengths, None]:
             start = 0 if length is None else max(0, centre - int(length * rate) // 2)
@@ -68,11 +78,11 @@ def sentence_pieces(index, lengths, rate):
                    mixture.noisy[start:stop])
 
 
-def continuous_pieces(index, lengths, rate):
+def continuous_pieces(index, lengths, rate, quick):
     """``(id, noise, snr, seconds, clean, noisy)`` of the test sentences put back to back without their pauses."""
     from sepsti.corpora.noizeus import mixtures
 
-    test = mixtures(index, split="test")
+    test = chosen_mixtures(index, quick)
     first = test[0].noise, test[0].snr
     speech = np.concatenate([without_pauses(m.clean, rate) for m in test if (m.noise, m.snr) == first])
     snrs = sorted({m.snr for m in test})
@@ -91,10 +101,11 @@ def continuous_pieces(index, lengths, rate):
 
 
 def main(argv=None):
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=None,
-                        help="NOIZEUS-style folder (default: ../shared/data/noizeus)")
-    parser.add_argument("--lengths", default="0.65,0.8,1,1.25,1.5,2", help="piece lengths in seconds")
+                        help="NOIZEUS-style folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
+    parser.add_argument("--lengths", type=positive_list, default=[0.65, 0.8, 1.0, 1.25, 1.5, 2.0],
+                        help="piece lengths in seconds, comma-separated (default 0.65,0.8,1,1.25,1.5,2)")
     parser.add_argument("--no-limit", action="store_true", help="enhance pieces below the shortest-file limit too")
     parser.add_argument("--continuous", action="store_true",
                         help="pieces of the test sentences put back to back without their pauses")
@@ -108,18 +119,16 @@ def main(argv=None):
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
     from sepsti.metrics import bss_eval, stoi
 
-    corpus = args.corpus or default_corpus()
-    if corpus is None:
-        raise SystemExit("no corpus: pass --corpus DIR (a NOIZEUS-style folder)")
+    corpus = noizeus_corpus(args.corpus)
     if args.no_limit:
         sepsti.noise_model.SHORTEST_SECONDS = 0.0
-    lengths = [float(value) for value in args.lengths.split(",")]
+    lengths = args.lengths[:2] if args.quick else args.lengths
     dictionary_path = args.dictionary or narrowband_dictionary_path()
     dictionary = load_dictionary(dictionary_path)
     rate = dictionary.sample_rate
     rows = []
     pieces = continuous_pieces if args.continuous else sentence_pieces
-    for name, noise, snr, length, clean, noisy in pieces(corpus_index(corpus), lengths, rate):
+    for name, noise, snr, length, clean, noisy in pieces(corpus_index(corpus), lengths, rate, args.quick):
         speech = sepsti.denoise.denoise(noisy, dictionary.W, seed=args.seed, framing=dictionary.framing)
         rows.append({"id": name, "noise": noise, "snr": snr, "seconds": length,
                      "input": bss_eval(clean, noisy, noisy)["sdr"], "sdr": bss_eval(clean, noisy, speech)["sdr"],
@@ -147,4 +156,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

@@ -25,7 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import ROOT, recipe_parser, write_results  # noqa: E402
+from _common import ROOT, positive_int, recipe_parser, run_recipe, write_results  # noqa: E402
+
+NAME = "enhance_startup"
 
 NOISEREDUCE = ("import sys, soundfile, noisereduce\n"
                "y, sr = soundfile.read(sys.argv[1])\n"
@@ -69,11 +71,13 @@ def timed(command, env):
 
 
 def main():
-    parser = recipe_parser("enhance_startup", __doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=None, help="timed runs of each (default 9, quick 3)")
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0], plot=True)
+    parser.add_argument("--repeats", type=positive_int, default=None, help="timed runs of each (default 9, quick 3)")
     parser.add_argument("--input", type=Path, default=None, help="input file (default: synthetic 3 s at 8 kHz)")
     args = parser.parse_args()
-    repeats = args.repeats or (3 if args.quick else 9)
+    if args.input is not None and not args.input.is_file():
+        parser.error(f"--input {args.input}: no such file")
+    repeats = (3 if args.quick else 9) if args.repeats is None else args.repeats
 
     load_before = os.getloadavg()[0]
     folder = Path(tempfile.mkdtemp(prefix="enhance_startup."))
@@ -128,4 +132,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

@@ -62,7 +62,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import default_corpus, lead_text, paired_lead, recipe_parser, write_results  # noqa: E402
+from _common import (choice_list, default_corpus, lead_text, paired_lead, recipe_parser, run_recipe,  # noqa: E402
+                     write_results)
+
+from sepsti.core.errors import ParameterError  # noqa: E402
 
 NAME = "enhance_vs_peers"
 #: RNNoise's and DeepFilterNet3's own rate.
@@ -209,9 +212,10 @@ def plot_bands(axes, bands, methods):
 
 
 def main(argv=None):
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0], plot=True)
     parser.add_argument("--corpus", type=Path, default=None,
-                        help="NOIZEUS-style folder (default: ../shared/data/noizeus, unless --clean and --noisy)")
+                        help="NOIZEUS-style folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus, unless "
+                             "--clean and --noisy)")
     parser.add_argument("--clean", type=Path, default=None, help="folder of clean recordings (with --noisy)")
     parser.add_argument("--noisy", type=Path, default=None,
                         help="folder of noisy recordings named as their clean files (with --clean)")
@@ -221,42 +225,35 @@ def main(argv=None):
     parser.add_argument("--noise", default=None, help="noise types, comma-separated (default: all found)")
     parser.add_argument("--snr", default=None, help="SNRs in dB, comma-separated (default: all found)")
     parser.add_argument("--dictionary", type=Path, default=None, help="speech dictionary .npz (default: shipped)")
-    parser.add_argument("--methods", default=None,
+    parser.add_argument("--methods", type=choice_list(ENHANCERS), default=None,
                         help=f"enhancers to run, comma-separated, of {', '.join(ENHANCERS)} (default: all; the "
                              "input is always scored)")
     parser.add_argument("--bands", action="store_true",
                         help="also STOI and the level against the clean speech in each third-octave band")
     args = parser.parse_args(argv)
-    chosen = ENHANCERS if args.methods is None else [name.strip() for name in args.methods.split(",")]
-    unknown = sorted(set(chosen) - set(ENHANCERS))
-    if unknown or not chosen:
-        raise SystemExit(f"--methods: {', '.join(unknown) or 'none given'}; choose from {', '.join(ENHANCERS)}")
+    chosen = ENHANCERS if args.methods is None else args.methods
 
     from sepsti.commands import parse_list
     from sepsti.commands.evaluate import METRICS, enhance_signal, score_signals
-    from sepsti.core.errors import ParameterError
     from sepsti.metrics import unavailable_scores
     from sepsti.recordings import Dictionaries, find_recordings
 
     corpus = args.corpus or (default_corpus() if args.clean is None and args.noisy is None else None)
     if corpus is None and args.clean is None and args.noisy is None:
-        raise SystemExit("no corpus: pass --corpus DIR (a NOIZEUS-style folder, e.g. from `sepsti corpus synth`), "
-                         "or --clean DIR --noisy DIR")
+        raise ParameterError("no corpus: pass --corpus DIR (a NOIZEUS-style folder, e.g. from `sepsti corpus "
+                             "synth`), or --clean DIR --noisy DIR")
     missing = unavailable_scores()
     if missing:
-        raise SystemExit(f"{' and '.join(missing.values())} not installed: pip install 'sepsti[eval]'")
-    try:
-        dictionaries = Dictionaries(args.dictionary)
-        recordings = find_recordings(corpus, args.clean, args.noisy, parse_list(args.noise, "noise", str.lower),
-                                     parse_list(args.snr, "snr", int), args.names)
-    except ParameterError as error:
-        raise SystemExit(str(error)) from None
+        raise ParameterError(f"{' and '.join(missing.values())} not installed: pip install 'sepsti[eval]'")
+    dictionaries = Dictionaries(args.dictionary)
+    recordings = find_recordings(corpus, args.clean, args.noisy, parse_list(args.noise, "noise", str.lower),
+                                 parse_list(args.snr, "snr", int), args.names)
     selected = recordings.items
     if args.quick:
         selected = ([mixture for mixture in selected if mixture.utterance in ("sp21", "sp22", "sp23")]
                     if corpus is not None else selected[:10])
     if not selected:
-        raise SystemExit(f"{corpus}: no noisy test files match the selection")
+        raise ParameterError(f"{corpus}: no noisy test files match the selection")
 
     def no_delay(function):
         return lambda y, rate: (function(y, rate), 0)
@@ -388,4 +385,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

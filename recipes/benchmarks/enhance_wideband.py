@@ -31,7 +31,9 @@ SNR follow, each with its 95 % interval over the utterances (an utterance is mix
 
 The noisy files go to ``OUT/noisy_<split>`` and their clean references, under the same names, to
 ``OUT/clean_<split>``: the peers are scored on the same mixtures by ``enhance_vs_peers.py --clean
-OUT/clean_<split> --noisy OUT/noisy_<split>``.
+OUT/clean_<split> --noisy OUT/noisy_<split>``. The folders record the settings that made them
+(``.recipe.json``): runs with other labels and the same settings share them; a run with other settings
+(``--seed``, ``--seconds``, ``--noise-dir``, ...) is refused there unless ``--overwrite``, which replaces them.
 
 Recordings unlike the corpora: ``--channel`` colours speech and noise alike (``bright``: +6 dB per
 octave; ``muffled``: low-passed at 1.5 kHz; ``telephone``: 300–3400 Hz; ``thin``: high-passed at
@@ -47,6 +49,7 @@ Usage::
         [--out results/wideband]
 """
 
+import argparse
 import os
 import subprocess
 import sys
@@ -57,13 +60,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import (ROOT, checkout_package, integer_list, lead_text, paired_lead, recipe_parser,  # noqa: E402
-                     write_results)
+from _common import (ROOT, checkout_folder, checkout_package, choice_list, claim_folders, integer_list,  # noqa: E402
+                     lead_text, non_negative_float, non_negative_int, paired_lead, positive_float, positive_int,
+                     recipe_parser, run_recipe, write_results)
 from _recordings import at_level, excerpt, looped_window, snr_gain  # noqa: E402
+
+from sepsti.core.errors import ParameterError  # noqa: E402
 
 NAME = "enhance_wideband"
 LEVEL_DB = -27.0
 BABBLE_TALKERS = 5
+#: The noises made here (``--noise``); ``recorded`` comes with ``--noise-dir``.
+NOISES = ("white", "pink", "babble", "car", "music", "dishes")
+
+
+def wideband_folder(text):
+    """``argparse`` type of ``--data``: a wideband corpus (``sepsti.corpora.wideband``: its ``manifest.json``)."""
+    from sepsti.corpora import wideband
+
+    if not wideband.is_wideband_corpus(text):
+        raise argparse.ArgumentTypeError(f"{text!r}: no wideband corpus (manifest.json) there")
+    return Path(text)
+
+
+def add_mixture_options(parser, *, split, files, noises, recorded=False):
+    """Add the options of the wideband mixtures, which the recipes that alter or reuse them share (``recorded``:
+    ``--noise ''`` allowed, the noise recordings of ``--noise-dir`` alone)."""
+    parser.add_argument("--data", type=wideband_folder, default=str(ROOT.parent / "shared" / "data" / "wideband"),
+                        help="wideband corpus (default: ../shared/data/wideband)")
+    parser.add_argument("--split", default=split, choices=("validation", "test"),
+                        help=f"its held-out speakers: validation to choose settings, test to report (default {split})")
+    parser.add_argument("--files", type=positive_int, default=files, help=f"16 kHz utterances (default {files})")
+    parser.add_argument("--noise", type=choice_list(NOISES, empty=recorded), default=noises,
+                        help=f"noises made here, comma-separated, of {', '.join(NOISES)} (default {noises})")
 
 
 def _noise(kind, n, rate, rng, babble_pool, recordings=()):
@@ -95,7 +124,7 @@ def _noise(kind, n, rate, rng, babble_pool, recordings=()):
     elif kind == "car":
         y = resample(synth_noise("car", -(-n * SAMPLE_RATE // rate) + 1, rng), SAMPLE_RATE, rate, length=n)
     else:
-        raise SystemExit(f"unknown noise {kind!r}")
+        raise ValueError(f"unknown noise {kind!r}")
     return y / max(np.std(y), 1e-12)
 
 
@@ -161,7 +190,7 @@ def _name(utterance, rate, kind, snr):
 
 
 def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, seed, channel="flat", rt60=0.0,
-                  clean_folder=None, recordings=()):
+                  clean_folder=None, recordings=(), overwrite=False):
     """Write the noisy files; return [(path, clean, rate, noise, snr, utterance)].
 
     The clean speech is reverberated (``rt60``) and then both it and the noise go through ``channel``;
@@ -169,6 +198,11 @@ def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, 
     mixture's reference is written there too, under the noisy file's name (32-bit float: the reference
     scored here), so that the two folders are pairs for ``sepsti evaluate --clean --noisy``. The noise
     ``recorded`` draws its excerpts from ``recordings`` (audio files).
+
+    The folders record these settings (:func:`_common.claim_folders`): runs with the same settings share
+    them (the same settings make the same files); mixtures of other settings there, which would enter a
+    peers' run on the folder, are refused unless ``overwrite``, which replaces them
+    (:class:`ParameterError`).
     """
     import soundfile
 
@@ -181,18 +215,13 @@ def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, 
     sets = [(16000, libri[:files], noises)]
     if rate48:
         sets.append((48000, others[:rate48], [n for n in noises if n != "car"]))
-    # runs of other labels share the folders (the same settings make the same files); mixtures of other
-    # settings there would enter the peers' run on them
-    names = {_name(utterance, rate, kind, snr) for rate, chosen, kinds in sets for utterance, _, _ in chosen
-             for kind in kinds for snr in snrs}
-    for place in (folder, clean_folder):
-        others = [] if place is None else sorted(path.name for path in place.glob("*.wav") if path.name not in names)
-        if others:
-            raise SystemExit(f"{place}: holds {len(others)} mixtures of a run with other settings (e.g. "
-                             f"{others[0]}); give another --out")
-    folder.mkdir(parents=True, exist_ok=True)
-    if clean_folder is not None:
-        clean_folder.mkdir(parents=True, exist_ok=True)
+    names = [_name(utterance, rate, kind, snr) for rate, chosen, kinds in sets for utterance, _, _ in chosen
+             for kind in kinds for snr in snrs]
+    settings = {"data": str(Path(data).resolve()), "split": split, "files": files, "noises": list(noises),
+                "snrs": list(snrs), "seconds": seconds, "rate48": rate48, "seed": seed, "channel": channel,
+                "rt60": rt60, "recordings": [str(Path(path).resolve()) for path in recordings]}
+    claim_folders({place: names for place in (folder, clean_folder) if place is not None}, settings,
+                  overwrite=overwrite)
     mixtures = []
     for rate, chosen, kinds in sets:
         for number, (utterance, y, source_rate) in enumerate(chosen):
@@ -235,45 +264,43 @@ def condition_of(args):
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0],
-                           output=lambda args: f"{NAME}_{args.label}_{args.split}{condition_of(args)}")
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "wideband")
-    parser.add_argument("--split", default="test", choices=("validation", "test"))
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0],
+                           output=lambda args: f"{NAME}_{args.label}_{args.split}{condition_of(args)}",
+                           output_help=f"{NAME}_LABEL_SPLIT[_CHANNEL_rtRT60]",
+                           writes="the mixtures in DIR/noisy_SPLIT[_CHANNEL_rtRT60], their clean references in "
+                                  "DIR/clean_SPLIT[...] and the enhanced files in DIR/LABEL_SPLIT[...]")
+    add_mixture_options(parser, split="test", files=12, noises="white,pink,babble,car", recorded=True)
     parser.add_argument("--label", default="sepsti", help="name of this run in the results")
-    parser.add_argument("--sepsti", type=Path, default=ROOT, help="checkout whose sepsti enhances")
+    parser.add_argument("--sepsti", type=checkout_folder, default=ROOT, help="checkout whose sepsti enhances")
     parser.add_argument("--dictionary", type=Path, default=None, help="passed to enhance --dictionary")
-    parser.add_argument("--files", type=int, default=12, help="16 kHz utterances")
-    parser.add_argument("--rate48", type=int, default=4, help="48 kHz utterances (LJ Speech)")
-    parser.add_argument("--noise", default="white,pink,babble,car")
+    parser.add_argument("--rate48", type=non_negative_int, default=4, help="48 kHz utterances (LJ Speech)")
     parser.add_argument("--snr", type=integer_list, default=[0, 5, 10], help="SNRs in dB, comma-separated")
-    parser.add_argument("--seconds", type=float, default=8.0, help="longest clean utterance used")
+    parser.add_argument("--seconds", type=positive_float, default=8.0, help="longest clean utterance used")
     parser.add_argument("--no-input", action="store_true", help="do not score the unprocessed input")
     parser.add_argument("--channel", default="flat", choices=sorted(CHANNELS),
                         help="colouring of speech and noise alike (a microphone or a line)")
     parser.add_argument("--noise-dir", type=Path, default=None,
                         help="noise recordings (any audio file below it): adds the noise 'recorded', an excerpt "
                              "of one of them, chosen at random, per mixture")
-    parser.add_argument("--rt60", type=float, default=0.0,
+    parser.add_argument("--rt60", type=non_negative_float, default=0.0,
                         help="reverberate the speech in a synthetic room of this RT60 (s) before the noise")
     args = parser.parse_args()
-    if not (args.data / "manifest.json").is_file():
-        raise SystemExit(f"{args.data}: no wideband corpus (manifest.json) there")
+    if not args.noise and args.noise_dir is None:
+        parser.error("--noise: give at least one noise (or --noise-dir)")
+    if args.label in ("clean", "noisy", "input"):  # the folders and the row of the references and the input
+        parser.error(f"--label {args.label}: a name this recipe uses itself; choose another")
     import soundfile
 
     from sepsti.corpora.audio import audio_files
     from sepsti.metrics import warnings_once
 
-    noises = [kind for kind in args.noise.split(",") if kind]
+    noises = list(args.noise)
     recordings = []
     if args.noise_dir is not None:
         recordings = audio_files(args.noise_dir)
         if not recordings:
-            raise SystemExit(f"{args.noise_dir}: no audio file below it")
+            raise ParameterError(f"--noise-dir {args.noise_dir}: no audio file below it")
         noises.append("recorded")
-    if not noises:
-        parser.error("--noise: give at least one noise (or --noise-dir)")
-    if args.label in ("clean", "noisy", "input"):  # the folders and the row of the references and the input
-        parser.error(f"--label {args.label}: a name this recipe uses itself; choose another")
     snrs = args.snr
     files = 3 if args.quick else args.files
     condition = condition_of(args)
@@ -281,7 +308,8 @@ def main():
     clean_folder = args.out / f"clean_{args.split}{condition}"
     mixtures = make_mixtures(args.data, args.split, noisy_folder, files=files, noises=noises, snrs=snrs,
                              seconds=args.seconds, rate48=0 if args.quick else args.rate48, seed=args.seed,
-                             channel=args.channel, rt60=args.rt60, clean_folder=clean_folder, recordings=recordings)
+                             channel=args.channel, rt60=args.rt60, clean_folder=clean_folder, recordings=recordings,
+                             overwrite=args.overwrite)
     enhanced = args.out / f"{args.label}_{args.split}{condition}"
     command = [sys.executable, "-m", "sepsti", "enhance", *[str(m[0].resolve()) for m in mixtures], "--out-dir",
                str(enhanced.resolve()), "--overwrite"]
@@ -367,4 +395,4 @@ def print_summary(summary):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

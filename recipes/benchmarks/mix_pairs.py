@@ -13,7 +13,9 @@ rate:
   their highest SNR (noisy − clean), put end to end.
 
 Writes ``OUT/clean`` and ``OUT/noisy``, the same names ``<speech>_<noise>_sn<snr>.wav`` (the clean
-files 32-bit float, the noisy ones 16-bit PCM), and refuses to write into an existing ``OUT/noisy``. A
+files 32-bit float, the noisy ones 16-bit PCM). The two folders record the settings that made them
+(``.recipe.json``); a run with other settings is refused there unless ``--overwrite``, which removes the
+pairs that record lists first (a folder holding anything else, or no record, is refused). A
 noisy file's samples beyond full scale (at low SNRs: 213 of a 7 s file in babble at −10 dB) are
 clipped as 16-bit PCM holds them; each file's count is printed where it is not zero and recorded in
 ``OUT/mix_pairs.json`` (``clipped``, every file). Score them with::
@@ -37,8 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import integer_list, recipe_parser, write_results  # noqa: E402
+from _common import (claim_folders, integer_list, non_negative_float, positive_float, positive_int,  # noqa: E402
+                     recipe_parser, run_recipe, write_results)
 from _recordings import at_level, excerpt, looped_window, snr_gain  # noqa: E402
+
+from sepsti.core.errors import ParameterError  # noqa: E402
 
 NAME = "mix_pairs"
 LEVEL_DB = -26.0
@@ -48,15 +53,14 @@ NAMES = r"(?P<sentence>.+)_(?P<noise>[a-z0-9]+)_sn(?P<snr>-?\d+)"
 
 def noizeus_noises(corpus):
     """``{noise type: (signal, rate)}``: each type's noise in the test mixtures at their highest SNR, end to end."""
-    from sepsti.core.errors import ParameterError
     from sepsti.corpora.noizeus import mixtures
 
     try:
         chosen = list(mixtures(corpus))
     except ParameterError as error:
-        raise SystemExit(f"--noizeus {corpus}: {error}") from None
+        raise ParameterError(f"--noizeus {corpus}: {error}") from None
     if not chosen:
-        raise SystemExit(f"--noizeus {corpus}: no test mixtures there")
+        raise ParameterError(f"--noizeus {corpus}: no test mixtures there")
     highest = {}
     for mixture in chosen:
         highest[mixture.noise] = max(highest.get(mixture.noise, mixture.snr), mixture.snr)
@@ -76,23 +80,23 @@ def noise_types(specs, corpus):
     for spec in specs:
         name, _, folder = spec.partition("=")
         if not re.fullmatch(r"[a-z0-9]+", name) or not folder:
-            raise SystemExit(f"--noise {spec!r}: give NAME=DIR, NAME of lower-case letters and digits")
+            raise ParameterError(f"--noise {spec!r}: give NAME=DIR, NAME of lower-case letters and digits")
         if name in types:
-            raise SystemExit(f"--noise {spec!r}: a second noise type named {name!r}; give each its own name")
+            raise ParameterError(f"--noise {spec!r}: a second noise type named {name!r}; give each its own name")
         recordings = audio_files(Path(folder))
         if not recordings:
-            raise SystemExit(f"--noise {spec!r}: no audio file below {folder}")
+            raise ParameterError(f"--noise {spec!r}: no audio file below {folder}")
         types[name] = lambda n, rate, rng, recordings=recordings: excerpt(recordings, n, rate, rng)
     if corpus is not None:
         for name, (signal, source_rate) in noizeus_noises(corpus).items():
             if name in types:
-                raise SystemExit(f"--noise {name}=...: {corpus} has a noise type of that name; give it another")
+                raise ParameterError(f"--noise {name}=...: {corpus} has a noise type of that name; give it another")
 
             def draw(n, rate, rng, signal=signal, source_rate=source_rate):
                 return looped_window(resample(signal, source_rate, rate), n, rng)
             types[name] = draw
     if not types:
-        raise SystemExit("give at least one --noise NAME=DIR or --noizeus DIR")
+        raise ParameterError("give at least one --noise NAME=DIR or --noizeus DIR")
     return types
 
 
@@ -102,14 +106,16 @@ def clipped_samples(mixture):
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0],
+                           writes="the pairs in DIR/clean and DIR/noisy")
     parser.add_argument("--speech", type=Path, required=True, help="folder of clean speech (any audio file below it)")
     parser.add_argument("--noise", action="append", default=[], metavar="NAME=DIR",
                         help="a noise type: the recordings below DIR (repeatable)")
     parser.add_argument("--noizeus", type=Path, default=None, help="a NOIZEUS-style corpus whose noise types to add")
-    parser.add_argument("--files", type=int, default=12, help="clean files used (the first in name order)")
-    parser.add_argument("--shortest", type=float, default=3.0, help="shortest clean file used (s)")
-    parser.add_argument("--seconds", type=float, default=9.0, help="longest stretch of each clean file used")
+    parser.add_argument("--files", type=positive_int, default=12, help="clean files used (the first in name order)")
+    parser.add_argument("--shortest", type=non_negative_float, default=3.0, help="shortest clean file used (s)")
+    parser.add_argument("--seconds", type=positive_float, default=9.0,
+                        help="longest stretch of each clean file used (s)")
     parser.add_argument("--snr", type=integer_list, default=[0, 5, 10, 15], help="SNRs in dB, comma-separated")
     args = parser.parse_args()
     import soundfile
@@ -120,19 +126,20 @@ def main():
     speech = [path for path in audio_files(args.speech) if soundfile.info(path).duration >= args.shortest]
     speech = speech[:3 if args.quick else args.files]
     if not speech:
-        raise SystemExit(f"--speech {args.speech}: no audio file of {args.shortest:g} s or more below it")
+        raise ParameterError(f"--speech {args.speech}: no audio file of {args.shortest:g} s or more below it")
     # a pair's name holds its file's path below --speech (folders joined by "-"), so files of one name in
     # two folders stay apart
     stems = ["-".join(path.relative_to(args.speech).with_suffix("").parts).replace(" ", "-") for path in speech]
     repeated = sorted({stem for stem in stems if stems.count(stem) > 1})
     if repeated:
-        raise SystemExit(f"--speech {args.speech}: files would share the pair name {repeated[0]!r}; rename one")
+        raise ParameterError(f"--speech {args.speech}: files would share the pair name {repeated[0]!r}; rename one")
     snrs = args.snr
     clean_folder, noisy_folder = args.out / "clean", args.out / "noisy"
-    if noisy_folder.exists():
-        raise SystemExit(f"{noisy_folder} exists; give another --out")
-    clean_folder.mkdir(parents=True, exist_ok=True)
-    noisy_folder.mkdir(parents=True)
+    names = [f"{stem}_{name}_sn{snr}.wav" for stem in stems for name in sorted(types) for snr in snrs]
+    settings = {"speech": [str(path.resolve()) for path in speech], "noise": args.noise,
+                "noizeus": None if args.noizeus is None else str(args.noizeus.resolve()), "seconds": args.seconds,
+                "snrs": snrs, "seed": args.seed}
+    claim_folders({clean_folder: names, noisy_folder: names}, settings, overwrite=args.overwrite)
     clipped = {}
     for number, (path, stem) in enumerate(zip(speech, stems)):
         info = soundfile.info(path)
@@ -158,4 +165,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

@@ -44,6 +44,10 @@ Figures, all on the same input in the same run:
 No peer NUTS library (BlackJAX, PyMC) is installed here, so the NUTS figure
 has no peer column. Timings are wall-clock on one thread; on a shared machine
 note the load average printed beside them.
+
+Writes ``DIR/nuts_nmf_gpp_<regimes>[_<metrics>].json`` (``DIR/nuts_nmf_gpp_gradient.json`` with
+``--gradient-only``): the gradient rates, the leaf costs, every run's row and the settings; ``--json
+PATH`` writes the rows alone to PATH too.
 """
 
 import os
@@ -57,14 +61,18 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import recipe_parser  # noqa: E402
+from _common import choice_list, positive_int, recipe_parser, run_recipe, write_json, write_results  # noqa: E402
 
 from sepsti.core.factorization.map import map_nmf_gpp  # noqa: E402
 from sepsti.core.parallel.blas import single_threaded_blas  # noqa: E402
 from sepsti.core.models.nmf_gpp import NMFGPP, exponential_kernel_2d, squared_exponential_kernel  # noqa: E402
 from sepsti.core.random import stream  # noqa: E402
 from sepsti.corpora.raman import simulate_raman  # noqa: E402
-from raman_nuts import REGIMES, run_one  # noqa: E402
+from raman_nuts import METRICS, REGIMES, add_chain_options, chain_lengths, run_one, warmup_count  # noqa: E402
+
+NAME = "nuts_nmf_gpp"
+#: ``--metrics``'s default: the fixed metrics but ``dense``, and ``auto``.
+DEFAULT_METRICS = ("diagonal", "diagonal+moves", "gauss-newton", "gauss-newton+moves", "auto")
 
 
 class ReferenceNMFGPP:
@@ -130,7 +138,9 @@ def load():
 
 
 def gradient_rates(seed, quick):
-    """Print log density + gradient evaluations per second: ours, the NumPy path, the literal appendix F."""
+    """Print log density + gradient evaluations per second: ours, the NumPy path, the literal appendix F.
+
+    Returns them by clock (``wall``, ``cpu``) and implementation, medians over three interleaved rounds."""
     data = simulate_raman(1, seed=seed)
     model = NMFGPP(data.X, num_components=2, plate_shape=data.plate_shape, beta=10.0, noise_std=data.noise_std)
     reference = ReferenceNMFGPP(data.X, 2, data.plate_shape, 10.0, data.noise_std)
@@ -156,13 +166,16 @@ def gradient_rates(seed, quick):
             rates["before"].append(rate(model.logdensity_and_grad_numpy, theta, seconds / 3))
             rates["literal"].append(rate(reference.logdensity_and_grad, ref_theta, seconds / 3))
         loads.append(load())
+        medians = {}
         for clock, column in (("wall", 0), ("CPU", 1)):
             ours, before, literal = (float(np.median([r[column] for r in rates[k]]))
                                      for k in ("ours", "before", "literal"))
+            medians[clock.lower()] = {"ours": ours, "before": before, "literal": literal, "load": loads}
             print(f"log density + gradient (dim {model.dim}), evaluations per {clock} second: ours {ours:.0f} "
                   f"({1e6 / ours:.0f} us), before (NumPy) {before:.0f} ({1e6 / before:.0f} us), literal appendix F "
                   f"{literal:.0f}; ratio ours/before {ours / before:.2f}, ours/literal {ours / literal:.2f} "
                   f"[load average {loads[0]:.2f} -> {loads[1]:.2f}]", flush=True)
+    return medians
 
 
 def rhat_null(draws, seed, *, factors=(1, 2, 4), repeats=10):
@@ -253,6 +266,7 @@ def leaf_cost(seed):
 
     Trees of depth 7 at a fixed step from the MAP, with a diagonal M^-1 and with the dense inverse
     Gauss-Newton precision; the rest of a leaf is the leapfrog, the U-turn checks and the multinomial draw.
+    Returns, per metric, the microseconds of CPU time of a leaf and of its gradient, and the leaves timed.
     """
     from sepsti.core.samplers import hmc, nuts
 
@@ -265,6 +279,7 @@ def leaf_cost(seed):
         covariance = np.linalg.inv(model.gauss_newton_precision(theta))
         metrics = {"diagonal": (np.full(model.dim, 0.05), 0.02),
                    "dense (Gauss-Newton)": (0.5 * (covariance + covariance.T), 0.1)}
+        costs = {}
         for name, (inverse_mass, step_size) in metrics.items():
             rng = stream(seed, 6)
             state = hmc.init(theta, model.logdensity_and_grad)
@@ -277,46 +292,59 @@ def leaf_cost(seed):
             for _ in range(leaves):
                 model.logdensity_and_grad(state.position)
             per_gradient = (time.process_time() - cpu_start) / leaves
+            costs[name] = {"leaf_us": 1e6 * per_leaf, "gradient_us": 1e6 * per_gradient, "leaves": leaves}
             print(f"NUTS leaf, {name} metric: {1e6 * per_leaf:.0f} us CPU, of which the gradient "
                   f"{1e6 * per_gradient:.0f} "
                   f"us and the rest {1e6 * (per_leaf - per_gradient):.0f} us ({leaves} leaves) "
                   f"[load average {load_start:.2f} -> {load():.2f}]", flush=True)
+    return costs
+
+
+def results_name(args):
+    """The name of a run's results: its regimes, and its metrics where they are not the default."""
+    if args.gradient_only:
+        return f"{NAME}_gradient"
+    return (f"{NAME}_{'-'.join(args.regimes)}"
+            + ("" if tuple(args.metrics) == DEFAULT_METRICS else f"_{'-'.join(args.metrics)}"))
 
 
 def main():
-    parser = recipe_parser("nuts_nmf_gpp", __doc__.splitlines()[0], output=False)
-    parser.add_argument("--warmup", type=int, default=None, help="NUTS warm-up (default 1000; quick 150)")
-    parser.add_argument("--draws", type=int, default=None, help="NUTS draws per chain (default 2000; quick 150)")
-    parser.add_argument("--max-tree-depth", type=int, default=10)
-    parser.add_argument("--target", type=float, default=0.8)
-    parser.add_argument("--chains", type=int, default=2)
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0], output=results_name,
+                           output_help=f"{NAME}_REGIMES[_METRICS]",
+                           writes=f"DIR/{NAME}_gradient.json instead with --gradient-only")
+    add_chain_options(parser)
+    parser.add_argument("--max-tree-depth", type=positive_int, default=10, help="largest NUTS tree depth (default 10)")
     parser.add_argument("--one-chain", action="store_true", help="also run auto with one chain")
-    parser.add_argument("--regimes", default="stiff,weak,faint")
-    parser.add_argument("--diagonal-draws", type=int, default=None,
+    parser.add_argument("--regimes", type=choice_list(tuple(REGIMES)), default="stiff,weak,faint",
+                        help="simulated maps (raman_nuts.py --regime), comma-separated (default stiff,weak,faint)")
+    parser.add_argument("--diagonal-draws", type=warmup_count, default=None,
                         help="warm-up and draws of the fixed diagonal metrics in the stiff regime, whose trees reach "
                              "depth 10 (default: as the others)")
-    parser.add_argument("--metrics", default="diagonal,diagonal+moves,gauss-newton,gauss-newton+moves,auto")
+    parser.add_argument("--metrics", type=choice_list(tuple(METRICS)), default=",".join(DEFAULT_METRICS),
+                        help=f"metrics run side by side, comma-separated (default {','.join(DEFAULT_METRICS)})")
     parser.add_argument("--skip-gradient", action="store_true", help="skip the gradient-rate comparison")
     parser.add_argument("--gradient-only", action="store_true",
                         help="only the gradient-rate comparison and the cost of a NUTS leaf")
-    parser.add_argument("--json", default=None, help="write the NUTS rows to this JSON file")
-    parser.add_argument("--scale-moves", type=int, default=5, help="scale-move sweeps per transition")
+    parser.add_output_file("--json", help="also write the NUTS rows alone to this JSON file")
     parser.add_argument("--rhat-null", action="store_true",
                         help="R-hat that stationary chains with each run's ESS would show, at 1x, 2x and 4x the draws")
     args = parser.parse_args()
-    num_warmup = args.warmup or (150 if args.quick else 1000)
-    num_draws = args.draws or (150 if args.quick else 2000)
+    num_warmup, num_draws = chain_lengths(args)
 
+    results = {"settings": {"num_warmup": num_warmup, "num_draws": num_draws, "diagonal_draws": args.diagonal_draws,
+                            "max_tree_depth": args.max_tree_depth, "target": args.target, "chains": args.chains,
+                            "scale_moves": args.scale_moves, "beta": 10.0, "seed": args.seed}}
     if not args.skip_gradient:
-        gradient_rates(args.seed, args.quick)
-        leaf_cost(args.seed)
+        results["gradient_rates"] = gradient_rates(args.seed, args.quick)
+        results["leaf_cost"] = leaf_cost(args.seed)
     if args.gradient_only:
+        write_results(args, results)
         return
     rows = []
-    for regime in args.regimes.split(","):
+    for regime in args.regimes:
         intensity, noise_std = REGIMES[regime]
         regime_data = simulate_raman(1, seed=args.seed, intensity=intensity, noise_std=noise_std)
-        runs = [(metric, args.chains) for metric in args.metrics.split(",")]
+        runs = [(metric, args.chains) for metric in args.metrics]
         if args.one_chain:
             runs.append(("auto", 1))
         for metric, chains in runs:
@@ -358,12 +386,10 @@ def main():
                       f"{pilot['step_size']:.3g}, depth {pilot['mean_tree_depth']:.2f}, "
                       f"divergences {pilot['num_divergent']}", flush=True)
     print_table(rows)
-    if args.json:
-        import json
-
-        with open(args.json, "w") as handle:
-            json.dump(rows, handle, indent=1, default=float)
+    if args.json is not None:
+        write_json(args.json, rows, overwrite=args.overwrite)
+    write_results(args, {**results, "runs": rows})
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

@@ -41,7 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import recipe_parser, write_results  # noqa: E402
+from _common import positive_int, recipe_parser, run_recipe, write_results  # noqa: E402
 
 from sepsti.core.evidence.parafac_rank import part_schedule  # noqa: E402
 from sepsti.core.evidence.sti import LangevinSettings, power_posterior_chain  # noqa: E402
@@ -104,9 +104,9 @@ def median_time(fn, repeats):
 
 
 def main():
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--rank", type=int, default=11, help="model rank R (default 11)")
-    parser.add_argument("--parts", type=int, default=24, help="parts timed per setting (default 24)")
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0], plot=True)
+    parser.add_argument("--rank", type=positive_int, default=11, help="model rank R (default 11)")
+    parser.add_argument("--parts", type=positive_int, default=24, help="parts timed per setting (default 24)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall time, or this process's CPU time (steadier on a shared machine; "
                              "the threads column then sums its threads)")
@@ -131,7 +131,7 @@ def main():
             start = time.perf_counter()
             index = build_block_index(X, num_blocks)
             index_seconds = time.perf_counter() - start
-            parts = [index.part(p) for p in range(index.num_parts)][:max(1, args.parts)]
+            parts = [index.part(p) for p in range(index.num_parts)][:args.parts]
             threaded = PoissonParafac(X, args.rank, prior_rate=rate, parallel=True)
             model.log_likelihood_and_grad(theta, parts[0])  # compile / load the kernels
             threaded.log_likelihood_and_grad(theta, parts[0])
@@ -210,4 +210,4 @@ def figure(rows):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

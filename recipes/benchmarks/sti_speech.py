@@ -21,36 +21,47 @@ machine wall time counts the waiting for other jobs, CPU time does not.
 
     python recipes/benchmarks/sti_speech.py --corpus DIR [--preset reference|blocks|paper] [--quick] [--threads N]
     mpiexec -n 2 python recipes/benchmarks/sti_speech.py --corpus DIR
+
+``--quick``: K = 250 keeping 100 (timing only). Writes ``DIR/sti_speech.json`` (the selection as
+``sepsti select-rank --json`` writes it, with the times); ``--json PATH`` writes that document alone to PATH
+too, which ``recipes/sti_speech.py --sti-json`` reuses.
 """
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _common import (noizeus_corpus, positive_int, rank_list, recipe_parser, run_recipe, write_json,  # noqa: E402
+                     write_results)
+
+NAME = "sti_speech"
 
 PAPER_STI_SECONDS = 9 * 60
 PAPER_CHIB_SECONDS = 6 * 3600
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "noizeus")
-    parser.add_argument("--quick", action="store_true", help="K = 250 keeping 100 (timing only)")
-    parser.add_argument("--ranks", default="32,64,128,256,512")
-    parser.add_argument("--frames", type=int, default=None,
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="NOIZEUS folder, or a wideband one (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
+    parser.add_argument("--ranks", type=rank_list, default=[32, 64, 128, 256, 512],
+                        help="candidate ranks, comma-separated (default 32,64,128,256,512)")
+    parser.add_argument("--frames", type=positive_int, default=None,
                         help="model this many frames spread evenly over the matrix (default: all)")
-    parser.add_argument("--dtype", choices=["float64", "float32"], default="float32")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--dtype", choices=["float64", "float32"], default="float32",
+                        help="the matrix's and the chains' floating-point type (default float32)")
+    parser.add_argument("--threads", type=positive_int, default=None,
                         help="numba threads per process (default: all without MPI, 1 under mpiexec)")
-    parser.add_argument("--preset", choices=["reference", "blocks", "paper"], default="reference")
-    parser.add_argument("--samples", type=int, default=None, help="iterations per chain (default: the preset's)")
-    parser.add_argument("--keep", type=int, default=None, help="kept iterations (default: the preset's)")
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--preset", choices=["reference", "blocks", "paper"], default="reference",
+                        help="select_rank_sti's preset (default reference; paper: ICASSP'16's settings)")
+    parser.add_argument("--samples", type=positive_int, default=None,
+                        help="iterations per chain (default: the preset's)")
+    parser.add_argument("--keep", type=positive_int, default=None, help="kept iterations (default: the preset's)")
+    parser.add_output_file("--json", help="also write the selection alone to this JSON file (for --sti-json)")
     args = parser.parse_args()
+    corpus = noizeus_corpus(args.corpus)
 
     import numba
 
@@ -61,8 +72,8 @@ def main():
 
     comm = mpi.world()
     with mpi.abort_on_error(comm):
-        X = train_split(args.corpus).matrix(frames=args.frames)[0].astype(args.dtype)
-        ranks = [int(r) for r in args.ranks.split(",")]
+        X = train_split(corpus).matrix(frames=args.frames)[0].astype(args.dtype)
+        ranks = args.ranks
         from sepsti.core.evidence.rank_selection import to_json
         from sepsti.core.parallel.blocks import warm_up
 
@@ -77,7 +88,7 @@ def main():
         start = time.perf_counter()
         cpu_start = time.process_time()
         selection = select_rank_sti(X, ranks, preset=args.preset, comm=comm, threads=args.threads, progress=True,
-                                    **overrides)
+                                    seed=args.seed, **overrides)
         wall = time.perf_counter() - start
         cpu = time.process_time() - cpu_start
         cpus = [cpu] if comm is None else comm.gather(cpu, root=0)
@@ -104,11 +115,12 @@ def main():
               "the time; CPU time does not count waiting)")
         print(f"paper's C STI: {PAPER_STI_SECONDS} s -> ratio {PAPER_STI_SECONDS / wall:.2f}x; "
               f"paper's Chib: {PAPER_CHIB_SECONDS} s -> ratio {PAPER_CHIB_SECONDS / wall:.0f}x")
+        document = to_json(selection, corpus=str(corpus), preset=args.preset)
+        document.update(wall_seconds=wall, cpu_seconds_per_process=cpus, threads=threads, quick=args.quick)
         if args.json is not None:
-            document = to_json(selection, corpus=str(args.corpus), preset=args.preset)
-            document.update(wall_seconds=wall, cpu_seconds_per_process=cpus, threads=threads)
-            args.json.write_text(json.dumps(document, indent=2))
+            write_json(args.json, document, overwrite=args.overwrite)
+        write_results(args, document)
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

@@ -39,7 +39,9 @@ sentences are written beside the mixtures, so that the folder is a complete corp
     python recipes/benchmarks/enhance_vs_peers.py --corpus results/unseen_noise/corpus --out results/unseen_noise
 
 Writes ``OUT/corpus/clean/spNN.wav`` and ``OUT/corpus/noisy/<noise>_<snr>dB/spNN_<noise>_sn<snr>.wav``
-(16-bit, 8 kHz) and refuses to write into an existing ``OUT/corpus``. A mixture's samples beyond full scale
+(16-bit, 8 kHz). ``OUT/corpus`` records the settings that made it (``.recipe.json``); a run with other
+settings is refused there unless ``--overwrite``, which removes the files that record lists first (a folder
+holding anything else, or no record, is refused). A mixture's samples beyond full scale
 are clipped as 16-bit PCM holds them (the clean sentence is shared by every mixture of it, so the two cannot
 be scaled down together); each file's count is printed where it is not zero and recorded in
 ``OUT/unseen_noise_corpus.json`` (``clipped``, every file).
@@ -52,7 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import ROOT, default_corpus, recipe_parser, write_results  # noqa: E402
+from _common import ROOT, claim_folders, noizeus_corpus, recipe_parser, run_recipe, write_results  # noqa: E402
+from enhance_wideband import wideband_folder  # noqa: E402
 from _recordings import looped_window  # noqa: E402
 
 NAME = "unseen_noise_corpus"
@@ -155,9 +158,10 @@ def clipped_samples(mixture):
 
 
 def main(argv=None):
-    parser = recipe_parser(NAME, __doc__.splitlines()[0])
-    parser.add_argument("--noizeus", type=Path, default=None, help="NOIZEUS folder (default: ../shared/data/noizeus)")
-    parser.add_argument("--wideband", type=Path, default=ROOT.parent / "shared" / "data" / "wideband",
+    parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0], writes="the corpus in DIR/corpus")
+    parser.add_argument("--noizeus", type=Path, default=None,
+                        help="NOIZEUS folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
+    parser.add_argument("--wideband", type=wideband_folder, default=str(ROOT.parent / "shared" / "data" / "wideband"),
                         help="wideband corpus whose test-split talkers make the noises")
     args = parser.parse_args(argv)
 
@@ -168,33 +172,34 @@ def main(argv=None):
     from sepsti.corpora import noizeus, wideband
     from sepsti.corpora.synth import SAMPLE_RATE
 
-    corpus = args.noizeus or default_corpus()
-    if corpus is None:
-        raise SystemExit("no NOIZEUS corpus: pass --noizeus DIR")
-    if not wideband.is_wideband_corpus(args.wideband):
-        raise SystemExit(f"{args.wideband}: not a wideband corpus (pass --wideband DIR)")
-    folder = args.out / "corpus"
-    if folder.exists():
-        raise SystemExit(f"{folder} exists; remove it or choose another --out")
+    corpus = noizeus_corpus(args.noizeus, "--noizeus")
     try:
         sentences = noizeus.clean_signals(corpus, "test")
     except ParameterError as error:
-        raise SystemExit(f"--noizeus {corpus}: {error}") from None
+        raise ParameterError(f"--noizeus {corpus}: {error}") from None
     if args.quick:
         sentences = sentences[:3]
+    for utterance, _, rate in sentences:
+        if rate != SAMPLE_RATE:
+            raise ParameterError(f"--noizeus {corpus}: {utterance} at {rate} Hz; expected NOIZEUS at {SAMPLE_RATE} Hz")
+    folder = args.out / "corpus"
+    paths = {(utterance, kind, snr): f"noisy/{kind}_{snr}dB/{utterance}_{kind}_sn{snr}.wav"
+             for utterance, _, _ in sentences for kind in TALKERS for snr in SNRS}
+    settings = {"noizeus": str(Path(corpus).resolve()), "wideband": str(args.wideband.resolve()),
+                "sentences": [utterance for utterance, _, _ in sentences], "seed": args.seed}
+    claim_folders({folder: [f"clean/{utterance}.wav" for utterance, _, _ in sentences] + list(paths.values())},
+                  settings, overwrite=args.overwrite)
     pool = [resample(y, rate, SAMPLE_RATE) for _, y, rate in wideband.clean_signals(args.wideband, "test")]
-    (folder / "clean").mkdir(parents=True)
+    (folder / "clean").mkdir(exist_ok=True)
     clipped = {}
     for number, (utterance, clean, rate) in enumerate(sentences):
-        if rate != SAMPLE_RATE:
-            raise SystemExit(f"{utterance}: {rate} Hz; expected NOIZEUS at {SAMPLE_RATE} Hz")
         soundfile.write(folder / "clean" / f"{utterance}.wav", clean, rate, subtype="PCM_16")
         for k, kind in enumerate(TALKERS):
             noise = make_noise(kind, pool, len(clean), np.random.default_rng([args.seed, number, k]))
             for snr in SNRS:
                 scaled = noise * np.sqrt(np.sum(clean ** 2) / (np.sum(noise ** 2) * 10 ** ((snr + NOIZEUS_OFFSET_DB)
                                                                                            / 10)))
-                path = folder / "noisy" / f"{kind}_{snr}dB" / f"{utterance}_{kind}_sn{snr}.wav"
+                path = folder / paths[utterance, kind, snr]
                 path.parent.mkdir(parents=True, exist_ok=True)
                 mixture = clean + scaled
                 clipped[path.name] = clipped_samples(mixture)
@@ -207,4 +212,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_recipe(main, f"benchmarks/{NAME}")

@@ -1,14 +1,22 @@
 """sample_nuts: the automatic metric on Gaussians of known covariance, parallel = sequential, known moments,
-the divergence check of the warm-up."""
+the divergence check of the warm-up, prompt stops, one BLAS thread, settings, warnings and sample stats."""
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import warnings
 
 import numpy as np
 import pytest
 from scipy.special import gamma
 
-from sepsti.core.errors import ParameterError
+from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.random import stream
 from sepsti.core.samplers.chains import NUTSSettings, sample_nuts
-from sepsti.core.samplers.metric import AutoMetricSettings, PilotResult, TargetStructure, choose_metric
+from sepsti.core.samplers.metric import (AutoMetricSettings, PilotResult, TargetStructure, candidate_metrics,
+                                         choose_metric)
 
 from test_hmc import assert_moments
 
@@ -43,13 +51,15 @@ EXPECTED = {"independent": "diagonal", "badly scaled": "diagonal", "correlated":
 def test_auto_metric_picks_the_kind_that_whitens_the_gaussian(name):
     covariance = COVARIANCES[name]
     fn, _ = dense_gaussian(covariance)
-    result = sample_nuts(fn, np.ones(10), num_warmup=400, num_draws=400, num_chains=2, seed=5, num_workers=1,
-                         auto=AutoMetricSettings(num_pilot_draws=150))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # enough draws for R-hat below 1.01
+        result = sample_nuts(fn, np.ones(10), num_warmup=400, num_draws=800, num_chains=2, seed=5, num_workers=1,
+                             auto=AutoMetricSettings(num_pilot_draws=150))
     assert result.metric.metric == EXPECTED[name], result.metric.reason
     assert [p.metric for p in result.metric.pilots] == ["diagonal", "dense"]
     # The pilots measured what the covariance implies: the work per independent draw of NUTS grows with the
     # square root of the condition number a metric leaves, so the dense pilot's gain over the diagonal one is
-    # about √κ of the covariance scaled to unit variances (measured 0.47 / 1.01 / 101.6 against 1 / 1 / 103.3;
+    # about √κ of the covariance scaled to unit variances (measured 1.44 / 0.97 / 58.1 against 1 / 1 / 103.3;
     # a factor of 3 either way allows for 150 pilot draws and trees that grow in powers of two).
     diagonal, dense = (p.ess_per_work for p in result.metric.pilots)
     scale = np.sqrt(np.diag(covariance))
@@ -82,9 +92,12 @@ def test_chains_in_parallel_give_the_draws_of_chains_in_sequence():
     fn, _ = dense_gaussian(rotated(np.linspace(0.5, 2.0, 10) ** 2, 4))
     options = dict(num_warmup=60, num_draws=20, num_chains=3, seed=8,
                    auto=AutoMetricSettings(num_pilot_adapt=20, num_pilot_draws=20))
-    sequential = sample_nuts(fn, np.ones(10), num_workers=1, **options)
-    processes = sample_nuts(fn, np.ones(10), num_workers=2, executor="process", **options)
-    threads = sample_nuts(fn, np.ones(10), num_workers=3, executor="thread", **options)
+    with pytest.warns(ConvergenceWarning, match="below 100 per chain"):  # 20 draws per chain
+        sequential = sample_nuts(fn, np.ones(10), num_workers=1, **options)
+    with pytest.warns(ConvergenceWarning, match="below 100 per chain"):
+        processes = sample_nuts(fn, np.ones(10), num_workers=2, executor="process", **options)
+    with pytest.warns(ConvergenceWarning, match="below 100 per chain"):
+        threads = sample_nuts(fn, np.ones(10), num_workers=3, executor="thread", **options)
     for other in (processes, threads):
         np.testing.assert_array_equal(other.draws, sequential.draws)
         np.testing.assert_array_equal(other.logdensity, sequential.logdensity)
@@ -103,20 +116,22 @@ def test_fixed_metric_and_diagnostics():
         calls.append(1)
         return fn(theta)
 
-    result = sample_nuts(counted, np.ones(10), num_warmup=300, num_draws=300, num_chains=2, metric="diagonal",
-                         seed=9, num_workers=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # a healthy run says nothing
+        result = sample_nuts(counted, np.ones(10), num_warmup=300, num_draws=800, num_chains=2, metric="diagonal",
+                             seed=9, num_workers=1)
     assert result.metric.metric == "diagonal" and result.metric.pilots == ()
-    assert result.draws.shape == (2, 300, 10) and result.logdensity.shape == (2, 300)
+    assert result.draws.shape == (2, 800, 10) and result.logdensity.shape == (2, 800)
     chain = result.chains[0]
-    assert chain.inverse_mass_matrix.shape == (10,) and chain.info.tree_depth.shape == (300,)
+    assert chain.inverse_mass_matrix.shape == (10,) and chain.info.tree_depth.shape == (800,)
     # the counted work is the density's calls, but for each chain's start and first step size search
-    # (measured: 35 calls in all)
+    # (measured: 38 calls in all)
     counted_work = sum(c.num_gradients + c.num_warmup_gradients for c in result.chains)
     assert 0 <= len(calls) - counted_work <= 100, (len(calls), counted_work)
     diagnostics = result.diagnostics
     ess = np.append(effective_sample_size(result.draws), effective_sample_size(result.logdensity))
     assert diagnostics.min_bulk_ess == pytest.approx(ess.min(), rel=1e-12) and diagnostics.min_bulk_ess > 100
-    assert diagnostics.max_rhat < 1.05 and diagnostics.num_divergent == 0
+    assert diagnostics.max_rhat < 1.01 and diagnostics.num_divergent == 0 and diagnostics.num_depth_capped == 0
     # A Gaussian does not diverge: one check, at the caller's target, which every chain keeps.
     assert result.metric.checks == ((0.8, 0, 0, 60),) and result.metric.target == 0.8
     assert [c.target for c in result.chains] == [0.8, 0.8]
@@ -130,10 +145,16 @@ def quartic(x):
 def test_divergent_check_raises_the_target_until_the_divergences_are_gone():
     # At delta = 0.5 the adapted step exceeds the leapfrog's stability limit 2 / sqrt(3 x^2) in the tails.
     options = dict(num_warmup=500, num_draws=500, num_chains=2, metric="diagonal", seed=0, num_workers=1)
-    fixed = sample_nuts(quartic, np.full(10, 0.1), settings=NUTSSettings(target=0.5, raised_targets=()), **options)
+    with pytest.warns(ConvergenceWarning) as caught:
+        fixed = sample_nuts(quartic, np.full(10, 0.1), settings=NUTSSettings(target=0.5, raised_targets=()),
+                            **options)
     assert fixed.diagnostics.num_divergent >= 10 and fixed.metric.target == 0.5
-    raised = sample_nuts(quartic, np.full(10, 0.1), settings=NUTSSettings(target=0.5, raised_targets=(0.8, 0.9, 0.95)),
-                         **options)
+    [message] = [str(w.message) for w in caught]
+    assert message.startswith(f"sample_nuts: {fixed.diagnostics.num_divergent} of 1000 draws diverged after warm-up")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        raised = sample_nuts(quartic, np.full(10, 0.1),
+                             settings=NUTSSettings(target=0.5, raised_targets=(0.8, 0.9, 0.95)), **options)
     checks = raised.metric.checks
     # The first check saw what the fixed run then met in its draws; the target rose until a check passed.
     assert checks[0][0] == 0.5 and checks[0][1] + checks[0][2] > 0
@@ -151,13 +172,22 @@ def test_divergent_check_raises_the_target_until_the_divergences_are_gone():
 
 
 def test_inference_data_on_request():
-    pytest.importorskip("arviz")
+    arviz = pytest.importorskip("arviz")
     fn, _ = dense_gaussian(np.eye(3))
-    result = sample_nuts(fn, np.zeros(3), num_warmup=40, num_draws=20, num_chains=2, metric="diagonal", seed=1,
-                         num_workers=1)
+    with pytest.warns(ConvergenceWarning, match="below 100 per chain"):  # 20 draws per chain
+        result = sample_nuts(fn, np.zeros(3), num_warmup=40, num_draws=20, num_chains=2, metric="diagonal", seed=1,
+                             num_workers=1)
     data = result.to_inference_data()
     assert data.posterior["theta"].shape == (2, 20, 3)
     assert data.sample_stats["diverging"].shape == (2, 20)
+    # the Hamiltonian of each draw, so that ArviZ gives the E-BFMI: the mean squared step of the energy over its
+    # (sample) variance, per chain
+    energy = np.stack([chain.info.energy for chain in result.chains])
+    np.testing.assert_array_equal(data.sample_stats["energy"].values, energy)
+    expected = np.mean(np.diff(energy, axis=1) ** 2, axis=1) / np.var(energy, axis=1, ddof=1)
+    np.testing.assert_allclose(arviz.bfmi(data), expected, rtol=1e-12)
+    # a draw's energy is at least its potential -log p (the kinetic energy is not negative)
+    assert np.all(energy >= -result.logdensity)
 
 
 def test_choose_metric_prefers_the_cheaper_within_the_margin_and_skips_divergent():
@@ -218,10 +248,181 @@ def test_auto_warm_up_counts_the_gradients_of_every_pilot():
         return fn(x)
 
     structure = TargetStructure(precision_fn=lambda x: np.diag([1, 1 / 4, 1 / 9]))
-    result = sample_nuts(counted, np.ones(3), num_warmup=200, num_draws=100, num_chains=2, seed=1, num_workers=1,
-                         executor="thread", structure=structure,
-                         auto=AutoMetricSettings(num_pilot_adapt=30, num_pilot_draws=40))
+    with pytest.warns(ConvergenceWarning, match="R-hat"):  # 100 draws per chain
+        result = sample_nuts(counted, np.ones(3), num_warmup=200, num_draws=100, num_chains=2, seed=1, num_workers=1,
+                             executor="thread", structure=structure,
+                             auto=AutoMetricSettings(num_pilot_adapt=30, num_pilot_draws=40))
     assert len(result.metric.pilots) > 2
     counted_by_chains = sum(info.num_warmup_gradients + info.num_gradients for info in result.chains)
-    # uncounted: each chain's start and the step-size search opening each warm-up phase (40 of 6641 here)
+    # uncounted: each chain's start and the step-size search opening each warm-up phase (34 of 5533 here)
     assert counted_by_chains <= len(calls) <= 1.02 * counted_by_chains
+
+
+def slow_standard_normal(x):
+    """N(0, I) at half a millisecond a gradient: 3000 draws take about 10 s."""
+    time.sleep(0.0005)
+    return -0.5 * float(x @ x), -x
+
+
+LONG_RUN = dict(num_warmup=100, num_draws=3000, num_chains=2, metric="diagonal", seed=0)
+EXECUTORS = {"serial": dict(num_workers=1), "thread": dict(num_workers=2, executor="thread"),
+             "process": dict(num_workers=2, executor="process")}
+
+
+@pytest.mark.usefixtures("sigint_as_at_a_terminal")
+@pytest.mark.parametrize("executor", sorted(EXECUTORS))
+def test_ctrl_c_stops_every_chain_promptly(executor):
+    # SIGINT to this process only (not to the workers, as a terminal's Ctrl-C would): the chains in threads
+    # ran their phase to its end, and shutting down the process pool waited for its workers to end theirs
+    calls = []
+
+    def target(x):
+        calls.append(time.perf_counter())
+        return slow_standard_normal(x)
+
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        sample_nuts(target, np.ones(3), **LONG_RUN, **EXECUTORS[executor])
+    stopped = time.perf_counter()
+    assert stopped - started < 2.5
+    time.sleep(0.1)
+    assert not calls or calls[-1] < stopped  # no thread runs on
+    assert not multiprocessing.active_children()  # nor a worker process
+
+
+@pytest.mark.parametrize("executor", sorted(EXECUTORS))
+def test_a_chain_that_raises_stops_the_others_promptly(executor, tmp_path):
+    # the first chain to evaluate the target after 1 s raises; its error reached the caller only once the
+    # other chains had finished their phase
+    started = time.perf_counter()
+
+    def target(x):
+        if time.perf_counter() - started > 1.0:
+            try:
+                os.close(os.open(tmp_path / "failed", os.O_CREAT | os.O_EXCL))  # one chain, whatever the process
+            except FileExistsError:
+                pass
+            else:
+                raise FloatingPointError("the chain's own error")
+        return slow_standard_normal(x)
+
+    with pytest.raises(FloatingPointError, match="the chain's own error"):
+        sample_nuts(target, np.ones(3), **LONG_RUN, **EXECUTORS[executor])
+    assert time.perf_counter() - started < 2.5
+    assert not multiprocessing.active_children()
+
+
+def test_chains_run_on_one_blas_thread_in_every_executor():
+    """As in the process workers, so that a product's rounding, which depends on the threads it is split over,
+    does not make the draws depend on the executor; the caller's BLAS threads are restored after."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return [pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"]
+
+    seen = []
+
+    def target(x):
+        if len(seen) < 10:
+            seen.extend(blas_threads())
+        return -0.5 * float(x @ x), -x
+
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        if not blas_threads() or set(blas_threads()) != {2}:
+            pytest.skip("no BLAS that runs two threads here")
+        for options in (EXECUTORS["serial"], EXECUTORS["thread"]):
+            seen.clear()
+            with pytest.warns(ConvergenceWarning):  # 4 draws per chain
+                sample_nuts(target, np.ones(3), num_warmup=20, num_draws=4, metric="diagonal", **options)
+            assert set(seen) == {1}, options
+        assert set(blas_threads()) == {2}
+
+
+def test_draws_in_many_dimensions_do_not_depend_on_the_executor():
+    # OpenBLAS splits a dot product of more than 10,000 terms over its threads, which changes its rounding:
+    # at 12,000 dimensions chains in this process and in worker processes drew differently
+    scales = np.linspace(0.5, 2.0, 12000)
+
+    def target(x):
+        z = x / scales
+        return -0.5 * float(np.dot(z, z)), -z / scales
+
+    options = dict(num_warmup=20, num_draws=4, metric="diagonal", seed=0, settings=NUTSSettings(max_tree_depth=3))
+    with pytest.warns(ConvergenceWarning):  # 4 draws per chain
+        serial = sample_nuts(target, np.zeros(12000), **options, **EXECUTORS["serial"])
+    with pytest.warns(ConvergenceWarning):
+        processes = sample_nuts(target, np.zeros(12000), **options, **EXECUTORS["process"])
+    np.testing.assert_array_equal(serial.logdensity, processes.logdensity)
+    np.testing.assert_array_equal(serial.draws, processes.draws)
+
+
+def test_auto_settings_are_refused_before_any_work():
+    # margin < 1 or NaN ended in an IndexError after every pilot; a negative dense_cost made auto pick dense
+    def target(x):
+        raise AssertionError("the target was evaluated")
+
+    for auto, name in ((AutoMetricSettings(margin=0.5), "margin=0.5"),
+                       (AutoMetricSettings(margin=np.nan), "margin=nan"),
+                       (AutoMetricSettings(dense_cost=-5.0), "dense_cost=-5.0"),
+                       (AutoMetricSettings(dense_cost=np.nan), "dense_cost=nan"),
+                       (AutoMetricSettings(min_dense_draws_per_dim=-1.0), "min_dense_draws_per_dim=-1.0"),
+                       (AutoMetricSettings(explore_max_tree_depth=0), "explore_max_tree_depth=0"),
+                       (AutoMetricSettings(num_move_sweeps=0), "num_move_sweeps=0")):
+        with pytest.raises(ParameterError, match=name):
+            sample_nuts(target, np.zeros(2), num_warmup=50, num_draws=10, auto=auto, num_workers=1)
+    # a margin of 1 keeps the best candidate only, a dense_cost of 0 counts gradients only
+    fn, _ = dense_gaussian(np.eye(2))
+    with pytest.warns(ConvergenceWarning):  # 10 draws per chain
+        result = sample_nuts(fn, np.zeros(2), num_warmup=50, num_draws=10, num_workers=1,
+                             auto=AutoMetricSettings(margin=1.0, dense_cost=0.0, num_pilot_draws=10))
+    assert result.metric.metric == max(result.metric.pilots, key=lambda p: p.ess_per_work).metric
+
+
+def test_runs_that_went_wrong_warn_in_one_line():
+    # a density cut at 0 diverged in 442 of 800 draws, and chains in separate modes gave R-hat 1.87: nothing warned
+    def half_normal(x):
+        if x[0] < 0:
+            return np.nan, np.full_like(x, np.nan)
+        return -0.5 * float(x @ x), -x
+
+    with pytest.warns(ConvergenceWarning) as caught:
+        cut = sample_nuts(half_normal, np.ones(2), num_warmup=100, num_draws=200, metric="diagonal", num_workers=1)
+    [message] = [str(w.message) for w in caught]
+    assert "\n" not in message
+    assert f"{cut.diagnostics.num_divergent} of 400 draws diverged after warm-up" in message
+
+    def two_modes(x):  # N(-5, 1) + N(5, 1) in the first coordinate: a chain stays in the mode it starts in
+        a, b = -0.5 * (x[0] + 5) ** 2, -0.5 * (x[0] - 5) ** 2
+        top = max(a, b)
+        weight = np.exp(a - top) / (np.exp(a - top) + np.exp(b - top))
+        logp = top + np.log(np.exp(a - top) + np.exp(b - top)) - 0.5 * x[1] ** 2
+        return logp, np.array([-(x[0] + 5) * weight - (x[0] - 5) * (1 - weight), -x[1]])
+
+    with pytest.warns(ConvergenceWarning, match=r"max split-R-hat \d+\.\d{4} \(theta\[0\]\) above 1\.01") as caught:
+        stuck = sample_nuts(two_modes, np.array([[-5.0, 0.0], [5.0, 0.0]]), num_warmup=200, num_draws=400,
+                            metric="diagonal", num_workers=1)
+    assert stuck.diagnostics.max_rhat > 1.5 and stuck.diagnostics.num_divergent == 0
+    assert "diverged" not in str(caught[0].message)
+
+    # trees cut short by the depth cap (3 leaves, where a U-turn on N(0, I) takes about π / step) are counted
+    fn, _ = dense_gaussian(np.eye(2))
+    with pytest.warns(ConvergenceWarning, match=r"of 400 trees stopped at max_tree_depth=2") as caught:
+        capped = sample_nuts(fn, np.ones(2), num_warmup=100, num_draws=200, metric="diagonal",
+                             settings=NUTSSettings(max_tree_depth=2), num_workers=1)
+    for chain in capped.chains:
+        is_capped = chain.info.is_depth_capped
+        assert chain.num_depth_capped == np.sum(is_capped) and np.all(chain.info.tree_depth[is_capped] == 2)
+    assert 0 < capped.diagnostics.num_depth_capped == sum(c.num_depth_capped for c in capped.chains)
+    assert f"{capped.diagnostics.num_depth_capped} of 400 trees stopped" in str(caught[0].message)
+
+
+def test_a_skipped_dense_candidate_states_the_rule():
+    # 150 draws in 100 dimensions were called rank-deficient; the rule is 2 draws per dimension, counted in the
+    # second half of the exploration
+    _, skipped = candidate_metrics(TargetStructure(), dim=100, num_explore_draws=150, settings=AutoMetricSettings())
+    assert skipped == [("dense", "150 draws in the second half of the exploration for dim 100: fewer than "
+                                 "min_dense_draws_per_dim=2 per dimension")]
+    candidates, skipped = candidate_metrics(TargetStructure(), dim=100, num_explore_draws=200,
+                                            settings=AutoMetricSettings())
+    assert candidates == ["diagonal", "dense"] and skipped == []

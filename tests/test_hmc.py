@@ -150,3 +150,24 @@ def test_a_proposal_into_a_nan_log_density_is_rejected():
     for _ in range(200):   # from 0.3 with step 0.5 many trajectories cross zero; all of those must be rejected
         new, _ = kernel(rng, hmc.init(np.array([0.3]), half_normal), 0.5)
         assert np.isfinite(new.logdensity) and new.position[0] >= 0
+
+
+def test_init_refuses_a_log_density_or_gradient_of_the_wrong_shape():
+    """A scalar or (1,) gradient for a 3-d target broadcast silently into wrong draws; a (3, 1) gradient or a
+    1-element log density failed later with a TypeError that named neither."""
+    from sepsti.core.samplers import nuts
+
+    position = np.ones(3)
+    cases = [(lambda x: (-0.5 * float(x @ x), -x[0]), r"gradient at the start has shape \(\) \(type float64\)"),
+             (lambda x: (-0.5 * float(x @ x), -x[:1]), r"gradient at the start has shape \(1,\)"),
+             (lambda x: (-0.5 * float(x @ x), -x[:, None]), r"gradient at the start has shape \(3, 1\)"),
+             (lambda x: (-0.5 * float(x @ x), list(-x)), r"shape \(3,\) \(type list\): expected an array"),
+             (lambda x: (np.array([-0.5 * x @ x]), -x), r"log density at the start has shape \(1,\)"),
+             (lambda x: (-0.5 * x * x, -x), r"log density at the start has shape \(3,\)")]
+    for init in (hmc.init, nuts.init):
+        for fn, message in cases:
+            with pytest.raises(ParameterError, match=message + ".*"):
+                init(position, fn)
+    # a NumPy scalar log density and a 0-d array are scalars
+    for logdensity in (np.float32(-1.5), np.array(-1.5)):
+        assert hmc.init(position, lambda x, value=logdensity: (value, -x)).logdensity == -1.5

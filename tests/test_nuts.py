@@ -1,4 +1,5 @@
-"""NUTS: known Gaussian posteriors, a peer sampler (emcee), simulation-based calibration, tree limits."""
+"""NUTS: known Gaussian posteriors, a peer sampler (emcee), simulation-based calibration, tree limits, the U-turn
+criterion against a recursive tree."""
 
 import numpy as np
 import pytest
@@ -270,3 +271,112 @@ def test_one_nuts_transition_with_an_inverse_mass_preserves_a_skewed_target():
     c = out[:, 0] - m
     for values, exact in [(c, 0.0), (c ** 2, v), (c ** 3, third)]:
         assert abs(values.mean() - exact) < 4 * values.std() / np.sqrt(n), (values.mean(), exact)
+
+
+def recursive_tree_leaves(position, momentum, step_size, forwards, *, max_tree_depth=10):
+    """Leaves of a recursive NUTS tree on N(0, I) with Stan's U-turn checks, merged sub-trees' joins included.
+
+    The doublings go forwards where ``forwards`` (an iterable of bools) says so; the identity metric, so a
+    leaf's velocity is its momentum. A sub-tree that turns ends the tree with its leaves counted.
+    """
+    count = 0
+
+    def leapfrog(x, p, step):
+        nonlocal count
+        count += 1
+        p = p - 0.5 * step * x
+        x = x + step * p
+        return x, p - 0.5 * step * x
+
+    def turns(p_begin, p_end, rho):
+        return p_begin @ rho <= 0 or p_end @ rho <= 0
+
+    def merged_turns(first, second):  # each (sum, first momentum, last momentum), in the order built
+        (rho1, begin1, end1), (rho2, begin2, end2) = first, second
+        return (turns(begin1, end2, rho1 + rho2) or turns(begin1, begin2, rho1 + begin2)
+                or turns(end1, end2, rho2 + end1))
+
+    def build(x, p, depth, step):  # -> (x, p, (sum, first, last)), or None once a sub-tree turned
+        if depth == 0:
+            x, p = leapfrog(x, p, step)
+            return x, p, (p, p, p)
+        inner = build(x, p, depth - 1, step)
+        if inner is None:
+            return None
+        x, p, first = inner
+        outer = build(x, p, depth - 1, step)
+        if outer is None or merged_turns(first, outer[2]):
+            return None
+        return outer[0], outer[1], (first[0] + outer[2][0], first[1], outer[2][2])
+
+    ends = {True: (position, momentum), False: (position, momentum)}  # the forward and the backward end
+    tree = (momentum, momentum, momentum)  # in time order: sum, first momentum, last momentum
+    for depth, forward in zip(range(max_tree_depth), forwards):
+        grown = build(*ends[forward], depth, step_size if forward else -step_size)
+        if grown is None:
+            break
+        ends[forward] = grown[:2]
+        rho, begin, end = grown[2]
+        if forward:
+            turned = merged_turns(tree, (rho, begin, end))
+            tree = (tree[0] + rho, tree[1], end)
+        else:  # built backwards in time: its last leaf is the tree's new first
+            turned = merged_turns((rho, end, begin), tree)
+            tree = (tree[0] + rho, end, tree[2])
+        if turned:
+            break
+    return count
+
+
+class ConstantUniform:
+    """A generator whose uniform draws are all ``u`` (every doubling forwards for u < 1/2) and whose momentum is set."""
+
+    def __init__(self, u, momentum):
+        self.u, self.momentum = u, momentum
+
+    def random(self):
+        return self.u
+
+    def standard_normal(self, shape):
+        return self.momentum.reshape(shape)
+
+
+def test_tree_lengths_match_a_recursive_tree_with_the_checks_across_merged_subtrees():
+    # Stan's checks across the joins of merged sub-trees (stan-dev/stan#2799), on both directions' trees
+    def standard_normal(x):
+        return -0.5 * float(x @ x), -x
+
+    kernel = nuts.build_kernel(standard_normal)
+    rng = stream(51, 0)
+    for dim, step in ((2, 0.9), (10, 0.4), (50, 0.4), (50, 0.25), (50, 1.1), (200, 0.4)):
+        for _ in range(15):
+            position, momentum = rng.standard_normal(dim), rng.standard_normal(dim)
+            for u, forward in ((0.25, True), (0.75, False)):
+                _, info = kernel(ConstantUniform(u, momentum), hmc.init(position, standard_normal), step)
+                expected = recursive_tree_leaves(position, momentum, step, [forward] * 10)
+                assert info.num_integration_steps == expected, (dim, step, forward)
+
+
+def test_mean_tree_length_on_a_standard_normal_matches_stans_criterion():
+    """N(0, I_50) at step 0.4 from exact draws: 13 leaves per transition with Stan's criterion (253 without the
+    checks across merged sub-trees), and the draws stay standard normal."""
+    def standard_normal(x):
+        return -0.5 * float(x @ x), -x
+
+    dim, step, n = 50, 0.4, 400
+    kernel = nuts.build_kernel(standard_normal)
+    rng, reference_rng = stream(52, 0), stream(52, 1)
+    leaves, reference_leaves, draws = [], [], []
+    for _ in range(n):
+        position = rng.standard_normal(dim)
+        state, info = kernel(rng, hmc.init(position, standard_normal), step)
+        leaves.append(info.num_integration_steps)
+        draws.append(state.position)
+        reference_leaves.append(recursive_tree_leaves(position, reference_rng.standard_normal(dim), step,
+                                                      reference_rng.uniform(size=10) < 0.5))
+    mean, reference_mean = np.mean(leaves), np.mean(reference_leaves)
+    assert 10 < mean < 17 and 10 < reference_mean < 17, (mean, reference_mean)
+    # the same distribution of lengths: means within 4 standard errors of their difference
+    assert abs(mean - reference_mean) < 4 * np.sqrt((np.var(leaves) + np.var(reference_leaves)) / n)
+    z = np.array(draws)  # one transition from exact draws keeps them exact: E z = 0, E z² = 1 per coordinate
+    assert abs(z.mean()) < 4 / np.sqrt(z.size) and abs(np.mean(z ** 2) - 1) < 4 * np.sqrt(2 / z.size)

@@ -4,8 +4,10 @@ Conventions: the target is ``logdensity_and_grad_fn(position) -> (logdensity,
 gradient)`` over flat positions of shape ``(dim,)``; draws are returned as
 ``(num_chains, num_draws, dim)`` (ArviZ's order). Chain c draws every random
 number from its own stream ``sepsti.core.random.stream(seed, c)``, which travels with
-the chain between phases, so the draws do not depend on how many chains run
-at once, nor on processes versus threads.
+the chain between phases, and BLAS runs one thread in every executor, so the
+draws do not depend on how many chains run at once, nor on processes versus
+threads. A chain that raises, or Ctrl-C, stops every chain at its next
+transition.
 
 The warm-up runs in phases; all chains finish a phase before the next starts,
 so that a choice made from all of them applies to all of them:
@@ -30,7 +32,10 @@ so that a choice made from all of them applies to all of them:
    by dual averaging from where it was and the check repeated, until one
    passes or the targets run out; where a lower target diverged, the first
    one that passes is raised once more as a margin;
-5. *sampling* with everything fixed.
+5. *sampling* with everything fixed, then the diagnostics, with a
+   :class:`sepsti.core.errors.ConvergenceWarning` when the draws diverged, R̂
+   exceeds 1.01, the bulk ESS is below 100 per chain or trees stopped at the
+   depth cap.
 
 References
 ----------
@@ -41,13 +46,16 @@ Manual, "HMC algorithm parameters" (windowed adaptation); Vehtari et al.,
 
 import numbers
 import os
+import threading
 import time
+import warnings
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from sepsti.core.checks import integer_at_least
-from sepsti.core.errors import ParameterError
+from sepsti.core.checks import integer_at_least, number_within
+from sepsti.core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.parallel.blas import single_threaded_blas
 from sepsti.core.random import stream
 from sepsti.core.samplers import group_move, nuts
 from sepsti.core.samplers.driver import run_chain
@@ -87,7 +95,12 @@ class NUTSSettings(NamedTuple):
 
 
 class TransitionInfo(NamedTuple):
-    """One NUTS transition, followed by scale moves when the metric has them."""
+    """One NUTS transition, followed by scale moves when the metric has them.
+
+    ``energy`` is the Hamiltonian of the NUTS draw (before any scale moves);
+    ``is_depth_capped`` says the tree made ``max_tree_depth`` doublings without a
+    U-turn or a divergence, so the cap cut it short.
+    """
 
     acceptance_rate: float
     is_divergent: bool
@@ -95,6 +108,8 @@ class TransitionInfo(NamedTuple):
     tree_depth: int
     num_integration_steps: int
     num_move_evaluations: int
+    energy: float
+    is_depth_capped: bool
 
 
 class ChainInfo(NamedTuple):
@@ -105,7 +120,8 @@ class ChainInfo(NamedTuple):
     would be with a core to itself, whatever else the machine runs;
     ``target`` is the δ the step size was adapted to (above
     ``NUTSSettings.target`` when the warm-up's check diverged); ``info`` holds
-    the sampling transitions, each field of shape (num_draws,).
+    the sampling transitions, each field of shape (num_draws,);
+    ``num_depth_capped`` counts those cut short by the tree-depth cap.
     """
 
     step_size: float
@@ -122,13 +138,15 @@ class ChainInfo(NamedTuple):
     sampling_cpu_seconds: float
     move_acceptance: Optional[np.ndarray]
     info: TransitionInfo
+    num_depth_capped: int
 
 
 class SampleDiagnostics(NamedTuple):
-    """Diagnostics over all chains: bulk and tail ESS, split-R̂ (rank), divergences.
+    """Diagnostics over all chains: bulk and tail ESS, split-R̂ (rank), divergences, trees cut by the depth cap.
 
     ``worst`` names the quantity with the smallest bulk ESS: ``theta[i]``,
-    ``logdensity`` or ``summary[j]``; ``worst_rhat`` the one with the largest R̂.
+    ``logdensity`` or ``summary[j]``; ``worst_rhat`` the one with the largest R̂;
+    ``num_depth_capped`` counts the draws whose tree stopped at ``max_tree_depth``.
     """
 
     min_bulk_ess: float
@@ -139,6 +157,7 @@ class SampleDiagnostics(NamedTuple):
     logdensity_ess: float
     num_divergent: int
     worst_rhat: str
+    num_depth_capped: int = 0
 
 
 class NUTSResult(NamedTuple):
@@ -166,7 +185,10 @@ class NUTSResult(NamedTuple):
     sampling_seconds: float
 
     def to_inference_data(self):
-        """The draws as ArviZ ``InferenceData`` (``theta``, ``summary`` and per-draw sample stats)."""
+        """The draws as ArviZ ``InferenceData`` (``theta``, ``summary`` and per-draw sample stats).
+
+        The sample stats have ArviZ's names, ``energy`` among them (for ``arviz.bfmi`` and energy plots).
+        """
         from sepsti.core.samplers.diagnostics import to_inference_data
 
         posterior = {"theta": self.draws}
@@ -177,7 +199,8 @@ class NUTSResult(NamedTuple):
                  "tree_depth": np.stack([c.info.tree_depth for c in self.chains]),
                  "n_steps": np.stack([c.info.num_integration_steps for c in self.chains]),
                  "step_size": np.stack([c.info.step_size for c in self.chains]),
-                 "acceptance_rate": np.stack([c.info.acceptance_rate for c in self.chains])}
+                 "acceptance_rate": np.stack([c.info.acceptance_rate for c in self.chains]),
+                 "energy": np.stack([c.info.energy for c in self.chains])}
         return to_inference_data(posterior, sample_stats=stats)
 
 
@@ -186,6 +209,11 @@ class _Problem(NamedTuple):
     structure: TargetStructure
     settings: NUTSSettings
     auto: AutoMetricSettings
+    stop: Any = None  # an event every transition checks: set, the chains raise _Stopped
+
+
+class _Stopped(Exception):
+    """A chain stopped because another one raised or the run was interrupted."""
 
 
 class _Chain(NamedTuple):
@@ -232,12 +260,15 @@ def _transition_kernel(problem, max_tree_depth, moves):
                                     divergence_threshold=problem.settings.divergence_threshold)
 
     def kernel(rng, state, step_size, inverse_mass_matrix):
+        if problem.stop.is_set():
+            raise _Stopped
         state, info = nuts_kernel(rng, state, step_size, inverse_mass_matrix)
         evaluations = 0
         if moves is not None:
             state, evaluations = moves(rng, state)
+        is_depth_capped = info.tree_depth == max_tree_depth and not (info.is_turning or info.is_divergent)
         return state, TransitionInfo(info.acceptance_rate, info.is_divergent, info.step_size, info.tree_depth,
-                                     info.num_integration_steps, evaluations)
+                                     info.num_integration_steps, evaluations, info.energy, is_depth_capped)
 
     return kernel
 
@@ -407,7 +438,8 @@ def _phase_sample(problem, chain, metric, num_draws, target):
     info = ChainInfo(chain.step_size, target, chain.inverse_mass_matrix, int(result.num_divergent),
                      chain.num_warmup_divergent, int(_work(result.info, 0.0, False)), chain.num_warmup_gradients,
                      float(np.mean(result.info.tree_depth)), chain.warmup_seconds, seconds, chain.warmup_cpu_seconds,
-                     cpu_seconds, None if moves is None else np.mean(moves.acceptance, axis=0), result.info)
+                     cpu_seconds, None if moves is None else np.mean(moves.acceptance, axis=0), result.info,
+                     int(np.sum(result.info.is_depth_capped)))
     return positions, logdensity, summaries, info
 
 
@@ -423,48 +455,68 @@ def _call_in_worker(function, chain, args, kwargs):
 
 
 class _Runner:
-    """Runs one phase over all chains: in this process, in threads or in worker processes."""
+    """Runs one phase over all chains: in this process, in threads or in worker processes.
+
+    A context manager: leaving it by an exception (a chain's, or Ctrl-C's KeyboardInterrupt) sets the
+    stop event, which every chain checks at each transition, cancels the phases not started and waits
+    for the workers to stop.
+    """
 
     def __init__(self, problem, *, num_workers, executor):
-        self.problem = problem
         self.pool = None
         if num_workers > 1 and executor == "process":
             from sepsti.core.parallel.processes import openmp_started
 
             if openmp_started():
-                import warnings
-
                 warnings.warn("numba's OpenMP layer has run in this process, and forked workers could not run its "
                               "parallel kernels: the chains run in threads", RuntimeWarning, stacklevel=3)
                 executor = "thread"
         if num_workers > 1 and executor == "process":
-            from sepsti.core.parallel.processes import process_pool
+            from sepsti.core.parallel.processes import process_pool, start_context
 
             # the chains are the parallelism: each worker has one BLAS thread, and fork shares the target
             # (often a model holding compiled code) without pickling it
-            self.pool = process_pool(num_workers, _init_worker, (problem,))
+            self.problem = problem._replace(stop=start_context().Event())
+            self.pool = process_pool(num_workers, _init_worker, (self.problem,))
             self.is_process = True
-        elif num_workers > 1:
-            from concurrent.futures import ThreadPoolExecutor
+        else:
+            self.problem = problem._replace(stop=threading.Event())
+            if num_workers > 1:
+                from concurrent.futures import ThreadPoolExecutor
 
-            self.pool = ThreadPoolExecutor(num_workers)
-            self.is_process = False
+                self.pool = ThreadPoolExecutor(num_workers)
+                self.is_process = False
+
+    def __enter__(self):
+        return self
 
     def map(self, function, chains, *args, **kwargs):
         if self.pool is None:
             return [function(self.problem, chain, *args, **kwargs) for chain in chains]
+        from concurrent.futures import FIRST_EXCEPTION, wait
+
         if self.is_process:
             futures = [self.pool.submit(_call_in_worker, function, chain, args, kwargs) for chain in chains]
         else:
             futures = [self.pool.submit(function, self.problem, chain, *args, **kwargs) for chain in chains]
+        pending = set(futures)
+        while pending:
+            # a short timeout keeps this thread responsive to Ctrl-C
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+            for future in futures:
+                if future in done and future.exception() is not None:
+                    future.result()  # raises the chain's exception
         return [future.result() for future in futures]
 
-    def close(self):
+    def __exit__(self, exc_type, exc_value, traceback):
+        if exc_type is not None:
+            self.problem.stop.set()
         if self.pool is not None:
-            self.pool.shutdown()
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        return False
 
 
-def summarize(draws, logdensity, summaries=None, *, num_divergent=0):
+def summarize(draws, logdensity, summaries=None, *, num_divergent=0, num_depth_capped=0):
     """:class:`SampleDiagnostics` of draws of shape (num_chains, num_draws, dim) and their log densities."""
     from sepsti.core.samplers.diagnostics import effective_sample_size, split_rhat
 
@@ -482,7 +534,24 @@ def summarize(draws, logdensity, summaries=None, *, num_divergent=0):
     return SampleDiagnostics(float(bulk.min()), float(np.median(bulk[:draws.shape[2]])), float(tail.min()),
                              float(np.nanmax(rhat)) if has_rhat else float("nan"), labels[worst],
                              float(bulk[draws.shape[2]]), int(num_divergent),
-                             labels[int(np.nanargmax(rhat))] if has_rhat else "")
+                             labels[int(np.nanargmax(rhat))] if has_rhat else "", int(num_depth_capped))
+
+
+def _warn_if_unreliable(diagnostics, num_chains, num_draws, max_tree_depth):
+    """One :class:`ConvergenceWarning` line naming each problem of the draws (Vehtari et al.'s thresholds)."""
+    total = num_chains * num_draws
+    problems = []
+    if diagnostics.num_divergent:
+        problems.append(f"{diagnostics.num_divergent} of {total} draws diverged after warm-up")
+    if diagnostics.max_rhat > 1.01:  # NaN with one chain
+        problems.append(f"max split-R-hat {diagnostics.max_rhat:.4f} ({diagnostics.worst_rhat}) above 1.01")
+    if not diagnostics.min_bulk_ess >= 100 * num_chains:
+        problems.append(f"min bulk ESS {diagnostics.min_bulk_ess:.3g} ({diagnostics.worst}) below 100 per chain "
+                        f"({100 * num_chains} in all)")
+    if diagnostics.num_depth_capped:
+        problems.append(f"{diagnostics.num_depth_capped} of {total} trees stopped at max_tree_depth={max_tree_depth}")
+    if problems:
+        warnings.warn(f"sample_nuts: {'; '.join(problems)}", ConvergenceWarning, stacklevel=3)
 
 
 def _check_step_size(runner, chains, choice, settings, num_steps, num_chains):
@@ -559,6 +628,8 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
         Threads suit a target that releases the GIL for most of its time.
         Once numba's OpenMP layer has run in this process, ``"process"`` runs
         threads, with a warning (:mod:`sepsti.core.parallel.processes`).
+        Either way, and with one worker, BLAS runs one thread per chain, so
+        the draws do not depend on the executor.
 
     Returns
     -------
@@ -567,8 +638,17 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     Raises
     ------
     ParameterError
-        On bad counts, an unknown metric or one the structure cannot supply,
-        or a start with a non-finite log density.
+        On bad counts or settings, an unknown metric or one the structure
+        cannot supply, a start with a non-finite log density, or a target
+        whose log density is not a scalar or whose gradient has not the
+        position's shape there.
+
+    Warns
+    -----
+    ConvergenceWarning
+        When draws diverged after the warm-up, the largest split-R̂ exceeds
+        1.01, the smallest bulk ESS is below 100 per chain or trees stopped at
+        ``max_tree_depth`` (one line naming each).
     """
     structure = TargetStructure() if structure is None else structure
     settings = NUTSSettings() if settings is None else settings
@@ -577,8 +657,14 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     for name, value, low in (("num_warmup", num_warmup, 20), ("num_draws", num_draws, 4),
                              ("num_chains", num_chains, 1), ("max_tree_depth", settings.max_tree_depth, 1),
                              ("num_pilot_adapt", auto.num_pilot_adapt, 1),
-                             ("num_pilot_draws", auto.num_pilot_draws, 4)):
+                             ("num_pilot_draws", auto.num_pilot_draws, 4),
+                             ("explore_max_tree_depth", auto.explore_max_tree_depth, 1),
+                             ("num_move_sweeps", auto.num_move_sweeps, 1)):
         integer_at_least(name, value, low)
+    # a margin below 1 keeps no candidate, and a negative dense_cost makes a dense pilot's work negative
+    for name, value, low in (("margin", auto.margin, 1.0), ("dense_cost", auto.dense_cost, 0.0),
+                             ("min_dense_draws_per_dim", auto.min_dense_draws_per_dim, 0.0)):
+        number_within(name, value, low, np.inf)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 32:
         raise ParameterError(f"seed={seed!r}: expected an integer in [0, 2**32)")
     if not (np.isfinite(settings.divergence_threshold) and settings.divergence_threshold > 0):
@@ -606,13 +692,13 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     if num_workers < 1:
         raise ParameterError(f"num_workers={num_workers} must be a positive integer")
     problem = _Problem(logdensity_and_grad_fn, structure, settings, auto)
-    chains = [_Chain(c, stream(seed, c), init(starts[c], logdensity_and_grad_fn), 0.0, None, None, 0, None, 0, 0, 0,
-                     0.0, 0.0) for c in range(num_chains)]
     kind, _ = split_name(metric)
     num_explore = int(round(auto.explore_fraction * num_warmup)) if metric == "auto" or kind == "precision" else 0
     num_check = int(round(settings.check_fraction * num_warmup))
-    runner = _Runner(problem, num_workers=num_workers, executor=executor)
-    try:
+    # one BLAS thread, as in the process workers: a sum's rounding depends on the threads it is split over
+    with single_threaded_blas(), _Runner(problem, num_workers=num_workers, executor=executor) as runner:
+        chains = [_Chain(c, stream(seed, c), init(starts[c], logdensity_and_grad_fn), 0.0, None, None, 0, None, 0, 0,
+                         0, 0.0, 0.0) for c in range(num_chains)]
         start = time.perf_counter()
         if num_explore:
             chains = runner.map(_phase_explore, chains, num_explore)
@@ -642,11 +728,11 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
         start = time.perf_counter()
         results = runner.map(_phase_sample, chains, choice.metric, num_draws, choice.target)
         sampling_seconds = time.perf_counter() - start
-    finally:
-        runner.close()
     draws = np.stack([r[0] for r in results])
     logdensity = np.stack([r[1] for r in results])
     summaries = None if results[0][2] is None else np.stack([r[2] for r in results])
     infos = tuple(r[3] for r in results)
-    diagnostics = summarize(draws, logdensity, summaries, num_divergent=sum(c.num_divergent for c in infos))
+    diagnostics = summarize(draws, logdensity, summaries, num_divergent=sum(c.num_divergent for c in infos),
+                            num_depth_capped=sum(c.num_depth_capped for c in infos))
+    _warn_if_unreliable(diagnostics, num_chains, num_draws, settings.max_tree_depth)
     return NUTSResult(draws, logdensity, summaries, infos, choice, diagnostics, warmup_seconds, sampling_seconds)

@@ -57,12 +57,21 @@ def init(position, logdensity_and_grad_fn):
     Raises
     ------
     ParameterError
-        If the position is not a finite 1-D array or its log density is not finite.
+        If the position is not a finite 1-D array, the log density there is not
+        a finite scalar or the gradient not an array of the position's shape
+        (the kernels would fail later with an obscure error, or broadcast a
+        wrong gradient silently).
     """
     position = np.asarray(position, dtype=float)
     if position.ndim != 1 or not np.all(np.isfinite(position)):
         raise ParameterError(f"position must be a finite 1-D array, got shape {position.shape}")
     logdensity, grad = logdensity_and_grad_fn(position)
+    if np.ndim(logdensity) != 0:
+        raise ParameterError(f"the log density at the start has shape {np.shape(logdensity)} (type "
+                             f"{type(logdensity).__name__}): expected a scalar")
+    if getattr(grad, "shape", None) != position.shape:  # a list has no shape, and no arithmetic of arrays
+        raise ParameterError(f"the gradient at the start has shape {np.shape(grad)} (type {type(grad).__name__}): "
+                             f"expected an array of the position's shape {position.shape}")
     if not np.isfinite(logdensity):
         raise ParameterError(f"initial log density is {logdensity}: start where the density is finite")
     return HMCState(position, float(logdensity), np.asarray(grad, dtype=float))

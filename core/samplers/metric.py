@@ -91,8 +91,10 @@ class AutoMetricSettings(NamedTuple):
     num_move_sweeps : int
         Sweeps of scale moves after each NUTS transition in ``+moves`` metrics.
     min_dense_draws_per_dim : float
-        ``"dense"`` is a candidate only with at least this many exploration
-        draws per dimension (fewer give a rank-deficient covariance).
+        ``"dense"`` is a candidate only with at least this many draws per
+        dimension from the second half of the exploration (the half that has
+        left the start behind and estimates the covariance); fewer than one per
+        dimension leave the covariance rank-deficient, and not many more noisy.
     """
 
     explore_fraction: float = 0.3
@@ -155,6 +157,9 @@ def validate_metric(metric, structure):
 def candidate_metrics(structure, *, dim, num_explore_draws, settings):
     """The candidates ``auto`` tries, cheapest first, and those left out with the reason.
 
+    ``num_explore_draws`` counts the draws the dense estimate is made from: the
+    exploration's second half.
+
     Returns
     -------
     candidates : list of str
@@ -164,7 +169,9 @@ def candidate_metrics(structure, *, dim, num_explore_draws, settings):
     if num_explore_draws >= settings.min_dense_draws_per_dim * dim:
         kinds.append("dense")
     else:
-        skipped.append(("dense", f"{num_explore_draws} exploration draws for dim {dim}: covariance rank-deficient"))
+        skipped.append(("dense", f"{num_explore_draws} draws in the second half of the exploration for dim {dim}: "
+                                 f"fewer than min_dense_draws_per_dim={settings.min_dense_draws_per_dim:g} per "
+                                 "dimension"))
     if structure.precision_fn is not None:
         kinds.append("precision")
     candidates = []

@@ -133,7 +133,7 @@ def run_one(data, beta, *, num_warmup, num_draws, metric, max_tree_depth, target
         "warmup_divergences": int(sum(c.num_warmup_divergent for c in result.chains)),
         "step_size": [c.step_size for c in result.chains],
         "mean_tree_depth": float(np.mean([c.mean_tree_depth for c in result.chains])),
-        "max_tree_depth_hits": int(sum(np.sum(c.info.tree_depth >= max_tree_depth) for c in result.chains)),
+        "max_tree_depth_hits": diagnostics.num_depth_capped,  # trees the cap cut short (not those that turned at it)
         "gradient_evaluations": int(sum(c.num_gradients for c in result.chains)),
         "warmup_gradient_evaluations": int(sum(c.num_warmup_gradients for c in result.chains)),
         "scale_move_acceptance": [None if c.move_acceptance is None else c.move_acceptance.tolist()

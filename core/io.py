@@ -62,8 +62,7 @@ def check_output_path(path, *, overwrite=False, inputs=()):
                 other.parent.resolve() == destination.parent.resolve():
             raise ParameterError(f"{other}: named like a temporary file of the output {path}; rename it or choose "
                                  "another output path")
-    if path.is_dir():
-        raise ParameterError(f"{path}: output is a directory")
+    _refuse_directory(path)
     if os.path.lexists(path) and not overwrite:
         what = "exists" if path.exists() else "exists as a broken symbolic link"
         raise ParameterError(f"{path}: output {what}; pass --overwrite to replace it")
@@ -78,6 +77,11 @@ def check_output_path(path, *, overwrite=False, inputs=()):
     except OSError as error:
         raise _cannot_create(path, folder, error) from None
     return path
+
+
+def _refuse_directory(path):
+    if path.is_dir():
+        raise ParameterError(f"{path}: output is a directory")
 
 
 def _destination(path):
@@ -287,9 +291,11 @@ def atomic_path(path, *, suffix=None, overwrite=True):
     Raises
     ------
     ParameterError
-        With ``overwrite=False``, if ``path`` exists when the result is published.
+        If ``path`` is a directory (or a link to one), before anything is yielded; with ``overwrite=False``,
+        if ``path`` exists when the result is published.
     """
     path = Path(path)
+    _refuse_directory(path)
     if suffix is None:
         suffix = path.suffix if len(os.fsencode(path.suffix)) <= _LONGEST_SUFFIX_KEPT else ""
     destination = _destination(path) if overwrite else path

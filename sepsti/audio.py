@@ -26,6 +26,7 @@ importing SciPy's signal package takes 0.6–1.7 s on the machines measured, lon
 """
 
 import contextlib
+import numbers
 import os
 import shutil
 from math import gcd
@@ -37,8 +38,8 @@ import numpy as np
 from sepsti.core.errors import ParameterError
 
 __all__ = ["Recording", "AudioInput", "Resampler", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "MAX_RATIO_TERM", "MAX_PEAK",
-           "load_audio", "resample", "validate_frames", "validate_sample_rate", "inspect_input", "input_blocks",
-           "output_format", "open_output", "write_audio"]
+           "MAX_CHANNELS", "load_audio", "resample", "check_layout", "validate_frames", "validate_sample_rate",
+           "whole_rate", "inspect_input", "input_blocks", "output_format", "open_output", "write_audio"]
 
 #: Input rates accepted for enhancement (Hz). Below 4 kHz a file holds no speech band worth
 #: enhancing; above 384 kHz no audio interface records. Bounding the rate bounds the
@@ -52,6 +53,8 @@ BLOCK_SAMPLES = 1 << 16
 #: The largest sample accepted (float files; 180 dB above full scale): the squared magnitudes of
 #: larger ones leave the range of the float32 the enhancer computes in.
 MAX_PEAK = 1e9
+#: The most channels a signal may have: libsndfile's limit, so no file has more.
+MAX_CHANNELS = 1024
 
 # Extensions whose libsndfile format name differs from the upper-cased extension.
 _FORMAT_ALIASES = {"AIF": "AIFF", "OGA": "OGG", "OPUS": "OGG", "SND": "AU"}
@@ -68,7 +71,7 @@ _NOT_WRITTEN = {"SD2": "its header goes to a resource fork, which the file loses
 # an odd length (VOC's 8-bit ones also hold the rate coarsely), PAF's 24-bit ones another length (22528 samples
 # of 22529, 20 of 11). These get 16-bit samples, which hold 8-bit, μ-law and A-law ones exactly.
 _NOT_KEPT = {"AIFF": {"PCM_S8", "PCM_U8", "ULAW", "ALAW"}, "VOC": {"PCM_U8", "ULAW", "ALAW"}, "PAF": {"PCM_24"}}
-# The most channels of formats that hold fewer than libsndfile's 1024.
+# The most channels of formats that hold fewer than libsndfile's MAX_CHANNELS.
 _MAX_CHANNELS = {"AVR": 2, "FLAC": 8, "HTK": 1, "IRCAM": 256, "MP3": 2, "MPC2K": 2, "OGG": 255, "SVX": 1, "VOC": 2,
                  "WVE": 1}
 _MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
@@ -106,13 +109,19 @@ class Resampler:
     Parameters
     ----------
     orig_sr, target_sr : int
-        Rates in Hz.
+        Rates in Hz (whole numbers; a float such as 16000.0 is taken as the int).
     num_samples : int
         Length of the whole input (the output has ``ceil(num_samples · up / down)`` samples).
+
+    Raises
+    ------
+    ParameterError
+        A rate that is not a positive whole number, or blocks that are clearly channels first
+        (:func:`check_layout`).
     """
 
     def __init__(self, orig_sr, target_sr, num_samples):
-        orig_sr, target_sr = int(orig_sr), int(target_sr)
+        orig_sr, target_sr = whole_rate(orig_sr, "orig_sr"), whole_rate(target_sr, "target_sr")
         if orig_sr <= 0 or target_sr <= 0:
             raise ParameterError(f"sample rate: {orig_sr} -> {target_sr} Hz; rates must be positive")
         common = gcd(orig_sr, target_sr)
@@ -142,6 +151,7 @@ class Resampler:
     def push(self, block):
         """Add input samples; return the output samples they complete."""
         block = np.asarray(block, dtype=np.float64)
+        check_layout(block.shape, self.num_samples, name="resampler")
         self._channels = block.shape[1:]
         if self._received + len(block) > self.num_samples:
             raise ParameterError(f"resampler: more than the announced {self.num_samples} samples pushed")
@@ -218,7 +228,7 @@ def resample(y, orig_sr, target_sr, *, length=None):
 
     Parameters
     ----------
-    y : ndarray, shape (n,)
+    y : ndarray, shape (n,) or (n, channels)
     orig_sr, target_sr : int
         Rates in Hz.
     length : int, optional
@@ -227,17 +237,56 @@ def resample(y, orig_sr, target_sr, *, length=None):
 
     Returns
     -------
-    ndarray, shape (length,) or (ceil(n * target_sr / orig_sr),)
+    ndarray, shape (m,) or (m, channels)
+        ``m`` is ``length``, or ``ceil(n * target_sr / orig_sr)``.
+
+    Raises
+    ------
+    ParameterError
+        As :class:`Resampler`: a rate that is not a positive whole number, or ``y`` clearly channels first.
     """
     y = np.asarray(y, dtype=np.float64)
     resampler = Resampler(orig_sr, target_sr, len(y))
-    if resampler.up == resampler.down:
-        out = y.copy()
-    else:
-        out = np.concatenate([resampler.push(y), resampler.finish()]) if len(y) else y[:0].copy()
+    out = np.concatenate([resampler.push(y), resampler.finish()])
     if length is not None:
-        out = out[:length] if len(out) >= length else np.pad(out, (0, length - len(out)))
+        out = out[:length] if len(out) >= length else np.pad(out, [(0, length - len(out))] + [(0, 0)] * (out.ndim - 1))
     return out
+
+
+def check_layout(shape, length=None, *, name="signal"):
+    """Refuse a signal that is not ``(n,)`` or ``(n, channels)``, or is clearly channels first.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The signal's, or one block's of it.
+    length : int, optional
+        The whole signal's samples, when known: a signal of more channels than samples is refused.
+    name : str
+        How to name the signal in the message.
+
+    Raises
+    ------
+    ParameterError
+        More than two axes, more than :data:`MAX_CHANNELS` channels, or more channels than ``length``.
+    """
+    shape = tuple(shape)
+    if len(shape) not in (1, 2):
+        raise ParameterError(f"{name}: shape {shape}; expected (samples,) or (samples, channels)")
+    channels = shape[1] if len(shape) == 2 else 1
+    samples = shape[0] if length is None else length
+    if channels > MAX_CHANNELS or (length is not None and 0 < length < channels):
+        raise ParameterError(f"{name}: shape {shape} reads as {channels} channels of {samples} samples (at most "
+                             f"{MAX_CHANNELS}, and no more than samples); signals are (samples, channels): "
+                             "transpose it")
+
+
+def whole_rate(rate, name):
+    """``rate`` as an int: a whole number of Hz (an integral float such as 16000.0 too), not a bool or a string."""
+    whole = isinstance(rate, numbers.Integral) or isinstance(rate, numbers.Real) and float(rate).is_integer()
+    if isinstance(rate, (bool, np.bool_)) or not whole:
+        raise ParameterError(f"{name}: sample rate {rate!r} is not a whole number of Hz")
+    return int(rate)
 
 
 def validate_sample_rate(sample_rate, target_sr, *, name="audio"):
@@ -246,7 +295,7 @@ def validate_sample_rate(sample_rate, target_sr, *, name="audio"):
     Parameters
     ----------
     sample_rate : int
-        A file's rate (Hz).
+        A file's rate (Hz): a whole number (an integral float such as 16000.0 is taken as the int).
     target_sr : int
         The processing rate.
     name : str
@@ -259,10 +308,11 @@ def validate_sample_rate(sample_rate, target_sr, *, name="audio"):
     Raises
     ------
     ParameterError
-        Outside [:data:`MIN_SAMPLE_RATE`, :data:`MAX_SAMPLE_RATE`], or a ratio whose reduced
-        terms exceed :data:`MAX_RATIO_TERM` (a filter of millions of taps).
+        Not a whole number of Hz (a bool or a string is not one), outside [:data:`MIN_SAMPLE_RATE`,
+        :data:`MAX_SAMPLE_RATE`], or a ratio whose reduced terms exceed :data:`MAX_RATIO_TERM`
+        (a filter of millions of taps).
     """
-    sample_rate = int(sample_rate)
+    sample_rate = whole_rate(sample_rate, name)
     if not MIN_SAMPLE_RATE <= sample_rate <= MAX_SAMPLE_RATE:
         raise ParameterError(f"{name}: sample rate {sample_rate} Hz is outside "
                              f"{MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE} Hz; "
@@ -286,7 +336,8 @@ def validate_frames(y, sample_rate, *, name="audio", n_fft=None):
     name : str
         How to name the signal in the message (usually its path).
     n_fft : int, optional
-        The frame length; default :data:`sepsti.features.N_FFT` (512, the 8 kHz framing).
+        The frame length; default that of the rate's framing (64 ms,
+        :func:`sepsti.features.framing_for_rate`).
 
     Returns
     -------
@@ -299,8 +350,9 @@ def validate_frames(y, sample_rate, *, name="audio", n_fft=None):
         If ``len(y) < n_fft``.
     """
     if n_fft is None:
-        from sepsti.features import N_FFT as n_fft
+        from sepsti.features import framing_for_rate
 
+        n_fft = framing_for_rate(sample_rate).n_fft
     if len(y) < n_fft:
         need_ms = 1000.0 * n_fft / sample_rate
         have_ms = 1000.0 * len(y) / sample_rate
@@ -309,7 +361,7 @@ def validate_frames(y, sample_rate, *, name="audio", n_fft=None):
     return y
 
 
-def load_audio(path, *, sample_rate):
+def load_audio(path, *, sample_rate, n_fft=None):
     """Read a sound file, downmix it to mono and resample it to ``sample_rate``.
 
     Parameters
@@ -318,6 +370,9 @@ def load_audio(path, *, sample_rate):
         Anything libsndfile reads.
     sample_rate : int
         Processing rate (the dictionary's).
+    n_fft : int, optional
+        The processing frame length: a shorter file is refused (:func:`validate_frames`; default
+        that of the rate's framing).
 
     Returns
     -------
@@ -335,7 +390,7 @@ def load_audio(path, *, sample_rate):
     validate_sample_rate(audio_info(path).sample_rate, sample_rate, name=str(path))
     y, file_rate = read_audio(path)
     _check_peak(float(np.max(np.abs(y), initial=0.0)), path)
-    samples = validate_frames(resample(y, file_rate, sample_rate), sample_rate, name=str(path))
+    samples = validate_frames(resample(y, file_rate, sample_rate), sample_rate, name=str(path), n_fft=n_fft)
     return Recording(samples, int(file_rate), len(y))
 
 
@@ -521,16 +576,22 @@ def _rate_refused(fmt, subtype, rate):
 
 
 class _Output:
-    """Sink of :func:`open_output`: ``write(block)``; counts samples clipped to full scale."""
+    """Sink of :func:`open_output`: ``write(block)``; counts samples clipped to full scale, refuses non-finite ones."""
 
-    def __init__(self, handle, clip):
+    def __init__(self, handle, clip, path):
         self._handle = handle
         self._clip = clip
+        self._path = path
         self.written = 0
         self.clipped = 0
 
     def write(self, block):
         block = np.asarray(block, dtype=np.float64)
+        if not np.all(np.isfinite(block)):
+            # integer formats would take NaN for full scale, float ones keep it: neither is a sound
+            bad = int(np.count_nonzero(~np.isfinite(block)))
+            raise ParameterError(f"{self._path}: {bad} sample(s) to write are NaN or Inf (in the block from sample "
+                                 f"{self.written}); the output is not written")
         if self._clip:
             # libsndfile wraps out-of-range values around on mu-law and A-law (saturating PCM): clipped here for all,
             # and counted
@@ -562,8 +623,15 @@ def open_output(path, sample_rate, *, overwrite=True, channels=1, like=None):
     Yields
     ------
     object
-        With ``write(block)`` (signal in [-1, 1); integer formats clip it to that range),
-        and the counts ``written`` (samples per channel) and ``clipped`` (samples beyond full scale).
+        With ``write(block)`` (signal in [-1, 1); integer formats clip it to that range; NaN or Inf
+        raises ParameterError and nothing is published), and the counts ``written`` (samples per
+        channel) and ``clipped`` (samples beyond full scale).
+
+    Raises
+    ------
+    ParameterError
+        If ``path`` is a directory (:func:`sepsti.core.io.atomic_path`), the format cannot hold the
+        signal (:func:`output_format`), a sample is NaN or Inf, or writing fails.
     """
     import soundfile
 
@@ -578,7 +646,7 @@ def open_output(path, sample_rate, *, overwrite=True, channels=1, like=None):
                 if handle.samplerate != int(sample_rate):
                     raise ParameterError(f"{path}: libsndfile writes {fmt} files at {handle.samplerate} Hz, not "
                                          f"{int(sample_rate)} Hz; use .wav")
-                yield _Output(handle, clip)
+                yield _Output(handle, clip, path)
         except soundfile.LibsndfileError as error:
             # libsndfile reports a failed write ("System error.") without its cause; a full disk is the usual one
             free = shutil.disk_usage(Path(tmp).parent).free
@@ -603,6 +671,11 @@ def write_audio(path, y, sample_rate, *, overwrite=True):
     -------
     int
         Number of samples clipped to full scale.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`open_output`.
     """
     with open_output(path, sample_rate, overwrite=overwrite) as output:
         output.write(y)

@@ -19,6 +19,7 @@ frames) in files written before the field existed. Everything is stored as plain
 ``allow_pickle=False``.
 """
 
+import numbers
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,7 +29,7 @@ from sepsti.core.errors import ParameterError
 
 __all__ = ["Dictionary", "save_dictionary", "load_dictionary", "validate_dictionary",
            "default_dictionary_path", "wideband_dictionary_path", "narrowband_dictionary_path", "FIELDS",
-           "OPTIONAL_FIELDS"]
+           "OPTIONAL_FIELDS", "MAX_ENTRIES", "MAX_FIELD_BYTES"]
 
 FIELDS = ("W", "rank", "sample_rate", "n_fft", "hop_length", "window", "scale", "prior_rate",
           "corpus", "files", "iterations", "seed", "version")
@@ -37,6 +38,9 @@ OPTIONAL_FIELDS = {"context": 0}
 #: The most entries a dictionary's ``W`` may hold (256 MiB in float64), checked before it is read:
 #: a 48 kHz dictionary of rank 1024 with atoms of three frames holds 4.7 million.
 MAX_ENTRIES = 2 ** 25
+#: The most bytes any other field may hold (16 MiB; NumPy stores 4 bytes per character: ``files`` of
+#: 262,144 identifiers of 16 characters), checked before it is read.
+MAX_FIELD_BYTES = 2 ** 24
 
 
 class Dictionary(NamedTuple):
@@ -129,13 +133,19 @@ def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
     Raises
     ------
     ParameterError
-        If a field is invalid, or ``path`` exists and ``overwrite`` is False.
+        If a field is invalid (of the wrong type included), ``W`` would not be valid in ``dtype``
+        (an entry beyond float32's range), ``path`` is a directory, or ``path`` exists and
+        ``overwrite`` is False.
     """
     from sepsti.core.io import atomic_path
 
+    storage = _storage_dtype(dtype)
     dictionary = validate_dictionary(dictionary, name=str(path))
+    with np.errstate(over="ignore"):  # entries beyond the storage type's range, refused below
+        stored = np.ascontiguousarray(dictionary.W, dtype=storage)
+    validate_dictionary(dictionary._replace(W=stored), name=f"{path} (W stored as {storage})")
     arrays = {
-        "W": np.ascontiguousarray(dictionary.W, dtype=_storage_dtype(dtype)),
+        "W": stored,
         "rank": np.int64(dictionary.rank),
         "sample_rate": np.int64(dictionary.sample_rate),
         "n_fft": np.int64(dictionary.n_fft),
@@ -173,8 +183,10 @@ def load_dictionary(path, *, features=True):
     Raises
     ------
     ParameterError
-        If the file is missing, not an ``.npz``, corrupt, lacks a field, or a
-        field has the wrong type, shape or value; the message names the field.
+        If the file is missing, not a regular file (a directory, a FIFO), not an ``.npz``, corrupt,
+        lacks a field, holds one larger than a dictionary's (:data:`MAX_ENTRIES`,
+        :data:`MAX_FIELD_BYTES`), or a field has the wrong type, shape or value; the message names
+        the field.
     """
     path = Path(path)
     name = f"dictionary {path}"
@@ -182,6 +194,8 @@ def load_dictionary(path, *, features=True):
         raise ParameterError(f"{name}: no such file")
     if path.is_dir():
         raise ParameterError(f"{name}: is a directory, not a dictionary file")
+    if not path.is_file():
+        raise ParameterError(f"{name}: not a regular file")
     with open(path, "rb") as handle:
         magic = handle.read(4)
     if not magic:
@@ -194,7 +208,8 @@ def load_dictionary(path, *, features=True):
             if missing:
                 raise ParameterError(f"{name}: field {missing[0]!r} is missing (a dictionary holds "
                                      f"{', '.join(FIELDS)}); retrain it with `sepsti train`")
-            _check_size(archive, name)
+            present = [*FIELDS, *(field for field in OPTIONAL_FIELDS if field in archive.files)]
+            _check_sizes(archive, present, name)
             raw = {field: archive[field] for field in FIELDS}
             optional = {field: archive[field] for field in OPTIONAL_FIELDS if field in archive.files}
     except ParameterError:
@@ -235,8 +250,9 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
     Raises
     ------
     ParameterError
-        Naming the first invalid field.
+        Naming the first invalid field (of the wrong type included).
     """
+    _check_types(dictionary, name)
     W = np.asarray(dictionary.W)
     if W.dtype.kind not in "fiu":
         raise ParameterError(f"{name}: field 'W' must be a real array, got dtype {W.dtype}")
@@ -264,11 +280,16 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
                              "non-negative")
     if not np.any(W > 0):
         raise ParameterError(f"{name}: field 'W' is all zero")
-    sums = W.sum(axis=0)
+    with np.errstate(over="ignore"):  # a sum beyond float64's range, refused below
+        sums = W.sum(axis=0)
     tiny = (sums > 0) & (sums < np.finfo(np.float64).tiny)
     if np.any(tiny):
         atom = int(np.argmax(tiny))
         raise ParameterError(f"{name}: field 'W': atom {atom} sums to {sums[atom]:.3g}, too small to be scaled "
+                             f"to sum 1 (atoms of a dictionary sum to 1)")
+    if not np.all(np.isfinite(sums)):
+        atom = int(np.argmax(~np.isfinite(sums)))
+        raise ParameterError(f"{name}: field 'W': atom {atom} sums to {sums[atom]:.3g}, too large to be scaled "
                              f"to sum 1 (atoms of a dictionary sum to 1)")
     if not np.isfinite(dictionary.scale) or dictionary.scale <= 0:
         raise ParameterError(f"{name}: field 'scale'={dictionary.scale} must be positive")
@@ -288,17 +309,43 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
     return dictionary._replace(W=W, files=tuple(dictionary.files))
 
 
-def _check_size(archive, name):
-    """Refuse a ``W`` of more than :data:`MAX_ENTRIES` entries from its header, before it is read."""
-    with archive.zip.open("W.npy") as member:
-        version = np.lib.format.read_magic(member)
-        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-            np.lib.format.read_array_header_2_0
-        shape = read_header(member)[0]
-    entries = int(np.prod(shape, dtype=object))
-    if entries > MAX_ENTRIES:
-        raise ParameterError(f"{name}: field 'W' has shape {shape} ({entries:,} entries), more than the "
-                             f"{MAX_ENTRIES:,} a dictionary may hold")
+def _check_sizes(archive, fields, name):
+    """Refuse, from their headers and before they are read, a ``W`` of more than :data:`MAX_ENTRIES` entries
+    (or of more bytes than as many in float64) and any other field of more than :data:`MAX_FIELD_BYTES` bytes."""
+    for field in fields:
+        with archive.zip.open(f"{field}.npy") as member:
+            version = np.lib.format.read_magic(member)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, _, dtype = read_header(member)
+        entries = int(np.prod(shape, dtype=object))
+        if field == "W" and entries > MAX_ENTRIES:
+            raise ParameterError(f"{name}: field 'W' has shape {shape} ({entries:,} entries), more than the "
+                                 f"{MAX_ENTRIES:,} a dictionary may hold")
+        limit = 8 * MAX_ENTRIES if field == "W" else MAX_FIELD_BYTES
+        if entries * dtype.itemsize > limit:
+            raise ParameterError(f"{name}: field {field!r} has shape {shape} of {dtype} "
+                                 f"({entries * dtype.itemsize:,} bytes), more than the {limit:,} it may hold")
+
+
+def _check_types(dictionary, name):
+    """Refuse fields of the wrong type: integers (not bools, not floats), real numbers, strings, and a sequence of
+    strings for ``files``."""
+    for field in ("rank", "sample_rate", "n_fft", "hop_length", "iterations", "seed", "context"):
+        value = getattr(dictionary, field)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+            raise ParameterError(f"{name}: field {field!r}={value!r} must be an integer")
+    for field in ("scale", "prior_rate"):
+        value = getattr(dictionary, field)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise ParameterError(f"{name}: field {field!r}={value!r} must be a real number")
+    for field in ("window", "corpus", "version"):
+        value = getattr(dictionary, field)
+        if not isinstance(value, str):
+            raise ParameterError(f"{name}: field {field!r}={value!r} must be a string")
+    files = dictionary.files
+    if not isinstance(files, (tuple, list, np.ndarray)) or not all(isinstance(file, str) for file in files):
+        raise ParameterError(f"{name}: field 'files' must be a tuple of strings, got {files!r:.80}")
 
 
 def _storage_dtype(dtype):

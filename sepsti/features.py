@@ -195,9 +195,18 @@ def stft(y, *, framing=NARROWBAND):
     -------
     ndarray of complex128, shape (n_bins, n_frames)
         ``n_frames = ceil(n_samples / hop_length) + 1`` (257 bins at 8 kHz).
+
+    Raises
+    ------
+    ParameterError
+        If ``y`` is not 1-D (several channels: :func:`stft_chunks`).
     """
     n_fft, hop = framing.n_fft, framing.hop_length
-    y = _pad_to_hop(np.asarray(y, dtype=np.float64), hop)
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 1:
+        raise ParameterError(f"stft: y has shape {y.shape}; expected one channel, (samples,) (several channels: "
+                             "stft_chunks)")
+    y = _pad_to_hop(y, hop)
     padded = np.pad(y * AMPLITUDE_SCALE, n_fft // 2)
     frames = np.lib.stride_tricks.sliding_window_view(padded, n_fft)[::hop]
     return np.fft.rfft(frames * window(framing), axis=1).T

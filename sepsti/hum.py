@@ -12,7 +12,9 @@ Sinusoids can instead be taken out exactly:
   around it. Hum needs :data:`MIN_LINES` of them among the first :data:`LOW_HARMONICS` multiples,
   the fundamental or its double among them; every line found up to :data:`HIGHEST_HZ` is then
   subtracted. Speech and most noises have no line that narrow held for seconds; music holds notes,
-  but seldom one at 50, 60, 100 or 120 Hz through a whole recording.
+  but seldom one at 50, 60, 100 or 120 Hz through a whole recording. Segments that are digital silence
+  (below) for half their length or more in every channel are left out (exact zeros have no lines, and
+  would make the least zero at every frequency); if that leaves none, the one of most sound is searched.
 - **Subtracted** (:func:`measure_hum`, :func:`without_hum`): each line's complex amplitude is measured every
   :data:`CELL_SECONDS` (the signal times ``exp(-2πi k f0 t)``, averaged over the cell, then over the
   :data:`AVERAGE_CELLS` cells around it: a 1 s average that rejects whatever is more than a hertz from
@@ -33,6 +35,8 @@ beyond the amplitudes themselves (per channel, 4 complex numbers per line per se
 from typing import NamedTuple
 
 import numpy as np
+
+from sepsti.audio import check_layout
 
 __all__ = ["MAINS_HZ", "MAINS_TOLERANCE_HZ", "HIGHEST_HZ", "LINE_DB", "MIN_LINES", "LOW_HARMONICS",
            "SEGMENT_SECONDS", "SHORTEST_SECONDS", "CELL_SECONDS", "AVERAGE_CELLS", "SILENCE_SECONDS", "Hum", "find_hum",
@@ -149,10 +153,18 @@ def _silent_mask(silences, first, count):
 
 def _welch(blocks, sample_rate):
     """The least over the segments of their power spectra (summed over channels) up to just above
-    :data:`HIGHEST_HZ`, and its frequencies: a line there held through the whole signal."""
+    :data:`HIGHEST_HZ`, and its frequencies: a line there held through the whole signal; (None, None) for
+    a signal too short, or of too little sound, to search.
+
+    Segments that are digital silence for half their length or more in every channel are left out; if
+    that leaves none, the one of most sound (the shorter last one included) is searched, where that sound
+    lasts :data:`SHORTEST_SECONDS` or more.
+    """
     length = int(SEGMENT_SECONDS * sample_rate)
     top = int(np.ceil((HIGHEST_HZ + 2 * _SURROUNDING_HZ) * length / sample_rate)) + 1
+    shortest = max(1, int(round(SILENCE_SECONDS * sample_rate)))
     least, count, held, seen = np.full(top, np.inf), 0, None, 0
+    most, loudest = 0, None  # of the segments left out, the one of most sound, and its sound
     window = np.hanning(length)
 
     def add(segment):
@@ -161,18 +173,36 @@ def _welch(blocks, sample_rate):
         spectrum = np.fft.rfft(windowed, n=length, axis=0)[:top]
         return np.sum(np.abs(spectrum.reshape(top, -1)) ** 2, axis=1)
 
+    def sound(segment):
+        """The samples of ``segment`` outside digital silence, in its channel of most."""
+        runs = _ZeroRuns(shortest)
+        runs.add(segment)
+        silent = [int(np.sum(ends - starts)) for starts, ends in runs.finish()]
+        return len(segment) - min(silent, default=len(segment))
+
     for block in blocks:
         block = np.asarray(block, dtype=np.float64)
+        check_layout(block.shape, name="hum search")
         held = block if held is None else np.concatenate([held, block])
         seen += len(block)
         while len(held) >= length:
-            least = np.minimum(least, add(held[:length]))
-            count += 1
+            heard = sound(held[:length])
+            if 2 * heard > length:
+                least = np.minimum(least, add(held[:length]))
+                count += 1
+            elif heard > most:
+                most, loudest = heard, held[:length]
             held = held[length // 2:]
-    if count == 0:
-        if seen < SHORTEST_SECONDS * sample_rate:
+    if held is None:
+        return None, None
+    check_layout(held.shape, seen, name="hum search")
+    if count == 0:  # a signal shorter than a segment is one; or none was searched
+        heard = sound(held)
+        if heard > most:
+            most, loudest = heard, held
+        if most < SHORTEST_SECONDS * sample_rate:
             return None, None
-        least = add(held)
+        least = add(loudest)
     return least, np.arange(top) * sample_rate / length
 
 
@@ -206,6 +236,11 @@ def find_hum(blocks, sample_rate):
     Hum or None
         The fundamental and its lines (amplitudes not yet measured); None for a signal without hum or
         shorter than :data:`SHORTEST_SECONDS`.
+
+    Raises
+    ------
+    ParameterError
+        For pieces that are clearly channels first (:func:`sepsti.audio.check_layout`).
     """
     power, frequencies = _welch(blocks, sample_rate)
     if power is None or not np.any(power):

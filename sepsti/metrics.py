@@ -144,13 +144,12 @@ def bss_eval(clean, noisy, speech):
 
 
 def _validate_rate(sample_rate):
-    try:
-        is_valid = not isinstance(sample_rate, bool) and float(sample_rate).is_integer() and sample_rate > 0
-    except (TypeError, ValueError):
-        is_valid = False
-    if not is_valid:
-        raise ParameterError(f"sample_rate={sample_rate!r}: expected a positive integer number of Hz")
-    return int(sample_rate)
+    from sepsti.audio import whole_rate
+
+    rate = whole_rate(sample_rate, "sample_rate")
+    if rate <= 0:
+        raise ParameterError(f"sample_rate={sample_rate!r}: expected a positive number of Hz")
+    return rate
 
 
 def _silence(clean, speech, name):

@@ -304,3 +304,102 @@ def test_samples_far_beyond_full_scale_are_refused(tmp_path, rng):
                     read()
             else:
                 read()
+
+
+def test_resample_to_a_length_pads_and_trims_the_samples_of_every_channel(rng):
+    """(n, channels): the length is the samples'; the channels stay as they are."""
+    stereo = rng.uniform(-0.5, 0.5, (1000, 2))
+    whole = resample(stereo, 44100, 16000)
+    assert whole.shape == (363, 2)
+    np.testing.assert_array_equal(resample(stereo, 44100, 16000, length=400), np.r_[whole, np.zeros((37, 2))])
+    np.testing.assert_array_equal(resample(stereo, 44100, 16000, length=300), whole[:300])
+    np.testing.assert_array_equal(resample(stereo, 16000, 16000, length=1200), np.r_[stereo, np.zeros((200, 2))])
+
+
+@pytest.mark.parametrize("shape", [(2, 1000), (1, 3000), (4, 1100)])
+def test_a_signal_given_channels_first_is_refused(rng, shape):
+    """More channels than samples, or more than MAX_CHANNELS: a (channels, n) array, not n samples of channels."""
+    from sepsti.audio import Resampler
+
+    y = rng.uniform(-0.5, 0.5, shape)
+    for orig in (44100, 16000):
+        with pytest.raises(ParameterError, match=rf"resampler: shape \({shape[0]}, {shape[1]}\) reads as "
+                                                 rf"{shape[1]} channels of {shape[0]} samples .* transpose it"):
+            resample(y, orig, 16000)
+    with pytest.raises(ParameterError, match="reads as .* channels"):
+        Resampler(44100, 16000, shape[0]).push(y)
+    assert resample(y.T, 44100, 16000).shape == (-(-shape[1] * 160 // 441), shape[0])
+
+
+def test_a_one_sample_stereo_signal_is_refused_as_channels_first_but_an_empty_one_is_not():
+    assert resample(np.zeros((0, 2)), 44100, 16000).shape == (0, 2)
+    with pytest.raises(ParameterError, match="2 channels of 1 samples"):
+        resample(np.zeros((1, 2)), 44100, 16000)
+
+
+@pytest.mark.parametrize("rate", [4000.9, True, np.True_, "8000", 8000.5, float("nan"), float("inf"), None])
+def test_a_sample_rate_that_is_not_a_whole_number_is_refused(rate):
+    """Not truncated (4000.9 was 4000 Hz, True 1 Hz, '8000' 8000 Hz): named and refused."""
+    from sepsti.audio import Resampler, validate_sample_rate
+
+    with pytest.raises(ParameterError, match=r"x.wav: sample rate .* is not a whole number of Hz"):
+        validate_sample_rate(rate, 8000, name="x.wav")
+    for orig, target, name in ((rate, 16000, "orig_sr"), (16000, rate, "target_sr")):
+        with pytest.raises(ParameterError, match=f"{name}: sample rate .* is not a whole number of Hz"):
+            Resampler(orig, target, 100)
+
+
+def test_a_whole_sample_rate_given_as_a_float_is_the_integer(rng):
+    from sepsti.audio import validate_sample_rate
+
+    for rate in (16000.0, np.float64(16000.0), np.float32(16000.0), np.int32(16000)):
+        assert validate_sample_rate(rate, 8000) == 16000 and type(validate_sample_rate(rate, 8000)) is int
+    y = rng.uniform(-0.5, 0.5, 1000)
+    np.testing.assert_array_equal(resample(y, 44100.0, np.float64(16000)), resample(y, 44100, 16000))
+    with pytest.raises(ParameterError, match="44100.5 is not a whole number"):
+        resample(y, 44100.5, 16000)
+
+
+@pytest.mark.parametrize("rate, n_fft", [(8000, 512), (16000, 1024), (22050, 1412)])
+def test_load_audio_needs_a_frame_of_the_rate(tmp_path, rng, rate, n_fft):
+    """One frame of the rate's framing (64 ms), not 512 samples at every rate; the caller may name another."""
+    soundfile.write(tmp_path / "short.wav", rng.uniform(-0.5, 0.5, n_fft - 1), rate, subtype="FLOAT")
+    soundfile.write(tmp_path / "frame.wav", rng.uniform(-0.5, 0.5, n_fft), rate, subtype="FLOAT")
+    with pytest.raises(ParameterError, match=rf"short.wav: audio shorter than one frame \(.*; at least 64 ms = "
+                                             rf"{n_fft} samples at {rate} Hz are needed\)"):
+        load_audio(tmp_path / "short.wav", sample_rate=rate)
+    assert len(load_audio(tmp_path / "frame.wav", sample_rate=rate).samples) == n_fft
+    assert len(load_audio(tmp_path / "short.wav", sample_rate=rate, n_fft=n_fft // 2).samples) == n_fft - 1
+    with pytest.raises(ParameterError, match=rf"at least 64 ms = {n_fft} samples at {rate} Hz"):
+        validate_frames(np.zeros(n_fft - 1), rate)
+
+
+@pytest.mark.parametrize("extension, like", [(".wav", None), (".wav", "FLOAT"), (".flac", None)])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_samples_that_are_not_finite_are_refused_and_nothing_is_written(tmp_path, extension, like, bad):
+    """NaN was written as full scale (-1.0) in integer formats, kept in float ones, and not counted."""
+    from sepsti.audio import open_output
+
+    path = tmp_path / f"out{extension}"
+    with pytest.raises(ParameterError, match=rf"out{extension}: 1 sample\(s\) to write are NaN or Inf \(in the "
+                                             r"block from sample 3\)"):
+        with open_output(path, 8000, like=like) as output:
+            output.write(np.zeros(3))
+            output.write(np.array([0.1, bad, 0.2]))
+    with pytest.raises(ParameterError, match="2 sample"):
+        write_audio(path, np.array([bad, 0.5, bad]), 8000)
+    assert os.listdir(tmp_path) == []
+
+
+def test_writing_onto_a_folder_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    from sepsti.audio import open_output
+
+    (tmp_path / "out.wav").mkdir()
+    monkeypatch.setattr(soundfile, "SoundFile", None)  # opening an output would fail otherwise
+    for overwrite in (True, False):
+        with pytest.raises(ParameterError, match="out.wav: output is a directory"):
+            write_audio(tmp_path / "out.wav", np.zeros(10), 8000, overwrite=overwrite)
+        with pytest.raises(ParameterError, match="out.wav: output is a directory"):
+            with open_output(tmp_path / "out.wav", 8000, overwrite=overwrite):
+                pass
+    assert os.listdir(tmp_path) == ["out.wav"] and os.listdir(tmp_path / "out.wav") == []

@@ -266,3 +266,134 @@ def test_save_without_overwrite_never_replaces(tmp_path, rng):
     with pytest.raises(ParameterError, match="created by another program"):
         save_dictionary(path, _dictionary(rng, rank=3), overwrite=False)
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["d.npz"]
+
+
+@pytest.mark.parametrize("field, value, shown", [
+    ("files", np.full(5, "x" * 8), r"shape \(5,\) of <U8 \(160 bytes\)"),
+    ("corpus", np.str_("c" * 40), r"shape \(\) of <U40 \(160 bytes\)"),
+    ("version", np.str_("v" * 40), r"shape \(\) of <U40 \(160 bytes\)"),
+    ("seed", np.zeros(20), r"shape \(20,\) of float64 \(160 bytes\)"),
+])
+def test_other_fields_too_large_are_refused_from_their_headers(tmp_path, rng, monkeypatch, field, value, shown):
+    """Every field's size is read from its header before any field is read: a file of a few hundred kilobytes
+    with ``files = np.full(2 ** 22, 'x' * 8)`` unpacked to 128 MiB, and to 424 MB as identifiers."""
+    import sepsti.dictionary
+
+    arrays = _fields(_dictionary(rng))
+    arrays[field] = value
+    np.savez_compressed(tmp_path / "d.npz", **arrays)
+    monkeypatch.setattr(sepsti.dictionary, "MAX_FIELD_BYTES", 159)
+    monkeypatch.setattr(np.lib.npyio.NpzFile, "__getitem__", None)  # reading any array would fail
+    with pytest.raises(ParameterError, match=rf"field '{field}' has {shown}, more than the 159 it may hold"):
+        load_dictionary(tmp_path / "d.npz")
+
+
+def test_identifiers_of_a_real_corpus_load_and_a_bomb_of_them_does_not(tmp_path, rng):
+    """MAX_FIELD_BYTES holds 200,000 identifiers of 16 characters (LibriSpeech's are), not 2 ** 22 of 8."""
+    arrays = _fields(_dictionary(rng))
+    arrays["files"] = np.array([f"{i:06d}-{i:09d}" for i in range(200_000)])
+    np.savez_compressed(tmp_path / "real.npz", **arrays)
+    assert len(load_dictionary(tmp_path / "real.npz").files) == 200_000
+    arrays["files"] = np.full(2 ** 22, "x" * 8)
+    np.savez_compressed(tmp_path / "bomb.npz", **arrays)
+    with pytest.raises(ParameterError, match=r"field 'files' has shape \(4194304,\) of <U8 \(134,217,728 bytes\)"):
+        load_dictionary(tmp_path / "bomb.npz")
+
+
+def test_a_W_of_entries_wider_than_float64_is_refused_from_its_header(tmp_path, rng, monkeypatch):
+    """W's entries are bounded in number (MAX_ENTRIES) and in bytes (as many float64): strings of megabytes
+    are refused before they are read."""
+    import sepsti.dictionary
+
+    arrays = _fields(_dictionary(rng))
+    arrays["W"] = np.full((257, 4), "1" * 3)
+    np.savez_compressed(tmp_path / "d.npz", **arrays)
+    monkeypatch.setattr(sepsti.dictionary, "MAX_ENTRIES", 257 * 4)
+    monkeypatch.setattr(np.lib.npyio.NpzFile, "__getitem__", None)
+    with pytest.raises(ParameterError, match=r"field 'W' has shape \(257, 4\) of <U3 \(12,336 bytes\), more than "
+                                             r"the 8,224 it may hold"):
+        load_dictionary(tmp_path / "d.npz")
+
+
+def test_atoms_whose_sum_overflows_are_refused(tmp_path, rng):
+    """W = 1e308: every atom sums to inf, so scaled to sum 1 it would be all zero (the enhancer's output then at
+    the mask floor); refused as atoms too small to be scaled are."""
+    from sepsti.dictionary import validate_dictionary
+
+    W = np.c_[np.ones((257, 2)), np.full((257, 2), 1e308)]
+    with pytest.raises(ParameterError, match="atom 2 sums to inf, too large to be scaled to sum 1"):
+        validate_dictionary(_dictionary(rng)._replace(W=W))
+    _assert_bad_field_is_named(tmp_path, _dictionary(rng), "W", W, "atom 2 sums to inf, too large")
+    validate_dictionary(_dictionary(rng)._replace(W=np.full((257, 4), 1e305)))  # sums of 2.6e307
+
+
+def test_save_refuses_a_W_its_storage_type_cannot_hold(tmp_path, rng):
+    """Checked as stored: W · 1e39 is inf in float32, a file the loader would refuse; nothing is written."""
+    big = _dictionary(rng)._replace(W=_dictionary(rng).W * 1e39)
+    beyond = int(np.sum(big.W > np.finfo(np.float32).max))
+    with pytest.raises(ParameterError, match=rf"d.npz \(W stored as float32\): field 'W' has {beyond} NaN or infinite"):
+        save_dictionary(tmp_path / "d.npz", big, dtype=np.float32)
+    assert os.listdir(tmp_path) == []
+    save_dictionary(tmp_path / "d.npz", big)
+    np.testing.assert_array_equal(load_dictionary(tmp_path / "d.npz").W, big.W)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("files", "abc", "'files' must be a tuple of strings, got 'abc'"),  # was stored as ('a', 'b', 'c')
+    ("files", ("sp01", 2), "'files' must be a tuple of strings"),
+    ("files", None, "'files' must be a tuple of strings, got None"),
+    ("sample_rate", 8000.9, "'sample_rate'=8000.9 must be an integer"),  # was stored as 8000
+    ("sample_rate", 8000.0, "'sample_rate'=8000.0 must be an integer"),  # the loader refuses a float
+    ("rank", True, "'rank'=True must be an integer"),
+    ("n_fft", "512", "'n_fft'='512' must be an integer"),  # was a TypeError
+    ("context", 0.5, "'context'=0.5 must be an integer"),
+    ("window", None, "'window'=None must be a string"),  # was stored as 'None'
+    ("corpus", b"c", "'corpus'=b'c' must be a string"),
+    ("scale", "32768", "'scale'='32768' must be a real number"),
+    ("prior_rate", 1j, r"'prior_rate'=1j must be a real number"),
+])
+def test_save_refuses_fields_of_the_wrong_type_and_writes_nothing(tmp_path, rng, field, value, message):
+    with pytest.raises(ParameterError, match=rf"d.npz: field {message}"):
+        save_dictionary(tmp_path / "d.npz", _dictionary(rng)._replace(**{field: value}))
+    assert os.listdir(tmp_path) == []
+
+
+def test_numpy_scalars_and_lists_of_identifiers_are_saved_as_the_fields(tmp_path, rng):
+    dictionary = _dictionary(rng)._replace(rank=np.int64(4), sample_rate=np.int32(8000), scale=np.float32(32768),
+                                           prior_rate=0, files=["sp01", np.str_("sp02")], window=np.str_("hamming"))
+    save_dictionary(tmp_path / "d.npz", dictionary)
+    loaded = load_dictionary(tmp_path / "d.npz")
+    assert (loaded.rank, loaded.sample_rate, loaded.scale, loaded.files) == (4, 8000, 32768.0, ("sp01", "sp02"))
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    """Opening a FIFO for reading blocks until a writer comes: refused as not a regular file, as audio is."""
+    import threading
+
+    fifo = tmp_path / "d.npz"
+    os.mkfifo(fifo)
+    errors = []
+
+    def load():
+        try:
+            load_dictionary(fifo)
+        except ParameterError as error:
+            errors.append(str(error))
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    if thread.is_alive():  # let the blocked reader go before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(timeout=10)
+        pytest.fail("load_dictionary waited on a FIFO")
+    assert errors == [f"dictionary {fifo}: not a regular file"]
+
+
+def test_saving_onto_a_folder_is_refused_before_anything_is_written(tmp_path, rng, monkeypatch):
+    (tmp_path / "d.npz").mkdir()
+    monkeypatch.setattr(np, "savez_compressed", None)  # writing would fail otherwise
+    for overwrite in (True, False):
+        with pytest.raises(ParameterError, match="d.npz: output is a directory"):
+            save_dictionary(tmp_path / "d.npz", _dictionary(rng), overwrite=overwrite)
+    assert os.listdir(tmp_path) == ["d.npz"] and os.listdir(tmp_path / "d.npz") == []

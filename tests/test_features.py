@@ -1,5 +1,7 @@
 """STFT features: agreement with librosa, exact reconstruction, shapes."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -208,3 +210,12 @@ def test_one_talker_in_independent_noise_on_each_microphone_is_one_scene(rng):
         spread = channel_level_spread(stft_chunks(iter([y]), 100), NARROWBAND)
         assert 0.1 < spread < 1.3, snr
         assert spread <= DIFFERENT_SOURCES_DB, snr
+
+
+@pytest.mark.parametrize("shape", [(1000, 2), (2, 1000), (), (3, 4, 5)])
+def test_stft_refuses_what_is_not_one_channel(shape):
+    """A 2-D signal gave a numpy-internal error (or, channels first, wrong frames); stft_chunks takes channels."""
+    from sepsti.core.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=rf"stft: y has shape {re.escape(str(shape))}; expected one channel"):
+        features.stft(np.zeros(shape))

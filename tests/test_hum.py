@@ -239,3 +239,49 @@ def test_lines_a_little_above_the_line_threshold_are_found(rng):
         np.sin(2 * np.pi * 50.0 * k * t + rng.uniform(0, 6, channels)) for k in range(1, 6))
     found = find_hum(_pieces(y, 4096), rate)
     assert found is not None and abs(found.frequency - 50.0) < 0.05 and list(found.harmonics) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("where", ["before", "after", "within"])
+def test_hum_beside_long_digital_silence_is_found_and_removed_as_without_it(rng, where):
+    """10 s of exact zeros (a segment and more of them) before, after or within 8 s with hum: segments that are
+    mostly digital silence are left out of the search, so the hum is found as in the same signal without the
+    zeros, and removed as well; the zeros stay zeros."""
+    rate = 8000
+    n = 8 * rate
+    background = 0.01 * rng.standard_normal(n)
+    hum = _hum(n, rate, 50.0, range(1, 6), 0.05, rng)
+    y = background + hum
+    zeros, half = np.zeros(10 * rate), n // 2
+    padded, kept = {"before": (np.r_[zeros, y], np.r_[len(zeros):len(zeros) + n]),
+                    "after": (np.r_[y, zeros], np.r_[0:n]),
+                    "within": (np.r_[y[:half], zeros, y[half:]],
+                               np.r_[0:half, half + len(zeros):n + len(zeros)])}[where]
+    plain, found = find_hum(_pieces(y, 4096), rate), find_hum(_pieces(padded, 4096), rate)
+    assert found is not None and list(found.harmonics) == list(plain.harmonics) == [1, 2, 3, 4, 5]
+    measured = measure_hum(_pieces(padded, 4096), found)
+    assert abs(measured.frequency - 50.0) < 0.005
+    out = np.concatenate(list(without_hum(_pieces(padded, 4096), measured)))
+    assert not np.any(np.delete(out, kept))
+    left = out[kept] - background
+    assert 10 * np.log10(np.sum(left ** 2) / np.sum(hum ** 2)) < -30
+
+
+def test_sound_shorter_than_the_shortest_searched_is_not_searched_beside_silence(rng):
+    """Beside 10 s of exact zeros, 1.9 s with hum is too little sound to search, as it is alone."""
+    rate = 8000
+    y = 0.01 * rng.standard_normal(19 * rate // 10) + _hum(19 * rate // 10, rate, 50.0, range(1, 6), 0.05, rng)
+    assert find_hum([y], rate) is None
+    assert find_hum([np.r_[np.zeros(10 * rate), y]], rate) is None
+    assert find_hum([np.r_[np.zeros(10 * rate), y, y]], rate) is not None
+
+
+@pytest.mark.parametrize("shape", [(2, 48000), (3, 5000)])
+def test_pieces_given_channels_first_are_refused(rng, shape):
+    """(channels, n) read as (n, channels) would be thousands of channels of a few samples: refused, not searched."""
+    from sepsti.core.errors import ParameterError
+
+    y = rng.standard_normal(shape)
+    with pytest.raises(ParameterError, match=rf"hum search: shape \({shape[0]}, {shape[1]}\) reads as {shape[1]} "
+                                             rf"channels of {shape[0]} samples .* transpose it"):
+        find_hum([y], 8000)
+    assert find_hum([y.T], 8000) is None  # white noise, the right way round

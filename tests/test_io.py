@@ -332,3 +332,20 @@ def test_a_long_extension_is_not_carried_into_the_temporary_name(tmp_path):
             tmp.write_text("new")
         assert target.read_text() == "new"
     assert len(os.listdir(tmp_path)) == 3
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+@pytest.mark.parametrize("link", [False, True])
+def test_a_folder_at_the_output_is_refused_before_the_work(tmp_path, overwrite, link):
+    """Not a raw IsADirectoryError at the rename (or, without overwrite, a file said to have appeared meanwhile):
+    refused on entry, before the caller writes anything, and no temporary file is made."""
+    (tmp_path / "folder").mkdir()
+    target = tmp_path / "out.json"
+    if link:
+        target.symlink_to("folder")
+    else:
+        target = tmp_path / "folder"
+    with pytest.raises(ParameterError, match=f"{target.name}: output is a directory"):
+        with atomic_path(target, overwrite=overwrite):
+            pytest.fail("the work was started")
+    assert sorted(os.listdir(tmp_path)) == sorted({"folder", target.name}) and os.listdir(tmp_path / "folder") == []

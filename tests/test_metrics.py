@@ -337,8 +337,8 @@ def test_perceptual_scores_leak_no_warning(rng):
     (lambda f: f(np.ones((2, 8000)), np.ones(8000), 8000), "clean: expected a 1-D"),
     (lambda f: f(np.ones(8000), np.full(8000, np.inf), 8000), "speech: contains NaN or Inf"),
     (lambda f: f(np.ones(8000), np.ones(8000), 0), "sample_rate=0"),
-    (lambda f: f(np.ones(8000), np.ones(8000), 8000.5), "sample_rate=8000.5"),
-    (lambda f: f(np.ones(8000), np.ones(8000), "8k"), "sample_rate='8k'"),
+    (lambda f: f(np.ones(8000), np.ones(8000), 8000.5), "sample_rate: sample rate 8000.5 is not a whole"),
+    (lambda f: f(np.ones(8000), np.ones(8000), "8k"), "sample_rate: sample rate '8k' is not a whole"),
 ])
 @pytest.mark.parametrize("name", ["stoi", "pesq"])
 def test_perceptual_scores_bad_input(name, call, match):

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 
 __all__ = ["AudioInfo", "audio_info", "audio_files", "read_audio", "read_audio_blocks", "check_aligned"]
@@ -167,7 +168,7 @@ def read_audio_blocks(path, *, block_size=1 << 16, downmix=True):
     ----------
     path : str or Path
     block_size : int
-        Samples (per channel) per block; the last block may be shorter.
+        Samples (per channel) per block, at least 1; the last block may be shorter.
     downmix : bool
         Multichannel files downmixed by the mean (True), or each channel kept.
 
@@ -179,10 +180,11 @@ def read_audio_blocks(path, *, block_size=1 << 16, downmix=True):
     Raises
     ------
     ParameterError
-        As :func:`read_audio`, raised when the bad part is reached.
+        As :func:`read_audio`, raised when the bad part is reached; a ``block_size`` that is not a positive integer.
     """
     import soundfile
 
+    block_size = integer_at_least("block_size", block_size, 1)
     info = audio_info(path)
     path = Path(path)
     count = 0

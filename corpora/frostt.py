@@ -3,7 +3,10 @@
 Format: one stored entry per line, ``i_1 i_2 ... i_N value``, whitespace
 separated, coordinates 1-based. ``#`` starts a comment (to the end of the
 line); blank lines are ignored. Files ending in ``.gz`` are read and written
-through gzip. Text is UTF-8; a leading byte order mark is skipped.
+through gzip. Text is UTF-8; a leading byte order mark is skipped. The format
+has no header: :func:`write_tns` records the shape in a comment on the first
+line, ``# shape: I J K``, which :func:`read_tns` takes as the default shape
+(FROSTT readers that skip ``#`` lines read such a file as any other).
 
 Conventions: the result is a :class:`sepsti.core.sparse_tensor.SparseTensor` with
 0-based int64 ``coords`` of shape (nnz, N) and float64 ``values``. The file is
@@ -13,6 +16,7 @@ the arrays and one chunk of text, never the whole file as Python objects.
 
 import gzip
 import itertools
+import re
 import warnings
 import zlib
 from pathlib import Path
@@ -21,11 +25,13 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.io import atomic_path
-from sepsti.core.sparse_tensor import coalesce
+from sepsti.core.sparse_tensor import coalesce, validate_sparse_tensor
 
 __all__ = ["read_tns", "write_tns"]
 
 _CHUNK_LINES = 1 << 18
+#: The first line :func:`write_tns` writes: the shape, as a comment.
+_SHAPE_LINE = re.compile(r"#\s*shape:((?:\s+[1-9][0-9]*)+)\s*")
 
 
 def _open_text(path, mode):
@@ -44,7 +50,8 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
     path : str or Path
         The file (``.gz`` is decompressed on the fly).
     shape : tuple of int, optional
-        Shape of the tensor. Default: the largest coordinate in each mode.
+        Shape of the tensor. Default: the shape on the file's first line, ``# shape: I J K``
+        (:func:`write_tns`), else the largest coordinate in each mode.
         Its length fixes the number of modes; otherwise the first data line does.
     counts : bool
         Require non-negative values (count models such as Poisson PARAFAC).
@@ -55,7 +62,8 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
     Returns
     -------
     SparseTensor
-        Duplicate coordinates are summed (with a warning) and zero values dropped.
+        Duplicate coordinates are summed (with a warning counting the lines that repeat an earlier
+        coordinate) and zero values dropped.
 
     Raises
     ------
@@ -83,6 +91,11 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
                 lines = list(itertools.islice(handle, int(chunk_lines)))
                 if not lines:
                     break
+                if shape is None and line_offset == 0:
+                    recorded = _SHAPE_LINE.fullmatch(lines[0].rstrip("\r\n"))
+                    if recorded:
+                        shape = tuple(int(n) for n in recorded.group(1).split())
+                        ndim = len(shape)
                 result = _parse_chunk(path, lines, line_offset, ndim, shape, counts)
                 line_offset += len(lines)
                 if result is None:
@@ -106,11 +119,12 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
     if shape is None:
         shape = tuple(int(n) + 1 for n in coords.max(axis=0))
     tensor = coalesce(coords, values, shape)
-    # coalesce drops zero-valued lines too; only merged coordinates count as duplicates
-    num_merged = coords.shape[0] - int(np.count_nonzero(values == 0)) - tensor.nnz
-    if num_merged > 0:
-        warnings.warn(f"{path}: {num_merged} lines repeat an earlier coordinate; their values were summed",
-                      UserWarning, stacklevel=2)
+    # coalesce drops zero values, and sums that cancel: as many entries as lines means every coordinate is new
+    if tensor.nnz < coords.shape[0]:
+        repeats = coords.shape[0] - coalesce(coords, np.ones(coords.shape[0]), shape).nnz
+        if repeats:
+            warnings.warn(f"{path}: {repeats} lines repeat an earlier coordinate; their values were summed",
+                          UserWarning, stacklevel=2)
     return tensor
 
 
@@ -181,24 +195,38 @@ def _parse_chunk(path, lines, line_offset, ndim, shape, counts):
 def write_tns(path, tensor, *, comment=None, overwrite=False):
     """Write a SparseTensor as a FROSTT ``.tns`` file (1-based coordinates), atomically.
 
+    The first line is the shape, as a comment (``# shape: I J K``), which :func:`read_tns` reads back:
+    a tensor whose last slices are empty keeps its shape.
+
     Parameters
     ----------
     path : str or Path
     tensor : SparseTensor
+        Valid (:func:`sepsti.core.sparse_tensor.validate_sparse_tensor`), with at least one stored entry.
     comment : str, optional
-        Written as ``#`` lines at the top.
+        Written as ``#`` lines after the shape.
     overwrite : bool
         Replace an existing file.
+
+    Raises
+    ------
+    ParameterError
+        An existing file without ``overwrite``; a tensor that is not valid (coordinates outside its shape,
+        values that are not finite, ...) or has no stored entry (a ``.tns`` file without one is not read).
     """
     path = Path(path)
+    tensor = validate_sparse_tensor(tensor)
+    if not tensor.nnz:
+        raise ParameterError("tensor: no stored entries; a .tns file holds at least one")
     if path.exists() and not overwrite:
         raise ParameterError(f"{path}: output exists; pass overwrite=True to replace it")
-    coords = np.asarray(tensor.coords, dtype=np.int64) + 1
-    values = np.asarray(tensor.values, dtype=np.float64)
-    # integers print as such only where float64 holds them exactly (the comparison also excludes inf and NaN)
+    coords = tensor.coords + 1
+    values = tensor.values
+    # integers print as such only where float64 holds them exactly
     integral = bool(np.all(np.abs(values) < 2 ** 53) and np.all(values == np.round(values)))
     with atomic_path(path) as tmp:
         with _open_text(tmp, "w") as handle:
+            handle.write(f"# shape: {' '.join(str(n) for n in tensor.shape)}\n")
             if comment:
                 for line in str(comment).splitlines():
                     handle.write(f"# {line}\n")

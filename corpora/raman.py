@@ -14,11 +14,14 @@ with nearly the same peak position (a strong and a weaker shoulder), two
 hotspots, plus a background. Both have M = 2 true components.
 """
 
+import numbers
+import sys
 from typing import NamedTuple
 
 import numpy as np
 from scipy.special import voigt_profile
 
+from sepsti.core.checks import integer_at_least, number_within, positive_number
 from sepsti.core.errors import ParameterError
 from sepsti.core.random import stream
 
@@ -39,7 +42,8 @@ class RamanData(NamedTuple):
     noise_std : float
     experiment : int
     peaks : list of dict
-        The Voigt peaks of the analyte (center, sigma, gamma, amplitude).
+        The Voigt peaks of the analyte (center, sigma, gamma, amplitude), amplitudes on the scale of ``H``:
+        ``voigt_spectrum(L, peaks)`` is ``H[0]``.
     hotspots : list of dict
         Hotspot centers (row, col), radius and amplitude.
     """
@@ -97,31 +101,43 @@ def simulate_raman(experiment, *, seed=0, plate_shape=(25, 25), num_wavenumbers=
     Parameters
     ----------
     experiment : {1, 2}
+        An integer (not a bool or a float).
     seed : int
     plate_shape : tuple of int
-        Both sizes at least 9.
+        Two integer sizes, both at least 9.
     num_wavenumbers : int
+        At least 20.
     noise_std : float
-        Standard deviation of the additive Gaussian noise.
+        Standard deviation of the additive Gaussian noise: finite, at least 0.
     intensity : float
-        Signal scale: the true loadings are multiplied by it (spectra keep their maximum of 1).
+        Signal scale: the true loadings are multiplied by it (spectra keep their maximum of 1); finite, above 0.
 
     Returns
     -------
     RamanData
+
+    Raises
+    ------
+    ParameterError
+        An argument out of its range or of another type, named.
     """
-    if experiment not in (1, 2):
+    if isinstance(experiment, (bool, np.bool_)) or not isinstance(experiment, numbers.Integral) \
+            or experiment not in (1, 2):
         raise ParameterError(f"experiment={experiment!r}: expected 1 or 2")
-    plate_shape = tuple(int(s) for s in plate_shape)
+    experiment = int(experiment)
+    try:
+        sizes = tuple(plate_shape)
+    except TypeError:
+        sizes = ()
     # from 9 on, wherever the first hotspot falls, the second has room more than 0.3 · min(plate_shape) away
-    if len(plate_shape) != 2 or min(plate_shape) < 9:
-        raise ParameterError(f"plate_shape={plate_shape}: expected two sizes of at least 9 (room for two hotspots)")
-    if num_wavenumbers < 20:
-        raise ParameterError(f"num_wavenumbers={num_wavenumbers} must be at least 20")
-    if not noise_std >= 0:
-        raise ParameterError(f"noise_std={noise_std} must be non-negative")
-    if not intensity > 0:
-        raise ParameterError(f"intensity={intensity} must be positive")
+    if len(sizes) != 2 or not all(not isinstance(n, (bool, np.bool_)) and isinstance(n, numbers.Integral) and n >= 9
+                                  for n in sizes):
+        raise ParameterError(f"plate_shape={plate_shape!r}: expected two sizes of at least 9, integers (room for two "
+                             "hotspots)")
+    plate_shape = tuple(int(n) for n in sizes)
+    num_wavenumbers = integer_at_least("num_wavenumbers", num_wavenumbers, 20)
+    noise_std = number_within("noise_std", noise_std, 0.0, sys.float_info.max)
+    intensity = positive_number("intensity", intensity)
     rng = stream(seed, 7, experiment)
     length = num_wavenumbers
     center = rng.uniform(0.35, 0.6) * length
@@ -132,7 +148,10 @@ def simulate_raman(experiment, *, seed=0, plate_shape=(25, 25), num_wavenumbers=
         peaks.append({"center": center - rng.uniform(3.0, 5.0), "sigma": rng.uniform(1.0, 2.0),
                       "gamma": rng.uniform(0.5, 1.0), "amplitude": rng.uniform(0.4, 0.6)})
     analyte = voigt_spectrum(length, peaks)
-    analyte /= analyte.max()
+    scale = analyte.max()
+    analyte /= scale
+    for peak in peaks:  # the peaks of the spectrum returned
+        peak["amplitude"] /= scale
 
     grid = np.arange(length, dtype=float)
     background = 0.4 + 0.6 * np.exp(-0.5 * ((grid - rng.uniform(0.2, 0.8) * length) / (0.35 * length)) ** 2)

@@ -63,6 +63,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least, positive_number
 from sepsti.core.errors import ParameterError
 from sepsti.core.io import atomic_path
 from sepsti.core.progress import progress_bar
@@ -348,7 +349,10 @@ def synth_utterance(rng, speaker, *, duration=None):
     rng : numpy.random.Generator
     speaker : Speaker
     duration : float, optional
-        Approximate total length in seconds (drawn in 2.0-3.2 s when None).
+        Approximate total length in seconds (drawn in 2.0-3.2 s when None), above 0. The silences before and after
+        (0.12-0.3 s each) and at least 0.3 s of speech, which ends with its syllable, make an utterance of at
+        least 0.54 s whatever the duration asked; short ones run over most (over 60 seeds, 0.5 s gave 0.65-1.7 s
+        and 1 s gave 1.0-2.1 s).
 
     Returns
     -------
@@ -357,7 +361,7 @@ def synth_utterance(rng, speaker, *, duration=None):
     """
     from scipy.signal import sosfilt
 
-    duration = rng.uniform(2.0, 3.2) if duration is None else float(duration)
+    duration = rng.uniform(2.0, 3.2) if duration is None else positive_number("duration", duration)
     lead, trail = rng.uniform(0.12, 0.3), rng.uniform(0.12, 0.3)
     phones, num_syllables = _sentence(rng, speaker, max(duration - lead - trail, 0.3))
     segments = _segments(rng, speaker, phones)
@@ -552,19 +556,33 @@ def synth_noise(kind, n, rng):
     return y / max(np.sqrt(np.mean(y ** 2)), 1e-12)
 
 
+#: Lowest rate (Hz) of :func:`clatter`: its clinks' partials lie from 1.5 kHz up to 0.45 of the rate.
+_CLATTER_LEAST_RATE = 3334
+
+
 def clatter(n, rate, rng):
     """``n`` samples of kitchen clatter at ``rate``: damped clinks at random times over running water.
 
     Clinks come about four times a second: two to five partials between 1.5 and 7 kHz (at most
     0.45 ``rate``), each decaying in 10–60 ms, with a 2 ms click; the running water is noise whose
-    power rises with frequency, 20 dB below the clinks. Full band at any ``rate`` (not telephone
-    band, not among :data:`NOISE_TYPES`): the benchmarks' household noise.
+    power rises with frequency, 20 dB below the clinks. Full band at any ``rate`` from 3334 Hz on,
+    where 0.45 ``rate`` is above 1.5 kHz (not telephone band, not among :data:`NOISE_TYPES`): the
+    benchmarks' household noise.
 
     Returns
     -------
     ndarray, shape (n,)
         About unit RMS.
+
+    Raises
+    ------
+    ParameterError
+        ``n`` not a positive integer, ``rate`` not an integer of at least 3334.
     """
+    n = integer_at_least("n", n, 1)
+    if integer_at_least("rate", rate, 1) < _CLATTER_LEAST_RATE:
+        raise ParameterError(f"rate={rate}: at least {_CLATTER_LEAST_RATE} Hz, where the clinks' partials (1.5 kHz "
+                             "up to 0.45 rate) have room")
     y = np.zeros(n)
     for onset in np.flatnonzero(rng.random(n) < 4.0 / rate):
         m = min(n - onset, int(0.25 * rate))
@@ -581,8 +599,15 @@ def clatter(n, rate, rng):
 def mix(clean, noise, snr):
     """Scale ``noise`` so that ``10 log10(sum(clean**2) / sum(noise**2)) = snr``.
 
-    Returns the scaled noise (same length as ``clean``).
+    Returns the scaled noise; ``noise`` must be as long as ``clean`` (cut a longer recording to it).
+
+    Raises
+    ------
+    ParameterError
+        A ``noise`` of another length than ``clean``.
     """
+    if len(noise) != len(clean):
+        raise ParameterError(f"noise: {len(noise)} samples, clean {len(clean)}; expected as many")
     clean_energy = float(np.sum(np.square(clean)))
     noise_energy = float(np.sum(np.square(noise)))
     if noise_energy == 0.0:

@@ -11,14 +11,19 @@ Sparse sampling uses the superposition property of the Poisson: component r
 contributes N_r ~ Poisson((Σ_i a_ir)(Σ_j b_jr)(Σ_k c_kr)) events, each at an
 index drawn independently per mode with probabilities a_ir / Σ_i a_ir,
 b_jr / Σ_j b_jr and c_kr / Σ_k c_kr; the counts are the events per entry.
-Cost and memory are linear in the total count, not in I J K.
+Cost and memory are linear in the total count, not in I J K; events are told apart
+by their row-major linear index, or past 2**63 entries by their rank among the
+distinct coordinates (:func:`sepsti.core.sparse_tensor.coalesce`).
 """
+
+import math
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least, positive_number
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.poisson_parafac import ParafacFactors, reconstruct
-from sepsti.core.sparse_tensor import SparseTensor
+from sepsti.core.sparse_tensor import SparseTensor, coalesce
 
 __all__ = ["FACEBOOK_SHAPE", "simulate_dense", "simulate_sparse", "prior_rate_for_count"]
 
@@ -26,16 +31,19 @@ __all__ = ["FACEBOOK_SHAPE", "simulate_dense", "simulate_sparse", "prior_rate_fo
 FACEBOOK_SHAPE = (42390, 39986, 1506)
 
 
-def _validate(shape, rank, prior_rate):
+def _shape_and_rank(shape, rank):
     shape = tuple(int(n) for n in shape)
     if len(shape) != 3 or any(n < 1 for n in shape):
         raise ParameterError(f"shape={shape} must be three positive sizes")
-    if int(rank) != rank or rank < 1:
-        raise ParameterError(f"rank={rank} must be a positive integer")
+    return shape, integer_at_least("rank", rank, 1)
+
+
+def _validate(shape, rank, prior_rate):
+    shape, rank = _shape_and_rank(shape, rank)
     rates = np.broadcast_to(np.asarray(prior_rate, dtype=np.float64), (3,)).copy()
     if not np.all(np.isfinite(rates)) or np.any(rates <= 0):
         raise ParameterError(f"prior_rate={prior_rate} must be positive (one value or three)")
-    return shape, int(rank), rates
+    return shape, rank, rates
 
 
 def _draw_factors(rng, shape, rank, rates):
@@ -66,10 +74,17 @@ def simulate_dense(shape, rank, *, prior_rate, rng):
 
 
 def prior_rate_for_count(shape, rank, expected_count):
-    """λ (equal for the three factors) giving E[Σ x] = I J K R / λ³ = ``expected_count``."""
+    """λ (equal for the three factors) giving E[Σ x] = I J K R / λ³ = ``expected_count``.
+
+    Raises
+    ------
+    ParameterError
+        A shape that is not three positive sizes, a rank that is not a positive integer, an ``expected_count``
+        that is not a positive number.
+    """
+    shape, rank = _shape_and_rank(shape, rank)
+    expected_count = positive_number("expected_count", expected_count)
     size = float(np.prod(np.asarray(shape, dtype=np.float64)))
-    if expected_count <= 0:
-        raise ParameterError(f"expected_count={expected_count} must be positive")
     return float((size * rank / expected_count) ** (1.0 / 3.0))
 
 
@@ -105,23 +120,19 @@ def simulate_sparse(shape, rank, *, prior_rate, rng, max_count=50_000_000):
             f"raise prior_rate (λ={prior_rate_for_count(shape, rank, max_count / 2):.3g} gives about "
             f"{max_count / 2:.3g}) or max_count")
     events = rng.poisson(totals)
-    linear = np.empty(int(events.sum()), dtype=np.int64)
+    drawn = np.empty((int(events.sum()), 3), dtype=np.int64)
     start = 0
     for r in range(rank):
         n = int(events[r])
-        index = np.zeros(n, dtype=np.int64)
         for mode, factor in enumerate(theta):
             cdf = np.cumsum(factor[:, r])
             draws = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
             np.minimum(draws, shape[mode] - 1, out=draws)  # guards u * total rounding onto the last edge
-            index *= shape[mode]
-            index += draws
-        linear[start:start + n] = index
+            drawn[start:start + n, mode] = draws
         start += n
-    unique, counts = np.unique(linear, return_counts=True)
-    del linear
-    coords = np.empty((unique.size, 3), dtype=np.int64)
-    rest = unique
-    for mode in (2, 1, 0):
-        rest, coords[:, mode] = np.divmod(rest, shape[mode])
+    if math.prod(shape) > np.iinfo(np.int64).max:  # no int64 linear index: coalesce ranks the coordinates
+        return coalesce(drawn, np.ones(len(drawn)), shape), theta
+    unique, counts = np.unique(np.ravel_multi_index(tuple(drawn.T), shape), return_counts=True)
+    del drawn
+    coords = np.stack(np.unravel_index(unique, shape), axis=1).astype(np.int64)
     return SparseTensor(coords, counts.astype(np.float64), shape), theta

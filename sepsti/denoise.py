@@ -42,9 +42,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
-from sepsti.core.random import stream
+from sepsti.core.random import KEY_LIMIT, stream
 from sepsti import features
 from sepsti.hum import hum_free
 from sepsti.noise_model import NoiseModel, min_frames, too_little_sound, track_noise, validate_noise_model
@@ -62,7 +63,7 @@ def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0,
     Parameters
     ----------
     X : ndarray, shape (n_bins, n_frames)
-        Clean-speech magnitudes (e.g. :func:`sepsti.features.training_matrix`).
+        Clean-speech magnitudes (e.g. :func:`sepsti.features.training_matrix`), not all zero.
     rank : int
         Number of dictionary columns, at most the number of frames.
     max_iter : int
@@ -95,6 +96,8 @@ def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0,
         # more atoms than frames fits nothing, and H alone would take rank × frames × 4 bytes
         raise ParameterError(f"rank={rank!r}: expected an integer in 1..{X.shape[1]}, the number of training "
                              "frames; lower the rank or add training files")
+    if X.dtype.kind in "bf" and not np.any(X):
+        raise ParameterError("X: all zero; expected clean-speech magnitudes")
     W0, H0 = initialize_nmf(X, rank, stream(seed, 0))
     result = poisson_nmf_em(X, W0, H0, prior_rate_H=prior_rate, max_iter=max_iter, tol=tol,
                             progress=progress, desc=f"train R={rank}")
@@ -111,6 +114,8 @@ def _validate_dictionary(W, framing):
                              f"(or {framing.n_bins} rows per frame of an odd number of frames), got shape {W.shape}")
     if not np.all(np.isfinite(W)) or W.min() < 0:
         raise ParameterError("W: the dictionary must be finite and non-negative")
+    if not np.any(W.sum(axis=0) >= np.finfo(np.float64).tiny):
+        raise ParameterError("W: no atom has a positive entry (the dictionary is zero or subnormal)")
     return W
 
 
@@ -182,9 +187,10 @@ def unchanged_signal_raised():
 def speech_prior_rates(V, noise_level, sparsity):
     """Per-frame rates of the exponential prior on the speech activations.
 
-    ``λ_j = sparsity · ρ_j / (1 − ρ_j)`` with ``ρ_j = Σ_f min(n_fj, V_fj) / Σ_f V_fj`` the
+    ``λ_j = sparsity · ρ_j / (1 − ρ_j)`` with ``ρ_j = min(Σ_f min(n_fj, V_fj) / Σ_f V_fj, 0.9)`` the
     frame's estimated noise share (``n`` the noise level: the enhancer passes each frame's median
-    noise magnitude predicted by the noise power tracker): frames that the noise explains get a
+    noise magnitude predicted by the noise power tracker; a frame of zeros has share 0), so that
+    ``λ_j`` is at most ``9 · sparsity``: frames that the noise explains get a
     strong pull of their speech activations towards 0, frames well above it (clean-ish speech)
     almost none. With unit-sum dictionary columns, the rate is the price of one unit of speech
     magnitude relative to noise magnitude.
@@ -192,14 +198,35 @@ def speech_prior_rates(V, noise_level, sparsity):
     Parameters
     ----------
     V : ndarray, shape (n_bins, n_frames)
+        Magnitudes, finite and at least 0.
     noise_level : ndarray, shape (n_bins, n_frames) or (n_bins,)
-        Each frame's noise magnitude per bin, or one for all frames.
+        Each frame's noise magnitude per bin, or one for all frames; finite and at least 0.
     sparsity : float
+        At least 0.
 
     Returns
     -------
     ndarray, shape (n_frames,)
+
+    Raises
+    ------
+    ParameterError
+        Shapes that do not match, values that are not finite magnitudes, a sparsity that is not a finite number >= 0.
     """
+    V, level = np.asarray(V), np.asarray(noise_level)
+    if V.ndim != 2:
+        raise ParameterError(f"V: expected a (n_bins, n_frames) matrix, got shape {V.shape}")
+    if level.shape not in (V.shape, V.shape[:1]):
+        raise ParameterError(f"noise_level: shape {level.shape}; expected {V.shape} or ({V.shape[0]},), as V")
+    for name, values in (("V", V), ("noise_level", level)):
+        if values.dtype.kind not in "iuf" or not np.all(np.isfinite(values)) or (values.size and values.min() < 0):
+            raise ParameterError(f"{name}: expected finite real magnitudes of at least 0")
+    _check_sparsity(sparsity)
+    return _prior_rates(V, level, sparsity)
+
+
+def _prior_rates(V, noise_level, sparsity):
+    """:func:`speech_prior_rates` of checked arguments."""
     total = V.sum(axis=0)
     level = noise_level if np.ndim(noise_level) == 2 else np.asarray(noise_level)[:, None]
     share = np.minimum(level, V).sum(axis=0) / np.maximum(total, np.finfo(np.float64).tiny)
@@ -321,7 +348,7 @@ def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
         if sparsity > 0:
             # the noise's level in each frame: the median magnitude of the noise predicted for it
             level = features.in_context(median_magnitude(noise_power[:, around]), setting.context)
-            rates[:rank] = speech_prior_rates(part, level, sparsity)[None, :]
+            rates[:rank] = _prior_rates(part, level, sparsity)[None, :]
         result = poisson_nmf_em(part, W_all, H, update_W=False, prior_rate_H=rates, max_iter=max_iter, tol=0,
                                 track_log_likelihood=False, background=known)
         speech[:, position:stop] = result.W[centre, :rank] @ result.H[:rank]
@@ -372,10 +399,14 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
     activations whose rates follow each frame's estimated noise share
     (:func:`speech_prior_rates`).
 
+    It takes ``V`` as it is: unlike :func:`denoise`, it has no short-signal guard, and a ``V`` of fewer than
+    :func:`sepsti.noise_model.min_frames` frames is separated all the same, its quietest frames (speech, in a
+    short piece of continuous speech) learned as noise; :func:`denoise` gives such a signal back unchanged.
+
     Parameters
     ----------
     V : ndarray, shape (n_bins, n_frames)
-        Noisy magnitudes.
+        Noisy magnitudes (real, finite, at least 0; at least one frame), ``n_bins`` those of ``framing``.
     W : ndarray, shape (n_bins · (2 · context + 1), rank)
         Speech dictionary (fixed), columns summing to 1; with atoms of several frames, the frames
         of ``V`` are those atoms' frames (a quarter window apart).
@@ -389,7 +420,7 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
     noise : NoiseModel, optional
         A noise model learned elsewhere (:func:`sepsti.noise_model.learn_noise`, on magnitudes of the same framing).
     seed : int
-        Seed of the noise dictionaries' initialisations.
+        Seed of the noise dictionaries' initialisations, in [0, 2**32) (checked with ``noise`` too).
     framing : sepsti.features.Framing
         The STFT of ``V`` (:func:`sepsti.noise_model.track_noise` counts its durations in its frames).
 
@@ -401,18 +432,24 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
     Raises
     ------
     ParameterError
-        Without ``noise``, if too little of ``V`` is other than digital silence to learn a noise
+        Magnitudes, a dictionary or options as :func:`denoise` refuses them, a ``V`` of other bins than
+        ``framing``'s; without ``noise``, if too little of ``V`` is other than digital silence to learn a noise
         model from (:func:`sepsti.noise_model.track_noise`).
     """
-    V = np.asarray(V, dtype=np.float64)
     W = _validate_dictionary(W, framing)
+    _validate_options(noise_rank, max_iter, sparsity, seed, framing)
+    V = np.asarray(V)
+    if V.dtype.kind not in "iuf" or V.ndim != 2 or V.shape[0] != framing.n_bins or V.shape[1] < 1:
+        raise ParameterError(f"V: expected real magnitudes of shape ({framing.n_bins}, n_frames), the bins of "
+                             f"n_fft={framing.n_fft}, with a frame at least; got {V.dtype} of shape {V.shape}")
+    V = np.asarray(V, dtype=np.float64)
     if noise is None:
         noise, _ = track_noise(lambda: iter((V,)), noise_rank, seed=seed, framing=framing,
                                speech=_centre_frame(W, framing))
         if noise is None:
             raise ParameterError(f"V: {too_little_sound(noise_rank, framing)}; give a noise model (learn_noise)")
     else:
-        validate_noise_model(noise, framing)
+        noise = validate_noise_model(noise, framing)
     level = max(float(V.sum(axis=0).mean()), np.finfo(np.float64).tiny)
     noise_power = track_noise_power(V, _initial_noise_power(noise), framing)
     setting = _Setting(W, _context(W, framing), noise, level)
@@ -450,20 +487,69 @@ def _with_noise_power(spectra, tracker):
         yield held, estimates
 
 
-def _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing, mask_floor=MASK_FLOOR):
+def _check_sparsity(sparsity):
+    if isinstance(sparsity, (bool, np.bool_)) or not (
+            isinstance(sparsity, (int, float, np.integer, np.floating)) and np.isfinite(sparsity) and sparsity >= 0):
+        raise ParameterError(f"sparsity: expected a finite number >= 0, got {sparsity!r}")
+
+
+def _validate_options(noise_rank, max_iter, sparsity, seed, framing, chunk_frames=CHUNK_FRAMES, mask_floor=MASK_FLOOR):
     if isinstance(noise_rank, (bool, np.bool_)) or not isinstance(noise_rank, (int, np.integer)) or noise_rank < 1:
         raise ParameterError(f"noise_rank: expected a positive integer, got {noise_rank!r}")
     if noise_rank > framing.n_bins:
         raise ParameterError(f"noise_rank={noise_rank}: at most {framing.n_bins} (the number of frequency bins)")
     if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ParameterError(f"max_iter: expected a positive integer, got {max_iter!r}")
-    if not (isinstance(sparsity, (int, float, np.integer, np.floating)) and np.isfinite(sparsity) and sparsity >= 0):
-        raise ParameterError(f"sparsity: expected a finite number >= 0, got {sparsity!r}")
+    _check_sparsity(sparsity)
+    if integer_at_least("seed", seed, 0) >= KEY_LIMIT:
+        raise ParameterError(f"seed={seed!r} must be below 2**32")
     if isinstance(chunk_frames, (bool, np.bool_)) or not isinstance(chunk_frames, (int, np.integer)) \
             or chunk_frames < 1:
         raise ParameterError(f"chunk_frames: expected a positive integer, got {chunk_frames!r}")
-    if not (isinstance(mask_floor, (int, float, np.integer, np.floating)) and 0 < mask_floor <= 1):
+    if isinstance(mask_floor, (bool, np.bool_)) or not (
+            isinstance(mask_floor, (int, float, np.integer, np.floating)) and 0 < mask_floor <= 1):
         raise ParameterError(f"mask_floor: expected a number in (0, 1], got {mask_floor!r}")
+
+
+def _checked_blocks(blocks, num_samples):
+    """``blocks`` with each pass checked: ``num_samples`` samples in all, in blocks of the first block's channels."""
+    passes = 0
+
+    def checked():
+        nonlocal passes
+        passes += 1
+        count, channels = 0, None
+        for block in blocks():
+            block = np.asarray(block)
+            if block.ndim not in (1, 2):
+                raise ParameterError(f"blocks: a block of shape {block.shape}; expected (n,) or (n, channels)")
+            if channels is None:
+                channels = block.shape[1:]
+            elif block.shape[1:] != channels:
+                first = "(n,)" if not channels else f"(n, {channels[0]})"
+                raise ParameterError(f"blocks: a block of shape {block.shape} after blocks of shape {first}; "
+                                     "every block must have the same channels")
+            count += len(block)
+            yield block
+        if count != num_samples:
+            remedy = ("num_samples must be the length of the signal" if passes == 1 else
+                      "blocks() must return a new iterator over the same samples at each call")
+            raise ParameterError(f"blocks: {count} samples in pass {passes}, but num_samples={num_samples}; {remedy}")
+    return checked
+
+
+def _least_length(noise_rank, framing):
+    """The fewest frames, and seconds, a signal's own noise is learned from, in words."""
+    fewest = min_frames(noise_rank, framing)
+    least = ((fewest - 2) * framing.hop_length + 1) / framing.sample_rate  # the shortest with that many frames
+    return f"at least {fewest}, {least:.2f} s, at a noise rank of {noise_rank}"
+
+
+def _read_only(array):
+    """A view of ``array`` that cannot be written to."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None,
@@ -492,7 +578,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         magnitudes' power mean (:func:`sepsti.features.channel_magnitude`), and each is given the
         same mask: their balance and phases are kept.
     num_samples : int
-        Length of the signal.
+        Length of the signal (at least 0): the samples (of each channel) ``blocks()`` gives in every pass.
     W : ndarray, shape (n_bins · (2 · context + 1), rank)
         Speech dictionary (:attr:`sepsti.dictionary.Dictionary.W`).
     noise_rank, max_iter, sparsity, noise, seed, framing, mask_floor
@@ -504,7 +590,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         magnitudes, shape (n_bins, m), in frames every quarter window, before that piece's
         samples are yielded (the upper-band extension of :mod:`sepsti.bandwidth` takes its gains
         from them, at least the mask's floor); a signal too short to be enhanced gives its magnitudes as speech and zero
-        noise (gain 1).
+        noise (gain 1). The arrays are the enhancer's own, read-only: copy them to change them.
 
     Warns
     -----
@@ -521,12 +607,16 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     Raises
     ------
     ParameterError
-        Bad options (a noise rank above the frequency bins, say).
+        Bad options (a noise rank above the frequency bins, say). At the end of a pass over ``blocks()`` that gave
+        other than ``num_samples`` samples (a second pass that gives none: an iterator that is not new at each
+        call); at a block of another shape than ``(n,)`` or ``(n, channels)``, or of other channels than the first.
     """
     W = _validate_dictionary(W, framing)
-    _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing, mask_floor)
+    _validate_options(noise_rank, max_iter, sparsity, seed, framing, chunk_frames, mask_floor)
     noise_rank, max_iter, chunk_frames = int(noise_rank), int(max_iter), int(chunk_frames)
-    num_samples = int(num_samples)
+    num_samples = integer_at_least("num_samples", num_samples, 0)
+    if noise is not None:
+        noise = validate_noise_model(noise, framing)
     tiny = np.finfo(np.float64).tiny
     W = W / np.maximum(W.sum(axis=0, keepdims=True), tiny)
 
@@ -544,13 +634,11 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         for block in source():
             yield np.asarray(block, dtype=np.float64)
 
-    source = blocks
-    frames, fewest = features.num_frames(num_samples, framing=framing), min_frames(noise_rank, framing)
-    if noise is None and frames < fewest:
-        least = ((fewest - 2) * framing.hop_length + 1) / framing.sample_rate  # the shortest with that many frames
+    source = _checked_blocks(blocks, num_samples)
+    frames = features.num_frames(num_samples, framing=framing)
+    if noise is None and frames < min_frames(noise_rank, framing):
         warnings.warn(f"too short to learn its noise from ({frames} frames, {num_samples / framing.sample_rate:.2f} s; "
-                      f"at least {fewest}, {least:.2f} s, at a noise rank of {noise_rank})", UnchangedSignalWarning,
-                      stacklevel=2)
+                      f"{_least_length(noise_rank, framing)})", UnchangedSignalWarning, stacklevel=2)
         yield from unchanged()
         return
     # mains hum is subtracted as sinusoids before anything else, where the mask would take the voice with it;
@@ -566,7 +654,6 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
             yield from unchanged()
             return
     else:
-        validate_noise_model(noise, framing)
         energies = np.concatenate([V.sum(axis=0) for V in magnitudes()])
         if not np.any(energies):  # digital silence throughout: nothing to lower
             for block in blocks():
@@ -591,7 +678,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     produced = 0
     for S, speech, noise_part in _smoothed(separated()):
         if mask_fn is not None:
-            mask_fn(speech, noise_part, mask_floor)
+            mask_fn(_read_only(speech), _read_only(noise_part), mask_floor)
         mask = speech_mask(speech, noise_part, mask_floor)
         samples = synthesis.push(mask.reshape(*mask.shape, *[1] * (S.ndim - 2)) * S)[:num_samples - produced]
         produced += len(samples)
@@ -626,7 +713,8 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
         A noise model learned from a noise-only recording (:func:`sepsti.noise_model.learn_noise`) instead of the
         one tracked on the signal (:func:`sepsti.noise_model.track_noise`).
     seed : int
-        Seed of the noise dictionaries' initialisations (the output is deterministic for a seed).
+        Seed of the noise dictionaries' initialisations, in [0, 2**32) (checked with ``noise`` too); the output is
+        deterministic for a seed.
     chunk_frames : int
         Frames per piece of EM (:func:`denoise_blocks`); the result does not depend on it
         beyond rounding.
@@ -649,7 +737,7 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
     """
     y = _validate_signal(y)
     W = _validate_dictionary(W, framing)
-    _validate_options(noise_rank, max_iter, sparsity, chunk_frames, framing, mask_floor)
+    _validate_options(noise_rank, max_iter, sparsity, seed, framing, chunk_frames, mask_floor)
     pieces = denoise_blocks(lambda: iter((y,)), y.size, W, noise_rank=noise_rank, max_iter=max_iter,
                             sparsity=sparsity, noise=noise, seed=seed, chunk_frames=chunk_frames, framing=framing,
                             mask_floor=mask_floor)

@@ -285,9 +285,7 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
             if s < n_segments:  # keep only the frames later segments still need
                 drop = bounds[s][0] - buffer_start
                 frames, loudness, buffer_start = [frames[0][:, drop:]], [loudness[0][drop:]], bounds[s][0]
-    if seen != n_frames:
-        raise ParameterError(f"magnitudes: {seen} STFT frames in the second pass, {n_frames} in the first; "
-                             "magnitudes() must return a new iterator over the same chunks at each call")
+    _check_second_pass(seen, n_frames)
     if not learned.any():
         return None
     if learned.all():
@@ -369,6 +367,13 @@ def track_noise(magnitudes, noise_rank, *, seed=0, framing=features.NARROWBAND, 
     return model, energies
 
 
+def _check_second_pass(frames, first):
+    """Require as many frames in the second pass over ``magnitudes()`` as in the first."""
+    if frames != first:
+        raise ParameterError(f"magnitudes: {frames} STFT frames in the second pass, {first} in the first; "
+                             "magnitudes() must return a new iterator over the same chunks at each call")
+
+
 def _checked(magnitudes):
     """The chunks of ``magnitudes()``, each checked to be finite and non-negative; at least one frame in all."""
     frames = 0
@@ -419,7 +424,7 @@ def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
     ------
     ParameterError
         A noise rank that is not a positive integer; fewer frames than ``noise_rank``, magnitudes that are not
-        finite, or a silent recording.
+        finite, a silent recording, or other frames in the second pass than in the first.
     """
     noise_rank = integer_at_least("noise_rank", noise_rank, 1)
     heard = ~np.concatenate([_silent_frames(V) for V in _checked(magnitudes)])
@@ -433,8 +438,9 @@ def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
     chosen[_spread(candidates, MAX_NOISE_FRAMES)] = True
     parts, start = [], 0
     for V in magnitudes():
-        parts.append(V[:, chosen[start:start + V.shape[1]]])
+        parts.append(V[:, np.flatnonzero(chosen[start:start + V.shape[1]])])
         start += V.shape[1]
+    _check_second_pass(start, n_frames)
     Vq = np.concatenate(parts, axis=1)
     if not np.any(Vq):
         raise ParameterError(f"{name}: the recording is silent; give a recording of the noise")
@@ -443,19 +449,44 @@ def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
 
 
 def validate_noise_model(noise, framing):
-    """Require a :class:`NoiseModel` whose dictionaries have ``framing``'s bins.
+    """Require a well-formed :class:`NoiseModel` whose dictionaries have ``framing``'s bins.
+
+    A model records no framing of its own: its bins (hence ``n_fft``) are checked against ``framing``, but
+    not its sample rate or hop; a model learned at another rate with as many bins passes (learn it at the
+    rate of the dictionary's framing).
+
+    Returns
+    -------
+    NoiseModel
+        ``noise``, its arrays as arrays and ``segment_frames`` an int.
 
     Raises
     ------
     ParameterError
-        Another type, or another number of frequency bins.
+        Another type; ``W_noise`` not of shape (n_segments, n_bins, noise_rank) with ``framing``'s bins,
+        not finite and non-negative, or with an atom of no positive entry; ``floor`` not of shape
+        (n_segments, n_bins), or not finite and non-negative; ``segment_frames`` not a positive integer.
     """
     if not isinstance(noise, NoiseModel):
         raise ParameterError(f"noise: expected a NoiseModel (learn_noise or track_noise), got {type(noise).__name__}")
-    if noise.W_noise.ndim != 3 or noise.W_noise.shape[1] != framing.n_bins:
-        raise ParameterError(f"noise: a model of {noise.W_noise.shape[1]} frequency bins does not fit the "
+    W_noise, floor = np.asarray(noise.W_noise), np.asarray(noise.floor)
+    if W_noise.ndim != 3 or 0 in W_noise.shape:
+        raise ParameterError(f"noise.W_noise: shape {W_noise.shape}; expected (n_segments, n_bins, noise_rank), "
+                             "none of them 0")
+    if W_noise.shape[1] != framing.n_bins:
+        raise ParameterError(f"noise: a model of {W_noise.shape[1]} frequency bins does not fit the "
                              f"dictionary's framing ({framing.n_bins} bins at {framing.sample_rate} Hz); learn it "
                              "from magnitudes of that framing")
+    if W_noise.dtype.kind not in "iuf" or not np.all(np.isfinite(W_noise)) or W_noise.min() < 0:
+        raise ParameterError("noise.W_noise: the dictionaries must be finite and non-negative")
+    if not np.all(W_noise.sum(axis=1) > 0):
+        raise ParameterError("noise.W_noise: an atom has no positive entry")
+    if floor.shape != W_noise.shape[:2]:
+        raise ParameterError(f"noise.floor: shape {floor.shape}; expected {W_noise.shape[:2]}, a floor per "
+                             "segment's dictionary")
+    if floor.dtype.kind not in "iuf" or not np.all(np.isfinite(floor)) or floor.min() < 0:
+        raise ParameterError("noise.floor: the floors must be finite magnitudes of at least 0")
+    return NoiseModel(W_noise, floor, integer_at_least("noise.segment_frames", noise.segment_frames, 1))
 
 
 def validate_noise_rank(noise_rank, num_samples, *, name="signal", framing=features.NARROWBAND):

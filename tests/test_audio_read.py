@@ -5,7 +5,7 @@ import pytest
 import soundfile
 
 from sepsti.core.errors import ParameterError
-from sepsti.corpora.audio import audio_info, read_audio
+from sepsti.corpora.audio import audio_info, read_audio, read_audio_blocks
 
 
 def _write(path, y, sample_rate=8000, subtype="PCM_16", **kwargs):
@@ -115,3 +115,12 @@ def test_audio_files_by_their_real_extensions_hidden_folders_passed_over(tmp_pat
     assert [path.relative_to(tmp_path).as_posix() for path in audio_files(tmp_path)] == [
         "a.wav", "b.aif", "c.AIFF", "e.oga", "deeper/d.flac"]
     assert all(read_audio(path)[1] == 8000 for path in audio_files(tmp_path))
+
+
+@pytest.mark.parametrize("block_size", [0, -1, None, 1.5, True])
+def test_a_bad_block_size_is_refused_by_name(tmp_path, block_size):
+    """The file was blamed ('corrupt audio file') for a block size of 0, None or 1.5."""
+    path = _write(tmp_path / "a.wav", np.zeros(100))
+    with pytest.raises(ParameterError, match=rf"^block_size={block_size!r} must be an integer of at least 1"):
+        list(read_audio_blocks(path, block_size=block_size))
+    assert np.concatenate(list(read_audio_blocks(path, block_size=7))).shape == (100,)

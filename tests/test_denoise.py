@@ -774,3 +774,106 @@ def test_digital_silence_is_not_taken_for_the_quietest_noise(rng):
     # the padding's frames would give a floor of zero; the noise's frames give the noise's median magnitude
     ratio = model.floor[0].sum() / plain.floor[0].sum()
     assert 0.8 < ratio < 1.25, ratio
+
+
+def test_blocks_must_give_num_samples_in_every_pass(rng, toy_dictionary):
+    """Blocks of another length than num_samples were padded or cut silently; an iterator handed back at each call
+    gave nothing after its first pass ('too little sound'); channels that changed met a raw numpy error."""
+    import warnings
+
+    from sepsti.denoise import UnchangedSignalWarning, denoise_blocks
+
+    y = toy_speech(rng, 2.0) + 0.05 * rng.standard_normal(2 * SR)
+
+    def run(blocks, num_samples, **options):
+        return np.concatenate(list(denoise_blocks(blocks, num_samples, toy_dictionary, max_iter=2, **options)))
+
+    for num_samples in (len(y) - 1, len(y) + 1, SR, 0):  # SR and 0: the short-signal guard gives the signal back
+        with pytest.raises(ParameterError, match=rf"^blocks: {len(y)} samples in pass 1, but num_samples="
+                                                 rf"{num_samples}; num_samples must be the length of the signal"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UnchangedSignalWarning)
+                run(lambda: iter((y,)), num_samples)
+    for num_samples in (-5, 2.5, True):
+        with pytest.raises(ParameterError, match=rf"^num_samples={num_samples!r} must be an integer of at least 0"):
+            run(lambda: iter((y,)), num_samples)
+    noise = learn_noise(lambda: iter((features.magnitude(0.05 * rng.standard_normal(2 * SR)),)), 3)
+    for options in ({}, {"noise": noise}, {"mask_floor": 1.0}):
+        once = iter(np.array_split(y, 3))
+        with pytest.raises(ParameterError, match=rf"^blocks: 0 samples in pass 2, but num_samples={len(y)}; blocks\(\) "
+                                                 "must return a new iterator over the same samples at each call"):
+            run(lambda: once, len(y), **options)
+    stereo = np.stack([y, y], axis=1)
+    with pytest.raises(ParameterError, match=r"^blocks: a block of shape \(8000,\) after blocks of shape \(n, 2\)"):
+        run(lambda: iter((stereo[:SR], y[SR:])), len(y))
+    with pytest.raises(ParameterError, match=r"^blocks: a block of shape \(16000, 2, 1\); expected \(n,\) or"):
+        run(lambda: iter((stereo[:, :, None],)), len(y))
+    with pytest.warns(UnchangedSignalWarning, match="too short"):  # an empty signal is one
+        assert denoise(np.zeros(0), toy_dictionary).shape == (0,)
+
+
+def test_mask_fn_gets_read_only_arrays(rng, toy_dictionary):
+    """A mask_fn that wrote to its arguments changed the mask silently."""
+    from sepsti.denoise import denoise_blocks
+
+    y = toy_speech(rng, 2.0) + 0.05 * rng.standard_normal(2 * SR)
+
+    def lowers(speech, noise, floor):
+        speech *= 0
+
+    with pytest.raises(ValueError, match="read-only"):
+        list(denoise_blocks(lambda: iter((y,)), len(y), toy_dictionary, max_iter=2, mask_fn=lowers))
+
+
+def test_separate_checks_options_and_magnitudes_as_denoise_does(rng, toy_dictionary):
+    """sparsity -1, NaN and -inf ran as 0; max_iter 0 ran; V of other bins met a raw numpy error; complex V was
+    taken for its real part."""
+    V = features.magnitude(toy_speech(rng, 2.0) + 0.01 * rng.standard_normal(2 * SR))
+    for options, match in [(dict(sparsity=-1.0), "^sparsity"), (dict(sparsity=np.nan), "^sparsity"),
+                           (dict(sparsity=-np.inf), "^sparsity"), (dict(sparsity=True), "^sparsity"),
+                           (dict(max_iter=0), "^max_iter"), (dict(noise_rank=0), "^noise_rank"),
+                           (dict(seed=-1), "^seed=-1")]:
+        with pytest.raises(ParameterError, match=match):
+            separate(V, toy_dictionary, **options)
+    for bad in (V[:200], V[:, :0], V * 1j, V[:, 0]):
+        with pytest.raises(ParameterError, match=r"^V: expected real magnitudes of shape \(257, n_frames\)"):
+            separate(bad, toy_dictionary)
+
+
+def test_options_are_checked_by_name_with_or_without_a_noise_model(rng, toy_dictionary):
+    """With a noise model the seed was never checked; without, its message named the stream's keys; True passed as a
+    sparsity or a mask floor."""
+    y = toy_speech(rng, 2.0) + 0.01 * rng.standard_normal(2 * SR)
+    noise = learn_noise(lambda: iter((features.magnitude(0.01 * rng.standard_normal(2 * SR)),)), 3)
+    for options, match in [(dict(seed=-1), r"^seed=-1 must be an integer of at least 0"),
+                           (dict(seed=2 ** 32), r"^seed=4294967296 must be below 2\*\*32"),
+                           (dict(seed=1.5), r"^seed=1.5 must be an integer"), (dict(sparsity=True), "^sparsity"),
+                           (dict(mask_floor=True), "^mask_floor")]:
+        for model in (None, noise):
+            with pytest.raises(ParameterError, match=match):
+                denoise(y, toy_dictionary, noise=model, **options)
+
+
+def test_a_dictionary_or_training_data_of_zeros_is_refused(toy_dictionary):
+    """A zero (or subnormal) W gave the input times the mask floor; train_dictionary made a uniform W of zeros."""
+    for W in (np.zeros_like(toy_dictionary), toy_dictionary * 1e-310):
+        with pytest.raises(ParameterError, match=r"^W: no atom has a positive entry"):
+            denoise(np.full(2 * SR, 0.01), W)
+    with pytest.raises(ParameterError, match="^X: all zero"):
+        train_dictionary(np.zeros((257, 40)), 10, max_iter=1)
+
+
+@pytest.mark.parametrize("args, match", [
+    ((np.ones((257, 4)), np.ones(257), -1.0), "^sparsity"),
+    ((np.ones((257, 4)), np.ones(257), np.nan), "^sparsity"),
+    ((np.ones((257, 4)), np.ones(257), True), "^sparsity"),
+    ((np.ones((257, 4)), 0.5, 0.2), r"^noise_level: shape \(\); expected \(257, 4\) or \(257,\)"),
+    ((np.ones((257, 4)), np.ones(100), 0.2), r"^noise_level: shape \(100,\)"),
+    ((np.ones((257, 4)), -np.ones(257), 0.2), "^noise_level: expected finite real magnitudes"),
+    ((-np.ones((257, 4)), np.ones(257), 0.2), "^V: expected finite real magnitudes"),
+    ((np.ones(257), np.ones(257), 0.2), r"^V: expected a \(n_bins, n_frames\) matrix"),
+])
+def test_speech_prior_rates_refuse_what_gives_no_rates(args, match):
+    """A negative sparsity gave negative rates, a scalar noise level an IndexError."""
+    with pytest.raises(ParameterError, match=match):
+        speech_prior_rates(*args)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.sparse_tensor import SparseTensor, coalesce, to_dense, validate_sparse_tensor
+from sepsti.core.sparse_tensor import SparseTensor, coalesce, from_dense, to_dense, validate_sparse_tensor
 from sepsti.corpora.frostt import read_tns, write_tns
 
 
@@ -190,10 +190,52 @@ def test_coalesce_agrees_on_both_sides_of_two_to_the_63(rng):
     ([1e19, 3.0], "1 1 1e+19\n2 2 3\n"),
     ([-1e19, 3.0], "1 1 -1e+19\n2 2 3\n"),
     ([2.0 ** 53 - 1, 3.0], "1 1 9007199254740991\n2 2 3\n"),
-    ([np.inf, 3.0], "1 1 inf\n2 2 3\n"),
 ])
 def test_write_large_values_without_overflow(tmp_path, values, text):
     tensor = SparseTensor(np.array([[0, 0], [1, 1]]), np.array(values), (2, 2))
-    assert write_tns(tmp_path / "v.tns", tensor).read_text() == text
-    if np.isfinite(values[0]):
-        assert read_tns(tmp_path / "v.tns", counts=False).values.tolist() == values
+    assert write_tns(tmp_path / "v.tns", tensor).read_text() == "# shape: 2 2\n" + text
+    assert read_tns(tmp_path / "v.tns", counts=False).values.tolist() == values
+
+
+@pytest.mark.parametrize("tensor, match", [
+    (SparseTensor(np.array([[0, 0, 0]]), np.array([np.nan]), (1, 1, 1)), r"^tensor: values contain NaN or infinity"),
+    (SparseTensor(np.array([[0, 1], [1, 1]]), np.array([np.inf, 3.0]), (2, 2)), r"^tensor: values contain NaN"),
+    (SparseTensor(np.array([[5, 0, 0]]), np.array([1.0]), (1, 1, 1)), r"^tensor: coords\[0\] = \[5, 0, 0\]: outside"),
+    (SparseTensor(np.array([[-1, 0, 0]]), np.array([1.0]), (1, 1, 1)), r"^tensor: coords\[0\] = \[-1, 0, 0\]: outside"),
+    (SparseTensor(np.zeros((0, 3), dtype=np.int64), np.zeros(0), (3, 3, 3)), r"^tensor: no stored entries"),
+    ((np.array([[0, 0, 0]]), np.array([1.0]), (1, 1, 1)), r"^tensor: expected a SparseTensor"),
+])
+def test_write_refuses_a_tensor_read_tns_would_not_give_back(tmp_path, tensor, match):
+    """NaN values, coordinates outside the shape or below 0 and empty tensors were written."""
+    with pytest.raises(ParameterError, match=match):
+        write_tns(tmp_path / "x.tns", tensor)
+    assert not (tmp_path / "x.tns").exists()
+
+
+def test_the_shape_is_written_and_read_back(tmp_path):
+    """The shape came back as the largest coordinates: a tensor whose last slices are empty lost them."""
+    dense = np.zeros((4, 5, 6))
+    dense[0, 1, 2], dense[2, 0, 1] = 3.0, 1.5
+    tensor = from_dense(dense)
+    path = write_tns(tmp_path / "x.tns.gz", tensor, comment="shape: 1 1 1")
+    with gzip.open(path, "rt") as stream:
+        assert stream.read().splitlines()[:2] == ["# shape: 4 5 6", "# shape: 1 1 1"]  # the first line alone counts
+    back = read_tns(path, counts=False, chunk_lines=1)
+    assert back.shape == (4, 5, 6)
+    np.testing.assert_array_equal(back.coords, tensor.coords)
+    np.testing.assert_array_equal(back.values, tensor.values)
+    assert read_tns(path, shape=(9, 9, 9), counts=False).shape == (9, 9, 9)  # a shape given wins
+    with pytest.raises(ParameterError, match=r":2: index 3 in column 1 exceeds the given shape \(2, 2, 2\)"):
+        read_tns(_write(tmp_path, "# shape: 2 2 2\n3 1 1 1\n"))
+    assert read_tns(_write(tmp_path, "# shapes: 2 2 2\n3 1 1 1\n", "u.tns")).shape == (3, 1, 1)
+
+
+@pytest.mark.parametrize("text, repeats", [
+    ("1 1 1 0\n1 1 1 3\n", 1),  # a zero and a value at one coordinate
+    ("1 1 1 3\n1 1 1 -3\n2 2 2 1\n", 1),  # values that cancel: one line repeats, not two
+    ("1 1 1 1\n1 1 1 2\n1 1 1 4\n2 2 2 0\n", 2),
+])
+def test_repeated_coordinates_are_counted_by_line(tmp_path, text, repeats):
+    """A coordinate of a zero and a value went unwarned; two lines that cancel were counted as two repeats."""
+    with pytest.warns(UserWarning, match=f"t.tns: {repeats} lines repeat an earlier coordinate"):
+        read_tns(_write(tmp_path, text), counts=False)

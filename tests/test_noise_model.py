@@ -6,7 +6,7 @@ import pytest
 from sepsti import features
 from sepsti.core.errors import ParameterError
 from sepsti.noise_model import (CONTEXT_SECONDS, QUIET_FLOOR_POWER, SEGMENT_SECONDS, learn_noise, min_frames,
-                                too_little_sound, track_noise)
+                                too_little_sound, track_noise, validate_noise_model)
 from sepsti.noise_power import RAYLEIGH_POWER
 
 FRAMING = features.NARROWBAND
@@ -106,3 +106,48 @@ def test_magnitudes_that_give_no_new_iterator_are_refused(rng):
 def test_a_noise_rank_that_is_not_a_positive_integer_is_refused_by_name(rng, rank, learn):
     with pytest.raises(ParameterError, match=f"^noise_rank={rank!r} must be an integer of at least 1"):
         learn(chunks(rayleigh(rng, 200)), rank)
+
+
+def test_learn_noise_refuses_other_frames_in_the_second_pass(rng):
+    """An iterator handed back at each call met a raw numpy error; a second pass of other frames was learned on."""
+    V = rayleigh(rng, 200)
+    once = iter(np.array_split(V, 4, axis=1))
+    with pytest.raises(ParameterError, match="^magnitudes: 0 STFT frames in the second pass, 200 in the first"):
+        learn_noise(lambda: once, 5)
+    for second in (V[:, :50], np.hstack([V, V])):
+        passes = []
+
+        def magnitudes():
+            passes.append(1)
+            return iter((V if len(passes) == 1 else second,))
+
+        with pytest.raises(ParameterError, match=f"^magnitudes: {second.shape[1]} STFT frames in the second pass"):
+            learn_noise(magnitudes, 5)
+
+
+def test_a_malformed_noise_model_is_refused_by_its_fields(rng):
+    """segment_frames 0 divided by zero; floors of other segments or bins, zero dictionaries and negative floors were
+    used; a NaN floor was named as an inner argument."""
+    from sepsti.denoise import denoise
+
+    model = learn_noise(chunks(rayleigh(rng, 200)), 3)
+    W = rng.uniform(0.1, 1.0, (FRAMING.n_bins, 4))
+    y = 0.01 * rng.standard_normal(2 * FRAMING.sample_rate)
+    for bad, match in [
+        (model._replace(segment_frames=0), r"^noise.segment_frames=0 must be an integer of at least 1"),
+        (model._replace(segment_frames=2.5), r"^noise.segment_frames=2.5 must be an integer"),
+        (model._replace(floor=np.vstack([model.floor, model.floor])), r"^noise.floor: shape \(2, 257\); expected "
+                                                                       r"\(1, 257\), a floor per segment"),
+        (model._replace(floor=model.floor[:, :100]), r"^noise.floor: shape \(1, 100\)"),
+        (model._replace(floor=np.nan * model.floor), "^noise.floor: the floors must be finite magnitudes"),
+        (model._replace(floor=-model.floor), "^noise.floor: the floors must be finite magnitudes"),
+        (model._replace(W_noise=0 * model.W_noise), "^noise.W_noise: an atom has no positive entry"),
+        (model._replace(W_noise=-model.W_noise), "^noise.W_noise: the dictionaries must be finite and non-negative"),
+        (model._replace(W_noise=model.W_noise[0]), r"^noise.W_noise: shape \(257, 3\); expected \(n_segments, "),
+    ]:
+        with pytest.raises(ParameterError, match=match):
+            validate_noise_model(bad, FRAMING)
+        with pytest.raises(ParameterError, match=match):
+            denoise(y, W / W.sum(axis=0), noise=bad, max_iter=2)
+    checked = validate_noise_model(model._replace(segment_frames=np.int64(7)), FRAMING)
+    assert type(checked.segment_frames) is int and checked.W_noise is model.W_noise

@@ -65,3 +65,29 @@ def test_plates_too_small_for_two_hotspots_are_refused():
         simulate_raman(1, seed=2, plate_shape=(8, 8))
     for seed in range(40):
         assert len(simulate_raman(1, seed=seed, plate_shape=(9, 9), num_wavenumbers=20).hotspots) == 2
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(noise_std=np.inf), r"^noise_std=inf must be a number in \[0, "),
+    (dict(noise_std=np.nan), r"^noise_std=nan must be a number"),
+    (dict(noise_std="0.1"), r"^noise_std='0.1' must be a number"),
+    (dict(intensity=np.inf), r"^intensity=inf must be a positive number"),
+    (dict(experiment=1.0), r"^experiment=1.0: expected 1 or 2"),
+    (dict(experiment=True), r"^experiment=True: expected 1 or 2"),
+    (dict(plate_shape=(9.9, 9.9)), r"^plate_shape=\(9.9, 9.9\): expected two sizes of at least 9, integers"),
+    (dict(plate_shape=25), r"^plate_shape=25: expected two sizes"),
+    (dict(num_wavenumbers=50.5), r"^num_wavenumbers=50.5 must be an integer of at least 20"),
+])
+def test_arguments_are_checked_by_name(kwargs, match):
+    """Infinite noise and intensity gave infinite maps, experiment=1.0 a message about stream keys, a plate of 9.9 was
+    cut to 9, a string noise_std a raw TypeError."""
+    with pytest.raises(ParameterError, match=match):
+        simulate_raman(**{"experiment": 1, **kwargs})
+
+
+@pytest.mark.parametrize("experiment", [1, 2])
+def test_the_peaks_give_the_analyte_spectrum_returned(experiment):
+    """The amplitudes described the analyte before it was scaled to a maximum of 1."""
+    for seed in range(5):
+        data = simulate_raman(experiment, seed=seed)
+        np.testing.assert_allclose(voigt_spectrum(data.H.shape[1], data.peaks), data.H[0], rtol=1e-12, atol=1e-15)

@@ -130,7 +130,7 @@ def test_the_results_name_may_depend_on_the_options(tmp_path):
     ("parafac_synthetic", ["--seed", "4294967295"], "--seed 4294967295: with --data-seeds 5, the last draw's seed "
                                                     "4294967299 is not below 2**32"),
     # the library's ParameterError
-    ("parafac_synthetic", ["--quick", "--true-rank", "0"], "rank=0 must be a positive integer"),
+    ("parafac_synthetic", ["--quick", "--true-rank", "0"], "rank=0 must be an integer of at least 1"),
     # counts that were taken as their defaults (0) or as 1, or accepted
     ("parafac_large", ["--quick", "--keep", "0"], "argument --keep: '0': expected an integer of at least 1"),
     ("parafac_large", ["--quick", "--evaluate-every", "0"], "argument --evaluate-every: '0': expected an integer"),

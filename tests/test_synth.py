@@ -423,3 +423,31 @@ def test_a_refused_mixture_leaves_nothing_of_the_run(tmp_path, monkeypatch):
     with pytest.raises(ParameterError, match="16-bit samples hold it"):
         write_corpus(tmp_path / "corpus", seed=3, utterances=["sp05"], noises=["white"], snrs=[-20, 40])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_mix_refuses_a_noise_of_another_length(rng):
+    """A noise of 100 samples gave a 'mixture' of 100 samples for any clean."""
+    clean = rng.standard_normal(1000)
+    for noise in (rng.standard_normal(100), rng.standard_normal(1001)):
+        with pytest.raises(ParameterError, match=rf"^noise: {len(noise)} samples, clean 1000; expected as many"):
+            mix(clean, noise, 5)
+
+
+def test_clatter_refuses_what_it_cannot_make(rng):
+    """Below 3334 Hz the clinks' band was empty ('high - low < 0'); n = 0 met a raw ValueError."""
+    for n, rate, match in [(0, 8000, r"^n=0 must be an integer of at least 1"), (2.5, 8000, r"^n=2.5 must be"),
+                           (6000, 3000, r"^rate=3000: at least 3334 Hz"), (100, 0, r"^rate=0 must be an integer")]:
+        with pytest.raises(ParameterError, match=match):
+            clatter(n, rate, rng)
+    assert clatter(3334, 3334, rng).shape == (3334,)
+
+
+def test_an_utterance_is_at_least_0_54_s_whatever_its_duration():
+    """The duration asked is approximate: a short one gives the silences around and 0.3 s of speech at least."""
+    speaker = corpus_speakers(0)[0]
+    for seed in range(6):
+        y = synth_utterance(stream(seed), speaker, duration=0.1)
+        assert 0.54 <= len(y) / SAMPLE_RATE < 1.8
+    for duration in (0, -1.0, np.nan, "1"):
+        with pytest.raises(ParameterError, match=rf"^duration={duration!r} must be a positive number"):
+            synth_utterance(stream(0), speaker, duration=duration)

@@ -74,3 +74,35 @@ def test_guard_against_huge_counts(rng):
 def test_invalid_arguments(rng, kwargs, match):
     with pytest.raises(ParameterError, match=match):
         simulate_dense(rng=rng, **kwargs)
+
+
+def test_sparse_draws_beyond_two_to_the_63_entries_follow_the_factors():
+    """(10**7)**3 entries: the int64 linear index wrapped and the coordinates drawn had nothing to do with θ.
+
+    A row is drawn in proportion to its a_i, so over the events the mean of a is E[a²] / E[a] = 2 / λ, twice its
+    mean over the rows (the size-biased exponential is Gamma(2, 1/λ): standard deviation √2 / λ per event).
+    """
+    shape = (10 ** 7,) * 3
+    X, theta = simulate_sparse(shape, 1, prior_rate=prior_rate_for_count(shape, 1, 20_000), rng=stream(4, 1))
+    events = X.values.sum()
+    assert X.shape == shape and X.coords.min() >= 0 and X.coords.max() < 10 ** 7
+    for mode, factor in enumerate(theta):
+        a = factor[:, 0]
+        ratio = np.sum(a[X.coords[:, mode]] * X.values) / events / a.mean()
+        assert abs(ratio - 2.0) < 5 * np.sqrt(2.0 / events), (mode, ratio, events)
+    order = np.lexsort(X.coords.T[::-1])  # distinct coordinates in row-major order
+    np.testing.assert_array_equal(order, np.arange(X.nnz))
+    assert np.all(np.any(np.diff(X.coords, axis=0) != 0, axis=1))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: simulate_dense((3, 4, 5), np.nan, prior_rate=1.0, rng=stream(0)), r"^rank=nan must be an integer"),
+    (lambda: simulate_sparse((3, 4, 5), 2.5, prior_rate=1.0, rng=stream(0)), r"^rank=2.5 must be an integer"),
+    (lambda: prior_rate_for_count((3, 4, 5), 2, np.nan), r"^expected_count=nan must be a positive number"),
+    (lambda: prior_rate_for_count((3, 4, 5), 2, 0), r"^expected_count=0 must be a positive number"),
+    (lambda: prior_rate_for_count((3, 4, 5), 0, 10), r"^rank=0 must be an integer of at least 1"),
+])
+def test_ranks_and_counts_are_checked_by_name(call, match):
+    """rank=nan met a raw ValueError, a NaN count gave λ = NaN, rank 0 gave λ = 0."""
+    with pytest.raises(ParameterError, match=match):
+        call()

@@ -389,7 +389,8 @@ def _process(checked, outputs, overwrite, options, noise_models, progress, jobs)
                    "8 kHz dictionary).")
 @click.option("--noise-sample", type=click.Path(path_type=Path), default=None,
               help="A recording of the noise alone: the noise dictionary is learned from it (any rate; resampled "
-                   "to the rate of each input's dictionary) instead of from each file.")
+                   "to the rate of each input's dictionary) instead of from each file. Record it at the files' "
+                   "level: a louder sample removes speech.")
 @click.option("--iterations", type=ITERATIONS, default=None,
               help="EM iterations per file: exactly this many, as the enhancer runs no convergence test "
                    "(default: the enhancer's own).")

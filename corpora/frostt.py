@@ -85,6 +85,7 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
         raise ParameterError(f"chunk_lines={chunk_lines} must be a positive integer")
     coord_chunks, value_chunks = [], []
     line_offset = 0
+    whose = "the given shape"
     try:
         with _open_text(path, "r") as handle:
             while True:
@@ -96,7 +97,8 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
                     if recorded:
                         shape = tuple(int(n) for n in recorded.group(1).split())
                         ndim = len(shape)
-                result = _parse_chunk(path, lines, line_offset, ndim, shape, counts)
+                        whose = "the shape of its header line"
+                result = _parse_chunk(path, lines, line_offset, ndim, shape, counts, whose)
                 line_offset += len(lines)
                 if result is None:
                     continue
@@ -128,7 +130,7 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
     return tensor
 
 
-def _parse_chunk(path, lines, line_offset, ndim, shape, counts):
+def _parse_chunk(path, lines, line_offset, ndim, shape, counts, whose):
     """Convert one chunk of lines to (coords, values) or None if it has no data lines."""
     numbers, tokens = [], []
     for n, line in enumerate(lines, start=line_offset + 1):
@@ -182,7 +184,7 @@ def _parse_chunk(path, lines, line_offset, ndim, shape, counts):
         if high.any():
             row, column = np.argwhere(high)[0]
             raise ParameterError(f"{path}:{numbers[row]}: index {coords[row, column]} in column {column + 1} "
-                                 f"exceeds the given shape {shape}")
+                                 f"exceeds {whose} {shape}")
     bad = np.flatnonzero(~np.isfinite(values) | ((values < 0) if counts else False))
     if bad.size:
         row = bad[0]

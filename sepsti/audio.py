@@ -38,8 +38,9 @@ import numpy as np
 from sepsti.core.errors import ParameterError
 
 __all__ = ["Recording", "AudioInput", "Resampler", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "MAX_RATIO_TERM", "MAX_PEAK",
-           "MAX_CHANNELS", "load_audio", "resample", "check_layout", "validate_frames", "validate_sample_rate",
-           "whole_rate", "inspect_input", "input_blocks", "output_format", "open_output", "write_audio"]
+           "MAX_CHANNELS", "FEW_CHANNELS", "load_audio", "resample", "check_layout", "validate_frames",
+           "validate_sample_rate", "whole_rate", "inspect_input", "input_blocks", "output_format", "open_output",
+           "write_audio"]
 
 #: Input rates accepted for enhancement (Hz). Below 4 kHz a file holds no speech band worth
 #: enhancing; above 384 kHz no audio interface records. Bounding the rate bounds the
@@ -55,6 +56,9 @@ BLOCK_SAMPLES = 1 << 16
 MAX_PEAK = 1e9
 #: The most channels a signal may have: libsndfile's limit, so no file has more.
 MAX_CHANNELS = 1024
+#: The most channels a signal shorter than its channel count may have (a few samples of 7.1 sound, say); above
+#: it, fewer samples than channels reads as a (channels, n) array given the wrong way round.
+FEW_CHANNELS = 8
 
 # Extensions whose libsndfile format name differs from the upper-cased extension.
 _FORMAT_ALIASES = {"AIF": "AIFF", "OGA": "OGG", "OPUS": "OGG", "SND": "AU"}
@@ -268,21 +272,24 @@ def check_layout(shape, length=None, *, name="signal"):
     Raises
     ------
     ParameterError
-        More than two axes, more than :data:`MAX_CHANNELS` channels, or more channels than ``length``.
+        More than two axes, more than :data:`MAX_CHANNELS` channels, or more than :data:`FEW_CHANNELS`
+        channels and more channels than ``length``.
     """
     shape = tuple(shape)
     if len(shape) not in (1, 2):
         raise ParameterError(f"{name}: shape {shape}; expected (samples,) or (samples, channels)")
     channels = shape[1] if len(shape) == 2 else 1
-    samples = shape[0] if length is None else length
-    if channels > MAX_CHANNELS or (length is not None and 0 < length < channels):
-        raise ParameterError(f"{name}: shape {shape} reads as {channels} channels of {samples} samples (at most "
-                             f"{MAX_CHANNELS}, and no more than samples); signals are (samples, channels): "
-                             "transpose it")
+    if channels > MAX_CHANNELS or (length is not None and 0 < length < channels and channels > FEW_CHANNELS):
+        raise ParameterError(f"{name}: shape {shape} reads as {channels} channels of {shape[0]} samples (at most "
+                             f"{MAX_CHANNELS}, and above {FEW_CHANNELS} no more than samples); signals are "
+                             "(samples, channels): transpose it")
 
 
 def whole_rate(rate, name):
-    """``rate`` as an int: a whole number of Hz (an integral float such as 16000.0 too), not a bool or a string."""
+    """``rate`` as an int: a whole number of Hz (an integral float such as 16000.0, or a 0-d array, too), not a bool
+    or a string."""
+    if isinstance(rate, np.ndarray) and rate.ndim == 0:
+        rate = rate.item()
     whole = isinstance(rate, numbers.Integral) or isinstance(rate, numbers.Real) and float(rate).is_integer()
     if isinstance(rate, (bool, np.bool_)) or not whole:
         raise ParameterError(f"{name}: sample rate {rate!r} is not a whole number of Hz")
@@ -317,10 +324,11 @@ def validate_sample_rate(sample_rate, target_sr, *, name="audio"):
         raise ParameterError(f"{name}: sample rate {sample_rate} Hz is outside "
                              f"{MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE} Hz; "
                              "check the file's header or convert it to a standard rate")
-    common = gcd(sample_rate, int(target_sr))
-    if max(sample_rate, int(target_sr)) // common > MAX_RATIO_TERM:
+    target_sr = whole_rate(target_sr, "target_sr")
+    common = gcd(sample_rate, target_sr)
+    if max(sample_rate, target_sr) // common > MAX_RATIO_TERM:
         raise ParameterError(f"{name}: sample rate {sample_rate} Hz has no short ratio to {target_sr} Hz "
-                             f"({int(target_sr) // common}/{sample_rate // common}); convert the file to a "
+                             f"({target_sr // common}/{sample_rate // common}); convert the file to a "
                              "standard rate such as 8000, 16000, 44100 or 48000 Hz first")
     return sample_rate
 
@@ -347,8 +355,9 @@ def validate_frames(y, sample_rate, *, name="audio", n_fft=None):
     Raises
     ------
     ParameterError
-        If ``len(y) < n_fft``.
+        If ``sample_rate`` is not a whole number of Hz, or ``len(y) < n_fft``.
     """
+    sample_rate = whole_rate(sample_rate, name)
     if n_fft is None:
         from sepsti.features import framing_for_rate
 

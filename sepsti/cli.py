@@ -10,8 +10,9 @@ else exits 1. Output into a pipe whose reader has left ends quietly with status 
 writing (Ctrl-C: 130). Warnings (e.g. EM stopping at its iteration cap, STI chains that
 did not equilibrate) print as one line ``Warning: <what>`` on stderr. File
 names that are not valid UTF-8 print with backslash escapes instead of failing; in
-errors, names holding a line break or another control character print quoted as
-``sepsti enhance`` prints them, so that the error stays one line.
+errors and warnings, each space-separated word holding a line break or another control character
+prints quoted like a Python string, so that the line stays one line (a file name without a space
+prints as ``sepsti enhance`` prints it; in one with a space, only the word holding the character is quoted).
 """
 
 import contextlib
@@ -57,8 +58,8 @@ def _describe_os_error(error):
 
 
 def _one_line(message):
-    """``message`` with each word holding a line break or another control character (a file name) quoted as
-    ``sepsti enhance`` prints such names, so that it stays one line."""
+    """``message`` with each space-separated word holding a line break or another control character quoted like a
+    Python string (:func:`sepsti.commands.shown`), so that it stays one line."""
     from sepsti.commands import shown
 
     words = []
@@ -107,16 +108,20 @@ def _quiet_stdout():
 @contextlib.contextmanager
 def _sigterm_raised():
     """SIGTERM raised as :class:`sepsti.workers.Terminated` while a command runs (in the main thread), so that
-    the files being written are removed; the previous handler afterwards."""
+    the files being written are removed; the previous handler afterwards. An ignored SIGTERM stays ignored (as
+    Python leaves an ignored SIGINT), and one handled from C is left alone (it could not be put back)."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None or previous == signal.SIG_IGN:
+        yield
+        return
     from sepsti.workers import raise_on_sigterm
 
-    previous = signal.getsignal(signal.SIGTERM)
     raise_on_sigterm()
     try:
         yield

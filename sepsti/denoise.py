@@ -47,6 +47,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
 from sepsti.core.random import KEY_LIMIT, stream
 from sepsti import features
+from sepsti.audio import check_layout
 from sepsti.hum import hum_free
 from sepsti.noise_model import NoiseModel, min_frames, too_little_sound, track_noise, validate_noise_model
 from sepsti.noise_power import (RAYLEIGH_POWER, NoisePowerTracker, expected_magnitude, median_magnitude,
@@ -400,8 +401,10 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
     (:func:`speech_prior_rates`).
 
     It takes ``V`` as it is: unlike :func:`denoise`, it has no short-signal guard, and a ``V`` of fewer than
-    :func:`sepsti.noise_model.min_frames` frames is separated all the same, its quietest frames (speech, in a
-    short piece of continuous speech) learned as noise; :func:`denoise` gives such a signal back unchanged.
+    :func:`sepsti.noise_model.min_frames` frames is separated all the same if two frames per noise atom are
+    other than digital silence, its quietest frames (speech, in a short piece of continuous speech) learned as
+    noise; with fewer, and no ``noise``, it is refused (too little sound). :func:`denoise` gives either back
+    unchanged.
 
     Parameters
     ----------
@@ -521,8 +524,7 @@ def _checked_blocks(blocks, num_samples):
         count, channels = 0, None
         for block in blocks():
             block = np.asarray(block)
-            if block.ndim not in (1, 2):
-                raise ParameterError(f"blocks: a block of shape {block.shape}; expected (n,) or (n, channels)")
+            check_layout(block.shape, num_samples, name="blocks")
             if channels is None:
                 channels = block.shape[1:]
             elif block.shape[1:] != channels:

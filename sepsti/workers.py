@@ -144,9 +144,13 @@ def _outcome(pending):
 
 
 def _end(pool):
-    """Stop the workers of ``pool`` now (SIGTERM) and let go of it."""
-    for process in list((pool._processes or {}).values()):  # no public way before Python 3.14
+    """Stop the workers of ``pool`` now (SIGTERM), wait a few seconds for each to remove its files, and let go
+    of it."""
+    processes = list((pool._processes or {}).values())  # no public way before Python 3.14
+    for process in processes:
         process.terminate()
+    for process in processes:
+        process.join(timeout=5)
     pool.shutdown(wait=False, cancel_futures=True)
 
 

@@ -331,10 +331,16 @@ def test_a_signal_given_channels_first_is_refused(rng, shape):
     assert resample(y.T, 44100, 16000).shape == (-(-shape[1] * 160 // 441), shape[0])
 
 
-def test_a_one_sample_stereo_signal_is_refused_as_channels_first_but_an_empty_one_is_not():
+def test_a_short_signal_of_a_few_channels_is_resampled_but_one_of_more_is_refused_as_channels_first():
+    """Fewer samples than channels reads as channels first only above FEW_CHANNELS channels."""
+    from sepsti.audio import FEW_CHANNELS
+
     assert resample(np.zeros((0, 2)), 44100, 16000).shape == (0, 2)
-    with pytest.raises(ParameterError, match="2 channels of 1 samples"):
-        resample(np.zeros((1, 2)), 44100, 16000)
+    assert resample(np.zeros((1, 2)), 44100, 16000).shape == (1, 2)
+    assert resample(np.zeros((3, 4)), 16000, 16000).shape == (3, 4)
+    assert resample(np.zeros((1, FEW_CHANNELS)), 16000, 8000).shape == (1, FEW_CHANNELS)
+    with pytest.raises(ParameterError, match=f"{FEW_CHANNELS + 1} channels of 1 samples"):
+        resample(np.zeros((1, FEW_CHANNELS + 1)), 44100, 16000)
 
 
 @pytest.mark.parametrize("rate", [4000.9, True, np.True_, "8000", 8000.5, float("nan"), float("inf"), None])
@@ -358,6 +364,21 @@ def test_a_whole_sample_rate_given_as_a_float_is_the_integer(rng):
     np.testing.assert_array_equal(resample(y, 44100.0, np.float64(16000)), resample(y, 44100, 16000))
     with pytest.raises(ParameterError, match="44100.5 is not a whole number"):
         resample(y, 44100.5, 16000)
+
+
+def test_a_whole_rate_given_as_a_float_or_a_0_d_array_reaches_the_frame_check(tmp_path, rng):
+    from sepsti.audio import validate_sample_rate, whole_rate
+
+    assert whole_rate(np.array(16000), "x") == 16000 and type(whole_rate(np.array(16000.0), "x")) is int
+    with pytest.raises(ParameterError, match="x: sample rate 16000.5 is not a whole number"):
+        whole_rate(np.array(16000.5), "x")
+    assert len(validate_frames(np.zeros(2000), 16000.0)) == 2000
+    with pytest.raises(ParameterError, match=r"at least 64 ms = 1024 samples at 16000 Hz"):
+        validate_frames(np.zeros(1000), np.float64(16000))
+    soundfile.write(tmp_path / "a.wav", rng.uniform(-0.5, 0.5, 4000), 8000, subtype="FLOAT")
+    assert len(load_audio(tmp_path / "a.wav", sample_rate=16000.0).samples) == 8000
+    with pytest.raises(ParameterError, match="target_sr: sample rate 8000.5 is not a whole number"):
+        validate_sample_rate(16000, 8000.5)
 
 
 @pytest.mark.parametrize("rate, n_fft", [(8000, 512), (16000, 1024), (22050, 1412)])

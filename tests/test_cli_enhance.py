@@ -804,6 +804,86 @@ def test_sigterm_removes_the_files_being_written_and_exits_143(tmp_path, tiny_di
     assert os.listdir(out) == []
 
 
+def test_sigterm_in_process_returns_after_the_workers_removed_their_files(tmp_path, tiny_dictionary):
+    """The command (run as a library call here) returns only once the workers' temporary files are gone."""
+    import signal
+    import threading
+    import time
+
+    rng = np.random.default_rng(8)
+    inputs = [tmp_path / f"long{index}.wav" for index in range(2)]
+    for path in inputs:
+        soundfile.write(path, 0.1 * rng.standard_normal(600 * RATE), RATE, subtype="PCM_16")
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def kill_when_writing():
+        deadline = time.monotonic() + 60
+        while len(list(out.glob(".*sepsti-tmp*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    killer = threading.Thread(target=kill_when_writing)
+    killer.start()
+    result = _enhance(tiny_dictionary, *inputs, "--out-dir", out, "--jobs", 2)
+    leftover = os.listdir(out)
+    killer.join()
+    assert result.exit_code == 143 and result.stderr == "Terminated.\n", (result.exit_code, result.stderr)
+    assert leftover == []
+
+
+def test_an_ignored_sigterm_stays_ignored(tmp_path, tiny_dictionary):
+    """``trap '' TERM``: a ``kill`` during the run changes nothing, as Python leaves an ignored SIGINT alone."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    soundfile.write(tmp_path / "long.wav", 0.1 * np.random.default_rng(8).standard_normal(120 * RATE), RATE,
+                    subtype="PCM_16")
+    out = tmp_path / "out"
+    out.mkdir()
+    command = [sys.executable, "-m", "sepsti", "enhance", str(tmp_path / "long.wav"), "--out-dir", str(out),
+               "--dictionary", str(tiny_dictionary)]
+    process = subprocess.Popen(["bash", "-c", "trap '' TERM; exec \"$@\"", "bash", *command],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(out.glob(".*sepsti-tmp*")):
+        assert time.monotonic() < deadline and process.poll() is None, "no file was being written"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0 and stderr == "", (stdout, stderr)
+    assert os.listdir(out) == ["long.wav"]
+
+
+def test_the_sigterm_handler_before_a_command_is_the_one_after(workdir, tiny_dictionary):
+    import signal
+
+    def handler(signum, frame):
+        pass
+
+    before = signal.signal(signal.SIGTERM, handler)
+    try:
+        result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav")
+        assert result.exit_code == 0, result.stderr
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_a_sigterm_handler_installed_from_c_is_left_alone(workdir, tiny_dictionary, monkeypatch):
+    """``getsignal`` gives None for it: nothing could put it back, so nothing replaces it."""
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(signal, "getsignal", lambda signum: None)
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav")
+    assert result.exit_code == 0, result.stderr
+    monkeypatch.undo()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_max_reduction_bounds_the_attenuation(workdir, tiny_dictionary):
     """``--max-reduction 0`` gives the input back; 12 dB keeps more of it than the default 26 dB, and the output
     keeps at least the input's energy lowered by 12 dB (every bin of the mask is at least 10^(-12/20))."""
@@ -987,3 +1067,14 @@ def test_digital_silence_throughout_is_written_unchanged_with_its_line(workdir, 
     assert len(lines) == 2 and all("too little sound" in line and line.endswith("written unchanged") for line in lines)
     assert [line.split(": ")[1] for line in lines] == [str(workdir / "zeros.wav"), str(workdir / "tiny.wav")]
     assert not np.any(soundfile.read(workdir / "out" / "zeros.wav")[0])
+
+
+def test_a_float_file_ending_in_five_seconds_of_near_denormal_noise_is_enhanced(workdir, tiny_dictionary):
+    """Samples of normal(0, 1e-38) after the speech give spectrogram values below float32's tiny / eps."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    tail = np.random.default_rng(2).normal(0, 1e-38, 5 * RATE)
+    soundfile.write(workdir / "tail.wav", np.concatenate([noisy, tail]), RATE, subtype="FLOAT")
+    result = _enhance(tiny_dictionary, workdir / "tail.wav", "-o", workdir / "out.wav")
+    assert result.exit_code == 0, result.stderr
+    out, _ = soundfile.read(workdir / "out.wav")
+    assert len(out) == len(noisy) + 5 * RATE and np.all(np.isfinite(out))

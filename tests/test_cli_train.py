@@ -580,6 +580,10 @@ def test_errors_quote_names_with_a_line_break_on_one_line(tmp_path):
     output = tmp_path / "new\nfolder" / "d.npz"
     result = run(["train", "--corpus", corpus, "--rank", 2, "-o", output])
     assert_one_line_error(result, f"{str(output)!r}: output folder {str(output.parent)!r} does not exist")
+    # a name with a space too: the word holding the line break is quoted
+    missing = tmp_path / "my dir\nx"
+    result = run(["train", "--corpus", missing, "--rank", 2, "-o", tmp_path / "d.npz"])
+    assert_one_line_error(result, f"{tmp_path}/my 'dir\\nx': no such corpus folder")
 
 
 def test_os_and_internal_errors_quote_names_with_a_line_break_on_one_line(tmp_path, monkeypatch):

@@ -753,6 +753,16 @@ def test_too_little_sound_besides_digital_silence_is_left_as_it_is(toy_dictionar
     assert not np.array_equal(denoise(y, toy_dictionary, noise=noise), y)
 
 
+def test_separate_takes_a_short_v_from_two_frames_per_noise_atom(rng, toy_dictionary):
+    """Fewer frames than min_frames are separated from 2 × noise_rank on; fewer are too little sound."""
+    V = features.magnitude(toy_speech(rng, 1.0) + 0.01 * rng.standard_normal(SR))
+    assert 10 < min_frames(5)
+    with pytest.raises(ParameterError, match="too little sound"):
+        separate(V[:, :9], toy_dictionary, noise_rank=5)
+    speech, noise = separate(V[:, :10], toy_dictionary, noise_rank=5)
+    assert speech.shape == noise.shape == (V.shape[0], 10)
+
+
 def test_a_segment_without_a_model_takes_the_nearest_learned_one(rng):
     from sepsti.noise_model import _nearest_learned
 
@@ -806,8 +816,12 @@ def test_blocks_must_give_num_samples_in_every_pass(rng, toy_dictionary):
     stereo = np.stack([y, y], axis=1)
     with pytest.raises(ParameterError, match=r"^blocks: a block of shape \(8000,\) after blocks of shape \(n, 2\)"):
         run(lambda: iter((stereo[:SR], y[SR:])), len(y))
-    with pytest.raises(ParameterError, match=r"^blocks: a block of shape \(16000, 2, 1\); expected \(n,\) or"):
+    with pytest.raises(ParameterError, match=r"^blocks: shape \(16000, 2, 1\); expected \(samples,\) or"):
         run(lambda: iter((stereo[:, :, None],)), len(y))
+    for options in ({}, {"mask_floor": 1.0}):  # channels first: refused at the first block, named as blocks
+        with pytest.raises(ParameterError, match=rf"^blocks: shape \(2, {len(y)}\) reads as {len(y)} channels of 2 "
+                                                 r"samples .* transpose it"):
+            run(lambda: iter((stereo.T,)), len(y), **options)
     with pytest.warns(UnchangedSignalWarning, match="too short"):  # an empty signal is one
         assert denoise(np.zeros(0), toy_dictionary).shape == (0,)
 

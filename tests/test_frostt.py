@@ -225,7 +225,8 @@ def test_the_shape_is_written_and_read_back(tmp_path):
     np.testing.assert_array_equal(back.coords, tensor.coords)
     np.testing.assert_array_equal(back.values, tensor.values)
     assert read_tns(path, shape=(9, 9, 9), counts=False).shape == (9, 9, 9)  # a shape given wins
-    with pytest.raises(ParameterError, match=r":2: index 3 in column 1 exceeds the given shape \(2, 2, 2\)"):
+    with pytest.raises(ParameterError, match=r":2: index 3 in column 1 exceeds the shape of its header line "
+                                             r"\(2, 2, 2\)"):
         read_tns(_write(tmp_path, "# shape: 2 2 2\n3 1 1 1\n"))
     assert read_tns(_write(tmp_path, "# shapes: 2 2 2\n3 1 1 1\n", "u.tns")).shape == (3, 1, 1)
 

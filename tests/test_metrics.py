@@ -167,6 +167,14 @@ def test_stoi_is_one_on_clean_speech_and_falls_with_noise(rate, extended, rng):
     assert 1 > scores[0] > scores[1] > scores[2], scores
 
 
+def test_stoi_takes_a_rate_given_as_a_0_d_array(rng):
+    from sepsti.metrics import stoi
+
+    clean = speech(16000)
+    noisy = at_snr(clean, rng.standard_normal(clean.size), 5)
+    assert stoi(clean, noisy, np.array(16000)) == stoi(clean, noisy, 16000)
+
+
 @pytest.mark.parametrize("rate, mode", [(8000, "nb"), (16000, "wb")])
 def test_pesq_is_high_on_clean_speech_and_falls_with_noise(rate, mode, rng):
     from sepsti.metrics import pesq, pesq_mode

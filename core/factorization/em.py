@@ -29,9 +29,9 @@ dictionary next to a learned noise dictionary is ``update_W=mask``.
 Rates and the updates' denominators are floored at ``eps · min(1, max X)`` (eps of the dtype). KL-NMF
 is scale covariant, the fit of ``c X`` being ``c`` times the fit of ``X``; a floor that follows the data
 down keeps it so at small scales, and at 1 and above it is eps (the largest entry sets the scale, so
-sparse counts, whose mean is below 1, keep eps too). Data whose largest entry is below
-``tiny / eps`` (about 1e-292 in float64, 1e-31 in float32) cannot be fitted in their dtype and are
-refused.
+sparse counts, whose mean is below 1, keep eps too). The floor never goes below the dtype's
+``tiny``, so scale covariance holds down to a largest entry of ``tiny / eps`` (about 1e-292 in float64,
+1e-31 in float32) and degrades gradually below it.
 
 Computation is in the dtype of ``X`` (float32 or float64; anything else is converted to
 float64); the log-likelihood is accumulated in float64 either way. float32 halves the time
@@ -247,20 +247,11 @@ def initialize_nmf(X, rank, rng=None, *, method="random", scale=None):
 
 
 def _rate_floor(X):
-    """The floor of the rates and of the updates' denominators, ``eps · min(1, max X)``, in X's dtype.
-
-    Raises
-    ------
-    ParameterError
-        If the floor is not a normal number: X is too small for its dtype.
-    """
+    """The floor of the rates and of the updates' denominators, ``max(eps · min(1, max X), tiny)``, in X's dtype."""
     info = np.finfo(X.dtype)
     top = float(X.max()) if X.size else 0.0
     floor = float(info.eps) * min(1.0, top) if top > 0 else float(info.eps)
-    if floor < info.tiny:
-        raise ParameterError(f"X: largest entry {top:g} is below {float(info.tiny / info.eps):.3g}, too small to fit "
-                             f"in {X.dtype}; scale X up (the fit of c·X is c times the fit of X)")
-    return X.dtype.type(floor)
+    return X.dtype.type(max(floor, float(info.tiny)))
 
 
 def _validate_start(X, W, H, mask_W, mask_H, B, floor):
@@ -359,7 +350,7 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     ParameterError
         Shapes that disagree, negative or non-finite entries, bad masks or rates; a zero in a
         learned part of the start, a start below the rates' floor everywhere, fixed zeros that
-        hold a rate at 0 where ``X > 0``; ``X`` too small for its dtype.
+        hold a rate at 0 where ``X > 0``.
 
     Warns
     -----

@@ -273,33 +273,49 @@ def test_one_nuts_transition_with_an_inverse_mass_preserves_a_skewed_target():
         assert abs(values.mean() - exact) < 4 * values.std() / np.sqrt(n), (values.mean(), exact)
 
 
-def recursive_tree_leaves(position, momentum, step_size, forwards, *, max_tree_depth=10):
-    """Leaves of a recursive NUTS tree on N(0, I) with Stan's U-turn checks, merged sub-trees' joins included.
+def recursive_tree_leaves(logdensity_and_grad_fn, position, momentum, step_size, forwards, inverse_mass_matrix=None,
+                          *, max_tree_depth=10, divergence_threshold=1000.0):
+    """Leaves of a recursive NUTS tree with Stan's U-turn checks, merged sub-trees' joins included.
 
-    The doublings go forwards where ``forwards`` (an iterable of bools) says so; the identity metric, so a
-    leaf's velocity is its momentum. A sub-tree that turns ends the tree with its leaves counted.
+    The doublings go forwards where ``forwards`` (an iterable of bools) says so. The inverse mass matrix is diagonal
+    (shape ``(dim,)``, the identity by default) or dense; the checks take the leaves' velocities M⁻¹p against sums of
+    momenta. A sub-tree that turns, or whose last leaf's energy exceeds the initial one by more than
+    ``divergence_threshold``, ends the tree with its leaves counted.
     """
+    if inverse_mass_matrix is None:
+        inverse_mass_matrix = np.ones_like(position)
+
+    def sharp(p):
+        return inverse_mass_matrix @ p if inverse_mass_matrix.ndim == 2 else inverse_mass_matrix * p
+
+    def energy(x, p):
+        return -logdensity_and_grad_fn(x)[0] + 0.5 * float(p @ sharp(p))
+
+    energy0 = energy(position, momentum)
     count = 0
 
     def leapfrog(x, p, step):
         nonlocal count
         count += 1
-        p = p - 0.5 * step * x
-        x = x + step * p
-        return x, p - 0.5 * step * x
+        p = p + 0.5 * step * logdensity_and_grad_fn(x)[1]
+        x = x + step * sharp(p)
+        return x, p + 0.5 * step * logdensity_and_grad_fn(x)[1]
 
-    def turns(p_begin, p_end, rho):
-        return p_begin @ rho <= 0 or p_end @ rho <= 0
+    def turns(begin, end, rho):  # leaves as (momentum, velocity)
+        return begin[1] @ rho <= 0 or end[1] @ rho <= 0
 
-    def merged_turns(first, second):  # each (sum, first momentum, last momentum), in the order built
+    def merged_turns(first, second):  # each (sum, first leaf, last leaf), in the order built
         (rho1, begin1, end1), (rho2, begin2, end2) = first, second
-        return (turns(begin1, end2, rho1 + rho2) or turns(begin1, begin2, rho1 + begin2)
-                or turns(end1, end2, rho2 + end1))
+        return (turns(begin1, end2, rho1 + rho2) or turns(begin1, begin2, rho1 + begin2[0])
+                or turns(end1, end2, rho2 + end1[0]))
 
-    def build(x, p, depth, step):  # -> (x, p, (sum, first, last)), or None once a sub-tree turned
+    def build(x, p, depth, step):  # -> (x, p, (sum, first leaf, last leaf)), or None once a sub-tree ended the tree
         if depth == 0:
             x, p = leapfrog(x, p, step)
-            return x, p, (p, p, p)
+            if not energy(x, p) - energy0 <= divergence_threshold:
+                return None
+            leaf = (p, sharp(p))
+            return x, p, (p, leaf, leaf)
         inner = build(x, p, depth - 1, step)
         if inner is None:
             return None
@@ -310,7 +326,8 @@ def recursive_tree_leaves(position, momentum, step_size, forwards, *, max_tree_d
         return outer[0], outer[1], (first[0] + outer[2][0], first[1], outer[2][2])
 
     ends = {True: (position, momentum), False: (position, momentum)}  # the forward and the backward end
-    tree = (momentum, momentum, momentum)  # in time order: sum, first momentum, last momentum
+    start = (momentum, sharp(momentum))
+    tree = (momentum, start, start)  # in time order: sum, first leaf, last leaf
     for depth, forward in zip(range(max_tree_depth), forwards):
         grown = build(*ends[forward], depth, step_size if forward else -step_size)
         if grown is None:
@@ -341,6 +358,19 @@ class ConstantUniform:
         return self.momentum.reshape(shape)
 
 
+class ScriptedUniform:
+    """A generator whose uniform draws are ``uniforms``, in order, and whose standard normal draw is ``normal``."""
+
+    def __init__(self, uniforms, normal):
+        self.uniforms, self.normal = iter(uniforms), normal
+
+    def random(self):
+        return next(self.uniforms)
+
+    def standard_normal(self, shape):
+        return self.normal.reshape(shape)
+
+
 def test_tree_lengths_match_a_recursive_tree_with_the_checks_across_merged_subtrees():
     # Stan's checks across the joins of merged sub-trees (stan-dev/stan#2799), on both directions' trees
     def standard_normal(x):
@@ -353,8 +383,43 @@ def test_tree_lengths_match_a_recursive_tree_with_the_checks_across_merged_subtr
             position, momentum = rng.standard_normal(dim), rng.standard_normal(dim)
             for u, forward in ((0.25, True), (0.75, False)):
                 _, info = kernel(ConstantUniform(u, momentum), hmc.init(position, standard_normal), step)
-                expected = recursive_tree_leaves(position, momentum, step, [forward] * 10)
+                expected = recursive_tree_leaves(standard_normal, position, momentum, step, [forward] * 10)
                 assert info.num_integration_steps == expected, (dim, step, forward)
+
+
+def test_tree_lengths_match_a_recursive_tree_with_non_identity_metrics_and_mixed_directions():
+    # On a correlated target with metrics that differ from the identity, M⁻¹p ≠ p at every leaf: the checks must
+    # take velocities against sums of momenta, the sums across a join included. Directions are random per doubling.
+    covariance = np.array([[1.0, 2.85], [2.85, 9.0]])  # sds 1 and 3, correlation 0.95
+    precision = np.linalg.inv(covariance)
+
+    def correlated(x):
+        grad = -(precision @ x)
+        return 0.5 * float(x @ grad), grad
+
+    kernel = nuts.build_kernel(correlated)
+    rng = stream(53, 0)
+    metrics = {"dense": np.array([[2.0, 1.2], [1.2, 4.0]]), "dense, the covariance": covariance,
+               "diagonal": np.array([1.0, 9.0])}
+    for name, inverse_mass_matrix in metrics.items():
+        # steps as fractions of the leapfrog's stability limit 2 / sqrt(largest eigenvalue of M⁻¹Σ⁻¹)
+        dense = inverse_mass_matrix if inverse_mass_matrix.ndim == 2 else np.diag(inverse_mass_matrix)
+        limit = 2 / np.sqrt(np.linalg.eigvals(dense @ precision).real.max())
+        for step in limit * np.array([0.1, 0.3, 0.6, 0.9]):
+            for _ in range(100):
+                position = rng.multivariate_normal(np.zeros(2), covariance)
+                normal = rng.standard_normal(2)
+                forwards = rng.random(10) < 0.5
+                # per doubling the kernel draws its direction, one uniform per leaf after the sub-tree's first and
+                # one to accept the sub-tree's proposal: 2**depth + 1 draws
+                uniforms = []
+                for depth, forward in enumerate(forwards):
+                    uniforms += [0.25 if forward else 0.75, *rng.random(2 ** depth)]
+                momentum = hmc.sample_momentum(ScriptedUniform([], normal), inverse_mass_matrix)
+                _, info = kernel(ScriptedUniform(uniforms, normal), hmc.init(position, correlated), step,
+                                 inverse_mass_matrix)
+                expected = recursive_tree_leaves(correlated, position, momentum, step, forwards, inverse_mass_matrix)
+                assert info.num_integration_steps == expected, (name, step, forwards.astype(int))
 
 
 def test_mean_tree_length_on_a_standard_normal_matches_stans_criterion():
@@ -372,8 +437,8 @@ def test_mean_tree_length_on_a_standard_normal_matches_stans_criterion():
         state, info = kernel(rng, hmc.init(position, standard_normal), step)
         leaves.append(info.num_integration_steps)
         draws.append(state.position)
-        reference_leaves.append(recursive_tree_leaves(position, reference_rng.standard_normal(dim), step,
-                                                      reference_rng.uniform(size=10) < 0.5))
+        reference_leaves.append(recursive_tree_leaves(standard_normal, position, reference_rng.standard_normal(dim),
+                                                      step, reference_rng.uniform(size=10) < 0.5))
     mean, reference_mean = np.mean(leaves), np.mean(reference_leaves)
     assert 10 < mean < 17 and 10 < reference_mean < 17, (mean, reference_mean)
     # the same distribution of lengths: means within 4 standard errors of their difference

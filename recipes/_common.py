@@ -91,9 +91,12 @@ class _RecipeParser(argparse.ArgumentParser):
         parsed = super().parse_args(args, namespace)
         parsed._results_name = self._output(parsed) if callable(self._output) else self._output
         self._check_out(parsed.out, parsed._results_name, parsed.overwrite)
+        results = {(parsed.out / f"{parsed._results_name}{suffix}").resolve() for suffix in (".json", ".png")}
         for action in self._output_files:
             path = getattr(parsed, action.dest)
             if path is not None:
+                if path.resolve() in results:
+                    self.error(f"{action.option_strings[0]} {path}: the results' own file; name another")
                 try:
                     check_output_path(path, overwrite=parsed.overwrite)
                 except ParameterError as error:
@@ -340,7 +343,9 @@ def claim_folders(folders, settings, *, overwrite):
     is missing or empty is taken; one whose record holds the same settings and files is taken as it is
     (the run writes the same files again); one whose record differs is refused unless ``overwrite``, which
     removes the files that record lists. A folder holding a file no record lists (one named with a leading
-    dot aside), or files but no record, is refused: nothing the recipe did not write is ever removed.
+    dot aside), or files but no record, is refused, and so is one holding a link to a folder or a listed path that
+    leads outside it: nothing the recipe did not write is ever removed or written through. A record lists plain
+    relative paths of files only (none with a part named with a leading dot).
 
     Parameters
     ----------
@@ -369,6 +374,12 @@ def _checked_record(folder, claim, overwrite):
     """The record in ``folder`` (None: no folder, or an empty one) if :func:`claim_folders` may take it."""
     if folder.exists() and not folder.is_dir():
         raise ParameterError(f"{folder}: not a folder; choose another --out")
+    links = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
+                   if path.is_symlink() and path.is_dir())
+    if links:
+        raise ParameterError(f"{folder}: holds a link to a folder ({links[0]}); remove the link or choose another "
+                             "--out")
+    _check_inside(folder, claim["files"])
     present = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
                      if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts))
     if not (folder / FOLDER_RECORD).is_file():
@@ -379,11 +390,17 @@ def _checked_record(folder, claim, overwrite):
     try:
         record = json.loads((folder / FOLDER_RECORD).read_text())
         theirs, listed = dict(record["settings"]), set(record["files"])
-        if any(Path(path).is_absolute() or ".." in Path(path).parts for path in listed):
-            raise ValueError("a file outside the folder")
+        odd = next((path for path in listed if not _plain_file_path(path)), None)
+        if odd is not None:
+            raise ValueError(f"{odd!r} is not a plain relative path of a file")
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ParameterError(f"{folder / FOLDER_RECORD}: not a record of a run ({error}); remove the folder or "
                              "choose another --out") from None
+    _check_inside(folder, listed)
+    not_files = sorted(path for path in listed if (folder / path).exists() and not (folder / path).is_file())
+    if not_files:
+        raise ParameterError(f"{folder / FOLDER_RECORD}: lists {not_files[0]}, which is not a file; remove the "
+                             "folder or choose another --out")
     foreign = [path for path in present if path not in listed]
     if foreign:
         raise ParameterError(f"{folder}: holds files its run did not write ({len(foreign)}, e.g. {foreign[0]}); move "
@@ -396,6 +413,21 @@ def _checked_record(folder, claim, overwrite):
                              f"{'; '.join(changed) or 'other files'}); pass --overwrite to replace them, or choose "
                              "another --out")
     return record
+
+
+def _check_inside(folder, files):
+    """Refuse ``files`` (relative to ``folder``) of which one leads outside ``folder`` (through a link)."""
+    inside = folder.resolve()
+    outside = sorted(path for path in files if not (folder / path).resolve().is_relative_to(inside))
+    if outside:
+        raise ParameterError(f"{folder}: {outside[0]} leads outside it (a link); remove the link or choose another "
+                             "--out")
+
+
+def _plain_file_path(path):
+    """Whether ``path`` is a relative path with ``/`` whose parts are neither empty nor named with a leading dot."""
+    return isinstance(path, str) and "\0" not in path and all(part and not part.startswith(".")
+                                                               for part in path.split("/"))
 
 
 def _remove_listed(folder, files):

@@ -361,6 +361,18 @@ def test_further_output_files_are_checked_when_parsing_and_written_whole(tmp_pat
     assert [path.name for path in tmp_path.iterdir()] == ["rows.json"]
 
 
+@pytest.mark.parametrize("plot", [False, True])
+def test_a_further_output_file_may_not_be_the_results_own(tmp_path, plot):
+    """``--out d --json d/<name>.json`` (or the plot) is refused when parsing, not after the run."""
+    parser = _common.recipe_parser("benchmarks/toy", "a toy", plot=plot)
+    parser.add_output_file("--json", help="rows")
+    for name in ["toy.json", "./toy.json"] + (["toy.png"] if plot else []):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--out", str(tmp_path), "--json", str(tmp_path / name), "--overwrite"])
+    args = parser.parse_args(["--out", str(tmp_path), "--json", str(tmp_path / "rows.json")])
+    assert args.json == tmp_path / "rows.json"
+
+
 def _files(folder):
     return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
 
@@ -424,6 +436,61 @@ def test_a_record_naming_files_outside_its_folder_removes_nothing(tmp_path):
     with pytest.raises(ParameterError, match="not a record of a run"):
         _common.claim_folders({tmp_path / "a": ["x.wav"]}, {"seed": 1}, overwrite=True)
     assert (tmp_path / "mine.txt").read_text() == "mine\n"
+
+
+def test_a_link_to_a_folder_is_refused_and_nothing_behind_it_removed(tmp_path):
+    """A folder linked in below a claimed one (``corpus/clean -> NOIZEUS/clean``): refused on the first run and with
+    ``overwrite``, the files behind it kept."""
+    theirs = tmp_path / "NOIZEUS" / "clean"
+    theirs.mkdir(parents=True)
+    (theirs / "sp01.wav").write_text("theirs\n")
+    corpus = tmp_path / "results" / "corpus"
+    corpus.mkdir(parents=True)
+    (corpus / "clean").symlink_to(theirs)
+    with pytest.raises(ParameterError, match=r"corpus: holds a link to a folder \(clean\); remove the link"):
+        _common.claim_folders({corpus: ["clean/sp01.wav"]}, {"seed": 0}, overwrite=False)
+    (corpus / "clean").unlink()
+    _common.claim_folders({corpus: ["clean/sp01.wav"]}, {"seed": 0}, overwrite=False)
+    (corpus / "clean").symlink_to(theirs)
+    with pytest.raises(ParameterError, match=r"corpus: holds a link to a folder \(clean\)"):
+        _common.claim_folders({corpus: ["clean/sp02.wav"]}, {"seed": 1}, overwrite=True)
+    assert (theirs / "sp01.wav").read_text() == "theirs\n"
+
+
+def test_a_listed_link_leading_outside_its_folder_is_refused(tmp_path):
+    """A listed file that is a link out of the folder: neither removed nor written through."""
+    (tmp_path / "mine.wav").write_text("mine\n")
+    _common.claim_folders({tmp_path / "a": ["x.wav"]}, {"seed": 0}, overwrite=False)
+    (tmp_path / "a" / "x.wav").symlink_to(tmp_path / "mine.wav")
+    for seed, overwrite in ((0, False), (1, True)):
+        with pytest.raises(ParameterError, match=r"a: x.wav leads outside it \(a link\)"):
+            _common.claim_folders({tmp_path / "a": ["x.wav"]}, {"seed": seed}, overwrite=overwrite)
+    assert (tmp_path / "mine.wav").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("listed", [".git/config", "sub/.hidden", ".", "", "./x.wav", "sub/", "a//x.wav", 3])
+def test_a_record_listing_what_is_not_a_plain_file_path_removes_nothing(tmp_path, listed):
+    """Hidden files, the folder itself, paths that are not written plainly: not a record; nothing removed."""
+    folder = tmp_path / "a"
+    (folder / ".git").mkdir(parents=True)
+    (folder / ".git" / "config").write_text("theirs\n")
+    (folder / "x.wav").write_text("ours\n")
+    (folder / _common.FOLDER_RECORD).write_text(json.dumps({"settings": {"seed": 0}, "files": ["x.wav", listed]}))
+    with pytest.raises(ParameterError, match="not a record of a run .*is not a plain relative path of a file"):
+        _common.claim_folders({folder: ["x.wav"]}, {"seed": 1}, overwrite=True)
+    assert _files(folder) == [".git/config", _common.FOLDER_RECORD, "x.wav"]
+
+
+def test_a_record_listing_a_folder_removes_nothing(tmp_path):
+    folder = tmp_path / "a"
+    (folder / "sub").mkdir(parents=True)
+    for name in ("x.wav", "sub/y.wav"):
+        (folder / name).write_text("ours\n")
+    (folder / _common.FOLDER_RECORD).write_text(json.dumps({"settings": {"seed": 0},
+                                                            "files": ["x.wav", "sub/y.wav", "sub"]}))
+    with pytest.raises(ParameterError, match=r"lists sub, which is not a file; remove the folder"):
+        _common.claim_folders({folder: ["x.wav"]}, {"seed": 1}, overwrite=True)
+    assert _files(folder) == [_common.FOLDER_RECORD, "sub/y.wav", "x.wav"]
 
 
 def test_sti_vs_nested_sampling_writes_its_results(tmp_path, monkeypatch):

@@ -374,13 +374,13 @@ def _checked_record(folder, claim, overwrite):
     """The record in ``folder`` (None: no folder, or an empty one) if :func:`claim_folders` may take it."""
     if folder.exists() and not folder.is_dir():
         raise ParameterError(f"{folder}: not a folder; choose another --out")
-    links = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
-                   if path.is_symlink() and path.is_dir())
+    entries = list(folder.rglob("*"))
+    links = sorted(path.relative_to(folder).as_posix() for path in entries if path.is_symlink() and path.is_dir())
     if links:
         raise ParameterError(f"{folder}: holds a link to a folder ({links[0]}); remove the link or choose another "
                              "--out")
     _check_inside(folder, claim["files"])
-    present = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
+    present = sorted(path.relative_to(folder).as_posix() for path in entries
                      if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts))
     if not (folder / FOLDER_RECORD).is_file():
         if present:

@@ -195,21 +195,8 @@ class Workers:
                 _end(pool)
 
     def map(self, function, tasks):
-        """``function(*arguments)`` for each tuple of ``tasks``, in order.
-
-        Parameters
-        ----------
-        function : callable
-            A module-level function (pickled by reference).
-        tasks : iterable of tuple
-            Its arguments, consumed as workers become free.
-
-        Yields
-        ------
-        object
-            Each task's result, in the order of ``tasks``; a task's exception is raised here when its
-            turn comes. On Ctrl-C, the results of the tasks that were running, then the ``KeyboardInterrupt``.
-        """
+        """Each task's result, as :meth:`outcomes` gives them; a task's exception is raised here when its turn
+        comes."""
         for result, error in self.outcomes(function, tasks):
             if error is not None:
                 raise error

@@ -22,10 +22,12 @@ def _speech(rng, seconds, rate):
         :int(seconds * rate)]
 
 
-@pytest.mark.parametrize("rate, frequency", [(8000, 50.07), (16000, 59.93)])
-def test_hum_is_found_at_its_frequency_and_subtracted(rng, rate, frequency):
+# 50.18 Hz: the mains may lie up to MAINS_TOLERANCE_HZ (0.2 Hz) from 50 or 60 Hz; its fifth harmonic is 0.9 Hz
+# from 250 Hz, and all five are found
+@pytest.mark.parametrize("rate, frequency, seconds", [(8000, 50.07, 6), (16000, 59.93, 6), (8000, 50.18, 8)])
+def test_hum_is_found_at_its_frequency_and_subtracted(rng, rate, frequency, seconds):
     """Five harmonics under white noise: the fundamental to 0.005 Hz, and the hum 30 dB down; the noise stays."""
-    n = 6 * rate
+    n = seconds * rate
     background = 0.01 * rng.standard_normal(n)
     hum = _hum(n, rate, frequency, range(1, 6), 0.05, rng)
     y = background + hum
@@ -204,22 +206,6 @@ def test_hum_is_removed_in_the_cells_next_to_digital_silence(rng):
         kept = np.r_[first:silence.start] if first < silence.start else np.r_[silence.stop:first + cell]
         left_over = out[kept] - background[kept]
         assert 10 * np.log10(np.sum(left_over ** 2) / np.sum(hum[kept] ** 2)) < -25, first
-
-
-def test_hum_near_the_edge_of_the_tolerance_is_found_and_removed(rng):
-    """The mains may lie up to MAINS_TOLERANCE_HZ (0.2 Hz) from 50 or 60 Hz: the five harmonics of 50.18 Hz, whose
-    fifth is 0.9 Hz from 250 Hz, are all found, the fundamental to 0.005 Hz, and the hum is 30 dB down."""
-    rate, frequency = 8000, 50.18
-    n = 8 * rate
-    background = 0.01 * rng.standard_normal(n)
-    hum = _hum(n, rate, frequency, range(1, 6), 0.05, rng)
-    y = background + hum
-    found = find_hum(_pieces(y, 4096), rate)
-    assert found is not None and list(found.harmonics) == [1, 2, 3, 4, 5]
-    measured = measure_hum(_pieces(y, 4096), found)
-    assert abs(measured.frequency - frequency) < 0.005
-    left = np.concatenate(list(without_hum(_pieces(y, 4096), measured))) - background
-    assert 10 * np.log10(np.sum(left ** 2) / np.sum(hum ** 2)) < -30
 
 
 def test_lines_a_little_above_the_line_threshold_are_found(rng):

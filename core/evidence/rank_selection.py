@@ -614,18 +614,14 @@ def _run_chains(factory, tasks, *, seed, threads, bar, save):
 
     if threads <= 1 or len(tasks) <= 1:
         return {task.key: run(task) for task in tasks}
-    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sepsti.core.parallel.processes import results
 
     pool = ThreadPoolExecutor(max_workers=min(threads, len(tasks)))
-    futures = {pool.submit(run, task): task for task in tasks}
+    futures = [pool.submit(run, task) for task in tasks]
     try:
-        pending = set(futures)
-        while pending:
-            # a short timeout keeps the main thread responsive to Ctrl-C
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-            for future in done:
-                if future.exception() is not None:
-                    raise future.exception()
+        records = results(futures)
     except BaseException:
         stop.set()
         for future in futures:
@@ -633,7 +629,7 @@ def _run_chains(factory, tasks, *, seed, threads, bar, save):
         pool.shutdown(wait=True)
         raise
     pool.shutdown(wait=True)
-    return {futures[future].key: future.result() for future in futures}
+    return {task.key: record for task, record in zip(tasks, records)}
 
 
 def per_temperature(records, tasks, grid, num_replicates):

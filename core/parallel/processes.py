@@ -10,9 +10,11 @@ A forked worker cannot run a numba parallel kernel once this process has run one
 OpenMP layer (GNU OpenMP ends the worker: "fork() called from a process already using GNU
 OpenMP"); :func:`openmp_started` tells, and callers whose work may hold such kernels run it in
 threads instead (:func:`sepsti.core.samplers.chains.sample_nuts` does).
+
+:func:`results` waits for the futures of such a pool (or of threads) as Ctrl-C can interrupt it.
 """
 
-__all__ = ["openmp_started", "process_pool", "start_context"]
+__all__ = ["openmp_started", "process_pool", "results", "start_context"]
 
 _BLAS_LIMITS = []  # a worker's BLAS limit, kept for its lifetime
 
@@ -28,6 +30,22 @@ def openmp_started():
         return numba.threading_layer() == "omp"
     except ValueError:  # no parallel kernel has run
         return False
+
+
+def results(futures):
+    """The results of ``futures``, in their order; the first exception one raised is raised as soon as it comes.
+
+    The wait has a short timeout, which keeps the waiting thread responsive to Ctrl-C.
+    """
+    from concurrent.futures import FIRST_EXCEPTION, wait
+
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+        for future in futures:
+            if future in done and future.exception() is not None:
+                future.result()  # raises it
+    return [future.result() for future in futures]
 
 
 def start_context():

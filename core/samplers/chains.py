@@ -493,20 +493,13 @@ class _Runner:
     def map(self, function, chains, *args, **kwargs):
         if self.pool is None:
             return [function(self.problem, chain, *args, **kwargs) for chain in chains]
-        from concurrent.futures import FIRST_EXCEPTION, wait
+        from sepsti.core.parallel.processes import results
 
         if self.is_process:
             futures = [self.pool.submit(_call_in_worker, function, chain, args, kwargs) for chain in chains]
         else:
             futures = [self.pool.submit(function, self.problem, chain, *args, **kwargs) for chain in chains]
-        pending = set(futures)
-        while pending:
-            # a short timeout keeps this thread responsive to Ctrl-C
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-            for future in futures:
-                if future in done and future.exception() is not None:
-                    future.result()  # raises the chain's exception
-        return [future.result() for future in futures]
+        return results(futures)
 
     def __exit__(self, exc_type, exc_value, traceback):
         if exc_type is not None:

@@ -5,8 +5,8 @@ Conventions
 Signals are 1-D float64 arrays (``n_samples,``). Integer formats (16-bit PCM
 and the like) come back in [-1, 1) (soundfile's scaling: int16 / 32768);
 floating-point files come back as stored. Multichannel files are downmixed to
-mono by the mean over channels, unless :func:`read_audio_blocks` is asked to keep
-them. Every problem with a file is reported as
+mono by the mean over channels, unless the reader is asked to keep them
+(``downmix=False``: ``(n_samples, channels)``). Every problem with a file is reported as
 :class:`sepsti.core.errors.ParameterError` with a one-line message ``<path>: <why>``.
 
 File names go to libsndfile as bytes (``os.fsencode``), so names that are not
@@ -116,18 +116,20 @@ def audio_info(path):
     return AudioInfo(int(info.samplerate), int(info.frames), int(info.channels), info.format, info.subtype)
 
 
-def read_audio(path):
-    """Read an audio file as a mono float64 signal.
+def read_audio(path, *, downmix=True):
+    """Read an audio file as a float64 signal, mono unless asked to keep the channels.
 
     Parameters
     ----------
     path : str or Path
         Any format soundfile reads (WAV, FLAC, OGG, ...).
+    downmix : bool
+        Multichannel files downmixed by the mean (True), or each channel kept.
 
     Returns
     -------
-    y : ndarray, shape (n_samples,)
-        float64; integer formats in [-1, 1), multichannel downmixed by the mean.
+    y : ndarray, shape (n_samples,), or (n_samples, channels) for a multichannel file read without ``downmix``
+        float64; integer formats in [-1, 1).
         All-zero audio is valid and returned as it is.
     sample_rate : int
 
@@ -151,7 +153,7 @@ def read_audio(path):
                              f"{data.shape[0]} could be read)")
     if data.shape[0] == 0:
         raise ParameterError(f"{path}: zero-length audio (no samples)")
-    y = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+    y = data[:, 0] if data.shape[1] == 1 else data.mean(axis=1) if downmix else data
     if not np.all(np.isfinite(y)):
         bad = int(np.count_nonzero(~np.isfinite(y)))
         raise ParameterError(f"{path}: {bad} sample(s) are NaN or Inf")

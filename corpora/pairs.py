@@ -10,8 +10,8 @@ A name is one file below each folder, and the subfolders holding a pair's files 
 shorter path below its folder ends the longer (``spkA/001.wav`` pairs with ``spkA/001.wav`` or
 ``snr5/spkA/001.wav``, and a file directly in its folder with any), so ``spkA/001.wav`` never
 pairs with ``spkB/001.wav``. Neither folder may be inside the other, and a pair's files may not
-be one file (a link). A pair's files must have the same rate and length (sample-aligned: the
-noise is ``noisy - clean``); the rate may differ from pair to pair.
+be one file (a link). A pair's files must have the same rate, length and channels (sample-aligned: the
+noise is ``noisy - clean``); the rate and the channels may differ from pair to pair.
 
 Finding pairs (:func:`pair_index`) reads no audio; :func:`load_pair` reads one pair. Every
 problem is a :class:`sepsti.core.errors.ParameterError` naming the file.
@@ -38,7 +38,8 @@ class PairPaths(NamedTuple):
 
 
 class Pair(NamedTuple):
-    """One noisy recording with its clean reference, float64 arrays of the same length."""
+    """One noisy recording with its clean reference, float64 arrays of the same shape: ``(n_samples,)``, or
+    ``(n_samples, channels)`` for multichannel files (their channels kept)."""
 
     name: str
     clean: np.ndarray
@@ -127,10 +128,14 @@ def load_pair(paths):
     Raises
     ------
     ParameterError
-        If a file is unreadable (:func:`sepsti.corpora.audio.read_audio`), or the noisy file's rate
-        or length differs from the clean file's.
+        If a file is unreadable (:func:`sepsti.corpora.audio.read_audio`), or the noisy file's rate,
+        length or number of channels differs from the clean file's.
     """
-    clean, clean_rate = read_audio(paths.clean)
-    noisy, noisy_rate = read_audio(paths.noisy)
+    clean, clean_rate = read_audio(paths.clean, downmix=False)
+    noisy, noisy_rate = read_audio(paths.noisy, downmix=False)
     check_aligned(paths.noisy, noisy, noisy_rate, paths.clean, clean, clean_rate)
+    channels = [1 if y.ndim == 1 else y.shape[1] for y in (noisy, clean)]
+    if channels[0] != channels[1]:
+        raise ParameterError(f"{paths.noisy}: has {channels[0]} channels but its clean file {paths.clean} has "
+                             f"{channels[1]}; a pair's files must have as many channels")
     return Pair(paths.name, clean, noisy, noisy_rate, paths.noisy)

@@ -32,8 +32,10 @@ the clean speech's in each band, where the clean speech is strongest (speech rem
 where it is weakest (noise left shows there).
 
 Every score of a silent clean reference or a silent estimate is undefined: NaN, with a
-warning; so are a STOI with less active speech than its 30-frame (384 ms) analysis window
-and a PESQ that the library refuses (shorter than 1/4 s, no utterance found).
+warning; so are a STOI with less active speech than its 30-frame (384 ms) analysis window,
+a PESQ that the library refuses (shorter than 1/4 s, no utterance found) or that would overrun
+its tables (longer than :data:`PESQ_MAX_SECONDS`), and a high-band level of a clean reference
+with next to nothing above the cutoff (:data:`HIGH_BAND_FLOOR`).
 
 This is the only module that touches ``mir_eval.separation`` (deprecated since mir_eval 0.8,
 removed in 0.9: the dependency is pinned below 0.9 and its FutureWarning filtered here),
@@ -49,7 +51,7 @@ from sepsti.core.errors import ParameterError
 
 __all__ = ["bss_eval", "stoi", "stoi_bands", "stoi_band_levels", "pesq", "pesq_mode", "high_band_share",
            "high_band_level", "fricative_level", "unavailable_scores", "warnings_once", "FILTER_LENGTH", "PESQ_RATES",
-           "SCORE_PACKAGES", "HIGH_BAND_HZ", "BAND_LEVEL_SHARE"]
+           "PESQ_MAX_SECONDS", "SCORE_PACKAGES", "HIGH_BAND_HZ", "HIGH_BAND_FLOOR", "BAND_LEVEL_SHARE"]
 
 #: Length of the distortion filters allowed by BSS_EVAL v3 (mir_eval's value).
 FILTER_LENGTH = 512
@@ -57,9 +59,18 @@ FILTER_LENGTH = 512
 #: Rate (Hz) at which each PESQ mode is computed: narrow band (P.862) and wide band (P.862.2).
 PESQ_RATES = {"nb": 8000, "wb": 16000}
 
+#: Longest signal (s) :func:`pesq` scores. The pesq library keeps at most 50 utterances in fixed tables and
+#: writes past them on more (ludlows/PESQ #18): untrustworthy scores, then a segmentation fault. Speech gives
+#: about one utterance per 2 s (50 from about 97 s of NOIZEUS, 122 s of LibriSpeech); docs/metrics.md.
+PESQ_MAX_SECONDS = 40.0
+
 #: Lower edge (Hz) of the band :func:`high_band_level` and :func:`fricative_level` compare: what
 #: telephone-band processing removes, where /s/, /ʃ/ and /f/ have most of their energy.
 HIGH_BAND_HZ = 4000.0
+
+#: The least share of the clean speech's energy above the cutoff (−50 dB) for which :func:`high_band_level` is
+#: defined: real wideband speech has 1e-4 to 0.4 (about 1 % typical), 8 kHz speech upsampled about 1e-7.
+HIGH_BAND_FLOOR = 1e-5
 
 #: Share of a band's frames, its strongest and its weakest in the clean speech, that :func:`stoi_band_levels` compares.
 BAND_LEVEL_SHARE = 0.3
@@ -180,6 +191,16 @@ def _undefined(reason, score):
     return float("nan")
 
 
+#: Why STOI is undefined with fewer than its 30 active frames of 12.8 ms.
+_TOO_LITTLE_SPEECH = "less than 384 ms of active clean speech (30 frames)"
+
+
+def _too_short_for_stoi(signal, sample_rate):
+    """Whether ``signal`` lasts less than 384 ms: fewer than STOI's 30 frames whatever it holds (pystoi fails on
+    less than one frame instead of saying so)."""
+    return signal.size < 0.384 * sample_rate
+
+
 def stoi(clean, speech, sample_rate, *, extended=False):
     """Short-time objective intelligibility of a speech estimate (pystoi).
 
@@ -213,6 +234,8 @@ def stoi(clean, speech, sample_rate, *, extended=False):
     sample_rate = _validate_rate(sample_rate)
     score = "ESTOI" if extended else "STOI"
     reason = _silence(clean, speech, "stoi")
+    if reason is None and _too_short_for_stoi(clean, sample_rate):
+        reason = f"stoi: {_TOO_LITTLE_SPEECH}"
     if reason is not None:
         return _undefined(reason, score)
     from pystoi import stoi as pystoi_stoi
@@ -222,7 +245,7 @@ def stoi(clean, speech, sample_rate, *, extended=False):
         value = pystoi_stoi(clean, speech, sample_rate, extended=extended)
     # pystoi returns 1e-5 with this warning when the active speech is shorter than its window
     if any("Not enough STFT frames" in str(warning.message) for warning in caught):
-        return _undefined("stoi: less than 384 ms of active clean speech (30 frames)", score)
+        return _undefined(f"stoi: {_TOO_LITTLE_SPEECH}", score)
     return float(value)
 
 
@@ -231,15 +254,20 @@ def _third_octave_envelopes(clean, speech, sample_rate):
 
     Returns
     -------
-    clean, speech : ndarray, shape (15, n_frames)
-        Band magnitudes of pystoi's 25.6 ms frames at 10 kHz.
+    (clean, speech) or None
+        Band magnitudes of pystoi's 25.6 ms frames at 10 kHz, ndarrays of shape (15, n_frames); None with fewer
+        frames than STOI's 30.
     """
     from pystoi import utils
-    from pystoi.stoi import DYN_RANGE, FS, N_FRAME, NFFT, OBM
+    from pystoi.stoi import DYN_RANGE, FS, N, N_FRAME, NFFT, OBM
 
+    if _too_short_for_stoi(clean, sample_rate):
+        return None
     x = utils.resample_oct(clean, FS, sample_rate)
     y = utils.resample_oct(speech, FS, sample_rate)
     x, y = utils.remove_silent_frames(x, y, DYN_RANGE, N_FRAME, N_FRAME // 2)
+    if len(range(0, len(x) - N_FRAME, N_FRAME // 2)) < N:  # the frames of pystoi's stft
+        return None
     bands = [np.sqrt(OBM @ np.abs(utils.stft(z, N_FRAME, NFFT, overlap=2).T) ** 2) for z in (x, y)]
     return bands[0], bands[1]
 
@@ -250,15 +278,15 @@ def _band_inputs(clean, speech, sample_rate, name):
     clean = _validate_signal(clean, "clean")
     speech = _validate_signal(speech, "speech", clean.size)
     sample_rate = _validate_rate(sample_rate)
-    from pystoi.stoi import CF, N
+    from pystoi.stoi import CF
 
     centres = np.asarray(CF)
     reason = _silence(clean, speech, name)
     if reason is None:
-        x, y = _third_octave_envelopes(clean, speech, sample_rate)
-        if x.shape[1] >= N:
-            return x, y, centres, None
-        reason = f"{name}: less than 384 ms of active clean speech (30 frames)"
+        envelopes = _third_octave_envelopes(clean, speech, sample_rate)
+        if envelopes is not None:
+            return *envelopes, centres, None
+        reason = f"{name}: {_TOO_LITTLE_SPEECH}"
     return None, None, centres, reason
 
 
@@ -362,9 +390,10 @@ def pesq(clean, speech, sample_rate, *, mode=None):
     float
         MOS-LQO, about 1 to 4.5 (narrow band) or 4.64 (wide band); the level of the signals
         does not matter (PESQ aligns levels and delays itself). NaN, with a warning, for a
-        silent clean reference or estimate, or when the library refuses the pair (shorter
-        than 1/4 s at the mode's rate, no utterance detected, one signal vanishing beside
-        the other).
+        silent clean reference or estimate, signals longer than :data:`PESQ_MAX_SECONDS`
+        (not passed to the library, which would overrun its tables), or when the library
+        refuses the pair (shorter than 1/4 s at the mode's rate, no utterance detected, one
+        signal vanishing beside the other).
 
     Raises
     ------
@@ -382,6 +411,9 @@ def pesq(clean, speech, sample_rate, *, mode=None):
     if mode not in PESQ_RATES:
         raise ParameterError(f"mode={mode!r}: expected one of {', '.join(map(repr, PESQ_RATES))}")
     reason = _silence(clean, speech, "pesq")
+    if reason is None and clean.size > PESQ_MAX_SECONDS * sample_rate:
+        reason = (f"pesq: {clean.size / sample_rate:.1f} s, longer than the {PESQ_MAX_SECONDS:g} s the pesq library "
+                  "scores safely (it overruns its table of 50 utterances)")
     if reason is not None:
         return _undefined(reason, "PESQ")
     from pesq import PesqError
@@ -428,8 +460,9 @@ def high_band_level(clean, speech, sample_rate, *, cutoff=HIGH_BAND_HZ):
     -------
     float
         ``10 log10(share(speech) / share(clean))``; NaN, with a warning, for a rate with no band
-        above ``cutoff`` (at most ``2 · cutoff``), a silent signal, or a clean reference with no
-        energy above ``cutoff``.
+        above ``cutoff`` (at most ``2 · cutoff``), a silent signal, a clean reference whose share
+        above ``cutoff`` is below :data:`HIGH_BAND_FLOOR` (band-limited speech: the ratio would be
+        one of resampling leakage), or an estimate with no energy above ``cutoff``.
 
     Raises
     ------
@@ -442,8 +475,11 @@ def high_band_level(clean, speech, sample_rate, *, cutoff=HIGH_BAND_HZ):
     if reason is not None:
         return _undefined(reason, "the high-band level")
     reference = high_band_share(clean, sample_rate, cutoff=cutoff)
+    if reference < HIGH_BAND_FLOOR:
+        return _undefined(f"high_band_level: the clean speech has {reference:.2g} of its energy above {cutoff:g} Hz, "
+                          f"below the floor of {HIGH_BAND_FLOOR:g} (band-limited speech)", "the high-band level")
     estimate = high_band_share(speech, sample_rate, cutoff=cutoff)
-    if reference <= 0 or estimate <= 0:
+    if estimate <= 0:
         return _undefined("high_band_level: no energy above the cutoff", "the high-band level")
     return float(10 * np.log10(estimate / reference))
 

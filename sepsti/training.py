@@ -42,8 +42,9 @@ class TrainSplit(NamedTuple):
         context : int
             Frames on each side of a training frame stacked with it (:func:`sepsti.features.training_matrix`).
         frames : int, optional
-            Keep this many frames spread evenly over the matrix (first and last kept; all of them if
-            it has no more): a matrix too large to sample whole, modelled on a part of its frames.
+            Keep this many frames spread evenly over the matrix (the first and the last kept, the first
+            alone when it is 1; all of them if it has no more): a matrix too large to sample whole,
+            modelled on a part of its frames.
 
         Returns
         -------

@@ -510,3 +510,108 @@ def test_stoi_bands_of_27_active_frames_are_undefined(rng):
     with pytest.warns(RuntimeWarning, match="less than 384 ms"):
         values, centres = stoi_bands(clean, clean, 10000)
     assert values.shape == (15,) and np.all(np.isnan(values))
+
+
+def test_pesq_past_its_safe_length_is_undefined_and_never_reaches_the_library(monkeypatch):
+    """The pesq library keeps 50 utterances in fixed tables and writes past them on longer speech (ludlows/PESQ
+    #18: a segmentation fault from 120 s of NOIZEUS at 8 kHz, 140 s of LibriSpeech at 16 kHz): a longer pair is NaN
+    with one warning, decided before the library is called; up to the limit the library is called as ever."""
+    import pesq as library
+
+    from sepsti.metrics import PESQ_MAX_SECONDS, pesq
+
+    calls = []
+    monkeypatch.setattr(library, "pesq", lambda rate, clean, speech, mode: calls.append(len(clean) / rate) or 2.5)
+    for rate in (8000, 16000):
+        piece = speech(rate)
+        clean = np.tile(piece, int(PESQ_MAX_SECONDS * rate) // piece.size + 1)
+        noisy = clean + 0.01 * np.sin(np.arange(clean.size))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert np.isnan(pesq(clean, noisy, rate))
+        assert [str(w.message) for w in caught] == [
+            f"pesq: {clean.size / rate:.1f} s, longer than the {PESQ_MAX_SECONDS:g} s the pesq library scores safely "
+            "(it overruns its table of 50 utterances); PESQ is undefined (NaN)"]
+        limit = int(PESQ_MAX_SECONDS * rate)
+        assert pesq(clean[:limit], noisy[:limit], rate) == 2.5
+    assert calls == [PESQ_MAX_SECONDS, PESQ_MAX_SECONDS]
+
+
+@pytest.mark.parametrize("rate, length", [(8000, 10), (8000, 200), (8000, 300), (16000, 400), (44100, 1000)])
+def test_stoi_of_a_signal_shorter_than_one_frame_is_undefined_not_an_error(rate, length, rng):
+    """pystoi fails (AxisError, matmul size mismatch) on less than one of its frames: the same NaN and warning as
+    for too little active speech, from the three STOI functions."""
+    from sepsti.metrics import stoi, stoi_band_levels, stoi_bands
+
+    clean = rng.standard_normal(length)
+    noisy = clean + 0.1 * rng.standard_normal(length)
+    for extended in (False, True):
+        with pytest.warns(RuntimeWarning, match="stoi: less than 384 ms of active clean speech"):
+            assert np.isnan(stoi(clean, noisy, rate, extended=extended))
+    with pytest.warns(RuntimeWarning, match="stoi_bands: less than 384 ms of active clean speech"):
+        assert np.all(np.isnan(stoi_bands(clean, noisy, rate)[0]))
+    with pytest.warns(RuntimeWarning, match="stoi_band_levels: less than 384 ms of active clean speech"):
+        strong, weak, _ = stoi_band_levels(clean, noisy, rate)
+    assert np.all(np.isnan(strong)) and np.all(np.isnan(weak))
+
+
+def test_stoi_bands_of_one_active_frame_in_a_long_signal_are_undefined(rng):
+    """One second whose only sound is a click in its first 12.8 ms: pystoi's silent-frame removal keeps one frame,
+    which its STFT cannot frame at all (pystoi's STOI says so; the band functions multiplied an empty array)."""
+    from sepsti.metrics import stoi, stoi_band_levels, stoi_bands
+
+    rate = 10000
+    clean = np.zeros(rate)
+    clean[:40] = rng.standard_normal(40)
+    noisy = clean + 1e-3 * rng.standard_normal(rate)
+    with pytest.warns(RuntimeWarning, match="less than 384 ms of active clean speech"):
+        assert np.isnan(stoi(clean, noisy, rate))
+    with pytest.warns(RuntimeWarning, match="stoi_bands: less than 384 ms of active clean speech"):
+        assert np.all(np.isnan(stoi_bands(clean, noisy, rate)[0]))
+    with pytest.warns(RuntimeWarning, match="stoi_band_levels: less than 384 ms of active clean speech"):
+        assert np.all(np.isnan(stoi_band_levels(clean, noisy, rate)[0]))
+
+
+def test_high_band_level_of_band_limited_clean_speech_is_undefined(rng):
+    """Clean speech with next to nothing above 4 kHz (a share of 1e-7: the leakage of 8 kHz speech upsampled) has no
+    high-band level: the ratio of the noise's share to that leakage was a large, meaningless level; NaN below
+    HIGH_BAND_FLOOR with a warning. Speech with a real band there keeps its level, without a warning."""
+    from sepsti.metrics import HIGH_BAND_FLOOR, high_band_level, high_band_share
+
+    rate = 16000
+    n = 2 * rate
+    t = np.arange(n) / rate
+    voiced = 0.5 * sum(np.sin(2 * np.pi * 150 * k * t) / k for k in range(1, 20))  # below 3 kHz
+    hiss = rng.normal(size=n)
+    clean = voiced + 2e-4 * (hiss - _band_scaled(hiss, rate, 0.0))  # and a trace above 4 kHz
+    noisy = clean + 0.003 * rng.normal(size=n)
+    assert 1e-8 < high_band_share(clean, rate) < HIGH_BAND_FLOOR / 10
+    with pytest.warns(RuntimeWarning, match=r"high_band_level: the clean speech has .* of its energy above 4000 Hz, "
+                                            r"below the floor of 1e-05 \(band-limited speech\)"):
+        assert np.isnan(high_band_level(clean, noisy, rate))
+    wide = fricative_speech(rng, rate)
+    assert high_band_share(wide, rate) > 1000 * HIGH_BAND_FLOOR
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert high_band_level(wide, wide + 0.003 * rng.normal(size=n), rate) > 0
+
+
+@pytest.mark.noizeus
+def test_high_band_level_of_upsampled_noizeus_is_undefined_while_real_wideband_speech_is_far_above_the_floor(
+        noizeus_root):
+    """NOIZEUS sp22 and its car 5 dB mixture upsampled to 16 kHz (+11.6 dB before the floor); the clean wideband
+    speech in ../shared/data/wideband, when there, has shares at least ten times the floor."""
+    import glob
+
+    import soundfile
+    from scipy.signal import resample_poly
+
+    from sepsti.metrics import HIGH_BAND_FLOOR, high_band_level, high_band_share
+
+    clean = resample_poly(soundfile.read(noizeus_root / "clean" / "sp22.wav")[0], 2, 1)
+    noisy = resample_poly(soundfile.read(noizeus_root / "noisy" / "car_5dB" / "sp22_car_sn5.wav")[0], 2, 1)
+    with pytest.warns(RuntimeWarning, match="below the floor"):
+        assert np.isnan(high_band_level(clean, noisy, 16000))
+    files = sorted(glob.glob(str(noizeus_root.parent / "wideband" / "librispeech" / "*" / "*.flac")))[:20]
+    for path in files:
+        assert high_band_share(*soundfile.read(path)) > 10 * HIGH_BAND_FLOOR, path

@@ -72,3 +72,27 @@ def test_a_pair_is_in_agreeing_subfolders(tmp_path):
     _wav(tmp_path / "clean" / "spkB" / "001.wav", seed=2)
     with pytest.raises(ParameterError, match=r"clean/spkB/001.wav: same name as .*clean/spkA/001.wav"):
         pair_index(tmp_path / "clean", tmp_path / "noisy")
+
+
+def test_a_pair_keeps_its_channels_and_must_have_as_many_in_both_files(tmp_path):
+    """Multichannel files are read channel by channel (they were downmixed: opposite channels gave silence); a pair
+    whose files differ in channels is refused, naming the noisy file."""
+    rng = np.random.default_rng(3)
+    clean = rng.uniform(-0.1, 0.1, (800, 2)) * [1, -1]
+    noisy = clean + rng.uniform(-0.01, 0.01, (800, 2))
+    for kind, y in (("clean", clean), ("noisy", noisy)):
+        (tmp_path / kind).mkdir()
+        soundfile.write(tmp_path / kind / "p.wav", y, 8000, subtype="DOUBLE")
+    (pair,) = pair_index(tmp_path / "clean", tmp_path / "noisy")
+    loaded = load_pair(pair)
+    assert loaded.clean.shape == loaded.noisy.shape == (800, 2)
+    np.testing.assert_array_equal(loaded.clean, clean)
+    np.testing.assert_array_equal(loaded.noisy, noisy)
+    soundfile.write(tmp_path / "clean" / "p.wav", clean[:, 0], 8000, subtype="DOUBLE")
+    with pytest.raises(ParameterError, match=r"noisy/p.wav: has 2 channels but its clean file .*clean/p.wav has 1; "
+                                             r"a pair's files must have as many channels"):
+        load_pair(pair)
+    mono = _wav(tmp_path / "mono" / "clean" / "m.wav")  # mono files stay (n_samples,)
+    _wav(tmp_path / "mono" / "noisy" / "m.wav", seed=1)
+    (pair,) = pair_index(mono.parent, tmp_path / "mono" / "noisy")
+    assert load_pair(pair).clean.shape == load_pair(pair).noisy.shape == (800,)

@@ -1,7 +1,8 @@
 """Speech enhancement: sepsti against the enhancers a user would pick instead, same files, same run.
 
 Every noisy test file (sp21–sp30) of a NOIZEUS-style corpus, or every noisy file paired by name with a
-clean one (``--clean`` and ``--noisy``, as ``sepsti evaluate`` takes them), is enhanced by
+clean one (``--clean`` and ``--noisy``, as ``sepsti evaluate`` takes them; mono files only, as the peers
+enhance one channel), is enhanced by
 
 - ``sepsti``: as ``sepsti evaluate`` enhances it (the shipped dictionary for the file's rate, or
   ``--dictionary``);
@@ -29,7 +30,9 @@ noise, :func:`sepsti.comparison.paired_difference`) and the files on which sepst
 ``OUT/enhance_vs_peers.json`` (every file's scores, the means, the leads, the times) and
 ``OUT/enhance_vs_peers.png`` (SDR, STOI and PESQ against SNR). Pairs carry no SNR unless ``--names``
 reads one from their names (as ``sepsti evaluate --names`` does): without it their means and leads are
-over all files (each its own replicate), and the plot shows each method's means as bars.
+over all files (each its own replicate), and the plot shows each method's means as bars. A lead over a
+single replicate has no interval and prints without one; a pair without a noise label is left out of
+the per-noise means.
 
 ``--bands`` adds, per SNR and method, where STOI is won or lost: the intermediate intelligibility in each of
 STOI's 15 third-octave bands (:func:`sepsti.metrics.stoi_bands`, their mean is STOI) and the estimate's level
@@ -165,6 +168,14 @@ def deepfilternet_enhancer():
     return enhance
 
 
+def lead_cell(cell, digits):
+    """:func:`_common.lead_text`, without the interval where there is none (a single replicate), as
+    ``sepsti evaluate`` prints it."""
+    if cell is not None and not np.isfinite(cell["low"]):
+        return f"{cell['mean']:+.{digits}f} {cell['wins']}/{cell['pairs']}"
+    return lead_text(cell, digits)
+
+
 def band_scores(clean, estimate, sample_rate):
     """STOI per third-octave band and the levels against the clean speech there (lists, for the JSON)."""
     from sepsti.metrics import stoi_band_levels, stoi_bands
@@ -254,6 +265,14 @@ def main(argv=None):
                     if corpus is not None else selected[:10])
     if not selected:
         raise ParameterError(f"{corpus}: no noisy test files match the selection")
+    if corpus is None:
+        from sepsti.corpora.audio import audio_info
+
+        for path in (path for pair in selected for path in (pair.noisy, pair.clean)):
+            channels = audio_info(path).channels
+            if channels > 1:
+                raise ParameterError(f"{path}: {channels} channels; the peers enhance mono files (score "
+                                     "multichannel files with `sepsti evaluate`)")
 
     def no_delay(function):
         return lambda y, rate: (function(y, rate), 0)
@@ -308,7 +327,7 @@ def main(argv=None):
     def mean(method, key, **where):
         # over the files every method has a score for (one a library refuses leaves the file out of every
         # method's mean), the input's SAR aside: infinite by definition
-        chosen = [r for r in rows if all(r[k] == v for k, v in where.items())
+        chosen = [r for r in rows if all(r.get(k) == v for k, v in where.items())
                   and all(np.isfinite(r[m][key]) for m in methods if not (m == "input" and key == "sar"))]
         values = np.array([r[method][key] for r in chosen], dtype=float)
         values = values[np.isfinite(values)]
@@ -348,7 +367,7 @@ def main(argv=None):
               f"[95 % interval over the "
               f"{recordings.replicates}], files where sepsti is ahead")
         for other, cells in lead.items():
-            print(f"{'over ' + other:31s} " + "  ".join(lead_text(c, digits) for c in cells[key].values()))
+            print(f"{'over ' + other:31s} " + "  ".join(lead_cell(c, digits) for c in cells[key].values()))
     bands = summarise_bands(rows, methods, groups) if args.bands else None
     print("\nseconds per file: " + ", ".join(f"{name} {value:.3f}" for name, value in timing.items()))
 

@@ -3,7 +3,9 @@
 The recordings are the test mixtures of a NOIZEUS-style corpus (``--corpus``), or noisy files paired
 by name with clean ones (``--clean`` and ``--noisy``, any rate; :mod:`sepsti.recordings`); each is
 enhanced as ``sepsti enhance`` would, with the dictionary it picks for the file's rate unless
-``--dictionary`` names one.
+``--dictionary`` names one. A multichannel noisy file is enhanced by enhance's own code, its channels
+kept (its default ``--channels auto``), and each channel is scored against the clean file's matching
+channel: the file's scores are the means over its channels (a pair's files must have as many).
 
 Scores are BSS Eval SDR/SIR/SAR in dB (:func:`sepsti.metrics.bss_eval`,
 references ``[clean, noisy − clean]``, estimates ``[speech, noisy − speech]``;
@@ -60,7 +62,7 @@ import click
 from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, parse_list, shown
 
 __all__ = ["evaluate", "summarize", "format_table", "enhance_and_score",
-           "enhance_signal", "score_signals", "score_mixture"]
+           "enhance_signal", "enhance_channels", "score_signals", "score_mixture"]
 
 #: Every score, in the order of the JSON objects.
 METRICS = ("sdr", "sir", "sar", "stoi", "estoi", "pesq", "high_band_db", "fricative_db")
@@ -188,8 +190,12 @@ def format_table(summary, replicates="sentences"):
     return "\n".join(lines)
 
 
-def _plot(summary, results, path, title, overwrite=True):
-    """The plot of ``--plot``: the scores against SNR, or for pairs each file's output against its input."""
+def _plot(summary, results, path, title, replicates, overwrite=True):
+    """The plot of ``--plot``: the scores against SNR, or for pairs each file's output against its input.
+
+    The title ends with what the 95 % intervals are over (the ``replicates``), or that there is none; the legend
+    lies under the panels, where it hides no point.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -198,31 +204,40 @@ def _plot(summary, results, path, title, overwrite=True):
     from sepsti.core.io import atomic_path
 
     shown = [metric for metric in _SHOWN if metric in summary["overall"]["input"]]
-    figure, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 3.6))
+    figure, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 3.9))
     for axis, metric in zip(axes, shown):
         if summary["by_snr"]:
             _draw_against_snr(axis, summary, metric)
         else:
             _draw_pairs(axis, summary, results, metric)
         axis.grid(alpha=0.3)
-    axes[0].legend(fontsize=7, loc="upper left")
+    drawn = summary["by_snr"] or [summary["overall"]]  # the intervals the panels show
+    if any(entry["interval"][metric] is not None for entry in drawn for metric in shown):
+        title += f"; 95 % intervals over the {replicates}"
+    else:
+        title += f"; no 95 % interval (fewer than two {replicates} with both scores)"
+    figure.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=7, frameon=False)
     figure.suptitle(title)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.05, 1, 1))
     with atomic_path(path, overwrite=overwrite) as tmp:
         figure.savefig(tmp, dpi=120, format=Path(path).suffix[1:].lower())
     plt.close(figure)
 
 
 def _draw_against_snr(axis, summary, metric):
-    """Input and enhanced means per SNR, the 95 % interval of the gain as bars on the enhanced curve."""
+    """Input and enhanced means per SNR, the 95 % interval of the gain as bars on the enhanced curve where it has
+    one."""
     snrs = [entry["snr"] for entry in summary["by_snr"]]
     axis.plot(snrs, [entry["input"][metric] for entry in summary["by_snr"]], "o--", label="input")
     enhanced = [entry["enhanced"][metric] for entry in summary["by_snr"]]
-    below, above = zip(*[(entry["improvement"][metric] - entry["interval"][metric][0],
-                          entry["interval"][metric][1] - entry["improvement"][metric])
-                         if entry["interval"][metric] is not None else (0.0, 0.0) for entry in summary["by_snr"]])
-    axis.errorbar(snrs, enhanced, yerr=[below, above], fmt="s-", capsize=3,
-                  label="enhanced (bars: 95 % interval of the gain)")
+    axis.plot(snrs, enhanced, "s-", color="C1", label="enhanced")
+    bars = [(entry["snr"], value, entry["improvement"][metric] - entry["interval"][metric][0],
+             entry["interval"][metric][1] - entry["improvement"][metric])
+            for entry, value in zip(summary["by_snr"], enhanced) if entry["interval"][metric] is not None]
+    if bars:
+        at, level, below, above = zip(*bars)
+        axis.errorbar(at, level, yerr=[below, above], fmt="none", ecolor="C1", capsize=3,
+                      label="95 % interval of the gain")
     axis.set_title(metric.upper())
     axis.set_xlabel("input SNR (dB)")
     axis.set_ylabel(_SHOWN[metric][1])
@@ -279,7 +294,7 @@ def _draw_pairs(axis, summary, results, metric):
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
               help="Plot SDR/SIR/SAR/STOI/PESQ against SNR, input vs enhanced, with the 95 % interval of "
                    "the gain over the sentences; for pairs without SNR labels, each file's enhanced score "
-                   "against its input's (.png, .pdf, .svg).")
+                   f"against its input's ({', '.join(_PLOT_EXTENSIONS)}).")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each mixture (at most 257, the frequency bins of the "
                    "8 kHz dictionary).")
@@ -299,7 +314,10 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
     """Enhance noisy recordings and score them against the clean speech (SDR/SIR/SAR in dB, STOI, PESQ).
 
     The recordings are a NOIZEUS-style corpus's test mixtures (--corpus), or noisy files paired by
-    name with clean ones (--clean and --noisy, e.g. VoiceBank-DEMAND's test set).
+    name with clean ones (--clean and --noisy, e.g. VoiceBank-DEMAND's test set). A multichannel
+    noisy file is enhanced as enhance does it (channels kept, --channels auto) and each channel
+    scored against the clean file's matching channel; the file's scores are their means. A pair's
+    two files must have as many channels.
     """
     from sepsti.commands.enhance import _single_threaded_blas
 
@@ -385,7 +403,8 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
         "snrs": sorted({row["snr"] for row in results if "snr" in row}),
         "pesq_modes": sorted({pesq_mode(rate) for rate in rates}) if "pesq" in metrics else [],
         "settings": {"noise_rank": noise_rank, "iterations": options.get("max_iter", EM_ITERATIONS), "seed": seed,
-                     "max_reduction_db": float(-20.0 * np.log10(options.get("mask_floor", MASK_FLOOR)))},
+                     # + 0.0: no reduction is 0.0, not -0.0
+                     "max_reduction_db": float(-20.0 * np.log10(options.get("mask_floor", MASK_FLOOR))) + 0.0},
     })
     if json_path is not None:
         with atomic_path(json_path, overwrite=overwrite) as tmp:
@@ -395,7 +414,7 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
     if plot_path is not None:
         ranks = "/".join(str(rank) for rank in sorted({used.rank for used in dictionaries.used.values()}))
         _plot(summary, results, plot_path, f"{recordings.title}: {len(results)} {recordings.noun}, rank-{ranks} "
-                                           f"dictionary; 95 % intervals over the {recordings.replicates}", overwrite)
+                                           "dictionary", recordings.replicates, overwrite)
         click.echo(f"wrote {shown(plot_path)}")
 
 
@@ -425,10 +444,11 @@ def enhance_and_score(recording, speech_dictionary, options, metrics):
     Parameters
     ----------
     recording : object
-        With ``clean``, ``noisy`` and ``sample_rate`` (a corpus mixture or a pair).
+        With ``clean``, ``noisy``, ``sample_rate`` and ``path`` (a corpus mixture or a pair); a multichannel
+        recording's signals are ``(n_samples, channels)`` and its ``path`` is the noisy file.
     speech_dictionary : sepsti.dictionary.Dictionary
     options : dict
-        For :func:`enhance_signal`.
+        For :func:`enhance_signal` (:func:`enhance_channels` for several channels).
     metrics : list of str
 
     Returns
@@ -436,17 +456,23 @@ def enhance_and_score(recording, speech_dictionary, options, metrics):
     scores : dict
         :func:`score_signals` of the input and the output.
     reason : str or None
-        Why the recording was scored unchanged (too little besides digital silence), if it was.
+        Why the recording, or some of its channels, was scored unchanged (too little besides digital silence),
+        if it was.
     """
+    import numpy as np
+
     from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
 
     reason = None
-    with unchanged_signal_raised():
-        # a file of (nearly) nothing but digital silence is scored as it is, as enhance writes it
-        try:
-            speech = enhance_signal(recording.noisy, recording.sample_rate, speech_dictionary, **options)
-        except UnchangedSignalWarning as unchanged:
-            speech, reason = recording.noisy, str(unchanged)
+    if np.ndim(recording.noisy) > 1:
+        speech, reason = enhance_channels(recording.path, speech_dictionary, options)
+    else:
+        with unchanged_signal_raised():
+            # a file of (nearly) nothing but digital silence is scored as it is, as enhance writes it
+            try:
+                speech = enhance_signal(recording.noisy, recording.sample_rate, speech_dictionary, **options)
+            except UnchangedSignalWarning as unchanged:
+                speech, reason = recording.noisy, str(unchanged)
     return score_signals(recording, {"input": recording.noisy, "enhanced": speech}, metrics), reason
 
 
@@ -491,6 +517,43 @@ def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
     return resample(speech, rate, sample_rate, length=len(noisy))
 
 
+def enhance_channels(path, speech_dictionary, options):
+    """Enhance a multichannel file with ``sepsti enhance``'s own code, every channel kept.
+
+    :func:`sepsti.commands.enhance.process_file`, with enhance's default ``--channels auto``, writes the
+    output into a temporary file as float64 (not rounded to the input's sample format, as
+    :func:`enhance_signal`'s output is not), which is read back.
+
+    Parameters
+    ----------
+    path : Path
+        The noisy file.
+    speech_dictionary : sepsti.dictionary.Dictionary
+    options : dict
+        For :func:`sepsti.commands.enhance.process_file` (``noise_rank``, ``seed``, ``max_iter``, ``mask_floor``).
+
+    Returns
+    -------
+    speech : ndarray, shape (n_samples, channels)
+    reason : str or None
+        Why the file, or some of its channels, was kept unchanged, if it was.
+    """
+    import tempfile
+
+    import numpy as np
+
+    from sepsti.audio import inspect_input
+    from sepsti.commands.enhance import process_file
+    from sepsti.corpora.audio import read_audio_blocks
+
+    audio = inspect_input(path, sample_rate=speech_dictionary.sample_rate)._replace(subtype="DOUBLE")
+    with tempfile.TemporaryDirectory(prefix="sepsti-evaluate-") as folder:
+        target = Path(folder) / "enhanced.wav"
+        _, reason = process_file(audio, target, speech_dictionary, False, (False, False),
+                                 {**options, "channels": "auto"})
+        return np.concatenate(list(read_audio_blocks(target, downmix=False))), reason
+
+
 def score_signals(mixture, signals, metrics=METRICS):
     """The scores of several signals of one mixture (the input, enhancers' outputs), by name.
 
@@ -501,7 +564,7 @@ def score_signals(mixture, signals, metrics=METRICS):
     ----------
     mixture : sepsti.corpora.noizeus.Mixture or sepsti.corpora.pairs.Pair
     signals : dict
-        ``{name: signal}``, each at the mixture's rate and length.
+        ``{name: signal}``, each at the mixture's rate, length and channels.
     metrics : sequence of str
 
     Returns
@@ -521,9 +584,10 @@ def score_mixture(mixture, speech, metrics=METRICS):
     Parameters
     ----------
     mixture : sepsti.corpora.noizeus.Mixture or sepsti.corpora.pairs.Pair
-        Anything with ``clean``, ``noisy`` and ``sample_rate``.
-    speech : ndarray, shape (n_samples,)
-        At the mixture's rate and length.
+        Anything with ``clean``, ``noisy`` and ``sample_rate``: ``(n_samples,)``, or ``(n_samples, channels)``
+        for a multichannel recording.
+    speech : ndarray, shape (n_samples,) or (n_samples, channels)
+        At the mixture's rate, length and channels.
     metrics : sequence of str
         Among :data:`METRICS` (STOI and ESTOI need pystoi, PESQ needs pesq; the two levels of the band
         above 4 kHz, :func:`sepsti.metrics.high_band_level` and :func:`sepsti.metrics.fricative_level`,
@@ -532,17 +596,35 @@ def score_mixture(mixture, speech, metrics=METRICS):
     Returns
     -------
     dict
-        ``{metric: float}``; undefined scores are NaN.
+        ``{metric: float}``; undefined scores are NaN. Of several channels, the mean over the channels of
+        each one's scores against the clean speech's matching channel (NaN where one is; its warnings
+        name the channel).
     """
+    import numpy as np
+
+    from sepsti.metrics import warnings_once
+
+    if np.ndim(mixture.clean) == 1:
+        return _scores(mixture.clean, mixture.noisy, speech, mixture.sample_rate, metrics)
+    channels = []
+    for channel in range(mixture.clean.shape[1]):
+        with warnings_once(f"channel {channel + 1}"):
+            channels.append(_scores(mixture.clean[:, channel], mixture.noisy[:, channel], speech[:, channel],
+                                    mixture.sample_rate, metrics))
+    return {metric: float(np.mean([scores[metric] for scores in channels])) for metric in metrics}
+
+
+def _scores(clean, noisy, speech, sample_rate, metrics):
+    """:func:`score_mixture` of one channel."""
     from sepsti.metrics import HIGH_BAND_HZ, bss_eval, fricative_level, high_band_level, pesq, stoi
 
-    scores = dict(bss_eval(mixture.clean, mixture.noisy, speech))
-    wide = mixture.sample_rate > 2 * HIGH_BAND_HZ  # else there is no band above 4 kHz to score: NaN
-    scores["high_band_db"] = high_band_level(mixture.clean, speech, mixture.sample_rate) if wide else float("nan")
-    scores["fricative_db"] = fricative_level(mixture.clean, speech, mixture.sample_rate)[0] if wide else float("nan")
+    scores = dict(bss_eval(clean, noisy, speech))
+    wide = sample_rate > 2 * HIGH_BAND_HZ  # else there is no band above 4 kHz to score: NaN
+    scores["high_band_db"] = high_band_level(clean, speech, sample_rate) if wide else float("nan")
+    scores["fricative_db"] = fricative_level(clean, speech, sample_rate)[0] if wide else float("nan")
     if "stoi" in metrics:
-        scores["stoi"] = stoi(mixture.clean, speech, mixture.sample_rate)
-        scores["estoi"] = stoi(mixture.clean, speech, mixture.sample_rate, extended=True)
+        scores["stoi"] = stoi(clean, speech, sample_rate)
+        scores["estoi"] = stoi(clean, speech, sample_rate, extended=True)
     if "pesq" in metrics:
-        scores["pesq"] = pesq(mixture.clean, speech, mixture.sample_rate)
+        scores["pesq"] = pesq(clean, speech, sample_rate)
     return {metric: float(scores[metric]) for metric in metrics}

@@ -243,7 +243,9 @@ def tiny_corpus(tmp_path_factory):
     (["--samples", "99999999999999"], ["'--samples'", "1<=x<=10000000"]),
     (["--samples", "10000001"], ["'--samples'", "1<=x<=10000000"]),
     (["--keep", "10000001"], ["'--keep'", "1<=x<=10000000"]),
-    (["--temperatures", "10001"], ["'--temperatures'", "1<=x<=10000"]),
+    (["--temperatures", "10001"], ["'--temperatures'", "2<=x<=10000"]),
+    # one interval: Simpson's rule on a power or beta grid weighs t = 0 by 0, so the estimate was E_1 alone
+    (["--temperatures", "1"], ["'--temperatures'", "2<=x<=10000"]),
     (["--replicates", "1001"], ["'--replicates'", "1<=x<=1000"]),
 ])
 def test_counts_are_bounded(tmp_path, args, fragments):
@@ -275,6 +277,19 @@ _FIELD_NAMES = ("num_", "step_a", "step_b", "power=", "temperatures=", "sigma=",
     (["--preset", "reference", "--sampler", "psgld"], ["--sampler psgld: block-parallel chains, not the reference"]),
     (["--preset", "reference", "--sampler", "sgld", "--blocks", "2"], ["--sampler sgld: block-parallel chains"]),
     (["--dispersion", "1e-30"], ["--dispersion 1e-30: the 257 x ", "more than 2**53 counts", "give --dispersion "]),
+    (["--dispersion", "1e308"], ["--dispersion 1e+308: the 257 x ", "rounds to zero in float32"]),
+    # settings the chains or the grid do not use: refused, not ignored
+    (["--preset", "paper", "--alpha", "0.5", "--sigma", "3"],
+     ["--alpha, --sigma: not used by SGLD chains (the paper preset's)", "--sampler psgld"]),
+    (["--sampler", "sgld", "--sigma", "3"], ["--sigma: not used by SGLD chains: "]),
+    (["--preset", "paper", "--power", "3"], ["--power 3: not used by the uniform schedule (the paper preset's)"]),
+    (["--schedule", "uniform", "--power", "3"], ["--power 3: not used by the uniform schedule, t_i = i/T"]),
+    (["--schedule", "beta", "--power", "600", "--temperatures", "2"],
+     ["--power 600: the beta schedule's quadrature weights are not finite", "lower --power"]),
+    (["--schedule", "beta", "--power", "600"], ["--power 600: the beta schedule's 11 temperatures are not distinct",
+                                                "(t_7 = t_8 = 1)"]),
+    (["--keep", "1", "--replicates", "1"], ["--keep 1 with --replicates 1: ", "no standard error"]),
+    (["--preset", "paper", "--keep", "1"], ["--keep 1 with --replicates 1 (the paper preset's)"]),
 ])
 def test_messages_name_the_options_as_typed(tiny_corpus, monkeypatch, args, fragments):
     import sepsti.core.evidence.sti_nmf
@@ -343,3 +358,20 @@ def test_json_and_plot_are_reported_as_written(tiny_corpus, tmp_path):
     result = _invoke("--corpus", tiny_corpus, *TINY, "--json", tmp_path / "r.json", "--plot", tmp_path / "r.png")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-2:] == [f"wrote {tmp_path / 'r.json'}", f"wrote {tmp_path / 'r.png'}"]
+
+
+def test_json_or_plot_naming_the_checkpoint_is_refused_before_any_work(tmp_path):
+    # the JSON was lost after the whole run: "output is a directory"
+    for option, name in (("--json", "ck"), ("--plot", "ck.png")):
+        result = _invoke("--corpus", tmp_path / "nowhere", *TINY, option, tmp_path / name, "--checkpoint",
+                         tmp_path / name)
+        assert_one_line_error(result, f"{option} and --checkpoint are the same path {tmp_path / name}")
+        assert not (tmp_path / name).exists()
+
+
+def test_help_says_what_the_grid_options_do():
+    text = " ".join(_invoke("--help").output.split())
+    assert "--temperatures INTEGER RANGE T, intervals of the temperature grid (T + 1 temperatures), at least 2" in text
+    assert "[2<=x<=10000]" in text
+    # on the presets' Simpson grids t = 0 weighs 0: the option cannot move the estimate there
+    assert "t = 0 weighs 0: the choice then changes E_0 and the tempering check only, not the estimate" in text

@@ -37,6 +37,8 @@ def test_same_seed_same_estimate():
 
 @pytest.mark.parametrize("options", [
     dict(rank=0), dict(rank=1.5), dict(prior_rate=0.0), dict(num_keep=40),
+    # one interval: Simpson's rule in u weighs t = 0 by 0, and the estimate was E_1 alone
+    dict(num_intervals=1),
     # chains that never move (stiffness or step_ceiling 0: an estimate with standard error 0), an infinite rate
     # (then "diverged ... lower stiffness"), a negative stiffness
     dict(stiffness=0.0), dict(stiffness=-0.1), dict(stiffness=np.inf), dict(step_ceiling=0.0),

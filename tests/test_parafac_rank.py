@@ -36,6 +36,16 @@ def test_result_shapes_and_selection(small):
     assert result.selected_rank == result.ranks[int(np.argmax(result.log_marginal_likelihood))]
 
 
+def test_chains_that_diverged_are_recorded_as_not_finite():
+    # large SGLD steps: R = 1's chains diverge (NaN) while R = 4's stay finite; all_finite was always True
+    X = stream(1, 2).poisson(2.0, (5, 4, 3)).astype(float)
+    with pytest.warns(Warning, match="not finite for R=1"):
+        result = select_parafac_rank(X, [1, 4], preset="blocks", sampler="sgld", step_a=0.01, num_steps=50,
+                                     num_keep=10, num_intervals=2, num_replicates=2)
+    assert np.isnan(result.log_marginal_likelihood[0]) and np.isfinite(result.log_marginal_likelihood[1])
+    assert result.all_finite is False
+
+
 def test_same_seed_same_estimates(small):
     a = select_parafac_rank(small, [1, 2], prior_rate=0.6, sampler="sgld", subset_size=50, seed=3, **FAST)
     b = select_parafac_rank(small, [1, 2], prior_rate=0.6, sampler="sgld", subset_size=50, seed=3, **FAST)

@@ -386,3 +386,37 @@ def test_log_r_factorial_is_in_each_replicates_estimate_and_in_the_json():
         assert document["log_marginal_likelihood"][position] == pytest.approx(expected, rel=1e-12)
         np.testing.assert_allclose(result.replicates[position], expected, rtol=1e-12)
         np.testing.assert_allclose(document["replicates"][str(rank)], expected, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# checked before a checkpoint is written or a chain runs
+
+
+@pytest.mark.parametrize("seed, message", [(2 ** 32, r"seed=4294967296 must lie in \[0, 2\*\*32\)"),
+                                           (-1, "seed=-1 must be an integer of at least 0"),
+                                           (1.5, "seed=1.5 must be an integer of at least 0")])
+def test_a_bad_seed_is_refused_before_a_checkpoint_is_written(tmp_path, seed, message):
+    factory = DriftingChains()
+    with pytest.raises(ParameterError, match=message):
+        select_rank(factory, [1], grid=GRID, num_replicates=2, seed=seed, checkpoint=tmp_path / "ck")
+    assert not (tmp_path / "ck").exists() and factory.runs == []
+
+
+def test_a_grid_whose_weights_are_not_finite_is_refused_before_any_chain(tmp_path):
+    factory = DriftingChains()
+    with pytest.raises(ParameterError, match="power=600.0: the beta schedule's quadrature weights are not finite"):
+        select_rank(factory, [1], grid=TemperatureGrid(2, "beta", 600.0, "simpson"), num_replicates=2,
+                    checkpoint=tmp_path / "ck")
+    assert not (tmp_path / "ck").exists() and factory.runs == []
+
+
+def test_single_kept_values_need_several_replicates():
+    # one value of one chain per temperature: no standard error to estimate (it was reported as exactly 0)
+    factory = DriftingChains(length=1)
+    with pytest.raises(ParameterError, match="num_replicates=1 with chains that keep a single value"):
+        select_rank(factory, [1, 2], grid=GRID, num_replicates=1)
+    assert factory.runs == []
+    # several replicates: their spread gives it
+    result = select_rank(DriftingChains(length=1), [1, 2], grid=GRID, num_replicates=3, seed=2)
+    assert np.all(np.isfinite(result.stderr)) and np.all(result.stderr > 0)
+    assert np.all(np.isfinite(result.largest_decrease))

@@ -34,17 +34,21 @@ def _strict_json(path):
 
 
 def test_infinite_results_are_written_as_null(tmp_path):
-    """One kept iteration: no tempering check (inf) and zero MCSE; the file was ``[Infinity]``, not JSON.
+    """NaN and infinities become null: a file of ``[Infinity]`` is not JSON."""
+    args = _common.recipe_parser("toy", "a toy").parse_args(["--out", str(tmp_path)])
+    _common.write_results(args, {"check": [np.inf, -np.inf, np.nan, 1.5]})
+    assert _strict_json(tmp_path / "toy.json")["check"] == [None, None, None, 1.5]
 
-    The file carries the run's provenance."""
-    result = _recipe("parafac_large", "--quick", "--keep", 1, "--ranks", 3, "--evaluate", "before_update",
+
+def test_the_results_carry_the_runs_provenance(tmp_path):
+    result = _recipe("parafac_large", "--quick", "--keep", 2, "--ranks", 3, "--evaluate", "before_update",
                      "--seed", 3, "--out", tmp_path / "out", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     results = _strict_json(tmp_path / "out" / "parafac_large.json")
     (decrease,) = results["largest_decrease_se"].values()
-    assert decrease == [None]
+    assert len(decrease) == 1 and np.isfinite(decrease[0])
     provenance = results["provenance"]
-    assert provenance["argv"] == ["--quick", "--keep", "1", "--ranks", "3", "--evaluate", "before_update",
+    assert provenance["argv"] == ["--quick", "--keep", "2", "--ranks", "3", "--evaluate", "before_update",
                                   "--seed", "3", "--out", str(tmp_path / "out")]
     assert provenance["options"]["seed"] == 3 and provenance["options"]["ranks"] == [3]
     assert provenance["options"]["quick"] is True and provenance["options"]["overwrite"] is False
@@ -79,8 +83,8 @@ def test_overwrite_replaces_the_results(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "parafac_large.json").write_text("mine\n")
-    result = _recipe("parafac_large", "--quick", "--keep", 1, "--ranks", 3, "--out", out, "--overwrite",
-                     cwd=tmp_path)
+    result = _recipe("parafac_large", "--quick", "--keep", 2, "--ranks", 3, "--evaluate", "before_update", "--out", out,
+                     "--overwrite", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert _strict_json(out / "parafac_large.json")["ranks"] == [3]
     assert (out / "parafac_large.png").stat().st_size > 0
@@ -133,6 +137,7 @@ def test_the_results_name_may_depend_on_the_options(tmp_path):
     ("parafac_synthetic", ["--quick", "--true-rank", "0"], "rank=0 must be an integer of at least 1"),
     # counts that were taken as their defaults (0) or as 1, or accepted
     ("parafac_large", ["--quick", "--keep", "0"], "argument --keep: '0': expected an integer of at least 1"),
+    ("parafac_large", ["--quick", "--keep", "1"], "--keep 1 with --replicates 1: one kept value gives no standard"),
     ("parafac_large", ["--quick", "--evaluate-every", "0"], "argument --evaluate-every: '0': expected an integer"),
     ("parafac_synthetic", ["--quick", "--data-seeds", "0"], "argument --data-seeds: '0': expected an integer"),
     ("raman_nuts", ["--quick", "--workers", "0"], "argument --workers: '0': expected an integer of at least 1"),

@@ -22,6 +22,8 @@ def test_grid_counts_intervals():
 
 
 @pytest.mark.parametrize("settings,message", [(dict(num_intervals=0), "num_intervals=0"),
+                                              (dict(num_intervals=1), "num_intervals=1 must be an integer of at "
+                                                                      "least 2"),
                                               (dict(num_intervals=2.5), "num_intervals=2.5"),
                                               (dict(schedule="log"), "schedule='log'"),
                                               (dict(power=0.5), "power=0.5"),
@@ -321,3 +323,68 @@ def test_before_update_scores_the_previous_iterate_on_the_current_subset():
                                       chain=LangevinSettings(num_steps=5, num_keep=1, step_a=1e-3), subset_fn=subset_fn)
     expected = log_likelihood_estimate(model, before.state.inner.position, subset_fn(None, 6))
     assert trace[-1] == pytest.approx(expected, rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# one interval, grids whose weights are not finite, a single kept value
+
+
+def test_one_interval_is_refused_wherever_an_estimate_is_made():
+    # with T = 1 Simpson's rule on a power or beta grid weighs t = 0 by 0: the estimate was E_1 alone
+    with pytest.raises(ParameterError, match="num_intervals=1 must be an integer of at least 2"):
+        temperature_grid(1, schedule="power", power=5.0)
+    with pytest.raises(ParameterError, match="at least 2 intervals"):
+        thermodynamic_integral([0.0, 1.0], [np.zeros(4), np.ones(4)])
+    _, x = GaussianAdditiveModel.sample(np.random.default_rng(5), 50, 1)
+    model = GaussianAdditiveModel(x, 1)
+    with pytest.raises(ParameterError, match="at least 2 intervals"):  # before any chain runs
+        stochastic_thermodynamic_integration(model, model.sample_prior, temperatures=[0.0, 1.0],
+                                             chain=LangevinSettings(num_steps=10 ** 6, num_keep=10))
+
+
+def test_a_grid_whose_weights_are_not_finite_is_refused_by_its_power():
+    # B(c, c) underflows to 0 beyond c ~ 540: dt/du = 0/0 on the beta grid
+    grid = TemperatureGrid(2, "beta", 600.0, "simpson")
+    with pytest.raises(ParameterError, match=r"power=600\.0: the beta schedule's quadrature weights are not finite"
+                                             r".*; lower power$"):
+        grid.check()
+    with pytest.raises(ParameterError, match=r"^--power 600: .*; lower --power$"):
+        grid.check(option_name=lambda field: f"--{field}")
+    with pytest.raises(ParameterError, match=r"power=1e\+300: the power schedule's 11 temperatures are not distinct"):
+        TemperatureGrid(10, "power", 1e300, "simpson").check()
+    TemperatureGrid(2, "beta", 600.0, "trapezoid").check()  # in t: finite
+    TemperatureGrid(16, "beta", 2.0, "simpson").check()
+
+
+def test_a_single_kept_value_has_no_standard_error():
+    mean, mcse, _ = chain_summary([3.0])
+    assert mean == 3.0 and np.isnan(mcse)  # was 0: unknown, not exact
+    assert chain_summary([[1.0], [3.0]])[1] == pytest.approx(1.0)  # several chains: their spread
+    t = temperature_grid(2)
+    with pytest.warns(RuntimeWarning, match="single kept value at t = 0, 0.5, 1: the standard error cannot be "
+                                            "estimated"):
+        result = thermodynamic_integral(t, [np.array([v]) for v in (1.0, 2.0, 3.0)], tol=0)
+    assert result.log_marginal_likelihood == 2.0 and np.isnan(result.stderr)
+    # a temperature of weight 0 adds nothing to the error, known or not
+    weights = np.array([0.0, 0.5, 0.5])
+    result = thermodynamic_integral(t, [np.array([1.0]), np.array([2.0, 2.5]), np.array([3.0, 3.5])],
+                                    weights=weights, tol=0)
+    assert np.isfinite(result.stderr)
+
+
+def test_a_single_kept_value_is_no_divergence(rng):
+    _, x = GaussianAdditiveModel.sample(rng, 50, 1)
+    model = GaussianAdditiveModel(x, 1)
+    with pytest.warns(RuntimeWarning, match="the standard error cannot be estimated"):
+        result = stochastic_thermodynamic_integration(model, model.sample_prior, grid=TemperatureGrid(2, "uniform"),
+                                                      chain=LangevinSettings(num_steps=20, num_keep=1,
+                                                                             step_a=1e-4))
+    assert np.isfinite(result.log_marginal_likelihood) and np.isnan(result.stderr)
+
+
+@pytest.mark.parametrize("schedule, power", [("power", 5.0), ("beta", 2.0), ("power", 1.5)])
+def test_t0_weighs_nothing_on_simpson_power_and_beta_grids(schedule, power):
+    # what select-rank's --exact-prior help and docs/rank_selection.md say: there the t = 0 draws feed E_0 and the
+    # tempering check only (dt/du = 0 at u = 0 for c > 1)
+    assert TemperatureGrid(10, schedule, power, "simpson").weights[0] == 0.0
+    assert TemperatureGrid(10, schedule, power, "trapezoid").weights[0] > 0.0

@@ -130,6 +130,17 @@ def test_a_dispersion_beyond_float64_counts_is_refused(X):
     assert np.isfinite(result.log_marginal_likelihood[0]) and np.isfinite(result.stderr[0])
 
 
+@pytest.mark.parametrize("dispersion", [1e39, 1e308])
+def test_a_dispersion_that_divides_the_data_to_zero_is_refused(X, dispersion):
+    # float32 X / 1e308 underflowed to all zeros, unchecked, and the reference path failed with LinAlgError
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nor a warning of the cast on the way
+        with pytest.raises(ParameterError, match=rf"^{re.escape(f'dispersion={dispersion!r}')}: X / dispersion rounds "
+                                                 "to zero in float32"):
+            select_rank_sti(X.astype(np.float32), [1], dispersion=dispersion, num_intervals=2, num_steps=20,
+                            num_keep=10)
+
+
 def test_ranks_that_are_not_integers_are_refused(X):
     # int() truncated them: ranks=[1.5] ran rank 1
     for bad in ([1.5], [1, 2.0], ["2"], [True]):

@@ -20,7 +20,7 @@ import numpy as np
 
 from sepsti.core.checks import integer_at_least, positive_number
 from sepsti.core.errors import ParameterError
-from sepsti.core.evidence.sti import integration_weights, temperature_grid, thermodynamic_integral
+from sepsti.core.evidence.sti import TemperatureGrid, thermodynamic_integral
 from sepsti.core.models.poisson_nmf import validate_nonnegative_matrix
 from sepsti.core.random import stream
 
@@ -42,7 +42,7 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
     prior_rate : float
         lambda of the exponential priors on W and H: finite, positive.
     num_intervals, power : int, float
-        The grid t_i = (i/T)^power (Simpson's rule in u = t^(1/power)).
+        The grid t_i = (i/T)^power (Simpson's rule in u = t^(1/power)); T at least 2.
     num_steps, num_keep : int
         Langevin iterations per temperature and how many of the last are kept.
     stiffness : float
@@ -82,7 +82,9 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
         raise ParameterError(f"num_keep={num_keep} must lie in [1, num_steps={num_steps}]")
     rows, columns = X.shape
     log_factorial = gammaln(X + 1.0).sum()
-    temperatures = temperature_grid(num_intervals, schedule="power", power=power)
+    grid = TemperatureGrid(num_intervals, "power", power, "simpson")
+    grid.check()
+    temperatures = grid.temperatures
     rng = stream(seed, 0)
 
     def log_likelihood(W, H):
@@ -127,5 +129,4 @@ def log_space_sti(X, rank, *, prior_rate, num_intervals=40, power=6.0, num_steps
                                          "raise num_steps")
             traces.append(trace)
             bar.update(1)
-    weights = integration_weights(temperatures, rule="simpson", power=power)
-    return thermodynamic_integral(temperatures, traces, weights=weights)
+    return thermodynamic_integral(temperatures, traces, weights=grid.weights)

@@ -4,8 +4,11 @@ Conventions: ``data`` is a dense ``(I, J, K)`` count array or a
 :class:`sepsti.core.sparse_tensor.SparseTensor`; the model is Poisson PARAFAC with
 exponential priors (:class:`sepsti.core.models.poisson_parafac.PoissonParafac`).
 Chain (R, i, r) starts from a prior draw of ``stream(seed, R, i, r)`` (or that
-draw improved by MAP sweeps) and takes its block noise from
-``stream(seed, R, i, r, block)``, as every chain of the engine does.
+draw improved by MAP sweeps). The compiled engine's chains take the noise of
+block b of factor mode m (0, 1, 2 for A, B, C) from
+``stream(seed, R, i, r, 1 + m B + b)``
+(:func:`sepsti.core.parallel.parafac_blocks.init_block_state`); the generic
+engine's draw their subsets and noise from ``stream(seed, R, i, r)`` itself.
 
 Subsampling: with ``num_blocks`` = B the tensor is cut into B × B × B blocks
 and iteration l uses part ``(l − 1) mod B²`` (cyclic order), the B blocks of a
@@ -239,8 +242,9 @@ class ParafacChains:
                 trace, _ = power_posterior_chain(model, start, rng, temperature=task.temperature, chain=settings,
                                                  subset_fn=self.subset_fn)
         seconds = time.perf_counter() - started
-        return ChainRecord(np.asarray(trace, dtype=np.float64), seconds, time.thread_time() - cpu_started,
-                           seconds if self.compiled else 0.0)
+        trace = np.asarray(trace, dtype=np.float64)
+        return ChainRecord(trace, seconds, time.thread_time() - cpu_started, seconds if self.compiled else 0.0,
+                           np.nan, bool(np.all(np.isfinite(trace))))
 
 
 def select_parafac_rank(data, ranks, *, preset="reference", grid=None, chain=None, num_replicates=None, prior_rate=1.0,

@@ -10,8 +10,9 @@ are independent, so the engine owns everything around them:
 
 * **the plan**: the (R, i, r) chains (:func:`chain_plan`);
 * **the seed rule**: chain (R, i, r) draws from ``stream(seed, R, i, r)``
-  and its per-block noise from ``stream(seed, R, i, r, block)``; shared
-  work of replicate r of rank R (an EM start) from
+  and the noise of its factor blocks, if it has any, from
+  ``stream(seed, R, i, r, k)`` with one key k per block (the factory's
+  numbering); shared work of replicate r of rank R (an EM start) from
   ``stream(seed, R, SHARED_KEY, r)``. Nothing depends on where or in which
   order a chain runs;
 * **the checkpoint**: a folder with ``settings.json`` (the settings, data
@@ -70,6 +71,7 @@ from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.evidence.sti import LangevinSettings, TemperatureGrid, thermodynamic_integral
 from sepsti.core.evidence.tempering_check import largest_decrease
 from sepsti.core.io import atomic_path
+from sepsti.core.random import KEY_LIMIT
 
 __all__ = [
     "ChainRecord",
@@ -298,8 +300,10 @@ class RankSelection(NamedTuple):
     per_temperature : list of sepsti.core.evidence.sti.STIResult
         Per rank: E_t[log p] per temperature with its standard error.
     largest_decrease : ndarray, shape (n_ranks,)
-        Tempering check per rank, in joint standard errors (above 3: not equilibrated); NaN for a rank whose
-        chains diverged (its estimate is not finite, and named by a warning).
+        Tempering check per rank, in joint standard errors (above 3: not equilibrated); infinite where
+        neighbouring temperatures have standard errors of 0 (frozen chains, one replicate); NaN for a rank whose
+        chains diverged (its estimate is not finite, and named by a warning). The JSON writes both as null, as
+        every non-finite number: beside a finite estimate null is an infinite value, beside null a divergence.
     drift : ndarray, shape (n_ranks,)
         Stationarity check per rank: the estimate from the kept iterations' second halves minus the
         one from their first halves, in standard errors of that difference (beyond ±3: still drifting).
@@ -503,6 +507,7 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     num_replicates : int
         Independent chains per (rank, temperature); their spread gives the standard errors.
     seed : int
+        In [0, 2**32).
     checkpoint : str or Path, optional
         Folder of finished chains; a rerun with the same settings resumes.
     comm : MPI communicator, optional
@@ -520,7 +525,9 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     Raises
     ------
     ParameterError
-        Bad settings, or a checkpoint folder or file that does not belong to this run.
+        Bad settings (checked before a checkpoint is written: among them a grid whose weights are not finite,
+        and chains that keep a single value with one replicate, which leave the standard error unknown), or a
+        checkpoint folder or file that does not belong to this run.
     KeyboardInterrupt
         On Ctrl-C, after the running chains stopped (finished chains stay in the checkpoint).
     """
@@ -531,14 +538,22 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     ranks = validate_ranks(ranks)
     if int(num_replicates) != num_replicates or num_replicates < 1:
         raise ParameterError(f"num_replicates={num_replicates} must be a positive integer")
+    seed = integer_at_least("seed", seed, 0)
+    if seed >= KEY_LIMIT:
+        raise ParameterError(f"seed={seed} must lie in [0, 2**32)")
+    grid.check()
+    tasks = chain_plan(ranks, grid, num_replicates)
+    if num_replicates == 1 and any(factory.trace_length(task) < 2 for task in tasks):
+        raise ParameterError("num_replicates=1 with chains that keep a single value (num_keep, prior_draws, or "
+                             "num_keep / evaluate_every evaluations): the standard errors cannot be estimated; "
+                             "keep at least 2 values per chain or run at least 2 replicates")
     # the shared work's stream key among them: a checkpoint of the former key (2**32) is refused, not mixed
-    settings = {"ranks": ranks, "grid": grid.as_dict(), "num_replicates": int(num_replicates), "seed": int(seed),
+    settings = {"ranks": ranks, "grid": grid.as_dict(), "num_replicates": int(num_replicates), "seed": seed,
                 "shared_key": SHARED_KEY, **factory.settings, "data": factory.data_digest}
     settings = json.loads(json.dumps(settings))  # the form it takes in JSON and in the checkpoint
     # a chain depends on (seed, R, i, r) and the settings, not on the other candidates or the replicate count
     chain_settings = {key: value for key, value in settings.items() if key not in ("ranks", "num_replicates")}
     store = _Checkpoint(checkpoint, chain_settings) if checkpoint is not None else None
-    tasks = chain_plan(ranks, grid, num_replicates)
     process, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
     collective = bool(getattr(factory, "collective", False)) and size > 1
     if threads is None and size > 1:

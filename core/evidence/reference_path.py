@@ -124,7 +124,9 @@ class LogSpaceReference:
         P = np.einsum("fa,rf,fb->rab", self.basis, self.ridge_precision, self.basis)
         self._M_inverse = np.linalg.inv(M)
         self._A = np.linalg.inv(P) - self._M_inverse
-        self._B = np.linalg.inv(np.linalg.inv(self._A) + M)  # (A^-1 + M)^-1, for Woodbury
+        # (A^-1 + M)^-1 for Woodbury, = M^-1 - M^-1 P M^-1 without inverting A, which rounds to 0 where the
+        # prior's curvature dominates the data's (M ~ P)
+        self._B = self._M_inverse - self._M_inverse @ P @ self._M_inverse
         self._ridge_root = np.linalg.cholesky(np.linalg.inv(P))
         size = sum(m.size for m in self.means)
         log_det = (-sum(np.sum(np.log(d)) for d in self.precisions)

@@ -7,12 +7,19 @@ therefore has T + 1 temperatures 0 = t_0 < ... < t_T = 1 (ICASSP'16 eq. 7 and
 the bias bound's Delta t = 1/T). One chain per temperature samples
 p(theta) p(x | theta)^t; after each kept update, the new sample's
 log-likelihood is estimated on the subsample that drove the update, times
-N/N_s (eq. 9). The per-temperature means are combined by the trapezoid rule.
+N/N_s (eq. 9). The per-temperature means are combined with quadrature
+weights w_i (:func:`integration_weights`): the trapezoid rule in t, or
+Simpson's rule in the variable u the grid was built on (:class:`TemperatureGrid`).
+T is at least 2: with one interval Simpson's rule on a power or beta grid
+weighs t = 0 by 0 and the estimate is E_1[log p(x | theta)] alone.
 
 Chains are independent, so the standard error of the estimate is
-sqrt(sum_i w_i^2 mcse_i^2) with trapezoid weights w_i and per-chain Monte
-Carlo standard errors from the integrated autocorrelation time. Several chains
-per temperature are averaged, their MCSEs combined.
+sqrt(sum_i w_i^2 se_i^2). With one chain per temperature se_i is its Monte
+Carlo standard error from the integrated autocorrelation time (NaN from a
+single kept value); several chains per temperature are averaged and se_i is
+the larger of their combined MCSEs and the spread of their means
+(:func:`chain_summary`). The rank-selection engine floors the result by the
+spread of its replicates' own estimates (:mod:`sepsti.core.evidence.rank_selection`).
 
 Batched models (``model.batched``, e.g. the Gaussian additive model) run all
 chains -- every temperature, several chains each -- in lockstep as array
@@ -103,7 +110,7 @@ def temperature_grid(num_intervals, *, schedule="uniform", power=5.0):
     Parameters
     ----------
     num_intervals : int
-        T, the number of intervals.
+        T, the number of intervals, at least 2.
     schedule : {"uniform", "power", "beta"}
         ``uniform``: t_i = i/T (ICASSP'16). ``power``: t_i = (i/T)^c, which
         puts temperatures where E_t[log p(x|theta)] changes fastest, near 0.
@@ -129,8 +136,9 @@ def temperature_grid(num_intervals, *, schedule="uniform", power=5.0):
 
 
 def _check_grid(num_intervals, schedule, power):
-    if int(num_intervals) != num_intervals or num_intervals < 1:
-        raise ParameterError(f"num_intervals={num_intervals} must be a positive integer (T counts intervals)")
+    if int(num_intervals) != num_intervals or num_intervals < 2:
+        raise ParameterError(f"num_intervals={num_intervals} must be an integer of at least 2 (T counts intervals: "
+                             "with one, Simpson's rule on a power or beta grid weighs t = 0 by 0)")
     if schedule not in ("uniform", "power", "beta"):
         raise ParameterError(f"schedule={schedule!r}: expected 'uniform', 'power' or 'beta'")
     if not power >= 1:
@@ -228,6 +236,25 @@ class TemperatureGrid:
         """ndarray, shape (T + 1,): quadrature weights of E_t[log p] on the grid."""
         return integration_weights(self.temperatures, rule=self.rule, power=self.power, schedule=self.schedule)
 
+    def check(self, *, option_name=None):
+        """Raise ParameterError unless the temperatures are distinct in floating point and the weights finite.
+
+        Both fail for a ``power`` far too large; it is named ``power=value``, or ``option_name("power")``
+        (a command line's option).
+        """
+        label = "power" if option_name is None else option_name("power")
+        named = f"power={self.power!r}" if option_name is None else f"{label} {self.power:g}"
+        t = self.temperatures
+        if not np.all(np.diff(t) > 0):
+            i = int(np.argmin(np.diff(t) > 0))
+            raise ParameterError(f"{named}: the {self.schedule} schedule's {t.size} temperatures are not distinct "
+                                 f"in floating point (t_{i} = t_{i + 1} = {t[i]:.3g}); lower {label}")
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            finite = np.all(np.isfinite(self.weights))
+        if not finite:
+            raise ParameterError(f"{named}: the {self.schedule} schedule's quadrature weights are not finite "
+                                 f"(its dt/du under- or overflows); lower {label}")
+
     def as_dict(self):
         return {**asdict(self), "temperatures": self.temperatures.tolist()}
 
@@ -261,7 +288,8 @@ def chain_summary(trace):
     and the MCSE the larger of their combined MCSEs and the spread of their
     means, std / sqrt(chains) -- chains that drift more slowly than their
     own traces reveal (a slow component under white estimator noise) still
-    disagree with each other.
+    disagree with each other. The MCSE of a single value is NaN (unknown);
+    the spread of several chains' single values still gives theirs.
     """
     trace = np.asarray(trace, dtype=np.float64)
     if trace.ndim == 2:
@@ -270,9 +298,9 @@ def chain_summary(trace):
         means, mcses, taus = (np.array(column) for column in zip(*(chain_summary(row) for row in trace)))
         within = np.sqrt(np.sum(mcses ** 2)) / means.size
         between = means.std(ddof=1) / np.sqrt(means.size)
-        return float(means.mean()), float(max(within, between)), float(taus.mean())
+        return float(means.mean()), float(np.fmax(within, between)), float(taus.mean())
     tau = integrated_time(trace)
-    variance = trace.var(ddof=1) if trace.size > 1 else 0.0
+    variance = trace.var(ddof=1) if trace.size > 1 else np.nan
     return float(trace.mean()), float(np.sqrt(variance * tau / trace.size)), tau
 
 
@@ -292,10 +320,11 @@ def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0):
     tol : float
         Warn (RuntimeWarning) when a trace is shorter than ``tol`` times its
         integrated time, as emcee does: its MCSE is then unreliable.
+
+    The standard error is NaN, with a RuntimeWarning, when a temperature of non-zero weight has a single
+    kept value from a single chain.
     """
-    t = np.asarray(temperatures, dtype=np.float64)
-    if t.ndim != 1 or t.size < 2 or t[0] != 0.0 or t[-1] != 1.0 or np.any(np.diff(t) <= 0):
-        raise ParameterError(f"temperatures={t}: need an increasing grid from 0 to 1")
+    t = _increasing_grid(temperatures)
     if len(traces) != t.size:
         raise ParameterError(f"got {len(traces)} traces for {t.size} temperatures")
     summaries = [chain_summary(trace) for trace in traces]
@@ -308,8 +337,20 @@ def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0):
     weights = trapezoid_weights(t) if weights is None else np.asarray(weights, dtype=np.float64)
     if weights.shape != t.shape:
         raise ParameterError(f"got {weights.size} quadrature weights for {t.size} temperatures")
-    return STIResult(float(weights @ means), float(np.sqrt(np.sum((weights * mcses) ** 2))), t, means, mcses, taus,
-                     int(min(lengths)))
+    lone = [f"{ti:.3g}" for ti, w, trace in zip(t, weights, traces) if w != 0 and np.size(trace) == 1]
+    if lone:
+        warnings.warn(f"a single kept value at t = {', '.join(lone)}: the standard error cannot be estimated "
+                      "(NaN); keep more values or run more chains", RuntimeWarning, stacklevel=2)
+    stderr = float(np.sqrt(np.sum(np.where(weights == 0, 0.0, weights * mcses) ** 2)))
+    return STIResult(float(weights @ means), stderr, t, means, mcses, taus, int(min(lengths)))
+
+
+def _increasing_grid(temperatures):
+    """``temperatures`` as an array, unless they are not an increasing grid from 0 to 1 of at least 2 intervals."""
+    t = np.asarray(temperatures, dtype=np.float64)
+    if t.ndim != 1 or t.size < 3 or t[0] != 0.0 or t[-1] != 1.0 or np.any(np.diff(t) <= 0):
+        raise ParameterError(f"temperatures={t}: need an increasing grid from 0 to 1 of at least 2 intervals")
+    return t
 
 
 def random_subsets(model, subset_size):
@@ -739,9 +780,10 @@ def stochastic_thermodynamic_integration(model, init_fn, *, grid=TemperatureGrid
     STIResult
     """
     if temperatures is None:
+        grid.check()
         temperatures, weights = grid.temperatures, grid.weights
     else:  # Simpson works in the variable a grid was built on: an explicit one is taken as it is (in t)
-        temperatures = np.asarray(temperatures, dtype=np.float64)
+        temperatures = _increasing_grid(temperatures)
         weights = integration_weights(temperatures, rule=grid.rule)
     if getattr(model, "batched", False) and not warm_start and subset_fn is None and chain.sampler == "sgld":
         copies = integer_at_least("chains_per_temperature", chains_per_temperature, 1)
@@ -768,9 +810,13 @@ def stochastic_thermodynamic_integration(model, init_fn, *, grid=TemperatureGrid
 
 
 def _finite(result, traces, chain):
-    """``result``, unless a chain diverged: its log-likelihoods, or the estimate or its error, not finite."""
+    """``result``, unless a chain diverged: its log-likelihoods, or the estimate or its error, not finite.
+
+    (An error that cannot be estimated, NaN from single kept values, is not a divergence.)
+    """
     diverged = [f"{t:.3g}" for t, trace in zip(result.temperatures, traces) if not np.all(np.isfinite(trace))]
-    if diverged or not (np.isfinite(result.log_marginal_likelihood) and np.isfinite(result.stderr)):
+    unknown = np.isnan(result.stderr) and any(np.size(trace) == 1 for trace in traces)
+    if diverged or not np.isfinite(result.log_marginal_likelihood) or not (np.isfinite(result.stderr) or unknown):
         where = f"at t = {', '.join(diverged)}" if diverged else "(their log-likelihoods overflow)"
         raise ParameterError(f"the chains diverged {where}: lower step_a (now {chain.step_a:g})"
                              + (" or raise sigma" if chain.sampler == "psgld" else ""))

@@ -7,7 +7,8 @@ exponential priors of rate lambda. Each chain is a block-parallel (p)SGLD
 chain (:func:`sepsti.core.parallel.blocks.run_block_chain`) on the power posterior;
 its random start comes from ``stream(seed, R, i, r)``, its EM start (shared by
 the chains of replicate r of rank R) from ``stream(seed, R, SHARED_KEY, r)``,
-its noise from ``stream(seed, R, i, r, block)``.
+the noise of W's block b from ``stream(seed, R, i, r, b)`` and of H's from
+``stream(seed, R, i, r, B + b)`` (:func:`sepsti.core.parallel.blocks.init_state`).
 
 Presets (:data:`PRESETS`): ``reference`` (the default) runs the path from
 a log-space Gaussian reference with full-data MALA chains
@@ -316,7 +317,11 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
         raise ParameterError(f"dispersion={dispersion!r}: X sums to {least * _LARGEST_TOTAL:.3g}, so X / dispersion "
                              f"would exceed 2**53 counts; expected dispersion >= {least:.3g}")
     if dispersion != 1.0:
-        X = (X / dispersion).astype(X.dtype)
+        with np.errstate(over="ignore", under="ignore"):  # a dispersion beyond the dtype's range: refused below
+            X = (X / dispersion).astype(X.dtype)
+        if not np.any(X):
+            raise ParameterError(f"dispersion={dispersion!r}: X / dispersion rounds to zero in {X.dtype.name}; "
+                                 "expected a smaller dispersion")
     model_settings = {"dispersion": float(dispersion)}
     if chain.sampler == "mala":
         from sepsti.core.evidence.reference_path import NMFLogDensity, ReferencePathChains

@@ -9,9 +9,10 @@ temperature, replicate) — full-data MALA on a reference path from a Gaussian
 around the posterior's mode with ``--preset reference`` (the default, the
 validated setting), block-parallel (p)SGLD with the others; ``--preset blocks`` the fast block-parallel
 one for small counts, ``--preset paper`` ICASSP'16's; single options replace
-single settings of the preset (those a preset's chains do not use are refused,
-not ignored). ``--temperatures T`` counts the intervals of the grid (T + 1
-temperatures).
+single settings of the preset (those its chains or grid do not use are refused,
+not ignored: ``--alpha``/``--sigma`` with SGLD, ``--power`` with the uniform
+schedule, the block samplers' settings with MALA). ``--temperatures T`` counts the
+intervals of the grid (T + 1 temperatures, T >= 2).
 
 Under ``mpiexec -n P`` the chains are spread over the P processes; process 0
 alone prints and writes. Results do not depend on P.
@@ -68,12 +69,12 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
 @click.option("--replicates", "num_replicates", type=click.IntRange(min=1, max=1000), default=None,
               help="Independent chains per (rank, temperature); their spread gives the standard errors "
                    "[preset's].")
-@click.option("--temperatures", "num_intervals", type=click.IntRange(min=1, max=10_000), default=None,
-              help="T, intervals of the temperature grid (T + 1 temperatures) [preset's].")
+@click.option("--temperatures", "num_intervals", type=click.IntRange(min=2, max=10_000), default=None,
+              help="T, intervals of the temperature grid (T + 1 temperatures), at least 2 [preset's].")
 @click.option("--schedule", type=click.Choice(["uniform", "power", "beta"]), default=None,
               help="Temperature grid: t_i = (i/T)^c, i/T or I_(i/T)(c, c) (dense at both ends) [preset's].")
 @click.option("--power", type=FiniteRange(min=1.0), default=None,
-              help="c of the power or beta schedule [preset's].")
+              help="c of the power or beta schedule (the uniform one has none) [preset's].")
 @click.option("--rule", type=click.Choice(["trapezoid", "simpson"]), default=None,
               help="Quadrature over the grid (Simpson works in u = i/T) [preset's].")
 @click.option("--samples", "num_steps", type=click.IntRange(min=1, max=MAX_SAMPLES), default=None,
@@ -112,7 +113,9 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
                    "float64; the reference path's chains compute in float64).")
 @click.option("--exact-prior/--no-exact-prior", default=None,
               help="At t = 0, independent draws instead of a chain (of the prior; on the reference path of its "
-                   "Gaussian) [preset's: on for reference, off for blocks and paper].")
+                   "Gaussian) [preset's: on for reference, off for blocks and paper]. With Simpson's rule on a "
+                   "power or beta grid (c > 1) t = 0 weighs 0: the choice then changes E_0 and the tempering "
+                   "check only, not the estimate.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="Chains run concurrently per process [default: all cores; 1 under mpiexec].")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed.")
@@ -142,7 +145,12 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
 
     _check_keep(PRESETS[preset].chain, preset, options["num_steps"], options["num_keep"])
     settings = resolve_settings(PRESETS, preset, num_replicates=num_replicates, **overrides)  # before any work
-    _check_grid(settings.grid)
+    settings.grid.check(option_name=lambda field: f"--{field}")
+    _check_unused(settings, preset, options)
+    if settings.chain.num_keep == 1 and settings.num_replicates == 1:
+        raise ParameterError(f"--keep 1{_origin(options['num_keep'], preset)} with --replicates 1"
+                             f"{_origin(num_replicates, preset)}: one kept value of one chain per temperature gives "
+                             "no standard error; give --keep 2 or more, or --replicates 2 or more")
     if settings.chain.sampler == "mala":
         if preset != "reference":
             raise ParameterError(f"--sampler mala: the reference path's full-data chains, not a '{preset}' preset's; "
@@ -159,7 +167,7 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
     comm = mpi.world()
     with mpi.abort_on_error(comm):
         if mpi.is_root(comm):
-            _check_outputs(json_path, plot_path, overwrite)
+            _check_outputs(json_path, plot_path, overwrite, checkpoint)
             if checkpoint is not None:
                 _check_checkpoint(checkpoint)
         from sepsti.training import train_split
@@ -229,8 +237,10 @@ def _positive_or(option, text, word):
 
 
 def _check_dispersion(X, dispersion):
-    """Refuse a ``--dispersion`` that divides ``X`` into more counts than float64 tells apart (2**53)."""
+    """Refuse a ``--dispersion`` that divides ``X`` into more counts than float64 tells apart (2**53), or to zeros."""
     from decimal import ROUND_CEILING, Decimal
+
+    import numpy as np
 
     from sepsti.core.errors import ParameterError
     from sepsti.core.evidence.sti_nmf import smallest_dispersion
@@ -242,6 +252,11 @@ def _check_dispersion(X, dispersion):
         raise ParameterError(f"--dispersion {dispersion:g}: the {X.shape[0]} x {X.shape[1]} matrix divided by it "
                              f"would total more than 2**53 counts, beyond which float64 tells no count from the "
                              f"next; give --dispersion {least:g} or more")
+    with np.errstate(over="ignore", under="ignore"):
+        zero = not np.any((X / dispersion).astype(X.dtype))
+    if zero:
+        raise ParameterError(f"--dispersion {dispersion:g}: the {X.shape[0]} x {X.shape[1]} matrix divided by it "
+                             f"rounds to zero in {X.dtype.name}; give a smaller --dispersion")
 
 
 def _origin(value, preset):
@@ -262,16 +277,18 @@ def _check_keep(chain, preset, num_steps, num_keep):
                              f"{_origin(num_steps, preset)}: a chain keeps at most the iterations it runs")
 
 
-def _check_grid(grid):
-    """Refuse a grid whose temperatures are not distinct in floating point (``--power`` far too large)."""
-    import numpy as np
-
+def _check_unused(settings, preset, options):
+    """Refuse ``--alpha``/``--sigma`` with SGLD chains and ``--power`` with the uniform schedule: neither uses them."""
     from sepsti.core.errors import ParameterError
 
-    temperatures = grid.temperatures
-    if not np.all(np.diff(temperatures) > 0):
-        raise ParameterError(f"--power {grid.power:g}: the {grid.schedule} schedule's {len(temperatures)} temperatures "
-                             f"are not distinct in floating point (t_1 = {temperatures[1]:.3g}); lower --power")
+    unused = [f"--{name}" for name in ("alpha", "sigma") if options[name] is not None]
+    if unused and settings.chain.sampler == "sgld":
+        raise ParameterError(f"{', '.join(unused)}: not used by SGLD chains{_origin(options['sampler'], preset)}: "
+                             "they set pSGLD's preconditioner; give --sampler psgld with them, or leave them out")
+    if options["power"] is not None and settings.grid.schedule == "uniform":
+        raise ParameterError(f"--power {options['power']:g}: not used by the uniform schedule"
+                             f"{_origin(options['schedule'], preset)}, t_i = i/T; give --schedule power or beta with "
+                             "it, or leave it out")
 
 
 def _check_checkpoint(folder):
@@ -302,7 +319,8 @@ def _check_checkpoint(folder):
 PLOT_EXTENSIONS = (".png", ".pdf", ".svg")
 
 
-def _check_outputs(json_path, plot_path, overwrite):
+def _check_outputs(json_path, plot_path, overwrite, checkpoint):
+    """Refuse a --plot format not written, files there without --overwrite, and two options naming one path."""
     from sepsti.core.errors import ParameterError
     from sepsti.core.io import check_output_path
 
@@ -314,6 +332,10 @@ def _check_outputs(json_path, plot_path, overwrite):
             check_output_path(path, overwrite=overwrite)
     if json_path is not None and plot_path is not None and Path(json_path).resolve() == Path(plot_path).resolve():
         raise ParameterError(f"--json and --plot are the same file {json_path}")
+    for option, path in (("--json", json_path), ("--plot", plot_path)):
+        if path is not None and checkpoint is not None and Path(path).resolve() == Path(checkpoint).resolve():
+            raise ParameterError(f"{option} and --checkpoint are the same path {path}: the checkpoint is a folder; "
+                                 f"give {option} a file outside it")
 
 
 def _print_table(selection):

@@ -379,6 +379,20 @@ def test_auto_settings_are_refused_before_any_work():
     assert result.metric.metric == max(result.metric.pilots, key=lambda p: p.ess_per_work).metric
 
 
+def test_a_warm_up_that_leaves_no_final_phase_is_refused_before_any_work():
+    # explore_fraction 0.99 without a check left 0 final steps: run_chain refused them after exploring and piloting
+    def target(x):
+        raise AssertionError("the target was evaluated")
+
+    precision = TargetStructure(precision_fn=lambda x: np.eye(2))
+    for num_warmup, explore, metric, structure in ((20, 0.99, "auto", None), (40, 0.99, "precision", precision)):
+        with pytest.raises(ParameterError, match=f"num_warmup={num_warmup} with explore_fraction={explore} and "
+                                                 r"check_fraction=0.0 leaves 0 steps .*at least 1"):
+            sample_nuts(target, np.zeros(2), num_warmup=num_warmup, num_draws=10, metric=metric, structure=structure,
+                        settings=NUTSSettings(check_fraction=0.0), auto=AutoMetricSettings(explore_fraction=explore),
+                        num_workers=1)
+
+
 def test_runs_that_went_wrong_warn_in_one_line():
     # a density cut at 0 diverged in 442 of 800 draws, and chains in separate modes gave R-hat 1.87: nothing warned
     def half_normal(x):

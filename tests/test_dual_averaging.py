@@ -37,7 +37,9 @@ def test_converges_to_step_with_target_acceptance(rng):
     assert math.exp(-da_final(state)) == pytest.approx(target, abs=0.02)
 
 
-@pytest.mark.parametrize("kwargs", [{"target": 1.0}, {"target": 0.0}, {"kappa": 0.5}, {"gamma": 0.0}])
+@pytest.mark.parametrize("kwargs", [{"target": 1.0}, {"target": 0.0}, {"kappa": 0.5}, {"gamma": 0.0},
+                                    {"gamma": math.nan}, {"t0": math.nan}, {"gamma": math.inf}, {"t0": math.inf},
+                                    {"t0": -1.0}, {"target": math.nan}, {"kappa": math.nan}])
 def test_rejects_bad_parameters(kwargs):
     with pytest.raises(ParameterError):
         dual_averaging(**kwargs)
@@ -76,6 +78,81 @@ def test_warmup_schedule_matches_stan_windows():
     is_slow, is_end = warmup_schedule(100)  # too short for the defaults: 15 % / 75 % / 10 %
     assert is_slow.sum() == 75 and is_end[89]
     assert not warmup_schedule(10)[0].any()
+
+
+class StanWindows:
+    """Stan's ``windowed_adaptation`` (src/stan/mcmc/windowed_adaptation.hpp), member by member.
+
+    ``set_window_params`` is followed by ``restart()`` in both branches, so the 15/75/10 fallback's first
+    window ends at ``init_buffer + base_window - 1`` as the default's does. Below 20 iterations the
+    members stay 0 and ``adapt_next_window_`` is -1 (unsigned wrap-around in C++): no window ever ends.
+    """
+
+    def __init__(self, num_warmup, init_buffer=75, term_buffer=50, base_window=25):
+        self.num_warmup = self.init_buffer = self.term_buffer = self.base_window = 0
+        if num_warmup >= 20:
+            self.num_warmup = num_warmup
+            if init_buffer + base_window + term_buffer > num_warmup:
+                self.init_buffer = int(0.15 * num_warmup)
+                self.term_buffer = int(0.10 * num_warmup)
+                self.base_window = num_warmup - (self.init_buffer + self.term_buffer)
+            else:
+                self.init_buffer, self.term_buffer, self.base_window = init_buffer, term_buffer, base_window
+        self.restart()
+
+    def restart(self):
+        self.counter = 0
+        self.window_size = self.base_window
+        self.next_window = self.init_buffer + self.window_size - 1
+
+    def adaptation_window(self):
+        return self.init_buffer <= self.counter < self.num_warmup - self.term_buffer and self.counter != self.num_warmup
+
+    def end_adaptation_window(self):
+        return self.counter == self.next_window and self.counter != self.num_warmup
+
+    def compute_next_window(self):
+        last = self.num_warmup - self.term_buffer - 1
+        if self.next_window == last:
+            return
+        self.window_size *= 2
+        self.next_window = self.counter + self.window_size
+        if self.next_window == last:
+            return
+        if self.next_window + 2 * self.window_size >= self.num_warmup - self.term_buffer:
+            self.next_window = last
+
+    def window_ends(self):
+        """The counters at which ``learn_variance`` ends a window; only those counters change the state."""
+        ends = []
+        while self.counter < self.num_warmup:
+            if self.end_adaptation_window():
+                ends.append(self.counter)
+                self.compute_next_window()
+            # learn_variance's ++adapt_window_counter_, skipping counters where nothing happens
+            self.counter = self.next_window if self.next_window > self.counter else self.num_warmup
+        return ends
+
+
+def test_warmup_schedule_is_stans_windowed_adaptation():
+    # the first window was stretched as later ones are: 151-199 iterations gave one window where Stan has two
+    for num_steps in range(3001):
+        is_slow, is_end = warmup_schedule(num_steps)
+        stan = StanWindows(num_steps)
+        assert np.flatnonzero(is_end).tolist() == stan.window_ends(), num_steps
+        assert is_slow.tolist() == [stan.adaptation_window() for stan.counter in range(num_steps)], num_steps
+    assert np.flatnonzero(warmup_schedule(190)[1]).tolist() == [99, 139]
+
+
+@pytest.mark.parametrize("kwargs, name", [({"num_steps": 25.0}, "num_steps=25.0"), ({"num_steps": -1}, "num_steps=-1"),
+                                          ({"num_steps": True}, "num_steps=True"),
+                                          ({"num_steps": 200, "initial_buffer": 7.5}, "initial_buffer=7.5"),
+                                          ({"num_steps": 200, "first_window": 0}, "first_window=0"),
+                                          ({"num_steps": 200, "final_buffer": -5}, "final_buffer=-5")])
+def test_warmup_schedule_refuses_counts_that_are_not_integers(kwargs, name):
+    # 25.0 gave a raw TypeError, and a first window of 0 never ended the loop
+    with pytest.raises(ParameterError, match=name):
+        warmup_schedule(**kwargs)
 
 
 def test_welford_matches_numpy(rng):

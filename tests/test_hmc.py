@@ -171,3 +171,98 @@ def test_init_refuses_a_log_density_or_gradient_of_the_wrong_shape():
     # a NumPy scalar log density and a 0-d array are scalars
     for logdensity in (np.float32(-1.5), np.array(-1.5)):
         assert hmc.init(position, lambda x, value=logdensity: (value, -x)).logdensity == -1.5
+
+
+def standard_normal(x):
+    return -0.5 * float(x @ x), -x
+
+
+def mass_matrix_users(state):
+    """Every caller of a given inverse mass matrix: the HMC and NUTS kernels, the step heuristic, the momentum."""
+    from sepsti.core.samplers import nuts
+
+    hmc_kernel = hmc.build_kernel(standard_normal, num_integration_steps=3)
+    nuts_kernel = nuts.build_kernel(standard_normal)
+    rng = np.random.default_rng(0)
+    return {"hmc": lambda m: hmc_kernel(rng, state, 0.1, m), "nuts": lambda m: nuts_kernel(rng, state, 0.1, m),
+            "heuristic": lambda m: hmc.find_reasonable_step_size(rng, state, standard_normal, m),
+            "momentum": lambda m: hmc.sample_momentum(rng, m)}
+
+
+def test_a_dense_inverse_mass_matrix_that_is_not_symmetric_is_refused():
+    """[[1, .9], [0, 1]] drew the momentum from its lower triangle and moved with the whole matrix: HMC on
+    N(0, I) gave the covariance [[1.19, .41], [.41, .82]], with no error."""
+    users = mass_matrix_users(hmc.init(np.zeros(2), standard_normal))
+    spd = np.array([[1.0, 0.5], [0.5, 1.0]])
+    # the tolerance scales with sqrt(M_ii M_jj): variances 1e-8 and 1e8, covariance 0.5, off by 1e-4 of it
+    lopsided = np.array([[1e-8, 0.5 + 5e-5], [0.5, 1e8]])
+    for bad in ([[1.0, 0.9], [0.0, 1.0]], 1e-12 * np.array([[1.0, 0.9], [0.0, 1.0]]),
+                1e12 * np.array([[1.0, 0.5 + 1e-4], [0.5, 1.0]]), lopsided, np.array([[1.0, np.nan], [np.nan, 1.0]])):
+        for name, use in users.items():
+            use(spd)  # a valid matrix first, so that a cached one cannot stand in for the bad one
+            with pytest.raises(ParameterError, match="symmetric positive definite"):
+                use(np.array(bad))
+    # rounding is no asymmetry: the inverse of a precision matrix is symmetric to about 1e-16 of its scale
+    for scale in (1e-12, 1.0, 1e12):
+        for use in users.values():
+            use(scale * np.array([[1.0, 0.5 * (1 + 1e-12)], [0.5, 1.0]]))
+
+
+@pytest.mark.parametrize("bad, message", [([1.0, -1.0], "finite positive entries"), ([1.0, 0.0], "finite positive"),
+                                          ([1.0, np.nan], "finite positive"), ([np.inf, 1.0], "finite positive"),
+                                          ([1.0, 1.0, 1.0], r"shape \(3,\): expected \(2,\) or \(2, 2\)"),
+                                          (np.ones((2, 3)), r"shape \(2, 3\)")])
+def test_a_diagonal_inverse_mass_matrix_must_be_finite_positive_and_fit_the_position(bad, message):
+    # a negative or zero entry made every transition diverge; a list or a wrong length raised raw errors
+    users = mass_matrix_users(hmc.init(np.zeros(2), standard_normal))
+    if len(np.shape(bad)) == 1 and len(bad) == 3:
+        users = {name: users[name] for name in ("hmc", "heuristic")}  # the others do not know the dimension
+    for use in users.values():
+        with pytest.raises(ParameterError, match=message):
+            use(np.array(bad))
+
+
+def test_an_inverse_mass_matrix_may_be_a_list():
+    kernel = hmc.build_kernel(standard_normal, num_integration_steps=3)
+    state = hmc.init(np.ones(2), standard_normal)
+    for matrix in ([2.0, 0.5], [[2.0, 0.3], [0.3, 0.5]]):
+        from_list = kernel(np.random.default_rng(1), state, 0.2, matrix)
+        from_array = kernel(np.random.default_rng(1), state, 0.2, np.array(matrix))
+        np.testing.assert_array_equal(from_list[0].position, from_array[0].position)
+        assert from_list[1] == from_array[1]
+
+
+def test_init_refuses_a_non_finite_gradient():
+    """-x²/2 - Σ√|x| at 0: the log density is finite, the gradient NaN; the chain never moved."""
+    from sepsti.core.samplers import nuts
+
+    def cusp(x):
+        with np.errstate(all="ignore"):
+            return -0.5 * float(x @ x) - float(np.sum(np.sqrt(np.abs(x)))), -x - 0.5 * np.sign(x) / np.sqrt(np.abs(x))
+
+    for init in (hmc.init, nuts.init):
+        with pytest.raises(ParameterError, match=r"gradient at the start is not finite \(\[nan nan\]\)"):
+            init(np.zeros(2), cusp)
+        with pytest.raises(ParameterError, match="gradient at the start is not finite"):
+            init(np.zeros(2), lambda x: (0.0, np.array([np.inf, 0.0])))
+    assert np.all(np.isfinite(hmc.init(np.ones(2), cusp).logdensity_grad))
+
+
+@pytest.mark.parametrize("threshold", [-1.0, 0.0, np.nan, np.inf, "1000"])
+def test_the_divergence_threshold_must_be_positive_and_finite(threshold):
+    # -1 flagged every transition divergent, accepted ones included
+    with pytest.raises(ParameterError, match="divergence_threshold="):
+        hmc.build_kernel(standard_normal, num_integration_steps=3, divergence_threshold=threshold)
+
+
+@pytest.mark.parametrize("num_steps", [25.0, 2.5, 0, True])
+def test_a_warm_up_refuses_a_count_that_is_not_a_positive_integer_before_any_work(num_steps):
+    # 25.0 gave a raw TypeError after the initial step heuristic had run
+    kernel = hmc.build_kernel(standard_normal, num_integration_steps=3)
+    state = hmc.init(np.zeros(2), standard_normal)
+
+    def target(x):
+        raise AssertionError("the target was evaluated")
+
+    with pytest.raises(ParameterError, match=f"num_steps={num_steps!r}"):
+        window_adaptation(kernel, state, np.random.default_rng(0), target, num_steps=num_steps)

@@ -68,3 +68,14 @@ def test_bad_kernel_settings_are_refused(options, message):
 
     with pytest.raises(ParameterError, match=message):
         psgld.build_kernel(**options)
+
+
+def test_steps_per_chain_and_integer_positions_are_accepted(rng):
+    model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)
+    kernel = psgld.build_kernel()
+    state, info = kernel(rng, psgld.init(GaussianAdditiveTheta(np.ones(2))), model, np.array([1e-3, 2e-3]), None, 1.0)
+    assert not info.is_divergent
+    # an integer start raised a raw TypeError from the noise draw, and v was an integer array
+    state = psgld.init(GaussianAdditiveTheta(np.array([2, 3])))
+    assert state.position.theta.dtype == state.v.theta.dtype == np.float64
+    assert np.all(np.isfinite(kernel(rng, state, model, 1e-3, None, 1.0)[0].position.theta))

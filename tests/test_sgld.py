@@ -1,10 +1,12 @@
 import numpy as np
+import pytest
 from scipy.stats import kstest
 
+from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.sti import integrated_time
 from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
 from sepsti.core.models.poisson_nmf import NMFTheta, PoissonNMF
-from sepsti.core.samplers import sgld
+from sepsti.core.samplers import psgld, sgld
 
 
 def _run(kernel, state, model, rng, num_steps, step_size, temperature, subset=None):
@@ -53,3 +55,42 @@ def test_same_seed_same_chain(rng):
     runs = [_run(sgld.build_kernel(), sgld.init(start), model, np.random.default_rng(7), 50, 1e-3, 1.0)
             for _ in range(2)]
     np.testing.assert_array_equal(runs[0].position.W, runs[1].position.W)
+
+
+BAD_STEPS = [-1e-3, 0.0, np.nan, np.inf, np.array([1e-3, -1e-3]), np.array([1e-3, np.nan]), np.array([]), "0.1",
+             True, None]
+
+
+@pytest.mark.parametrize("sampler", [sgld, psgld], ids=["sgld", "psgld"])
+@pytest.mark.parametrize("step", BAD_STEPS)
+def test_a_step_that_is_not_positive_and_finite_is_refused(rng, sampler, step):
+    # -1e-3 and NaN turned the position into NaN, flagged only as is_divergent
+    model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)
+    with pytest.raises(ParameterError, match="step_size="):
+        sampler.build_kernel()(rng, sampler.init(GaussianAdditiveTheta(np.ones(2))), model, step, None, 1.0)
+
+
+def test_steps_per_chain_and_integer_positions_are_accepted(rng):
+    model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)
+    kernel = sgld.build_kernel()
+    for step in (1e-3, np.float32(1e-3), 1, np.array([1e-3, 2e-3])):
+        state, info = kernel(rng, sgld.init(GaussianAdditiveTheta(np.ones(2))), model, step, None, 1.0)
+        assert not info.is_divergent
+    # an integer start raised a raw TypeError from the noise draw: it becomes float64, a float32 one stays
+    state = sgld.init(GaussianAdditiveTheta(np.array([2, 3])))
+    assert state.position.theta.dtype == np.float64
+    assert np.all(np.isfinite(kernel(rng, state, model, 1e-3, None, 1.0)[0].position.theta))
+    assert sgld.init(GaussianAdditiveTheta(np.ones(2, np.float32))).position.theta.dtype == np.float32
+    with pytest.raises(ParameterError, match="position leaf theta has dtype <U1"):
+        sgld.init(GaussianAdditiveTheta(np.array(["a"])))
+
+
+def test_each_new_step_is_checked(rng):
+    # the kernel skips the check for the object it checked last: another one is checked, even after a valid one
+    model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)
+    kernel, state, steps = sgld.build_kernel(), sgld.init(GaussianAdditiveTheta(np.ones(2))), np.array([1e-3, 2e-3])
+    for step in (steps, steps, 1e-3):
+        state, _ = kernel(rng, state, model, step, None, 1.0)
+    for bad in (np.array([1e-3, -1.0]), None, np.nan):
+        with pytest.raises(ParameterError, match="step_size="):
+            kernel(rng, state, model, bad, None, 1.0)

@@ -22,3 +22,18 @@ def test_validation():
         polynomial_decay(1e-3, 0.4, num_decay_steps=5)
     with pytest.raises(ParameterError, match="step_a"):
         polynomial_decay(0.0, 0.6, num_decay_steps=5)
+
+
+@pytest.mark.parametrize("kwargs, name", [({"num_decay_steps": 2.7}, "num_decay_steps=2.7"),
+                                          ({"num_decay_steps": -5}, "num_decay_steps=-5"),
+                                          ({"num_decay_steps": 10.0}, "num_decay_steps=10.0"),
+                                          ({"num_steps": -1}, "num_steps=-1"), ({"num_steps": 4.0}, "num_steps=4.0")])
+def test_counts_that_are_not_non_negative_integers_are_refused(kwargs, name):
+    # 2.7 decayed over 2 steps and -5 over 1, silently; num_steps=-1 gave a raw ValueError
+    with pytest.raises(ParameterError, match=name):
+        step_sizes(1.0, 0.6, **{"num_steps": 4, "num_decay_steps": 3, **kwargs})
+
+
+def test_no_decay_steps_hold_the_first_step():
+    np.testing.assert_array_equal(step_sizes(0.5, 0.6, num_steps=3, num_decay_steps=0), [0.5 ** 0.6] * 3)
+    assert step_sizes(0.5, 0.6, num_steps=0, num_decay_steps=np.int64(2)).shape == (0,)

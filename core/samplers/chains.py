@@ -688,6 +688,11 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     kind, _ = split_name(metric)
     num_explore = int(round(auto.explore_fraction * num_warmup)) if metric == "auto" or kind == "precision" else 0
     num_check = int(round(settings.check_fraction * num_warmup))
+    num_final = num_warmup - num_explore - num_check
+    if num_final < 1:
+        raise ParameterError(f"num_warmup={num_warmup} with explore_fraction={auto.explore_fraction} and "
+                             f"check_fraction={settings.check_fraction} leaves {num_final} steps for the final "
+                             f"warm-up phase ({num_explore} explore, {num_check} check): it needs at least 1")
     # one BLAS thread, as in the process workers: a sum's rounding depends on the threads it is split over
     with single_threaded_blas(), _Runner(problem, num_workers=num_workers, executor=executor) as runner:
         chains = [_Chain(c, stream(seed, c), init(starts[c], logdensity_and_grad_fn), 0.0, None, None, 0, None, 0, 0,
@@ -714,8 +719,7 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
             choice = MetricChoice(chosen, reason, tuple(pilots), tuple(skipped))
         else:
             choice = MetricChoice(metric, "fixed by the caller", (), ())
-        chains = runner.map(_phase_final, chains, choice.metric, num_warmup - num_explore - num_check,
-                            is_chosen_by_pilot=metric == "auto")
+        chains = runner.map(_phase_final, chains, choice.metric, num_final, is_chosen_by_pilot=metric == "auto")
         chains, choice = _check_step_size(runner, chains, choice, settings, num_check, num_chains)
         warmup_seconds = time.perf_counter() - start
         start = time.perf_counter()

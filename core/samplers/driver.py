@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 from sepsti.core.progress import progress_bar
 
@@ -72,7 +73,9 @@ def run_chain(step_fn, state, rng, *, num_steps, burn_in=0, thin=1, transform=No
         Maps a state to what is stored (default: ``state.position`` if the
         state has one, else the state).
     progress : bool
-        Show a progress bar on stderr.
+        Enable a progress bar on stderr. It is drawn when stderr is a terminal, when bars
+        are forced (a command's ``--progress``) or with ``SEPSTI_PROGRESS=1``
+        (:mod:`sepsti.core.progress`).
     desc : str, optional
         Label of the progress bar.
 
@@ -83,12 +86,14 @@ def run_chain(step_fn, state, rng, *, num_steps, burn_in=0, thin=1, transform=No
     Raises
     ------
     ParameterError
-        On a non-finite initial log density or inconsistent counts.
+        On a non-finite initial log density, or counts that are not integers (2.0 included)
+        or are inconsistent.
     """
-    if num_steps < 1 or burn_in < 0 or burn_in >= num_steps or thin < 1:
-        raise ParameterError(
-            f"num_steps={num_steps}, burn_in={burn_in}, thin={thin}: need num_steps >= 1, "
-            "0 <= burn_in < num_steps and thin >= 1")
+    num_steps = integer_at_least("num_steps", num_steps, 1)
+    burn_in = integer_at_least("burn_in", burn_in, 0)
+    thin = integer_at_least("thin", thin, 1)
+    if burn_in >= num_steps:
+        raise ParameterError(f"burn_in={burn_in} must be below num_steps={num_steps}: nothing would be kept")
     logdensity = getattr(state, "logdensity", None)
     if logdensity is not None and not np.all(np.isfinite(logdensity)):
         raise ParameterError(f"initial log density is {logdensity}: start the chain where the density is finite")

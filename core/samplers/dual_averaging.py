@@ -36,7 +36,8 @@ def dual_averaging(*, target=0.8, gamma=0.05, t0=10.0, kappa=0.75):
     target : float
         Target mean acceptance statistic δ in (0, 1).
     gamma, t0, kappa : float
-        Shrinkage scale γ, stabiliser t0 and averaging exponent κ ∈ (0.5, 1].
+        Shrinkage scale γ > 0, stabiliser t0 ≥ 0 (both finite) and averaging
+        exponent κ ∈ (0.5, 1].
 
     Returns
     -------
@@ -51,8 +52,8 @@ def dual_averaging(*, target=0.8, gamma=0.05, t0=10.0, kappa=0.75):
         raise ParameterError(f"target={target} must lie in (0, 1)")
     if not 0.5 < kappa <= 1.0:
         raise ParameterError(f"kappa={kappa} must lie in (0.5, 1]")
-    if gamma <= 0 or t0 < 0:
-        raise ParameterError(f"gamma={gamma} must be positive and t0={t0} non-negative")
+    if not (0.0 < gamma < math.inf and 0.0 <= t0 < math.inf):  # NaN fails both
+        raise ParameterError(f"gamma={gamma} must be positive and t0={t0} non-negative, both finite")
 
     def init(step_size):
         if not step_size > 0:

@@ -3,8 +3,10 @@
 Conventions: the position is a flat float array of shape ``(dim,)``; the
 target is ``logdensity_and_grad_fn(position) -> (logdensity, gradient)``; the
 mass matrix is passed as its inverse: shape ``(dim,)`` for a diagonal metric
-(default ones), ``(dim, dim)`` for a dense one (symmetric positive definite,
-not modified in place once passed to a kernel: its Cholesky factor is cached).
+(finite positive entries, default ones), ``(dim, dim)`` for a dense one
+(symmetric positive definite). Each thread checks the last matrix it was
+given once and caches its Cholesky factor: do not modify a matrix in place
+once it was passed.
 
 References
 ----------
@@ -58,9 +60,9 @@ def init(position, logdensity_and_grad_fn):
     ------
     ParameterError
         If the position is not a finite 1-D array, the log density there is not
-        a finite scalar or the gradient not an array of the position's shape
-        (the kernels would fail later with an obscure error, or broadcast a
-        wrong gradient silently).
+        a finite scalar or the gradient not a finite array of the position's
+        shape (the kernels would fail later with an obscure error, broadcast a
+        wrong gradient silently, or stay stuck where the gradient is NaN).
     """
     position = np.asarray(position, dtype=float)
     if position.ndim != 1 or not np.all(np.isfinite(position)):
@@ -74,33 +76,80 @@ def init(position, logdensity_and_grad_fn):
                              f"expected an array of the position's shape {position.shape}")
     if not np.isfinite(logdensity):
         raise ParameterError(f"initial log density is {logdensity}: start where the density is finite")
+    if not np.all(np.isfinite(grad)):
+        raise ParameterError(f"the gradient at the start is not finite ({np.array2string(grad, threshold=8)}): "
+                             "start where the log density is differentiable")
     return HMCState(position, float(logdensity), np.asarray(grad, dtype=float))
 
 
 # One cache per thread: chains run in threads each have their own matrix, and must never read another's factor.
-_CHOLESKY_CACHE = threading.local()
+_CHECKED = threading.local()
+
+# Largest |M⁻¹ᵢⱼ − M⁻¹ⱼᵢ| accepted, relative to √(M⁻¹ᵢᵢ M⁻¹ⱼⱼ): the rounding of inverting a precision matrix of
+# condition number up to about 1e11, far below a wrong matrix (a triangular one differs by O(1)).
+_SYMMETRY_RTOL = 1e-6
 
 
-def _cholesky(inverse_mass_matrix):
-    """Lower Cholesky factor L of M⁻¹ = L Lᵀ, cached for the last matrix seen (kernels reuse one per phase)."""
-    if getattr(_CHOLESKY_CACHE, "matrix", None) is not inverse_mass_matrix:
+def _checked_factor(inverse_mass_matrix):
+    """Check a float array M⁻¹ and return its lower Cholesky factor L (M⁻¹ = L Lᵀ), None for a diagonal.
+
+    The last matrix checked is remembered (kernels reuse one per phase), so a check costs one identity test.
+    """
+    if getattr(_CHECKED, "matrix", None) is inverse_mass_matrix:
+        return _CHECKED.factor
+    matrix = inverse_mass_matrix
+    if matrix.ndim == 1:
+        if not (matrix.size and matrix.min() > 0 and matrix.max() < np.inf):  # NaN fails both
+            raise ParameterError(f"a diagonal inverse mass matrix must have finite positive entries, got "
+                                 f"{np.array2string(matrix, threshold=8)}")
+        factor = None
+    elif matrix.ndim == 2 and matrix.shape[0] == matrix.shape[1]:
+        scale = np.sqrt(np.abs(np.diag(matrix)))
+        asymmetric = np.abs(matrix - matrix.T) > _SYMMETRY_RTOL * np.outer(scale, scale)
+        if not np.all(np.isfinite(matrix)) or asymmetric.any():
+            raise ParameterError("a dense inverse mass matrix must be symmetric positive definite (and finite); "
+                                 "symmetrise an estimate with 0.5 * (m + m.T)")
         try:
-            factor = np.linalg.cholesky(inverse_mass_matrix)
+            factor = np.linalg.cholesky(matrix)
         except np.linalg.LinAlgError as error:
             raise ParameterError("a dense inverse mass matrix must be symmetric positive definite") from error
-        _CHOLESKY_CACHE.matrix, _CHOLESKY_CACHE.factor = inverse_mass_matrix, factor
-    return _CHOLESKY_CACHE.factor
+    else:
+        raise ParameterError(f"the inverse mass matrix has shape {matrix.shape}: expected (dim,) or (dim, dim)")
+    _CHECKED.matrix, _CHECKED.factor = matrix, factor
+    return factor
+
+
+def _inverse_mass(inverse_mass_matrix, position):
+    """M⁻¹ for ``position`` as a checked float array (ones if None) and its Cholesky factor (None if diagonal)."""
+    if inverse_mass_matrix is None:
+        return np.ones_like(position), None
+    matrix, dim = np.asarray(inverse_mass_matrix, dtype=float), position.shape[0]
+    if matrix.shape not in ((dim,), (dim, dim)):
+        raise ParameterError(f"the inverse mass matrix has shape {matrix.shape}: expected ({dim},) or ({dim}, {dim})")
+    return matrix, _checked_factor(matrix)
+
+
+def _momentum(rng, inverse_mass_matrix, factor):
+    """p ~ N(0, M) given M⁻¹ and its lower Cholesky factor (None for a diagonal M⁻¹)."""
+    if factor is not None:
+        z = rng.standard_normal(inverse_mass_matrix.shape[0])
+        return solve_triangular(factor, z, lower=True, trans="T")
+    return rng.standard_normal(inverse_mass_matrix.shape) / np.sqrt(inverse_mass_matrix)
 
 
 def sample_momentum(rng, inverse_mass_matrix):
     """Draw p ~ N(0, M) for M = (inverse_mass_matrix)⁻¹, diagonal (shape (dim,)) or dense (shape (dim, dim)).
 
     Dense: with M⁻¹ = L Lᵀ, p = L⁻ᵀ z has covariance (L Lᵀ)⁻¹ = M.
+
+    Raises
+    ------
+    ParameterError
+        Unless the diagonal has finite positive entries, or the dense matrix is
+        finite, symmetric (|M⁻¹ᵢⱼ − M⁻¹ⱼᵢ| ≤ 1e-6 √(M⁻¹ᵢᵢ M⁻¹ⱼⱼ)) and positive definite.
     """
-    if inverse_mass_matrix.ndim == 2:
-        z = rng.standard_normal(inverse_mass_matrix.shape[0])
-        return solve_triangular(_cholesky(inverse_mass_matrix), z, lower=True, trans="T")
-    return rng.standard_normal(inverse_mass_matrix.shape) / np.sqrt(inverse_mass_matrix)
+    inverse_mass_matrix = np.asarray(inverse_mass_matrix, dtype=float)
+    return _momentum(rng, inverse_mass_matrix, _checked_factor(inverse_mass_matrix))
 
 
 def build_kernel(logdensity_and_grad_fn, *, num_integration_steps, divergence_threshold=1000.0,
@@ -114,7 +163,7 @@ def build_kernel(logdensity_and_grad_fn, *, num_integration_steps, divergence_th
     num_integration_steps : int
         Leapfrog steps L per proposal (the maximum when ``jitter_steps``).
     divergence_threshold : float
-        A proposal whose energy rises by more than this (Δ_max) is divergent.
+        A proposal whose energy rises by more than this (Δ_max, positive and finite) is divergent.
     jitter_steps : bool
         Draw L uniformly from 1..num_integration_steps at each transition,
         which avoids periodic trajectories on near-Gaussian targets.
@@ -122,15 +171,16 @@ def build_kernel(logdensity_and_grad_fn, *, num_integration_steps, divergence_th
     Returns
     -------
     callable
-        ``kernel(rng, state, step_size, inverse_mass_matrix=None) -> (HMCState, HMCInfo)``.
+        ``kernel(rng, state, step_size, inverse_mass_matrix=None) -> (HMCState, HMCInfo)``; it raises
+        ParameterError on a step size or an inverse mass matrix that :func:`sample_momentum` refuses.
     """
     num_integration_steps = integer_at_least("num_integration_steps", num_integration_steps, 1)
+    divergence_threshold = positive_number("divergence_threshold", divergence_threshold)
 
     def kernel(rng, state, step_size, inverse_mass_matrix=None):
         positive_number("step_size", step_size)
-        if inverse_mass_matrix is None:
-            inverse_mass_matrix = np.ones_like(state.position)
-        momentum = sample_momentum(rng, inverse_mass_matrix)
+        inverse_mass_matrix, factor = _inverse_mass(inverse_mass_matrix, state.position)
+        momentum = _momentum(rng, inverse_mass_matrix, factor)
         energy0 = -state.logdensity + kinetic_energy(momentum, inverse_mass_matrix)
         num_steps = int(rng.integers(1, num_integration_steps + 1)) if jitter_steps else num_integration_steps
         point = IntegratorState(state.position, momentum, state.logdensity, state.logdensity_grad)
@@ -175,9 +225,8 @@ def find_reasonable_step_size(rng, state, logdensity_and_grad_fn, inverse_mass_m
     -------
     float
     """
-    if inverse_mass_matrix is None:
-        inverse_mass_matrix = np.ones_like(state.position)
-    momentum = sample_momentum(rng, inverse_mass_matrix)
+    inverse_mass_matrix, factor = _inverse_mass(inverse_mass_matrix, state.position)
+    momentum = _momentum(rng, inverse_mass_matrix, factor)
     energy0 = -state.logdensity + kinetic_energy(momentum, inverse_mass_matrix)
     start = IntegratorState(state.position, momentum, state.logdensity, state.logdensity_grad)
     log_target = math.log(target)

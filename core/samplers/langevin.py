@@ -18,7 +18,9 @@ stochastic gradients).
 
 import numpy as np
 
-__all__ = ["langevin_step", "mirror", "per_chain"]
+from sepsti.core.errors import ParameterError
+
+__all__ = ["langevin_step", "mirror", "per_chain", "float_position"]
 
 
 def mirror(leaf):
@@ -32,6 +34,23 @@ def per_chain(value, leaf):
         return value
     value = np.asarray(value)
     return value.reshape(value.shape + (1,) * (np.ndim(leaf) - value.ndim))
+
+
+def float_position(position):
+    """``position`` with its integer (or boolean) leaves as float64 arrays; float leaves are kept as they are.
+
+    Raises
+    ------
+    ParameterError
+        On a leaf that is not numbers (the noise is drawn in the leaf's float type).
+    """
+    leaves = []
+    for name, leaf in zip(position._fields, position):
+        dtype = np.asarray(leaf).dtype
+        if dtype.kind not in "biuf":
+            raise ParameterError(f"position leaf {name} has dtype {dtype}: expected real numbers")
+        leaves.append(leaf if dtype.kind == "f" else np.asarray(leaf, dtype=np.float64))
+    return type(position)(*leaves)
 
 
 def langevin_step(rng, position, gradient, step_size, *, preconditioner=None, nonnegative=None, noise=None):

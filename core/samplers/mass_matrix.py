@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 
 __all__ = ["WelfordState", "welford_variance", "welford_covariance", "warmup_schedule", "LowRankTransform",
@@ -111,10 +112,14 @@ def welford_covariance(*, regularize=True):
 def warmup_schedule(num_steps, *, initial_buffer=75, first_window=25, final_buffer=50):
     """Return, for each warm-up iteration, whether it feeds the mass matrix and whether a window ends.
 
+    The windows are Stan's (``windowed_adaptation``): the first has
+    ``first_window`` draws; each later one doubles, and one after which the next
+    would not fit is stretched to the final buffer.
+
     Parameters
     ----------
     num_steps : int
-        Warm-up iterations.
+        Warm-up iterations; below 20, no window.
     initial_buffer, first_window, final_buffer : int
         Stan's defaults; when they do not fit, 15 % / 75 % / 10 % of ``num_steps``.
 
@@ -124,9 +129,17 @@ def warmup_schedule(num_steps, *, initial_buffer=75, first_window=25, final_buff
         The iteration's draw enters the variance estimate.
     is_window_end : ndarray of bool, shape (num_steps,)
         The mass matrix is updated after this iteration.
+
+    Raises
+    ------
+    ParameterError
+        If a count is not an integer (2.0 included), ``num_steps`` or a buffer is
+        negative, or ``first_window`` is below 1.
     """
-    if num_steps < 0:
-        raise ParameterError(f"num_steps={num_steps} must be non-negative")
+    num_steps = integer_at_least("num_steps", num_steps, 0)
+    initial_buffer = integer_at_least("initial_buffer", initial_buffer, 0)
+    first_window = integer_at_least("first_window", first_window, 1)
+    final_buffer = integer_at_least("final_buffer", final_buffer, 0)
     is_slow = np.zeros(num_steps, dtype=bool)
     is_window_end = np.zeros(num_steps, dtype=bool)
     if num_steps < 20:
@@ -136,15 +149,16 @@ def warmup_schedule(num_steps, *, initial_buffer=75, first_window=25, final_buff
         final_buffer = int(0.1 * num_steps)
         first_window = num_steps - initial_buffer - final_buffer
     end_slow = num_steps - final_buffer
-    start, size = initial_buffer, first_window
-    while start < end_slow:
-        stop = start + size
-        if stop + 2 * size > end_slow:  # the next window would not fit: stretch this one
-            stop = end_slow
+    start, stop, size = initial_buffer, initial_buffer + first_window, first_window
+    while True:
         is_slow[start:stop] = True
         is_window_end[stop - 1] = True
+        if stop == end_slow:
+            return is_slow, is_window_end
         start, size = stop, 2 * size
-    return is_slow, is_window_end
+        stop = start + size
+        if stop + 2 * size > end_slow:  # the window after this one would not fit: stretch this one
+            stop = end_slow
 
 
 class LowRankTransform(NamedTuple):

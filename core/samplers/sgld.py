@@ -16,8 +16,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import positive_numbers_check
 from sepsti.core.models.subsample import tempered_gradient
-from sepsti.core.samplers.langevin import langevin_step
+from sepsti.core.samplers.langevin import float_position, langevin_step
 
 __all__ = ["SGLDState", "SGLDInfo", "init", "build_kernel"]
 
@@ -36,8 +37,8 @@ class SGLDInfo(NamedTuple):
 
 
 def init(position):
-    """Initial state at ``position``."""
-    return SGLDState(position)
+    """Initial state at ``position`` (integer leaves become float64: see :func:`float_position`)."""
+    return SGLDState(float_position(position))
 
 
 def _is_finite(position):
@@ -56,10 +57,14 @@ def build_kernel(*, nonnegative=None):
     -------
     kernel : callable
         ``kernel(rng, state, model, step_size, subset, temperature=1.0)
-        -> (SGLDState, SGLDInfo)``.
+        -> (SGLDState, SGLDInfo)``; ``step_size`` is a positive finite number
+        or one per chain (an array checked once: do not modify it in place),
+        else ParameterError.
     """
+    check_step = positive_numbers_check("step_size")
 
     def kernel(rng, state, model, step_size, subset, temperature=1.0):
+        check_step(step_size)
         flags = nonnegative if nonnegative is not None else getattr(model, "nonnegative", None)
         gradient, _ = tempered_gradient(model, state.position, subset, temperature)
         position = langevin_step(rng, state.position, gradient, step_size, nonnegative=flags)

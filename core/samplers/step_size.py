@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 
 __all__ = ["PolynomialDecayState", "polynomial_decay", "step_sizes", "validate_step_schedule"]
@@ -39,8 +40,9 @@ def polynomial_decay(a, b, *, num_decay_steps):
     a, b : float
         Scale and exponent (ICASSP'16: a_eps, b_eps).
     num_decay_steps : int
-        Iterations over which the step decays (the burn-in); afterwards the
-        step stays at eps_{num_decay_steps}.
+        Iterations over which the step decays (the burn-in), an integer of at
+        least 0; afterwards the step stays at eps_{num_decay_steps}
+        (at eps_1 = a^b for 0 and 1).
 
     Returns
     -------
@@ -52,7 +54,7 @@ def polynomial_decay(a, b, *, num_decay_steps):
         ``final_fn(state) -> float``, the step size of ``state``.
     """
     a, b = validate_step_schedule(a, b)
-    last = max(int(num_decay_steps), 1)
+    last = max(integer_at_least("num_decay_steps", num_decay_steps, 0), 1)
 
     def log_step(k):
         return b * (np.log(a) - np.log(min(k, last)))
@@ -71,11 +73,12 @@ def polynomial_decay(a, b, *, num_decay_steps):
 
 
 def step_sizes(a, b, *, num_steps, num_decay_steps):
-    """The first ``num_steps`` step sizes of :func:`polynomial_decay`, as an array."""
+    """The first ``num_steps`` (an integer of at least 0) step sizes of :func:`polynomial_decay`, as an array."""
+    num_steps = integer_at_least("num_steps", num_steps, 0)
     init_fn, update_fn, final_fn = polynomial_decay(a, b, num_decay_steps=num_decay_steps)
     state = init_fn()
-    out = np.empty(int(num_steps))
-    for k in range(int(num_steps)):
+    out = np.empty(num_steps)
+    for k in range(num_steps):
         out[k] = final_fn(state)
         state = update_fn(state)
     return out

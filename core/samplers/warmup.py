@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 from sepsti.core.samplers.driver import run_chain
 from sepsti.core.samplers.dual_averaging import DualAveragingState, dual_averaging
@@ -59,7 +60,7 @@ def window_adaptation(kernel, state, rng, logdensity_and_grad_fn, *, num_steps, 
     logdensity_and_grad_fn : callable
         The target, for the initial-step heuristic.
     num_steps : int
-        Warm-up iterations.
+        Warm-up iterations, at least 1 (an integer: 2.0 is refused).
     target : float
         Target acceptance statistic δ.
     adapt_mass_matrix : bool
@@ -78,14 +79,20 @@ def window_adaptation(kernel, state, rng, logdensity_and_grad_fn, *, num_steps, 
         Dual-averaging parameters.
     keep_positions : bool
         Return every warm-up position in ``positions`` (shape (num_steps, dim)), e.g. to estimate
-        another metric from them; default None.
+        another metric from them; otherwise ``positions`` is None.
     progress : bool
     desc : str
 
     Returns
     -------
     WarmupResult
+
+    Raises
+    ------
+    ParameterError
+        On a bad count, metric, inverse mass matrix or dual-averaging parameter.
     """
+    num_steps = integer_at_least("num_steps", num_steps, 1)
     da_init, da_update, da_final = dual_averaging(target=target, gamma=gamma, t0=t0, kappa=kappa)
     if metric not in ("diagonal", "dense"):
         raise ParameterError(f"metric={metric!r} must be 'diagonal' or 'dense'")

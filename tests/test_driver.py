@@ -1,0 +1,35 @@
+"""The chain driver: which iterations it keeps, and the counts it refuses."""
+
+import numpy as np
+import pytest
+
+from sepsti.core.errors import ParameterError
+from sepsti.core.samplers.driver import run_chain
+
+
+def count(rng, state, iteration):
+    return iteration, None
+
+
+@pytest.mark.parametrize("num_steps, burn_in, thin, kept", [(10, 3, 4, [4, 8]), (10, 9, 1, [10]), (10, 3, 100, [4]),
+                                                            (1, 0, 1, [1]),
+                                                            (np.int64(10), np.int32(3), np.uint8(4), [4, 8])])
+def test_burn_in_and_thinning_keep_the_right_iterations(num_steps, burn_in, thin, kept):
+    result = run_chain(count, 0, np.random.default_rng(0), num_steps=num_steps, burn_in=burn_in, thin=thin)
+    assert result.samples.tolist() == kept
+
+
+@pytest.mark.parametrize("counts, name", [({"thin": 1.5}, "thin=1.5"), ({"burn_in": 2.5}, "burn_in=2.5"),
+                                          ({"num_steps": 10.5}, "num_steps=10.5"),
+                                          ({"num_steps": 10.0}, "num_steps=10.0"), ({"thin": True}, "thin=True"),
+                                          ({"num_steps": "10"}, "num_steps='10'"),
+                                          ({"num_steps": None}, "num_steps=None"), ({"num_steps": 0}, "num_steps=0"),
+                                          ({"burn_in": -1}, "burn_in=-1"), ({"thin": 0}, "thin=0"),
+                                          ({"burn_in": 10}, "burn_in=10 must be below")])
+def test_counts_that_are_not_integers_or_are_inconsistent_are_refused(counts, name):
+    # thin=1.5 kept every third draw, burn_in=2.5 ended in an IndexError and num_steps=10.5 in a TypeError
+    def step(rng, state, iteration):
+        raise AssertionError("a step was taken")
+
+    with pytest.raises(ParameterError, match=name):
+        run_chain(step, 0, np.random.default_rng(0), **{"num_steps": 10, **counts})

@@ -266,3 +266,18 @@ def test_a_warm_up_refuses_a_count_that_is_not_a_positive_integer_before_any_wor
 
     with pytest.raises(ParameterError, match=f"num_steps={num_steps!r}"):
         window_adaptation(kernel, state, np.random.default_rng(0), target, num_steps=num_steps)
+
+
+def test_a_matrix_is_checked_and_factorised_once_whatever_its_dtype(rng):
+    # a float32 matrix was converted on every transition and the copy missed the cache: a Cholesky each time
+    from unittest import mock
+
+    def target(x):
+        return -0.5 * x @ x, -x
+
+    state, kernel = hmc.init(np.zeros(3), target), hmc.build_kernel(target, num_integration_steps=3)
+    for matrix in (np.eye(3, dtype=np.float32), np.eye(3).tolist()):
+        with mock.patch("numpy.linalg.cholesky", wraps=np.linalg.cholesky) as cholesky:
+            for _ in range(20):
+                state, _ = kernel(rng, state, 0.2, matrix)
+        assert cholesky.call_count == 1

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from sepsti.core.errors import ParameterError
 from sepsti.core.random import stream
 from sepsti.core.samplers import diagnostics, hmc, nuts
 from sepsti.core.samplers.driver import run_chain
@@ -445,3 +446,23 @@ def test_mean_tree_length_on_a_standard_normal_matches_stans_criterion():
     assert abs(mean - reference_mean) < 4 * np.sqrt((np.var(leaves) + np.var(reference_leaves)) / n)
     z = np.array(draws)  # one transition from exact draws keeps them exact: E z = 0, E z² = 1 per coordinate
     assert abs(z.mean()) < 4 / np.sqrt(z.size) and abs(np.mean(z ** 2) - 1) < 4 * np.sqrt(2 / z.size)
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"divergence_threshold": -1.0}, "divergence_threshold=-1.0"),
+    ({"divergence_threshold": np.nan}, "divergence_threshold=nan"),
+])
+def test_bad_kernel_settings_are_refused(setting, message):
+    with pytest.raises(ParameterError, match=message):
+        nuts.build_kernel(lambda x: (-0.5 * x @ x, -x), **setting)
+
+
+@pytest.mark.parametrize("matrix", [np.ones(3), np.eye(3), [1.0, -1.0], np.array([[1.0, 0.9], [0.0, 1.0]])])
+def test_an_inverse_mass_matrix_that_does_not_fit_is_refused(rng, matrix):
+    # a (3,) or (3, 3) matrix for a 2-d target gave a raw broadcast ValueError; a negative or lopsided one ran
+    def target(x):
+        return -0.5 * x @ x, -x
+
+    kernel = nuts.build_kernel(target)
+    with pytest.raises(ParameterError, match="inverse mass matrix"):
+        kernel(rng, hmc.init(np.zeros(2), target), 0.3, matrix)

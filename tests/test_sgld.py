@@ -85,12 +85,13 @@ def test_steps_per_chain_and_integer_positions_are_accepted(rng):
         sgld.init(GaussianAdditiveTheta(np.array(["a"])))
 
 
-def test_each_new_step_is_checked(rng):
-    # the kernel skips the check for the object it checked last: another one is checked, even after a valid one
+@pytest.mark.parametrize("sampler", [sgld, psgld], ids=["sgld", "psgld"])
+def test_every_call_checks_its_step(rng, sampler):
+    # a step array changed in place after a valid call is refused (an identity cache let -1 and NaN through)
     model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)
-    kernel, state, steps = sgld.build_kernel(), sgld.init(GaussianAdditiveTheta(np.ones(2))), np.array([1e-3, 2e-3])
-    for step in (steps, steps, 1e-3):
-        state, _ = kernel(rng, state, model, step, None, 1.0)
-    for bad in (np.array([1e-3, -1.0]), None, np.nan):
+    kernel, state, steps = sampler.build_kernel(), sampler.init(GaussianAdditiveTheta(np.ones(2))), np.array([1e-3, 2e-3])
+    state, _ = kernel(rng, state, model, steps, None, 1.0)
+    for bad in (-1.0, np.nan):
+        steps[1] = bad
         with pytest.raises(ParameterError, match="step_size="):
-            kernel(rng, state, model, bad, None, 1.0)
+            kernel(rng, state, model, steps, None, 1.0)

@@ -90,14 +90,15 @@ _CHECKED = threading.local()
 _SYMMETRY_RTOL = 1e-6
 
 
-def _checked_factor(inverse_mass_matrix):
-    """Check a float array M⁻¹ and return its lower Cholesky factor L (M⁻¹ = L Lᵀ), None for a diagonal.
+def _checked(inverse_mass_matrix):
+    """M⁻¹ as a checked float array and its lower Cholesky factor L (M⁻¹ = L Lᵀ), None for a diagonal.
 
-    The last matrix checked is remembered (kernels reuse one per phase), so a check costs one identity test.
+    The last matrix given is remembered, the caller's own object (kernels reuse one per phase): passed again,
+    a check costs one identity test, whatever its dtype.
     """
-    if getattr(_CHECKED, "matrix", None) is inverse_mass_matrix:
-        return _CHECKED.factor
-    matrix = inverse_mass_matrix
+    if getattr(_CHECKED, "source", None) is inverse_mass_matrix:
+        return _CHECKED.matrix, _CHECKED.factor
+    matrix = np.asarray(inverse_mass_matrix, dtype=float)
     if matrix.ndim == 1:
         if not (matrix.size and matrix.min() > 0 and matrix.max() < np.inf):  # NaN fails both
             raise ParameterError(f"a diagonal inverse mass matrix must have finite positive entries, got "
@@ -115,18 +116,19 @@ def _checked_factor(inverse_mass_matrix):
             raise ParameterError("a dense inverse mass matrix must be symmetric positive definite") from error
     else:
         raise ParameterError(f"the inverse mass matrix has shape {matrix.shape}: expected (dim,) or (dim, dim)")
-    _CHECKED.matrix, _CHECKED.factor = matrix, factor
-    return factor
+    _CHECKED.source, _CHECKED.matrix, _CHECKED.factor = inverse_mass_matrix, matrix, factor
+    return matrix, factor
 
 
 def _inverse_mass(inverse_mass_matrix, position):
     """M⁻¹ for ``position`` as a checked float array (ones if None) and its Cholesky factor (None if diagonal)."""
     if inverse_mass_matrix is None:
         return np.ones_like(position), None
-    matrix, dim = np.asarray(inverse_mass_matrix, dtype=float), position.shape[0]
+    matrix, factor = _checked(inverse_mass_matrix)
+    dim = position.shape[0]
     if matrix.shape not in ((dim,), (dim, dim)):
         raise ParameterError(f"the inverse mass matrix has shape {matrix.shape}: expected ({dim},) or ({dim}, {dim})")
-    return matrix, _checked_factor(matrix)
+    return matrix, factor
 
 
 def _momentum(rng, inverse_mass_matrix, factor):
@@ -148,8 +150,7 @@ def sample_momentum(rng, inverse_mass_matrix):
         Unless the diagonal has finite positive entries, or the dense matrix is
         finite, symmetric (|M⁻¹ᵢⱼ − M⁻¹ⱼᵢ| ≤ 1e-6 √(M⁻¹ᵢᵢ M⁻¹ⱼⱼ)) and positive definite.
     """
-    inverse_mass_matrix = np.asarray(inverse_mass_matrix, dtype=float)
-    return _momentum(rng, inverse_mass_matrix, _checked_factor(inverse_mass_matrix))
+    return _momentum(rng, *_checked(inverse_mass_matrix))
 
 
 def build_kernel(logdensity_and_grad_fn, *, num_integration_steps, divergence_threshold=1000.0,

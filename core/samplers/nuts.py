@@ -33,8 +33,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import positive_number
 from sepsti.core.errors import ParameterError
-from sepsti.core.samplers.hmc import HMCState, init, sample_momentum
+from sepsti.core.samplers.hmc import HMCState, _inverse_mass, _momentum, init
 from sepsti.core.samplers.integrators import velocity
 
 __all__ = ["NUTSInfo", "init", "build_kernel"]
@@ -165,6 +166,7 @@ def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_thresh
     if int(max_tree_depth) < 1:
         raise ParameterError(f"max_tree_depth={max_tree_depth} must be a positive integer")
     max_tree_depth = int(max_tree_depth)
+    divergence_threshold = positive_number("divergence_threshold", divergence_threshold)
 
     def build_subtree(rng, start, signed_step, depth, energy0, inverse_mass_matrix):
         # Iterative rather than recursive: leaves are produced in time order and,
@@ -201,9 +203,8 @@ def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_thresh
         return _Subtree(first, point, proposal, log_weight, momentum_sum, acceptance_sum, 2 ** depth, False, False)
 
     def kernel(rng, state, step_size, inverse_mass_matrix=None):
-        if inverse_mass_matrix is None:
-            inverse_mass_matrix = np.ones_like(state.position)
-        momentum = sample_momentum(rng, inverse_mass_matrix)
+        inverse_mass_matrix, factor = _inverse_mass(inverse_mass_matrix, state.position)
+        momentum = _momentum(rng, inverse_mass_matrix, factor)
         start_velocity = velocity(momentum, inverse_mass_matrix)
         energy0 = -state.logdensity + 0.5 * float(np.dot(momentum, start_velocity))
         start = _Leaf(state.position, momentum, state.logdensity, state.logdensity_grad, start_velocity,

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sepsti.core.checks import number_within, positive_number, positive_numbers_check
+from sepsti.core.checks import number_within, positive_number, positive_numbers
 from sepsti.core.models.subsample import tempered_gradient
 from sepsti.core.samplers.langevin import float_position, langevin_step
 
@@ -94,14 +94,12 @@ def build_kernel(*, alpha=0.99, sigma=1e-5, nonnegative=None):
     kernel : callable
         ``kernel(rng, state, model, step_size, subset, temperature=1.0)
         -> (PSGLDState, PSGLDInfo)``; ``step_size`` is a positive finite
-        number or one per chain (an array checked once: do not modify it in
-        place), else ParameterError.
+        number or one per chain, else ParameterError.
     """
     alpha, sigma = number_within("alpha", alpha, 0.0, 1.0), positive_number("sigma", sigma)
-    check_step = positive_numbers_check("step_size")
 
     def kernel(rng, state, model, step_size, subset, temperature=1.0):
-        check_step(step_size)
+        positive_numbers("step_size", step_size)
         flags = nonnegative if nonnegative is not None else getattr(model, "nonnegative", None)
         gradient, mean = tempered_gradient(model, state.position, subset, temperature)
         if mean is None:

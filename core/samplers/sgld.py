@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sepsti.core.checks import positive_numbers_check
+from sepsti.core.checks import positive_numbers
 from sepsti.core.models.subsample import tempered_gradient
 from sepsti.core.samplers.langevin import float_position, langevin_step
 
@@ -58,13 +58,10 @@ def build_kernel(*, nonnegative=None):
     kernel : callable
         ``kernel(rng, state, model, step_size, subset, temperature=1.0)
         -> (SGLDState, SGLDInfo)``; ``step_size`` is a positive finite number
-        or one per chain (an array checked once: do not modify it in place),
-        else ParameterError.
+        or one per chain, else ParameterError.
     """
-    check_step = positive_numbers_check("step_size")
-
     def kernel(rng, state, model, step_size, subset, temperature=1.0):
-        check_step(step_size)
+        positive_numbers("step_size", step_size)
         flags = nonnegative if nonnegative is not None else getattr(model, "nonnegative", None)
         gradient, _ = tempered_gradient(model, state.position, subset, temperature)
         position = langevin_step(rng, state.position, gradient, step_size, nonnegative=flags)

@@ -128,14 +128,15 @@ def load_pair(paths):
     Raises
     ------
     ParameterError
-        If a file is unreadable (:func:`sepsti.corpora.audio.read_audio`), or the noisy file's rate,
-        length or number of channels differs from the clean file's.
+        If a file is unreadable (:func:`sepsti.corpora.audio.read_audio`), or the noisy file's rate or
+        length differs from the clean file's, or its number of channels from a multichannel clean file's (a
+        mono clean file is every channel's reference).
     """
     clean, clean_rate = read_audio(paths.clean, downmix=False)
     noisy, noisy_rate = read_audio(paths.noisy, downmix=False)
     check_aligned(paths.noisy, noisy, noisy_rate, paths.clean, clean, clean_rate)
     channels = [1 if y.ndim == 1 else y.shape[1] for y in (noisy, clean)]
-    if channels[0] != channels[1]:
+    if channels[1] > 1 and channels[0] != channels[1]:
         raise ParameterError(f"{paths.noisy}: has {channels[0]} channels but its clean file {paths.clean} has "
-                             f"{channels[1]}; a pair's files must have as many channels")
+                             f"{channels[1]}; a pair's files must have as many channels, or the clean file one")
     return Pair(paths.name, clean, noisy, noisy_rate, paths.noisy)

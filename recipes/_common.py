@@ -239,11 +239,12 @@ def paired_lead(ours, theirs, groups):
 
 
 def lead_text(cell, digits):
-    """A lead as ``mean [low, high] wins/pairs``, or – where undefined."""
+    """A lead as ``mean [low, high] wins/pairs``, ``mean wins/pairs`` without an interval (one replicate), or –
+    where undefined."""
     if cell is None:
         return "–"
-    return (f"{cell['mean']:+.{digits}f} [{cell['low']:+.{digits}f}, {cell['high']:+.{digits}f}] "
-            f"{cell['wins']}/{cell['pairs']}")
+    interval = f"[{cell['low']:+.{digits}f}, {cell['high']:+.{digits}f}] " if math.isfinite(cell["low"]) else ""
+    return f"{cell['mean']:+.{digits}f} {interval}{cell['wins']}/{cell['pairs']}"
 
 
 def default_corpus():

@@ -132,9 +132,6 @@ def main():
     parser.add_argument("--chain-memory-gb", type=positive_float, default=1.0,
                         help="under mpiexec: use the block level when the non-zeros need more (default 1)")
     args = parser.parse_args()
-    if args.keep == 1 and args.replicates == 1:
-        parser.error("--keep 1 with --replicates 1: one kept value gives no standard error; keep 2 or more, or "
-                     "run 2 or more replicates")
     started = time.perf_counter()
     warnings.simplefilter("ignore", RuntimeWarning)  # short-trace MCSE warnings: the stderr is reported anyway
     comm = world()

@@ -360,13 +360,17 @@ def test_json_and_plot_are_reported_as_written(tiny_corpus, tmp_path):
     assert result.stdout.splitlines()[-2:] == [f"wrote {tmp_path / 'r.json'}", f"wrote {tmp_path / 'r.png'}"]
 
 
-def test_json_or_plot_naming_the_checkpoint_is_refused_before_any_work(tmp_path):
-    # the JSON was lost after the whole run: "output is a directory"
-    for option, name in (("--json", "ck"), ("--plot", "ck.png")):
-        result = _invoke("--corpus", tmp_path / "nowhere", *TINY, option, tmp_path / name, "--checkpoint",
-                         tmp_path / name)
-        assert_one_line_error(result, f"{option} and --checkpoint are the same path {tmp_path / name}")
-        assert not (tmp_path / name).exists()
+def test_json_or_plot_in_the_checkpoint_is_refused_before_any_work(tmp_path):
+    # the JSON was lost after the whole run ("output is a directory"; inside it, "created by another program"),
+    # and with --overwrite it replaced the checkpoint's own settings.json
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "settings.json").write_text("{}")
+    for option, path, folder in (("--json", "ck", "ck"), ("--plot", "ck.png", "ck.png"),
+                                 ("--json", "new/r.json", "new"), ("--json", "old/settings.json", "old")):
+        result = _invoke("--corpus", tmp_path / "nowhere", *TINY, option, tmp_path / path, "--checkpoint",
+                         tmp_path / folder, "--overwrite")
+        assert_one_line_error(result, f"{option} {tmp_path / path}: inside --checkpoint {tmp_path / folder}")
+        assert not (tmp_path / path).exists() or (tmp_path / path).read_text() == "{}"
 
 
 def test_help_says_what_the_grid_options_do():

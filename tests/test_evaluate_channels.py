@@ -1,5 +1,5 @@
 """``sepsti evaluate`` on multichannel pairs: enhanced as ``sepsti enhance`` enhances the file, channels kept, each
-channel scored against the clean file's matching one, the file's score their mean."""
+channel scored against the clean file's matching one (or its only one), the file's score their mean."""
 
 import json
 import warnings
@@ -20,12 +20,11 @@ def _write_pair(root, clean, noisy, name="p"):
     return root / "clean", root / "noisy"
 
 
-def _opposite_channels(rng, seconds=2.0):
-    """Clean speech and its opposite in two channels (their downmix is silence), each in noise of its own."""
-    speech = speech_like(rng, seconds=seconds, rate=RATE)
-    clean = np.stack([speech, -speech], axis=1)
-    noise = np.stack([0.03 * rng.standard_normal(speech.size), 0.02 * rng.standard_normal(speech.size)], axis=1)
-    return clean, clean + noise
+def _two_talkers(rng, seconds=2.0):
+    """Two talkers, one in each channel, each in noise of its own."""
+    speech = np.stack([speech_like(rng, seconds=seconds, rate=RATE) for _ in range(2)], axis=1)
+    noise = np.stack([0.03 * rng.standard_normal(len(speech)), 0.02 * rng.standard_normal(len(speech))], axis=1)
+    return speech, speech + noise
 
 
 def _channel_mean(clean, noisy, speech):
@@ -40,9 +39,9 @@ def _channel_mean(clean, noisy, speech):
 
 
 def test_a_stereo_pair_is_enhanced_as_enhance_does_and_scored_channel_by_channel(tmp_path, rng):
-    """Channels of opposite polarity: the mono downmix evaluate scored was silence (every score undefined); now the
-    input's scores are the means of each channel's, and the output is what `sepsti enhance` writes for the file."""
-    clean, noisy = _opposite_channels(rng)
+    """Two talkers: evaluate scored their mono downmix against the clean downmix; now the input's scores are the
+    means of each channel's against its own talker, and the output is what `sepsti enhance` writes for the file."""
+    clean, noisy = _two_talkers(rng)
     clean_root, noisy_root = _write_pair(tmp_path, clean, noisy)
     result = run(["evaluate", "--clean", clean_root, "--noisy", noisy_root, "--iterations", 5,
                   "--json", tmp_path / "s.json"])
@@ -63,33 +62,44 @@ def test_a_stereo_pair_is_enhanced_as_enhance_does_and_scored_channel_by_channel
     assert row["enhanced"]["sdr"] > row["input"]["sdr"] + 3
 
 
-def test_scores_of_channels_are_their_mean_and_warnings_name_the_channel(rng):
-    """A second channel whose clean speech is silent leaves the file's scores undefined, and says which channel."""
+def test_scores_of_channels_are_their_mean_where_defined_and_warnings_name_the_channel(rng):
+    """A second channel whose clean speech is silent leaves the file with the first channel's scores, and says which
+    channel has none (the file had no score at all)."""
     from sepsti.commands.evaluate import score_signals
     from sepsti.corpora.pairs import Pair
 
-    speech = speech_like(rng, seconds=1.0, rate=RATE)
-    clean = np.stack([speech, np.zeros_like(speech)], axis=1)
-    noisy = clean + 0.01 * rng.standard_normal(clean.shape)
+    clean, noisy = _two_talkers(rng, seconds=1.0)
+    clean[:, 1] = 0.0
     pair = Pair("p", clean, noisy, RATE, "noisy/p.wav")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         scores = score_signals(pair, {"input": noisy}, ("sdr", "stoi"))["input"]
-    assert np.isnan(scores["sdr"]) and np.isnan(scores["stoi"])
+    first = score_signals(Pair("p", clean[:, 0], noisy[:, 0], RATE, "p.wav"), {"input": noisy[:, 0]}, ("sdr", "stoi"))
+    assert scores == first["input"] and np.isfinite(scores["sdr"])
     assert sorted(str(w.message) for w in caught) == [
         "noisy/p.wav: channel 2: bss_eval: the clean reference is silent; SDR/SIR/SAR are undefined (NaN)",
         "noisy/p.wav: channel 2: stoi: the clean reference is silent; ESTOI is undefined (NaN)",
         "noisy/p.wav: channel 2: stoi: the clean reference is silent; STOI is undefined (NaN)"]
-    alike = Pair("p", np.stack([speech, speech], axis=1), np.stack([noisy[:, 0]] * 2, axis=1), RATE, "p.wav")
-    both = score_signals(alike, {"input": alike.noisy}, ("sdr", "stoi"))["input"]
-    one = score_signals(Pair("p", speech, noisy[:, 0], RATE, "p.wav"), {"input": noisy[:, 0]}, ("sdr", "stoi"))
-    assert both == one["input"]
+
+
+def test_a_mono_clean_file_is_every_channels_reference(rng):
+    from sepsti.commands.evaluate import score_signals
+    from sepsti.corpora.pairs import Pair
+
+    clean, noisy = _two_talkers(rng, seconds=1.0)
+    noisy = clean[:, :1] + (noisy - clean)  # the first talker in both channels, in two noises
+    both = score_signals(Pair("p", clean[:, 0], noisy, RATE, "p.wav"), {"input": noisy}, ("sdr", "stoi"))["input"]
+    each = [score_signals(Pair("p", clean[:, 0], noisy[:, c], RATE, "p.wav"), {"input": noisy[:, c]},
+                          ("sdr", "stoi"))["input"] for c in range(2)]
+    assert each[1]["sdr"] > each[0]["sdr"] + 1  # the second noise is weaker
+    for metric in ("sdr", "stoi"):
+        assert both[metric] == pytest.approx((each[0][metric] + each[1][metric]) / 2, rel=1e-12)
 
 
 def test_a_pair_whose_files_differ_in_channels_is_refused_before_any_work(tmp_path, rng):
-    clean, noisy = _opposite_channels(rng, seconds=1.0)
-    clean_root, noisy_root = _write_pair(tmp_path, clean[:, 0], noisy)
+    clean, noisy = _two_talkers(rng, seconds=1.0)
+    clean_root, noisy_root = _write_pair(tmp_path, clean, noisy[:, :1] * [[1, 1, 1]])
     result = run(["evaluate", "--clean", clean_root, "--noisy", noisy_root, "--json", tmp_path / "s.json"])
-    assert_one_line_error(result, str(noisy_root / "p.wav"), "has 2 channels but its clean file",
-                          "has 1; a pair's files must have as many channels")
+    assert_one_line_error(result, str(noisy_root / "p.wav"), "has 3 channels but its clean file",
+                          "has 2; a pair's files must have as many channels, or the clean file one")
     assert not (tmp_path / "s.json").exists()

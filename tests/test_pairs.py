@@ -89,8 +89,11 @@ def test_a_pair_keeps_its_channels_and_must_have_as_many_in_both_files(tmp_path)
     np.testing.assert_array_equal(loaded.clean, clean)
     np.testing.assert_array_equal(loaded.noisy, noisy)
     soundfile.write(tmp_path / "clean" / "p.wav", clean[:, 0], 8000, subtype="DOUBLE")
-    with pytest.raises(ParameterError, match=r"noisy/p.wav: has 2 channels but its clean file .*clean/p.wav has 1; "
-                                             r"a pair's files must have as many channels"):
+    assert load_pair(pair).clean.shape == (800,)  # a mono clean file is every channel's reference
+    soundfile.write(tmp_path / "noisy" / "p.wav", noisy[:, [0, 1, 1]], 8000, subtype="DOUBLE")
+    soundfile.write(tmp_path / "clean" / "p.wav", clean, 8000, subtype="DOUBLE")
+    with pytest.raises(ParameterError, match=r"noisy/p.wav: has 3 channels but its clean file .*clean/p.wav has 2; "
+                                             r"a pair's files must have as many channels, or the clean file one"):
         load_pair(pair)
     mono = _wav(tmp_path / "mono" / "clean" / "m.wav")  # mono files stay (n_samples,)
     _wav(tmp_path / "mono" / "noisy" / "m.wav", seed=1)

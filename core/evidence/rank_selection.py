@@ -270,7 +270,8 @@ class ChainRecord(NamedTuple):
     min_kept : float
         Smallest factor entry over the kept samples (NaN if not tracked).
     all_finite : bool
-        Whether every kept sample was finite.
+        Whether the chain stayed finite: every draw of the NMF block chains, the log-likelihood trace of the
+        others.
     """
 
     trace: np.ndarray

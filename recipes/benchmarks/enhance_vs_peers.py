@@ -168,14 +168,6 @@ def deepfilternet_enhancer():
     return enhance
 
 
-def lead_cell(cell, digits):
-    """:func:`_common.lead_text`, without the interval where there is none (a single replicate), as
-    ``sepsti evaluate`` prints it."""
-    if cell is not None and not np.isfinite(cell["low"]):
-        return f"{cell['mean']:+.{digits}f} {cell['wins']}/{cell['pairs']}"
-    return lead_text(cell, digits)
-
-
 def band_scores(clean, estimate, sample_rate):
     """STOI per third-octave band and the levels against the clean speech there (lists, for the JSON)."""
     from sepsti.metrics import stoi_band_levels, stoi_bands
@@ -367,7 +359,7 @@ def main(argv=None):
               f"[95 % interval over the "
               f"{recordings.replicates}], files where sepsti is ahead")
         for other, cells in lead.items():
-            print(f"{'over ' + other:31s} " + "  ".join(lead_cell(c, digits) for c in cells[key].values()))
+            print(f"{'over ' + other:31s} " + "  ".join(lead_text(c, digits) for c in cells[key].values()))
     bands = summarise_bands(rows, methods, groups) if args.bands else None
     print("\nseconds per file: " + ", ".join(f"{name} {value:.3f}" for name, value in timing.items()))
 

@@ -5,7 +5,7 @@ by name with clean ones (``--clean`` and ``--noisy``, any rate; :mod:`sepsti.rec
 enhanced as ``sepsti enhance`` would, with the dictionary it picks for the file's rate unless
 ``--dictionary`` names one. A multichannel noisy file is enhanced by enhance's own code, its channels
 kept (its default ``--channels auto``), and each channel is scored against the clean file's matching
-channel: the file's scores are the means over its channels (a pair's files must have as many).
+channel, or its only one: each score is the mean over the channels where it is defined.
 
 Scores are BSS Eval SDR/SIR/SAR in dB (:func:`sepsti.metrics.bss_eval`,
 references ``[clean, noisy − clean]``, estimates ``[speech, noisy − speech]``;
@@ -316,8 +316,8 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
     The recordings are a NOIZEUS-style corpus's test mixtures (--corpus), or noisy files paired by
     name with clean ones (--clean and --noisy, e.g. VoiceBank-DEMAND's test set). A multichannel
     noisy file is enhanced as enhance does it (channels kept, --channels auto) and each channel
-    scored against the clean file's matching channel; the file's scores are their means. A pair's
-    two files must have as many channels.
+    scored against the clean file's matching channel (a mono clean file: against it); the file's
+    scores are the means over the channels where they are defined.
     """
     from sepsti.commands.enhance import _single_threaded_blas
 
@@ -548,7 +548,7 @@ def enhance_channels(path, speech_dictionary, options):
 
     audio = inspect_input(path, sample_rate=speech_dictionary.sample_rate)._replace(subtype="DOUBLE")
     with tempfile.TemporaryDirectory(prefix="sepsti-evaluate-") as folder:
-        target = Path(folder) / "enhanced.wav"
+        target = Path(folder) / "enhanced.w64"  # Sony Wave64: no 4 GB limit
         _, reason = process_file(audio, target, speech_dictionary, False, (False, False),
                                  {**options, "channels": "auto"})
         return np.concatenate(list(read_audio_blocks(target, downmix=False))), reason
@@ -596,22 +596,27 @@ def score_mixture(mixture, speech, metrics=METRICS):
     Returns
     -------
     dict
-        ``{metric: float}``; undefined scores are NaN. Of several channels, the mean over the channels of
-        each one's scores against the clean speech's matching channel (NaN where one is; its warnings
-        name the channel).
+        ``{metric: float}``; undefined scores are NaN. Of several channels, each one's scores against the
+        clean speech's matching channel (or its only one), and of each score the mean over the channels
+        where it is defined (the warnings of the others name their channel).
     """
+    import warnings
+
     import numpy as np
 
     from sepsti.metrics import warnings_once
 
-    if np.ndim(mixture.clean) == 1:
+    if np.ndim(speech) == 1:
         return _scores(mixture.clean, mixture.noisy, speech, mixture.sample_rate, metrics)
     channels = []
-    for channel in range(mixture.clean.shape[1]):
+    for channel in range(speech.shape[1]):
+        clean = mixture.clean if np.ndim(mixture.clean) == 1 else mixture.clean[:, channel]
         with warnings_once(f"channel {channel + 1}"):
-            channels.append(_scores(mixture.clean[:, channel], mixture.noisy[:, channel], speech[:, channel],
-                                    mixture.sample_rate, metrics))
-    return {metric: float(np.mean([scores[metric] for scores in channels])) for metric in metrics}
+            channels.append(_scores(clean, mixture.noisy[:, channel], speech[:, channel], mixture.sample_rate,
+                                    metrics))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a score no channel defines is NaN, its warnings given
+        return {metric: float(np.nanmean([scores[metric] for scores in channels])) for metric in metrics}
 
 
 def _scores(clean, noisy, speech, sample_rate, metrics):

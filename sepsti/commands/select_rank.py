@@ -320,22 +320,24 @@ PLOT_EXTENSIONS = (".png", ".pdf", ".svg")
 
 
 def _check_outputs(json_path, plot_path, overwrite, checkpoint):
-    """Refuse a --plot format not written, files there without --overwrite, and two options naming one path."""
+    """Refuse a --plot format not written, files there without --overwrite, two options naming one path, and
+    outputs inside the checkpoint folder."""
     from sepsti.core.errors import ParameterError
     from sepsti.core.io import check_output_path
 
     if plot_path is not None and Path(plot_path).suffix.lower() not in PLOT_EXTENSIONS:
         raise ParameterError(f"--plot {plot_path}: expected a {', '.join(PLOT_EXTENSIONS)} file")
 
+    for option, path in (("--json", json_path), ("--plot", plot_path)):
+        if path is not None and checkpoint is not None and Path(checkpoint).resolve() in (
+                Path(path).resolve(), *Path(path).resolve().parents):
+            raise ParameterError(f"{option} {path}: inside --checkpoint {checkpoint}, the engine's folder; "
+                                 f"give {option} a file outside it")
     for path in (json_path, plot_path):
         if path is not None:
             check_output_path(path, overwrite=overwrite)
     if json_path is not None and plot_path is not None and Path(json_path).resolve() == Path(plot_path).resolve():
         raise ParameterError(f"--json and --plot are the same file {json_path}")
-    for option, path in (("--json", json_path), ("--plot", plot_path)):
-        if path is not None and checkpoint is not None and Path(path).resolve() == Path(checkpoint).resolve():
-            raise ParameterError(f"{option} and --checkpoint are the same path {path}: the checkpoint is a folder; "
-                                 f"give {option} a file outside it")
 
 
 def _print_table(selection):

@@ -24,10 +24,10 @@ from sepsti.core.errors import ParameterError  # noqa: E402
 from sepsti.core.io import atomic_path, check_output_path, json_safe  # noqa: E402
 from sepsti.core.random import KEY_LIMIT  # noqa: E402
 
-__all__ = ["recipe_parser", "run_recipe", "write_results", "write_json", "claim_folders", "default_corpus",
-           "noizeus_corpus", "checkout_package", "checkout_folder", "number_type", "positive_int", "non_negative_int",
-           "positive_float", "non_negative_float", "integer_list", "count_list", "rank_list", "positive_list",
-           "choice_list", "paired_lead", "lead_text", "FOLDER_RECORD", "ROOT"]
+__all__ = ["recipe_parser", "run_recipe", "require_packages", "write_results", "write_json", "claim_folders",
+           "default_corpus", "noizeus_corpus", "checkout_package", "checkout_folder", "number_type", "positive_int",
+           "non_negative_int", "positive_float", "non_negative_float", "integer_list", "count_list", "rank_list",
+           "positive_list", "choice_list", "paired_lead", "lead_text", "FOLDER_RECORD", "ROOT"]
 
 #: The record a recipe keeps in a folder of files it makes (mixtures, pairs, a corpus): see :func:`claim_folders`.
 FOLDER_RECORD = ".recipe.json"
@@ -151,6 +151,29 @@ def run_recipe(main, name):
     except ParameterError as error:
         print(f"{_prog(name)}: error: {error}", file=sys.stderr)
         sys.exit(2)
+
+
+def require_packages(needs, extra):
+    """Refuse a run (:class:`ParameterError`, one line through :func:`run_recipe`) that needs a package which is not
+    installed, before any work: each is looked up (:func:`importlib.util.find_spec`), not imported.
+
+    Parameters
+    ----------
+    needs : dict
+        ``{what: package}``: what the run would do (a method, a timed run) and the package it needs, as pip
+        names it (imported with ``_`` for ``-``).
+    extra : str
+        The project's extra that installs them.
+    """
+    import importlib.util
+
+    missing = {}
+    for what, package in needs.items():
+        if importlib.util.find_spec(package.replace("-", "_")) is None:
+            missing.setdefault(package, []).append(what)
+    if missing:
+        names = " and ".join(f"{package} (for {', '.join(whats)})" for package, whats in missing.items())
+        raise ParameterError(f"{names} not installed: pip install -e '.[{extra}]'")
 
 
 def _number(text, convert, accept):

@@ -43,7 +43,7 @@ import warnings
 
 import numpy as np
 
-from _common import recipe_parser, run_recipe, write_results
+from _common import positive_float, recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.chib import chib_log_marginal_likelihood
 from sepsti.core.models.pltf import pltf_model
@@ -94,9 +94,10 @@ def main():
                         help="Chib decomposition (default: factors)")
     parser.add_argument("--blocks", choices=("columns", "factors"), default="columns",
                         help="ordinate blocks of method 'factors' (default: columns)")
-    parser.add_argument("--prior-rate", type=float, default=PRIOR_RATE,
-                        help=f"rate b of the Gamma(1, b) priors and of the data draw "
-                             f"(default 10^(-1/3) = {PRIOR_RATE:.4f})")
+    parser.add_argument("--prior-rate", type=positive_float, default=PRIOR_RATE, metavar="B",
+                        help=f"rate b of the Gamma(1, b) priors of every factor entry, in the model and in the data "
+                             f"draw (default 10^(-1/3) = {PRIOR_RATE:.4f}: one component adds 10 counts to an entry "
+                             f"on average)")
     args = parser.parse_args()
     num_burn_in, num_samples, num_reduced = (500, 1000, 1000) if args.quick else (2000, 3000, 3000)
     start = time.perf_counter()

@@ -408,6 +408,17 @@ def test_bad_outputs(workdir, tiny_dictionary):
         assert snapshot(workdir) == before, options
 
 
+def test_an_empty_output_path_is_refused_as_such(workdir, tiny_dictionary, monkeypatch):
+    """``-o ''`` said "Error: .: output is a directory"; ``--out-dir ''`` wrote into the working folder."""
+    (workdir / "here").mkdir()
+    monkeypatch.chdir(workdir / "here")
+    before = snapshot(workdir)
+    for option, noun in (("-o", "file"), ("--out-dir", "folder")):
+        result = _enhance(tiny_dictionary, workdir / "noisy.wav", option, "")
+        assert_one_line_error(result, f"'{option}'", f"an empty path; give a {noun} name")
+        assert snapshot(workdir) == before and os.listdir(workdir / "here") == []
+
+
 def test_two_inputs_need_out_dir_and_distinct_names(workdir, tiny_corpus, tiny_dictionary):
     a = tiny_corpus / "noisy" / "white_0dB" / "sp21_white_sn0.wav"
     (workdir / "sub").mkdir()
@@ -608,10 +619,10 @@ def test_bad_noise_sample(workdir, tiny_dictionary, kind, fragment):
         soundfile.write(path, 0.1 * np.ones(600), 1, subtype="PCM_16")
     before = snapshot(workdir)
     result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav", "--noise-sample", path)
-    assert_one_line_error(result, fragment)
+    assert_one_line_error(result, f"--noise-sample {path}", fragment)  # the option named (a missing file was not)
     assert snapshot(workdir) == before
     result = _enhance(tiny_dictionary, workdir / "noisy.wav", "--out-dir", workdir / "new", "--noise-sample", path)
-    assert_one_line_error(result, fragment)
+    assert_one_line_error(result, f"--noise-sample {path}", fragment)
     assert snapshot(workdir) == before and not (workdir / "new").exists()  # not even the folder
 
 

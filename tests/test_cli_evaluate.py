@@ -566,6 +566,33 @@ def test_an_undefined_score_warns_once_per_file_naming_it(tmp_path, rng):
     assert row["input"]["fricative_db"] is None and row["enhanced"]["fricative_db"] is None
 
 
+def test_band_warnings_of_many_files_come_once_per_score_with_a_count(tmp_path, rng):
+    """Band-limited clean speech at 16 kHz: two warnings per file (hundreds on a test set) for scores the table does
+    not show; now the first of each score, at the end, with the count of the other files. The JSON is as it was."""
+    rate = 16000
+    t = np.arange(3 * rate) / rate
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "noisy").mkdir()
+    for name in ("a", "b", "c"):
+        voice = sum(np.sin(2 * np.pi * 200 * k * t) / k for k in range(1, 16)) * (1 + np.sin(2 * np.pi * 3 * t)) / 20
+        soundfile.write(tmp_path / "clean" / f"{name}.wav", voice, rate, subtype="FLOAT")
+        soundfile.write(tmp_path / "noisy" / f"{name}.wav", voice + 0.01 * rng.standard_normal(voice.size), rate,
+                        subtype="FLOAT")
+    with pytest.warns(RuntimeWarning) as caught:
+        result = run(["evaluate", "--clean", tmp_path / "clean", "--noisy", tmp_path / "noisy", "--iterations", 3,
+                      "--json", tmp_path / "s.json"])
+    assert result.exit_code == 0, result.stderr
+    first = tmp_path / "noisy" / "a.wav"
+    high_band, fricative = [str(w.message) for w in caught]
+    assert high_band.startswith(f"{first}: high_band_level: the clean speech has ") and high_band.endswith(
+        "(band-limited speech); the high-band level is undefined (NaN); and in 2 more files"), high_band
+    assert fricative == (f"{first}: fricative_level: the clean speech has no frame mostly above the cutoff; the "
+                         "fricative level is undefined (NaN); and in 2 more files")
+    rows = json.loads((tmp_path / "s.json").read_text())["results"]
+    assert [row[key][score] for row in rows for key in ("input", "enhanced")
+            for score in ("high_band_db", "fricative_db")] == [None] * 12
+
+
 def test_pairs_interval_is_over_the_files(tmp_path, tiny_dictionary):
     """Each pair is its own replicate: the SDR gain's interval is the t interval of the per-file gains."""
     clean, noisy, _ = make_pairs(tmp_path / "pairs", rates=(8000,) * 4)
@@ -691,6 +718,36 @@ def test_samples_far_beyond_full_scale_are_refused_before_any_work(tmp_path, sca
     result = run(["evaluate", "--clean", clean, "--noisy", noisy, "--json", tmp_path / "s.json"])
     assert_one_line_error(result, f"{noisy / 'a.wav'}: {whose}", "e+29, far beyond full scale (1.0)")
     assert not (tmp_path / "s.json").exists()
+
+
+@pytest.mark.parametrize("command", ["enhance", "evaluate"])
+def test_the_iterations_help_gives_the_enhancers_count(command, monkeypatch):
+    """It said "(default: the enhancer's own)"; the number is the enhancer's constant, read when the help shows."""
+    import sepsti.denoise
+
+    text = " ".join(run([command, "--help"]).stdout.split())
+    assert f"(default: {sepsti.denoise.EM_ITERATIONS}, the enhancer's own)" in text
+    monkeypatch.setattr(sepsti.denoise, "EM_ITERATIONS", 37)
+    assert "(default: 37, the enhancer's own)" in " ".join(run([command, "--help"]).stdout.split())
+
+
+def test_the_commands_load_no_numpy_before_setting_their_blas_threads():
+    """The enhancer's count is read only for the help: importing the enhancer loads NumPy."""
+    import subprocess
+    import sys
+
+    script = "import sys, sepsti.commands.enhance, sepsti.commands.evaluate; print('numpy' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stderr
+
+
+def test_an_empty_output_is_refused_as_such(tiny_corpus, tmp_path, monkeypatch):
+    """``--json ''`` said "Error: .: output is a directory"."""
+    monkeypatch.chdir(tmp_path)
+    for option in ("--json", "--plot"):
+        result = run(["evaluate", "--corpus", tiny_corpus, option, ""])
+        assert_one_line_error(result, f"'{option}': an empty path; give a file name")
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("iterations", ["100001", "2000000000", "99999999999999999999"])

@@ -379,3 +379,12 @@ def test_help_says_what_the_grid_options_do():
     assert "[2<=x<=10000]" in text
     # on the presets' Simpson grids t = 0 weighs 0: the option cannot move the estimate there
     assert "t = 0 weighs 0: the choice then changes E_0 and the tempering check only, not the estimate" in text
+
+
+@pytest.mark.parametrize("option, noun", [("--json", "file"), ("--plot", "file"), ("--checkpoint", "folder")])
+def test_an_empty_output_is_refused_as_such(tmp_path, monkeypatch, option, noun):
+    # '' named the working folder: a checkpoint there, or "output is a directory" after the run
+    monkeypatch.chdir(tmp_path)
+    result = _invoke("--corpus", tmp_path / "nowhere", *TINY, option, "")
+    assert_one_line_error(result, f"'{option}': an empty path; give a {noun} name")
+    assert list(tmp_path.iterdir()) == []

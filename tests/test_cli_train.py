@@ -407,6 +407,56 @@ def test_bad_output(tiny_corpus, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["d.npz"]
 
 
+def test_an_empty_output_is_refused_as_such(tiny_corpus, tmp_path, monkeypatch):
+    """``-o ''`` was taken for the working folder: "Error: .: output is a directory"."""
+    monkeypatch.chdir(tmp_path)
+    result = run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", ""])
+    assert_one_line_error(result, "'-o' / '--output': an empty path; give a file name")
+    assert os.listdir(tmp_path) == []
+
+
+def _warnings(result):
+    return [line for line in result.stderr.splitlines() if line.startswith("Warning: ")]
+
+
+def test_a_rate_above_the_files_own_warns_that_the_band_above_theirs_is_empty(tiny_corpus, tmp_path):
+    """8 kHz files at --rate 16000 gave a "16 kHz" dictionary with nothing above 4 kHz, without a word; it is
+    still written (a user may want it)."""
+    from sepsti.dictionary import load_dictionary
+
+    result = run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 2,
+                  "--rate", 16000])
+    assert result.exit_code == 0, result.stderr
+    assert _warnings(result) == [
+        "Warning: --rate 16000: the corpus's files are at 8000 Hz, so the dictionary's band above 4000 Hz (their "
+        "Nyquist frequency) is empty; train on wideband speech (recorded at 16000 Hz or more) for a dictionary of "
+        "the whole band"]
+    assert load_dictionary(tmp_path / "d.npz").sample_rate == 16000
+    for rate in ([], ["--rate", 8000], ["--rate", 4000]):  # at or below the files' rate: no warning
+        result = run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", tmp_path / "e.npz", "--iterations", 2,
+                      "--overwrite", *rate])
+        assert result.exit_code == 0 and _warnings(result) == [], result.stderr
+
+
+@pytest.mark.parametrize("files", [3, 7])
+def test_a_rank_from_the_matrix_size_on_warns_that_it_is_not_identifiable(tmp_path, files):
+    """As select-rank says of its --ranks: from min(bins, frames) on a factorization fits any data. 3 files have
+    fewer frames than the 257 bins, 7 more."""
+    from sepsti.training import train_split
+
+    corpus = make_corpus(tmp_path / "corpus", train=tuple(f"sp{n:02d}" for n in range(1, files + 1)), test=(),
+                         noises=(), snrs=())
+    frames = train_split(corpus).matrix()[0].shape[1]
+    size = min(257, frames)
+    what = f"{frames} training frames" if frames < 257 else "257 frequency bins"
+    for rank, warned in ((size - 1, []), (size, [f"Warning: --rank {size}: not below the {what} of the 257 x "
+                                                  f"{frames} training matrix, where a factorization fits any data: "
+                                                  "no data identify such a rank"])):
+        result = run(["train", "--corpus", corpus, "--rank", rank, "-o", tmp_path / "d.npz", "--iterations", 1,
+                      "--overwrite"])
+        assert result.exit_code == 0 and _warnings(result) == warned, result.stderr
+
+
 def test_overwrite_replaces(tiny_corpus, tmp_path):
     existing = tmp_path / "d.npz"
     existing.write_bytes(b"old")

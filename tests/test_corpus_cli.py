@@ -90,6 +90,13 @@ def test_synth_seed_must_be_non_negative(tmp_path):
     assert result.exit_code == 2 and "-1" in result.stderr
 
 
+def test_synth_into_an_empty_path_is_refused(tmp_path, monkeypatch):
+    # '' was the working folder
+    monkeypatch.chdir(tmp_path)
+    assert "an empty path; give a folder name" in _one_error_line(_run("synth", ""))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_synth_into_a_file(tmp_path):
     path = tmp_path / "file"
     path.write_text("x")

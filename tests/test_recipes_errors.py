@@ -76,3 +76,47 @@ def test_bad_input_is_refused_in_one_line_before_any_work(tmp_path, name, option
     assert result.stderr.splitlines()[-1].startswith(
         f"recipes/benchmarks/{name}.py: error: {message.format(tmp=tmp_path)}"), result.stderr
     assert sorted(tmp_path.rglob("*")) == before and (tmp_path / "a_file").read_text() == "mine\n"
+
+
+def _not_installed(monkeypatch, *packages):
+    """The ``packages`` (import names) as without the ``bench`` extra, which CI does not install: not found, and an
+    import of one fails."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name in packages else find_spec(name, *args))
+    for package in packages:
+        monkeypatch.setitem(sys.modules, package, None)
+
+
+def test_the_startup_benchmark_without_noisereduce_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    """It ended in a ModuleNotFoundError traceback (exit 1) after sepsti had been timed."""
+    import importlib
+
+    _not_installed(monkeypatch, "noisereduce")
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    startup = importlib.import_module("enhance_startup")
+    monkeypatch.setattr(startup, "make_input", None)  # never reached
+    monkeypatch.setattr(startup, "timed", None)
+    with pytest.raises(SystemExit) as stopped:
+        startup.run_recipe(lambda: startup.main(["--quick", "--out", str(tmp_path / "out")]),
+                           "benchmarks/enhance_startup")
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == ("recipes/benchmarks/enhance_startup.py: error: noisereduce (for the timed "
+                                       "peer) not installed: pip install -e '.[bench]'\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_prior_rate_of_the_chib_recipe_is_named_and_checked_when_parsing(tmp_path):
+    """A bad value was refused by the model as "prior_rate of factor 0 must be finite and positive"."""
+    script = BENCHMARKS.parent / "pltf_parafac_chib.py"
+    result = subprocess.run([sys.executable, str(script), "--prior-rate", "-1", "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=90)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == ("recipes/pltf_parafac_chib.py: error: argument --prior-rate: '-1': "
+                                              "expected a positive number")
+    text = " ".join(subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True,
+                                   timeout=90).stdout.split())
+    assert "--prior-rate B rate b of the Gamma(1, b) priors" in text and "(default 10^(-1/3) = 0.4642" in text
+    assert not (tmp_path / "out").exists()

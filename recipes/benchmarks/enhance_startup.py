@@ -11,7 +11,8 @@ timed as it comes and with one BLAS thread, and the ratio uses its faster time.
 The input is a synthetic speech-like signal (harmonics with a gliding pitch and
 syllable-like envelope) plus white noise at 5 dB SNR, or ``--input FILE``.
 
-Run: ``python recipes/benchmarks/enhance_startup.py [--quick] [--out DIR] [--input FILE]``.
+Run: ``python recipes/benchmarks/enhance_startup.py [--quick] [--out DIR] [--input FILE]``; noisereduce is
+the ``bench`` extra (``pip install -e '.[bench]'``), without which the run is refused before any work.
 """
 
 import os
@@ -25,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import ROOT, positive_int, recipe_parser, run_recipe, write_results  # noqa: E402
+from _common import ROOT, positive_int, recipe_parser, require_packages, run_recipe, write_results  # noqa: E402
 
 NAME = "enhance_startup"
 
@@ -70,13 +71,14 @@ def timed(command, env):
     return elapsed
 
 
-def main():
+def main(argv=None):
     parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0], plot=True)
     parser.add_argument("--repeats", type=positive_int, default=None, help="timed runs of each (default 9, quick 3)")
     parser.add_argument("--input", type=Path, default=None, help="input file (default: synthetic 3 s at 8 kHz)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.input is not None and not args.input.is_file():
         parser.error(f"--input {args.input}: no such file")
+    require_packages({"the timed peer": "noisereduce"}, "bench")
     repeats = (3 if args.quick else 9) if args.repeats is None else args.repeats
 
     load_before = os.getloadavg()[0]

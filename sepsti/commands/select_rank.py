@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED, FiniteRange, parse_list, shown
+from sepsti.commands import SEED, FiniteRange, OutputPath, parse_list, shown
 
 __all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
 
@@ -119,11 +119,11 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="Chains run concurrently per process [default: all cores; 1 under mpiexec].")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed.")
-@click.option("--checkpoint", type=click.Path(path_type=Path), default=None,
+@click.option("--checkpoint", type=OutputPath("folder", path_type=Path), default=None,
               help="Folder keeping every finished chain; rerunning the same command resumes. A new or empty "
                    "folder, or the checkpoint of an earlier run.")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write results as JSON.")
-@click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
+@click.option("--json", "json_path", type=OutputPath(path_type=Path), default=None, help="Write results as JSON.")
+@click.option("--plot", "plot_path", type=OutputPath(path_type=Path), default=None,
               help="Plot log p(X | R) against R (.png, .pdf, .svg).")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")

@@ -17,14 +17,16 @@ with the validated settings and the speech model
 (:data:`sepsti.commands.select_rank.SPEECH_MODEL`), as ``sepsti select-rank`` with
 its defaults, on the single-frame spectra also with ``--context`` (stacked frames
 would count each magnitude ``2C + 1`` times). Ranks above the number of training
-frames are refused before any work.
+frames are refused before any work. A ``--rate`` above the rate of every file (the band above their
+Nyquist frequency is then empty) and a rank from ``min(bins, frames)`` of the matrix on (where a
+factorization fits any data, as ``sepsti select-rank`` says) are warned of, not refused.
 """
 
 from pathlib import Path
 
 import click
 
-from sepsti.commands import ITERATIONS, SEED, FiniteRange, parse_list, shown
+from sepsti.commands import ITERATIONS, SEED, FiniteRange, OutputPath, parse_list, shown
 
 __all__ = ["train"]
 
@@ -67,7 +69,7 @@ def _ranks(text):
 @click.option("--ranks", "candidate_ranks", default="32,64,128,256", show_default=True,
               callback=lambda ctx, param, value: _ranks(value),
               help="Candidate ranks of --rank auto (refused with a --rank of its own).")
-@click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="Dictionary file (.npz).")
+@click.option("-o", "--output", required=True, type=OutputPath(path_type=Path), help="Dictionary file (.npz).")
 @click.option("--iterations", type=ITERATIONS, default=200, show_default=True,
               help="Most EM iterations: EM stops earlier once the log-likelihood changes by less than --tol.")
 @click.option("--tol", type=FiniteRange(min=0.0), default=None,
@@ -107,11 +109,16 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
         option = "--ranks" if rank == "auto" else "--rank"
         raise ParameterError(f"{option} {','.join(map(str, too_many))}: more atoms than the {X.shape[1]} training "
                              f"frames; lower the rank or add training files")
+    _warn_of_empty_band(split, "--rate" if rate is not None else "the default --rate")
     if rank == "auto":
         # the evidence of the single-frame spectra, as select-rank has it: stacked frames would count each
         # magnitude 2C + 1 times; the atoms of C frames on each side take the rank chosen there
         n_bins = split.framing.n_bins
         rank = _select_rank(X[context * n_bins:(context + 1) * n_bins], candidate_ranks, seed)
+    if rank >= min(X.shape):
+        click.echo(f"Warning: --rank {rank}: not below the {_smaller_side(X, split.framing.n_bins, context)} of the "
+                   f"{X.shape[0]} x {X.shape[1]} training matrix, where a factorization fits any data: no data "
+                   "identify such a rank", err=True)
 
     from sepsti.denoise import train_dictionary
 
@@ -137,6 +144,29 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
     log_likelihood = float(result.log_likelihood[-1])
     click.echo(f"trained a rank-{rank} dictionary on {len(ids)} files ({X.shape[0]} x {X.shape[1]}), "
                f"{result.n_iter} EM iterations, log-likelihood {log_likelihood:.6g}: wrote {shown(output)}")
+
+
+def _warn_of_empty_band(split, option):
+    """Say so (naming the ``option`` that set the rate) when the split is modelled above the rate of every one of
+    its files: the dictionary's band above their Nyquist frequency is then empty."""
+    from sepsti.corpora.audio import audio_info
+
+    rate = split.framing.sample_rate
+    rates = {audio_info(path).sample_rate for path in split.paths}
+    if rate > max(rates):
+        files = f"{max(rates)} Hz" if len(rates) == 1 else f"at most {max(rates)} Hz"
+        click.echo(f"Warning: {option} {rate}: the corpus's files are at {files}, so the dictionary's band above "
+                   f"{max(rates) / 2:g} Hz (their Nyquist frequency) is empty; train on wideband speech (recorded "
+                   f"at {rate} Hz or more) for a dictionary of the whole band", err=True)
+
+
+def _smaller_side(X, n_bins, context):
+    """The smaller side of the training matrix ``X`` in words: its frames, or its frequency bins (rows)."""
+    if X.shape[1] <= X.shape[0]:
+        return f"{X.shape[1]} training frames"
+    if context:
+        return f"{X.shape[0]} rows ({n_bins} frequency bins x {2 * context + 1} frames)"
+    return f"{n_bins} frequency bins"
 
 
 def _select_rank(X, ranks, seed):

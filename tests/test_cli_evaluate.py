@@ -759,3 +759,26 @@ def test_iterations_are_bounded_and_documented_as_exact(tmp_path, iterations, co
     assert_one_line_error(result, "'--iterations'", "1<=x<=100000")
     text = " ".join(run([command[0], "--help"]).stdout.split())
     assert f"EM iterations per {unit}: exactly this many" in text and "[1<=x<=100000]" in text
+
+
+def test_band_warnings_are_counted_by_file_and_kept_apart_by_reason():
+    # a file's channels were counted as files, and another reason was merged into the first one's line
+    import warnings as python_warnings
+
+    from sepsti.commands.evaluate import _band_warnings_collapsed
+
+    shown = []
+    with python_warnings.catch_warnings():
+        python_warnings.simplefilter("always")
+        python_warnings.showwarning = lambda message, *args, **kwargs: shown.append(str(message))
+        with _band_warnings_collapsed():
+            for name in ("a.wav", "b.wav", "c.wav"):
+                for channel in (1, 2):
+                    python_warnings.warn(f"{name}: channel {channel}: high_band_level: the clean speech has "
+                                         f"{channel}e-07 of its energy above 4000 Hz; undefined", RuntimeWarning)
+            python_warnings.warn("d.wav: high_band_level: the speech estimate is silent; undefined", RuntimeWarning)
+            python_warnings.warn("d.wav: bss_eval: the clean reference is silent", RuntimeWarning)
+    assert shown == ["d.wav: bss_eval: the clean reference is silent",
+                     "a.wav: channel 1: high_band_level: the clean speech has 1e-07 of its energy above 4000 Hz; "
+                     "undefined; and in 2 more files",
+                     "d.wav: high_band_level: the speech estimate is silent; undefined"]

@@ -428,31 +428,32 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
 
 @contextlib.contextmanager
 def _band_warnings_collapsed():
-    """Within this block, the warnings of the scores :data:`_BAND_WARNINGS` (``<file>: high_band_level: ...``)
-    are held back; when it ends, the first of each score is given with the count of the others. Other warnings
-    print as they come."""
+    """Within this block, the warnings of the scores :data:`_BAND_WARNINGS` (``<file>: [channel N: ]high_band_level:
+    <reason>``) are held back; when it ends, the first of each score and reason (its numbers aside) is given with
+    the count of the other files. Other warnings print as they come."""
     import re
     import warnings
 
-    band = re.compile(f": ({'|'.join(_BAND_WARNINGS)}): ")
+    band = re.compile(rf"^(?P<file>.*?)(?:: channel \d+)?: (?P<score>{'|'.join(_BAND_WARNINGS)}): (?P<reason>.*)$",
+                      re.DOTALL)
     show = warnings.showwarning
-    held = {}  # score -> [the first warning's message, category, filename and line, how many more]
+    held = {}  # (score, reason without its numbers) -> [first warning's message, category, filename, line, files]
 
     def hold(message, category, filename, lineno, *args, **kwargs):
-        score = band.search(str(message))
-        if score is None:
+        parts = band.match(str(message))
+        if parts is None:
             show(message, category, filename, lineno, *args, **kwargs)
-        elif score[1] in held:
-            held[score[1]][-1] += 1
-        else:
-            held[score[1]] = [message, category, filename, lineno, 0]
+            return
+        key = parts["score"], re.sub(r"\d[\d.e+-]*", "#", parts["reason"])
+        held.setdefault(key, [message, category, filename, lineno, set()])[-1].add(parts["file"])
 
     warnings.showwarning = hold
     try:
         yield
     finally:
         warnings.showwarning = show
-    for message, category, filename, lineno, more in held.values():
+    for message, category, filename, lineno, files in held.values():
+        more = len(files) - 1
         show(f"{message}; and in {more} more file{'s' if more > 1 else ''}" if more else message, category,
              filename, lineno)
 

@@ -18,8 +18,9 @@ with the validated settings and the speech model
 its defaults, on the single-frame spectra also with ``--context`` (stacked frames
 would count each magnitude ``2C + 1`` times). Ranks above the number of training
 frames are refused before any work. A ``--rate`` above the rate of every file (the band above their
-Nyquist frequency is then empty) and a rank from ``min(bins, frames)`` of the matrix on (where a
-factorization fits any data, as ``sepsti select-rank`` says) are warned of, not refused.
+Nyquist frequency is then empty) and a rank from the matrix's smaller side on (its frames, or its rows:
+the bins times ``2C + 1``; where a factorization fits any data, as ``sepsti select-rank`` says) are warned
+of, not refused.
 """
 
 from pathlib import Path
@@ -110,13 +111,15 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
         raise ParameterError(f"{option} {','.join(map(str, too_many))}: more atoms than the {X.shape[1]} training "
                              f"frames; lower the rank or add training files")
     _warn_of_empty_band(split, "--rate" if rate is not None else "the default --rate")
+    chosen = None
     if rank == "auto":
         # the evidence of the single-frame spectra, as select-rank has it: stacked frames would count each
         # magnitude 2C + 1 times; the atoms of C frames on each side take the rank chosen there
         n_bins = split.framing.n_bins
-        rank = _select_rank(X[context * n_bins:(context + 1) * n_bins], candidate_ranks, seed)
+        rank = chosen = _select_rank(X[context * n_bins:(context + 1) * n_bins], candidate_ranks, seed)
     if rank >= min(X.shape):
-        click.echo(f"Warning: --rank {rank}: not below the {_smaller_side(X, split.framing.n_bins, context)} of the "
+        label = f"the chosen rank {rank}" if rank == chosen else f"--rank {rank}"
+        click.echo(f"Warning: {label}: not below the {_smaller_side(X, split.framing.n_bins, context)} of the "
                    f"{X.shape[0]} x {X.shape[1]} training matrix, where a factorization fits any data: no data "
                    "identify such a rank", err=True)
 

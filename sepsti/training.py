@@ -34,6 +34,12 @@ class TrainSplit(NamedTuple):
     framing: object
     load: Callable
 
+    def file_rates(self):
+        """The files' own rates (Hz), from their headers, in the order of ``paths``."""
+        from sepsti.corpora.audio import audio_info
+
+        return [audio_info(path).sample_rate for path in self.paths]
+
     def matrix(self, *, context=0, frames=None):
         """The STFT magnitudes of the split's files, concatenated (int16 scale).
 
@@ -60,11 +66,10 @@ class TrainSplit(NamedTuple):
         """
         from sepsti import features
         from sepsti.audio import resample, validate_frames, validate_sample_rate
-        from sepsti.corpora.audio import audio_info
 
         rate, n_fft = self.framing.sample_rate, self.framing.n_fft
-        for path in self.paths:  # every header before any file is read: a rate no resampling takes is refused
-            validate_sample_rate(audio_info(path).sample_rate, rate, name=str(path))
+        for path, file_rate in zip(self.paths, self.file_rates()):  # every header before any file is read
+            validate_sample_rate(file_rate, rate, name=str(path))
         signals, utterances = [], []
         for utterance, y, sample_rate in self.load():
             y = resample(y, sample_rate, rate)

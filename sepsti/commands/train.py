@@ -152,10 +152,8 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
 def _warn_of_empty_band(split, option):
     """Say so (naming the ``option`` that set the rate) when the split is modelled above the rate of every one of
     its files: the dictionary's band above their Nyquist frequency is then empty."""
-    from sepsti.corpora.audio import audio_info
-
     rate = split.framing.sample_rate
-    rates = {audio_info(path).sample_rate for path in split.paths}
+    rates = set(split.file_rates())
     if rate > max(rates):
         files = f"{max(rates)} Hz" if len(rates) == 1 else f"at most {max(rates)} Hz"
         click.echo(f"Warning: {option} {rate}: the corpus's files are at {files}, so the dictionary's band above "

@@ -443,6 +443,7 @@ def test_column_blocks_and_threads(rng):
         threaded = poisson_nmf_em(X, W, H, max_iter=25, tol=0, track_log_likelihood=True, threads=2, **kwargs)
         assert np.array_equal(serial.W, threaded.W) and np.array_equal(serial.H, threaded.H)
         assert np.array_equal(serial.log_likelihood, threaded.log_likelihood)
+        assert (serial.num_threads, threaded.num_threads) == (1, 2)
         W_ref, H_ref = reference_em(X, W, H, kwargs.get("prior_rate_W", 0.0), kwargs.get("prior_rate_H", 0.0), 25)
         np.testing.assert_allclose(threaded.W, W_ref, rtol=1e-10)
         np.testing.assert_allclose(threaded.H, H_ref, rtol=1e-10)
@@ -452,6 +453,7 @@ def test_column_blocks_and_threads(rng):
     X = rng.poisson(2.0, (257, 2300)).astype(np.float32)
     W, H = initialize_nmf(X + 1.0, 32, rng)
     one, two = (poisson_nmf_em(X, W, H, max_iter=15, tol=0, threads=threads) for threads in (1, 2))
+    assert poisson_nmf_em(X[:, :1000], W, H[:, :1000], max_iter=1, tol=0, threads=2).num_threads == 1  # one block
     assert np.array_equal(one.W, two.W) and np.array_equal(one.H, two.H)
     X = rng.poisson(4.0, (12, 2300)).astype(np.float64)
     W, H = initialize_nmf(X + 1.0, 3, rng)

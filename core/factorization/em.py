@@ -69,12 +69,15 @@ class EMResult(NamedTuple):
         ``track_log_likelihood=False``.
     n_iter : int
         Number of iterations run.
+    num_threads : int
+        Worker threads the column blocks ran on (1 for a single block or no iteration).
     """
 
     W: np.ndarray
     H: np.ndarray
     log_likelihood: np.ndarray
     n_iter: int
+    num_threads: int
 
 
 # --------------------------------------------------------------------------------------------
@@ -453,7 +456,7 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     if max_iter == 0 or not (learn_W or learn_H):
         if ends:
             history[0] = full_log_posterior()
-        return EMResult(W, H, history[:1], 0)
+        return EMResult(W, H, history[:1], 0, 1)
 
     workers = _workers(threads, len(blocks))
 
@@ -525,7 +528,7 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
         if tol > 0 and not _converged(history, n_iter, saturated, tol):
             warnings.warn(f"EM stopped at max_iter={max_iter} before reaching tol={tol:g}; "
                           "raise max_iter or tol", ConvergenceWarning, stacklevel=2)
-    return EMResult(W, H, history, n_iter)
+    return EMResult(W, H, history, n_iter, workers)
 
 
 # --------------------------------------------------------------------------------------------

@@ -82,15 +82,15 @@ def products_only(X, W, H, num_iter):
     return time.perf_counter() - start
 
 
-def thread_counts(n_cols):
+def thread_counts(X, W, H):
     """(BLAS threads, our worker threads) in the current threadpoolctl setting."""
     from threadpoolctl import threadpool_info
 
-    from sepsti.core.factorization.em import _column_blocks, _workers
+    from sepsti.core.factorization import poisson_nmf_em
 
     blas = max([info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"],
                default=1)
-    return blas, _workers(None, len(_column_blocks(n_cols)))
+    return blas, poisson_nmf_em(X, W, H, max_iter=1, tol=0, track_log_likelihood=False).num_threads
 
 
 RUNS = (("ours", "float64"), ("ours", "float32"), ("sklearn", "float64"), ("sklearn", "float32"))
@@ -150,7 +150,7 @@ def main(argv=None):
     for label, threads in (("default threads", None), ("1 BLAS thread", 1)):
         load_before = load_average()
         with threadpool_limits(limits=threads):
-            blas_threads, workers = thread_counts(X.shape[1])
+            blas_threads, workers = thread_counts(*inputs["float64"])
             times, floors, fits = measure(inputs, num_iter, repeats)
         load_after = load_average()
         ll = {key: poisson_log_likelihood(X, *fit) for key, fit in fits.items()}

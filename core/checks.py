@@ -7,7 +7,7 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["integer_at_least", "positive_number", "number_within", "positive_numbers"]
+__all__ = ["integer_at_least", "positive_number", "finite_number", "number_within", "positive_numbers"]
 
 
 def integer_at_least(name, value, low):
@@ -22,6 +22,13 @@ def positive_number(name, value):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not (
             np.isfinite(value) and value > 0):
         raise ParameterError(f"{name}={value!r} must be a positive number")
+    return float(value)
+
+
+def finite_number(name, value):
+    """``value`` as a float: a finite number (not a bool)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise ParameterError(f"{name}={value!r} must be a finite number")
     return float(value)
 
 

@@ -45,13 +45,17 @@ def stream(seed, *keys):
     ParameterError
         A seed or key outside [0, :data:`KEY_LIMIT`): it would share its stream with another key tuple.
     """
-    words = [seed, *keys]
-    if any(isinstance(word, (bool, np.bool_)) or not isinstance(word, numbers.Integral) for word in words):
-        raise ParameterError(f"seed and stream keys {words}: each must be an integer (1.9 would be taken as 1)")
-    words = [int(word) for word in words]
-    if not all(0 <= word < KEY_LIMIT for word in words):
-        raise ParameterError(f"seed and stream keys {words}: each must lie in [0, 2**32)")
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
+    if not _is_word(seed):
+        raise ParameterError(f"seed={seed!r} must be an integer in [0, 2**32)")
+    if not all(_is_word(key) for key in keys):
+        raise ParameterError(f"stream keys {list(keys)}: each must be an integer in [0, 2**32)")
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), *map(int, keys)])))
+
+
+def _is_word(value):
+    """An integer (not a bool, not a float such as 1.9, which would be taken as 1) in [0, KEY_LIMIT)."""
+    return (not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Integral)
+            and 0 <= value < KEY_LIMIT)
 
 
 def streams(seed, count, *keys):

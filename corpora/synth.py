@@ -63,7 +63,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sepsti.core.checks import integer_at_least, positive_number
+from sepsti.core.checks import finite_number, integer_at_least, positive_number
 from sepsti.core.errors import ParameterError
 from sepsti.core.io import atomic_path
 from sepsti.core.progress import progress_bar
@@ -604,8 +604,10 @@ def mix(clean, noise, snr):
     Raises
     ------
     ParameterError
-        A ``noise`` of another length than ``clean``.
+        A ``noise`` of another length than ``clean``; an ``snr`` that is not a finite number (NaN gave a NaN
+        noise, -inf an infinite one).
     """
+    snr = finite_number("snr", snr)
     if len(noise) != len(clean):
         raise ParameterError(f"noise: {len(noise)} samples, clean {len(clean)}; expected as many")
     clean_energy = float(np.sum(np.square(clean)))

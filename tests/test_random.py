@@ -7,10 +7,21 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.random import KEY_LIMIT, stream
 
 
-@pytest.mark.parametrize("words", [(1.9,), (True,), (1, 2.0), (-1,), (KEY_LIMIT,), (0, KEY_LIMIT)])
-def test_seeds_and_keys_must_be_integers_in_range(words):
-    with pytest.raises(ParameterError, match="seed and stream keys"):
+@pytest.mark.parametrize("words, message", [((1.9,), r"seed=1\.9 must"), ((True,), "seed=True must"),
+                                            ((1, 2.0), r"stream keys \[2\.0\]"), ((-1,), "seed=-1 must"),
+                                            ((KEY_LIMIT,), "seed=4294967296 must"),
+                                            ((0, 7, KEY_LIMIT), r"stream keys \[7, 4294967296\]")])
+def test_seeds_and_keys_must_be_integers_in_range(words, message):
+    """The seed, which the user chose, is named alone; the keys, which the library chose, apart."""
+    with pytest.raises(ParameterError, match=message):
         stream(*words)
+
+
+def test_a_bad_seed_is_named_as_the_seed_in_a_public_function():
+    from sepsti.corpora import simulate_raman
+
+    with pytest.raises(ParameterError, match=r"^seed=-1 must be an integer in \[0, 2\*\*32\)$"):
+        simulate_raman(1, seed=-1)
 
 
 def test_trailing_zero_keys_share_a_stream_as_documented():

@@ -433,6 +433,15 @@ def test_mix_refuses_a_noise_of_another_length(rng):
             mix(clean, noise, 5)
 
 
+def test_mix_refuses_an_snr_that_is_not_a_finite_number(rng):
+    """NaN gave a noise of NaNs and -inf an infinite one, silently."""
+    clean, noise = rng.standard_normal((2, 1000))
+    for snr in (np.nan, -np.inf, np.inf, True, "5"):
+        with pytest.raises(ParameterError, match=rf"^snr={snr!r} must be a finite number"):
+            mix(clean, noise, snr)
+    assert np.isfinite(mix(clean, noise, -300)).all()
+
+
 def test_clatter_refuses_what_it_cannot_make(rng):
     """Below 3334 Hz the clinks' band was empty ('high - low < 0'); n = 0 met a raw ValueError."""
     for n, rate, match in [(0, 8000, r"^n=0 must be an integer of at least 1"), (2.5, 8000, r"^n=2.5 must be"),

@@ -181,7 +181,16 @@ class _LazyGroup(click.Group):
         except Exception as error:
             if os.environ.get("SEPSTI_DEBUG"):
                 raise
+            if _is_broken_pool(error):
+                raise InternalError("a worker process ended abruptly (killed, or out of memory?); the files "
+                                    "written before it are complete; try fewer --jobs") from None
             raise InternalError(_one_line(f"internal failure: {type(error).__name__}: {error}")) from None
+
+
+def _is_broken_pool(error):
+    """Whether ``error`` says a worker process of ``--jobs`` died (only then is its module loaded)."""
+    process = sys.modules.get("concurrent.futures.process")
+    return process is not None and isinstance(error, process.BrokenProcessPool)
 
 
 class _LazyCommand(click.Command):

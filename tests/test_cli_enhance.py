@@ -1,6 +1,7 @@
 """``sepsti enhance``: outputs, rates and lengths, options reaching the core, and bad input."""
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -206,6 +207,37 @@ def test_several_files_into_a_new_folder_keep_names(workdir, tiny_corpus, tiny_d
     assert snapshot(tiny_corpus) == before
     for path in inputs:
         assert soundfile.info(workdir / "new" / "out" / path.name).frames == soundfile.info(path).frames
+
+
+_PROCESS_FILE = None  # enhance's own, while a test replaces it with _dies_on_b
+
+
+def _dies_on_b(audio, *arguments):
+    """``process_file``, except that the worker given ``b.wav`` dies at once (as by the out-of-memory killer)."""
+    if audio.path.name == "b.wav":
+        os._exit(9)
+    return _PROCESS_FILE(audio, *arguments)
+
+
+def test_a_worker_that_dies_is_reported_in_one_line(workdir, tiny_dictionary, monkeypatch):
+    """A worker killed mid-file gave 'internal failure: BrokenProcessPool: A process in the process pool was
+    terminated abruptly while the future was running or pending.'"""
+    import sepsti.commands.enhance
+    from sepsti.core.parallel.processes import start_context
+
+    if start_context().get_start_method() != "fork":
+        pytest.skip("the replaced task reaches the workers only when they are forked")
+    for name in "ab":
+        (workdir / f"{name}.wav").write_bytes((workdir / "noisy.wav").read_bytes())
+    monkeypatch.setattr(sys.modules[__name__], "_PROCESS_FILE", sepsti.commands.enhance.process_file)
+    monkeypatch.setattr(sepsti.commands.enhance, "process_file", _dies_on_b)  # the workers fork after this
+    result = _enhance(tiny_dictionary, workdir / "a.wav", workdir / "b.wav", "--out-dir", workdir / "out",
+                      "--iterations", 5, "--jobs", 2)
+    assert result.exit_code == 1
+    assert result.stderr.endswith("Error: a worker process ended abruptly (killed, or out of memory?); the files "
+                                  "written before it are complete; try fewer --jobs\n"), result.stderr
+    written = [path.name for path in (workdir / "out").iterdir()] if (workdir / "out").exists() else []
+    assert written in ([], ["a.wav"])  # nothing half-written
 
 
 def test_jobs_give_the_outputs_and_lines_of_one_job(workdir, tiny_corpus, tiny_dictionary):

@@ -253,3 +253,27 @@ def test_info_gives_the_matrix_of_a_train_split_at_several_rates_as_train_resamp
     signals = [resample(*read_audio(root / "clean" / name), 8000) for name in ("sp01.wav", "sp02.wav")]
     shape = training_matrix(signals).shape
     assert f"training matrix (train split, 2 files): {shape[0]} x {shape[1]}" in result.stdout
+
+
+def test_info_describes_a_wideband_corpus_by_its_splits(tmp_path, rng):
+    """A wideband folder was refused ('no NOIZEUS-style files found') though train and select-rank read it."""
+    from test_cli_train import _wideband_corpus
+
+    corpus = _wideband_corpus(tmp_path / "wide", rng)
+    (corpus / "17" / "17-1-0000.wav").rename(corpus / "moved.wav")
+    with pytest.warns(UserWarning, match="wideband manifest: its 7 LibriSpeech speakers") as caught:
+        result = _run("info", corpus)
+    assert len(caught) == 1  # not once more for the matrix
+    assert result.exit_code == 2 and result.stderr.endswith("17-1-0000.wav: no such file\n")  # a train file
+    assert result.stderr.startswith("Warning: 1 file(s) listed in manifest.json not found: ")
+    (corpus / "moved.wav").rename(corpus / "17" / "17-1-0000.wav")
+    with pytest.warns(UserWarning, match="wideband manifest") as caught:
+        result = _run("info", corpus)
+    assert len(caught) == 1 and result.exit_code == 0 and result.stderr == "", result.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines()[2:5]}
+    # speakers by id, as train splits them: 11, 16 and LJ test, 12 validation, 13-15 and 17 train (14 flagged)
+    assert rows == {"train": ["4", "4", "0.1", "1"], "validation": ["1", "1", "0.0", "0"],
+                    "test": ["3", "3", "0.0", "0"]}
+    assert "8 files, 8 speakers, rates 16000 Hz, 22050 Hz" in result.stdout
+    assert "flags: band_limited 1 (left out); every file is high-passed at 80 Hz" in result.stdout
+    assert "training matrix (train split, 3 files, at 16000 Hz): 513 x " in result.stdout

@@ -118,7 +118,7 @@ def _train_signals(index):
 
 @click.group("corpus")
 def corpus():
-    """Make or inspect NOIZEUS-style corpora."""
+    """Make NOIZEUS-style corpora, or describe a corpus folder."""
 
 
 @corpus.command("synth")
@@ -156,13 +156,19 @@ def synth(directory, seed, overwrite, utterances, noises, snrs, progress):
 @corpus.command("info")
 @click.argument("directory", type=click.Path(path_type=Path))
 def info(directory):
-    """Describe the NOIZEUS-style files found below DIRECTORY.
+    """Describe the NOIZEUS-style files found below DIRECTORY, or the wideband corpus it holds.
 
     Files that cannot be used are named once, on stderr; the training matrix is that of the train
-    split's other files, at 8 kHz (as `sepsti train` makes it by default).
+    split's other files, at 8 kHz (as `sepsti train` makes it by default). A folder with a
+    manifest.json is a wideband corpus: its splits by speaker, the files left out for their flags,
+    and the training matrix at 16 kHz.
     """
+    from sepsti.corpora import wideband
     from sepsti.corpora.noizeus import corpus_index
 
+    if wideband.is_wideband_corpus(directory):
+        _describe_wideband(directory)
+        return
     index = corpus_index(directory)
     click.echo(index.describe())
     if index.noisy:
@@ -186,3 +192,38 @@ def info(directory):
         click.echo(f"training matrix: none (the {len(unusable)} clean files of the train split are unusable)")
     else:
         click.echo("training matrix: no clean files of the train split (sp01-sp20)")
+
+
+def _describe_wideband(directory):
+    """``corpus info`` of a wideband folder: what its manifest lists, split by split, and the train matrix."""
+    import warnings
+
+    from sepsti.corpora import wideband
+    from sepsti.training import train_split
+
+    utterances = wideband.read_manifest(directory)
+    splits = wideband.split_of(utterances)
+    rates = sorted({u.rate for u in utterances})
+    click.echo(f"wideband corpus ({wideband.MANIFEST}): {len(utterances)} files, {len(splits)} speakers, rates "
+               f"{', '.join(f'{rate} Hz' for rate in rates)}")
+    click.echo(f"{'split':<12}{'speakers':>9}{'files':>7}{'minutes':>9}{'left out':>10}")
+    for split in wideband.SPLITS:
+        members = [u for u in utterances if splits[u.speaker] == split]
+        left_out = sum(1 for u in members if set(u.flags) & set(wideband.EXCLUDED_FLAGS))
+        click.echo(f"{split:<12}{len({u.speaker for u in members}):>9}{len(members):>7}"
+                   f"{sum(u.duration for u in members) / 60:>9.1f}{left_out:>10}")
+    flags = sorted({flag for u in utterances for flag in u.flags})
+    if flags:
+        counts = ", ".join(f"{flag} {sum(flag in u.flags for u in utterances)}"
+                           f"{' (left out)' if flag in wideband.EXCLUDED_FLAGS else ''}" for flag in flags)
+        click.echo(f"flags: {counts}; every file is high-passed at {wideband.HIGHPASS_HZ:g} Hz")
+    missing = [u.path for u in utterances if not u.path.is_file()]
+    if missing:
+        click.echo(f"Warning: {len(missing)} file(s) listed in {wideband.MANIFEST} not found: "
+                   f"{_listed([shown(path) for path in missing])}", err=True)
+    with warnings.catch_warnings():  # the manifest's speakers were warned of above, when its splits were read
+        warnings.filterwarnings("ignore", message="wideband manifest", category=UserWarning)
+        split = train_split(directory)
+        X, files = split.matrix()
+    click.echo(f"training matrix (train split, {len(files)} files, at {split.framing.sample_rate} Hz): "
+               f"{X.shape[0]} x {X.shape[1]}")

@@ -33,7 +33,7 @@ _COMMANDS = {
     "evaluate": ("sepsti.commands.evaluate", "evaluate", "Score enhancement against clean speech (SDR, STOI, PESQ)."),
     "select-rank": ("sepsti.commands.select_rank", "select_rank",
                     "Choose the dictionary rank by marginal likelihood (STI)."),
-    "corpus": ("sepsti.commands.corpus", "corpus", "Make or inspect NOIZEUS-style corpora."),
+    "corpus": ("sepsti.commands.corpus", "corpus", "Make NOIZEUS-style corpora, or describe a corpus folder."),
 }
 
 

@@ -7,7 +7,7 @@ from sepsti.cli import cli
 from test_cli_train import assert_one_line_error, claimed_rate, make_corpus
 
 TINY = ["--preset", "blocks", "--ranks", "2,3", "--temperatures", "2", "--samples", "12", "--keep", "6",
-        "--blocks", "2", "--replicates", "2", "--quiet"]
+        "--blocks", "2", "--replicates", "2", "--no-progress"]
 
 
 def _invoke(*args):
@@ -116,7 +116,7 @@ def test_speech_model_selection_does_not_change_with_the_audio_scale(tmp_path):
     docs = []
     for root in (corpus, quieter):
         result = _invoke("--corpus", root, "--ranks", "1,2", "--samples", "40", "--keep", "20", "--temperatures",
-                         "4", "--replicates", "2", "--quiet", "--json", tmp_path / f"{root.name}.json")
+                         "4", "--replicates", "2", "--no-progress", "--json", tmp_path / f"{root.name}.json")
         assert result.exit_code == 0, result.output
         docs.append(json.loads((tmp_path / f"{root.name}.json").read_text()))
     np.testing.assert_allclose(docs[0]["log_marginal_likelihood"], docs[1]["log_marginal_likelihood"], rtol=1e-7)

@@ -653,3 +653,26 @@ def test_os_and_internal_errors_quote_names_with_a_line_break_on_one_line(tmp_pa
     result = run(["train", "--corpus", tmp_path, "--rank", 2, "-o", tmp_path / "d.npz"])
     assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr == f"Error: internal failure: RuntimeError: cannot map {name!r}\n"
+
+
+_LONG_RUNS = {  # a command that draws bars, and what its bar starts with
+    "train": (["train", "--rank", 3, "--iterations", 5, "-o", "{out}/d.npz"], "train R=3:"),
+    "evaluate": (["evaluate", "--dictionary", "{dictionary}", "--iterations", 2, "--noise", "white", "--snr", 0],
+                 "evaluate:"),
+    "select-rank": (["select-rank", "--preset", "blocks", "--ranks", "2,3", "--temperatures", 2, "--samples", 12,
+                     "--keep", 6, "--blocks", 2, "--replicates", 2], "STI (12 chains):"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(_LONG_RUNS))
+@pytest.mark.parametrize("option, environment, drawn", [("--progress", "0", True), ("--no-progress", "1", False),
+                                                        (None, "1", True)])
+def test_every_long_command_draws_its_bars_as_asked(tiny_corpus, tiny_dictionary, tmp_path, monkeypatch, command,
+                                                    option, environment, drawn):
+    """select-rank had --quiet, enhance and corpus synth --progress/--no-progress, train and evaluate neither."""
+    monkeypatch.setenv("SEPSTI_PROGRESS", environment)
+    args, bar = _LONG_RUNS[command]
+    args = [str(arg).format(out=tmp_path, dictionary=tiny_dictionary) for arg in args]
+    result = run([*args, "--corpus", tiny_corpus, *([option] if option else [])])
+    assert result.exit_code == 0, result.stderr
+    assert (bar in result.stderr) == drawn, result.stderr

@@ -11,6 +11,25 @@ def shown(path):
     return repr(text) if any(unicodedata.category(character) in ("Cc", "Zl", "Zp") for character in text) else text
 
 
+def progress_option(bars):
+    """``--progress/--no-progress`` of a long-running command: True, False, or None (bars only on a terminal).
+
+    ``bars`` says what is drawn, in the help. The command draws its bars when ``progress is not False``, within
+    :func:`progress_forced`.
+    """
+    return click.option("--progress/--no-progress", default=None,
+                        help=f"Progress bars on stderr, {bars} (default: only when stderr is a terminal).")
+
+
+def progress_forced(progress):
+    """A block within which the bars a command draws are drawn whatever stderr is, when ``--progress`` was given."""
+    import contextlib
+
+    from sepsti.core.progress import forced
+
+    return forced() if progress else contextlib.nullcontext()
+
+
 #: ``--seed`` of every command: the seeds of :func:`sepsti.core.random.stream` lie below its ``KEY_LIMIT``
 #: (2**32), and a seed is its first key.
 SEED = click.IntRange(0, 2 ** 32 - 1)

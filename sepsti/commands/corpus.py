@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED, OutputPath, parse_list, shown
+from sepsti.commands import SEED, OutputPath, parse_list, progress_forced, progress_option, shown
 from sepsti.core.errors import ParameterError
 
 __all__ = ["corpus", "parse_utterances", "pairing_problems"]
@@ -131,20 +131,16 @@ def corpus():
               help="Noise types, comma-separated.")
 @click.option("--snr", "snrs", default="0,5,10,15", show_default=True,
               help="SNRs in dB (integers in -20..40), comma-separated.")
-@click.option("--progress/--no-progress", default=None,
-              help="Progress bar on stderr (default: only when stderr is a terminal).")
+@progress_option("over the files written")
 def synth(directory, seed, overwrite, utterances, noises, snrs, progress):
     """Write a synthetic NOIZEUS-style corpus to DIRECTORY.
 
     Clean files go to DIRECTORY/clean/spNN.wav and mixtures to
     DIRECTORY/noisy/<noise>_<snr>dB/spNN_<noise>_sn<snr>.wav (8 kHz, 16-bit).
     """
-    import contextlib
-
-    from sepsti.core.progress import forced
     from sepsti.corpora.synth import write_corpus
 
-    with forced() if progress else contextlib.nullcontext():
+    with progress_forced(progress):
         settings = write_corpus(directory, seed=seed, utterances=parse_utterances(utterances),
                                 noises=parse_list(noises, "noise"), snrs=parse_list(snrs, "snr", int, "0,5,10,15"),
                                 overwrite=overwrite, progress=progress is not False)

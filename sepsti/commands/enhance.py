@@ -33,7 +33,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, OutputPath, shown
+from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, OutputPath, progress_option, shown
 
 __all__ = ["enhance", "plan_outputs"]
 
@@ -397,9 +397,7 @@ def _process(checked, outputs, overwrite, options, noise_models, progress, jobs)
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the noise-dictionary initialization.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
-@click.option("--progress/--no-progress", default=None,
-              help="Progress bars on stderr, over the seconds of each file written (with one job) and over "
-                   "several files (default: only when stderr is a terminal).")
+@progress_option("over the seconds of each file written (with one job) and over several files")
 @click.option("--max-reduction", type=MAX_REDUCTION, default=None, metavar="DB",
               help="The most any time-frequency bin is lowered, in dB (default: 26, the enhancer's own). Less "
                    "keeps more of the background; 0 gives the input back. Mains hum is removed whatever it "

@@ -63,7 +63,8 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, OutputPath, parse_list, shown
+from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, OutputPath, parse_list,
+                             progress_forced, progress_option, shown)
 
 __all__ = ["evaluate", "summarize", "format_table", "enhance_and_score",
            "enhance_signal", "enhance_channels", "score_signals", "score_mixture"]
@@ -317,8 +318,9 @@ def _draw_pairs(axis, summary, results, metric):
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
               help="Recordings enhanced and scored at once, each in a process of its own (0: one per core, as far as "
                    "the free memory holds 400 MB each). Scores are the same as with one.")
+@progress_option("over the recordings scored")
 def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, json_path, plot_path, noise_rank,
-             iterations, seed, overwrite, max_reduction, jobs):
+             iterations, seed, overwrite, max_reduction, jobs, progress):
     """Enhance noisy recordings and score them against the clean speech (SDR/SIR/SAR in dB, STOI, PESQ).
 
     The recordings are a NOIZEUS-style corpus's test mixtures (--corpus), or noisy files paired by
@@ -392,7 +394,8 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
             labels.append((recordings.label(recording), recording.path))
             yield recording, dictionaries.for_rate(recording.sample_rate), options, metrics
 
-    with _band_warnings_collapsed(), progress_bar(len(recordings.items), desc="evaluate", unit="file") as bar, \
+    with _band_warnings_collapsed(), progress_forced(progress), \
+            progress_bar(len(recordings.items), desc="evaluate", unit="file", enabled=progress is not False) as bar, \
             warnings_above(bar), Workers(min(resolve_jobs(jobs), len(recordings.items))) as pool:
         for scores, reason in pool.map(enhance_and_score, tasks()):
             row, path = labels.popleft()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED, FiniteRange, OutputPath, parse_list, shown
+from sepsti.commands import SEED, FiniteRange, OutputPath, parse_list, progress_forced, progress_option, shown
 
 __all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
 
@@ -126,9 +126,9 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
 @click.option("--plot", "plot_path", type=OutputPath(path_type=Path), default=None,
               help="Plot log p(X | R) against R (.png, .pdf, .svg).")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@progress_option("over the chains")
 def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispersion, dtype, threads, seed, checkpoint,
-                json_path, plot_path, overwrite, quiet, **options):
+                json_path, plot_path, overwrite, progress, **options):
     """Estimate log p(X | R) for every candidate rank and select the largest."""
     import numpy as np
 
@@ -187,14 +187,16 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
         if dispersion != "rayleigh":
             _check_dispersion(X, dispersion)
         if settings.chain.sampler != "mala":
-            mpi.root_first(comm, lambda: compile_kernels(X.dtype, quiet=quiet or not mpi.is_root(comm)))
+            quiet = progress is False or not mpi.is_root(comm)
+            mpi.root_first(comm, lambda: compile_kernels(X.dtype, quiet=quiet))
         from sepsti.core.evidence.rank_selection import to_json
         from sepsti.core.evidence.sti_nmf import select_rank_sti
 
-        selection = select_rank_sti(X, ranks, grid=settings.grid, chain=settings.chain,
-                                    num_replicates=settings.num_replicates, prior_rate=prior_rate,
-                                    dispersion=dispersion, seed=seed, checkpoint=checkpoint, comm=comm,
-                                    threads=threads, progress=not quiet)
+        with progress_forced(progress):
+            selection = select_rank_sti(X, ranks, grid=settings.grid, chain=settings.chain,
+                                        num_replicates=settings.num_replicates, prior_rate=prior_rate,
+                                        dispersion=dispersion, seed=seed, checkpoint=checkpoint, comm=comm,
+                                        threads=threads, progress=progress is not False)
         if not mpi.is_root(comm):
             return
         results = to_json(selection, corpus=str(corpus), preset=preset, matrix=list(X.shape))

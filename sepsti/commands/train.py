@@ -27,7 +27,8 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import ITERATIONS, SEED, FiniteRange, OutputPath, parse_list, shown
+from sepsti.commands import (ITERATIONS, SEED, FiniteRange, OutputPath, parse_list, progress_forced, progress_option,
+                             shown)
 
 __all__ = ["train"]
 
@@ -84,7 +85,8 @@ def _ranks(text):
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
               help="Storage type of the atoms; float32 halves the file (the shipped 16 kHz dictionary).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
-def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, context, dtype, overwrite):
+@progress_option("over the EM iterations (and the temperatures of --rank auto)")
+def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, context, dtype, overwrite, progress):
     """Train a speech dictionary of RANK atoms on the clean train split of a corpus."""
     import warnings
 
@@ -116,7 +118,9 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
         # the evidence of the single-frame spectra, as select-rank has it: stacked frames would count each
         # magnitude 2C + 1 times; the atoms of C frames on each side take the rank chosen there
         n_bins = split.framing.n_bins
-        rank = chosen = _select_rank(X[context * n_bins:(context + 1) * n_bins], candidate_ranks, seed)
+        with progress_forced(progress):
+            rank = chosen = _select_rank(X[context * n_bins:(context + 1) * n_bins], candidate_ranks, seed,
+                                         progress is not False)
     if rank >= min(X.shape):
         label = f"the chosen rank {rank}" if rank == chosen else f"--rank {rank}"
         click.echo(f"Warning: {label}: not below the {_smaller_side(X, split.framing.n_bins, context)} of the "
@@ -125,12 +129,13 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
 
     from sepsti.denoise import train_dictionary
 
-    options = {"max_iter": iterations, "seed": seed, "progress": True}
+    options = {"max_iter": iterations, "seed": seed, "progress": progress is not False}
     if tol is not None:
         options["tol"] = tol
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        W, result = train_dictionary(X, rank, **options)
+        with progress_forced(progress):
+            W, result = train_dictionary(X, rank, **options)
     for warning in caught:
         if issubclass(warning.category, ConvergenceWarning):
             click.echo(f"note: EM stopped at --iterations {iterations} before the log-likelihood met "
@@ -170,12 +175,12 @@ def _smaller_side(X, n_bins, context):
     return f"{n_bins} frequency bins"
 
 
-def _select_rank(X, ranks, seed):
+def _select_rank(X, ranks, seed, progress):
     """The rank of largest log marginal likelihood under the speech model, reported on stderr."""
     from sepsti.core.evidence.sti_nmf import select_rank_sti
     from sepsti.commands.select_rank import SPEECH_MODEL
 
-    selection = select_rank_sti(X, ranks, seed=seed, progress=True, **SPEECH_MODEL)
+    selection = select_rank_sti(X, ranks, seed=seed, progress=progress, **SPEECH_MODEL)
     click.echo(f"quasi-Poisson: magnitudes divided by their Rayleigh dispersion "
                f"{selection.settings['model']['dispersion']:.4g}", err=True)
     for candidate, value, stderr in zip(selection.ranks, selection.log_marginal_likelihood, selection.stderr):

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["TEMPORARY_MARKER", "atomic_path", "check_output_path", "json_safe", "remove_stale_temporaries"]
+__all__ = ["TEMPORARY_MARKER", "atomic_path", "check_output_path", "check_not_an_input", "json_safe",
+           "remove_stale_temporaries"]
 
 
 def check_output_path(path, *, overwrite=False, inputs=()):
@@ -51,17 +52,8 @@ def check_output_path(path, *, overwrite=False, inputs=()):
         symbolic link to a file, the folder and temporary files are those of the link's final target.
     """
     path = Path(path)
+    check_not_an_input(path, inputs)
     destination = _destination(path)
-    for other in inputs:
-        other = Path(other)
-        same = path.resolve() == other.resolve() or (
-            path.exists() and other.exists() and os.path.samefile(path, other))
-        if same:
-            raise ParameterError(f"{path}: output is also an input; choose another output path")
-        if other.name.startswith(_temporary_prefix(destination)) and \
-                other.parent.resolve() == destination.parent.resolve():
-            raise ParameterError(f"{other}: named like a temporary file of the output {path}; rename it or choose "
-                                 "another output path")
     _refuse_directory(path)
     if os.path.lexists(path) and not overwrite:
         what = "exists" if path.exists() else "exists as a broken symbolic link"
@@ -77,6 +69,28 @@ def check_output_path(path, *, overwrite=False, inputs=()):
     except OSError as error:
         raise _cannot_create(path, folder, error) from None
     return path
+
+
+def check_not_an_input(path, inputs):
+    """Refuse an output ``path`` that is one of ``inputs`` (by name, through a link, or as the same file), or
+    whose temporary files an input is named like (:func:`check_output_path`, whose first check this is).
+
+    Raises
+    ------
+    ParameterError
+    """
+    path = Path(path)
+    destination = _destination(path)
+    for other in inputs:
+        other = Path(other)
+        same = path.resolve() == other.resolve() or (
+            path.exists() and other.exists() and os.path.samefile(path, other))
+        if same:
+            raise ParameterError(f"{path}: output is also an input; choose another output path")
+        if other.name.startswith(_temporary_prefix(destination)) and \
+                other.parent.resolve() == destination.parent.resolve():
+            raise ParameterError(f"{other}: named like a temporary file of the output {path}; rename it or choose "
+                                 "another output path")
 
 
 def _refuse_directory(path):

@@ -22,7 +22,7 @@ class TrainSplit(NamedTuple):
     corpus : path
         The corpus folder (named in messages).
     paths : list of Path
-        The clean files (what an output must not replace).
+        The clean files.
     framing : sepsti.features.Framing
         The STFT at the rate the split is modelled at.
     load : callable
@@ -33,6 +33,16 @@ class TrainSplit(NamedTuple):
     paths: list
     framing: object
     load: Callable
+
+    def inputs(self):
+        """Every file the split is read from, which no output may replace: the clean files, and a wideband
+        corpus's manifest."""
+        from pathlib import Path
+
+        from sepsti.corpora import wideband
+
+        manifest = [Path(self.corpus) / wideband.MANIFEST] if wideband.is_wideband_corpus(self.corpus) else []
+        return [*self.paths, *manifest]
 
     def file_rates(self):
         """The files' own rates (Hz), from their headers, in the order of ``paths``."""

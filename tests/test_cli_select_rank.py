@@ -388,3 +388,21 @@ def test_an_empty_output_is_refused_as_such(tmp_path, monkeypatch, option, noun)
     result = _invoke("--corpus", tmp_path / "nowhere", *TINY, option, "")
     assert_one_line_error(result, f"'{option}': an empty path; give a {noun} name")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_outputs_never_replace_the_corpus_they_read(tmp_path, rng):
+    """--json onto a training file, or --plot through a link to one, replaced it with --overwrite (the corpus
+    was unreadable after); a wideband corpus's manifest likewise."""
+    from test_cli_train import _wideband_corpus
+
+    corpus = make_corpus(tmp_path / "corpus")
+    (corpus / "clean" / "link.png").symlink_to("sp03.wav")
+    before = {path: path.read_bytes() for path in (corpus / "clean").iterdir()}
+    for option, path in (("--json", corpus / "clean" / "sp01.wav"), ("--plot", corpus / "clean" / "link.png")):
+        result = _invoke("--corpus", corpus, *TINY, option, path, "--overwrite")
+        assert_one_line_error(result, f"{path}: output is also an input")
+    assert {path: path.read_bytes() for path in (corpus / "clean").iterdir()} == before
+    wide = _wideband_corpus(tmp_path / "wide", rng)
+    with pytest.warns(UserWarning, match="wideband manifest"):
+        result = _invoke("--corpus", wide, *TINY, "--json", wide / "manifest.json", "--overwrite")
+    assert_one_line_error(result, "manifest.json: output is also an input")

@@ -170,9 +170,13 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
             _check_outputs(json_path, plot_path, overwrite, checkpoint)
             if checkpoint is not None:
                 _check_checkpoint(checkpoint)
+        from sepsti.core.io import check_not_an_input
         from sepsti.training import train_split
 
         split = train_split(corpus)
+        for path in (json_path, plot_path):
+            if path is not None:
+                check_not_an_input(path, split.inputs())
         too_large = [rank for rank in ranks if rank > split.framing.n_bins]
         if too_large:
             raise ParameterError(f"--ranks {','.join(map(str, too_large))}: above the {split.framing.n_bins} "

@@ -103,7 +103,7 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
     from sepsti.training import train_split
 
     split = train_split(corpus, rate)
-    check_output_path(output, overwrite=overwrite, inputs=split.paths)
+    check_output_path(output, overwrite=overwrite, inputs=split.inputs())
     if Path(output).suffix.lower() != ".npz":
         raise ParameterError(f"-o {output}: a dictionary is an .npz archive; give an output name ending in .npz")
     X, ids = split.matrix(context=context)

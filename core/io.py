@@ -22,7 +22,7 @@ from pathlib import Path
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["TEMPORARY_MARKER", "atomic_path", "check_output_path", "check_not_an_input", "json_safe",
+__all__ = ["TEMPORARY_MARKER", "atomic_path", "check_output_path", "check_not_an_input", "why_missing", "json_safe",
            "remove_stale_temporaries"]
 
 
@@ -69,6 +69,21 @@ def check_output_path(path, *, overwrite=False, inputs=()):
     except OSError as error:
         raise _cannot_create(path, folder, error) from None
     return path
+
+
+def why_missing(path):
+    """Why an input ``path`` that does not exist cannot be read: "no such file", "a broken symbolic link" or
+    "a loop of symbolic links"."""
+    import errno
+
+    if not os.path.lexists(path):
+        return "no such file"
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "a loop of symbolic links"
+    return "a broken symbolic link"
 
 
 def check_not_an_input(path, inputs):

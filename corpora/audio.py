@@ -22,6 +22,7 @@ import numpy as np
 
 from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
+from sepsti.core.io import why_missing
 
 __all__ = ["AudioInfo", "audio_info", "audio_files", "read_audio", "read_audio_blocks", "check_aligned"]
 
@@ -44,7 +45,7 @@ class AudioInfo(NamedTuple):
 def _check_file(path):
     path = Path(path)
     if not path.exists():
-        raise ParameterError(f"{path}: no such file")
+        raise ParameterError(f"{path}: {why_missing(path)}")
     if path.is_dir():
         raise ParameterError(f"{path}: is a directory, expected an audio file")
     if not path.is_file():

@@ -184,7 +184,20 @@ class _LazyGroup(click.Group):
             if _is_broken_pool(error):
                 raise InternalError("a worker process ended abruptly (killed, or out of memory?); the files "
                                     "written before it are complete; try fewer --jobs") from None
+            if isinstance(error, RuntimeError) and str(error).startswith(_SYMLINK_LOOP):
+                # pathlib's resolve() says so (Python < 3.13) where the system would give ELOOP, an OSError
+                import ast
+
+                from sepsti.commands import shown
+
+                path = str(error)[len(_SYMLINK_LOOP):]
+                with contextlib.suppress(ValueError, SyntaxError):
+                    path = ast.literal_eval(path)  # the path's repr
+                raise InputError(f"{shown(path)}: a loop of symbolic links") from None
             raise InternalError(_one_line(f"internal failure: {type(error).__name__}: {error}")) from None
+
+
+_SYMLINK_LOOP = "Symlink loop from "
 
 
 def _is_broken_pool(error):

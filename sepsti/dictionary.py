@@ -191,7 +191,9 @@ def load_dictionary(path, *, features=True):
     path = Path(path)
     name = f"dictionary {path}"
     if not path.exists():
-        raise ParameterError(f"{name}: no such file")
+        from sepsti.core.io import why_missing
+
+        raise ParameterError(f"{name}: {why_missing(path)}")
     if path.is_dir():
         raise ParameterError(f"{name}: is a directory, not a dictionary file")
     if not path.is_file():

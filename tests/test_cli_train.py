@@ -676,3 +676,31 @@ def test_every_long_command_draws_its_bars_as_asked(tiny_corpus, tiny_dictionary
     result = run([*args, "--corpus", tiny_corpus, *([option] if option else [])])
     assert result.exit_code == 0, result.stderr
     assert (bar in result.stderr) == drawn, result.stderr
+
+
+@pytest.mark.parametrize("args, named", [
+    (["enhance", "{d}/a.wav", "-o", "{d}/selfloop.wav"], "{d}/selfloop.wav"),
+    (["enhance", "{d}/a.wav", "-o", "{d}/loop/x.wav"], "{d}/loop/x.wav"),
+    (["enhance", "{d}/a.wav", "-o", "{d}/z.wav", "--dictionary", "{d}/loop"], "{d}/loop"),
+    (["enhance", "{d}/a.wav", "-o", "{d}/z.wav", "--noise-sample", "{d}/l1"], "{d}/l1"),
+    (["enhance", "{d}/l1", "-o", "{d}/z.wav"], "{d}/l1"),
+    (["train", "--corpus", "{corpus}", "--rank", 2, "-o", "{d}/loop/x.npz"], "{d}/loop/x.npz"),
+    (["evaluate", "--clean", "{d}/loop", "--noisy", "{d}/l1"], "{d}/loop"),
+])
+def test_a_loop_of_symbolic_links_is_named_in_one_line(tmp_path, tiny_corpus, args, named):
+    """pathlib's RuntimeError 'Symlink loop from ...' ended as 'internal failure', exit 1; an input that is a
+    loop was 'no such file'."""
+    (tmp_path / "a.wav").write_bytes((tiny_corpus / "clean" / "sp21.wav").read_bytes())
+    for link, target in (("loop", "loop"), ("selfloop.wav", "selfloop.wav"), ("l1", "l2"), ("l2", "l1")):
+        (tmp_path / link).symlink_to(target)
+    result = run([str(arg).format(d=tmp_path, corpus=tiny_corpus) for arg in args])
+    assert_one_line_error(result, f"{named.format(d=tmp_path)}: a loop of symbolic links")
+
+
+def test_a_broken_link_as_input_is_named_so(tmp_path, tiny_corpus):
+    (tmp_path / "gone.wav").symlink_to("nowhere.wav")
+    assert_one_line_error(run(["enhance", tmp_path / "gone.wav", "-o", tmp_path / "out.wav"]),
+                          f"{tmp_path}/gone.wav: a broken symbolic link")
+    assert_one_line_error(run(["enhance", tiny_corpus / "clean" / "sp21.wav", "-o", tmp_path / "out.wav",
+                               "--dictionary", tmp_path / "gone.wav"]),
+                          f"dictionary {tmp_path}/gone.wav: a broken symbolic link")

@@ -618,6 +618,8 @@ def mix(clean, noise, snr):
 
 
 def _parse_utterances(utterances):
+    if isinstance(utterances, (bool, np.bool_)):
+        raise ParameterError(f"utterances={utterances!r}: expected a count in 1..{len(ALL_IDS)} or a list of ids")
     if isinstance(utterances, (int, np.integer)):
         if not 1 <= utterances <= len(ALL_IDS):
             raise ParameterError(f"utterances={utterances}: expected a count in 1..{len(ALL_IDS)} or a list of ids")
@@ -625,7 +627,8 @@ def _parse_utterances(utterances):
     ids = split_ids(utterances)
     unknown = [utterance for utterance in ids if utterance not in ALL_IDS]
     if unknown:
-        raise ParameterError(f"utterances: {', '.join(unknown)} not in sp01..sp30")
+        more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+        raise ParameterError(f"utterances: {', '.join(unknown[:3])}{more} not in sp01..sp30")
     return sorted(set(ids))
 
 

@@ -76,7 +76,7 @@ def test_overwrite_replaces(tmp_path):
     (["--snr", "loud"], "--snr 'loud': expected comma-separated integers"),
     (["--utterances", "sp5-sp2"], "runs backwards"),
     (["--utterances", "x"], "--utterances x"),
-    (["--utterances", "0"], "utterances=0"),
+    (["--utterances", "0"], "--utterances 0: expected a count in 1..30"),
     (["--utterances", "sp31"], "sp31 not in sp01..sp30"),
 ])
 def test_synth_bad_options(tmp_path, args, why):
@@ -116,6 +116,17 @@ def test_info_bad_folders(tmp_path, make, why):
 def test_parse_utterances():
     assert parse_utterances("30") == 30
     assert parse_utterances("sp01-sp03, 21") == ["sp01", "sp02", "sp03", "sp21"]
+
+
+@pytest.mark.parametrize("text, why", [
+    # the range was spelt out first: 3.3 GB after 15 s, and a 10 MB line naming sp31 to sp999999
+    ("sp01-sp99999999", "sp99999999 not in sp01..sp30"), ("sp29-sp31", "sp31 not in sp01..sp30"),
+    ("sp00-sp03", "sp00 not in sp01..sp30"), ("31", "expected a count in 1..30"),
+])
+def test_utterances_outside_the_corpus_are_refused_before_a_range_is_spelt_out(tmp_path, text, why):
+    line = _one_error_line(_run("synth", tmp_path / "c", "--utterances", text))
+    assert line == f"Error: --utterances {text}: {why}" + (" or ids like sp01-sp04,sp21" if "count" in why else "")
+    assert not (tmp_path / "c").exists()
 
 
 @pytest.mark.noizeus

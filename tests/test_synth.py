@@ -433,6 +433,13 @@ def test_mix_refuses_a_noise_of_another_length(rng):
             mix(clean, noise, 5)
 
 
+def test_utterances_are_a_count_or_ids_and_a_refusal_names_a_few(tmp_path):
+    with pytest.raises(ParameterError, match=r"^utterances=True: expected a count"):  # was taken as 1
+        write_corpus(tmp_path / "c", utterances=True)
+    with pytest.raises(ParameterError, match=r"^utterances: sp31, sp32, sp33 and 2 more not in sp01\.\.sp30$"):
+        write_corpus(tmp_path / "c", utterances=[f"sp{n}" for n in range(31, 36)])
+
+
 def test_mix_refuses_an_snr_that_is_not_a_finite_number(rng):
     """NaN gave a noise of NaNs and -inf an infinite one, silently."""
     clean, noise = rng.standard_normal((2, 1000))

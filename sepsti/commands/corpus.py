@@ -13,8 +13,13 @@ __all__ = ["corpus", "parse_utterances", "pairing_problems"]
 
 def parse_utterances(text):
     """``"30"`` -> 30 (the first N ids); ``"sp01-sp04,sp21"`` or ``"1-4,21"`` -> a list of ids."""
+    from sepsti.corpora.noizeus import ALL_IDS
+
     text = text.strip()
     if re.fullmatch(r"\d+", text):
+        if not 1 <= int(text) <= len(ALL_IDS):
+            raise ParameterError(f"--utterances {text}: expected a count in 1..{len(ALL_IDS)} or ids like "
+                                 "sp01-sp04,sp21")
         return int(text)
     ids = []
     for part in parse_list(text, "utterances", example="sp01-sp04,sp21"):
@@ -25,6 +30,9 @@ def parse_utterances(text):
         last = int(match[2]) if match[2] else first
         if last < first:
             raise ParameterError(f"--utterances {text}: range {part} runs backwards")
+        outside = first if not 1 <= first <= len(ALL_IDS) else last if last > len(ALL_IDS) else None
+        if outside is not None:  # before a range of millions is spelt out
+            raise ParameterError(f"--utterances {text}: sp{outside:02d} not in {ALL_IDS[0]}..{ALL_IDS[-1]}")
         ids.extend(f"sp{number:02d}" for number in range(first, last + 1))
     return ids
 

@@ -704,3 +704,22 @@ def test_a_broken_link_as_input_is_named_so(tmp_path, tiny_corpus):
     assert_one_line_error(run(["enhance", tiny_corpus / "clean" / "sp21.wav", "-o", tmp_path / "out.wav",
                                "--dictionary", tmp_path / "gone.wav"]),
                           f"dictionary {tmp_path}/gone.wav: a broken symbolic link")
+
+
+@pytest.mark.parametrize("args, named, noun", [
+    (["corpus", "info", ""], "'DIRECTORY'", "folder"),
+    (["train", "--corpus", "", "--rank", 2, "-o", "x.npz"], "'--corpus'", "folder"),
+    (["select-rank", "--corpus", ""], "'--corpus'", "folder"),
+    (["evaluate", "--corpus", ""], "'--corpus'", "folder"),
+    (["evaluate", "--clean", "", "--noisy", "n"], "'--clean'", "folder"),
+    (["evaluate", "--clean", "c", "--noisy", ""], "'--noisy'", "folder"),
+    (["evaluate", "--corpus", "c", "--dictionary", ""], "'--dictionary'", "file"),
+    (["enhance", ""], "'IN...'", "file"),
+    (["enhance", "a.wav", "--dictionary", ""], "'--dictionary'", "file"),
+    (["enhance", "a.wav", "--noise-sample", ""], "'--noise-sample'", "file"),
+])
+def test_an_empty_input_path_is_refused_as_such(tiny_corpus, tmp_path, monkeypatch, args, named, noun):
+    """An empty path named the working folder: from inside a corpus, `--corpus "$UNSET"` trained on it; a file
+    option said '.: is a directory'."""
+    monkeypatch.chdir(tiny_corpus)
+    assert_one_line_error(run(args), f"{named}: an empty path; give a {noun} name")

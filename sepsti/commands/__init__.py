@@ -77,6 +77,11 @@ class OutputPath(click.Path):
         return super().convert(value, param, ctx)
 
 
+class InputPath(OutputPath):
+    """An input path, refusing an empty one (an unset shell variable, ``--corpus "$CORPUS"``, would name the
+    working folder and read whatever it holds)."""
+
+
 def parse_list(text, name, convert=str, example=None):
     """Split ``"a,b"`` into ``[convert("a"), convert("b")]``; None stays None.
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED, OutputPath, parse_list, progress_forced, progress_option, shown
+from sepsti.commands import SEED, InputPath, OutputPath, parse_list, progress_forced, progress_option, shown
 from sepsti.core.errors import ParameterError
 
 __all__ = ["corpus", "parse_utterances", "pairing_problems"]
@@ -158,7 +158,7 @@ def synth(directory, seed, overwrite, utterances, noises, snrs, progress):
 
 
 @corpus.command("info")
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=InputPath("folder", path_type=Path))
 def info(directory):
     """Describe the NOIZEUS-style files found below DIRECTORY, or the wideband corpus it holds.
 

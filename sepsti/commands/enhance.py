@@ -33,7 +33,8 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, OutputPath, progress_option, shown
+from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, InputPath, OutputPath,
+                             progress_option, shown)
 
 __all__ = ["enhance", "plan_outputs"]
 
@@ -375,19 +376,19 @@ def _process(checked, outputs, overwrite, options, noise_models, progress, jobs)
 
 
 @click.command("enhance")
-@click.argument("inputs", nargs=-1, required=True, metavar="IN...", type=click.Path(path_type=Path))
+@click.argument("inputs", nargs=-1, required=True, metavar="IN...", type=InputPath(path_type=Path))
 @click.option("-o", "--output", type=OutputPath(path_type=Path), default=None,
               help="Output file (one input). The extension picks the format; the input's sample format "
                    "(16-bit, 24-bit, float, ...) is kept where that format holds it, else .wav is 16-bit PCM.")
 @click.option("--out-dir", type=OutputPath("folder", path_type=Path), default=None,
               help="Output folder for several inputs; file names are kept. Created if missing.")
-@click.option("--dictionary", type=click.Path(path_type=Path), default=None,
+@click.option("--dictionary", type=InputPath(path_type=Path), default=None,
               help="Speech dictionary (.npz from `sepsti train`) for every input. Default: the shipped 8 kHz "
                    "dictionary for inputs up to 8 kHz, the shipped 16 kHz one above.")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each file (at most 257, the frequency bins of the "
                    "8 kHz dictionary).")
-@click.option("--noise-sample", type=click.Path(path_type=Path), default=None,
+@click.option("--noise-sample", type=InputPath(path_type=Path), default=None,
               help="A recording of the noise alone: the noise dictionary is learned from it (any rate; resampled "
                    "to the rate of each input's dictionary) instead of from each file. Record it at the files' "
                    "level: a louder sample removes speech.")

@@ -63,8 +63,8 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, OutputPath, parse_list,
-                             progress_forced, progress_option, shown)
+from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, InputPath, OutputPath,
+                             parse_list, progress_forced, progress_option, shown)
 
 __all__ = ["evaluate", "summarize", "format_table", "enhance_and_score",
            "enhance_signal", "enhance_channels", "score_signals", "score_mixture"]
@@ -282,11 +282,11 @@ def _draw_pairs(axis, summary, results, metric):
 
 
 @click.command("evaluate")
-@click.option("--corpus", type=click.Path(path_type=Path), default=None,
+@click.option("--corpus", type=InputPath("folder", path_type=Path), default=None,
               help="NOIZEUS-style corpus folder; its test split (sp21-sp30) is scored.")
-@click.option("--clean", "clean_root", type=click.Path(path_type=Path), default=None,
+@click.option("--clean", "clean_root", type=InputPath("folder", path_type=Path), default=None,
               help="Folder of clean recordings; with --noisy, instead of --corpus.")
-@click.option("--noisy", "noisy_root", type=click.Path(path_type=Path), default=None,
+@click.option("--noisy", "noisy_root", type=InputPath("folder", path_type=Path), default=None,
               help="Folder of noisy recordings, each named as its clean file (any extension libsndfile "
                    "reads, any rate, sample-aligned); every one is scored.")
 @click.option("--names", default=None,
@@ -294,7 +294,7 @@ def _draw_pairs(axis, summary, results, metric):
                    "(?P<noise>...), (?P<snr>...) label them, e.g. "
                    "'(?P<sentence>.+)_(?P<noise>[a-z]+)_(?P<snr>-?\\d+)dB'; "
                    "the scores are then given per SNR.")
-@click.option("--dictionary", type=click.Path(path_type=Path), default=None,
+@click.option("--dictionary", type=InputPath(path_type=Path), default=None,
               help="Speech dictionary (.npz). Default: the one `enhance` picks for each file's rate.")
 @click.option("--noise", "noises", default=None, help="Noise types to score, e.g. car,babble (default: all).")
 @click.option("--snr", "snrs", default=None, help="SNRs in dB to score, e.g. 0,5 (default: all).")

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED, FiniteRange, OutputPath, parse_list, progress_forced, progress_option, shown
+from sepsti.commands import (SEED, FiniteRange, InputPath, OutputPath, parse_list, progress_forced, progress_option,
+                             shown)
 
 __all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
 
@@ -52,7 +53,7 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
 
 
 @click.command("select-rank")
-@click.option("--corpus", required=True, type=click.Path(path_type=Path),
+@click.option("--corpus", required=True, type=InputPath("folder", path_type=Path),
               help="NOIZEUS-style corpus folder (its clean train split sp01-sp20, at 8 kHz), or a wideband folder "
                    "with a manifest.json (its train speakers, at 16 kHz): the matrix `sepsti train` learns on.")
 @click.option("--frames", type=click.IntRange(min=1), default=None,

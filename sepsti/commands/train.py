@@ -27,8 +27,8 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import (ITERATIONS, SEED, FiniteRange, OutputPath, parse_list, progress_forced, progress_option,
-                             shown)
+from sepsti.commands import (ITERATIONS, SEED, FiniteRange, InputPath, OutputPath, parse_list, progress_forced,
+                             progress_option, shown)
 
 __all__ = ["train"]
 
@@ -60,7 +60,7 @@ def _ranks(text):
 
 
 @click.command("train")
-@click.option("--corpus", required=True, type=click.Path(path_type=Path),
+@click.option("--corpus", required=True, type=InputPath("folder", path_type=Path),
               help="NOIZEUS-style corpus folder (its clean train split sp01-sp20 is used), or a wideband "
                    "folder with a manifest.json (its train speakers; flagged files left out).")
 @click.option("--rate", type=click.IntRange(min=4000, max=48000), default=None,  # features.DICTIONARY_RATES

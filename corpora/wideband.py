@@ -94,8 +94,9 @@ def read_manifest(folder):
     Raises
     ------
     ParameterError
-        A missing or unparsable manifest, an entry without ``file``, ``rate``, ``speaker``, a ``file``
-        that is not a path inside the folder, or a file listed twice.
+        A missing or unparsable manifest, an entry without ``file``, ``rate``, ``speaker``, a rate below 1
+        Hz or a duration that is negative or not finite, a ``file`` that is not a path inside the folder,
+        or a file listed twice.
     """
     folder = Path(folder)
     path = folder / MANIFEST
@@ -121,6 +122,10 @@ def read_manifest(folder):
         except (KeyError, TypeError, ValueError) as error:
             raise ParameterError(f"{path}: entry {number} lacks or garbles {error}; each entry needs "
                                  "'file', 'rate' and 'speaker'") from None
+        if utterances[-1].rate < 1 or not 0.0 <= utterances[-1].duration < float("inf"):
+            raise ParameterError(f"{path}: entry {number} has 'rate' {entry['rate']!r} and 'duration_s' "
+                                 f"{entry.get('duration_s')!r}; expected a positive rate (Hz) and a finite "
+                                 "duration of at least 0 s")
         name = PurePath(str(entry["file"]))
         if not name.parts or name.is_absolute() or ".." in name.parts:
             raise ParameterError(f"{path}: entry {number} has 'file' {entry['file']!r}; expected a path inside "

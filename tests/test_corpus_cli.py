@@ -1,5 +1,7 @@
 """``sepsti corpus synth`` and ``sepsti corpus info`` through the real CLI."""
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -288,3 +290,12 @@ def test_info_describes_a_wideband_corpus_by_its_splits(tmp_path, rng):
     assert "8 files, 8 speakers, rates 16000 Hz, 22050 Hz" in result.stdout
     assert "flags: band_limited 1 (left out); every file is high-passed at 80 Hz" in result.stdout
     assert "training matrix (train split, 3 files, at 16000 Hz): 513 x " in result.stdout
+    # a rate the manifest misstates moves the speaker out of the train split, which is said
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    manifest[4]["rate"] = 44100
+    (corpus / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.warns(UserWarning, match="wideband manifest"):
+        result = _run("info", corpus)
+    assert result.stderr == (f"Warning: 1 file(s) whose rate manifest.json misstates: {corpus}/15/15-1-0000.wav "
+                             "(44100 Hz stated, 16000 Hz in the file)\n")
+    assert "training matrix (train split, 2 files, at 16000 Hz)" in result.stdout

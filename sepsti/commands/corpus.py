@@ -203,6 +203,7 @@ def _describe_wideband(directory):
     import warnings
 
     from sepsti.corpora import wideband
+    from sepsti.corpora.audio import audio_info
     from sepsti.training import train_split
 
     utterances = wideband.read_manifest(directory)
@@ -221,10 +222,24 @@ def _describe_wideband(directory):
         counts = ", ".join(f"{flag} {sum(flag in u.flags for u in utterances)}"
                            f"{' (left out)' if flag in wideband.EXCLUDED_FLAGS else ''}" for flag in flags)
         click.echo(f"flags: {counts}; every file is high-passed at {wideband.HIGHPASS_HZ:g} Hz")
-    missing = [u.path for u in utterances if not u.path.is_file()]
-    if missing:
-        click.echo(f"Warning: {len(missing)} file(s) listed in {wideband.MANIFEST} not found: "
-                   f"{_listed([shown(path) for path in missing])}", err=True)
+    missing, unreadable, misstated = [], [], []
+    for u in utterances:
+        if not u.path.is_file():
+            missing.append(shown(u.path))
+            continue
+        try:
+            rate = audio_info(u.path).sample_rate
+        except ParameterError as error:
+            unreadable.append(str(error))
+            continue
+        if rate != u.rate:  # the split is by the stated rate: a 16 kHz speaker stated otherwise leaves train
+            misstated.append(f"{shown(u.path)} ({u.rate} Hz stated, {rate} Hz in the file)")
+    for count, what, items in ((len(missing), f"listed in {wideband.MANIFEST} not found", missing),
+                               (len(unreadable), "unreadable", unreadable),
+                               (len(misstated), f"whose rate {wideband.MANIFEST} misstates", misstated)):
+        if count:
+            click.echo(f"Warning: {count} file(s) {what}: {_listed(items, 1 if items is unreadable else 3)}",
+                       err=True)
     with warnings.catch_warnings():  # the manifest's speakers were warned of above, when its splits were read
         warnings.filterwarnings("ignore", message="wideband manifest", category=UserWarning)
         split = train_split(directory)

@@ -70,7 +70,9 @@ _SAMPLE_FORMATS = frozenset({"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "
 # one packet or less, 40 16-bit samples; the last of 22529); XI holds no rate (every file reads as 44100 Hz).
 _NOT_WRITTEN = {"SD2": "its header goes to a resource fork, which the file loses",
                 "SDS": "libsndfile drops samples from them",
-                "XI": "it holds no sample rate: every file reads as 44100 Hz"}
+                "XI": "it holds no sample rate: every file reads as 44100 Hz",
+                "RAW": "headerless samples: the rate, channels and sample format are lost, and it cannot be read "
+                       "back without them"}
 # Sample formats not kept in some formats: AIFF and VOC files of one byte per sample read back a sample more at
 # an odd length (VOC's 8-bit ones also hold the rate coarsely), PAF's 24-bit ones another length (22528 samples
 # of 22529, 20 of 11). These get 16-bit samples, which hold 8-bit, μ-law and A-law ones exactly.

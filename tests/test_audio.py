@@ -101,6 +101,7 @@ def test_output_format():
     ("a.svx", 96000, 1, "at most 65535 Hz"), ("a.mpc2k", 65536, 1, "at most 65535 Hz"), ("a.voc", 8000, 3, "at most 2"),
     ("a.avr", 8000, 3, "at most 2"), ("a.ircam", 8000, 257, "at most 256"),
     ("a.sd2", 8000, 1, "resource fork"), ("a.sds", 8000, 1, "drops"), ("a.xi", 44100, 1, "no sample rate"),
+    ("a.raw", 8000, 1, "headerless samples"),  # written, and sepsti could not read its own output
 ])
 def test_output_format_refuses_what_the_format_cannot_hold(tmp_path, name, rate, channels, fragment):
     """Refused before anything is written: libsndfile would crash, refuse after the work, or write another rate, a

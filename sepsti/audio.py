@@ -429,6 +429,8 @@ class AudioInput(NamedTuple):
         The file's channels.
     subtype : str
         Its sample format as :mod:`soundfile` names it (``"PCM_16"``, ``"FLOAT"``, ...).
+    power : float
+        Mean square of its samples, over every channel.
     """
 
     path: Path
@@ -438,6 +440,7 @@ class AudioInput(NamedTuple):
     peak: float
     channels: int
     subtype: str
+    power: float
 
 
 def inspect_input(path, *, sample_rate, n_fft=None):
@@ -467,14 +470,16 @@ def inspect_input(path, *, sample_rate, n_fft=None):
     path = Path(path)
     info = audio_info(path)
     validate_sample_rate(info.sample_rate, sample_rate, name=str(path))
-    peak = 0.0
+    peak = energy = 0.0
     for block in read_audio_blocks(path, block_size=BLOCK_SAMPLES, downmix=False):
         peak = max(peak, float(np.max(np.abs(block))))
+        energy += float(np.vdot(block, block))
     _check_peak(peak, path)
     num_samples = Resampler(info.sample_rate, sample_rate, info.num_samples).num_output
     if n_fft is not None:
         validate_frames(np.broadcast_to(0.0, (num_samples,)), sample_rate, name=str(path), n_fft=n_fft)
-    return AudioInput(path, info.sample_rate, info.num_samples, num_samples, peak, info.channels, info.subtype)
+    return AudioInput(path, info.sample_rate, info.num_samples, num_samples, peak, info.channels, info.subtype,
+                      energy / max(1, info.num_samples * info.channels))
 
 
 def input_blocks(audio, *, sample_rate, downmix=True):

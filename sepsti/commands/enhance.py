@@ -340,6 +340,23 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
             return copy_file(audio, target, overwrite=overwrite), str(reason)
 
 
+#: A noise sample this many times the power of a noisy input (10 dB) cannot be at the level of its noise.
+LOUD_SAMPLE = 10.0
+
+
+def _warn_of_a_loud_sample(sample, inputs):
+    """Warn, in one line, of the inputs a noise sample is far louder than: it takes their speech with the noise."""
+    import math
+
+    quieter = [audio for audio in inputs if 0 < LOUD_SAMPLE * audio.power < sample.power]  # silence is kept as is
+    if quieter:
+        first = quieter[0]
+        which = shown(first.path) + (f" and {len(quieter) - 1} other input(s)" if len(quieter) > 1 else "")
+        click.echo(f"Warning: --noise-sample {shown(sample.path)} is {10 * math.log10(sample.power / first.power):.0f} "
+                   f"dB louder than {which}; record it at the level of the input's noise (a louder sample removes "
+                   "speech with it)", err=True)
+
+
 def _process(checked, outputs, overwrite, options, noise_models, progress, jobs):
     """Enhance the checked inputs into their outputs, one line each; after a failure, the files finished
     meanwhile (by other workers) are still reported, then the failure is raised."""
@@ -485,6 +502,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
             validate_noise_rank(noise_rank, sample.num_samples, name=f"--noise-sample {noise_sample}",
                                 framing=framing)
             samples[framing] = sample
+        _warn_of_a_loud_sample(sample, [audio for audio, _ in checked])
 
     # --- processing (the noise sample's model first: a sample with too little sound stops the command here) ---
     options = {"noise_rank": noise_rank, "seed": seed, "channels": channels}

@@ -1142,3 +1142,12 @@ def test_a_float_file_ending_in_five_seconds_of_near_denormal_noise_is_enhanced(
     assert result.exit_code == 0, result.stderr
     out, _ = soundfile.read(workdir / "out.wav")
     assert len(out) == len(noisy) + 5 * RATE and np.all(np.isfinite(out))
+
+
+def test_an_out_dir_through_a_broken_link_is_named_so(workdir, tiny_dictionary):
+    """mkdir said 'od: File exists' of a dangling link."""
+    (workdir / "od").symlink_to("nowhere")
+    for out_dir in ("od", "od/sub"):
+        result = _enhance(tiny_dictionary, workdir / "noisy.wav", "--out-dir", workdir / out_dir)
+        assert_one_line_error(result, f"--out-dir {workdir / out_dir}: {workdir}/od is a broken symbolic link")
+    assert not (workdir / "nowhere").exists()

@@ -87,13 +87,17 @@ def _check_out_dir(out_dir):
 
     from sepsti.core.errors import ParameterError
 
+    from sepsti.core.io import why_missing
+
     out_dir = Path(out_dir)
     if out_dir.exists():
         if not out_dir.is_dir():
             raise ParameterError(f"--out-dir {out_dir}: exists and is not a directory")
         return False
-    parent = out_dir.parent
+    parent = out_dir
     while not parent.exists():
+        if os.path.lexists(parent):  # mkdir would say "File exists"
+            raise ParameterError(f"--out-dir {out_dir}: {shown(parent)} is {why_missing(parent)}; give a folder")
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise ParameterError(f"--out-dir {out_dir}: cannot create it ({parent} is not a writable directory)")

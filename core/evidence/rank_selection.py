@@ -694,10 +694,11 @@ def half_drift(traces, grid):
 def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, factory_offset):
     temperatures, weights = grid.temperatures, grid.weights
     estimates, stderrs, replicate_values, pieces, falls, drifts = [], [], [], [], [], []
-    seconds, cpu = [], []
+    seconds, cpu, stuck = [], [], []
     for rank in ranks:
         mine = [task for task in tasks if task.rank == rank]
         traces = per_temperature(records, mine, grid, num_replicates)
+        stuck.append(sum(int(np.sum(np.ptp(trace, axis=1) == 0)) for trace in traces if trace.shape[1] > 1))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             result = thermodynamic_integral(temperatures, traces, weights=weights)
@@ -727,6 +728,7 @@ def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, fact
               "kernel_share": float(kernel_seconds / chain_seconds) if chain_seconds > 0 else 0.0}
     _warn_unequilibrated(ranks, falls)
     _warn_drifting(ranks, drifts)
+    _warn_stuck(ranks, stuck, (grid.num_intervals + 1) * num_replicates)
     estimates = np.array(estimates)
     kept = [record.min_kept for record in records.values() if np.isfinite(record.min_kept)]
     return RankSelection(ranks, estimates, np.array(stderrs), _selected(ranks, estimates),
@@ -763,6 +765,16 @@ def _warn_drifting(ranks, drifts):
         warnings.warn(f"STI chains are still drifting: the second halves of the kept iterations give another "
                       f"estimate than the first halves for {', '.join(bad)}; run longer chains",
                       ConvergenceWarning, stacklevel=3)
+
+
+def _warn_stuck(ranks, stuck, chains):
+    """Name the ranks with chains whose kept values never changed: a Metropolis chain that refused every
+    proposal (the reference path's, started in its Gaussian's far tails on little data) samples nothing."""
+    bad = [f"R={rank} ({count} of {chains} chains)" for rank, count in zip(ranks, stuck) if count]
+    if bad:
+        warnings.warn(f"STI chains stuck: every kept iteration refused its move for {', '.join(bad)}; the "
+                      "estimates are not log marginal likelihoods (a chain started where every proposal is refused; "
+                      "run longer chains)", ConvergenceWarning, stacklevel=3)
 
 
 def to_json(selection, **extra):

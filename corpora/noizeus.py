@@ -22,6 +22,7 @@ what exists.
 """
 
 import filecmp
+import numbers
 import os
 import re
 from pathlib import Path
@@ -247,6 +248,13 @@ def clean_signals(corpus, split="train"):
     return [(utterance, *read_audio(index.clean[utterance])) for utterance in present]
 
 
+def _whole_db(value):
+    """An SNR of the file names: a whole number of dB (5.5 was read as 5, True as 1)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or value != int(value):
+        raise ValueError(value)
+    return int(value)
+
+
 def _as_set(values, name, convert):
     if values is None:
         return None
@@ -255,7 +263,8 @@ def _as_set(values, name, convert):
     try:
         return {convert(value) for value in values}
     except (TypeError, ValueError):
-        raise ParameterError(f"{name}={values!r}: expected a list of {name}") from None
+        raise ParameterError(f"{name}={values!r}: expected a list of {name}"
+                             f"{' in whole dB' if name == 'snrs' else ''}") from None
 
 
 def select(corpus, split="test", noises=None, snrs=None):
@@ -267,7 +276,7 @@ def select(corpus, split="test", noises=None, snrs=None):
     index = _as_index(corpus)
     wanted = split_ids(split)
     noise_set = _as_set(noises, "noises", lambda value: str(value).strip().lower())
-    snr_set = _as_set(snrs, "snrs", int)
+    snr_set = _as_set(snrs, "snrs", _whole_db)
     if not index.noisy:
         raise ParameterError(f"{index.root}: no noisy files (spNN_<noise>_sn<snr>.wav) found")
     if noise_set is not None:

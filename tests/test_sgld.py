@@ -70,6 +70,17 @@ def test_a_step_that_is_not_positive_and_finite_is_refused(rng, sampler, step):
         sampler.build_kernel()(rng, sampler.init(GaussianAdditiveTheta(np.ones(2))), model, step, None, 1.0)
 
 
+@pytest.mark.parametrize("sampler", [sgld, psgld], ids=["sgld", "psgld"])
+@pytest.mark.parametrize("temperature", [-1.0, 2.0, np.nan, "1", True, np.array([0.5, 1.5]), np.array([])])
+def test_a_temperature_outside_zero_to_one_is_refused(rng, sampler, temperature):
+    # -1 sampled an improper target and 2 another one, silently; NaN only set is_divergent
+    model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)
+    with pytest.raises(ParameterError, match="temperature=.* must lie in \\[0, 1\\]"):
+        sampler.build_kernel()(rng, sampler.init(GaussianAdditiveTheta(np.ones(2))), model, 1e-3, None, temperature)
+    for fine in (0, 1, 0.5, np.float32(0.25)):
+        sampler.build_kernel()(rng, sampler.init(GaussianAdditiveTheta(np.ones(2))), model, 1e-3, None, fine)
+
+
 def test_steps_per_chain_and_integer_positions_are_accepted(rng):
     model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)
     kernel = sgld.build_kernel()

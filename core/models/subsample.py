@@ -142,6 +142,16 @@ def _first_order(reference, theta, value, value_ref, gradient_ref, scale):
             + scale * (value - value_ref - tree_vdot(gradient_ref, d, batch_ndim)))
 
 
+def _check_temperature(temperature):
+    """Refuse a temperature outside [0, 1] (-1 or 2 sampled an improper or another target; NaN diverged)."""
+    if isinstance(temperature, float) and 0.0 <= temperature <= 1.0:  # the common case, at every step
+        return
+    array = np.asarray(temperature)
+    if isinstance(temperature, (bool, np.bool_)) or array.dtype.kind not in "iuf" or not (
+            array.size and array.min() >= 0 and array.max() <= 1):  # NaN fails both
+        raise ParameterError(f"temperature={temperature!r} must lie in [0, 1] (one per chain for batched models)")
+
+
 def tempered_gradient(model, theta, subset, temperature=1.0, *, with_likelihood=False, reference=None):
     """Gradient of log p(theta) + t (N/N_s) sum_{n in subset} log p(x_n | theta).
 
@@ -176,6 +186,7 @@ def tempered_gradient(model, theta, subset, temperature=1.0, *, with_likelihood=
         a scalar t = 0.
     log_likelihood : float or ndarray, only when ``with_likelihood``
     """
+    _check_temperature(temperature)
     reference = _as_reference(reference)
     prior_gradient = model.grad_log_prior(theta)
     if np.ndim(temperature) == 0 and temperature == 0.0 and not with_likelihood:

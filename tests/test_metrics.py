@@ -99,6 +99,25 @@ def test_silent_estimate_or_reference_gives_nan(signals):
     assert all(np.isnan(v) for v in scores.values())
 
 
+def test_scores_do_not_depend_on_the_signals_scale(signals, rng):
+    """At 1e-300 mir_eval's Gram matrix underflowed to a singular one, and its fallback named np.linalg.linalg,
+    gone in NumPy 2: AttributeError. A power of two leaves the scores' bits as they are."""
+    clean, noisy, _ = signals
+    speech = clean + 0.1 * rng.standard_normal(N)
+    reference = bss_eval(clean, noisy, speech)
+    assert bss_eval(4.0 * clean, 4.0 * noisy, 4.0 * speech) == reference
+    for scale in (1e-300, 1e300):
+        scores = bss_eval(scale * clean, scale * noisy, scale * speech)
+        for name, value in reference.items():
+            assert scores[name] == pytest.approx(value, abs=1e-9), name
+
+
+def test_a_singular_projection_gives_nan_with_a_warning():
+    with pytest.warns(RuntimeWarning, match="projection is singular"):
+        scores = bss_eval([0.1], [0.2], [0.15])
+    assert all(np.isnan(v) for v in scores.values())
+
+
 def test_noise_free_mixture(signals, rng):
     clean, _, _ = signals
     # noisy == clean: no interference reference; the estimate's noise part is all artifact

@@ -465,3 +465,16 @@ def test_column_blocks_and_threads(rng):
         assert np.array_equal(serial.W, threaded.W) and np.array_equal(serial.H, threaded.H)
         assert np.diff(threaded.log_likelihood).min() >= -1e-12 * np.abs(threaded.log_likelihood).max()
     assert np.array_equal(threaded.W, W)
+
+
+def test_initialization_takes_the_data_level_in_float64(rng):
+    """A float32 matrix whose total exceeds float32's range gave an infinite start (its mean overflowed), which EM
+    then blamed on the caller's W; a bad scale met a bare TypeError or ValueError."""
+    X = (rng.poisson(5.0, (20, 30)) * 1e37).astype(np.float32)
+    W, H = initialize_nmf(X, 3)
+    assert W.dtype == np.float32 and np.isfinite(W).all() and np.isfinite(H).all()
+    np.testing.assert_allclose(W.astype(float).mean() * H.astype(float).mean() * 3, X.mean(dtype=float), rtol=0.5)
+    for scale in ("1", np.array([1.0, 2.0]), -1.0, np.nan):
+        with pytest.raises(ParameterError, match="^scale=.* must be a positive number"):
+            initialize_nmf(X, 3, scale=scale)
+

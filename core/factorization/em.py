@@ -50,6 +50,7 @@ import warnings
 
 import numpy as np
 
+from sepsti.core.checks import positive_number
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 
 __all__ = ["EMResult", "poisson_nmf_em", "initialize_nmf", "poisson_log_likelihood"]
@@ -228,11 +229,11 @@ def initialize_nmf(X, rank, rng=None, *, method="random", scale=None):
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(0 if rng is None else rng)
     n_rows, n_cols = X.shape
-    mean = float(X.mean()) if X.size else 0.0
+    mean = float(X.mean(dtype=np.float64)) if X.size else 0.0  # a float32 sum overflows from about 3e38
     if scale is None:
         scale = np.sqrt(mean / rank) if mean > 0 else 1.0
-    elif not (np.isfinite(scale) and scale > 0):
-        raise ParameterError(f"scale: expected a positive number, got {scale!r}")
+    else:
+        scale = positive_number("scale", scale)
     if method == "random":
         W = scale * rng.uniform(0.5, 1.5, size=(n_rows, rank))
         H = scale * rng.uniform(0.5, 1.5, size=(rank, n_cols))
@@ -242,7 +243,7 @@ def initialize_nmf(X, rank, rng=None, *, method="random", scale=None):
         picks = rng.choice(n_cols, size=rank, replace=rank > n_cols)
         W = X[:, picks].astype(np.float64) + 0.01 * max(mean, np.finfo(np.float64).tiny)
         W /= W.sum(axis=0, keepdims=True)
-        level = X.sum(axis=0).mean() / rank if mean > 0 else 1.0
+        level = X.sum(axis=0, dtype=np.float64).mean() / rank if mean > 0 else 1.0
         H = level * rng.uniform(0.5, 1.5, size=(rank, n_cols))
     else:
         raise ParameterError(f"method: expected 'random' or 'columns', got {method!r}")

@@ -47,6 +47,7 @@ import warnings
 
 import numpy as np
 
+from sepsti.core.checks import positive_number
 from sepsti.core.errors import ParameterError
 
 __all__ = ["bss_eval", "stoi", "stoi_bands", "stoi_band_levels", "pesq", "pesq_mode", "high_band_share",
@@ -448,6 +449,7 @@ def pesq(clean, speech, sample_rate, *, mode=None):
 
 def high_band_share(y, sample_rate, *, cutoff=HIGH_BAND_HZ):
     """The fraction of the energy of ``y`` above ``cutoff`` Hz (0 for a silent signal)."""
+    cutoff = positive_number("cutoff", cutoff)
     y = _validate_signal(y, "y")
     power = np.abs(np.fft.rfft(y)) ** 2
     total = power.sum()
@@ -481,6 +483,7 @@ def high_band_level(clean, speech, sample_rate, *, cutoff=HIGH_BAND_HZ):
     ParameterError
         Not 1-D, empty, unequal lengths, NaN or Inf samples, a rate that is not a positive integer.
     """
+    cutoff = positive_number("cutoff", cutoff)
     clean = _validate_signal(clean, "clean")
     speech = _validate_signal(speech, "speech", clean.size)
     reason = _no_band_above(sample_rate, cutoff, "high_band_level") or _silence(clean, speech, "high_band_level")

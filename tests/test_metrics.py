@@ -405,6 +405,17 @@ def test_high_band_share_of_two_tones():
     assert high_band_share(np.zeros(100), rate) == 0.0
 
 
+@pytest.mark.parametrize("cutoff", [-5, 0, np.nan, "4000"])
+def test_a_cutoff_that_is_not_a_positive_frequency_is_refused(cutoff):
+    """cutoff=-5 gave a level of 0.0, 0 one of -8.6e-10, '4000' a bare UFuncTypeError."""
+    from sepsti.metrics import high_band_level, high_band_share
+
+    y = np.random.default_rng(0).standard_normal(16000)
+    for call in (lambda: high_band_share(y, 16000, cutoff=cutoff), lambda: high_band_level(y, y, 16000, cutoff=cutoff)):
+        with pytest.raises(ParameterError, match=r"^cutoff=.* must be a positive number$"):
+            call()
+
+
 def _band_scaled(y, rate, gain, cutoff=4000.0):
     """``y`` with every frequency above ``cutoff`` scaled by ``gain`` (an ideal filter)."""
     spectrum = np.fft.rfft(y)

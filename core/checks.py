@@ -7,7 +7,7 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["integer_at_least", "positive_number", "finite_number", "number_within", "positive_numbers"]
+__all__ = ["integer_at_least", "positive_number", "finite_number", "number_within", "positive_numbers", "real_array"]
 
 
 def integer_at_least(name, value, low):
@@ -30,6 +30,18 @@ def finite_number(name, value):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value):
         raise ParameterError(f"{name}={value!r} must be a finite number")
     return float(value)
+
+
+def real_array(name, value):
+    """``value`` as a float64 array; complex or non-numeric values refused, not cast (NumPy drops an imaginary
+    part with a warning only)."""
+    array = np.asarray(value)
+    if array.dtype.kind == "c":
+        raise ParameterError(f"{name}: complex values ({array.dtype}); expected real numbers")
+    try:
+        return array.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name}: expected real numbers, got values of type {array.dtype}") from None
 
 
 def number_within(name, value, low, high):

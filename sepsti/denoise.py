@@ -108,7 +108,9 @@ def train_dictionary(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.0,
 
 
 def _validate_dictionary(W, framing):
-    W = np.asarray(W, dtype=np.float64)
+    from sepsti.core.checks import real_array
+
+    W = real_array("W", W)
     frames, extra = divmod(W.shape[0], framing.n_bins) if W.ndim == 2 else (0, 1)
     if W.ndim != 2 or extra or frames % 2 == 0 or W.shape[1] < 1:
         raise ParameterError(f"W: expected a ({framing.n_bins}, rank) dictionary for n_fft={framing.n_fft} "

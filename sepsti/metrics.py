@@ -47,7 +47,7 @@ import warnings
 
 import numpy as np
 
-from sepsti.core.checks import positive_number
+from sepsti.core.checks import positive_number, real_array
 from sepsti.core.errors import ParameterError
 
 __all__ = ["bss_eval", "stoi", "stoi_bands", "stoi_band_levels", "pesq", "pesq_mode", "high_band_share",
@@ -89,7 +89,7 @@ def _separation():
 
 
 def _validate_signal(value, name, length=None):
-    array = np.asarray(value, dtype=np.float64)
+    array = real_array(name, value)
     if array.ndim != 1:
         raise ParameterError(f"{name}: expected a 1-D signal, got shape {array.shape}")
     if array.size == 0:

@@ -52,6 +52,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
+from sepsti.core.checks import real_array
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.pltf import gamma_log_pdf, pltf_model
 from sepsti.core.random import stream
@@ -466,11 +467,11 @@ def chib_poisson_nmf(X, rank, prior_rate, *, num_burn_in, num_samples, num_reduc
     ChibResult
         Factors are ordered ``(W, H)``.
     """
-    X = np.asarray(X)
+    X = real_array("X", X)
     if X.ndim != 2:
         raise ParameterError(f"X must be a matrix, got shape {X.shape}")
     rank = _validate_counts("rank", rank, 1)
-    rates = (prior_rate, prior_rate) if np.isscalar(prior_rate) else tuple(prior_rate)
+    rates = (prior_rate, prior_rate) if np.ndim(prior_rate) == 0 else tuple(prior_rate)
     model = pltf_model("ik,kj->ij", dict(i=X.shape[0], k=rank, j=X.shape[1]), prior_shape=1.0, prior_rate=rates)
     return chib_log_marginal_likelihood(model, X, num_burn_in=num_burn_in, num_samples=num_samples,
                                         num_reduced=num_reduced, method=method, seed=seed, progress=progress,

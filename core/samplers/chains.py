@@ -53,7 +53,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from sepsti.core.checks import integer_at_least, number_within
+from sepsti.core.checks import integer_at_least, number_within, real_array
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.parallel.blas import single_threaded_blas
 from sepsti.core.random import stream
@@ -675,7 +675,7 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     if not all(0.0 < t < 1.0 for t in targets) or any(a >= b for a, b in zip(targets, targets[1:])):
         raise ParameterError(f"target={settings.target} and raised_targets={settings.raised_targets} must rise "
                              "within (0, 1)")
-    x0 = np.asarray(x0, dtype=float)
+    x0 = real_array("x0", x0)
     if x0.ndim not in (1, 2) or x0.shape[-1] < 1:
         raise ParameterError(f"x0 has shape {x0.shape}: expected (dim,) or ({num_chains}, dim)")
     starts = np.broadcast_to(x0, (num_chains, x0.shape[-1])) if x0.ndim == 1 else x0

@@ -1,0 +1,48 @@
+"""Complex arrays are refused where real numbers are expected, not cast (NumPy drops the imaginary part with a
+warning only): Chib's estimate, NUTS's start, the enhancer's dictionary and the BSS_EVAL scores ran on them."""
+
+import numpy as np
+import pytest
+
+from sepsti.core.checks import real_array
+from sepsti.core.errors import ParameterError
+
+
+def test_real_array_refuses_complex_and_non_numeric_values():
+    np.testing.assert_array_equal(real_array("a", [1, 2]), [1.0, 2.0])
+    assert real_array("a", np.ones(2, np.float32)).dtype == np.float64
+    with pytest.raises(ParameterError, match=r"^a: complex values \(complex128\); expected real numbers$"):
+        real_array("a", [1j])
+    with pytest.raises(ParameterError, match=r"^a: expected real numbers, got values of type <U1$"):
+        real_array("a", ["x"])
+
+
+def test_public_entrances_refuse_complex_arrays(rng):
+    from sepsti import features
+    from sepsti.core.evidence.chib import chib_poisson_nmf
+    from sepsti.core.samplers import sample_nuts
+    from sepsti.denoise import denoise
+    from sepsti.metrics import bss_eval
+
+    X = rng.poisson(3.0, (6, 5)).astype(complex)
+    with pytest.raises(ParameterError, match="^X: complex values"):
+        chib_poisson_nmf(X, 1, 1.0, num_burn_in=20, num_samples=40)
+    with pytest.raises(ParameterError, match="^x0: complex values"):
+        sample_nuts(lambda x: (-0.5 * float(x @ x), -x), np.zeros(3, complex), num_warmup=50, num_draws=10,
+                    num_workers=1)
+    W = np.ones((features.NARROWBAND.n_bins, 2), complex)
+    with pytest.raises(ParameterError, match="^W: complex values"):
+        denoise(rng.standard_normal(8000), W)
+    signal = rng.standard_normal(1000)
+    with pytest.raises(ParameterError, match="^speech: complex values"):
+        bss_eval(signal, signal, signal.astype(complex))
+
+
+def test_a_0_d_prior_rate_is_a_number(rng):
+    """np.array(1.0) met 'iteration over a 0-d array'."""
+    from sepsti.core.evidence.chib import chib_poisson_nmf
+
+    X = rng.poisson(3.0, (6, 5)).astype(float)
+    options = dict(num_burn_in=20, num_samples=40, seed=3)
+    assert (chib_poisson_nmf(X, 1, np.array(1.0), **options).log_marginal_likelihood
+            == chib_poisson_nmf(X, 1, 1.0, **options).log_marginal_likelihood)

@@ -440,3 +440,10 @@ def test_a_skipped_dense_candidate_states_the_rule():
     candidates, skipped = candidate_metrics(TargetStructure(), dim=100, num_explore_draws=200,
                                             settings=AutoMetricSettings())
     assert candidates == ["diagonal", "dense"] and skipped == []
+
+
+@pytest.mark.parametrize("workers", [0, 1.5, "x", True])
+def test_num_workers_is_a_positive_integer(workers):
+    """1.5 ran on one worker, 'x' met a bare ValueError."""
+    with pytest.raises(ParameterError, match=r"^num_workers=.* must be an integer of at least 1$"):
+        sample_nuts(lambda x: (-0.5 * float(x @ x), -x), np.zeros(2), num_warmup=50, num_draws=10, num_workers=workers)

@@ -478,3 +478,10 @@ def test_initialization_takes_the_data_level_in_float64(rng):
         with pytest.raises(ParameterError, match="^scale=.* must be a positive number"):
             initialize_nmf(X, 3, scale=scale)
 
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "a", True])
+def test_initialization_refuses_a_seed_that_is_not_a_non_negative_integer(seed):
+    """-1 met a bare ValueError, 1.5 and 'a' TypeErrors from SeedSequence."""
+    with pytest.raises(ParameterError, match=r"^rng=.* must be an integer of at least 0$"):
+        initialize_nmf(np.ones((4, 3)), 2, rng=seed)
+

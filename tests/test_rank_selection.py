@@ -424,3 +424,19 @@ def test_single_kept_values_need_several_replicates():
     result = select_rank(DriftingChains(length=1), [1, 2], grid=GRID, num_replicates=3, seed=2)
     assert np.all(np.isfinite(result.stderr)) and np.all(result.stderr > 0)
     assert np.all(np.isfinite(result.largest_decrease))
+
+
+@pytest.mark.parametrize("settings", [dict(alpha=None), dict(sigma="a"), dict(sigma=np.inf), dict(alpha=True)])
+def test_psgld_settings_must_be_numbers(settings):
+    """None and 'a' met bare TypeErrors from the comparisons."""
+    with pytest.raises(ParameterError, match=r"expected alpha in \[0, 1\], a finite sigma > 0"):
+        ChainSettings(**settings)
+
+
+@pytest.mark.parametrize("dispersion", [None, np.array([1.0, 2.0]), True])
+def test_a_dispersion_must_be_rayleigh_or_a_number(dispersion):
+    from sepsti.core.evidence.sti_nmf import select_rank_sti
+
+    with pytest.raises(ParameterError, match=r"^dispersion=.*: expected 'rayleigh' or a positive number$"):
+        select_rank_sti(np.ones((8, 6)), [1], dispersion=dispersion)
+

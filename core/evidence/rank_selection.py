@@ -56,6 +56,7 @@ A model plugs in through a *chain factory* with
 
 import hashlib
 import json
+import numbers
 import threading
 import time
 import warnings
@@ -175,8 +176,9 @@ class ChainSettings:
             raise ParameterError(f"num_keep={self.num_keep} must be a positive integer")
         for a in _values(self.step_a):
             validate_step_schedule(a, self.step_b)
-        if not (0.0 <= self.alpha <= 1.0 and self.sigma > 0):
-            raise ParameterError(f"alpha={self.alpha}, sigma={self.sigma}: expected alpha in [0, 1], sigma > 0")
+        if not all(isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+                   for value in (self.alpha, self.sigma)) or not (0.0 <= self.alpha <= 1.0 and 0 < self.sigma < np.inf):
+            raise ParameterError(f"alpha={self.alpha}, sigma={self.sigma}: expected alpha in [0, 1], a finite sigma > 0")
         for name in ("num_blocks", "subset_size", "prior_draws"):
             value = getattr(self, name)
             if value is not None and (int(value) != value or value < 1):

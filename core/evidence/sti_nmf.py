@@ -22,6 +22,8 @@ b = 0.51, lambda = 4e-4) and is off by orders of magnitude where the truth
 is known.
 """
 
+import numbers
+
 import numpy as np
 
 from sepsti.core.errors import ParameterError
@@ -310,7 +312,8 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
     prior_rate = validate_prior_rate(prior_rate)
     if isinstance(dispersion, str) and dispersion == "rayleigh":
         dispersion = rayleigh_dispersion(X)
-    elif isinstance(dispersion, str) or not (np.isfinite(dispersion) and dispersion > 0):
+    elif isinstance(dispersion, (str, bool, np.bool_)) or not isinstance(dispersion, numbers.Real) or not (
+            np.isfinite(dispersion) and dispersion > 0):
         raise ParameterError(f"dispersion={dispersion!r}: expected 'rayleigh' or a positive number")
     least = smallest_dispersion(X)
     if dispersion < least:

@@ -50,7 +50,7 @@ import warnings
 
 import numpy as np
 
-from sepsti.core.checks import positive_number
+from sepsti.core.checks import integer_at_least, positive_number
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 
 __all__ = ["EMResult", "poisson_nmf_em", "initialize_nmf", "poisson_log_likelihood"]
@@ -227,7 +227,7 @@ def initialize_nmf(X, rank, rng=None, *, method="random", scale=None):
     X = _as_float_matrix(X, "X")
     rank = _validate_rank(rank)
     if not isinstance(rng, np.random.Generator):
-        rng = np.random.default_rng(0 if rng is None else rng)
+        rng = np.random.default_rng(0 if rng is None else integer_at_least("rng", rng, 0))
     n_rows, n_cols = X.shape
     mean = float(X.mean(dtype=np.float64)) if X.size else 0.0  # a float32 sum overflows from about 3e38
     if scale is None:

@@ -681,9 +681,8 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     starts = np.broadcast_to(x0, (num_chains, x0.shape[-1])) if x0.ndim == 1 else x0
     if starts.shape[0] != num_chains:
         raise ParameterError(f"x0 has shape {x0.shape}: expected (dim,) or ({num_chains}, dim)")
-    num_workers = min(num_chains, os.cpu_count() or 1) if num_workers is None else int(num_workers)
-    if num_workers < 1:
-        raise ParameterError(f"num_workers={num_workers} must be a positive integer")
+    num_workers = (min(num_chains, os.cpu_count() or 1) if num_workers is None
+                   else integer_at_least("num_workers", num_workers, 1))  # 1.5 was taken as 1, "x" a ValueError
     problem = _Problem(logdensity_and_grad_fn, structure, settings, auto)
     kind, _ = split_name(metric)
     num_explore = int(round(auto.explore_fraction * num_warmup)) if metric == "auto" or kind == "precision" else 0

@@ -33,3 +33,12 @@ def test_counts_that_are_not_integers_or_are_inconsistent_are_refused(counts, na
 
     with pytest.raises(ParameterError, match=name):
         run_chain(step, 0, np.random.default_rng(0), **{"num_steps": 10, **counts})
+
+
+@pytest.mark.parametrize("rng", [0, None, np.random.RandomState(0)])
+def test_the_random_generator_is_checked_before_the_first_step(rng):
+    """A seed met an AttributeError inside the first step."""
+    steps = []
+    with pytest.raises(ParameterError, match=r"^rng=.*: expected a numpy\.random\.Generator"):
+        run_chain(lambda r, s, i: steps.append(i) or (s, None), np.zeros(2), rng, num_steps=3)
+    assert steps == []

@@ -70,3 +70,13 @@ def test_batched_temperatures_scale_each_chain(model, rng):
     for c, t in enumerate(temperatures):
         one, _ = tempered_gradient(model, GaussianAdditiveTheta(thetas.theta[c]), subsets[c], float(t))
         np.testing.assert_allclose(gradient.theta[c], one.theta, rtol=1e-12)
+
+
+def test_an_empty_subset_is_refused(rng):
+    """It met a ZeroDivisionError."""
+    from sepsti.core.errors import ParameterError
+
+    model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)
+    with pytest.raises(ParameterError, match="^subset: no data entries"):
+        subset_scale(model, np.array([], dtype=int))
+    assert subset_scale(model, np.array([0, 3])) == 5.0

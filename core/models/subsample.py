@@ -64,7 +64,10 @@ def index_subset(subset):
 
 def subset_scale(model, subset):
     """N / N_s for ``subset`` (1 for the full data)."""
-    return model.n_data / model.subset_size(subset)
+    size = model.subset_size(subset)
+    if not size:  # an empty subset scales nothing up (it met a ZeroDivisionError)
+        raise ParameterError("subset: no data entries; a subset holds at least one")
+    return model.n_data / size
 
 
 def _expand(scale, leaf):

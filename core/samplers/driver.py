@@ -86,14 +86,16 @@ def run_chain(step_fn, state, rng, *, num_steps, burn_in=0, thin=1, transform=No
     Raises
     ------
     ParameterError
-        On a non-finite initial log density, or counts that are not integers (2.0 included)
-        or are inconsistent.
+        On a non-finite initial log density, counts that are not integers (2.0 included)
+        or are inconsistent, or an ``rng`` that is not a Generator.
     """
     num_steps = integer_at_least("num_steps", num_steps, 1)
     burn_in = integer_at_least("burn_in", burn_in, 0)
     thin = integer_at_least("thin", thin, 1)
     if burn_in >= num_steps:
         raise ParameterError(f"burn_in={burn_in} must be below num_steps={num_steps}: nothing would be kept")
+    if not isinstance(rng, np.random.Generator):  # a seed met an AttributeError in the first step
+        raise ParameterError(f"rng={rng!r}: expected a numpy.random.Generator (sepsti.core.random.stream(seed))")
     logdensity = getattr(state, "logdensity", None)
     if logdensity is not None and not np.all(np.isfinite(logdensity)):
         raise ParameterError(f"initial log density is {logdensity}: start the chain where the density is finite")

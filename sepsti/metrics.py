@@ -242,6 +242,8 @@ def stoi(clean, speech, sample_rate, *, extended=False):
     ImportError
         pystoi is not installed.
     """
+    if not isinstance(extended, (bool, np.bool_)):  # "no" ran the extended measure
+        raise ParameterError(f"extended={extended!r}: expected True or False")
     clean = _validate_signal(clean, "clean")
     speech = _validate_signal(speech, "speech", clean.size)
     sample_rate = _validate_rate(sample_rate)

@@ -485,3 +485,12 @@ def test_initialization_refuses_a_seed_that_is_not_a_non_negative_integer(seed):
     with pytest.raises(ParameterError, match=r"^rng=.* must be an integer of at least 0$"):
         initialize_nmf(np.ones((4, 3)), 2, rng=seed)
 
+
+
+@pytest.mark.parametrize("options, match", [(dict(tol=True), "tol: expected a finite number"),
+                                            (dict(track_log_likelihood="no"), "track_log_likelihood: expected")])
+def test_flags_and_tolerances_are_not_taken_by_their_truth(options, match):
+    """tol=True ran with a tolerance of 1; track_log_likelihood='no' tracked it."""
+    X = np.ones((4, 3))
+    with pytest.raises(ParameterError, match=match):
+        poisson_nmf_em(X, *initialize_nmf(X, 2), **options)

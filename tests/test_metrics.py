@@ -645,3 +645,13 @@ def test_high_band_level_of_upsampled_noizeus_is_undefined_while_real_wideband_s
     files = sorted(glob.glob(str(noizeus_root.parent / "wideband" / "librispeech" / "*" / "*.flac")))[:20]
     for path in files:
         assert high_band_share(*soundfile.read(path)) > 10 * HIGH_BAND_FLOOR, path
+
+
+def test_stoi_takes_extended_as_a_flag_only(rng):
+    """extended='no' ran the extended measure."""
+    from sepsti.metrics import stoi
+
+    signal = rng.standard_normal(16000)
+    with pytest.raises(ParameterError, match=r"^extended='no': expected True or False$"):
+        stoi(signal, signal, 16000, extended="no")
+

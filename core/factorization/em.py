@@ -382,8 +382,11 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     rate_H = _validate_rate(prior_rate_H, H.shape, "prior_rate_H", dtype)
     if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
         raise ParameterError(f"max_iter: expected a non-negative integer, got {max_iter!r}")
-    if not (isinstance(tol, (int, float, np.floating, np.integer)) and np.isfinite(tol) and tol >= 0):
+    if isinstance(tol, (bool, np.bool_)) or not (
+            isinstance(tol, (int, float, np.floating, np.integer)) and np.isfinite(tol) and tol >= 0):
         raise ParameterError(f"tol: expected a finite number >= 0, got {tol!r}")
+    if not (track_log_likelihood is None or isinstance(track_log_likelihood, (bool, np.bool_))):
+        raise ParameterError(f"track_log_likelihood: expected True, False or None, got {track_log_likelihood!r}")
     if tol > 0 and track_log_likelihood is not None and not track_log_likelihood:
         raise ParameterError("track_log_likelihood=False needs tol=0: the stopping rule uses it")
     ends = track_log_likelihood is None or bool(track_log_likelihood)  # the initial and final values

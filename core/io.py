@@ -330,13 +330,11 @@ def atomic_path(path, *, suffix=None, overwrite=True):
     destination = _destination(path) if overwrite else path
     remove_stale_temporaries(destination)
     folder = destination.parent
+    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f"{_temporary_prefix(destination)}{_HOST}.{os.getpid()}.", suffix=suffix,
-                                   dir=folder)
-    except OSError as error:
-        raise _cannot_create(path, folder, error) from None
-    os.close(fd)
-    try:
+        # created within the cleanup's reach: a SIGTERM raised between mkstemp's creating the file and a try
+        # block after it (a test kills as soon as the file appears) left it behind
+        tmp = _create_temporary(path, folder, f"{_temporary_prefix(destination)}{_HOST}.{os.getpid()}.", suffix)
         try:
             yield Path(tmp)
             _finish(tmp, destination, replacing=overwrite)
@@ -350,10 +348,32 @@ def atomic_path(path, *, suffix=None, overwrite=True):
         else:
             _publish_new(tmp, destination)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         raise
     _sync_folder(folder)
+
+
+def _create_temporary(path, folder, prefix, suffix):
+    """Create an empty file ``folder/<prefix><random><suffix>`` and return its name; a signal's exception
+    between the file's creation and the return removes it here (the caller removes it after)."""
+    import secrets
+
+    for _ in range(100):
+        candidate = os.path.join(folder, f"{prefix}{secrets.token_hex(4)}{suffix}")
+        try:
+            os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            return candidate
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise _cannot_create(path, folder, error) from None
+        except BaseException:  # the name is this process's (its pid, 32 random bits): the file is its own
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(candidate)
+            raise
+    raise _cannot_create(path, folder, FileExistsError("no unused temporary name in 100 tries"))
 
 
 def json_safe(value):

@@ -349,3 +349,20 @@ def test_a_folder_at_the_output_is_refused_before_the_work(tmp_path, overwrite, 
         with atomic_path(target, overwrite=overwrite):
             pytest.fail("the work was started")
     assert sorted(os.listdir(tmp_path)) == sorted({"folder", target.name}) and os.listdir(tmp_path / "folder") == []
+
+
+def test_an_interrupt_as_the_temporary_file_is_created_leaves_nothing(tmp_path, monkeypatch):
+    """A SIGTERM's exception between the file's creation and the block that removes it left the file behind
+    (workers stopped as soon as their files appeared, under load: 2 runs in 8)."""
+    real_close = os.close
+
+    def interrupted(fd):
+        real_close(fd)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "close", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_path(tmp_path / "out.wav"):
+            pass
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []

@@ -447,3 +447,12 @@ def test_num_workers_is_a_positive_integer(workers):
     """1.5 ran on one worker, 'x' met a bare ValueError."""
     with pytest.raises(ParameterError, match=r"^num_workers=.* must be an integer of at least 1$"):
         sample_nuts(lambda x: (-0.5 * float(x @ x), -x), np.zeros(2), num_warmup=50, num_draws=10, num_workers=workers)
+
+
+def test_raised_targets_must_be_a_tuple():
+    """A number met a bare TypeError."""
+    from sepsti.core.samplers import NUTSSettings
+
+    with pytest.raises(ParameterError, match=r"^raised_targets=0\.9: expected a tuple of targets$"):
+        sample_nuts(lambda x: (-0.5 * float(x @ x), -x), np.zeros(2), num_warmup=50, num_draws=10, num_workers=1,
+                    settings=NUTSSettings(raised_targets=0.9))

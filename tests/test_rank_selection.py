@@ -440,3 +440,14 @@ def test_a_dispersion_must_be_rayleigh_or_a_number(dispersion):
     with pytest.raises(ParameterError, match=r"^dispersion=.*: expected 'rayleigh' or a positive number$"):
         select_rank_sti(np.ones((8, 6)), [1], dispersion=dispersion)
 
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(num_replicates=True, num_blocks=2), r"^num_replicates=True must be an integer"),
+    (dict(num_blocks=True), r"^num_blocks=True must be a positive integer")])
+def test_counts_given_as_booleans_are_refused(options, match):
+    """True was taken as 1."""
+    from sepsti.core.evidence.sti_nmf import select_rank_sti
+
+    with pytest.raises(ParameterError, match=match):
+        select_rank_sti(np.ones((8, 6)), [1], preset="blocks", **options)

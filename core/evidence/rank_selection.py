@@ -181,7 +181,7 @@ class ChainSettings:
             raise ParameterError(f"alpha={self.alpha}, sigma={self.sigma}: expected alpha in [0, 1], a finite sigma > 0")
         for name in ("num_blocks", "subset_size", "prior_draws"):
             value = getattr(self, name)
-            if value is not None and (int(value) != value or value < 1):
+            if value is not None and (isinstance(value, (bool, np.bool_)) or int(value) != value or value < 1):
                 raise ParameterError(f"{name}={value} must be a positive integer")
         if self.num_blocks is not None and self.subset_size is not None:
             raise ParameterError("give num_blocks (block parts) or subset_size (random entries), not both")
@@ -539,8 +539,7 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
 
     started = time.perf_counter()
     ranks = validate_ranks(ranks)
-    if int(num_replicates) != num_replicates or num_replicates < 1:
-        raise ParameterError(f"num_replicates={num_replicates} must be a positive integer")
+    num_replicates = integer_at_least("num_replicates", num_replicates, 1)  # True was taken as 1
     seed = integer_at_least("seed", seed, 0)
     if seed >= KEY_LIMIT:
         raise ParameterError(f"seed={seed} must lie in [0, 2**32)")

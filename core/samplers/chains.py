@@ -671,6 +671,8 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     if not 0.0 <= settings.check_fraction <= largest_check:
         raise ParameterError(f"check_fraction={settings.check_fraction} must lie in [0, {largest_check:g}] "
                              "(half of what the exploration leaves)")
+    if not isinstance(settings.raised_targets, (tuple, list)):  # a number met a bare TypeError
+        raise ParameterError(f"raised_targets={settings.raised_targets!r}: expected a tuple of targets")
     targets = (settings.target,) + tuple(settings.raised_targets)
     if not all(0.0 < t < 1.0 for t in targets) or any(a >= b for a, b in zip(targets, targets[1:])):
         raise ParameterError(f"target={settings.target} and raised_targets={settings.raised_targets} must rise "

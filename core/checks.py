@@ -7,7 +7,19 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["integer_at_least", "positive_number", "finite_number", "number_within", "positive_numbers", "real_array"]
+__all__ = ["integer_at_least", "positive_number", "finite_number", "number_within", "positive_numbers", "real_array",
+           "scalar", "is_number"]
+
+
+def scalar(value):
+    """A 0-d array as the number it holds (``np.array(1.0)`` stands where a number is expected); else ``value``."""
+    return value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
+def is_number(value):
+    """Whether ``value`` is a real number (a 0-d array of one included), not a bool."""
+    value = scalar(value)
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def integer_at_least(name, value, low):
@@ -19,15 +31,16 @@ def integer_at_least(name, value, low):
 
 def positive_number(name, value):
     """``value`` as a float: finite and above 0."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not (
-            np.isfinite(value) and value > 0):
+    value = scalar(value)
+    if not is_number(value) or not (np.isfinite(value) and value > 0):
         raise ParameterError(f"{name}={value!r} must be a positive number")
     return float(value)
 
 
 def finite_number(name, value):
     """``value`` as a float: a finite number (not a bool)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+    value = scalar(value)
+    if not is_number(value) or not np.isfinite(value):
         raise ParameterError(f"{name}={value!r} must be a finite number")
     return float(value)
 
@@ -38,15 +51,15 @@ def real_array(name, value):
     array = np.asarray(value)
     if array.dtype.kind == "c":
         raise ParameterError(f"{name}: complex values ({array.dtype}); expected real numbers")
-    try:
-        return array.astype(np.float64)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{name}: expected real numbers, got values of type {array.dtype}") from None
+    if array.dtype.kind not in "biuf":  # strings ("1.5" would be read), objects
+        raise ParameterError(f"{name}: expected real numbers, got values of type {array.dtype}")
+    return array.astype(np.float64)
 
 
 def number_within(name, value, low, high):
     """``value`` as a float in [low, high]."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not low <= value <= high:
+    value = scalar(value)
+    if not is_number(value) or not low <= value <= high:
         raise ParameterError(f"{name}={value!r} must be a number in [{low:g}, {high:g}]")
     return float(value)
 

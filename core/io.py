@@ -76,14 +76,12 @@ def why_missing(path):
     "a loop of symbolic links"."""
     import errno
 
-    if not os.path.lexists(path):
-        return "no such file"
     try:
         os.stat(path)
     except OSError as error:
-        if error.errno == errno.ELOOP:
+        if error.errno == errno.ELOOP:  # the path itself or a folder on it
             return "a loop of symbolic links"
-    return "a broken symbolic link"
+    return "a broken symbolic link" if os.path.lexists(path) else "no such file"
 
 
 def check_not_an_input(path, inputs):
@@ -363,17 +361,26 @@ def _create_temporary(path, folder, prefix, suffix):
     for _ in range(100):
         candidate = os.path.join(folder, f"{prefix}{secrets.token_hex(4)}{suffix}")
         try:
-            os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            return candidate
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             continue
         except OSError as error:
             raise _cannot_create(path, folder, error) from None
         except BaseException:  # the name is this process's (its pid, 32 random bits): the file is its own
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(candidate)
+            _remove(candidate)
             raise
+        try:
+            os.close(fd)
+        except BaseException:
+            _remove(candidate)
+            raise
+        return candidate
     raise _cannot_create(path, folder, FileExistsError("no unused temporary name in 100 tries"))
+
+
+def _remove(name):
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name)
 
 
 def json_safe(value):

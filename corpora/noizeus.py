@@ -250,7 +250,8 @@ def clean_signals(corpus, split="train"):
 
 def _whole_db(value):
     """An SNR of the file names: a whole number of dB (5.5 was read as 5, True as 1)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or value != int(value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
+            or value != int(value):
         raise ValueError(value)
     return int(value)
 

@@ -123,12 +123,14 @@ def bss_eval(clean, noisy, speech):
         is left out of the decomposition, so SIR is +inf. The unprocessed mixture as the
         estimate (``speech`` equal to ``noisy``) has no artifacts by construction: its SAR is
         +inf (the decomposition would return ~250 dB of rounding noise), and so is its SDR when
-        the mixture is noiseless.
+        the mixture is noiseless. A singular projection (fewer samples than the 512-tap filter, or
+        references that are not independent) gives NaN with a warning. The scores do not depend on
+        the signals' common scale.
 
     Raises
     ------
     ParameterError
-        Not 1-D, empty, unequal lengths, NaN or Inf samples.
+        Not 1-D, empty, unequal lengths, NaN or Inf samples, complex or non-numeric values.
     """
     clean = _validate_signal(clean, "clean")
     noisy = _validate_signal(noisy, "noisy", clean.size)
@@ -144,13 +146,14 @@ def bss_eval(clean, noisy, speech):
     noise = noisy - clean
     references = np.stack([clean, noise]) if np.any(noise) else clean[None, :]
     # the ratios are scale free: a power of two brings the signals near 1 exactly (at 1e-300 the Gram matrix
-    # underflowed to a singular one)
-    scale = 2.0 ** -np.floor(np.log2(max(np.max(np.abs(references)), np.max(np.abs(speech)))))
+    # underflowed to a singular one; ldexp, unlike a factor 2**-e, holds subnormal peaks too)
+    exponent = int(np.frexp(max(np.max(np.abs(references)), np.max(np.abs(speech))))[1])
+    scaled = np.ldexp(references, -exponent), np.ldexp(speech, -exponent)
     separation = _separation()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         try:
-            parts = separation._bss_decomp_mtifilt(scale * references, scale * speech, 0, FILTER_LENGTH)
+            parts = separation._bss_decomp_mtifilt(*scaled, 0, FILTER_LENGTH)
         except (np.linalg.LinAlgError, AttributeError) as error:
             # mir_eval's fallback for a singular system names np.linalg.linalg, which NumPy 2 removed
             if isinstance(error, AttributeError) and "linalg" not in str(error):

@@ -406,3 +406,10 @@ def test_outputs_never_replace_the_corpus_they_read(tmp_path, rng):
     with pytest.warns(UserWarning, match="wideband manifest"):
         result = _invoke("--corpus", wide, *TINY, "--json", wide / "manifest.json", "--overwrite")
     assert_one_line_error(result, "manifest.json: output is also an input")
+
+
+def test_quiet_is_kept_for_the_scripts_that_use_it(tmp_path):
+    """--quiet, as select-rank spelt --no-progress before, is hidden from the help but still taken."""
+    assert "--quiet" not in _invoke("--help").output
+    result = _invoke("--corpus", tmp_path / "nowhere", "--quiet")
+    assert "No such option" not in result.output and "no such corpus folder" in result.output

@@ -730,3 +730,10 @@ def test_an_empty_input_path_is_refused_as_such(tiny_corpus, tmp_path, monkeypat
     option said '.: is a directory'."""
     monkeypatch.chdir(tiny_corpus)
     assert_one_line_error(run(args), f"{named}: an empty path; give a {noun} name")
+
+
+def test_an_input_below_a_loop_of_links_is_named_so(tmp_path):
+    """lexists is false below a loop (its folder cannot be resolved): 'no such file' was said."""
+    (tmp_path / "loop").symlink_to("loop")
+    assert_one_line_error(run(["enhance", tmp_path / "loop" / "x.wav", "-o", tmp_path / "out.wav"]),
+                          f"{tmp_path}/loop/x.wav: a loop of symbolic links")

@@ -486,7 +486,6 @@ def test_initialization_refuses_a_seed_that_is_not_a_non_negative_integer(seed):
         initialize_nmf(np.ones((4, 3)), 2, rng=seed)
 
 
-
 @pytest.mark.parametrize("options, match", [(dict(tol=True), "tol: expected a finite number"),
                                             (dict(track_log_likelihood="no"), "track_log_likelihood: expected")])
 def test_flags_and_tolerances_are_not_taken_by_their_truth(options, match):

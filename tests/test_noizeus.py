@@ -117,7 +117,7 @@ def test_unknown_noise_names_what_exists(corpus):
 def test_snrs_are_whole_db(corpus):
     """5.5 selected the 5 dB files, 4.9 was refused as 'SNR 4 dB', True was 1 dB."""
     root, _ = corpus
-    for snrs in ([5.5], [4.9], [True], ["5"]):
+    for snrs in ([5.5], [4.9], [True], ["5"], [float("inf")]):
         with pytest.raises(ParameterError, match=r"^snrs=.*: expected a list of snrs in whole dB$"):
             select(root, snrs=snrs)
     assert select(root, snrs=[5.0]) == select(root, snrs=5)

@@ -13,8 +13,9 @@ def test_real_array_refuses_complex_and_non_numeric_values():
     assert real_array("a", np.ones(2, np.float32)).dtype == np.float64
     with pytest.raises(ParameterError, match=r"^a: complex values \(complex128\); expected real numbers$"):
         real_array("a", [1j])
-    with pytest.raises(ParameterError, match=r"^a: expected real numbers, got values of type <U1$"):
-        real_array("a", ["x"])
+    for text in (["x"], ["1.5"]):  # a numeric string was read as its number
+        with pytest.raises(ParameterError, match=r"^a: expected real numbers, got values of type <U"):
+            real_array("a", text)
 
 
 def test_public_entrances_refuse_complex_arrays(rng):
@@ -46,3 +47,22 @@ def test_a_0_d_prior_rate_is_a_number(rng):
     options = dict(num_burn_in=20, num_samples=40, seed=3)
     assert (chib_poisson_nmf(X, 1, np.array(1.0), **options).log_marginal_likelihood
             == chib_poisson_nmf(X, 1, 1.0, **options).log_marginal_likelihood)
+
+
+def test_a_0_d_array_stands_for_its_number(rng):
+    """np.array(5.0) was refused where 5.0 is taken, by the checks of scales, cutoffs, SNRs and settings."""
+    from sepsti.core.evidence.rank_selection import ChainSettings
+    from sepsti.core.factorization.em import initialize_nmf
+    from sepsti.corpora.synth import mix
+    from sepsti.metrics import high_band_share
+
+    X = rng.poisson(3.0, (6, 5)).astype(float)
+    np.testing.assert_array_equal(initialize_nmf(X, 2, scale=np.array(1.5))[0], initialize_nmf(X, 2, scale=1.5)[0])
+    y = rng.standard_normal(1000)
+    assert high_band_share(y, 16000, cutoff=np.array(4000.0)) == high_band_share(y, 16000, cutoff=4000.0)
+    np.testing.assert_array_equal(mix(y, y, np.array(5.0)), mix(y, y, 5.0))
+    assert ChainSettings(sigma=np.array(0.2)).sigma == 0.2
+    with pytest.raises(ParameterError, match=r"^sigma=array\(\[0\.2, 0\.3\]\) must be"):
+        from sepsti.core.checks import positive_number
+
+        positive_number("sigma", np.array([0.2, 0.3]))

@@ -56,7 +56,6 @@ A model plugs in through a *chain factory* with
 
 import hashlib
 import json
-import numbers
 import threading
 import time
 import warnings
@@ -67,7 +66,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sepsti.core.checks import integer_at_least
+from sepsti.core.checks import integer_at_least, is_number, scalar
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.evidence.sti import LangevinSettings, TemperatureGrid, thermodynamic_integral
 from sepsti.core.evidence.tempering_check import largest_decrease
@@ -176,9 +175,10 @@ class ChainSettings:
             raise ParameterError(f"num_keep={self.num_keep} must be a positive integer")
         for a in _values(self.step_a):
             validate_step_schedule(a, self.step_b)
-        if not all(isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-                   for value in (self.alpha, self.sigma)) or not (0.0 <= self.alpha <= 1.0 and 0 < self.sigma < np.inf):
-            raise ParameterError(f"alpha={self.alpha}, sigma={self.sigma}: expected alpha in [0, 1], a finite sigma > 0")
+        alpha, sigma = scalar(self.alpha), scalar(self.sigma)
+        if not (is_number(alpha) and is_number(sigma)) or not (0.0 <= alpha <= 1.0 and 0 < sigma < np.inf):
+            raise ParameterError(f"alpha={self.alpha}, sigma={self.sigma}: expected alpha in [0, 1], "
+                                 "a finite sigma > 0")
         for name in ("num_blocks", "subset_size", "prior_draws"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, (bool, np.bool_)) or int(value) != value or value < 1):

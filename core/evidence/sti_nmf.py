@@ -22,10 +22,9 @@ b = 0.51, lambda = 4e-4) and is off by orders of magnitude where the truth
 is known.
 """
 
-import numbers
-
 import numpy as np
 
+from sepsti.core.checks import is_number, scalar
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid,
                                                  balance, data_digest, resolve_settings, select_rank,
@@ -312,9 +311,10 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
     prior_rate = validate_prior_rate(prior_rate)
     if isinstance(dispersion, str) and dispersion == "rayleigh":
         dispersion = rayleigh_dispersion(X)
-    elif isinstance(dispersion, (str, bool, np.bool_)) or not isinstance(dispersion, numbers.Real) or not (
-            np.isfinite(dispersion) and dispersion > 0):
+    elif not is_number(dispersion) or not (np.isfinite(scalar(dispersion)) and scalar(dispersion) > 0):
         raise ParameterError(f"dispersion={dispersion!r}: expected 'rayleigh' or a positive number")
+    else:
+        dispersion = float(scalar(dispersion))
     least = smallest_dispersion(X)
     if dispersion < least:
         raise ParameterError(f"dispersion={dispersion!r}: X sums to {least * _LARGEST_TOTAL:.3g}, so X / dispersion "

@@ -226,8 +226,9 @@ def initialize_nmf(X, rank, rng=None, *, method="random", scale=None):
     """
     X = _as_float_matrix(X, "X")
     rank = _validate_rank(rank)
-    if not isinstance(rng, np.random.Generator):
-        rng = np.random.default_rng(0 if rng is None else integer_at_least("rng", rng, 0))
+    if rng is None or not isinstance(rng, (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)):
+        rng = 0 if rng is None else integer_at_least("rng", rng, 0)
+    rng = np.random.default_rng(rng)
     n_rows, n_cols = X.shape
     mean = float(X.mean(dtype=np.float64)) if X.size else 0.0  # a float32 sum overflows from about 3e38
     if scale is None:

@@ -128,14 +128,17 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
               help="Plot log p(X | R) against R (.png, .pdf, .svg).")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
 @progress_option("over the chains")
+@click.option("--quiet", is_flag=True, hidden=True, help="--no-progress, as earlier versions spelt it.")
 def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispersion, dtype, threads, seed, checkpoint,
-                json_path, plot_path, overwrite, progress, **options):
+                json_path, plot_path, overwrite, progress, quiet, **options):
     """Estimate log p(X | R) for every candidate rank and select the largest."""
     import numpy as np
 
     from sepsti.core.errors import ParameterError
     from sepsti.core.parallel import mpi
 
+    if quiet:
+        progress = False
     prior_rate = _positive_or("--prior-rate", prior_rate, "matched")
     overrides = {_OVERRIDES[name]: value for name, value in options.items() if value is not None}
     if "evaluate" in overrides:
@@ -175,7 +178,7 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
         from sepsti.training import train_split
 
         split = train_split(corpus)
-        for path in (json_path, plot_path):
+        for path in (json_path, plot_path) if mpi.is_root(comm) else ():  # only process 0 writes them
             if path is not None:
                 check_not_an_input(path, split.inputs())
         too_large = [rank for rank in ranks if rank > split.framing.n_bins]

@@ -281,3 +281,11 @@ def test_a_matrix_is_checked_and_factorised_once_whatever_its_dtype(rng):
             for _ in range(20):
                 state, _ = kernel(rng, state, 0.2, matrix)
         assert cholesky.call_count == 1
+
+
+@pytest.mark.parametrize("returned, kind", [(-0.5, "a float"), ((1.0,), "a tuple"), (np.zeros(3), "a ndarray")])
+def test_a_log_density_function_that_returns_no_pair_is_named(returned, kind):
+    """A bare float met "cannot unpack non-iterable float object"; a list of the two is taken as a pair."""
+    with pytest.raises(ParameterError, match=rf"^the log density function returned {kind}.*: expected a pair"):
+        hmc.init(np.zeros(2), lambda x: returned)
+    assert hmc.init(np.zeros(2), lambda x: [-0.5 * float(x @ x), -x]).logdensity == 0.0

@@ -67,7 +67,12 @@ def init(position, logdensity_and_grad_fn):
     position = np.asarray(position, dtype=float)
     if position.ndim != 1 or not np.all(np.isfinite(position)):
         raise ParameterError(f"position must be a finite 1-D array, got shape {position.shape}")
-    logdensity, grad = logdensity_and_grad_fn(position)
+    values = logdensity_and_grad_fn(position)
+    if not (isinstance(values, (tuple, list)) and len(values) == 2):  # a bare float met "cannot unpack"
+        raise ParameterError(f"the log density function returned a {type(values).__name__}"
+                             f"{'' if isinstance(values, (tuple, list)) else f' ({values!r:.40})'}: expected a pair "
+                             "(log density, gradient)")
+    logdensity, grad = values
     if np.ndim(logdensity) != 0:
         raise ParameterError(f"the log density at the start has shape {np.shape(logdensity)} (type "
                              f"{type(logdensity).__name__}): expected a scalar")

@@ -106,3 +106,12 @@ def test_every_call_checks_its_step(rng, sampler):
         steps[1] = bad
         with pytest.raises(ParameterError, match="step_size="):
             kernel(rng, state, model, steps, None, 1.0)
+
+@pytest.mark.parametrize("sampler", [sgld, psgld], ids=["sgld", "psgld"])
+@pytest.mark.parametrize("flags", [True, (True, False), ()])
+def test_mirroring_flags_must_name_every_leaf(rng, sampler, flags):
+    """True met a TypeError and a tuple of the wrong length an IndexError, or mirrored the wrong leaves."""
+    model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)
+    with pytest.raises(ParameterError, match=r"^nonnegative=.*: expected one flag per leaf of the position \(theta\)"):
+        sampler.build_kernel(nonnegative=flags)(rng, sampler.init(GaussianAdditiveTheta(np.ones(2))), model, 1e-3,
+                                                None, 1.0)

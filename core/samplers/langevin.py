@@ -85,6 +85,9 @@ def langevin_step(rng, position, gradient, step_size, *, preconditioner=None, no
     ----------
     ICASSP'16 eq. 3; PARAFAC'18 eq. 6 and 8.
     """
+    if nonnegative is not None and (isinstance(nonnegative, (bool, np.bool_)) or len(nonnegative) != len(position)):
+        raise ParameterError(f"nonnegative={nonnegative!r}: expected one flag per leaf of the position "
+                             f"({', '.join(position._fields)})")  # True met a TypeError, a short tuple an IndexError
     leaves = []
     for i, (x, g) in enumerate(zip(position, gradient)):
         step = per_chain(step_size, x)

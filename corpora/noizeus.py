@@ -22,7 +22,6 @@ what exists.
 """
 
 import filecmp
-import numbers
 import os
 import re
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import is_number
 from sepsti.core.errors import ParameterError
 from sepsti.corpora.audio import check_aligned, read_audio
 
@@ -250,8 +250,7 @@ def clean_signals(corpus, split="train"):
 
 def _whole_db(value):
     """An SNR of the file names: a whole number of dB (5.5 was read as 5, True as 1)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
-            or value != int(value):
+    if not is_number(value) or not np.isfinite(value) or value != int(value):
         raise ValueError(value)
     return int(value)
 

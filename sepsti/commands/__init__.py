@@ -14,20 +14,25 @@ def shown(path):
 def progress_option(bars):
     """``--progress/--no-progress`` of a long-running command: True, False, or None (bars only on a terminal).
 
-    ``bars`` says what is drawn, in the help. The command draws its bars when ``progress is not False``, within
-    :func:`progress_forced`.
+    ``bars`` says what is drawn, in the help. The command draws its bars when ``progress is not False``; with
+    ``--progress`` it runs within :func:`sepsti.core.progress.forced`, so they are drawn whatever stderr is.
     """
-    return click.option("--progress/--no-progress", default=None,
-                        help=f"Progress bars on stderr, {bars} (default: only when stderr is a terminal).")
+    import functools
 
+    def decorate(command):
+        @functools.wraps(command)
+        def run(*args, progress, **kwargs):
+            import contextlib
 
-def progress_forced(progress):
-    """A block within which the bars a command draws are drawn whatever stderr is, when ``--progress`` was given."""
-    import contextlib
+            from sepsti.core.progress import forced
 
-    from sepsti.core.progress import forced
+            with forced() if progress else contextlib.nullcontext():
+                return command(*args, progress=progress, **kwargs)
 
-    return forced() if progress else contextlib.nullcontext()
+        return click.option("--progress/--no-progress", default=None,
+                            help=f"Progress bars on stderr, {bars} (default: only when stderr is a terminal).")(run)
+
+    return decorate
 
 
 #: ``--seed`` of every command: the seeds of :func:`sepsti.core.random.stream` lie below its ``KEY_LIMIT``

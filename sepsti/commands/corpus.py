@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED, InputPath, OutputPath, parse_list, progress_forced, progress_option, shown
+from sepsti.commands import SEED, InputPath, OutputPath, parse_list, progress_option, shown
 from sepsti.core.errors import ParameterError
 
 __all__ = ["corpus", "parse_utterances", "pairing_problems"]
@@ -148,10 +148,9 @@ def synth(directory, seed, overwrite, utterances, noises, snrs, progress):
     """
     from sepsti.corpora.synth import write_corpus
 
-    with progress_forced(progress):
-        settings = write_corpus(directory, seed=seed, utterances=parse_utterances(utterances),
-                                noises=parse_list(noises, "noise"), snrs=parse_list(snrs, "snr", int, "0,5,10,15"),
-                                overwrite=overwrite, progress=progress is not False)
+    settings = write_corpus(directory, seed=seed, utterances=parse_utterances(utterances),
+                            noises=parse_list(noises, "noise"), snrs=parse_list(snrs, "snr", int, "0,5,10,15"),
+                            overwrite=overwrite, progress=progress is not False)
     click.echo(f"wrote {settings['files']} files to {shown(directory)}: {len(settings['ids'])} utterances, "
                f"noises {', '.join(settings['noises'])}, SNRs {', '.join(map(str, settings['snrs']))} dB, "
                f"seed {settings['seed']}")

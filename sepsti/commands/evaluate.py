@@ -64,7 +64,7 @@ from pathlib import Path
 import click
 
 from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, InputPath, OutputPath,
-                             parse_list, progress_forced, progress_option, shown)
+                             parse_list, progress_option, shown)
 
 __all__ = ["evaluate", "summarize", "format_table", "enhance_and_score",
            "enhance_signal", "enhance_channels", "score_signals", "score_mixture"]
@@ -394,7 +394,7 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
             labels.append((recordings.label(recording), recording.path))
             yield recording, dictionaries.for_rate(recording.sample_rate), options, metrics
 
-    with _band_warnings_collapsed(), progress_forced(progress), \
+    with _band_warnings_collapsed(), \
             progress_bar(len(recordings.items), desc="evaluate", unit="file", enabled=progress is not False) as bar, \
             warnings_above(bar), Workers(min(resolve_jobs(jobs), len(recordings.items))) as pool:
         for scores, reason in pool.map(enhance_and_score, tasks()):

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import (SEED, FiniteRange, InputPath, OutputPath, parse_list, progress_forced, progress_option,
-                             shown)
+from sepsti.commands import SEED, FiniteRange, InputPath, OutputPath, parse_list, progress_option, shown
 
 __all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
 
@@ -200,11 +199,10 @@ def select_rank(corpus, frames, ranks, preset, num_replicates, prior_rate, dispe
         from sepsti.core.evidence.rank_selection import to_json
         from sepsti.core.evidence.sti_nmf import select_rank_sti
 
-        with progress_forced(progress):
-            selection = select_rank_sti(X, ranks, grid=settings.grid, chain=settings.chain,
-                                        num_replicates=settings.num_replicates, prior_rate=prior_rate,
-                                        dispersion=dispersion, seed=seed, checkpoint=checkpoint, comm=comm,
-                                        threads=threads, progress=progress is not False)
+        selection = select_rank_sti(X, ranks, grid=settings.grid, chain=settings.chain,
+                                    num_replicates=settings.num_replicates, prior_rate=prior_rate,
+                                    dispersion=dispersion, seed=seed, checkpoint=checkpoint, comm=comm,
+                                    threads=threads, progress=progress is not False)
         if not mpi.is_root(comm):
             return
         results = to_json(selection, corpus=str(corpus), preset=preset, matrix=list(X.shape))

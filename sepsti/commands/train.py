@@ -27,8 +27,8 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import (ITERATIONS, SEED, FiniteRange, InputPath, OutputPath, parse_list, progress_forced,
-                             progress_option, shown)
+from sepsti.commands import (ITERATIONS, SEED, FiniteRange, InputPath, OutputPath, parse_list, progress_option,
+                             shown)
 
 __all__ = ["train"]
 
@@ -118,9 +118,8 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
         # the evidence of the single-frame spectra, as select-rank has it: stacked frames would count each
         # magnitude 2C + 1 times; the atoms of C frames on each side take the rank chosen there
         n_bins = split.framing.n_bins
-        with progress_forced(progress):
-            rank = chosen = _select_rank(X[context * n_bins:(context + 1) * n_bins], candidate_ranks, seed,
-                                         progress is not False)
+        rank = chosen = _select_rank(X[context * n_bins:(context + 1) * n_bins], candidate_ranks, seed,
+                                     progress is not False)
     if rank >= min(X.shape):
         label = f"the chosen rank {rank}" if rank == chosen else f"--rank {rank}"
         click.echo(f"Warning: {label}: not below the {_smaller_side(X, split.framing.n_bins, context)} of the "
@@ -134,8 +133,7 @@ def train(corpus, rate, rank, candidate_ranks, output, iterations, tol, seed, co
         options["tol"] = tol
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        with progress_forced(progress):
-            W, result = train_dictionary(X, rank, **options)
+        W, result = train_dictionary(X, rank, **options)
     for warning in caught:
         if issubclass(warning.category, ConvergenceWarning):
             click.echo(f"note: EM stopped at --iterations {iterations} before the log-likelihood met "

@@ -17,6 +17,7 @@ import errno
 import hashlib
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def check_output_path(path, *, overwrite=False, inputs=()):
     Raises
     ------
     ParameterError
-        If the path is an input, a directory, exists (a broken symbolic link included) without
+        If the path is an input, a directory, a device, pipe or socket, exists (a broken symbolic link included) without
         ``overwrite``, its folder does not exist or is not writable, or an input is named like one of
         its temporary files (which a later writer would take for a killed writer's and remove). For a
         symbolic link to a file, the folder and temporary files are those of the link's final target.
@@ -55,6 +56,7 @@ def check_output_path(path, *, overwrite=False, inputs=()):
     check_not_an_input(path, inputs)
     destination = _destination(path)
     _refuse_directory(path)
+    _refuse_special_file(path)
     if os.path.lexists(path) and not overwrite:
         what = "exists" if path.exists() else "exists as a broken symbolic link"
         raise ParameterError(f"{path}: output {what}; pass --overwrite to replace it")
@@ -109,6 +111,17 @@ def check_not_an_input(path, inputs):
 def _refuse_directory(path):
     if path.is_dir():
         raise ParameterError(f"{path}: output is a directory")
+
+
+def _refuse_special_file(path):
+    """Refuse a device, pipe or socket (``/dev/stdout``, ``/dev/null``): an output is renamed into place."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        raise ParameterError(f"{path}: output is not a regular file (a device, pipe or socket); outputs are written "
+                             "whole and renamed into place, so name a file")
 
 
 def _destination(path):
@@ -318,11 +331,12 @@ def atomic_path(path, *, suffix=None, overwrite=True):
     Raises
     ------
     ParameterError
-        If ``path`` is a directory (or a link to one), before anything is yielded; with ``overwrite=False``,
-        if ``path`` exists when the result is published.
+        If ``path`` is a directory, a device, pipe or socket (or a link to one), before anything is yielded; with
+        ``overwrite=False``, if ``path`` exists when the result is published.
     """
     path = Path(path)
     _refuse_directory(path)
+    _refuse_special_file(path)  # renamed over as root, /dev/null would become a regular file
     if suffix is None:
         suffix = path.suffix if len(os.fsencode(path.suffix)) <= _LONGEST_SUFFIX_KEPT else ""
     destination = _destination(path) if overwrite else path

@@ -47,7 +47,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.factorization import initialize_nmf, poisson_nmf_em
 from sepsti.core.random import KEY_LIMIT, stream
 from sepsti import features
-from sepsti.audio import check_layout
+from sepsti.audio import MAX_PEAK, check_layout
 from sepsti.hum import hum_free
 from sepsti.noise_model import NoiseModel, min_frames, too_little_sound, track_noise, validate_noise_model
 from sepsti.noise_power import (RAYLEIGH_POWER, NoisePowerTracker, expected_magnitude, median_magnitude,
@@ -143,6 +143,10 @@ def _validate_signal(y):
     y = y.astype(np.float64)
     if not np.all(np.isfinite(y)):
         raise ParameterError("y: the signal contains NaN or Inf samples")
+    peak = float(np.max(np.abs(y), initial=0.0))
+    if peak > MAX_PEAK:  # an internal magnitude overflowed and was named instead
+        raise ParameterError(f"y: samples reach {peak:.3g}, far beyond full scale (1.0); scale the signal to its "
+                             "real level first")
     return y
 
 

@@ -145,10 +145,8 @@ def bss_eval(clean, noisy, speech):
         return {"sdr": float("nan"), "sir": float("nan"), "sar": float("nan")}
     noise = noisy - clean
     references = np.stack([clean, noise]) if np.any(noise) else clean[None, :]
-    # the ratios are scale free: a power of two brings the signals near 1 exactly (at 1e-300 the Gram matrix
-    # underflowed to a singular one; ldexp, unlike a factor 2**-e, holds subnormal peaks too)
-    exponent = int(np.frexp(max(np.max(np.abs(references)), np.max(np.abs(speech))))[1])
-    scaled = np.ldexp(references, -exponent), np.ldexp(speech, -exponent)
+    # at 1e-300 the Gram matrix underflowed to a singular one
+    scaled = _near_one(references, speech)
     separation = _separation()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
@@ -168,6 +166,17 @@ def bss_eval(clean, noisy, speech):
         if not np.any(noise):  # a noiseless mixture scored as it is: the clean speech itself
             sdr = np.inf
     return {"sdr": float(sdr), "sir": float(sir), "sar": float(sar)}
+
+
+def _near_one(*signals):
+    """The signals times one power of two that brings their largest sample near 1.
+
+    The scores are ratios, free of the signals' common scale, but their libraries' sums underflow or overflow
+    at extremes and add absolute epsilons; a power of two changes no sample's mantissa, and ``ldexp``, unlike a
+    factor ``2**-e``, holds subnormal peaks too.
+    """
+    exponent = int(np.frexp(max(float(np.max(np.abs(signal))) for signal in signals))[1])
+    return tuple(np.ldexp(signal, -exponent) for signal in signals)
 
 
 def _validate_rate(sample_rate):
@@ -260,7 +269,7 @@ def stoi(clean, speech, sample_rate, *, extended=False):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        value = pystoi_stoi(clean, speech, sample_rate, extended=extended)
+        value = pystoi_stoi(*_near_one(clean, speech), sample_rate, extended=extended)  # its epsilon is absolute
     # pystoi returns 1e-5 with this warning when the active speech is shorter than its window
     if any("Not enough STFT frames" in str(warning.message) for warning in caught):
         return _undefined(f"stoi: {_TOO_LITTLE_SPEECH}", score)
@@ -301,7 +310,7 @@ def _band_inputs(clean, speech, sample_rate, name):
     centres = np.asarray(CF)
     reason = _silence(clean, speech, name)
     if reason is None:
-        envelopes = _third_octave_envelopes(clean, speech, sample_rate)
+        envelopes = _third_octave_envelopes(*_near_one(clean, speech), sample_rate)
         if envelopes is not None:
             return *envelopes, centres, None
         reason = f"{name}: {_TOO_LITTLE_SPEECH}"

@@ -544,6 +544,9 @@ def test_bad_input(toy_dictionary):
         denoise(np.full(100, np.nan), toy_dictionary)
     with pytest.raises(ParameterError, match="float"):
         denoise(np.zeros(100, dtype=np.int16), toy_dictionary)
+    # 1e300 overflowed a magnitude inside and was refused as "X: contains NaN or Inf values"
+    with pytest.raises(ParameterError, match=r"^y: samples reach 1e\+300, far beyond full scale"):
+        denoise(np.full(100, 1e300), toy_dictionary)
     with pytest.raises(ParameterError, match="dictionary"):
         denoise(np.ones(100), toy_dictionary[:-1])
     with pytest.raises(ParameterError, match="noise_rank"):

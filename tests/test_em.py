@@ -300,6 +300,26 @@ def test_data_too_small_for_the_dtype_are_fitted_with_the_floor_at_tiny(rng, dty
     assert np.all(np.isfinite(result.W)) and np.all(np.isfinite(result.H))
 
 
+@pytest.mark.parametrize("dtype, scale", [(np.float64, 1e-312), (np.float32, 1e-42)])
+def test_subnormal_data_are_named_as_such(rng, dtype, scale):
+    # initialize_nmf's own start was refused as "a negligible start ... start at the data's level (initialize_nmf)"
+    X = (planted(rng, 6, 7, 2)[0] * scale).astype(dtype)
+    assert 0 < X.max() < np.finfo(dtype).tiny
+    with pytest.raises(ParameterError, match=r"^X: its largest entry .* is below the least rate .*; scale the data up"):
+        poisson_nmf_em(X, *initialize_nmf(X, 2, 0), max_iter=5)
+
+
+def test_the_dense_log_likelihood_checks_its_arguments(rng):
+    # it multiplied whatever it was given: mismatched shapes met a bare broadcast error, negative counts gave -inf
+    X, W, H = planted(rng, 6, 7, 2)
+    with pytest.raises(ParameterError, match=r"shapes do not agree: X \(6, 7\), W \(5, 2\)"):
+        poisson_log_likelihood(X, W[:5], H)
+    with pytest.raises(ParameterError, match="X: must be non-negative"):
+        poisson_log_likelihood(-X, W, H)
+    with pytest.raises(ParameterError, match="W: expected a 2-D array"):
+        poisson_log_likelihood(X, None, H)
+
+
 def test_starts_that_multiplicative_updates_cannot_leave_are_refused(rng):
     X, _, _ = planted(rng, 10, 12, 3)
     W, H = initialize_nmf(X, 3, rng)

@@ -351,6 +351,26 @@ def test_a_folder_at_the_output_is_refused_before_the_work(tmp_path, overwrite, 
     assert sorted(os.listdir(tmp_path)) == sorted({"folder", target.name}) and os.listdir(tmp_path / "folder") == []
 
 
+@pytest.mark.parametrize("special", ["fifo", "/dev/null", "link to /dev/null"])
+def test_a_device_or_pipe_at_the_output_is_refused_as_such(tmp_path, special):
+    """`-o /dev/stdout` into a pipe said "cannot create files in /proc/<pid>/fd", `/dev/null` that it existed (and
+    with --overwrite that it had no extension): an output is renamed into place, which a device cannot take."""
+    from sepsti.core.io import check_output_path
+
+    target = Path("/dev/null") if special == "/dev/null" else tmp_path / "out.wav"
+    if special == "fifo":
+        os.mkfifo(target)
+    elif special.startswith("link"):
+        target.symlink_to("/dev/null")
+    for overwrite in (False, True):
+        with pytest.raises(ParameterError, match="output is not a regular file"):
+            check_output_path(target, overwrite=overwrite)
+        with pytest.raises(ParameterError, match="output is not a regular file"):
+            with atomic_path(target, overwrite=overwrite):
+                pytest.fail("the work was started")
+    assert Path("/dev/null").is_char_device()
+
+
 def test_an_interrupt_as_the_temporary_file_is_created_leaves_nothing(tmp_path, monkeypatch):
     """A SIGTERM's exception between the file's creation and the block that removes it left the file behind
     (workers stopped as soon as their files appeared, under load: 2 runs in 8)."""

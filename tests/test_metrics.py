@@ -186,6 +186,21 @@ def test_stoi_is_one_on_clean_speech_and_falls_with_noise(rate, extended, rng):
     assert 1 > scores[0] > scores[1] > scores[2], scores
 
 
+@pytest.mark.parametrize("extended", [False, True])
+def test_stoi_does_not_depend_on_the_signals_scale(extended, rng):
+    # pystoi's absolute epsilon scored signals scaled by 1e-20 at 6.9e-11, and at 1e300 its sums gave NaN
+    from sepsti.metrics import stoi, stoi_bands
+
+    clean = speech(8000)
+    noisy = at_snr(clean, rng.standard_normal(clean.size), 5)
+    reference = stoi(clean, noisy, 8000, extended=extended)
+    bands = stoi_bands(clean, noisy, 8000)
+    assert 0.3 < reference < 0.99
+    for scale in (1e-20, 1e-310, 1e300):  # subnormal samples (1e-310) keep fewer digits: 7e-12 there
+        assert stoi(scale * clean, scale * noisy, 8000, extended=extended) == pytest.approx(reference, abs=1e-10)
+        np.testing.assert_allclose(stoi_bands(scale * clean, scale * noisy, 8000)[0], bands[0], atol=1e-10)
+
+
 def test_stoi_takes_a_rate_given_as_a_0_d_array(rng):
     from sepsti.metrics import stoi
 

@@ -97,6 +97,15 @@ def test_steps_per_chain_and_integer_positions_are_accepted(rng):
 
 
 @pytest.mark.parametrize("sampler", [sgld, psgld], ids=["sgld", "psgld"])
+def test_a_step_per_chain_of_the_wrong_length_is_named(rng, sampler):
+    # three steps for two chains met NumPy's "operands could not be broadcast together"
+    model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)
+    kernel, state = sampler.build_kernel(), sampler.init(GaussianAdditiveTheta(np.ones(2)))
+    with pytest.raises(ParameterError, match=r"step_size: \(3,\) per-chain values do not match .* shape \(2,\)"):
+        kernel(rng, state, model, np.array([1e-3, 2e-3, 3e-3]), None, 1.0)
+
+
+@pytest.mark.parametrize("sampler", [sgld, psgld], ids=["sgld", "psgld"])
 def test_every_call_checks_its_step(rng, sampler):
     # a step array changed in place after a valid call is refused (an identity cache let -1 and NaN through)
     model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)

@@ -129,6 +129,12 @@ def _as_float_matrix(value, name, dtype=None):
     return array
 
 
+def _check_shapes(X, W, H):
+    if W.shape[0] != X.shape[0] or H.shape[1] != X.shape[1] or W.shape[1] != H.shape[0]:
+        raise ParameterError(f"shapes do not agree: X {X.shape}, W {W.shape}, H {H.shape}; "
+                             "expected W (n_rows, rank) and H (rank, n_cols)")
+
+
 def _validate_mask(update, rank, name):
     if isinstance(update, (bool, np.bool_)):
         return np.full(rank, bool(update))
@@ -187,11 +193,17 @@ def poisson_log_likelihood(X, W, H):
     Returns
     -------
     float
+
+    Raises
+    ------
+    ParameterError
+        Arrays that are not non-negative finite matrices, or shapes that disagree.
     """
     from scipy.special import gammaln, xlogy
 
-    X = np.asarray(X, dtype=np.float64)
-    rate = np.asarray(W, dtype=np.float64) @ np.asarray(H, dtype=np.float64)
+    X, W, H = (_as_float_matrix(value, name, np.float64) for value, name in ((X, "X"), (W, "W"), (H, "H")))
+    _check_shapes(X, W, H)
+    rate = W @ H
     return float(np.sum(xlogy(X, rate) - rate - gammaln(X + 1)))
 
 
@@ -273,6 +285,11 @@ def _validate_start(X, W, H, mask_W, mask_H, B, floor):
                                  "multiplicative updates (a zero stays zero)")
     if not X.any():
         return
+    top = float(X.max())
+    if top < floor:
+        raise ParameterError(f"X: its largest entry {top:.3g} is below the least rate {floor:.3g} that "
+                             f"{X.dtype} holds at full precision; scale the data up (the fit of c X is c times the "
+                             "fit of X)")
     bound = float(np.dot(W.max(axis=0).astype(np.float64), H.max(axis=1).astype(np.float64)))
     if B is not None:
         bound += float(B.max())
@@ -371,9 +388,7 @@ def poisson_nmf_em(X, W, H, *, update_W=True, update_H=True, prior_rate_W=0.0, p
     W = _as_float_matrix(W, "W", dtype)
     H = _as_float_matrix(H, "H", dtype)
     n_rows, n_cols = X.shape
-    if W.shape[0] != n_rows or H.shape[1] != n_cols or W.shape[1] != H.shape[0]:
-        raise ParameterError(f"shapes do not agree: X {X.shape}, W {W.shape}, H {H.shape}; "
-                             "expected W (n_rows, rank) and H (rank, n_cols)")
+    _check_shapes(X, W, H)
     rank = W.shape[1]
     if rank < 1:
         raise ParameterError(f"W: rank must be at least 1, got shape {W.shape}")

@@ -28,11 +28,20 @@ def mirror(leaf):
     return np.abs(leaf)
 
 
-def per_chain(value, leaf):
-    """A scalar unchanged, or an array of per-chain values reshaped to broadcast against ``leaf``."""
+def per_chain(value, leaf, name="step_size"):
+    """A scalar unchanged, or an array of per-chain values reshaped to broadcast against ``leaf``.
+
+    Raises
+    ------
+    ParameterError
+        Per-chain values whose shape is not that of the leaf's leading axes (one value per chain).
+    """
     if np.ndim(value) == 0:
         return value
     value = np.asarray(value)
+    if value.shape != np.shape(leaf)[:value.ndim]:
+        raise ParameterError(f"{name}: {value.shape} per-chain values do not match the leading axes of a leaf of "
+                             f"shape {np.shape(leaf)} (one value per chain)")
     return value.reshape(value.shape + (1,) * (np.ndim(leaf) - value.ndim))
 
 

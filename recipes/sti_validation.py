@@ -13,6 +13,10 @@ Cases (each one or several data draws, ``seed`` = the draw):
   speech-like magnitudes: Poisson counts around a rank-1 EM fit of the
   NOIZEUS training matrix (or of the synthetic corpus when NOIZEUS is
   absent), lambda = 4e-4, exact evidence.
+* ``nmf_rank1_square``: Poisson NMF at R = 1 on square matrices of Poisson(3)
+  counts (5 x 5 to 40 x 40) under lambda = 4e-4, the library's default rate:
+  the factors' row counts equal and the prior weak, the scale ridge is flat
+  between two exponential walls (``docs/rank_selection.md``), exact evidence.
 * ``nmf_icassp``: Poisson NMF at R = 2 .. 8 on ICASSP'16-shaped counts
   (true R = 3) against annealed importance sampling along the same path,
   annealed long (:func:`sepsti.core.evidence.reference_path.annealed_importance_bound`,
@@ -101,6 +105,18 @@ def nmf_rank1_icassp_cases(seeds, preset):
         rows.append(case("nmf_rank1_icassp", "poisson_nmf", X.shape, 1, rank_one_log_evidence(X, ICASSP_RATE),
                          "exact", selection.log_marginal_likelihood[0], selection.stderr[0], seconds, seed,
                          true_rank=true_rank, replicates=selection.replicates[0].tolist()))
+    return rows
+
+
+def nmf_rank1_square_cases(seeds, sizes, preset):
+    rows = []
+    for seed in seeds:
+        for size in sizes:
+            X = stream(seed, 3000, size).poisson(3, (size, size)).astype(float)
+            selection, seconds = nmf_estimate(X, [1], SPEECH_RATE, seed, preset, num_blocks=1)
+            rows.append(case("nmf_rank1_square", "poisson_nmf", X.shape, 1, rank_one_log_evidence(X, SPEECH_RATE),
+                             "exact", selection.log_marginal_likelihood[0], selection.stderr[0], seconds, seed,
+                             replicates=selection.replicates[0].tolist()))
     return rows
 
 
@@ -227,6 +243,7 @@ def main():
     cases += gaussian_cases(range(args.seed, args.seed + (3 if quick else 6)), [2, 5])
     cases += nmf_rank1_icassp_cases(range(args.seed, args.seed + (QUICK_RANK1_DRAWS if quick else RANK1_DRAWS)),
                                      args.preset)
+    cases += nmf_rank1_square_cases(range(args.seed, args.seed + (1 if quick else 3)), [5, 10, 20, 40], args.preset)
     cases += nmf_rank1_speech_cases(range(args.seed, args.seed + (1 if quick else 4)), X0, args.preset)
     cases += nmf_reference_cases(args.seed, [2, 4] if quick else list(range(2, 9)), 30_000 if quick else 100_000,
                                  args.preset)

@@ -389,6 +389,8 @@ def _ridge_moments(sizes, curvatures):
 
 @pytest.mark.parametrize("sizes, curvatures", [
     ([5, 5], [0.0068, 0.0068]),           # a 5 x 5 matrix at lambda = 4e-4: flat between two walls
+    ([5, 5], [1e-8, 1e-8]),               # walls 1000 times narrower than the peak's curvature says (a grid of
+                                          # that curvature's deviations held the density in one point: singular)
     ([20, 21], [0.5, 1.5]),
     ([100, 75], [30.0, 5.0]),             # many rows more in one factor: nearly the Laplace approximation
     ([10, 15, 20], [0.01, 5.01, 10.01]),  # PARAFAC's three factors: a ridge of two dimensions

@@ -290,8 +290,9 @@ def ridge_moments(sizes, curvatures, *, points=None):
     n_f nearly equal, the curvature at the peak, sum_f c_f e^gamma_f K_f K_f^T, is far flatter than the
     walls: on a 5 x 5 matrix at lambda = 4e-4 its variance is 13.5 times the exact one, q's draws fell where
     the posterior is 1e8 nats lower, and the chains started there refused every move. So the peak is found
-    by Newton's method, and the mean and covariance by quadrature on a grid around it, whitened by the
-    curvature there and widened until the density at its edges is negligible.
+    by Newton's method, and the mean and covariance by quadrature on a grid around it, along the axes of the
+    curvature there out to where the density has fallen by e^-40 (times 1.5, widened until the density at
+    its edges is negligible).
 
     Parameters
     ----------
@@ -320,12 +321,15 @@ def ridge_moments(sizes, curvatures, *, points=None):
         peak = _ridge_peak(sizes, c, basis)
         weights = c * np.exp(basis @ peak)
         root = np.linalg.cholesky(np.linalg.inv(basis.T @ (weights[:, None] * basis)))
-        for reach in (10.0, 20.0, 40.0):  # in standard deviations of the curvature at the peak
-            axis = np.linspace(-reach, reach, points)
-            z = np.stack(np.meshgrid(*[axis] * dimension, indexing="ij"), axis=-1).reshape(-1, dimension)
+        # along each axis of the curvature at the peak, 1.5 times where the density has fallen by e^-40 (the walls
+        # can be far narrower than that curvature says: under a prior of 1e-8 a thousand times)
+        reach = np.array([[_reach(sizes, c, basis, peak, sign * column) for column in root.T] for sign in (-1, 1)])
+        for widening in (1.5, 3.0, 6.0):
+            axes = [np.linspace(-widening * low, widening * high, points) for low, high in reach.T]
+            z = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, dimension)
             coordinates = peak + z @ root.T
             density = np.exp(_ridge_log_density(sizes, c, basis, coordinates, peak))
-            edge = np.any(np.abs(z) == reach, axis=1)
+            edge = np.any((z == [axis[0] for axis in axes]) | (z == [axis[-1] for axis in axes]), axis=1)
             if density[edge].max(initial=0.0) < 1e-12:
                 break
         density /= density.sum()
@@ -342,6 +346,21 @@ def _ridge_log_density(sizes, c, basis, coordinates, peak):
     with np.errstate(over="ignore", invalid="ignore"):
         value = (shifts - at_peak) @ sizes - (np.exp(shifts) - np.exp(at_peak)) @ c
     return np.where(np.isnan(value), -np.inf, value)
+
+
+def _reach(sizes, c, basis, peak, direction, fall=40.0):
+    """The t > 0 at which g(peak + t direction) = g(peak) - fall (g is concave: doubling, then bisection)."""
+    def below(t):
+        return _ridge_log_density(sizes, c, basis, (peak + t * direction)[None, :], peak)[0] < -fall
+
+    high = 1.0
+    while not below(high) and high < 1e300:
+        high *= 2.0
+    low = 0.0
+    for _ in range(60):
+        middle = 0.5 * (low + high)
+        low, high = (low, middle) if below(middle) else (middle, high)
+    return high
 
 
 def _ridge_peak(sizes, c, basis, iterations=100):

@@ -356,15 +356,14 @@ def test_square_matrices_under_a_weak_prior_recover_the_closed_form(shape):
 
 
 def _ridge_moments(sizes, curvatures):
-    """Covariance of the sum-zero shifts gamma under exp(sum_f n_f gamma_f - c_f e^gamma_f), by adaptive quadrature
-    in the coordinates gamma_1, ..., gamma_(F-1) (gamma_F = -their sum)."""
+    """Mean and covariance of the sum-zero shifts gamma under exp(sum_f n_f gamma_f - c_f e^gamma_f), by adaptive
+    quadrature in the coordinates gamma_1, ..., gamma_(F-1) (gamma_F = -their sum) around a Nelder-Mead peak."""
     from scipy import integrate
+    from scipy.optimize import minimize
 
     def log_density(*free):
         gamma = np.append(free, -np.sum(free))
         return float(gamma @ sizes - np.exp(gamma) @ curvatures)
-
-    from scipy.optimize import minimize
 
     top = minimize(lambda free: -log_density(*free), np.zeros(len(sizes) - 1), method="Nelder-Mead",
                    options=dict(xatol=1e-10, fatol=1e-12))

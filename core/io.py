@@ -76,8 +76,6 @@ def check_output_path(path, *, overwrite=False, inputs=()):
 def why_missing(path):
     """Why an input ``path`` that does not exist cannot be read: "no such file", "a broken symbolic link" or
     "a loop of symbolic links"."""
-    import errno
-
     try:
         os.stat(path)
     except OSError as error:
@@ -361,8 +359,7 @@ def atomic_path(path, *, suffix=None, overwrite=True):
             _publish_new(tmp, destination)
     except BaseException:
         if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+            _remove(tmp)
         raise
     _sync_folder(folder)
 

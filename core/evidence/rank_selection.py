@@ -770,7 +770,7 @@ def _warn_drifting(ranks, drifts):
 
 def _warn_stuck(ranks, stuck, chains):
     """Name the ranks with chains whose kept values never changed: a Metropolis chain that refused every
-    proposal (the reference path's, started in its Gaussian's far tails on little data) samples nothing."""
+    proposal (started where every proposal overshoots) samples nothing."""
     bad = [f"R={rank} ({count} of {chains} chains)" for rank, count in zip(ranks, stuck) if count]
     if bad:
         warnings.warn(f"STI chains stuck: every kept iteration refused its move for {', '.join(bad)}; the "

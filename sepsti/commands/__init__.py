@@ -61,8 +61,8 @@ class EnhancerIterations(click.Option):
         return spec, text.replace("{default}", str(EM_ITERATIONS))
 
 
-class OutputPath(click.Path):
-    """An output path, refusing an empty one (which would name the working folder).
+class NonEmptyPath(click.Path):
+    """A path option or argument that refuses an empty path, which would name the working folder.
 
     Parameters
     ----------
@@ -82,7 +82,11 @@ class OutputPath(click.Path):
         return super().convert(value, param, ctx)
 
 
-class InputPath(OutputPath):
+class OutputPath(NonEmptyPath):
+    """An output path, refusing an empty one."""
+
+
+class InputPath(NonEmptyPath):
     """An input path, refusing an empty one (an unset shell variable, ``--corpus "$CORPUS"``, would name the
     working folder and read whatever it holds)."""
 

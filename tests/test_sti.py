@@ -103,6 +103,14 @@ def test_integral_of_exact_expectations_and_error_propagation():
     result = thermodynamic_integral(t, traces, tol=0)
     assert result.log_marginal_likelihood == pytest.approx(1.0)
     assert result.stderr == 0.0
+    # two chains of one value each, 2 t -+ d: mean 2 t and standard error exactly d (their spread, sqrt(2) d, over
+    # sqrt(2)); independent temperatures add in quadrature under the trapezoid weights 1/8, 1/4, 1/4, 1/4, 1/8
+    d = np.array([0.3, 1.0, 2.0, 0.5, 4.0])
+    result = thermodynamic_integral(t, [np.array([[2 * ti - di], [2 * ti + di]]) for ti, di in zip(t, d)], tol=0)
+    assert result.log_marginal_likelihood == pytest.approx(1.0)
+    np.testing.assert_allclose(result.mcse, d, rtol=1e-12)
+    weights = np.array([1, 2, 2, 2, 1]) / 8
+    assert result.stderr == pytest.approx(np.sqrt(np.sum((weights * d) ** 2)), rel=1e-12)
     with pytest.raises(ParameterError, match="traces"):
         thermodynamic_integral(t, traces[:-1])
 

@@ -493,7 +493,15 @@ def test_initialization_takes_the_data_level_in_float64(rng):
     X = (rng.poisson(5.0, (20, 30)) * 1e37).astype(np.float32)
     W, H = initialize_nmf(X, 3)
     assert W.dtype == np.float32 and np.isfinite(W).all() and np.isfinite(H).all()
-    np.testing.assert_allclose(W.astype(float).mean() * H.astype(float).mean() * 3, X.mean(dtype=float), rtol=0.5)
+    # the documented start: entries s u, u ~ Uniform(0.5, 1.5), s = sqrt(mean(X) / rank) (float32 rounding aside)
+    scale = np.sqrt(X.mean(dtype=float) / 3)
+    for factor in (W, H):
+        u = factor.astype(float) / scale
+        assert 0.5 * (1 - 1e-6) <= u.min() and u.max() <= 1.5 * (1 + 1e-6), (u.min(), u.max())
+    # so W H starts at the data's level: mean(W H) / mean(X) = sum_r a_r b_r / 3, a_r and b_r the means of 20 and
+    # 30 uniforms, has mean 1 and standard deviation sqrt((1 / 240 + 1 / 360) / 3) = 0.048
+    level = (W.astype(float) @ H.astype(float)).mean() / X.mean(dtype=float)
+    assert abs(level - 1) < 4 * np.sqrt((1 / 240 + 1 / 360) / 3), level
     for scale in ("1", np.array([1.0, 2.0]), -1.0, np.nan):
         with pytest.raises(ParameterError, match="^scale=.* must be a positive number"):
             initialize_nmf(X, 3, scale=scale)

@@ -95,8 +95,8 @@ def read_manifest(folder):
     ------
     ParameterError
         A missing or unparsable manifest, an entry without ``file``, ``rate``, ``speaker``, a rate below 1
-        Hz or a duration that is negative or not finite, a ``file`` that is not a path inside the folder,
-        or a file listed twice.
+        Hz or not a whole number of Hz (``16000.5``, ``true``, ``Infinity``), a duration that is negative or
+        not finite, a ``file`` that is not a path inside the folder, or a file listed twice.
     """
     folder = Path(folder)
     path = folder / MANIFEST
@@ -115,6 +115,9 @@ def read_manifest(folder):
                                  "with 'file', 'rate' and 'speaker'")
         if not isinstance(entry.get("flags", []), list):
             raise ParameterError(f"{path}: entry {number} has 'flags' {entry['flags']!r}; expected a list of names")
+        rate = entry.get("rate")
+        if isinstance(rate, bool) or isinstance(rate, float) and not rate.is_integer():  # true; 16000.5; Infinity
+            raise ParameterError(f"{path}: entry {number} has 'rate' {rate!r}; expected a whole number of Hz")
         try:
             utterances.append(Utterance(folder / str(entry["file"]), str(entry["speaker"]), int(entry["rate"]),
                                         float(entry.get("duration_s", 0.0)),

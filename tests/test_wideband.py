@@ -50,6 +50,20 @@ def test_a_file_listed_twice_or_outside_the_folder_is_refused(tmp_path):
             wideband.read_manifest(root)
 
 
+def test_a_rate_that_is_not_a_whole_number_of_hz_is_refused(tmp_path):
+    root = _corpus(tmp_path / "wide", ["11"])
+    entries = json.loads((root / "manifest.json").read_text())
+    for rate, shown in ((float("inf"), "inf"), (1e400, "inf"), (16000.5, "16000.5"), (True, "True")):
+        entries[0]["rate"] = rate
+        (root / "manifest.json").write_text(json.dumps(entries))  # Infinity, as Python's json writes it
+        with pytest.raises(ParameterError, match=f"manifest.json: entry 0 has 'rate' {shown}; expected a whole "
+                                                 "number of Hz"):
+            wideband.read_manifest(root)
+    entries[0]["rate"] = 16000.0
+    (root / "manifest.json").write_text(json.dumps(entries))
+    assert wideband.read_manifest(root)[0].rate == 16000
+
+
 def test_a_manifest_of_other_speakers_warns_that_its_split_is_not_the_shipped_dictionarys(tmp_path, monkeypatch):
     speakers = ["11", "12", "13", "15", "16", "17"]
     root = _corpus(tmp_path / "wide", speakers)

@@ -48,7 +48,11 @@ def finite_number(name, value):
 def real_array(name, value):
     """``value`` as a float64 array; complex or non-numeric values refused, not cast (NumPy drops an imaginary
     part with a warning only)."""
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):  # sequences of unequal lengths (a NamedTuple of arrays and numbers, say)
+        raise ParameterError(f"{name}: expected an array of real numbers, got a {type(value).__name__} that does "
+                             "not form one (sequences of unequal lengths?)") from None
     if array.dtype.kind == "c":
         raise ParameterError(f"{name}: complex values ({array.dtype}); expected real numbers")
     if array.dtype.kind not in "biuf":  # strings ("1.5" would be read), objects

@@ -18,6 +18,23 @@ def test_real_array_refuses_complex_and_non_numeric_values():
             real_array("a", text)
 
 
+def test_real_array_refuses_sequences_that_form_no_array(rng):
+    """NumPy's 'inhomogeneous shape' ValueError came out of denoise(y, dictionary) and bss_eval."""
+    from sepsti.denoise import denoise
+    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
+    from sepsti.metrics import bss_eval
+
+    with pytest.raises(ParameterError, match=r"^a: expected an array of real numbers, got a list that does not form "
+                                             r"one \(sequences of unequal lengths\?\)$"):
+        real_array("a", [[1.0, 2.0], [3.0]])
+    dictionary = load_dictionary(narrowband_dictionary_path())  # the Dictionary where its W is expected
+    with pytest.raises(ParameterError, match="^W: expected an array of real numbers, got a Dictionary that does"):
+        denoise(rng.standard_normal(8000), dictionary)
+    signal = rng.standard_normal(10)
+    with pytest.raises(ParameterError, match="^speech: expected an array of real numbers, got a list"):
+        bss_eval(signal, signal, [signal, 1.0])
+
+
 def test_public_entrances_refuse_complex_arrays(rng):
     from sepsti import features
     from sepsti.core.evidence.chib import chib_poisson_nmf

@@ -406,6 +406,27 @@ def test_a_bad_seed_is_refused_before_a_checkpoint_is_written(tmp_path, seed, me
     assert not (tmp_path / "ck").exists() and factory.runs == []
 
 
+def test_a_checkpoint_that_is_not_a_folder_is_named(tmp_path):
+    """A file there met a bare FileExistsError from mkdir, a file on the way NotADirectoryError."""
+    (tmp_path / "notes.txt").write_text("mine\n")
+    cases = [(tmp_path / "notes.txt", "notes.txt: checkpoint is not a folder; give a new or empty folder$"),
+             (tmp_path / "notes.txt" / "ck", r"ck: cannot create the checkpoint folder \(Not a directory\)$")]
+    for checkpoint, message in cases:
+        factory = DriftingChains()
+        with pytest.raises(ParameterError, match=message):
+            select_rank(factory, [1], grid=GRID, num_replicates=2, checkpoint=checkpoint)
+        assert factory.runs == []
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("threads", [0, -1, 2.5, "2", True])
+def test_a_thread_count_must_be_a_positive_integer(threads):
+    factory = DriftingChains()
+    with pytest.raises(ParameterError, match=f"^threads={threads!r} must be an integer of at least 1$"):
+        select_rank(factory, [1], grid=GRID, num_replicates=2, threads=threads)
+    assert factory.runs == []
+
+
 def test_a_grid_whose_weights_are_not_finite_is_refused_before_any_chain(tmp_path):
     factory = DriftingChains()
     with pytest.raises(ParameterError, match="power=600.0: the beta schedule's quadrature weights are not finite"):

@@ -412,7 +412,13 @@ class _Checkpoint:
 
     def __init__(self, folder, settings):
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise ParameterError(f"{self.folder}: checkpoint is not a folder; give a new or empty folder") from None
+        except OSError as error:  # a file on the way to it, a read-only file system
+            raise ParameterError(f"{self.folder}: cannot create the checkpoint folder "
+                                 f"({error.strerror or error})") from None
         self.digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
         manifest = self.folder / "settings.json"
         if manifest.exists():
@@ -543,6 +549,8 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     seed = integer_at_least("seed", seed, 0)
     if seed >= KEY_LIMIT:
         raise ParameterError(f"seed={seed} must lie in [0, 2**32)")
+    if threads is not None:  # 0 and -1 ran the chains one at a time, 2.5 as 2, "2" as 2
+        threads = integer_at_least("threads", threads, 1)
     grid.check()
     tasks = chain_plan(ranks, grid, num_replicates)
     if num_replicates == 1 and any(factory.trace_length(task) < 2 for task in tasks):

@@ -396,3 +396,29 @@ def test_t0_weighs_nothing_on_simpson_power_and_beta_grids(schedule, power):
     # tempering check only (dt/du = 0 at u = 0 for c > 1)
     assert TemperatureGrid(10, schedule, power, "simpson").weights[0] == 0.0
     assert TemperatureGrid(10, schedule, power, "trapezoid").weights[0] > 0.0
+
+
+def test_weights_need_an_increasing_grid_of_finite_temperatures():
+    """Unsorted temperatures gave negative weights, a NaN one NaN weights, both without a word."""
+    for t in ([0.0, 1.0, 0.5], [0.0, 0.5, 0.5, 1.0], [0.0, np.nan, 1.0], [0.0], [[0.0, 1.0]]):
+        for rule in ("trapezoid", "simpson"):
+            with pytest.raises(ParameterError, match=r"^temperatures=.*: expected an increasing grid of at least 2 "
+                                                     r"finite temperatures$"):
+                integration_weights(t, rule=rule)
+
+
+@pytest.mark.parametrize("trace, shape", [(np.zeros(0), r"\(0,\)"), (np.zeros((2, 0)), r"\(2, 0\)"),
+                                          (1.0, r"\(\)"), (np.zeros((1, 2, 3)), r"\(1, 2, 3\)")])
+def test_a_trace_that_is_empty_or_not_one_is_named(trace, shape):
+    """An empty trace met a ZeroDivisionError, a number per temperature an IndexError."""
+    traces = [np.ones(4), trace, np.ones(4)]
+    with pytest.raises(ParameterError, match=rf"^the trace at t=0.5 has shape {shape}: expected a non-empty 1-d"):
+        thermodynamic_integral([0.0, 0.5, 1.0], traces)
+
+
+def test_zero_variance_correction_needs_one_feature_row_per_value(rng):
+    """Features of another length met NumPy's LinAlgError."""
+    with pytest.raises(ParameterError, match=r"^trace of shape \(10,\) and features of shape \(9, 2\): expected"):
+        zero_variance_correction(rng.standard_normal(10), rng.standard_normal((9, 2)))
+    with pytest.raises(ParameterError, match=r"features of shape \(10,\): expected \(K,\) and \(K, p\)$"):
+        zero_variance_correction(rng.standard_normal(10), rng.standard_normal(10))

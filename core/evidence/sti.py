@@ -178,6 +178,9 @@ def integration_weights(temperatures, *, rule="trapezoid", power=1.0, schedule="
         How the grid was built (``uniform`` is the power schedule with c = 1).
     """
     t = np.asarray(temperatures, dtype=np.float64)
+    if t.ndim != 1 or t.size < 2 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+        # unsorted temperatures gave negative weights, a NaN one NaN weights
+        raise ParameterError(f"temperatures={t}: expected an increasing grid of at least 2 finite temperatures")
     if rule == "trapezoid":
         return trapezoid_weights(t)
     if rule == "simpson":
@@ -327,6 +330,10 @@ def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0):
     t = _increasing_grid(temperatures)
     if len(traces) != t.size:
         raise ParameterError(f"got {len(traces)} traces for {t.size} temperatures")
+    for ti, trace in zip(t, traces):  # an empty one met a ZeroDivisionError, a number an IndexError
+        if np.ndim(trace) not in (1, 2) or np.size(trace) == 0:
+            raise ParameterError(f"the trace at t={ti:.3g} has shape {np.shape(trace)}: expected a non-empty 1-d "
+                                 "trace, or a 2-d one of one row per chain")
     summaries = [chain_summary(trace) for trace in traces]
     means, mcses, taus = (np.array(column) for column in zip(*summaries))
     lengths = [np.shape(trace)[-1] for trace in traces]
@@ -609,6 +616,9 @@ def zero_variance_correction(trace, features):
     """
     trace = np.asarray(trace, dtype=np.float64)
     features = np.asarray(features, dtype=np.float64)
+    if trace.ndim != 1 or features.ndim != 2 or features.shape[0] != trace.size:  # NumPy's LinAlgError otherwise
+        raise ParameterError(f"trace of shape {trace.shape} and features of shape {features.shape}: expected (K,) "
+                             "and (K, p)")
     centred = features - features.mean(axis=0)
     scale = centred.std(axis=0)
     usable = scale > 0

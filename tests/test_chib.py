@@ -92,6 +92,8 @@ def test_log_mean_exp(rng):
     total = float(np.sum(((estimates - 0.5) / ses) ** 2))
     assert chi2.ppf(0.001, replicates) < total < chi2.ppf(0.999, replicates), total
     assert log_mean_exp(np.full(10, -3.0)) == (-3.0, 0.0)
+    with pytest.raises(ParameterError, match="^log_values is empty: no mean to take$"):
+        log_mean_exp([])  # was (nan, inf) with a RuntimeWarning
 
 
 def test_errors():

@@ -72,6 +72,9 @@ def test_bad_ranks_factors_and_data_are_named():
         corcondia(np.zeros((4, 5, 6)), [1])
     with pytest.raises(ParameterError, match="factors of shapes"):
         core_consistency(X, (np.ones((4, 2)), np.ones((5, 2)), np.ones((6, 3))))
+    for factors in ((np.ones((4, 2)), np.ones((5, 2))), (), (np.ones(4), np.ones(5), np.ones(6))):
+        with pytest.raises(ParameterError, match=r"^factors of shapes .*: expected \(I, R\), \(J, R\), \(K, R\)"):
+            core_consistency(X, factors)  # two factors met an unpacking ValueError, 1-d ones an IndexError
 
 
 def _rank_two(seed):

@@ -48,6 +48,15 @@ def test_shapes_and_errors(rng):
         diagnostics.effective_sample_size(draws, method="quantile")
 
 
+@pytest.mark.parametrize("shape", [(0, 100), (2, 100, 0)])
+def test_draws_without_a_chain_or_a_parameter_are_refused(shape):
+    """No chain, or a parameter shape of size 0, met NumPy's 'cannot reshape array of size 0'."""
+    for diagnostic in (diagnostics.effective_sample_size, diagnostics.split_rhat, diagnostics.mcse_mean,
+                       diagnostics.mcse_variance):
+        with pytest.raises(ParameterError, match=rf"^draws of shape \({shape[0]}, 100.*none empty$"):
+            diagnostic(np.zeros(shape))
+
+
 def test_tail_ess_matches_arviz(rng):
     arviz = pytest.importorskip("arviz")
     # Autocorrelated chains (a random walk plus noise), so the tails mix more slowly than independent draws.

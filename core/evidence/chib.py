@@ -121,6 +121,8 @@ def log_mean_exp(log_values):
     """``log mean exp(log_values)`` and its MCSE (delta method, autocorrelation-aware)."""
     log_values = np.asarray(log_values, dtype=float)
     n = log_values.size
+    if n == 0:  # (nan, inf) with a RuntimeWarning
+        raise ParameterError("log_values is empty: no mean to take")
     estimate = float(logsumexp(log_values) - np.log(n))
     if n < 4 or not np.isfinite(estimate):
         return estimate, float("inf") if n < 4 else float("nan")

@@ -79,11 +79,12 @@ def core_consistency(X, factors):
     float
     """
     X = _validate_tensor(X)
-    A, B, C = (np.asarray(f, dtype=np.float64) for f in factors)
-    rank = A.shape[1]
-    if [f.shape for f in (A, B, C)] != [(n, rank) for n in X.shape]:
-        raise ParameterError(f"factors of shapes {[f.shape for f in (A, B, C)]}: expected (I, R), (J, R), (K, R) "
+    factors = [np.asarray(f, dtype=np.float64) for f in factors]
+    rank = factors[0].shape[1] if factors and factors[0].ndim == 2 else None
+    if [f.shape for f in factors] != [(n, rank) for n in X.shape]:  # two factors met an unpacking ValueError
+        raise ParameterError(f"factors of shapes {[f.shape for f in factors]}: expected (I, R), (J, R), (K, R) "
                              f"of one R for data of shape {X.shape}")
+    A, B, C = factors
     core = np.einsum("ijk,pi,qj,rk->pqr", X, np.linalg.pinv(A), np.linalg.pinv(B), np.linalg.pinv(C),
                      optimize=True)
     target = np.zeros((rank,) * 3)

@@ -22,8 +22,9 @@ def _as_chains(draws):
     draws = np.asarray(draws, dtype=float)
     if draws.ndim == 1:
         draws = draws[None, :]
-    if draws.ndim < 2 or draws.shape[1] < 4:
-        raise ParameterError(f"draws of shape {draws.shape}: expected (num_chains, num_draws >= 4, ...)")
+    if draws.ndim < 2 or draws.shape[1] < 4 or draws.size == 0:  # no chain, or no parameter: a reshape error
+        raise ParameterError(f"draws of shape {draws.shape}: expected (num_chains >= 1, num_draws >= 4, ...), "
+                             "none empty")
     param_shape = draws.shape[2:]
     return draws.reshape(draws.shape[0], draws.shape[1], -1), param_shape
 

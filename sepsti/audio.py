@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 
 __all__ = ["Recording", "AudioInput", "Resampler", "MIN_SAMPLE_RATE", "MAX_SAMPLE_RATE", "MAX_RATIO_TERM", "MAX_PEAK",
@@ -249,9 +250,12 @@ def resample(y, orig_sr, target_sr, *, length=None):
     Raises
     ------
     ParameterError
-        As :class:`Resampler`: a rate that is not a positive whole number, or ``y`` clearly channels first.
+        As :class:`Resampler`: a rate that is not a positive whole number, or ``y`` clearly channels first; a
+        ``length`` that is not an integer of at least 0.
     """
     y = np.asarray(y, dtype=np.float64)
+    if length is not None:  # a negative one cut samples off the end
+        length = integer_at_least("length", length, 0)
     resampler = Resampler(orig_sr, target_sr, len(y))
     out = np.concatenate([resampler.push(y), resampler.finish()])
     if length is not None:

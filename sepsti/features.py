@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 
 __all__ = ["Framing", "NARROWBAND", "DICTIONARY_RATES", "framing_for_rate", "validate_framing",
@@ -238,8 +239,17 @@ def istft(spectrogram, length, *, framing=NARROWBAND):
     Returns
     -------
     ndarray, shape (length,)
+
+    Raises
+    ------
+    ParameterError
+        If ``spectrogram`` is not 2-D of ``framing``'s bins, or ``length`` is not an integer of at least 0.
     """
     spectrogram = np.asarray(spectrogram)
+    if spectrogram.ndim != 2 or spectrogram.shape[0] != framing.n_bins:  # irfft cut or padded the frames
+        raise ParameterError(f"istft: spectrogram has shape {spectrogram.shape}; expected ({framing.n_bins}, "
+                             f"n_frames) for n_fft={framing.n_fft}")
+    length = integer_at_least("length", length, 0)  # a negative one cut samples off the end
     win = window(framing)
     frames = np.fft.irfft(spectrogram.T, n=framing.n_fft, axis=1) * win
     y = _overlap_add(frames, framing.hop_length)
@@ -459,6 +469,7 @@ def in_context(M, context):
     ndarray, shape (n_bins * (2 * context + 1), m)
         Column ``j`` holds frames ``j .. j + 2 * context`` of ``M``, the first one in the first rows.
     """
+    context = integer_at_least("context", context, 0)  # -1 met a bare 'need at least one array to concatenate'
     m = M.shape[1] - 2 * context
     return M if context == 0 else np.concatenate([M[:, k:k + m] for k in range(2 * context + 1)], axis=0)
 
@@ -481,8 +492,8 @@ def training_matrix(signals, *, framing=NARROWBAND, context=0):
     -------
     ndarray, shape (n_bins * (2 * context + 1), total_frames)
     """
-    if context == 0:
-        return np.concatenate([magnitude(y, framing=framing) for y in signals], axis=1)
+    if integer_at_least("context", context, 0) == 0:
+        return _frames_of(signals, [magnitude(y, framing=framing) for y in signals])
     dense = enhancement_framing(framing)
     step = framing.hop_length // dense.hop_length
     stacked = []
@@ -490,4 +501,11 @@ def training_matrix(signals, *, framing=NARROWBAND, context=0):
         M = magnitude(_pad_to_hop(y, framing.hop_length), framing=dense)  # centres on framing's frames
         M = np.pad(M, ((0, 0), (context, context)), mode="edge")
         stacked.append(in_context(M, context)[:, ::step])
-    return np.concatenate(stacked, axis=1)
+    return _frames_of(signals, stacked)
+
+
+def _frames_of(signals, parts):
+    """The matrices of ``parts`` side by side, unless ``signals`` held none (NumPy's 'need at least one array')."""
+    if not parts:
+        raise ParameterError(f"training_matrix: signals ({type(signals).__name__}) holds no signal")
+    return np.concatenate(parts, axis=1)

@@ -317,6 +317,13 @@ def test_resample_to_a_length_pads_and_trims_the_samples_of_every_channel(rng):
     np.testing.assert_array_equal(resample(stereo, 16000, 16000, length=1200), np.r_[stereo, np.zeros((200, 2))])
 
 
+@pytest.mark.parametrize("length", [-3, 2.5, "300"])
+def test_resample_to_a_length_that_is_not_a_count_is_refused(rng, length):
+    """-3 cut three samples off the end; 2.5 and '300' met bare TypeErrors from the slicing."""
+    with pytest.raises(ParameterError, match=rf"^length={length!r} must be an integer of at least 0$"):
+        resample(rng.uniform(-0.5, 0.5, 1000), 8000, 16000, length=length)
+
+
 @pytest.mark.parametrize("shape", [(2, 1000), (1, 3000), (4, 1100)])
 def test_a_signal_given_channels_first_is_refused(rng, shape):
     """More channels than samples, or more than MAX_CHANNELS: a (channels, n) array, not n samples of channels."""

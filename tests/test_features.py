@@ -219,3 +219,32 @@ def test_stft_refuses_what_is_not_one_channel(shape):
 
     with pytest.raises(ParameterError, match=rf"stft: y has shape {re.escape(str(shape))}; expected one channel"):
         features.stft(np.zeros(shape))
+
+
+def test_istft_refuses_another_framings_bins_and_a_negative_length(rng):
+    """Bins of another n_fft were cut or padded by irfft into a signal, and a negative length cut samples off."""
+    from sepsti.core.errors import ParameterError
+
+    spectrogram = features.stft(rng.standard_normal(4000))
+    with pytest.raises(ParameterError, match=r"^istft: spectrogram has shape \(10, 17\); expected \(257, n_frames\)"):
+        features.istft(spectrogram[:10], 4000)
+    with pytest.raises(ParameterError, match=r"^istft: spectrogram has shape \(257,\)"):
+        features.istft(spectrogram[:, 0], 4000)
+    with pytest.raises(ParameterError, match=r"^length=-1 must be an integer of at least 0$"):
+        features.istft(spectrogram, -1)
+    assert features.istft(spectrogram, np.int64(3999)).shape == (3999,)
+
+
+def test_context_must_be_a_whole_number_of_frames_and_a_training_matrix_needs_a_signal(rng):
+    """context=-1 and no signals met NumPy's 'need at least one array to concatenate', -1 in np.pad another."""
+    from sepsti.core.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=r"^context=-1 must be an integer of at least 0$"):
+        features.in_context(np.ones((2, 6)), -1)
+    for context in (-1, 0.5):
+        with pytest.raises(ParameterError, match=rf"^context={context} must be an integer of at least 0$"):
+            features.training_matrix([rng.standard_normal(4000)], context=context)
+    for signals, kind in (([], "list"), (iter(()), "tuple_iterator")):
+        for context in (0, 1):
+            with pytest.raises(ParameterError, match=rf"^training_matrix: signals \({kind}\) holds no signal$"):
+                features.training_matrix(signals, context=context)

@@ -156,6 +156,8 @@ def test_sample_prior_mean(rng):
     (np.zeros((2, 2, 2)), None, 1.0, "rank=None"),
     (np.zeros((2, 2, 2)), 2.5, 1.0, "rank=2.5"),
     (np.zeros((2, 2, 2)), 2, (1.0, 2.0), "one value or three"),
+    (np.full((2, 2, 2), "1"), 2, 1.0, r"^data: expected real numbers, got values of type <U1$"),  # were read as 1.0
+    (np.ones((2, 2, 2), complex), 2, 1.0, r"^data: complex values \(complex128\); expected real numbers$"),
 ])
 def test_invalid_input(data, rank, rate, match):
     with pytest.raises(ParameterError, match=match):

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln, xlogy
 
-from sepsti.core.checks import integer_at_least
+from sepsti.core.checks import integer_at_least, real_array
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.subsample import index_subset
 from sepsti.core.sparse_tensor import SparseTensor, TensorBlocks, validate_sparse_tensor
@@ -90,7 +90,7 @@ class PoissonParafac:
                 raise ParameterError(f"data has shape {data.shape}; Poisson PARAFAC needs a three-way tensor")
             self.is_sparse = True
         else:
-            data = np.asarray(data, dtype=np.float64)
+            data = real_array("data", data)  # strings were read as numbers, complex values cast with a warning
             if data.ndim != 3:
                 raise ParameterError(f"data has shape {data.shape}; Poisson PARAFAC needs a three-way tensor")
             if not np.all(np.isfinite(data)) or (data.size and data.min() < 0):

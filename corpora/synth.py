@@ -56,6 +56,7 @@ quantised energy ratio would miss its label by over 0.05 dB is refused.
 """
 
 import contextlib
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -666,8 +667,13 @@ def _corpus_paths(ids, noises, snrs):
     return paths
 
 
+#: In :func:`_read_marker`'s answer: a file the marker lists but its run never wrote (it records each hash first).
+_NOT_WRITTEN = ""
+
+
 def _read_marker(root):
-    """The files a previous ``write_corpus`` in ``root`` wrote: ``{relative path: sha256 or None}``.
+    """The files a previous ``write_corpus`` in ``root`` wrote: ``{relative path: sha256, None (a marker from
+    before hashes were recorded first: unknown) or _NOT_WRITTEN}``.
 
     Raises
     ------
@@ -688,6 +694,8 @@ def _read_marker(root):
     paths = settings.get("paths")
     if isinstance(paths, dict) and all(isinstance(key, str) and (value is None or isinstance(value, str))
                                        for key, value in paths.items()):
+        if settings.get("hashed_before_writing") is True:  # no hash: the run never wrote that file
+            return {key: _NOT_WRITTEN if value is None else value for key, value in paths.items()}
         return paths
     try:  # written before the marker listed its files: the names follow from the settings
         return dict.fromkeys(_corpus_paths(settings["ids"], settings["noises"], settings["snrs"]))
@@ -696,8 +704,6 @@ def _read_marker(root):
 
 
 def _sha256(path):
-    import hashlib
-
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
@@ -705,7 +711,8 @@ def _own_files(root):
     """Files of a previous run below ``root`` to remove, after checking that nothing else is there.
 
     Everything below ``root`` must be the marker, a file the marker lists (unchanged, when the
-    marker recorded its hash), a folder of the corpus layout or a temporary file of ours.
+    marker recorded its hash; not one it lists as never written), a folder of the corpus layout or a
+    temporary file of ours.
 
     Returns
     -------
@@ -739,7 +746,7 @@ def _own_files(root):
             base = relative_folder / name.split(TEMPORARY_MARKER, 1)[0][1:]
             if name.startswith(".") and TEMPORARY_MARKER in name and base.as_posix() in ours:
                 files.append(path)
-            elif relative not in ours or path.is_symlink() or not path.is_file():
+            elif relative not in ours or listed.get(relative) == _NOT_WRITTEN or path.is_symlink() or not path.is_file():
                 foreign.append(relative)
             elif listed.get(relative) is not None and _sha256(path) != listed[relative]:
                 changed.append(relative)
@@ -787,19 +794,23 @@ def _write_marker(root, settings):
         temporary.write_text(json.dumps(settings, indent=2) + "\n")
 
 
-def _write_int16(path, samples):
-    import shutil
+def _wav_bytes(samples):
+    """``samples`` (int16) as the bytes of a 16-bit PCM WAV file."""
+    import io
 
     import soundfile
 
+    buffer = io.BytesIO()
+    soundfile.write(buffer, samples, SAMPLE_RATE, subtype="PCM_16", format="WAV")
+    return buffer.getvalue()
+
+
+def _write_bytes(path, data):
     try:
         with atomic_path(path) as temporary:
-            soundfile.write(str(temporary), samples, SAMPLE_RATE, subtype="PCM_16", format="WAV")
-    except soundfile.LibsndfileError as error:
-        # as sepsti.audio.open_output: libsndfile reports a failed write ("System error.") without its cause
-        full = shutil.disk_usage(Path(path).parent).free < 2 ** 20
-        raise ParameterError(f"{path}: cannot write it (libsndfile: {error.error_string}"
-                             f"{'; the disk is full' if full else ''})") from None
+            temporary.write_bytes(data)
+    except OSError as error:
+        raise ParameterError(f"{path}: cannot write it ({error.strerror or error})") from None
 
 
 def _remove_run(root, written, folders):
@@ -893,7 +904,7 @@ def _write_files(root, seed, ids, noises, snrs, folders, written, progress):
                 "noises": noises, "snrs": snrs, "files": 0, "complete": False,
                 "snr_definition": "10 log10(sum(clean**2) / sum(noise**2)) over the whole file",
                 "speakers": [dict(speaker._asdict()) for speaker in speakers],
-                "paths": dict.fromkeys(_corpus_paths(ids, noises, snrs))}
+                "paths": dict.fromkeys(_corpus_paths(ids, noises, snrs)), "hashed_before_writing": True}
     # The marker comes first, listing what will be written: a run that is interrupted leaves
     # a folder that --overwrite still recognises as ours.
     _write_marker(root, settings)
@@ -930,10 +941,15 @@ def _write_files(root, seed, ids, noises, snrs, folders, written, progress):
         files = [(f"clean/{clean_name(utterance)}", clean)]
         files += [(f"noisy/{noise}_{snr}dB/{noisy_name(utterance, noise, snr)}", clean + noise_samples)
                   for (noise, snr), noise_samples in scaled.items()]
-        for relative, samples in files:
-            _write_int16(root / relative, samples.astype(np.int16))
+        encoded = [(relative, _wav_bytes(samples.astype(np.int16))) for relative, samples in files]
+        for relative, data in encoded:
+            settings["paths"][relative] = hashlib.sha256(data).hexdigest()
+        # each file's hash is recorded before the file exists, so a file the marker lists without one was put
+        # there by someone else, and --overwrite leaves it alone
+        _write_marker(root, settings)
+        for relative, data in encoded:
+            _write_bytes(root / relative, data)
             written.append(relative)
-            settings["paths"][relative] = _sha256(root / relative)
             count += 1
         bar.update()
     bar.close()

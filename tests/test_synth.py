@@ -1,5 +1,10 @@
 """sepsti.corpora.synth: speech-like utterances, noise types with their spectral signatures, exact mixing, files."""
 
+import errno
+import hashlib
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 import soundfile
@@ -362,15 +367,45 @@ def test_overwrite_replaces_an_interrupted_run_and_its_temporaries(tmp_path):
     settings = write_corpus(root, seed=0, utterances=["sp02", "sp03"], noises=["white"], snrs=[5])
     assert settings["complete"] and set(settings["paths"]) == {
         "clean/sp02.wav", "clean/sp03.wav", "noisy/white_5dB/sp02_white_sn5.wav", "noisy/white_5dB/sp03_white_sn5.wav"}
-    # as a run killed after its first files: marker without hashes, a file missing, a temporary left
+    # as a run killed after its first files: the last file listed without its hash and not there, a temporary left
     marker = json.loads((root / "synth.json").read_text())
-    marker.update(complete=False, paths=dict.fromkeys(marker["paths"]))
+    marker.update(complete=False, paths={**marker["paths"], "clean/sp03.wav": None})
     (root / "synth.json").write_text(json.dumps(marker))
     (root / "clean" / "sp03.wav").unlink()
     (root / "clean" / f".sp03.wav{TEMPORARY_MARKER}999999.x.wav").write_bytes(b"half")
     write_corpus(root, seed=0, utterances=["sp21"], noises=["car"], snrs=[0], overwrite=True)
     assert sorted(path.relative_to(root).as_posix() for path in root.rglob("*")) == [
         "clean", "clean/sp21.wav", "noisy", "noisy/car_0dB", "noisy/car_0dB/sp21_car_sn0.wav", "synth.json"]
+
+
+def test_overwrite_leaves_a_file_where_an_interrupted_run_never_wrote(tmp_path):
+    """A run records each file's hash before writing it: a file at a path it lists without one is the user's (the
+    marker once listed every path unhashed until the run ended, and --overwrite deleted whatever stood there)."""
+    import json
+
+    root = tmp_path / "c"
+    write_corpus(root, seed=0, utterances=["sp02", "sp03"], noises=["white"], snrs=[5])
+    marker = json.loads((root / "synth.json").read_text())
+    marker.update(complete=False, paths={**marker["paths"], "clean/sp03.wav": None})
+    (root / "synth.json").write_text(json.dumps(marker))
+    (root / "clean" / "sp03.wav").write_bytes(b"the user's own recording")
+    before = _tree(root)
+    with pytest.raises(ParameterError, match=r"holds 1 file.*did not write \(clean/sp03\.wav\)"):
+        write_corpus(root, seed=0, utterances=["sp21"], noises=["car"], snrs=[0], overwrite=True)
+    assert _tree(root) == before
+
+
+def test_an_interrupted_run_leaves_a_marker_with_the_hash_of_every_file_it_wrote(tmp_path, monkeypatch):
+    import json
+
+    _failing_writer(monkeypatch, fail_at=2, error=KeyboardInterrupt)
+    root = tmp_path / "c"
+    with pytest.raises(KeyboardInterrupt):
+        write_corpus(root, seed=0, utterances=["sp02"], noises=["white"], snrs=[5])
+    paths = json.loads((root / "synth.json").read_text())["paths"]
+    written = [path.relative_to(root).as_posix() for path in root.rglob("*.wav")]
+    assert written == ["clean/sp02.wav"] and all(paths.values())
+    assert paths["clean/sp02.wav"] == hashlib.sha256((root / "clean/sp02.wav").read_bytes()).hexdigest()
 
 
 def test_overwrite_accepts_a_marker_from_before_file_lists(tmp_path):
@@ -386,21 +421,17 @@ def test_overwrite_accepts_a_marker_from_before_file_lists(tmp_path):
     assert corpus_index(root).ids == ["sp03"]
 
 
-def _failing_writer(monkeypatch, fail_at):
-    """``soundfile.write`` failing at its ``fail_at``-th call as on a full disk (libsndfile: "System error.")."""
-    import shutil
-    import types
+def _failing_writer(monkeypatch, fail_at, error=None):
+    """Writing a file failing at its ``fail_at``-th call, as on a full disk, or with ``error``."""
+    real, calls = Path.write_bytes, []
 
-    real, calls = soundfile.write, []
-
-    def write(*args, **kwargs):
-        calls.append(args[0])
+    def write_bytes(self, data):
+        calls.append(self)
         if len(calls) == fail_at:
-            raise soundfile.LibsndfileError(2)
-        return real(*args, **kwargs)
+            raise error() if error else OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, data)
 
-    monkeypatch.setattr(soundfile, "write", write)
-    monkeypatch.setattr(shutil, "disk_usage", lambda path: types.SimpleNamespace(total=2 ** 30, used=2 ** 30, free=0))
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
 
 
 @pytest.mark.parametrize("existed", [False, True])
@@ -409,8 +440,8 @@ def test_a_file_that_cannot_be_written_is_named_and_nothing_of_the_run_is_left(t
     if existed:
         root.mkdir(parents=True)
     _failing_writer(monkeypatch, fail_at=4)  # sp01's three files are written, then sp02's clean file fails
-    with pytest.raises(ParameterError, match=r"corpus/clean/sp02\.wav: cannot write it \(libsndfile: System error\.; "
-                                             r"the disk is full\)$"):
+    with pytest.raises(ParameterError, match=r"corpus/clean/sp02\.wav: cannot write it \(No space left on "
+                                             r"device\)$"):
         write_corpus(root, seed=0, utterances=["sp01", "sp02"], noises=["white"], snrs=[0, 5])
     if existed:
         assert list(root.iterdir()) == []

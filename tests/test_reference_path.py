@@ -247,13 +247,14 @@ def test_parafac_reference_path_scores_every_rank_with_its_one_model():
     assert np.all(np.isfinite(result.log_marginal_likelihood))
 
 
-def _gaussian_target_and_reference():
+def _gaussian_target_and_reference(sizes=(3, 2), width=1.0):
     """A LogSpaceReference q and a normalised diagonal Gaussian target p, with E_b[log p - log q] in closed form.
 
     Along the geometric path q^(1-b) p^b the tempered density is Gaussian with precision (1-b) S^-1 + b P.
+    ``width`` scales the target's standard deviations.
     """
     rng = np.random.default_rng(1)
-    shapes = [(3, 1), (2, 1)]
+    shapes = [(n, 1) for n in sizes]
     q = LogSpaceReference(tuple(rng.normal(size=s) for s in shapes), tuple(rng.uniform(1, 5, size=s) for s in shapes),
                           random_ridge_precision(rng, 1, 2, 0.5, 2.0))
     S = dense_covariance(q)
@@ -261,7 +262,7 @@ def _gaussian_target_and_reference():
     mq = flat(q.means)
     k = mq.size
     mp = mq + rng.normal(0, 0.7, k)
-    dp = rng.uniform(0.5, 3.0, k)
+    dp = rng.uniform(0.5, 3.0, k) / width ** 2
     P = np.diag(dp)
 
     class Density:
@@ -271,7 +272,7 @@ def _gaussian_target_and_reference():
             x = flat(logs)
             z = x - mp
             value = float(-0.5 * (k * np.log(2 * np.pi) - np.sum(np.log(dp)) + z @ (dp * z)))
-            return value, [(-dp * z)[:3].reshape(3, 1), (-dp * z)[3:].reshape(2, 1)]
+            return value, [part.reshape(-1, 1) for part in np.split(-dp * z, [sizes[0]])]
 
     def expected(b):
         Sb = np.linalg.inv((1 - b) * Si + b * P)
@@ -292,11 +293,46 @@ def test_reference_path_tempered_chains_match_the_closed_form_gaussian_integrand
     q, density, expected = _gaussian_target_and_reference()
     chain = replace(REFERENCE_PRESET.chain, num_steps=1000, num_keep=700)
     factory = ReferencePathChains(density, chain, settings={}, data_digest="x")
-    traces = np.array([factory._mala(q, b, np.random.default_rng(100 + c), lambda n: None, chain.num_steps)
+    traces = np.array([factory._mala(q, None, b, np.random.default_rng(100 + c), lambda n: None, chain.num_steps)
                        for c in range(6)])
     mean, se, _ = chain_summary(traces)
     # tolerance: 4 Monte-Carlo standard errors (autocorrelation-aware, pooled over the 6 chains)
     assert abs(mean - expected(b)) < 4 * se
+
+
+def test_chains_from_q_and_from_a_chain_at_b1_err_on_either_side_of_an_unsettled_value():
+    """Short chains on a target three times wider than q: started from q they sit low, started from the end of a
+    chain at b = 1 high, each by more than 4 of its standard errors -- so replicates started both ways have a
+    spread that holds the shortfall, where replicates started one way agree on a wrong value."""
+    from dataclasses import replace
+    from sepsti.core.evidence.reference_path import REFERENCE_PRESET, ReferencePathChains, settled_state
+    q, density, expected = _gaussian_target_and_reference(sizes=(50, 50), width=3.0)
+    factory = ReferencePathChains(density, replace(REFERENCE_PRESET.chain, num_steps=60, num_keep=30), settings={},
+                                  data_digest="x")
+    start = settled_state(density, q, 1.0, np.random.default_rng(7), 2000)
+    b = 0.9
+    low, high = (np.array([factory._mala(q, where, b, np.random.default_rng(seed + c), lambda n: None, 60).mean()
+                           for c in range(8)]) for where, seed in ((None, 100), (start, 200)))
+    # between-chain standard errors of the two means (independent chains)
+    assert low.mean() + 4 * low.std(ddof=1) / np.sqrt(8) < expected(b) < high.mean() - 4 * high.std(ddof=1) / np.sqrt(8)
+
+
+def test_odd_replicates_start_from_the_end_of_a_chain_at_b1(rng):
+    from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainTask
+    from sepsti.core.evidence.reference_path import (PILOT_LENGTH, REFERENCE_PRESET, NMFLogDensity,
+                                                     ReferencePathChains, settled_state)
+    from sepsti.core.random import stream
+    from dataclasses import replace
+    density = NMFLogDensity(rng.poisson(3.0, (6, 5)).astype(float), 0.05)
+    chain = replace(REFERENCE_PRESET.chain, num_steps=20, num_keep=10, init_iterations=50)
+    factory = ReferencePathChains(density, chain, settings={}, data_digest="x")
+    factory.prepare([ChainTask(2, 3, r, 0.5) for r in range(3)], seed=4, comm=None, threads=1)
+    assert [factory._references[2, r][1] is None for r in range(3)] == [True, False, True]
+    q, start = factory._references[2, 1]
+    expected = settled_state(density, q, 1.0, stream(4, 2, SHARED_KEY, 2, 1), PILOT_LENGTH * 20)
+    for got, want in zip(start, expected):
+        np.testing.assert_array_equal(got, want)
+    assert factory.settings["starts"]["odd_replicates"] == f"the end of a {PILOT_LENGTH * 20}-iteration chain at b = 1"
 
 
 def test_reference_path_exact_draws_at_b0_match_the_closed_form_integrand():
@@ -306,7 +342,7 @@ def test_reference_path_exact_draws_at_b0_match_the_closed_form_integrand():
     q, density, expected = _gaussian_target_and_reference()
     chain = replace(REFERENCE_PRESET.chain, num_steps=300, num_keep=150, prior_draws=4000)
     factory = ReferencePathChains(density, chain, settings={}, data_digest="x")
-    factory._references[(1, 0)] = q
+    factory._references[(1, 0)] = (q, None)
     trace = factory.run(ChainTask(1, 0, 0, 0.0), seed=3, progress=lambda n: None).trace
     # b = 0 uses iid draws of q: standard error of the mean is sd / sqrt(n); tolerance 4 standard errors
     assert abs(trace.mean() - expected(0.0)) < 4 * trace.std(ddof=1) / np.sqrt(trace.size)
@@ -333,7 +369,7 @@ def test_mala_step_adapts_to_the_target_acceptance_on_a_gaussian(precision):
     chain = replace(REFERENCE_PRESET.chain, num_steps=600, num_keep=300)
     factory = ReferencePathChains(ShiftedGaussian(), chain, settings={}, data_digest="x")
     # a kept value repeats exactly when, and only when, the proposal was rejected (the integrand is continuous)
-    rates = np.array([np.mean(np.diff(factory._mala(q, 1.0, np.random.default_rng(300 + c), lambda n: None,
+    rates = np.array([np.mean(np.diff(factory._mala(q, None, 1.0, np.random.default_rng(300 + c), lambda n: None,
                                                      chain.num_steps)) != 0) for c in range(8)])
     # tolerance: 4 standard errors of the mean over the 8 chains (each chain's step ends somewhere else)
     assert abs(rates.mean() - TARGET_ACCEPTANCE) < 4 * rates.std(ddof=1) / np.sqrt(rates.size), rates

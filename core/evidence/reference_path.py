@@ -52,9 +52,10 @@ from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainRecord, ChainSe
 from sepsti.core.models.poisson_nmf import prior_rate_at, validate_prior_rate
 from sepsti.core.random import stream
 
-__all__ = ["REFERENCE_PRESET", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity",
+__all__ = ["PILOT_LENGTH", "REFERENCE_PRESET", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity",
            "ReferencePathChains", "annealed_importance_bound", "ascend", "at_temperature", "check_reference_chain",
-           "log_space_mode", "mala_move", "path_point", "reference_at_mode", "ridge_basis", "ridge_moments"]
+           "log_space_mode", "mala_move", "path_point", "reference_at_mode", "ridge_basis", "ridge_moments",
+           "settled_state"]
 
 #: MALA's acceptance target during burn-in (Roberts & Rosenthal 1998).
 TARGET_ACCEPTANCE = 0.57
@@ -67,6 +68,9 @@ REFERENCE_PRESET = Preset(TemperatureGrid(16, "beta", 2.0, "simpson"),
                                         evaluate="full", init="mode", init_iterations=2000, exact_prior=True),
                           4)
 
+
+#: The chain at b = 1 whose end starts the odd replicates' chains: this many times the longest chain.
+PILOT_LENGTH = 4
 
 #: Chain settings the MALA chains of the reference path do not use (refused when changed, not ignored).
 _UNUSED_BY_MALA = ("init", "step_a", "step_b", "alpha", "sigma", "evaluate", "evaluate_every")
@@ -491,10 +495,18 @@ class ReferencePathChains:
 
     A chain factory of :func:`sepsti.core.evidence.rank_selection.select_rank`:
     ``prepare`` finds each (rank, replicate)'s log-space mode and q (from
-    ``stream(seed, R, SHARED_KEY, r)``); chain (R, i, r) starts from a draw of
-    q and samples pi_b at b = t_i; at b = 0 it takes exact draws of q. Its
-    trace holds log p(theta) + log p(X | theta) - log q(theta) of the kept
-    iterations.
+    ``stream(seed, R, SHARED_KEY, r)``); chain (R, i, r) samples pi_b at
+    b = t_i, and at b = 0 takes exact draws of q. Its trace holds
+    log p(theta) + log p(X | theta) - log q(theta) of the kept iterations.
+
+    Where the chains start decides which way an unsettled one errs: from a
+    draw of q (narrower than the posterior) its values are low, from the end
+    of a chain at b = 1 high (it has spread further than pi_b for b < 1). So
+    the even replicates start from q and the odd ones from the end of one
+    chain per replicate at b = 1, ``PILOT_LENGTH`` times the longest chain
+    (from ``stream(seed, R, SHARED_KEY, 2, r)``): the replicates' spread, the
+    standard error, then holds what the chains have not settled, instead of
+    hiding it.
 
     Parameters
     ----------
@@ -515,8 +527,11 @@ class ReferencePathChains:
         check_reference_chain(chain)
         self.density = density
         self.chain = chain
+        self.pilot_length = PILOT_LENGTH * int(np.max(chain.num_steps))
         self.settings = {"model": {"name": density.name, **settings}, "path": "log_space_reference",
-                         "chain": chain.as_dict()}
+                         "chain": chain.as_dict(),
+                         "starts": {"even_replicates": "a draw of q",
+                                    "odd_replicates": f"the end of a {self.pilot_length}-iteration chain at b = 1"}}
         self.data_digest = data_digest
         self._references = {}
 
@@ -544,15 +559,20 @@ class ReferencePathChains:
 
         needed = sorted({(task.rank, task.replicate) for task in tasks} - set(self._references))
         process, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
-        mine = [key for key, owner in zip(needed, balance([rank + 4.0 for rank, _ in needed], size))
-                if owner == process]
+        work = [(rank + 4.0) * (1 + replicate % 2) for rank, replicate in needed]  # a pilot costs about a mode
+        mine = [key for key, owner in zip(needed, balance(work, size)) if owner == process]
 
         def reference(key):
             rank, replicate = key
             with single_threaded_blas():
                 factors, exposures = self.density.mode(rank, stream(seed, rank, SHARED_KEY, replicate),
                                                        max(self.chain.init_iterations, 3))
-            return key, reference_at_mode(factors, exposures, self.density.rates_at(rank))
+                q = reference_at_mode(factors, exposures, self.density.rates_at(rank))
+                start = None
+                if replicate % 2:
+                    start = settled_state(self.density, q, 1.0, stream(seed, rank, SHARED_KEY, 2, replicate),
+                                          self.pilot_length)
+            return key, (q, start)
 
         if threads > 1 and len(mine) > 1:
             from concurrent.futures import ThreadPoolExecutor
@@ -572,7 +592,7 @@ class ReferencePathChains:
         from sepsti.core.parallel.blas import single_threaded_blas
 
         started, cpu_started = time.perf_counter(), time.thread_time()
-        q = self._references[task.rank, task.replicate]
+        q, start = self._references[task.rank, task.replicate]
         rng = stream(seed, *task.key)
         with single_threaded_blas():
             if self._is_exact(task):
@@ -581,15 +601,15 @@ class ReferencePathChains:
                     logs = q.sample(rng)
                     trace[k] = self.density(logs)[0] - q.log_density(logs)
             else:
-                trace = self._mala(q, task.temperature, rng, progress, self.chain.steps_at(task.index))
+                trace = self._mala(q, start, task.temperature, rng, progress, self.chain.steps_at(task.index))
         finite = bool(np.all(np.isfinite(trace)))
         return ChainRecord(trace, time.perf_counter() - started, time.thread_time() - cpu_started, 0.0, np.nan,
                            finite)
 
-    def _mala(self, q, b, rng, progress, num_steps, stride=25):
+    def _mala(self, q, start, b, rng, progress, num_steps, stride=25):
         keep = int(self.chain.num_keep)
         burn_in = num_steps - keep
-        logs = q.sample(rng)
+        logs = q.sample(rng) if start is None else list(start)
         current = path_point(self.density, q, b, logs)
         step = 0.5
         trace = np.empty(keep)
@@ -602,6 +622,19 @@ class ReferencePathChains:
             if (k + 1) % stride == 0 or k + 1 == num_steps:
                 progress(stride if (k + 1) % stride == 0 else num_steps % stride)
         return trace
+
+
+def settled_state(density, q, b, rng, num_steps):
+    """The state of a MALA chain on pi_b after ``num_steps`` iterations from a draw of q (step adapted over
+    the first half)."""
+    logs = q.sample(rng)
+    current = path_point(density, q, b, logs)
+    step = 0.5
+    for k in range(num_steps):
+        logs, current, log_accept = mala_move(density, q, b, logs, current, step, rng)
+        if k < num_steps // 2:
+            step *= np.exp(0.1 * (np.exp(min(log_accept, 0.0)) - TARGET_ACCEPTANCE))
+    return tuple(logs)
 
 
 def path_point(density, q, b, logs):

@@ -355,6 +355,38 @@ def test_drift_warns_beyond_three_standard_errors_only(z):
     assert len(messages) == (abs(z) > 3) and all("still drifting" in m for m in messages)
 
 
+class TwoSidedChains(ScriptedChains):
+    """Four replicates started on either side of the target: 0 and 2 rise half-way by c +- s, 1 and 3 fall by c +- s."""
+
+    grouped = True
+
+    def run(self, task, *, seed, progress):
+        second_half = np.arange(self.length) >= self.length // 2
+        jump = self.jumps[0] * (-1.0) ** task.replicate + self.jumps[1] * (1.0 if task.replicate < 2 else -1.0)
+        return ChainRecord(self.levels[task.index] + jump * second_half, 0.0)
+
+    def start_groups(self, num_replicates):
+        return [replicate % 2 if self.grouped else 0 for replicate in range(num_replicates)]
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_drift_is_checked_within_each_group_of_replicates_started_alike(grouped):
+    """Replicates drifting up and down by as much cancel in their mean: only within each start group is the drift
+    seen (c sum(w) / (s |w|) = 5 in each), where all four together give 0."""
+    weights = GRID.weights
+    s = 0.1
+    c = 5 * s * np.linalg.norm(weights) / weights.sum()
+    factory = TwoSidedChains(DriftingChains.mean(1, GRID.temperatures), jumps=(c, s))
+    factory.grouped = grouped
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = select_rank(factory, [1], grid=GRID, num_replicates=4, seed=0, threads=1)
+    assert abs(result.drift[0]) == (pytest.approx(5.0, rel=1e-9) if grouped else pytest.approx(0.0, abs=1e-9))
+    messages = [str(w.message) for w in caught
+                if issubclass(w.category, ConvergenceWarning) and "drifting" in str(w.message)]
+    assert len(messages) == grouped
+
+
 @pytest.mark.parametrize("z", [3.3, 2.0])
 def test_tempering_check_warns_beyond_three_joint_standard_errors_only(z):
     """E_t falling by z joint standard errors between two temperatures is reported as z; above 3 it warns."""

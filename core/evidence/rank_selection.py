@@ -48,7 +48,10 @@ A model plugs in through a *chain factory* with
 * ``units(task)`` -- progress units of the chain,
 * ``collective`` -- True when every chain runs on all MPI processes at once,
 * optionally ``log_offset(rank)`` -- a constant added to the rank's estimate
-  (e.g. log R! for a path that measures one labelling of the components).
+  (e.g. log R! for a path that measures one labelling of the components),
+* optionally ``start_groups(num_replicates)`` -- a label per replicate, equal for replicates whose
+  chains start alike: the halves check runs within each group (replicates started on either side
+  of the target drift in opposite directions, and their mean would hide both).
 
 :mod:`sepsti.core.evidence.sti_nmf` (Poisson NMF) and :mod:`sepsti.core.evidence.parafac_rank`
 (Poisson PARAFAC) are the two factories shipped.
@@ -309,7 +312,8 @@ class RankSelection(NamedTuple):
         every non-finite number: beside a finite estimate null is an infinite value, beside null a divergence.
     drift : ndarray, shape (n_ranks,)
         Stationarity check per rank: the estimate from the kept iterations' second halves minus the
-        one from their first halves, in standard errors of that difference (beyond ±3: still drifting).
+        one from their first halves, in standard errors of that difference (beyond ±3: still drifting);
+        within each group of replicates started alike, the largest in size.
     min_kept : float
         Smallest factor entry kept by any chain.
     all_finite : bool
@@ -595,9 +599,10 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     with warnings.catch_warnings():
         if process != 0:  # the same result on every process: process 0 alone says what is wrong with it
             warnings.simplefilter("ignore", ConvergenceWarning)
+        groups = getattr(factory, "start_groups", lambda count: [0] * count)(int(num_replicates))
         return _combine(ranks, grid, int(num_replicates), tasks, records, settings,
                         {"seconds": time.perf_counter() - started, "start_seconds": seconds_start,
-                         "processes": size}, getattr(factory, "log_offset", lambda rank: 0.0))
+                         "processes": size}, getattr(factory, "log_offset", lambda rank: 0.0), groups)
 
 
 def _finished_chains(store, tasks, factory, comm):
@@ -700,7 +705,7 @@ def half_drift(traces, grid):
     return total / error if error > 0 else (0.0 if total == 0 else float(np.sign(total)) * np.inf)
 
 
-def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, factory_offset):
+def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, factory_offset, groups):
     temperatures, weights = grid.temperatures, grid.weights
     estimates, stderrs, replicate_values, pieces, falls, drifts = [], [], [], [], [], []
     seconds, cpu, stuck = [], [], []
@@ -728,7 +733,8 @@ def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, fact
         # which _selected names
         finite = np.all(np.isfinite(result.mean_log_likelihood)) and np.all(np.isfinite(result.mcse))
         falls.append(largest_decrease(result.mean_log_likelihood, result.mcse) if finite else np.nan)
-        drifts.append(half_drift(traces, grid))
+        drifts.append(max((half_drift([trace[np.asarray(groups) == group] for trace in traces], grid)
+                           for group in sorted(set(groups))), key=abs))
         seconds.append(float(sum(records[task.key].seconds for task in mine)))
         cpu.append(float(sum(records[task.key].cpu_seconds for task in mine)))
     chain_seconds = sum(record.seconds for record in records.values())

@@ -535,6 +535,10 @@ class ReferencePathChains:
         self.data_digest = data_digest
         self._references = {}
 
+    def start_groups(self, num_replicates):
+        """0 for the replicates started from q, 1 for those started from the end of a chain at b = 1."""
+        return [replicate % 2 for replicate in range(num_replicates)]
+
     def log_offset(self, rank):
         """log R!: the path measures one of the R! labellings of the components."""
         return math.lgamma(rank + 1)

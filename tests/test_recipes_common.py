@@ -125,6 +125,8 @@ def test_the_results_name_may_depend_on_the_options(tmp_path):
     ("raman_nuts", ["--quick", "--betas", "10,0"], "argument --betas: '10,0': expected positive numbers"),
     ("sti_validation", ["--quick", "--true-ranks", "32,abc"], "argument --true-ranks: '32,abc': expected ranks"),
     ("sti_validation", ["--quick", "--true-ranks", "1"], "--true-ranks: at least 2 with --quick"),
+    ("sti_chain_starts", ["--steps", "150"], "--steps 150: the preset's burn-in is 150 iterations"),
+    ("sti_chain_starts", ["--temperatures", "0,13"], "--temperatures 0,13: expected indices 1 to 16"),
     # seeds: each recipe's seeds, --seed plus what it adds, must lie below 2**32
     ("pltf_parafac_chib", ["--quick", "--seed", "4294967292"], "argument --seed: '4294967292': expected an integer "
                                                                "from 0 to 4294967291 (the recipe also uses seeds up to "

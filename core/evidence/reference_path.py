@@ -54,8 +54,8 @@ from sepsti.core.random import stream
 
 __all__ = ["PILOT_LENGTH", "REFERENCE_PRESET", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity",
            "ReferencePathChains", "annealed_importance_bound", "ascend", "at_temperature", "check_reference_chain",
-           "log_space_mode", "mala_move", "path_point", "reference_at_mode", "ridge_basis", "ridge_moments",
-           "settled_state"]
+           "log_space_mode", "mala_move", "mala_steps", "path_point", "reference_at_mode", "ridge_basis",
+           "ridge_moments", "settled_state"]
 
 #: MALA's acceptance target during burn-in (Roberts & Rosenthal 1998).
 TARGET_ACCEPTANCE = 0.57
@@ -614,30 +614,33 @@ class ReferencePathChains:
         keep = int(self.chain.num_keep)
         burn_in = num_steps - keep
         logs = q.sample(rng) if start is None else list(start)
-        current = path_point(self.density, q, b, logs)
-        step = 0.5
         trace = np.empty(keep)
-        for k in range(num_steps):
-            logs, current, log_accept = mala_move(self.density, q, b, logs, current, step, rng)
-            if k < burn_in:  # Robbins-Monro on log step, then fixed
-                step *= np.exp(0.1 * (np.exp(min(log_accept, 0.0)) - TARGET_ACCEPTANCE))
-            else:
+        for k, _, current in mala_steps(self.density, q, b, logs, rng, num_steps, adapt_steps=burn_in):
+            if k >= burn_in:
                 trace[k - burn_in] = current[2]
             if (k + 1) % stride == 0 or k + 1 == num_steps:
                 progress(stride if (k + 1) % stride == 0 else num_steps % stride)
         return trace
 
 
-def settled_state(density, q, b, rng, num_steps):
-    """The state of a MALA chain on pi_b after ``num_steps`` iterations from a draw of q (step adapted over
-    the first half)."""
-    logs = q.sample(rng)
+def mala_steps(density, q, b, logs, rng, num_steps, *, adapt_steps):
+    """MALA on pi_b from ``logs``: yields (k, logs, current) after each of ``num_steps`` transitions; the step
+    adapts over the first ``adapt_steps`` (Robbins-Monro on its log), then stays fixed."""
     current = path_point(density, q, b, logs)
     step = 0.5
     for k in range(num_steps):
         logs, current, log_accept = mala_move(density, q, b, logs, current, step, rng)
-        if k < num_steps // 2:
+        if k < adapt_steps:
             step *= np.exp(0.1 * (np.exp(min(log_accept, 0.0)) - TARGET_ACCEPTANCE))
+        yield k, logs, current
+
+
+def settled_state(density, q, b, rng, num_steps):
+    """The state of a MALA chain on pi_b after ``num_steps`` iterations from a draw of q (step adapted over
+    the first half)."""
+    logs = q.sample(rng)
+    for _, logs, _ in mala_steps(density, q, b, logs, rng, num_steps, adapt_steps=num_steps // 2):
+        pass
     return tuple(logs)
 
 

@@ -215,3 +215,12 @@ def test_a_boolean_mask_is_not_an_entry_subset(problem):
     with pytest.raises(ParameterError, match="got dtype bool; give np.flatnonzero"):
         model.log_likelihood(theta, mask)
     assert model.subset_size(np.flatnonzero(mask)) == 13
+
+
+def test_reconstruct_names_factors_of_other_shapes(problem):
+    _, theta = problem
+    assert reconstruct(theta).shape == SHAPE
+    bad = ParafacFactors(theta.A, theta.B[:, :2], theta.C)
+    with pytest.raises(ParameterError, match=r"^factors of shapes \[\(6, 3\), \(7, 2\), \(8, 3\)\]: expected "
+                                             r"\(I, R\), \(J, R\), \(K, R\) of one R$"):
+        reconstruct(bad)

@@ -53,8 +53,25 @@ class ParafacFactors(NamedTuple):
 
 
 def reconstruct(theta):
-    """Dense x̂ = Σ_r a_r ∘ b_r ∘ c_r, shape (I, J, K) (small tensors only)."""
-    return np.einsum("ir,jr,kr->ijk", theta.A, theta.B, theta.C)
+    """Dense x̂ = Σ_r a_r ∘ b_r ∘ c_r, shape (I, J, K) (small tensors only).
+
+    Raises
+    ------
+    ParameterError
+        Factors that are not (I, R), (J, R), (K, R) of one R; the message names their shapes.
+    """
+    return np.einsum("ir,jr,kr->ijk", *_factor_matrices(theta))
+
+
+def _factor_matrices(theta, shape=None):
+    """θ's three factors as C-contiguous float64 arrays (I, R), (J, R), (K, R) of one R; ``shape``: (I, J, K)."""
+    factors = [np.ascontiguousarray(f, dtype=np.float64) for f in theta]
+    shapes = [f.shape for f in factors]
+    if len(factors) != 3 or any(len(s) != 2 or s[1] != shapes[0][1] for s in shapes) or (
+            shape is not None and tuple(s[0] for s in shapes) != shape):
+        data = "" if shape is None else f" for data of shape {shape}"
+        raise ParameterError(f"factors of shapes {shapes}: expected (I, R), (J, R), (K, R) of one R{data}")
+    return factors
 
 
 class PoissonParafac:
@@ -197,12 +214,7 @@ class PoissonParafac:
         first factor's: factors of other shapes would be read and written out of bounds. Any one
         number of columns R is accepted (the reference path scores every rank with one model).
         """
-        factors = [np.ascontiguousarray(f, dtype=np.float64) for f in theta]
-        shapes = [f.shape for f in factors]
-        if len(factors) != 3 or any(len(s) != 2 or s != (n, shapes[0][1]) for s, n in zip(shapes, self.shape)):
-            raise ParameterError(f"factors of shapes {shapes}: expected (I, R), (J, R), (K, R) of one R for data of "
-                                 f"shape {self.shape}")
-        return factors
+        return _factor_matrices(theta, self.shape)
 
     def _all_blocks(self):
         if self._full_blocks is None:

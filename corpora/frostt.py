@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.io import atomic_path
+from sepsti.core.io import atomic_path, why_missing
 from sepsti.core.sparse_tensor import coalesce, validate_sparse_tensor
 
 __all__ = ["read_tns", "write_tns"]
@@ -69,10 +69,10 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
     ------
     ParameterError
         On a malformed line (the message names the file and line number), on
-        coordinates beyond ``shape``, when the file holds no entries, is not
-        UTF-8 text, is a corrupt gzip file or is a directory.
+        coordinates beyond ``shape``, when the file is missing (or a broken symbolic link),
+        holds no entries, is not UTF-8 text, is a corrupt gzip file or is a directory.
     OSError
-        If the file cannot be read.
+        If the file exists but cannot be read (no permission, say).
     """
     path = Path(path)
     ndim = None
@@ -86,6 +86,8 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
     coord_chunks, value_chunks = [], []
     line_offset = 0
     whose = "the given shape"
+    if not path.exists():
+        raise ParameterError(f"{path}: {why_missing(path)}")
     try:
         with _open_text(path, "r") as handle:
             while True:

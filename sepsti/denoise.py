@@ -303,10 +303,23 @@ def _smoothed(pieces):
 def speech_mask(speech, noise, floor=MASK_FLOOR):
     """The gain ``max(S / (S + N), floor)`` of the speech and noise magnitudes (``S + N = 0``: the floor).
 
+    Parameters
+    ----------
+    speech, noise : ndarray
+        Non-negative magnitudes of one shape.
+    floor : float
+        The least gain, in (0, 1] (:data:`MASK_FLOOR`).
+
     Returns
     -------
     ndarray, the shape of ``speech``
+
+    Raises
+    ------
+    ParameterError
+        A ``floor`` that is not a number in (0, 1].
     """
+    _check_mask_floor("floor", floor)
     total = speech + noise
     mask = np.divide(speech, total, out=np.zeros_like(speech), where=total > 0)
     return np.maximum(mask, floor, out=mask)
@@ -515,9 +528,14 @@ def _validate_options(noise_rank, max_iter, sparsity, seed, framing, chunk_frame
     if isinstance(chunk_frames, (bool, np.bool_)) or not isinstance(chunk_frames, (int, np.integer)) \
             or chunk_frames < 1:
         raise ParameterError(f"chunk_frames: expected a positive integer, got {chunk_frames!r}")
-    if isinstance(mask_floor, (bool, np.bool_)) or not (
-            isinstance(mask_floor, (int, float, np.integer, np.floating)) and 0 < mask_floor <= 1):
-        raise ParameterError(f"mask_floor: expected a number in (0, 1], got {mask_floor!r}")
+    _check_mask_floor("mask_floor", mask_floor)
+
+
+def _check_mask_floor(name, floor):
+    """Refuse a mask's least gain that is not a number in (0, 1] (a bool included)."""
+    if isinstance(floor, (bool, np.bool_)) or not (
+            isinstance(floor, (int, float, np.integer, np.floating)) and 0 < floor <= 1):
+        raise ParameterError(f"{name}: expected a number in (0, 1], got {floor!r}")
 
 
 def _checked_blocks(blocks, num_samples):

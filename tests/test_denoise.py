@@ -494,6 +494,15 @@ def test_speech_mask_keeps_every_bin_above_its_floor():
     np.testing.assert_allclose(speech_mask(speech, noise), [0.75, MASK_FLOOR, 1.0, MASK_FLOOR, MASK_FLOOR])
 
 
+@pytest.mark.parametrize("floor", [2, 0, -0.1, np.nan, True, "0.1"])
+def test_speech_mask_refuses_a_floor_outside_0_to_1(floor):
+    """A floor of 2 gave gains of 2 (only denoise checked its mask_floor)."""
+    from sepsti.denoise import speech_mask
+
+    with pytest.raises(ParameterError, match=r"^floor: expected a number in \(0, 1\], got "):
+        speech_mask(np.ones(3), np.ones(3), floor)
+
+
 def test_speech_is_averaged_over_frames_where_the_noise_dominates():
     from sepsti.denoise import smooth_speech
 

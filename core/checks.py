@@ -7,8 +7,8 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["integer_at_least", "positive_number", "finite_number", "number_within", "positive_numbers", "real_array",
-           "scalar", "is_number"]
+__all__ = ["integer_at_least", "integer_within", "positive_number", "finite_number", "number_within",
+           "positive_numbers", "real_array", "scalar", "is_number"]
 
 
 def scalar(value):
@@ -22,10 +22,22 @@ def is_number(value):
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
+def _is_integer(value):
+    """Whether ``value`` is an integer (a NumPy one included), not a bool or a float such as 2.0."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
 def integer_at_least(name, value, low):
     """``value`` as an int: an integer (not a bool, not a float such as 2.5) of at least ``low``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < low:
+    if not _is_integer(value) or value < low:
         raise ParameterError(f"{name}={value!r} must be an integer of at least {low}")
+    return int(value)
+
+
+def integer_within(name, value, low, high):
+    """``value`` as an int: an integer (not a bool, not a float such as 2.5) in ``low..high``."""
+    if not _is_integer(value) or not low <= value <= high:
+        raise ParameterError(f"{name}={value!r} must be an integer in {low}..{high}")
     return int(value)
 
 

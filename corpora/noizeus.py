@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sepsti.core.checks import is_number
+from sepsti.core.checks import integer_within, is_number
 from sepsti.core.errors import ParameterError
 from sepsti.corpora.audio import check_aligned, read_audio
 
@@ -104,8 +104,19 @@ class CorpusIndex(NamedTuple):
 
 
 def utterance_id(number):
-    """The id of utterance ``number`` (1 -> ``"sp01"``)."""
-    return f"sp{int(number):02d}"
+    """The id of NOIZEUS sentence ``number`` (1 -> ``"sp01"``).
+
+    Raises
+    ------
+    ParameterError
+        A ``number`` that is not an integer in 1..30.
+    """
+    return ALL_IDS[integer_within("number", number, 1, len(ALL_IDS)) - 1]
+
+
+def _id(digits):
+    """The id of any number, unchecked: a file name's or a user's id's digits (``"3"`` -> ``"sp03"``)."""
+    return f"sp{int(digits):02d}"
 
 
 def clean_name(utterance):
@@ -126,7 +137,7 @@ def _ranges(ids):
         if start is None:
             start = number
         if index + 1 == len(numbers) or numbers[index + 1] != number + 1:
-            parts.append(utterance_id(start) if start == number else f"{utterance_id(start)}-{utterance_id(number)}")
+            parts.append(_id(start) if start == number else f"{_id(start)}-{_id(number)}")
             start = None
     return ", ".join(parts) if parts else "none"
 
@@ -173,11 +184,11 @@ def corpus_index(root):
             path = Path(folder) / name
             match = _CLEAN.match(name)
             if match:
-                _add(clean, utterance_id(match[1]), path)
+                _add(clean, _id(match[1]), path)
                 continue
             match = _NOISY.match(name)
             if match:
-                _add(noisy, (utterance_id(match[1]), match[2].lower(), int(match[3])), path)
+                _add(noisy, (_id(match[1]), match[2].lower(), int(match[3])), path)
     if not clean and not noisy:
         raise ParameterError(f"{root}: no NOIZEUS-style files found (expected clean spNN.wav and noisy "
                              f"spNN_<noise>_sn<snr>.wav anywhere below it)")
@@ -210,7 +221,7 @@ def split_ids(split):
         match = re.fullmatch(r"(?:sp)?(\d+)", str(utterance).strip(), re.IGNORECASE)
         if match is None:
             raise ParameterError(f"utterance {utterance!r}: expected an id like 'sp21'")
-        ids.append(utterance_id(match[1]))
+        ids.append(_id(match[1]))
     if not ids:
         raise ParameterError("split: no utterance ids given")
     return ids

@@ -106,6 +106,14 @@ def test_paper_split():
     assert TEST_IDS == tuple(f"sp{n:02d}" for n in range(21, 31))
 
 
+def test_utterance_id_takes_the_sentence_numbers_1_to_30():
+    """0 gave 'sp00', 31 'sp31' and 2.7 'sp02'."""
+    assert noizeus.utterance_id(1) == "sp01" and noizeus.utterance_id(np.int64(30)) == "sp30"
+    for number in (0, 31, -1, 2.7, 3.0, "21", True, None):
+        with pytest.raises(ParameterError, match=rf"^number={number!r} must be an integer in 1\.\.30$"):
+            noizeus.utterance_id(number)
+
+
 def test_unknown_noise_names_what_exists(corpus):
     root, _ = corpus
     with pytest.raises(ParameterError, match=r"no noisy files for noise 'airport'; found: babble, car"):

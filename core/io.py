@@ -23,8 +23,8 @@ from pathlib import Path
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["TEMPORARY_MARKER", "atomic_path", "check_output_path", "check_not_an_input", "why_missing", "json_safe",
-           "remove_stale_temporaries"]
+__all__ = ["TEMPORARY_MARKER", "atomic_path", "check_output_path", "check_not_an_input", "input_path", "why_missing",
+           "json_safe", "remove_stale_temporaries"]
 
 
 def check_output_path(path, *, overwrite=False, inputs=()):
@@ -71,6 +71,19 @@ def check_output_path(path, *, overwrite=False, inputs=()):
     except OSError as error:
         raise _cannot_create(path, folder, error) from None
     return path
+
+
+def input_path(name, value):
+    """``value`` as a Path: a str or an os.PathLike, the path a reader was given.
+
+    Raises
+    ------
+    ParameterError
+        Anything else (None, bytes, a number), named by ``name``.
+    """
+    if not isinstance(value, (str, os.PathLike)):
+        raise ParameterError(f"{name}={value!r} must be a path (a str or os.PathLike)")
+    return Path(value)
 
 
 def why_missing(path):

@@ -22,7 +22,7 @@ import numpy as np
 
 from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
-from sepsti.core.io import why_missing
+from sepsti.core.io import input_path, why_missing
 
 __all__ = ["AudioInfo", "audio_info", "audio_files", "read_audio", "read_audio_blocks", "check_aligned"]
 
@@ -43,7 +43,7 @@ class AudioInfo(NamedTuple):
 
 
 def _check_file(path):
-    path = Path(path)
+    path = input_path("path", path)
     if not path.exists():
         raise ParameterError(f"{path}: {why_missing(path)}")
     if path.is_dir():
@@ -240,9 +240,15 @@ def audio_files(root):
     Returns
     -------
     list of Path
+
+    Raises
+    ------
+    ParameterError
+        A ``root`` that is not a path.
     """
     import soundfile
 
+    root = input_path("root", root)
     extensions = {extension for name in soundfile.available_formats() for extension in _FORMAT_EXTENSIONS.get(name, ())}
     found = []
     for folder, subfolders, names in os.walk(root, followlinks=True):

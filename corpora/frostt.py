@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.io import atomic_path, why_missing
+from sepsti.core.io import atomic_path, input_path, why_missing
 from sepsti.core.sparse_tensor import coalesce, validate_sparse_tensor
 
 __all__ = ["read_tns", "write_tns"]
@@ -68,13 +68,13 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
     Raises
     ------
     ParameterError
-        On a malformed line (the message names the file and line number), on
+        On a ``path`` that is not a path, a malformed line (the message names the file and line number), on
         coordinates beyond ``shape``, when the file is missing (or a broken symbolic link),
         holds no entries, is not UTF-8 text, is a corrupt gzip file or is a directory.
     OSError
         If the file exists but cannot be read (no permission, say).
     """
-    path = Path(path)
+    path = input_path("path", path)
     ndim = None
     if shape is not None:
         shape = tuple(int(n) for n in shape)

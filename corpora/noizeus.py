@@ -31,6 +31,7 @@ import numpy as np
 
 from sepsti.core.checks import integer_within, is_number
 from sepsti.core.errors import ParameterError
+from sepsti.core.io import input_path
 from sepsti.corpora.audio import check_aligned, read_audio
 
 __all__ = ["TRAIN_IDS", "TEST_IDS", "ALL_IDS", "Mixture", "CorpusIndex", "corpus_index", "split_ids",
@@ -167,10 +168,10 @@ def corpus_index(root):
     Raises
     ------
     ParameterError
-        If ``root`` is not a folder, holds no NOIZEUS-style file, or holds two
+        If ``root`` is not a path or not a folder, holds no NOIZEUS-style file, or holds two
         files with the same name.
     """
-    root = Path(root)
+    root = input_path("root", root)
     if not root.exists():
         raise ParameterError(f"{root}: no such corpus folder")
     if not root.is_dir():
@@ -196,7 +197,7 @@ def corpus_index(root):
 
 
 def _as_index(corpus):
-    return corpus if isinstance(corpus, CorpusIndex) else corpus_index(corpus)
+    return corpus if isinstance(corpus, CorpusIndex) else corpus_index(input_path("corpus", corpus))
 
 
 def split_ids(split):

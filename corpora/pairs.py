@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sepsti.core.errors import ParameterError
+from sepsti.core.io import input_path
 from sepsti.corpora.audio import audio_files, check_aligned, read_audio
 
 __all__ = ["Pair", "PairPaths", "pair_index", "load_pair"]
@@ -80,11 +81,12 @@ def pair_index(clean_root, noisy_root):
     Raises
     ------
     ParameterError
-        If a folder is missing or not a folder, the two are the same folder or one is inside the other,
+        If a folder is not a path, is missing or not a folder, the two are the same folder or one is inside the other,
         two files below one folder share a name, the noisy folder holds no audio, a noisy file has no
         clean file, or a pair's files are in subfolders that disagree or are one file.
     """
-    clean_path, noisy_path = Path(clean_root).resolve(), Path(noisy_root).resolve()
+    clean_path = input_path("clean_root", clean_root).resolve()
+    noisy_path = input_path("noisy_root", noisy_root).resolve()
     if clean_path == noisy_path:
         raise ParameterError(f"{noisy_root}: the clean and noisy folders are the same; pass two folders")
     if clean_path in noisy_path.parents:

@@ -36,6 +36,7 @@ from pathlib import Path, PurePath
 from typing import NamedTuple
 
 from sepsti.core.errors import ParameterError
+from sepsti.core.io import input_path
 from sepsti.corpora.audio import read_audio
 
 __all__ = ["MANIFEST", "TRAIN_RATE", "EXCLUDED_FLAGS", "HIGHPASS_HZ", "SPLITS", "DISTRIBUTED_SPEAKERS_SHA256",
@@ -79,8 +80,8 @@ class Utterance(NamedTuple):
 
 
 def is_wideband_corpus(folder):
-    """Whether ``folder`` is a manifest-described wideband corpus."""
-    return (Path(folder) / MANIFEST).is_file()
+    """Whether ``folder`` is a manifest-described wideband corpus (ParameterError if it is not a path)."""
+    return (input_path("folder", folder) / MANIFEST).is_file()
 
 
 def read_manifest(folder):
@@ -94,11 +95,12 @@ def read_manifest(folder):
     Raises
     ------
     ParameterError
-        A missing or unparsable manifest, an entry without ``file``, ``rate``, ``speaker``, a rate below 1
-        Hz or not a whole number of Hz (``16000.5``, ``true``, ``Infinity``), a duration that is negative or
-        not finite, a ``file`` that is not a path inside the folder, or a file listed twice.
+        A ``folder`` that is not a path, a missing or unparsable manifest, an entry without ``file``, ``rate``,
+        ``speaker``, a rate below 1 Hz or not a whole number of Hz (``16000.5``, ``true``, ``Infinity``), a
+        duration that is negative or not finite, a ``file`` that is not a path inside the folder, or a file
+        listed twice.
     """
-    folder = Path(folder)
+    folder = input_path("folder", folder)
     path = folder / MANIFEST
     if not path.is_file():
         raise ParameterError(f"{folder}: no {MANIFEST} (a wideband corpus lists its files there)")

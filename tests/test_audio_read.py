@@ -124,3 +124,15 @@ def test_a_bad_block_size_is_refused_by_name(tmp_path, block_size):
     with pytest.raises(ParameterError, match=rf"^block_size={block_size!r} must be an integer of at least 1"):
         list(read_audio_blocks(path, block_size=block_size))
     assert np.concatenate(list(read_audio_blocks(path, block_size=7))).shape == (100,)
+
+
+@pytest.mark.parametrize("path", [None, b"a.wav", 3])
+def test_a_path_that_is_not_one_is_refused_by_name(path):
+    """None, bytes or a number met a TypeError inside pathlib or os.walk."""
+    from sepsti.corpora.audio import audio_files
+
+    for read in (audio_info, read_audio, lambda path: next(read_audio_blocks(path))):
+        with pytest.raises(ParameterError, match=rf"^path={path!r} must be a path \(a str or os\.PathLike\)$"):
+            read(path)
+    with pytest.raises(ParameterError, match=rf"^root={path!r} must be a path \(a str or os\.PathLike\)$"):
+        audio_files(path)

@@ -237,3 +237,9 @@ def test_repeated_coordinates_are_counted_by_line(tmp_path, text, repeats):
     """A coordinate of a zero and a value went unwarned; two lines that cancel were counted as two repeats."""
     with pytest.warns(UserWarning, match=f"t.tns: {repeats} lines repeat an earlier coordinate"):
         read_tns(_write(tmp_path, text), counts=False)
+
+
+def test_a_path_that_is_not_one_is_refused_by_name():
+    """None met a TypeError inside pathlib."""
+    with pytest.raises(ParameterError, match=r"^path=None must be a path \(a str or os\.PathLike\)$"):
+        read_tns(None)

@@ -195,6 +195,15 @@ def test_corrupt_member_file_names_the_file(tmp_path, rng):
         mixtures(root)
 
 
+def test_a_corpus_that_is_not_a_path_is_refused_by_name():
+    """None met a TypeError inside pathlib."""
+    with pytest.raises(ParameterError, match=r"^root=None must be a path \(a str or os\.PathLike\)$"):
+        corpus_index(None)
+    for read in (clean_signals, select, mixtures, iter_mixtures):
+        with pytest.raises(ParameterError, match=r"^corpus=None must be a path \(a str or os\.PathLike\)$"):
+            read(None)
+
+
 def test_duplicate_names_with_different_content_are_refused(tmp_path, rng):
     root = tmp_path / "c"
     _make_corpus(root, "flat", rng, ids=("sp21",), noises=("car",), snrs=(5,))

@@ -99,3 +99,11 @@ def test_a_pair_keeps_its_channels_and_must_have_as_many_in_both_files(tmp_path)
     _wav(tmp_path / "mono" / "noisy" / "m.wav", seed=1)
     (pair,) = pair_index(mono.parent, tmp_path / "mono" / "noisy")
     assert load_pair(pair).clean.shape == load_pair(pair).noisy.shape == (800,)
+
+
+def test_a_folder_that_is_not_a_path_is_refused_by_name(tmp_path):
+    """None met a TypeError inside pathlib."""
+    with pytest.raises(ParameterError, match=r"^clean_root=None must be a path \(a str or os\.PathLike\)$"):
+        pair_index(None, tmp_path)
+    with pytest.raises(ParameterError, match=r"^noisy_root=None must be a path \(a str or os\.PathLike\)$"):
+        pair_index(tmp_path, None)

@@ -98,3 +98,10 @@ def test_the_distributed_corpus_reads_as_documented_and_quietly():
     extra = wideband.Utterance(utterances[0].path, "100", wideband.TRAIN_RATE, 1.0, ())
     with pytest.warns(UserWarning, match="its 202 LibriSpeech speakers are not the distributed corpus's 201"):
         wideband.split_of(utterances + [extra])
+
+
+def test_a_folder_that_is_not_a_path_is_refused_by_name():
+    """None met a TypeError inside pathlib."""
+    for read in (wideband.is_wideband_corpus, wideband.read_manifest, wideband.select, wideband.clean_signals):
+        with pytest.raises(ParameterError, match=r"^folder=None must be a path \(a str or os\.PathLike\)$"):
+            read(None)

@@ -6,7 +6,7 @@ from scipy.integrate import simpson, trapezoid
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.sti import (LangevinSettings, TemperatureGrid, chain_summary, curvature, integrated_time,
-                                      integration_weights, power_posterior_chains,
+                                      integration_weights, power_posterior_chain, power_posterior_chains,
                                       stochastic_thermodynamic_integration, temperature_grid, thermodynamic_integral,
                                       zero_variance_correction)
 from sepsti.core.models.gaussian_additive import GaussianAdditiveModel, GaussianAdditiveTheta
@@ -240,6 +240,21 @@ def test_an_integer_start_samples_the_reals_and_a_nan_start_is_refused(rng):
     with pytest.raises(ParameterError, match="start: .* holds NaN or Inf"):
         stochastic_thermodynamic_integration(model, lambda rng: GaussianAdditiveTheta(np.array([np.nan, 5.0])),
                                              grid=grid, chain=chain)
+
+
+def test_a_negative_start_of_a_non_negative_model_is_refused(rng):
+    """A negative W gave a NaN log-likelihood at the start (the chains mirror the factors only as they step)."""
+    from sepsti.core.models.poisson_nmf import NMFTheta, PoissonNMF
+
+    model = PoissonNMF(PoissonNMF.sample(rng, (6, 5), 2)[2], 2)
+    start = model.sample_prior(rng)
+    start = NMFTheta(start.W - 2 * start.W.max(), start.H)
+    chain = LangevinSettings(num_steps=5, num_keep=5, step_a=1e-3)
+    with pytest.raises(ParameterError, match=r"^start: W has minimum -[0-9.e+-]+; expected non-negative values "
+                                             r"\(PoissonNMF's W is non-negative\)$"):
+        power_posterior_chain(model, start, rng, temperature=1.0, chain=chain)
+    with pytest.raises(ParameterError, match=r"^start: W has minimum"):
+        stochastic_thermodynamic_integration(model, lambda rng: start, grid=TemperatureGrid(2), chain=chain)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")

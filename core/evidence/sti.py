@@ -452,20 +452,25 @@ class LangevinSettings:
             raise ParameterError("zero_variance needs evaluate='before_update'")
 
 
-def _float_start(position):
-    """A chain's start with every leaf in floating point (integers become float64), checked finite.
+def _float_start(model, position):
+    """A chain's start with every leaf in floating point (integers become float64), checked finite and, where
+    the model's ``nonnegative`` flags say so, non-negative.
 
     Raises
     ------
     ParameterError
-        A leaf holding NaN or Inf.
+        A leaf holding NaN or Inf, or a negative entry of a leaf the model holds non-negative.
     """
+    flags = getattr(model, "nonnegative", None)
     leaves = []
-    for name, leaf in zip(getattr(position, "_fields", range(len(position))), position):
+    for index, (name, leaf) in enumerate(zip(getattr(position, "_fields", range(len(position))), position)):
         leaf = np.asarray(leaf)
         leaf = leaf if np.issubdtype(leaf.dtype, np.floating) else leaf.astype(np.float64)
         if not np.all(np.isfinite(leaf)):
             raise ParameterError(f"start: {name} holds NaN or Inf; start the chains where the model is defined")
+        if flags is not None and flags[index] and leaf.size and leaf.min() < 0:
+            raise ParameterError(f"start: {name} has minimum {leaf.min():g}; expected non-negative values "
+                                 f"({type(model).__name__}'s {name} is non-negative)")
         leaves.append(leaf)
     return type(position)(*leaves)
 
@@ -521,7 +526,7 @@ def power_posterior_chain(model, position, rng, *, temperature, chain, subset_fn
             chain.zero_variance):
         raise ParameterError("control_variate='gradient', integrator, step_scale and zero_variance need SGLD on a "
                              "batched model without warm_start or subset_fn (the chains run in lockstep)")
-    position = _float_start(position)
+    position = _float_start(model, position)
     num_steps, num_keep, evaluate = chain.num_steps, chain.num_keep, chain.evaluate
     burn_in = num_steps - num_keep
     if chain.sampler == "sgld":
@@ -688,7 +693,7 @@ def power_posterior_chains(model, positions, rng, *, temperatures, chain, progre
     control_variate, zero_variance = chain.control_variate, chain.zero_variance
     t = np.asarray(temperatures, dtype=np.float64)
     num_chains = t.size
-    positions = _float_start(positions)
+    positions = _float_start(model, positions)
     burn_in = chain.num_steps - chain.num_keep
     base = step_sizes(chain.step_a, chain.step_b, num_steps=chain.num_steps, num_decay_steps=max(burn_in, 1))
     stiffness, direction = (curvature(model, positions, t, rng=rng, return_vector=True)

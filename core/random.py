@@ -19,7 +19,7 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["KEY_LIMIT", "stream", "streams"]
+__all__ = ["KEY_LIMIT", "stream", "streams", "validate_seed"]
 
 #: Seeds and keys lie below this: ``SeedSequence`` splits a larger integer into 32-bit words, lowest
 #: first, so ``(seed, 2**32)`` would be the stream ``(seed, 0, 1)``.
@@ -45,11 +45,17 @@ def stream(seed, *keys):
     ParameterError
         A seed or key outside [0, :data:`KEY_LIMIT`): it would share its stream with another key tuple.
     """
-    if not _is_word(seed):
-        raise ParameterError(f"seed={seed!r} must be an integer in [0, 2**32)")
+    seed = validate_seed(seed)
     if not all(_is_word(key) for key in keys):
         raise ParameterError(f"stream keys {list(keys)}: each must be an integer in [0, 2**32)")
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), *map(int, keys)])))
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, *map(int, keys)])))
+
+
+def validate_seed(seed):
+    """``seed`` as an int, an integer in [0, :data:`KEY_LIMIT`) (not a bool, not a float), else ParameterError."""
+    if not _is_word(seed):
+        raise ParameterError(f"seed={seed!r} must be an integer in [0, 2**32)")
+    return int(seed)
 
 
 def _is_word(value):

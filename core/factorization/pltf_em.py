@@ -31,6 +31,7 @@ import numpy as np
 
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.factorization.em import _rate_floor
+from sepsti.core.random import validate_seed
 
 __all__ = ["PLTFEMResult", "pltf_em", "initialize_pltf"]
 
@@ -57,10 +58,15 @@ def initialize_pltf(model, X, rng=None):
 
     Every free entry is ``s * u`` with ``u ~ Uniform(0.5, 1.5)`` and ``s`` chosen
     so that ``Xhat`` starts near the mean of the observed entries of ``X`` when the
-    fixed factors are ones.
+    fixed factors are ones. ``rng`` is a Generator or a seed (default 0).
+
+    Raises
+    ------
+    ParameterError
+        A seed that is not an integer in [0, 2**32).
     """
     if not isinstance(rng, np.random.Generator):
-        rng = np.random.default_rng(0 if rng is None else rng)
+        rng = np.random.default_rng(validate_seed(0 if rng is None else rng))
     X = model.validate_data(X)
     observed = X if model.mask is None else X[model.mask]
     mean = float(observed.mean()) if observed.size and observed.mean() > 0 else 1.0
@@ -132,7 +138,7 @@ def pltf_em(model, X, factors=None, *, map_estimate=True, max_iter=200, tol=1e-4
     tol : float
         Stop when the objective rises by less than ``tol * |objective|``; 0 runs ``max_iter`` iterations.
     seed : int
-        Seed of the default initialisation.
+        Seed of the default initialisation, in [0, 2**32).
     progress : bool
         Progress bar on stderr.
 
@@ -143,7 +149,7 @@ def pltf_em(model, X, factors=None, *, map_estimate=True, max_iter=200, tol=1e-4
     Raises
     ------
     ParameterError
-        Invalid data, factors or settings; a start refused as by
+        Invalid data, factors or settings (a negative or float seed among them); a start refused as by
         :func:`sepsti.core.factorization.em.poisson_nmf_em` (a zero in a free factor, ``Xhat``
         below the rates' floor everywhere, ``Xhat`` held at 0 where ``X > 0``).
 

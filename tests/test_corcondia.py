@@ -61,6 +61,23 @@ def test_invalid_input(X, ranks, match):
         corcondia(X, ranks)
 
 
+@pytest.mark.parametrize("X, ranks, settings, match", [
+    (np.ones((2, 2, 2), complex), [1], {}, r"^X: complex values"),  # was fitted to its real part
+    (np.full((2, 2, 2), "1"), [1], {}, r"^X: expected real numbers"),  # was read as numbers
+    (np.ones((2, 2, 2)), [np.nan], {}, r"^ranks\[0\]=nan must be an integer"),  # was a ValueError
+    (np.ones((2, 2, 2)), [1], dict(max_iter=0), r"^max_iter=0 must be an integer of at least 1$"),  # fitted nothing
+    (np.ones((2, 2, 2)), [1], dict(num_starts=2.5), r"^num_starts=2.5 must be an integer"),  # was 2 starts
+    (np.ones((2, 2, 2)), [1], dict(tol=np.nan), r"^tol=nan must be a finite number"),
+    (np.ones((2, 2, 2)), [1], dict(tol=-1.0), r"^tol=-1.0 must be a finite number >= 0$"),
+    (np.ones((2, 2, 2)), [1], dict(seed=-1), r"^seed=-1 must be an integer in \[0, 2\*\*32\)$"),  # a ValueError
+    (np.ones((2, 2, 2)), [1], dict(seed=1.5), r"^seed=1.5 must be an integer"),  # was seed 1
+    (np.ones((2, 2, 2)), [1], dict(threshold=np.nan), r"^threshold=nan must be a finite number$"),  # selected 1
+])
+def test_invalid_settings_are_refused_before_any_fit(X, ranks, settings, match):
+    with pytest.raises(ParameterError, match=match):
+        corcondia(X, ranks, **settings)
+
+
 def test_bad_ranks_factors_and_data_are_named():
     from sepsti.core.errors import ParameterError
     from sepsti.core.factorization.corcondia import core_consistency, corcondia

@@ -27,7 +27,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import finite_number, integer_at_least, real_array
 from sepsti.core.errors import ConvergenceWarning, ParameterError
+from sepsti.core.evidence.rank_selection import validate_ranks
+from sepsti.core.random import validate_seed
 
 __all__ = ["CorcondiaResult", "core_consistency", "corcondia"]
 
@@ -57,7 +60,7 @@ class CorcondiaResult(NamedTuple):
 
 
 def _validate_tensor(X):
-    X = np.asarray(X, dtype=np.float64)
+    X = real_array("X", X)  # complex values were cast to their real part, strings read as numbers
     if X.ndim != 3 or X.size == 0:
         raise ParameterError(f"X has shape {X.shape}: expected a non-empty three-way array")
     if not np.all(np.isfinite(X)):
@@ -102,19 +105,25 @@ def corcondia(X, ranks, *, num_starts=5, max_iter=1000, tol=1e-10, seed=0, thres
     ranks : iterable of int
         Ranks to try.
     num_starts : int
-        Random starts per rank; the fit with the lowest error is kept.
+        Random starts per rank, at least 1; the fit with the lowest error is kept.
     max_iter : int
-        ALS iterations per start.
+        ALS iterations per start, at least 1.
     tol : float
-        ALS tolerance on the relative change of the error.
+        ALS tolerance on the relative change of the error, finite and >= 0.
     seed : int
-        Start ``s`` of rank ``R`` uses ``random_state = SeedSequence([seed, R, s])``.
+        Start ``s`` of rank ``R`` uses ``random_state = SeedSequence([seed, R, s])``; in [0, 2**32).
     threshold : float
-        Consistency (percent) that counts as "appropriate" for the selection.
+        Consistency (percent) that counts as "appropriate" for the selection, a finite number.
 
     Returns
     -------
     CorcondiaResult
+
+    Raises
+    ------
+    ParameterError
+        On data that are not a finite real three-way array or are all zeros, ranks that are not distinct
+        positive integers, or settings outside the ranges above (``max_iter`` of 0 fitted nothing).
 
     Warns
     -----
@@ -125,22 +134,23 @@ def corcondia(X, ranks, *, num_starts=5, max_iter=1000, tol=1e-10, seed=0, thres
     from tensorly.decomposition import parafac
 
     X = _validate_tensor(X)
-    given = list(ranks)
-    if not given or any(isinstance(r, bool) or int(r) != r or r < 1 for r in given):
-        raise ParameterError(f"ranks={given}: expected a non-empty list of positive integers")
-    ranks = np.asarray(given, dtype=np.int64)
+    ranks = np.asarray(validate_ranks(ranks), dtype=np.int64)
     if not np.any(X):
         raise ParameterError("X is all zeros: no CP model to fit")
-    if int(num_starts) < 1:
-        raise ParameterError(f"num_starts={num_starts} must be a positive integer")
+    num_starts = integer_at_least("num_starts", num_starts, 1)
+    max_iter = integer_at_least("max_iter", max_iter, 1)
+    if not finite_number("tol", tol) >= 0:
+        raise ParameterError(f"tol={tol!r} must be a finite number >= 0")
+    seed = validate_seed(seed)
+    threshold = finite_number("threshold", threshold)
     norm = np.linalg.norm(X)
     consistency, errors, converged = [], [], []
     tensor = tl.tensor(X)
     for rank in ranks:
         best = None
-        for start in range(int(num_starts)):
-            state = np.random.RandomState(np.random.SeedSequence([int(seed), int(rank), start]).generate_state(1))
-            cp, trace = parafac(tensor, rank=int(rank), init="random", n_iter_max=int(max_iter), tol=tol,
+        for start in range(num_starts):
+            state = np.random.RandomState(np.random.SeedSequence([seed, int(rank), start]).generate_state(1))
+            cp, trace = parafac(tensor, rank=int(rank), init="random", n_iter_max=max_iter, tol=tol,
                                 random_state=state, normalize_factors=False, return_errors=True)
             weights, (A, B, C) = cp
             A = np.asarray(A) * np.asarray(weights)[None, :]
@@ -156,7 +166,7 @@ def corcondia(X, ranks, *, num_starts=5, max_iter=1000, tol=1e-10, seed=0, thres
     if not converged.all():
         stopped = ranks[~converged]
         warnings.warn(f"corcondia: the best fit at rank{'s' * (stopped.size > 1)} {', '.join(map(str, stopped))} "
-                      f"stopped at max_iter={int(max_iter)} before its error changed by less than tol={tol:g}; its "
+                      f"stopped at max_iter={max_iter} before its error changed by less than tol={tol:g}; its "
                       "consistency is unreliable: raise max_iter", ConvergenceWarning, stacklevel=2)
     good = ranks[consistency >= threshold]
     selected = int(good.max()) if good.size else int(ranks.min())

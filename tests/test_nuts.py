@@ -451,10 +451,26 @@ def test_mean_tree_length_on_a_standard_normal_matches_stans_criterion():
 @pytest.mark.parametrize("setting, message", [
     ({"divergence_threshold": -1.0}, "divergence_threshold=-1.0"),
     ({"divergence_threshold": np.nan}, "divergence_threshold=nan"),
+    ({"max_tree_depth": 2.5}, r"^max_tree_depth=2.5 must be an integer of at least 1$"),  # was a depth of 2
+    ({"max_tree_depth": "3"}, r"^max_tree_depth='3' must be an integer"),  # was a depth of 3
+    ({"max_tree_depth": np.nan}, r"^max_tree_depth=nan must be an integer"),  # was a bare ValueError
+    ({"max_tree_depth": np.inf}, r"^max_tree_depth=inf must be an integer"),  # was an OverflowError
 ])
 def test_bad_kernel_settings_are_refused(setting, message):
     with pytest.raises(ParameterError, match=message):
         nuts.build_kernel(lambda x: (-0.5 * x @ x, -x), **setting)
+
+
+@pytest.mark.parametrize("step_size", [0.0, -0.1, np.nan, np.inf, "0.1"])
+def test_a_step_size_that_is_not_positive_and_finite_is_refused(rng, step_size):
+    # 0 ran 1023 leapfrog steps that never moved, a negative one ran as its absolute value, NaN and inf
+    # diverged at every transition, a string met a TypeError
+    def target(x):
+        return -0.5 * x @ x, -x
+
+    kernel = nuts.build_kernel(target)
+    with pytest.raises(ParameterError, match=r"^step_size=.* must be a positive number$"):
+        kernel(rng, hmc.init(np.zeros(2), target), step_size)
 
 
 @pytest.mark.parametrize("matrix", [np.ones(3), np.eye(3), [1.0, -1.0], np.array([[1.0, 0.9], [0.0, 1.0]])])

@@ -33,8 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sepsti.core.checks import positive_number
-from sepsti.core.errors import ParameterError
+from sepsti.core.checks import integer_at_least, positive_number
 from sepsti.core.samplers.hmc import HMCState, _inverse_mass, _momentum, init
 from sepsti.core.samplers.integrators import velocity
 
@@ -153,7 +152,7 @@ def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_thresh
     logdensity_and_grad_fn : callable
         ``position -> (logdensity, gradient)``.
     max_tree_depth : int
-        Maximum number of doublings (at most 2**max_tree_depth − 1 leapfrog steps).
+        Maximum number of doublings (at most 2**max_tree_depth − 1 leapfrog steps), an integer of at least 1.
     divergence_threshold : float
         Δ_max: a leaf whose energy exceeds the initial one by more is divergent
         (paper eq. 10).
@@ -161,11 +160,16 @@ def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_thresh
     Returns
     -------
     callable
-        ``kernel(rng, state, step_size, inverse_mass_matrix=None) -> (HMCState, NUTSInfo)``.
+        ``kernel(rng, state, step_size, inverse_mass_matrix=None) -> (HMCState, NUTSInfo)``; it raises
+        ParameterError on a step size that is not positive and finite, or an inverse mass matrix that
+        :func:`sepsti.core.samplers.hmc.sample_momentum` refuses.
+
+    Raises
+    ------
+    ParameterError
+        On a ``max_tree_depth`` or ``divergence_threshold`` outside the ranges above.
     """
-    if int(max_tree_depth) < 1:
-        raise ParameterError(f"max_tree_depth={max_tree_depth} must be a positive integer")
-    max_tree_depth = int(max_tree_depth)
+    max_tree_depth = integer_at_least("max_tree_depth", max_tree_depth, 1)
     divergence_threshold = positive_number("divergence_threshold", divergence_threshold)
 
     def build_subtree(rng, start, signed_step, depth, energy0, inverse_mass_matrix):
@@ -203,6 +207,7 @@ def build_kernel(logdensity_and_grad_fn, *, max_tree_depth=10, divergence_thresh
         return _Subtree(first, point, proposal, log_weight, momentum_sum, acceptance_sum, 2 ** depth, False, False)
 
     def kernel(rng, state, step_size, inverse_mass_matrix=None):
+        positive_number("step_size", step_size)
         inverse_mass_matrix, factor = _inverse_mass(inverse_mass_matrix, state.position)
         momentum = _momentum(rng, inverse_mass_matrix, factor)
         start_velocity = velocity(momentum, inverse_mass_matrix)

@@ -255,6 +255,20 @@ def test_the_divergence_threshold_must_be_positive_and_finite(threshold):
         hmc.build_kernel(standard_normal, num_integration_steps=3, divergence_threshold=threshold)
 
 
+@pytest.mark.parametrize("setting, message", [
+    (dict(initial_step_size=0.0), r"^initial_step_size=0.0 must be a positive number$"),  # returned 0
+    (dict(initial_step_size=np.nan), r"^initial_step_size=nan must be a positive number$"),  # returned NaN
+    (dict(initial_step_size=-1.0), r"^initial_step_size=-1.0 must be a positive number$"),  # returned -4
+    (dict(target=0.0), r"^target=0.0 must be a number in \(0, 1\)"),  # math domain error
+    (dict(target=1.5), r"^target=1.5 must be a number in \(0, 1\)"),  # halved a hundred times, to 8e-31
+    (dict(max_doublings=2.5), r"^max_doublings=2.5 must be an integer of at least 1$"),  # a TypeError
+])
+def test_the_initial_step_heuristic_refuses_settings_outside_their_ranges(setting, message):
+    state = hmc.init(np.zeros(2), standard_normal)
+    with pytest.raises(ParameterError, match=message):
+        hmc.find_reasonable_step_size(np.random.default_rng(0), state, standard_normal, **setting)
+
+
 @pytest.mark.parametrize("num_steps", [25.0, 2.5, 0, True])
 def test_a_warm_up_refuses_a_count_that_is_not_a_positive_integer_before_any_work(num_steps):
     # 25.0 gave a raw TypeError after the initial step heuristic had run

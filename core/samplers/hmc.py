@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from sepsti.core.checks import integer_at_least, positive_number
+from sepsti.core.checks import integer_at_least, is_number, positive_number, scalar
 from sepsti.core.errors import ParameterError
 from sepsti.core.samplers.integrators import IntegratorState, kinetic_energy, leapfrog
 
@@ -223,26 +223,36 @@ def find_reasonable_step_size(rng, state, logdensity_and_grad_fn, inverse_mass_m
     logdensity_and_grad_fn : callable
     inverse_mass_matrix : ndarray, shape (dim,) or (dim, dim), optional
     initial_step_size : float
+        Positive and finite.
     target : float
+        In (0, 1).
     max_doublings : int
-        Safety cap on the number of doublings or halvings.
+        Safety cap on the number of doublings or halvings, at least 1.
 
     Returns
     -------
     float
+
+    Raises
+    ------
+    ParameterError
+        On settings outside the ranges above, or an inverse mass matrix that :func:`sample_momentum` refuses.
     """
+    step_size = positive_number("initial_step_size", initial_step_size)
+    if not (is_number(target) and 0.0 < scalar(target) < 1.0):
+        raise ParameterError(f"target={target!r} must be a number in (0, 1), the acceptance ratio to cross")
+    max_doublings = integer_at_least("max_doublings", max_doublings, 1)
     inverse_mass_matrix, factor = _inverse_mass(inverse_mass_matrix, state.position)
     momentum = _momentum(rng, inverse_mass_matrix, factor)
     energy0 = -state.logdensity + kinetic_energy(momentum, inverse_mass_matrix)
     start = IntegratorState(state.position, momentum, state.logdensity, state.logdensity_grad)
-    log_target = math.log(target)
+    log_target = math.log(scalar(target))
 
     def log_ratio(step_size):
         point = leapfrog(start, step_size, logdensity_and_grad_fn, inverse_mass_matrix)
         value = energy0 - (-point.logdensity + kinetic_energy(point.momentum, inverse_mass_matrix))
         return value if np.isfinite(value) else -np.inf
 
-    step_size = float(initial_step_size)
     direction = 1 if log_ratio(step_size) > log_target else -1
     for _ in range(max_doublings):
         candidate = step_size * (2.0 ** direction)

@@ -57,9 +57,9 @@ def finite_number(name, value):
     return float(value)
 
 
-def real_array(name, value):
-    """``value`` as a float64 array; complex or non-numeric values refused, not cast (NumPy drops an imaginary
-    part with a warning only)."""
+def real_array(name, value, *, keep_dtype=False):
+    """``value`` as a float64 array (with ``keep_dtype``, in its own integer, boolean or float type); complex or
+    non-numeric values refused, not cast (NumPy drops an imaginary part with a warning only)."""
     try:
         array = np.asarray(value)
     except (TypeError, ValueError):  # sequences of unequal lengths (a NamedTuple of arrays and numbers, say)
@@ -69,7 +69,7 @@ def real_array(name, value):
         raise ParameterError(f"{name}: complex values ({array.dtype}); expected real numbers")
     if array.dtype.kind not in "biuf":  # strings ("1.5" would be read), objects
         raise ParameterError(f"{name}: expected real numbers, got values of type {array.dtype}")
-    return array.astype(np.float64)
+    return array if keep_dtype else array.astype(np.float64)
 
 
 def number_within(name, value, low, high):

@@ -126,6 +126,39 @@ def test_model_errors():
         model.validate_data(np.full((2, 3), 0.5), integer=True)
 
 
+@pytest.mark.parametrize("size, match", [
+    (2.5, r"^dims\['k'\]=2.5 must be an integer of at least 1$"),  # was a size of 2
+    ("2", r"^dims\['k'\]='2' must be an integer"),  # was parsed
+    (np.nan, r"^dims\['k'\]=nan must be an integer"),  # was a bare ValueError
+    (True, r"^dims\['k'\]=True must be an integer"),  # was a size of 1
+    (0, r"^dims\['k'\]=0 must be an integer of at least 1$"),
+])
+def test_a_size_that_is_not_a_positive_integer_is_refused(size, match):
+    with pytest.raises(ParameterError, match=match):
+        pltf_model("ik,kj->ij", dict(i=2, k=size, j=3))
+    with pytest.raises(ParameterError, match="every size must be a positive integer"):  # from an empty fixed factor
+        pltf_model("ik,kj->ij", dict(i=2, k=2), fixed={1: np.ones((2, 0))})
+
+
+@pytest.mark.parametrize("X, match", [
+    (np.ones((2, 3), complex), r"^X: complex values \(complex128\); expected real numbers$"),  # was its real part
+    (np.full((2, 3), "1"), r"^X: expected real numbers, got values of type <U1$"),  # was a TypeError
+    (np.ones((2, 3), object), r"^X: expected real numbers, got values of type object$"),
+])
+def test_data_that_are_not_real_numbers_are_refused(X, match):
+    model = pltf_model("ik,kj->ij", dict(i=2, k=2, j=3))
+    for integer in (False, True):
+        with pytest.raises(ParameterError, match=match):
+            model.validate_data(X, integer=integer)
+    assert model.validate_data(np.ones((2, 3), np.uint8), integer=True).dtype == np.int64
+
+
+def test_a_seed_in_place_of_a_generator_is_refused():
+    model = pltf_model("ik,kj->ij", dict(i=2, k=2, j=3))
+    with pytest.raises(ParameterError, match=r"^rng=3: expected a numpy.random.Generator"):  # an AttributeError
+        model.chain_start(np.ones((2, 3), int), rng=3)
+
+
 def test_validate_data_refuses_counts_beyond_int64():
     model = pltf_model("ik,kj->ij", dict(i=2, k=1, j=2))
     for X in (np.array([[1e19, 0.0], [1.0, 2.0]]), np.array([[2**63, 0], [1, 2]], dtype=np.uint64)):

@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln, xlogy
 
+from sepsti.core.checks import integer_at_least, real_array
 from sepsti.core.errors import ParameterError
 
 __all__ = ["Contraction", "PLTFModel", "SourceLayout", "pltf_model", "gamma_log_pdf", "parse_spec"]
@@ -258,8 +259,15 @@ class PLTFModel:
         Entries outside the mask may hold anything (NaN for missing values) and come back as 0.
         Integer input comes back as int64 without a copy when it already is and the mask leaves
         nothing out.
+
+        Raises
+        ------
+        ParameterError
+            On a shape other than ``output_shape``, values that are not real numbers (complex, strings),
+            negative or non-finite observed values, or, with ``integer``, counts that are not integers
+            or exceed int64.
         """
-        X = np.asarray(X)
+        X = real_array("X", X, keep_dtype=True)  # complex values were cast to their real part, strings a TypeError
         if X.shape != self.output_shape:
             raise ParameterError(f"X has shape {X.shape}, expected {self.output_shape} for output {self.output!r}")
         if self.mask is not None and not self.mask.all():
@@ -286,12 +294,16 @@ class PLTFModel:
         Raises
         ------
         ParameterError
-            If neither ``factors`` nor ``rng`` is given, or a positive count has zero intensity.
+            If neither ``factors`` nor ``rng`` is given, ``rng`` is not a Generator, or a positive count has
+            zero intensity.
         """
         X = self.validate_data(X, integer=True)
         if factors is None:
             if rng is None:
                 raise ParameterError("init needs factors or an rng to draw them from the prior")
+            if not isinstance(rng, np.random.Generator):  # a seed met an AttributeError
+                raise ParameterError(f"rng={rng!r}: expected a numpy.random.Generator "
+                                     "(sepsti.core.random.stream(seed))")
             factors = self.sample_prior(rng)
         factors = self.validate_factors(factors)
         log_likelihood = self.log_likelihood(factors, X)
@@ -430,7 +442,7 @@ def pltf_model(spec, dims=None, *, prior_shape=1.0, prior_rate=1.0, fixed=None, 
         Factor index strings and the observed indices, e.g. ``"ik,kj->ij"``,
         ``"ir,jr,kr->ijk"``, ``"r,d,dtr->t"`` (convolution through a fixed delta tensor).
     dims : dict, optional
-        Size of each index; sizes of indices carried by fixed factors or the
+        Size of each index, a positive integer; sizes of indices carried by fixed factors or the
         mask may be omitted.
     prior_shape, prior_rate : float or sequence
         Gamma shape ``A`` and rate ``B``: one scalar for all free factors, or
@@ -448,10 +460,11 @@ def pltf_model(spec, dims=None, *, prior_shape=1.0, prior_rate=1.0, fixed=None, 
     Raises
     ------
     ParameterError
-        On a malformed spec, unknown or inconsistent sizes, or invalid priors.
+        On a malformed spec, unknown, inconsistent or non-integer sizes, or invalid priors.
     """
     factor_indices, output = parse_spec(spec)
-    dims = {} if dims is None else {str(k): int(v) for k, v in dict(dims).items()}
+    # 2.5 and "2" were truncated or parsed by int(), NaN met a bare ValueError
+    dims = {} if dims is None else {str(k): integer_at_least(f"dims[{k!r}]", v, 1) for k, v in dict(dims).items()}
     fixed = {} if fixed is None else dict(fixed)
     fixed_list = [None] * len(factor_indices)
     for a, value in fixed.items():
@@ -481,7 +494,7 @@ def pltf_model(spec, dims=None, *, prior_shape=1.0, prior_rate=1.0, fixed=None, 
     bad = [c for c in dims if c not in everything]
     if bad:
         raise ParameterError(f"dims names indices {bad} that are not in spec {spec!r}")
-    if any(n < 1 for n in dims.values()):
+    if any(n < 1 for n in dims.values()):  # an empty fixed factor or mask
         raise ParameterError(f"dims={dims}: every size must be a positive integer")
     shapes = tuple(tuple(dims[c] for c in f) for f in factor_indices)
     free = tuple(a for a in range(len(factor_indices)) if fixed_list[a] is None)

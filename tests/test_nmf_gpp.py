@@ -109,6 +109,19 @@ def test_validation(rng):
         model.logdensity_and_grad(np.zeros(3))
 
 
+@pytest.mark.parametrize("X, setting, match", [
+    (np.ones((6, 4)), dict(beta_d=-1.0), r"^beta_d=-1.0 must be a positive number$"),  # built a kernel
+    (np.ones((6, 4)), dict(beta_h=np.nan), r"^beta_h=nan must be a positive number$"),  # SciPy's ValueError
+    (np.ones((6, 4)), dict(jitter=np.nan), r"^jitter=nan must be a finite number$"),  # SciPy's ValueError
+    (np.ones((6, 4)), dict(jitter=-1.0), r"^jitter=-1.0 must be a finite number >= 0$"),  # blamed beta
+    (np.ones((6, 4), complex), {}, r"^X: complex values"),  # was its real part
+    (np.full((6, 4), "1"), {}, r"^X: expected real numbers"),  # was read as numbers
+])
+def test_bad_length_scales_jitter_and_data_are_refused(X, setting, match):
+    with pytest.raises(ParameterError, match=match):
+        NMFGPP(X, num_components=2, plate_shape=(2, 3), beta=1.0, noise_std=0.5, **setting)
+
+
 @pytest.mark.parametrize("num_components", [1, 2, 3])
 def test_compiled_pass_equals_the_numpy_reference(rng, num_components):
     # The compiled kernel pairs components (an odd last one alone) and switches the link

@@ -25,7 +25,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import erfcx, log_ndtr, ndtri, ndtri_exp
 
-from sepsti.core.checks import integer_at_least, positive_number
+from sepsti.core.checks import finite_number, integer_at_least, positive_number, real_array
 from sepsti.core.errors import ParameterError
 
 __all__ = ["NMFGPPParams", "NMFGPP", "squared_exponential_kernel", "exponential_kernel_2d",
@@ -107,13 +107,19 @@ class NMFGPP:
     plate_shape : tuple of int
         (rows, cols) with rows · cols = K.
     beta : float
-        Length-scale of both kernels (``beta_d``/``beta_h`` override one each).
+        Length-scale of both kernels (``beta_d``/``beta_h`` override one each); each positive and finite.
     noise_std : float
         σ_N of the least-squares likelihood.
     rate_d, rate_h : float
         λ of the exponential marginals of D and H.
     jitter : float
-        Relative diagonal jitter for the Cholesky factors.
+        Relative diagonal jitter for the Cholesky factors, finite and >= 0.
+
+    Raises
+    ------
+    ParameterError
+        On data that are not a finite real matrix, a plate that does not match it, or settings outside
+        the ranges above.
 
     References
     ----------
@@ -124,15 +130,19 @@ class NMFGPP:
 
     def __init__(self, X, *, num_components, plate_shape, beta, noise_std, beta_d=None, beta_h=None,
                  rate_d=1.0, rate_h=1.0, jitter=1e-6):
-        X = np.asarray(X, dtype=float)
+        X = real_array("X", X)  # complex values were cast to their real part, strings read as numbers
         if X.ndim != 2 or not np.all(np.isfinite(X)):
             raise ParameterError(f"X must be a finite 2-D array (positions, wavenumbers), got shape {X.shape}")
         plate_shape = tuple(integer_at_least("plate_shape", size, 1) for size in plate_shape)
         if len(plate_shape) != 2 or plate_shape[0] * plate_shape[1] != X.shape[0] or X.shape[1] < 1:
             raise ParameterError(f"plate_shape={plate_shape} does not match {X.shape[0]} positions (rows of X)")
         integer_at_least("num_components", num_components, 1)
-        for name, value in (("beta", beta), ("noise_std", noise_std), ("rate_d", rate_d), ("rate_h", rate_h)):
-            positive_number(name, value)
+        for name, value in (("beta", beta), ("noise_std", noise_std), ("rate_d", rate_d), ("rate_h", rate_h),
+                            ("beta_d", beta_d), ("beta_h", beta_h)):
+            if value is not None:  # beta_d = -1 built a kernel, NaN met SciPy's ValueError in the Cholesky factor
+                positive_number(name, value)
+        if not finite_number("jitter", jitter) >= 0:
+            raise ParameterError(f"jitter={jitter!r} must be a finite number >= 0")
         self.X = np.ascontiguousarray(X)
         self.num_components = int(num_components)
         self.plate_shape = plate_shape

@@ -53,11 +53,26 @@ def test_map_is_deterministic_and_validates():
     (dict(max_iter=2.5), "max_iter=2.5"),
     (dict(num_starts=2.5), "num_starts=2.5 must be an integer"),
     (dict(num_starts=True), "num_starts=True"),
+    (dict(theta0=np.inf), "theta0 holds NaN or infinite values"),  # a ZeroDivisionError in the compiled pass
+    (dict(theta0=np.nan), "theta0 holds NaN or infinite values"),
 ])
 def test_settings_are_validated(kwargs, match):
     _, model = small_problem(1)
+    if "theta0" in kwargs:
+        kwargs = dict(theta0=np.full(model.dim, kwargs["theta0"]))
     with pytest.raises(ParameterError, match=match):
         map_nmf_gpp(model, **kwargs)
+
+
+@pytest.mark.parametrize("rng, num_iter, match", [
+    (np.random.default_rng(0), -1, r"^num_iter=-1 must be an integer of at least 0$"),  # ran no update
+    (np.random.default_rng(0), 2.5, r"^num_iter=2.5 must be an integer"),  # a TypeError
+    (3, 10, r"^rng=3: expected a numpy.random.Generator"),  # an AttributeError
+])
+def test_the_start_refuses_bad_iterations_and_a_seed_for_a_generator(rng, num_iter, match):
+    _, model = small_problem(1)
+    with pytest.raises(ParameterError, match=match):
+        initialize_nmf_gpp(model, rng, num_iter=num_iter)
 
 
 @pytest.mark.slow

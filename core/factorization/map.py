@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 from scipy import optimize
 
-from sepsti.core.checks import integer_at_least
+from sepsti.core.checks import integer_at_least, real_array
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.parallel.blas import single_threaded_blas
 from sepsti.core.random import stream
@@ -59,12 +59,20 @@ def initialize_nmf_gpp(model, rng, *, method="nmf", num_iter=200):
         random start) of max(X, 0), mapped to θ through the link;
         "prior": a draw of θ ~ N(0, I) scaled by 0.1.
     num_iter : int
-        Multiplicative updates for "nmf".
+        Multiplicative updates for "nmf", at least 0.
 
     Returns
     -------
     ndarray, shape (dim,)
+
+    Raises
+    ------
+    ParameterError
+        On an unknown method, a negative or non-integer ``num_iter``, or an ``rng`` that is not a Generator.
     """
+    num_iter = integer_at_least("num_iter", num_iter, 0)  # -1 ran no update, 2.5 met a TypeError
+    if not isinstance(rng, np.random.Generator):  # a seed met an AttributeError
+        raise ParameterError(f"rng={rng!r}: expected a numpy.random.Generator (sepsti.core.random.stream(seed))")
     if method == "prior":
         return 0.1 * rng.standard_normal(model.dim)
     if method != "nmf":
@@ -89,7 +97,7 @@ def map_nmf_gpp(model, *, theta0=None, seed=0, num_starts=3, init="nmf", max_ite
     ----------
     model : NMFGPP
     theta0 : ndarray, shape (dim,), optional
-        A single start; otherwise ``num_starts`` starts from :func:`initialize_nmf_gpp`.
+        A single finite start; otherwise ``num_starts`` starts from :func:`initialize_nmf_gpp`.
     seed : int
     num_starts : int
         At least 1 (ignored with ``theta0``).
@@ -106,8 +114,8 @@ def map_nmf_gpp(model, *, theta0=None, seed=0, num_starts=3, init="nmf", max_ite
     Raises
     ------
     ParameterError
-        Invalid settings; when every start ends at a log posterior that is not finite (a start that
-        does is passed over).
+        Invalid settings, a ``theta0`` that is not finite; when every start ends at a log posterior that is
+        not finite (a start that does is passed over).
 
     Warns
     -----
@@ -119,7 +127,10 @@ def map_nmf_gpp(model, *, theta0=None, seed=0, num_starts=3, init="nmf", max_ite
     if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real) or not (np.isfinite(tol) and tol >= 0):
         raise ParameterError(f"tol={tol!r} must be a finite number >= 0")
     if theta0 is not None:
-        starts = [np.asarray(theta0, dtype=float)]
+        theta0 = real_array("theta0", theta0)
+        if not np.all(np.isfinite(theta0)):  # an infinite entry met a ZeroDivisionError in the compiled pass
+            raise ParameterError("theta0 holds NaN or infinite values: start where the log posterior is finite")
+        starts = [theta0]
     else:
         starts = [initialize_nmf_gpp(model, stream(seed, 3, i), method=init) for i in range(num_starts)]
 

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sepsti.core.checks import real_array
 from sepsti.core.errors import ParameterError
 
 __all__ = ["SparseTensor", "TensorBlocks", "coalesce", "from_dense", "to_dense", "validate_sparse_tensor"]
@@ -251,14 +252,28 @@ def coalesce(coords, values, shape):
 
 
 def from_dense(array):
-    """Return the non-zero entries of a dense array as a SparseTensor (row-major order)."""
-    array = np.asarray(array, dtype=np.float64)
+    """Return the non-zero entries of a dense array as a SparseTensor (row-major order).
+
+    Raises
+    ------
+    ParameterError
+        On values that are not real numbers (complex values were cast to their real part, strings read as numbers).
+    """
+    array = real_array("array", array)
     coords = np.argwhere(array != 0).astype(np.int64)
     return SparseTensor(np.ascontiguousarray(coords), array[tuple(coords.T)], tuple(array.shape))
 
 
 def to_dense(tensor):
-    """Return the dense array of a SparseTensor (small tensors only)."""
+    """Return the dense array of a SparseTensor (small tensors only).
+
+    Raises
+    ------
+    ParameterError
+        As :func:`validate_sparse_tensor` (a negative coordinate was written at the far end of its mode, a
+        duplicate kept its last value only).
+    """
+    tensor = validate_sparse_tensor(tensor)
     out = np.zeros(tensor.shape, dtype=np.float64)
     out[tuple(np.asarray(tensor.coords).T)] = tensor.values
     return out

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.sparse_tensor import SparseTensor, coalesce, to_dense, validate_sparse_tensor
+from sepsti.core.sparse_tensor import SparseTensor, coalesce, from_dense, to_dense, validate_sparse_tensor
 
 COORDS = [[0, 1, 2], [2, 0, 1]]
 
@@ -77,3 +77,24 @@ def test_coalesce_checks_what_validate_sparse_tensor_checks(coords, values, shap
         with pytest.raises(ParameterError, match=f"^tensor: {match[1:]}"):
             validate_sparse_tensor(SparseTensor(np.array(coords), np.array(values), shape))
 
+
+
+@pytest.mark.parametrize("coords, values, match", [
+    ([[-1, 0, 0]], [1.0], r"coords\[0\] = \[-1, 0, 0\]: outside the shape"),  # was written at [2, 0, 0]
+    ([[3, 0, 0]], [1.0], r"coords\[0\] = \[3, 0, 0\]: outside the shape"),  # was an IndexError
+    ([[0, 0, 0], [0, 0, 0]], [1.0, 2.0], "duplicate coordinates"),  # was 2.0 at [0, 0, 0], not 3.0
+])
+def test_to_dense_refuses_what_validate_sparse_tensor_refuses(coords, values, match):
+    with pytest.raises(ParameterError, match=f"^tensor: {match}"):
+        to_dense(SparseTensor(np.array(coords), np.array(values), (3, 3, 3)))
+
+
+@pytest.mark.parametrize("array, match", [
+    (np.ones((2, 2, 2), complex), r"^array: complex values \(complex128\); expected real numbers$"),
+    (np.full((2, 2, 2), "1"), r"^array: expected real numbers, got values of type <U1$"),
+])
+def test_from_dense_refuses_values_that_are_not_real_numbers(array, match):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ComplexWarning on the way to the error
+        with pytest.raises(ParameterError, match=match):
+            from_dense(array)

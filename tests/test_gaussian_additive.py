@@ -70,6 +70,20 @@ def test_batched_methods_match_one_chain_at_a_time(rng):
     assert model.subset_size(subsets) == 7
 
 
+@pytest.mark.parametrize("x, rank, options, match", [
+    (np.zeros(3), np.nan, {}, r"^rank=nan must be an integer of at least 1$"),  # a bare ValueError
+    (np.zeros(3), np.inf, {}, r"^rank=inf must be an integer"),  # an OverflowError
+    (np.zeros(3), True, {}, r"^rank=True must be an integer"),  # was rank 1
+    (np.zeros(3), "2", {}, r"^rank='2' must be an integer"),  # a TypeError
+    (np.zeros(3), 2, {"mu": "5"}, r"^mu='5' must be a finite number$"),  # a TypeError
+    (np.zeros(3, complex), 2, {}, r"^x: complex values"),  # was its real part
+    (np.full(3, "1.5"), 2, {}, r"^x: expected real numbers"),  # was read as numbers
+])
+def test_a_rank_mean_or_data_of_the_wrong_kind_is_refused(x, rank, options, match):
+    with pytest.raises(ParameterError, match=match):
+        GaussianAdditiveModel(x, rank, **options)
+
+
 def test_settings_and_subsets_are_checked(rng):
     """Variances that are not positive numbers and means that are not finite are refused; a boolean mask
     as a subset (read as indices 0 and 1, or counted by its length) is refused, integer indices work."""

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sepsti.core.checks import positive_number
+from sepsti.core.checks import finite_number, integer_at_least, positive_number, real_array
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.subsample import index_subset
 
@@ -52,6 +52,12 @@ class GaussianAdditiveModel:
     sigma2_x : float
         Observation noise variance.
 
+    Raises
+    ------
+    ParameterError
+        On observations that are not a non-empty finite real 1-d array, a rank that is not a positive
+        integer, a mean that is not finite or a variance that is not positive and finite.
+
     References
     ----------
     ICASSP'16 eq. 12.
@@ -61,18 +67,14 @@ class GaussianAdditiveModel:
     batched = True
 
     def __init__(self, x, rank, *, mu=5.0, sigma2_theta=3.0, sigma2_x=5.0):
-        x = np.asarray(x, dtype=np.float64)
+        x = real_array("x", x)  # complex values were cast to their real part, strings read as numbers
         if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
             raise ParameterError(f"x has shape {x.shape}: expected a non-empty finite 1-d array")
-        if int(rank) != rank or rank < 1:
-            raise ParameterError(f"rank={rank} must be a positive integer")
         for name, value in (("sigma2_theta", sigma2_theta), ("sigma2_x", sigma2_x)):
             positive_number(name, value)
-        if not np.isfinite(mu):
-            raise ParameterError(f"mu={mu} must be finite")
         self.x = x
-        self.rank = int(rank)
-        self.mu = float(mu)
+        self.rank = integer_at_least("rank", rank, 1)  # NaN and inf met a bare ValueError or OverflowError
+        self.mu = finite_number("mu", mu)
         self.sigma2_theta = float(sigma2_theta)
         self.sigma2_x = float(sigma2_x)
         self.n_data = x.size

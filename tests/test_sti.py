@@ -352,6 +352,28 @@ def test_before_update_scores_the_previous_iterate_on_the_current_subset():
 # one interval, grids whose weights are not finite, a single kept value
 
 
+@pytest.mark.parametrize("num_intervals, settings, match", [
+    (np.nan, {}, r"^num_intervals=nan must be an integer of at least 2"),  # a bare ValueError
+    (np.inf, {}, r"^num_intervals=inf must be an integer of at least 2"),  # an OverflowError
+    ("4", {}, r"^num_intervals='4' must be an integer of at least 2"),  # a TypeError
+    (4, dict(schedule="power", power=np.inf), r"^power=inf must be a finite number >= 1$"),  # was 0, 0, 0, 0, 1
+    (4, dict(schedule="power", power="5"), r"^power='5' must be a finite number >= 1$"),  # a TypeError
+])
+def test_a_grid_refuses_counts_and_powers_of_the_wrong_kind(num_intervals, settings, match):
+    with pytest.raises(ParameterError, match=match):
+        temperature_grid(num_intervals, **settings)
+
+
+@pytest.mark.parametrize("settings, match", [
+    (dict(power=0.0), r"^power=0.0 must be a finite number >= 1$"),  # a ZeroDivisionError
+    (dict(power=np.nan), r"^power=nan must be a finite number >= 1$"),  # NaN weights
+    (dict(schedule="log"), r"^schedule='log': expected"),  # was taken as the power schedule
+])
+def test_simpson_weights_refuse_a_schedule_or_power_that_built_no_grid(settings, match):
+    with pytest.raises(ParameterError, match=match):
+        integration_weights([0.0, 0.25, 0.5, 1.0], rule="simpson", **settings)
+
+
 def test_one_interval_is_refused_wherever_an_estimate_is_made():
     # with T = 1 Simpson's rule on a power or beta grid weighs t = 0 by 0: the estimate was E_1 alone
     with pytest.raises(ParameterError, match="num_intervals=1 must be an integer of at least 2"):

@@ -51,7 +51,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sepsti.core.checks import integer_at_least, number_within, positive_number
+from sepsti.core.checks import integer_at_least, is_number, number_within, positive_number
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.subsample import (log_likelihood_estimate, make_reference, tempered_gradient, tree_add_scaled,
                                    tree_vdot)
@@ -118,11 +118,16 @@ def temperature_grid(num_intervals, *, schedule="uniform", power=5.0):
         (c = 2: 3u^2 - 2u^3), dense near both ends, for paths whose integrand
         is also steep near t = 1 (:mod:`sepsti.core.evidence.reference_path`).
     power : float
-        c of the power or beta schedule.
+        c of the power or beta schedule, a finite number >= 1.
 
     Returns
     -------
     ndarray, shape (T + 1,)
+
+    Raises
+    ------
+    ParameterError
+        On settings outside the ranges above.
     """
     _check_grid(num_intervals, schedule, power)
     grid = np.arange(int(num_intervals) + 1) / int(num_intervals)
@@ -136,13 +141,19 @@ def temperature_grid(num_intervals, *, schedule="uniform", power=5.0):
 
 
 def _check_grid(num_intervals, schedule, power):
-    if int(num_intervals) != num_intervals or num_intervals < 2:
-        raise ParameterError(f"num_intervals={num_intervals} must be an integer of at least 2 (T counts intervals: "
-                             "with one, Simpson's rule on a power or beta grid weighs t = 0 by 0)")
+    # NaN, inf and strings met int()'s ValueError, OverflowError or TypeError
+    if not (is_number(num_intervals) and np.isfinite(num_intervals) and float(num_intervals).is_integer()
+            and num_intervals >= 2):
+        raise ParameterError(f"num_intervals={num_intervals!r} must be an integer of at least 2 (T counts "
+                             "intervals: with one, Simpson's rule on a power or beta grid weighs t = 0 by 0)")
+    _check_schedule(schedule, power)
+
+
+def _check_schedule(schedule, power):
     if schedule not in ("uniform", "power", "beta"):
         raise ParameterError(f"schedule={schedule!r}: expected 'uniform', 'power' or 'beta'")
-    if not power >= 1:
-        raise ParameterError(f"power={power} must be >= 1")
+    if not (is_number(power) and np.isfinite(power) and power >= 1):  # inf gave the grid 0, ..., 0, 1
+        raise ParameterError(f"power={power!r} must be a finite number >= 1")
 
 
 def trapezoid_weights(temperatures):
@@ -176,6 +187,12 @@ def integration_weights(temperatures, *, rule="trapezoid", power=1.0, schedule="
         c, the exponent the grid was built with (1 for a uniform grid).
     schedule : {"power", "uniform", "beta"}
         How the grid was built (``uniform`` is the power schedule with c = 1).
+
+    Raises
+    ------
+    ParameterError
+        On temperatures that are not an increasing finite grid, an unknown rule, or (Simpson) an unknown
+        schedule or a ``power`` that is not a finite number >= 1.
     """
     t = np.asarray(temperatures, dtype=np.float64)
     if t.ndim != 1 or t.size < 2 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
@@ -184,6 +201,7 @@ def integration_weights(temperatures, *, rule="trapezoid", power=1.0, schedule="
     if rule == "trapezoid":
         return trapezoid_weights(t)
     if rule == "simpson":
+        _check_schedule(schedule, power)  # power 0 met a ZeroDivisionError, an unknown schedule was taken as power
         from scipy.integrate import simpson
         from scipy.special import beta, betaincinv
 

@@ -459,3 +459,17 @@ def test_zero_variance_correction_needs_one_feature_row_per_value(rng):
         zero_variance_correction(rng.standard_normal(10), rng.standard_normal((9, 2)))
     with pytest.raises(ParameterError, match=r"features of shape \(10,\): expected \(K,\) and \(K, p\)$"):
         zero_variance_correction(rng.standard_normal(10), rng.standard_normal(10))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_nan_or_inf_in_a_trace_weight_or_temperature_is_refused(bad):
+    """They gave a NaN or infinite estimate without a word (only stochastic_thermodynamic_integration named
+    diverged chains)."""
+    t = temperature_grid(2)
+    traces = [np.ones(4), np.array([1.0, bad, 1.0, 1.0]), np.ones(4)]
+    with pytest.raises(ParameterError, match=r"^the trace at t=0.5 holds NaN or Inf: expected finite "):
+        thermodynamic_integral(t, traces, tol=0)
+    with pytest.raises(ParameterError, match=r"^weights=\[0\.25 +(nan|inf|-inf) +0\.25\]: expected finite quadrature"):
+        thermodynamic_integral(t, [np.ones(4)] * 3, weights=[0.25, bad, 0.25], tol=0)
+    with pytest.raises(ParameterError, match=r"^temperatures=.*: need an increasing grid from 0 to 1"):
+        thermodynamic_integral([0.0, bad, 1.0], [np.ones(4)] * 3, tol=0)

@@ -344,6 +344,13 @@ def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0):
 
     The standard error is NaN, with a RuntimeWarning, when a temperature of non-zero weight has a single
     kept value from a single chain.
+
+    Raises
+    ------
+    ParameterError
+        Temperatures that are not an increasing grid from 0 to 1, a trace per temperature that is missing,
+        empty or not 1-d or 2-d, weights of another length, or a NaN or Inf in a trace or a weight (the
+        estimate would be NaN or Inf).
     """
     t = _increasing_grid(temperatures)
     if len(traces) != t.size:
@@ -352,20 +359,31 @@ def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0):
         if np.ndim(trace) not in (1, 2) or np.size(trace) == 0:
             raise ParameterError(f"the trace at t={ti:.3g} has shape {np.shape(trace)}: expected a non-empty 1-d "
                                  "trace, or a 2-d one of one row per chain")
+        if not np.all(np.isfinite(trace)):
+            raise ParameterError(f"the trace at t={ti:.3g} holds NaN or Inf: expected finite log-likelihoods "
+                                 "(a diverged chain's?)")
+    weights = trapezoid_weights(t) if weights is None else np.asarray(weights, dtype=np.float64)
+    if weights.shape != t.shape:
+        raise ParameterError(f"got {weights.size} quadrature weights for {t.size} temperatures")
+    if not np.all(np.isfinite(weights)):
+        raise ParameterError(f"weights={weights}: expected finite quadrature weights")
+    return _integral(t, traces, weights, tol)
+
+
+def _integral(t, traces, weights, tol=50.0):
+    """:func:`thermodynamic_integral` of checked temperatures and weights and of traces of the right shapes,
+    which may hold NaN or Inf (a diverged chain's): the estimate is then not finite, for the caller to name."""
     summaries = [chain_summary(trace) for trace in traces]
     means, mcses, taus = (np.array(column) for column in zip(*summaries))
     lengths = [np.shape(trace)[-1] for trace in traces]
     short = [f"t={ti:.3g} (tau={tau:.0f})" for ti, tau, n in zip(t, taus, lengths) if n < tol * tau]
     if short:
         warnings.warn(f"traces shorter than {tol:g} integrated times at {', '.join(short)}: "
-                      "their standard errors are unreliable; run longer chains", RuntimeWarning, stacklevel=2)
-    weights = trapezoid_weights(t) if weights is None else np.asarray(weights, dtype=np.float64)
-    if weights.shape != t.shape:
-        raise ParameterError(f"got {weights.size} quadrature weights for {t.size} temperatures")
+                      "their standard errors are unreliable; run longer chains", RuntimeWarning, stacklevel=3)
     lone = [f"{ti:.3g}" for ti, w, trace in zip(t, weights, traces) if w != 0 and np.size(trace) == 1]
     if lone:
         warnings.warn(f"a single kept value at t = {', '.join(lone)}: the standard error cannot be estimated "
-                      "(NaN); keep more values or run more chains", RuntimeWarning, stacklevel=2)
+                      "(NaN); keep more values or run more chains", RuntimeWarning, stacklevel=3)
     stderr = float(np.sqrt(np.sum(np.where(weights == 0, 0.0, weights * mcses) ** 2)))
     return STIResult(float(weights @ means), stderr, t, means, mcses, taus, int(min(lengths)))
 
@@ -373,7 +391,7 @@ def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0):
 def _increasing_grid(temperatures):
     """``temperatures`` as an array, unless they are not an increasing grid from 0 to 1 of at least 2 intervals."""
     t = np.asarray(temperatures, dtype=np.float64)
-    if t.ndim != 1 or t.size < 3 or t[0] != 0.0 or t[-1] != 1.0 or np.any(np.diff(t) <= 0):
+    if t.ndim != 1 or t.size < 3 or t[0] != 0.0 or t[-1] != 1.0 or not np.all(np.diff(t) > 0):  # NaN fails
         raise ParameterError(f"temperatures={t}: need an increasing grid from 0 to 1 of at least 2 intervals")
     return t
 
@@ -826,7 +844,7 @@ def stochastic_thermodynamic_integration(model, init_fn, *, grid=TemperatureGrid
         traces, _ = power_posterior_chains(model, positions, stream(seed, 10 ** 6), temperatures=t, chain=chain,
                                            progress=progress, desc=f"STI ({t.size} chains)")
         traces = list(traces.reshape(temperatures.size, copies, -1))
-        return _finite(thermodynamic_integral(temperatures, traces, weights=weights), traces, chain)
+        return _finite(_integral(temperatures, traces, weights), traces, chain)
     if chains_per_temperature != 1:
         raise ParameterError("chains_per_temperature needs SGLD on a batched model without warm_start or subset_fn "
                              "(the chains run in lockstep)")
@@ -839,7 +857,7 @@ def stochastic_thermodynamic_integration(model, init_fn, *, grid=TemperatureGrid
                                               subset_fn=subset_fn, progress=progress, desc=f"t={t:.3g}")
         previous = result.state.inner.position
         traces.append(trace)
-    return _finite(thermodynamic_integral(temperatures, traces, weights=weights), traces, chain)
+    return _finite(_integral(temperatures, traces, weights), traces, chain)
 
 
 def _finite(result, traces, chain):

@@ -226,6 +226,18 @@ def test_batched_options_are_checked(rng):
                                chain=LangevinSettings(num_steps=10, num_keep=5, sampler="psgld"))
 
 
+@pytest.mark.parametrize("temperatures, shape", [([0.5, 1.0], r"\(2,\)"), ([[0.0, 0.5, 1.0]], r"\(1, 3\)"),
+                                                 (0.5, r"\(\)")])
+def test_temperatures_must_be_one_per_chain(rng, temperatures, shape):
+    """Another count met NumPy's broadcast error; a single number ran all chains on the subsets of one."""
+    _, x = GaussianAdditiveModel.sample(rng, 100, 2)
+    model = GaussianAdditiveModel(x, 2)
+    with pytest.raises(ParameterError, match=rf"^temperatures of shape {shape} for starts of leading shape \(3,\): "
+                                             r"expected one temperature per chain"):
+        power_posterior_chains(model, GaussianAdditiveTheta(rng.normal(5, 1, (3, 2))), rng,
+                               temperatures=temperatures, chain=LangevinSettings(num_steps=10, num_keep=5))
+
+
 def test_an_integer_start_samples_the_reals_and_a_nan_start_is_refused(rng):
     """A start of integers gives the estimate of the same start in floats (the chains were held on the
     integers: 76 nats off); one holding NaN is refused, not returned as a NaN estimate."""

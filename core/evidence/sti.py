@@ -717,6 +717,12 @@ def power_posterior_chains(model, positions, rng, *, temperatures, chain, progre
     -------
     traces : ndarray, shape (C, num_keep)
     state : the final state (``position`` with leaves (C, ...))
+
+    Raises
+    ------
+    ParameterError
+        A model that is not batched, settings the lockstep chains do not run, starts holding NaN or Inf (or
+        negative where the model is non-negative), or temperatures that are not one per chain.
     """
     if not getattr(model, "batched", False):
         raise ParameterError(f"{type(model).__name__} is not batched: use power_posterior_chain per chain")
@@ -730,6 +736,10 @@ def power_posterior_chains(model, positions, rng, *, temperatures, chain, progre
     t = np.asarray(temperatures, dtype=np.float64)
     num_chains = t.size
     positions = _float_start(model, positions)
+    leading = sorted({leaf.shape[:1] for leaf in positions})
+    if leading != [t.shape]:  # NumPy's broadcast error at the first step
+        raise ParameterError(f"temperatures of shape {t.shape} for starts of leading shape "
+                             f"{', '.join(map(str, leading))}: expected one temperature per chain, (C,) for (C, ...)")
     burn_in = chain.num_steps - chain.num_keep
     base = step_sizes(chain.step_a, chain.step_b, num_steps=chain.num_steps, num_decay_steps=max(burn_in, 1))
     stiffness, direction = (curvature(model, positions, t, rng=rng, return_vector=True)

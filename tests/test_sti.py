@@ -160,6 +160,20 @@ def test_curvature_is_the_largest_hessian_eigenvalue(rng, rank, temperature):
         np.testing.assert_allclose(np.abs(vector.theta), 1 / np.sqrt(rank), rtol=1e-4)
 
 
+@pytest.mark.parametrize("setting, message", [(dict(num_iterations=0), "num_iterations=0 must be an integer of "
+                                                                      "at least 1"),
+                                              (dict(num_iterations=-3), "num_iterations=-3"),
+                                              (dict(num_iterations=2.5), "num_iterations=2.5"),
+                                              (dict(relative_step=0), "relative_step=0 must be a positive number"),
+                                              (dict(relative_step=np.nan), "relative_step=nan")])
+def test_curvature_settings_are_refused_by_name(rng, setting, message):
+    """num_iterations of 0 or below returned 0, 2.5 ran 2 iterations and relative_step=0 returned NaN."""
+    _, x = GaussianAdditiveModel.sample(rng, 50, 2)
+    model = GaussianAdditiveModel(x, 2)
+    with pytest.raises(ParameterError, match=rf"^{message}"):
+        curvature(model, GaussianAdditiveTheta(rng.normal(5, 1, (2, 2))), np.ones(2), **setting)
+
+
 def test_zero_variance_correction_keeps_the_mean_and_removes_explained_variance(rng):
     feature = rng.standard_normal((20000, 1))
     trace = 2.0 + 3.0 * feature[:, 0] + 0.1 * rng.standard_normal(20000)

@@ -617,7 +617,15 @@ def curvature(model, position, temperature, *, num_iterations=20, rng=None, rela
     value : float or ndarray, shape (chains,)
     vector : NamedTuple of ndarray, only with ``return_vector``
         The unit eigenvector (per chain), the stiffest direction.
+
+    Raises
+    ------
+    ParameterError
+        A ``num_iterations`` that is not an integer of at least 1, or a ``relative_step`` (of the gradient
+        differences, times 1 + |position|) that is not a positive number.
     """
+    num_iterations = integer_at_least("num_iterations", num_iterations, 1)
+    relative_step = positive_number("relative_step", relative_step)
     rng = np.random.default_rng(0) if rng is None else rng
     batch_ndim = np.ndim(temperature)
 
@@ -634,7 +642,7 @@ def curvature(model, position, temperature, *, num_iterations=20, rng=None, rela
     size = norm(position)
     v = type(position)(*(rng.standard_normal(np.shape(leaf)) for leaf in position))
     value = np.zeros(np.shape(temperature))
-    for _ in range(int(num_iterations)):
+    for _ in range(num_iterations):
         length = norm(v)
         v = type(v)(*(leaf / per_chain(length, leaf) for leaf in v))
         h = relative_step * (1.0 + size)

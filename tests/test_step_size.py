@@ -24,6 +24,17 @@ def test_validation():
         polynomial_decay(0.0, 0.6, num_decay_steps=5)
 
 
+@pytest.mark.parametrize("a, b, message", [(np.inf, 0.6, "step_a=inf must be positive and finite"),
+                                           (np.nan, 0.6, "step_a=nan"), ("1e-3", 0.6, "step_a='1e-3'"),
+                                           ("fast", 0.6, "step_a='fast'"), (True, 0.6, "step_a=True"),
+                                           (1e-3, True, "step_b=True must lie in"), (1e-3, "0.6", "step_b='0.6'"),
+                                           (1e-3, np.nan, "step_b=nan")])
+def test_a_schedule_that_is_not_finite_numbers_is_refused_by_name(a, b, message):
+    """a=inf gave infinite steps, a string met float()'s ValueError (or was read) and True was taken as 1."""
+    with pytest.raises(ParameterError, match=rf"^{message}"):
+        step_sizes(a, b, num_steps=4, num_decay_steps=3)
+
+
 @pytest.mark.parametrize("kwargs, name", [({"num_decay_steps": 2.7}, "num_decay_steps=2.7"),
                                           ({"num_decay_steps": -5}, "num_decay_steps=-5"),
                                           ({"num_decay_steps": 10.0}, "num_decay_steps=10.0"),

@@ -218,6 +218,8 @@ def test_batched_sti_matches_exact_evidence_within_its_standard_error(rng, rank)
                                            (dict(subset_size=2.5), "subset_size=2.5"),
                                            (dict(step_a=0.0), "step_a=0.0"), (dict(step_a=np.nan), "step_a=nan"),
                                            (dict(step_b=-0.5), "step_b=-0.5"),
+                                           (dict(step_b=0.3), r"step_b=0.3 must lie in \(0.5, 1\]"),
+                                           (dict(step_a=np.inf), "step_a=inf"),
                                            (dict(step_floor=0.0), "step_floor=0.0"),
                                            (dict(alpha=1.5), "alpha=1.5"), (dict(sigma=0.0), "sigma=0.0")])
 def test_chain_settings_are_refused_by_name(setting, name):

@@ -60,7 +60,7 @@ from sepsti.core.samplers import psgld as _psgld
 from sepsti.core.samplers import sgld as _sgld
 from sepsti.core.samplers.driver import run_chain
 from sepsti.core.samplers.langevin import langevin_step
-from sepsti.core.samplers.step_size import step_sizes
+from sepsti.core.samplers.step_size import step_sizes, validate_step_schedule
 
 __all__ = ["STIResult", "TemperedState", "TemperatureGrid", "LangevinSettings", "temperature_grid",
            "trapezoid_weights", "integration_weights", "integrated_time", "chain_summary", "thermodynamic_integral",
@@ -414,7 +414,8 @@ class LangevinSettings:
     subset_size : int, optional
         N_s of the random subsets, drawn with replacement (default: all data).
     step_a, step_b : float
-        Step (a/k)^b during the burn-in, fixed after.
+        Step (a/k)^b during the burn-in, fixed after: a finite and positive, b in (0.5, 1]
+        (:func:`sepsti.core.samplers.step_size.polynomial_decay`).
     step_floor : float, optional
         Divide the steps of the chain at t by max(t, step_floor) (see :func:`power_posterior_chain`).
     step_scale : {None, "curvature"}
@@ -464,8 +465,9 @@ class LangevinSettings:
             object.__setattr__(self, name, integer_at_least(name, getattr(self, name), 1))
         if self.subset_size is not None:
             object.__setattr__(self, "subset_size", integer_at_least("subset_size", self.subset_size, 1))
-        object.__setattr__(self, "step_a", positive_number("step_a", self.step_a))
-        object.__setattr__(self, "step_b", number_within("step_b", self.step_b, 0.0, np.inf))
+        step_a, step_b = validate_step_schedule(self.step_a, self.step_b)  # not only once a chain starts
+        object.__setattr__(self, "step_a", step_a)
+        object.__setattr__(self, "step_b", step_b)
         if self.step_floor is not None:
             object.__setattr__(self, "step_floor", positive_number("step_floor", self.step_floor))
         object.__setattr__(self, "alpha", number_within("alpha", self.alpha, 0.0, 1.0))

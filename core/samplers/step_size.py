@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sepsti.core.checks import integer_at_least
+from sepsti.core.checks import integer_at_least, is_number, scalar
 from sepsti.core.errors import ParameterError
 
 __all__ = ["PolynomialDecayState", "polynomial_decay", "step_sizes", "validate_step_schedule"]
@@ -23,13 +23,13 @@ class PolynomialDecayState(NamedTuple):
 
 
 def validate_step_schedule(a, b):
-    """Return (a, b) as floats if a > 0 and b in (0.5, 1], else raise ParameterError."""
-    a, b = float(a), float(b)
-    if not a > 0:
-        raise ParameterError(f"step_a={a} must be positive")
-    if not 0.5 < b <= 1.0:
-        raise ParameterError(f"step_b={b} must lie in (0.5, 1] (Welling & Teh's conditions)")
-    return a, b
+    """Return (a, b) as floats if a is a finite number > 0 and b a number in (0.5, 1], else raise ParameterError."""
+    a, b = scalar(a), scalar(b)
+    if not (is_number(a) and 0 < a < np.inf):  # NaN fails; float() read strings and took True as 1
+        raise ParameterError(f"step_a={a!r} must be positive and finite")
+    if not (is_number(b) and 0.5 < b <= 1.0):
+        raise ParameterError(f"step_b={b!r} must lie in (0.5, 1] (Welling & Teh's conditions)")
+    return float(a), float(b)
 
 
 def polynomial_decay(a, b, *, num_decay_steps):
@@ -38,7 +38,8 @@ def polynomial_decay(a, b, *, num_decay_steps):
     Parameters
     ----------
     a, b : float
-        Scale and exponent (ICASSP'16: a_eps, b_eps).
+        Scale and exponent (ICASSP'16: a_eps, b_eps): a finite and positive, b in (0.5, 1] (Welling & Teh's
+        conditions on the steps).
     num_decay_steps : int
         Iterations over which the step decays (the burn-in), an integer of at
         least 0; afterwards the step stays at eps_{num_decay_steps}
@@ -52,6 +53,11 @@ def polynomial_decay(a, b, *, num_decay_steps):
         ``update_fn(state) -> PolynomialDecayState`` at k + 1.
     final_fn : callable
         ``final_fn(state) -> float``, the step size of ``state``.
+
+    Raises
+    ------
+    ParameterError
+        An ``a``, ``b`` or ``num_decay_steps`` outside the ranges above (a string or a bool included).
     """
     a, b = validate_step_schedule(a, b)
     last = max(integer_at_least("num_decay_steps", num_decay_steps, 0), 1)

@@ -237,6 +237,13 @@ def test_bad_input_is_refused():
                     num_workers=1)
 
 
+@pytest.mark.parametrize("seed", [None, 1.5, -1, 2 ** 32, True, "3"])
+def test_a_seed_is_refused_as_every_seed_of_the_library_is(seed):
+    """sample_nuts had its own copy of the seed check, with its own message."""
+    with pytest.raises(ParameterError, match=rf"^seed={seed!r} must be an integer in \[0, 2\*\*32\)$"):
+        sample_nuts(lambda x: (-0.5 * x @ x, -x), np.zeros(2), num_warmup=50, num_draws=10, seed=seed)
+
+
 def test_auto_warm_up_counts_the_gradients_of_every_pilot():
     """Each chain's warm-up gradients include the pilots of the candidates not chosen, as its warm-up time does:
     the sum over chains is nearly every evaluation of the target (before, the pilots not chosen were left out)."""

@@ -44,7 +44,6 @@ Manual, "HMC algorithm parameters" (windowed adaptation); Vehtari et al.,
 "Rank-normalization, folding, and localization" (2021) for the diagnostics.
 """
 
-import numbers
 import os
 import threading
 import time
@@ -56,7 +55,7 @@ import numpy as np
 from sepsti.core.checks import integer_at_least, number_within, real_array
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.parallel.blas import single_threaded_blas
-from sepsti.core.random import stream
+from sepsti.core.random import stream, validate_seed
 from sepsti.core.samplers import group_move, nuts
 from sepsti.core.samplers.driver import run_chain
 from sepsti.core.samplers.hmc import HMCState, init
@@ -658,8 +657,7 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     for name, value, low in (("margin", auto.margin, 1.0), ("dense_cost", auto.dense_cost, 0.0),
                              ("min_dense_draws_per_dim", auto.min_dense_draws_per_dim, 0.0)):
         number_within(name, value, low, np.inf)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 32:
-        raise ParameterError(f"seed={seed!r}: expected an integer in [0, 2**32)")
+    seed = validate_seed(seed)
     if not (np.isfinite(settings.divergence_threshold) and settings.divergence_threshold > 0):
         raise ParameterError(f"divergence_threshold={settings.divergence_threshold}: expected a positive number "
                              "(the energy error beyond which a transition diverges)")

@@ -7,8 +7,8 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["integer_at_least", "integer_within", "positive_number", "finite_number", "number_within",
-           "positive_numbers", "real_array", "scalar", "is_number"]
+__all__ = ["integer_at_least", "integers_at_least", "integer_within", "positive_number", "finite_number",
+           "number_within", "positive_numbers", "real_array", "scalar", "is_number"]
 
 
 def scalar(value):
@@ -32,6 +32,16 @@ def integer_at_least(name, value, low):
     if not _is_integer(value) or value < low:
         raise ParameterError(f"{name}={value!r} must be an integer of at least {low}")
     return int(value)
+
+
+def integers_at_least(name, values, low):
+    """``values`` as a tuple of ints, each an integer (not a bool, not a float such as 1.5) of at least ``low``,
+    named ``name[i]`` when refused."""
+    try:
+        values = tuple(values)
+    except TypeError:  # None, a number
+        raise ParameterError(f"{name}={values!r}: expected a sequence of integers of at least {low}") from None
+    return tuple(integer_at_least(f"{name}[{i}]", value, low) for i, value in enumerate(values))
 
 
 def integer_within(name, value, low, high):

@@ -105,6 +105,17 @@ def test_errors():
         chib_poisson_nmf(np.ones((2, 2), dtype=int), 0, 1.0, num_burn_in=1, num_samples=5)
 
 
+@pytest.mark.parametrize("order, message", [((1.5, 0), r"order\[0\]=1.5 must be an integer of at least 0"),
+                                            ((0, "a"), r"order\[1\]='a' must be an integer"),
+                                            ((0, None), r"order\[1\]=None must be an integer"),
+                                            (1, r"order=1: expected a sequence of integers"),
+                                            ((1, 1), r"order=\(1, 1\) must be a permutation of the free factors")])
+def test_an_order_that_is_not_factor_positions_is_refused(order, message):
+    """1.5 was taken as 1, "a" met int()'s ValueError and None a TypeError."""
+    with pytest.raises(ParameterError, match=rf"^{message}"):
+        chib_log_marginal_likelihood(two_factor_model(), X_TINY, num_burn_in=1, num_samples=5, order=order)
+
+
 def test_warns_when_one_sample_carries_an_ordinate(rng):
     # 400 counts over a rank-3 NMF: the multinomial ordinate of eq. 23 is carried by one draw
     X = rng.poisson(2.0, size=(20, 20))

@@ -97,6 +97,14 @@ def test_clamping_and_errors(rng):
     model = tiny_model()
     with pytest.raises(ParameterError, match="not free"):
         gibbs.build_kernel(model, X_TINY, clamped_factors=(5,))
+    # 1.5 was taken as 1, "a" met int()'s ValueError, None a TypeError
+    for clamped, message in (((1.5,), r"clamped_factors\[0\]=1.5 must be an integer of at least 0"),
+                             ((0, "a"), r"clamped_factors\[1\]='a' must be an integer"),
+                             ((None,), r"clamped_factors\[0\]=None must be an integer"),
+                             ((True,), r"clamped_factors\[0\]=True must be an integer"),
+                             (None, r"clamped_factors=None: expected a sequence of integers of at least 0")):
+        with pytest.raises(ParameterError, match=rf"^{message}"):
+            gibbs.build_kernel(model, X_TINY, clamped_factors=clamped)
     with pytest.raises(ParameterError, match="integer counts"):
         gibbs.init(model, X_TINY + 0.5, rng=rng)
     state = gibbs.init(model, X_TINY, rng=rng)

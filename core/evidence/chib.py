@@ -52,7 +52,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from sepsti.core.checks import real_array
+from sepsti.core.checks import integers_at_least, real_array
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.pltf import gamma_log_pdf, pltf_model
 from sepsti.core.random import stream
@@ -204,7 +204,8 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
     Raises
     ------
     ParameterError
-        On invalid counts, method or data.
+        On invalid counts, method or data, or an ``order`` that is not a permutation of the free factors'
+        positions (a float such as 1.5 among them).
 
     Warns
     -----
@@ -232,7 +233,7 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
     if order is None:
         order = model.free
     else:
-        order = tuple(int(a) for a in order)
+        order = integers_at_least("order", order, 0)  # int() took 1.5 as 1
         if sorted(order) != sorted(model.free):
             raise ParameterError(f"order={order} must be a permutation of the free factors {model.free}")
     rng = stream(seed, 0)

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln, xlogy
 
+from sepsti.core.checks import integers_at_least
 from sepsti.core.errors import ParameterError
 
 __all__ = ["GibbsState", "GibbsInfo", "init", "build_kernel", "draw_sources", "draw_factor",
@@ -271,7 +272,7 @@ def build_kernel(model, X, *, clamped_sources=None, clamped_factors=(), keep_sou
     layout = model.source_layout(X)
     observed = X if model.mask is None else X[model.mask]
     log_factorial_X = float(np.sum(gammaln(observed + 1.0)))
-    clamped = set(int(a) for a in clamped_factors)
+    clamped = set(integers_at_least("clamped_factors", clamped_factors, 0))  # int() took 1.5 as 1
     unknown = clamped - set(model.free)
     if unknown:
         raise ParameterError(f"clamped_factors={sorted(unknown)} are not free factors {model.free}")

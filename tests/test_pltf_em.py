@@ -68,6 +68,9 @@ def test_warnings_and_errors(rng):
         pltf_em(model, X, max_iter=-1)
     with pytest.raises(ParameterError, match="tol"):
         pltf_em(model, X, tol=-1.0)
+    for flag in ("no", 0, None):  # "no" fitted the MAP estimate
+        with pytest.raises(ParameterError, match=rf"^map_estimate={flag!r}: expected True or False$"):
+            pltf_em(model, X, map_estimate=flag)
     for seed in (-1, 1.5, "0"):  # were NumPy's ValueError and TypeErrors
         with pytest.raises(ParameterError, match=r"^seed=.* must be an integer in \[0, 2\*\*32\)$"):
             pltf_em(model, X, seed=seed)

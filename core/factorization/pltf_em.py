@@ -149,7 +149,8 @@ def pltf_em(model, X, factors=None, *, map_estimate=True, max_iter=200, tol=1e-4
     Raises
     ------
     ParameterError
-        Invalid data, factors or settings (a negative or float seed among them); a start refused as by
+        Invalid data, factors or settings (a negative or float seed, a map_estimate that is not a bool among
+        them); a start refused as by
         :func:`sepsti.core.factorization.em.poisson_nmf_em` (a zero in a free factor, ``Xhat``
         below the rates' floor everywhere, ``Xhat`` held at 0 where ``X > 0``).
 
@@ -159,6 +160,8 @@ def pltf_em(model, X, factors=None, *, map_estimate=True, max_iter=200, tol=1e-4
         ``tol > 0`` and ``max_iter`` reached first.
     """
     X = model.validate_data(X)
+    if not isinstance(map_estimate, (bool, np.bool_)):  # "no" fitted the MAP estimate
+        raise ParameterError(f"map_estimate={map_estimate!r}: expected True or False")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
         raise ParameterError(f"max_iter={max_iter!r} must be a non-negative integer")
     if not (np.isscalar(tol) and np.isfinite(tol) and tol >= 0):

@@ -25,6 +25,26 @@ def test_first_update_matches_algorithm_5():
     assert state.log_step_size_avg == pytest.approx(log_step)  # m^-κ = 1 at m = 1
 
 
+def test_three_updates_match_algorithm_5_in_closed_form():
+    # H̄_m = Σ_{i≤m} (δ − α_i) / (m + t0) (the weights 1 − 1/(i + t0) telescope), x_m = μ − √m H̄_m / γ, and
+    # x̄_3 = w_3 x_3 + (1 − w_3) w_2 x_2 + (1 − w_3)(1 − w_2) x_1 with w_m = m^−κ: m = 1 alone checks neither κ nor
+    # the average (a weight of 1/m, or x̄ = x, passed)
+    target, gamma, t0, kappa = 0.65, 0.05, 10.0, 0.75
+    da_init, da_update, da_final = dual_averaging(target=target, gamma=gamma, t0=t0, kappa=kappa)
+    state, mu = da_init(0.5), math.log(5.0)
+    accepts = [0.2, 0.9, 0.5]
+    for a in accepts:
+        state = da_update(state, a)
+    assert state.error_avg == pytest.approx((0.45 - 0.25 + 0.15) / 13, rel=1e-12)
+    x = [mu - math.sqrt(m) / gamma * sum(target - a for a in accepts[:m]) / (m + t0) for m in (1, 2, 3)]
+    w2, w3 = 2.0 ** -kappa, 3.0 ** -kappa
+    average = w3 * x[2] + (1 - w3) * w2 * x[1] + (1 - w3) * (1 - w2) * x[0]
+    assert state.log_step_size == pytest.approx(x[2], rel=1e-12)
+    assert state.log_step_size_avg == pytest.approx(average, rel=1e-12)
+    assert da_final(state) == pytest.approx(math.exp(average), rel=1e-12)
+    assert abs(average - x[2]) > 0.1  # the average is not the last iterate here
+
+
 def test_converges_to_step_with_target_acceptance(rng):
     # A noisy acceptance statistic decreasing in the step size: E[α | ε] = exp(-ε).
     target = 0.8

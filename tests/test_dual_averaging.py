@@ -183,6 +183,13 @@ def test_welford_matches_numpy(rng):
         state = v_update(state, x)
     np.testing.assert_allclose(state.mean, draws.mean(0), rtol=1e-12)
     np.testing.assert_allclose(v_final(state), draws.var(0, ddof=1), rtol=1e-10)
+    # the warm-up's default shrinks as Stan's var_adaptation: n/(n+5) var + 1e-3 · 5/(n+5) (a variance left
+    # unshrunk passed: only regularize=False was checked)
+    r_init, r_update, r_final = welford_variance()
+    state = r_init(4)
+    for x in draws:
+        state = r_update(state, x)
+    np.testing.assert_allclose(r_final(state), (200 / 205) * draws.var(0, ddof=1) + 1e-3 * (5 / 205), rtol=1e-10)
 
 
 @pytest.mark.parametrize("statistic", [math.nan, math.inf, -math.inf])

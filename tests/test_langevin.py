@@ -38,6 +38,14 @@ def test_mirroring_keeps_flagged_leaves_nonnegative(rng):
     assert moved.a.min() >= 0.0
     assert moved.b.min() < 0.0  # the unflagged leaf is left alone
     assert position.a.min() == 0.01  # inputs untouched
+    # the flagged leaf is reflected at zero, |x + ε g + √(2ε) z|, not clipped to it (a clip passed the bound
+    # above); with the drift 0.49 below zero most of these steps cross it
+    noise = Pair(rng.standard_normal(1000), rng.standard_normal(1000))
+    moved = langevin_step(rng, position, gradient, 0.1, noise=noise, nonnegative=(True, False))
+    unmirrored = 0.01 - 0.5 + np.sqrt(0.2) * noise.a
+    assert np.mean(unmirrored < 0) > 0.8
+    np.testing.assert_allclose(moved.a, np.abs(unmirrored), rtol=1e-15)
+    np.testing.assert_allclose(moved.b, 0.01 - 0.5 + np.sqrt(0.2) * noise.b, rtol=1e-15)
 
 
 def _stationary_variance(rng, precision, *, integrator, num_chains=20000, num_steps=60):

@@ -432,3 +432,16 @@ def test_real_bin_bias_at_rates_whose_window_parts_are_singular(rate):
     # Cholesky factor failed ('Matrix is not positive definite') for dictionaries trained at these rates
     framing = features.enhancement_framing(features.framing_for_rate(rate))
     assert 0.3 < real_bin_bias(framing) < 0.4
+
+
+def test_expected_magnitude_is_the_mean_of_rayleigh_magnitudes(rng):
+    """The known noise magnitude the enhancer puts in each frame's noise part: the mean |N| of a complex Gaussian
+    noise of power p is sqrt(π p / 4) (Rayleigh, σ² = p / 2 per component), not sqrt(p)."""
+    from sepsti.noise_power import expected_magnitude
+
+    power, n = np.array([7.0, 0.03]), 400_000
+    samples = np.abs(rng.normal(0, np.sqrt(power[:, None] / 2), (2, n))
+                     + 1j * rng.normal(0, np.sqrt(power[:, None] / 2), (2, n)))
+    # the sample mean's relative standard error is sqrt((4 / π - 1) / n) = 0.083 %: five of them
+    np.testing.assert_allclose(expected_magnitude(power), samples.mean(axis=1), rtol=5 * np.sqrt((4 / np.pi - 1) / n))
+    np.testing.assert_allclose(expected_magnitude(power), np.sqrt(np.pi * power / 4), rtol=1e-12)

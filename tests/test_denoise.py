@@ -903,3 +903,29 @@ def test_speech_prior_rates_refuse_what_gives_no_rates(args, match):
     """A negative sparsity gave negative rates, a scalar noise level an IndexError."""
     with pytest.raises(ParameterError, match=match):
         speech_prior_rates(*args)
+
+
+def test_the_enhancer_s_frames_take_the_noise_segment_of_their_time(rng, toy_dictionary, monkeypatch):
+    """A noise model's segments are counted in the dictionary's frames (hop 256 at 8 kHz); the enhancer's frames
+    come every 128 samples. Frame j, centred on sample 128 j, is fitted with the dictionary of the segment that
+    holds that time: segment min(⌊128 j / (256 k)⌋, n − 1) of n segments of k frames."""
+    import sepsti.denoise as denoise_module
+    from sepsti.noise_model import NoiseModel
+
+    segments, k, rank = 3, 20, toy_dictionary.shape[1]
+    W_noise = rng.uniform(0.1, 1.0, (segments, features.NARROWBAND.n_bins, 2))
+    model = NoiseModel(W_noise / W_noise.sum(axis=1, keepdims=True), np.ones((segments, features.NARROWBAND.n_bins)),
+                       k)
+    fitted = []  # the segment of each frame fitted, in order
+
+    def recording_em(V, W, H, **kwargs):
+        segment = [s for s in range(segments) if np.array_equal(W[:, rank:], model.W_noise[s])]
+        fitted.extend(segment * V.shape[1])
+        return poisson_nmf_em(V, W, H, **kwargs)
+
+    monkeypatch.setattr(denoise_module, "poisson_nmf_em", recording_em)
+    y = 0.01 * rng.standard_normal(2 * SR)  # 2 s: 126 frames of 128 samples, segments of 20 · 256 samples
+    denoise(y, toy_dictionary, noise=model, max_iter=1)
+    centres = 128 * np.arange(len(fitted))
+    assert len(fitted) == features.num_frames(len(y), framing=features.enhancement_framing(features.NARROWBAND))
+    np.testing.assert_array_equal(fitted, np.minimum(centres // (256 * k), segments - 1))

@@ -929,3 +929,26 @@ def test_the_enhancer_s_frames_take_the_noise_segment_of_their_time(rng, toy_dic
     centres = 128 * np.arange(len(fitted))
     assert len(fitted) == features.num_frames(len(y), framing=features.enhancement_framing(features.NARROWBAND))
     np.testing.assert_array_equal(fitted, np.minimum(centres // (256 * k), segments - 1))
+
+
+def test_the_noise_power_tracker_starts_at_the_power_of_the_noise_model_s_noise(rng, toy_dictionary, monkeypatch):
+    """A noise model's floor is each bin's median magnitude; the tracker starts from the noise's power, which for a
+    complex Gaussian noise is that median squared over ln 2 (Rayleigh magnitudes), not the median squared."""
+    import sepsti.denoise as denoise_module
+
+    n = 1000
+    V = np.sqrt(rng.exponential(1.0, (features.NARROWBAND.n_bins, n)))  # magnitudes of a noise of unit power
+    model = learn_noise(lambda: iter((V,)), 2)
+    starts = []
+
+    class Recording(denoise_module.NoisePowerTracker):
+        def __init__(self, initial_power, framing):
+            starts.append(np.array(initial_power))
+            super().__init__(initial_power, framing)
+
+    monkeypatch.setattr(denoise_module, "NoisePowerTracker", Recording)
+    denoise(0.01 * rng.standard_normal(SR), toy_dictionary, noise=model, max_iter=1)
+    # a bin's sample median of n Rayleigh magnitudes, squared over ln 2, has standard deviation 1 / (ln 2 √n);
+    # the mean over the bins 1 / (ln 2 √(n · bins)) = 0.28 %: five of them
+    tolerance = 5 / (np.log(2) * np.sqrt(n * features.NARROWBAND.n_bins))
+    assert len(starts) == 1 and abs(starts[0].mean() - 1.0) < tolerance, starts

@@ -294,3 +294,19 @@ def test_upper_band_gain_steps_where_the_top_bands_speech_share_does(rng):
     # the upper band's power after the step: the gain squared
     after = slice(k * hop, len(y))
     assert np.sum(out[after] ** 2) / np.sum(upper[after] ** 2) == pytest.approx(gain ** 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("floor", [MASK_FLOOR, 10.0 ** (-10 / 20), 1.0])
+def test_the_upper_band_of_noise_alone_is_lowered_to_the_mask_floor_it_is_given(rng, floor):
+    """``--max-reduction`` sets the mask's floor, which the enhancer hands to ``add_mask``: frames that are all noise
+    give the upper band (the input minus ``resample_poly`` down to 16 kHz and back) that floor as its gain, not
+    the default MASK_FLOOR. The enhanced band is left at zero, so what comes out is the floor times the upper band."""
+    from scipy.signal import resample_poly
+
+    rate, frames = 48000, 70
+    y = 0.1 * rng.standard_normal(rate)
+    upper = y - resample_poly(resample_poly(y, 1, 3), 3, 1)
+    band = bandwidth.UpperBand(lambda: _pieces(y, [7000]), rate, len(y), WIDE)
+    band.add_mask(np.zeros((WIDE.n_bins, frames)), np.ones((WIDE.n_bins, frames)), floor)
+    out = np.concatenate([band.apply(piece) for piece in (np.zeros(20000), np.zeros(len(y) - 20000))])
+    np.testing.assert_allclose(out, floor * upper, rtol=0, atol=1e-12)

@@ -271,3 +271,22 @@ def test_pieces_given_channels_first_are_refused(rng, shape):
                                              rf"channels of {shape[0]} samples .* transpose it"):
         find_hum([y], 8000)
     assert find_hum([y.T], 8000) is None  # white noise, the right way round
+
+
+def test_a_line_s_amplitude_rejects_a_sinusoid_two_hertz_away():
+    """The amplitudes are averaged over AVERAGE_CELLS cells of 0.25 s with the end cells at half weight: a 1 s box
+    smoothed by a cell, whose response to a component δ Hz from the line is sinc(δ · 1 s) · sinc(δ · 0.25 s), zero at
+    every whole hertz. A 52 Hz tone beside a 50 Hz line (and the lines' images at -50 and -52 Hz, 100 and 102 Hz
+    away) leaves the line's inner amplitudes at exactly -0.1i, that of 0.1 sin(2π 50 t). With 33 cells (an odd
+    number) the tone's turn of π per cell cancels from the fundamental's refinement, which stays at 50 Hz. (A box
+    of five whole cells, 1.25 s, lets sinc(2.5) = 0.127 of the tone through: 0.0064.)"""
+    from sepsti.hum import Hum
+
+    rate = 8000
+    t = np.arange(33 * rate // 4) / rate
+    for phase in (0.0, 1.0):
+        y = 0.1 * np.sin(2 * np.pi * 50 * t) + 0.05 * np.sin(2 * np.pi * 52 * t + phase)
+        measured = measure_hum(_pieces(y, 3001), Hum(50.0, np.array([1]), rate))
+        assert measured.frequency == pytest.approx(50.0, abs=1e-9)
+        # the cells whose average lies within the signal: rounding alone
+        np.testing.assert_allclose(measured.amplitudes[2:-2, 0], -0.1j, rtol=0, atol=1e-9)

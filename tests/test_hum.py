@@ -290,3 +290,14 @@ def test_a_line_s_amplitude_rejects_a_sinusoid_two_hertz_away():
         assert measured.frequency == pytest.approx(50.0, abs=1e-9)
         # the cells whose average lies within the signal: rounding alone
         np.testing.assert_allclose(measured.amplitudes[2:-2, 0], -0.1j, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("mains", [50.0, 60.0])
+def test_hum_without_its_fundamental_is_found_from_its_double(rng, mains):
+    """A loudspeaker too small for 50 or 60 Hz leaves the hum's double and the multiples above it; the rule is
+    MIN_LINES lines among the first LOW_HARMONICS, the fundamental *or its double* among them: lines at 2, 3, 4 f0
+    are hum, found at f0 with those multiples."""
+    rate, n = 8000, 8 * 8000
+    y = 0.01 * rng.standard_normal(n) + _hum(n, rate, mains, range(2, 5), 0.05, rng)
+    found = find_hum(_pieces(y, 4096), rate)
+    assert found is not None and abs(found.frequency - mains) < 0.05 and list(found.harmonics) == [2, 3, 4]

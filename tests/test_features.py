@@ -64,6 +64,8 @@ def test_enhancement_framing_quarters_the_window():
     assert features.enhancement_framing(features.framing_for_rate(16000)) == features.Framing(16000, 1024, 256)
     # a window four does not divide keeps the hop of half a window
     assert features.enhancement_framing(features.Framing(11025, 706, 353)) == features.Framing(11025, 706, 353)
+    # a window four divides and eight does not (22.05 kHz: 1412 points) is quartered all the same
+    assert features.enhancement_framing(features.framing_for_rate(22050)) == features.Framing(22050, 1412, 353)
 
 
 def test_zero_signal_gives_zero_spectrogram():

@@ -250,3 +250,29 @@ def test_context_must_be_a_whole_number_of_frames_and_a_training_matrix_needs_a_
         for context in (0, 1):
             with pytest.raises(ParameterError, match=rf"^training_matrix: signals \({kind}\) holds no signal$"):
                 features.training_matrix(signals, context=context)
+
+
+def test_channel_level_spread_reads_only_its_band(rng):
+    """The channels are compared in LEVEL_BAND_HZ (100 Hz to 4 kHz) only: at 16 kHz, a hiss of 5-7.5 kHz that one
+    microphone alone hears, on and off every half second, and a 50 Hz rumble that the other alone hears, leave
+    channels identical in the band at a spread of nearly 0 dB (measured 0.004: the hiss lies 64 bins above the
+    band and the rumble 3 below it, and what the Hamming window's sidelobes, 43 dB down, leak into it is far below
+    the talker); over the whole band they would swing by more than DIFFERENT_SOURCES_DB."""
+    from sepsti.features import DIFFERENT_SOURCES_DB, channel_level_spread, framing_for_rate, stft_chunks
+
+    framing = framing_for_rate(16000)
+    rate = framing.sample_rate
+    n = 6 * rate
+    t = np.arange(n) / rate
+    talker = rng.standard_normal(n) * (0.2 + (np.sin(2 * np.pi * 1.1 * t) > 0))
+    spectrum = np.fft.rfft(talker)
+    frequencies = np.fft.rfftfreq(n, 1 / rate)
+    talker = np.fft.irfft(spectrum * ((frequencies >= 300) & (frequencies <= 3400)), n)
+    hiss = np.fft.irfft(np.fft.rfft(rng.standard_normal(n)) * ((frequencies >= 5000) & (frequencies <= 7500)), n)
+    hiss *= 3 * np.std(talker) / np.std(hiss) * (np.sin(2 * np.pi * 1.0 * t + 1.0) > 0)
+    rumble = 3 * np.std(talker) * np.sin(2 * np.pi * 50 * t) * (np.sin(2 * np.pi * 0.7 * t) > 0)
+    y = np.stack([talker + hiss, talker + rumble], axis=1)
+    assert channel_level_spread(stft_chunks(iter([y]), 100, framing=framing), framing) < 0.1
+    whole = features.stft(y[:, 0], framing=framing), features.stft(y[:, 1], framing=framing)
+    level = [10 * np.log10(np.sum(np.abs(S) ** 2, axis=0)) for S in whole]
+    assert np.ptp(level[0] - level[1]) > DIFFERENT_SOURCES_DB  # what the whole band would read

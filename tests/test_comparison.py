@@ -77,3 +77,9 @@ def test_nan_group_labels_are_refused(groups):
     """NaN is no label: np.unique would put every NaN-labelled pair in one group."""
     with pytest.raises(ParameterError, match="^groups: .*NaN label"):
         paired_difference([1.0, 2.0, 4.0], [0.0, 0.0, 0.0], groups)
+
+
+def test_a_tie_is_neither_a_win_nor_a_loss():
+    """Scores that tie (a PESQ rounded alike, an input left unchanged by both) count for neither side."""
+    result = paired_difference([1.0, 2.0, 3.0, 5.0], [1.0, 1.0, 4.0, 5.0])
+    assert (result.wins, result.losses, result.pairs) == (1, 1, 4)

@@ -83,3 +83,10 @@ def test_a_tie_is_neither_a_win_nor_a_loss():
     """Scores that tie (a PESQ rounded alike, an input left unchanged by both) count for neither side."""
     result = paired_difference([1.0, 2.0, 3.0, 5.0], [1.0, 1.0, 4.0, 5.0])
     assert (result.wins, result.losses, result.pairs) == (1, 1, 4)
+
+
+def test_a_pair_whose_other_score_is_undefined_is_left_out():
+    """A peer that gives no score for a file (NaN) or an infinite one leaves that pair out, as ours does: the mean
+    of 1 - 0 and 3 - 0 is 2, over two pairs."""
+    result = paired_difference([1.0, 2.0, 3.0, 4.0], [0.0, np.nan, 0.0, -np.inf])
+    assert (result.pairs, result.groups, result.mean) == (2, 2, pytest.approx(2.0))

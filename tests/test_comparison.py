@@ -90,3 +90,15 @@ def test_a_pair_whose_other_score_is_undefined_is_left_out():
     of 1 - 0 and 3 - 0 is 2, over two pairs."""
     result = paired_difference([1.0, 2.0, 3.0, 4.0], [0.0, np.nan, 0.0, -np.inf])
     assert (result.pairs, result.groups, result.mean) == (2, 2, pytest.approx(2.0))
+
+
+def test_a_score_defined_on_one_side_only_gives_no_comparison():
+    """The unprocessed input's SAR is infinite on every file (nothing added to it): no pair has both scores, and
+    there is nothing to compare (None), whichever side is undefined; a single pair with both gives a comparison."""
+    from sepsti.comparison import paired_difference_if_defined
+
+    assert paired_difference_if_defined([1.0, 2.0], [np.inf, np.inf]) is None
+    assert paired_difference_if_defined([np.nan, np.nan], [1.0, 2.0]) is None
+    assert paired_difference_if_defined([1.0, np.nan], [np.nan, 2.0]) is None
+    result = paired_difference_if_defined([1.0, np.nan, 5.0], [np.nan, 2.0, 3.0])
+    assert (result.pairs, result.mean) == (1, 2.0)

@@ -670,3 +670,22 @@ def test_stoi_takes_extended_as_a_flag_only(rng):
     signal = rng.standard_normal(16000)
     with pytest.raises(ParameterError, match=r"^extended='no': expected True or False$"):
         stoi(signal, signal, 16000, extended="no")
+
+
+def test_the_high_band_level_is_defined_from_high_band_floor_up():
+    """Tones of whole periods at 1 kHz (amplitude 1) and 6 kHz (amplitude a) put a² / (1 + a²) of the energy above
+    4 kHz: a clean signal with twice HIGH_BAND_FLOOR there has a level (0 dB against itself), one with half of it
+    none."""
+    from sepsti.metrics import HIGH_BAND_FLOOR, high_band_level
+
+    rate, t = 16000, np.arange(16000) / 16000
+    for factor, defined in ((2.0, True), (0.5, False)):
+        share = factor * HIGH_BAND_FLOOR
+        clean = np.sin(2 * np.pi * 1000 * t) + np.sqrt(share / (1 - share)) * np.sin(2 * np.pi * 6000 * t)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            level = high_band_level(clean, clean, rate)
+        if defined:
+            assert level == pytest.approx(0.0, abs=1e-9)
+        else:
+            assert np.isnan(level)

@@ -521,3 +521,21 @@ def test_flags_and_tolerances_are_not_taken_by_their_truth(options, match):
     X = np.ones((4, 3))
     with pytest.raises(ParameterError, match=match):
         poisson_nmf_em(X, *initialize_nmf(X, 2), **options)
+
+
+@pytest.mark.parametrize("per_entry", [False, True])
+def test_a_row_mask_on_h_takes_its_own_rows_prior_rates_in_every_column_block(rng, per_entry):
+    """Rows 1 and 2 of H learned, row 0 fixed, with a prior rate per row (it folds into W) or per entry (it does not)
+    that differs between rows and columns, over 1100 columns (two blocks): the textbook MAP-EM update of those rows
+    alone, each with its own rates."""
+    X, _, _ = planted(rng, n_rows=20, n_cols=1100, rank=3)
+    W, H = initialize_nmf(X, 3, rng)
+    mask = np.array([False, True, True])
+    rate_H = rng.uniform(0.5, 4.0, (3, 1100) if per_entry else (3, 1))
+    result = poisson_nmf_em(X, W, H, update_W=False, update_H=mask, prior_rate_H=rate_H, max_iter=5, tol=0)
+    H_ref = H.copy()
+    rate = np.broadcast_to(rate_H, H.shape)
+    for _ in range(5):
+        H_ref[mask] *= (W[:, mask].T @ (X / (W @ H_ref))) / (W[:, mask].sum(axis=0)[:, None] + rate[mask])
+    np.testing.assert_allclose(result.H, H_ref, rtol=1e-10)
+    assert np.array_equal(result.H[0], H[0])

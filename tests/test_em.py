@@ -539,3 +539,24 @@ def test_a_row_mask_on_h_takes_its_own_rows_prior_rates_in_every_column_block(rn
         H_ref[mask] *= (W[:, mask].T @ (X / (W @ H_ref))) / (W[:, mask].sum(axis=0)[:, None] + rate[mask])
     np.testing.assert_allclose(result.H, H_ref, rtol=1e-10)
     assert np.array_equal(result.H[0], H[0])
+
+
+def test_the_stopping_rule_with_priors_measures_the_kl_divergence_plus_the_prior_penalty(rng):
+    """With priors the objective is D = KL(X | W H) + Σ λ w: the saturated log-likelihood plus the priors' constant
+    Σ log λ, minus the log-posterior. EM stops at the first iteration whose gain is below tol · D. (A rate of 0.01 on
+    every entry puts Σ log λ = -4.6 per entry, which would make D far larger, and the stop far earlier.)"""
+    X, _, _ = planted(rng)
+    W, H = initialize_nmf(X, 4, rng)
+    rate_W, rate_H, tol = 0.01, 0.01, 1e-4
+    result = poisson_nmf_em(X, W, H, prior_rate_W=rate_W, prior_rate_H=rate_H, max_iter=5000, tol=tol)
+    history = result.log_likelihood
+    assert 1 < result.n_iter < 5000
+    constant = np.log(rate_W) * W.size + np.log(rate_H) * H.size
+    objective = np.sum(xlogy(X, X) - X - gammaln(X + 1)) + constant - history
+    # D is KL plus the penalty of the final factors, computed from them
+    rate = result.W @ result.H
+    kl = np.sum(xlogy(X, X / rate) - X + rate)
+    np.testing.assert_allclose(objective[-1], kl + rate_W * result.W.sum() + rate_H * result.H.sum(), rtol=1e-9)
+    gains = np.diff(history)
+    assert gains[-1] <= tol * objective[-2]
+    assert np.all(gains[:-1] > tol * objective[:-2])

@@ -25,8 +25,10 @@ def reference_estimates(powers, initial_power, framing=FRAMING, gap=0):
     Frame f takes the forward estimate before frame f - gap and the backward estimate before frame f + gap: their
     mean weighted by the other's age, or the larger where it is more than UNFOLLOWED_RISE_DB above the other. An
     estimate's age is the mean age, in frames, of the observations it averages: A <- w A + 1 at each frame, w the
-    weight the estimate keeps. The recursions run at the bias times the power (stationary_bias; real_bin_bias at DC
-    and Nyquist): they start at the bias times the initial power, and the estimates are divided by it.
+    weight the estimate keeps; a bin of digital silence holds the estimate and the smoothed presence, and the
+    observations averaged grow a frame older. The recursions run at the bias times the power (stationary_bias;
+    real_bin_bias at DC and Nyquist): they start at the bias times the initial power, and the estimates are divided
+    by it.
     """
     hop = framing.hop_length / framing.sample_rate
     alpha = POWER_SMOOTHING ** (hop / 0.016)
@@ -38,6 +40,9 @@ def reference_estimates(powers, initial_power, framing=FRAMING, gap=0):
         presence, out = 0.5, []
         for observed in sequence:
             out.append((sigma, age))
+            if observed <= features.SILENT_MAGNITUDE ** 2:  # digital silence: the state is held, its age grows
+                age += 1
+                continue
             probability = 1 / (1 + (1 + xi) * np.exp(-observed / sigma * xi / (1 + xi)))
             presence = beta * presence + (1 - beta) * probability
             if presence > STAGNATION:
@@ -445,3 +450,20 @@ def test_expected_magnitude_is_the_mean_of_rayleigh_magnitudes(rng):
     # the sample mean's relative standard error is sqrt((4 / π - 1) / n) = 0.083 %: five of them
     np.testing.assert_allclose(expected_magnitude(power), samples.mean(axis=1), rtol=5 * np.sqrt((4 / np.pi - 1) / n))
     np.testing.assert_allclose(expected_magnitude(power), np.sqrt(np.pi * power / 4), rtol=1e-12)
+
+
+def test_digital_silence_holds_the_state_as_the_reference_does(rng):
+    """Bins of exact zeros (a muted stretch in part of the band, then in all of it) hold each recursion's estimate and
+    its smoothed speech presence, and age it by a frame a frame: a noise rising 20 dB just before the silence and
+    another 20 dB after it, in some of those bins, is followed from the presence it had (the reference, frame by
+    frame)."""
+    n = 4 * int(round(LOOKAHEAD_SECONDS / HOP)) + 7
+    level = LEVELS
+    powers = noise_powers(rng, level, n)
+    powers[3:12, 120:] *= 100.0  # rises 20 dB: the presence climbs to the stagnation cap
+    powers[3:12, 200:] *= 100.0  # and again after the silence
+    powers[3:18, 160:200] = 0.0  # digital silence in part of the band
+    powers[:, 300:330] = 0.0  # and in all of it
+    initial = level * 0.5
+    np.testing.assert_allclose(track_noise_power(np.sqrt(powers), initial, FRAMING),
+                               reference_estimates(powers, initial), rtol=2e-6)

@@ -151,3 +151,20 @@ def test_a_malformed_noise_model_is_refused_by_its_fields(rng):
             denoise(y, W / W.sum(axis=0), noise=bad, max_iter=2)
     checked = validate_noise_model(model._replace(segment_frames=np.int64(7)), FRAMING)
     assert type(checked.segment_frames) is int and checked.W_noise is model.W_noise
+
+
+def test_the_model_does_not_depend_on_how_the_magnitudes_are_chunked(rng):
+    """A noise 10 dB louder over the second half of 20 s (five segments of 4 s): each frame's loudness is taken
+    against the minimum-statistics floor of its own block of frames, wherever a chunk starts, so chunks of any
+    size give the model of the whole."""
+    n = 620
+    V = rayleigh(rng, n)
+    V[:, n // 2:] *= np.sqrt(10.0)
+    V[:, ::7] *= 3.0  # louder frames here and there: the quietest ones are chosen
+    whole, energies = track_noise(lambda: iter((V,)), 3)
+    for sizes in ([100, 250, 270], [37] * 16 + [28]):
+        chunked, chunked_energies = track_noise(lambda: iter(np.split(V, np.cumsum(sizes)[:-1], axis=1)), 3)
+        assert len(whole.W_noise) == 5
+        np.testing.assert_array_equal(chunked.floor, whole.floor)
+        np.testing.assert_array_equal(chunked.W_noise, whole.W_noise)
+        np.testing.assert_array_equal(chunked_energies, energies)

@@ -952,3 +952,28 @@ def test_the_noise_power_tracker_starts_at_the_power_of_the_noise_model_s_noise(
     # the mean over the bins 1 / (ln 2 √(n · bins)) = 0.28 %: five of them
     tolerance = 5 / (np.log(2) * np.sqrt(n * features.NARROWBAND.n_bins))
     assert len(starts) == 1 and abs(starts[0].mean() - 1.0) < tolerance, starts
+
+
+@pytest.mark.parametrize("context", [1, 2])
+def test_frames_in_context_take_the_signal_s_first_and_last_frames_for_their_missing_neighbours(rng, context):
+    """Atoms of several frames fit each frame with its neighbours; at the signal's ends the first and the last frame
+    stand for the missing ones (as in the training matrix), whatever the pieces: each piece's magnitudes and noise
+    powers are the columns of the whole, padded with copies of its end frames, from its first frame's c-th
+    neighbour before to its last frame's c-th after."""
+    from sepsti.denoise import _in_context
+
+    n_bins, n = 6, 9
+    S = rng.normal(size=(n_bins, n)) + 1j * rng.normal(size=(n_bins, n))
+    power = rng.uniform(1.0, 2.0, (n_bins, n))
+    edges = ((0, 0), (context, context))
+    V_whole, power_whole = np.pad(np.abs(S), edges, mode="edge"), np.pad(power, edges, mode="edge")
+    cuts = [0, 3, 4, 9]
+    start = 0
+    for S_piece, V_piece, power_piece in _in_context(iter((S[:, a:b], power[:, a:b]) for a, b in zip(cuts, cuts[1:])),
+                                                     context):
+        m = S_piece.shape[1]
+        np.testing.assert_array_equal(S_piece, S[:, start:start + m])
+        np.testing.assert_allclose(V_piece, V_whole[:, start:start + m + 2 * context], rtol=1e-15)
+        np.testing.assert_array_equal(power_piece, power_whole[:, start:start + m + 2 * context])
+        start += m
+    assert start == n

@@ -168,3 +168,29 @@ def test_the_model_does_not_depend_on_how_the_magnitudes_are_chunked(rng):
         np.testing.assert_array_equal(chunked.floor, whole.floor)
         np.testing.assert_array_equal(chunked.W_noise, whole.W_noise)
         np.testing.assert_array_equal(chunked_energies, energies)
+
+
+def test_minimum_statistics_follow_the_written_out_recursion(rng):
+    """Each bin's magnitude smoothed by s_j = α s_(j-1) + (1 − α) V_j (α = exp(−hop / SMOOTHING_SECONDS), s_0 = V_0);
+    its minimum per block of MINIMUM_SECONDS / 4, the last, shorter block joined to the one before (here 10 frames
+    at a tenth of the level: they set that block's floor); each block's floor the least of the four blocks around
+    it, shifted inwards at the ends."""
+    from sepsti.noise_model import MINIMUM_SECONDS, SMOOTHING_SECONDS, _MinimumTracker
+
+    hop = FRAMING.hop_length / FRAMING.sample_rate
+    block = int(round(MINIMUM_SECONDS / 4 / hop))
+    n = 6 * block + 10
+    V = rng.uniform(1.0, 2.0, (3, n)) * np.linspace(1.0, 3.0, n)
+    V[:, -10:] *= 0.1
+    alpha = np.exp(-hop / SMOOTHING_SECONDS)
+    smoothed = np.empty_like(V)
+    smoothed[:, 0] = V[:, 0]
+    for j in range(1, n):
+        smoothed[:, j] = alpha * smoothed[:, j - 1] + (1 - alpha) * V[:, j]
+    minima = [smoothed[:, b * block:(b + 1) * block].min(axis=1) for b in range(5)]
+    minima.append(smoothed[:, 5 * block:].min(axis=1))  # the last block and the 10 frames after it
+    expected = [np.min(minima[min(max(0, b - 2), 2):min(max(0, b - 2), 2) + 4], axis=0) for b in range(6)]
+    tracker = _MinimumTracker(FRAMING)
+    for part in np.array_split(V, 4, axis=1):
+        tracker.push(part)
+    np.testing.assert_allclose(tracker.floors(), expected, rtol=1e-6)  # the floors are kept in float32

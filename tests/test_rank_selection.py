@@ -504,3 +504,18 @@ def test_counts_given_as_booleans_are_refused(options, match):
 
     with pytest.raises(ParameterError, match=match):
         select_rank_sti(np.ones((8, 6)), [1], preset="blocks", **options)
+
+
+def test_the_standard_error_is_at_least_the_spread_of_the_replicates_estimates_over_root_n():
+    """Four noise-free replicates at levels[i] +- s, the sign the same at every temperature: their estimates are
+    exact +- s (the weights sum to 1), whose sample sd s sqrt(4/3) over sqrt(4) is s / sqrt(3); the per-temperature
+    errors, s / sqrt(3) each, combine to s |w| / sqrt(3), less. So the standard error is s / sqrt(3) exactly."""
+    s = 0.3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # constant traces are named as stuck
+        result = select_rank(ScriptedChains(DriftingChains.mean(1, GRID.temperatures), spread=s,
+                                           jumps=(0.0,) * 4), [1], grid=GRID,
+                             num_replicates=4, seed=0, threads=1)
+    np.testing.assert_allclose(result.replicates[0], exact(1) + s * np.array([1, -1, 1, -1]), rtol=1e-12)
+    assert result.log_marginal_likelihood[0] == pytest.approx(exact(1), rel=1e-12)
+    assert result.stderr[0] == pytest.approx(s / np.sqrt(3.0), rel=1e-12)

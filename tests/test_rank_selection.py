@@ -12,7 +12,7 @@ import pytest
 
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, TemperatureGrid, balance,
-                                                 chain_plan, select_rank, to_json)
+                                                 chain_plan, half_drift, select_rank, to_json)
 from sepsti.core.random import stream
 
 GRID = TemperatureGrid(4, "power", 3.0, "simpson")
@@ -519,3 +519,22 @@ def test_the_standard_error_is_at_least_the_spread_of_the_replicates_estimates_o
     np.testing.assert_allclose(result.replicates[0], exact(1) + s * np.array([1, -1, 1, -1]), rtol=1e-12)
     assert result.log_marginal_likelihood[0] == pytest.approx(exact(1), rel=1e-12)
     assert result.stderr[0] == pytest.approx(s / np.sqrt(3.0), rel=1e-12)
+
+
+def test_halves_of_an_odd_trace_are_its_first_and_last_halves_and_one_replicate_uses_its_own_errors():
+    """Hand-computed halves checks on GRID (weights w, sum 1).
+
+    Two replicates of 5 values 0, 0, 10, c +- s, c +- s at every temperature: the halves are the first two
+    values and the last two (the middle one left out), which differ by c +- s: c over its standard error s
+    (the two changes' sd s sqrt 2 over sqrt 2), c / (s |w|) in all. One replicate of 0, 1, c, c + 1: the
+    halves differ by c, each half's MCSE is sd / sqrt 2 = 1/2 (two values, integrated time 1), so the
+    change's error is sqrt(1/2) and the check c / (sqrt(1/2) |w|).
+    """
+    c, s = 1.0, 0.5
+    size = GRID.num_intervals + 1
+    norm = np.linalg.norm(GRID.weights)
+    odd = [np.array([[0.0, 0.0, 10.0, c + s, c + s], [0.0, 0.0, 10.0, c - s, c - s]])] * size
+    assert half_drift(odd, GRID) == pytest.approx(c / (s * norm), rel=1e-12)
+    single = [np.array([[0.0, 1.0, c, c + 1.0]])] * size
+    assert half_drift(single, GRID) == pytest.approx(c / (np.sqrt(0.5) * norm), rel=1e-12)
+

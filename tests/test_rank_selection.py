@@ -538,3 +538,16 @@ def test_halves_of_an_odd_trace_are_its_first_and_last_halves_and_one_replicate_
     single = [np.array([[0.0, 1.0, c, c + 1.0]])] * size
     assert half_drift(single, GRID) == pytest.approx(c / (np.sqrt(0.5) * norm), rel=1e-12)
 
+
+class KeptMinimumChains(DriftingChains):
+    """Chains reporting the smallest factor entry they kept: (i - 2)^2 + r + 1, unknown (NaN) for chain (R, 0, 0)."""
+
+    def run(self, task, *, seed, progress):
+        record = super().run(task, seed=seed, progress=progress)
+        kept = np.nan if task.index == task.replicate == 0 else (task.index - 2) ** 2 + task.replicate + 1.0
+        return record._replace(min_kept=kept)
+
+
+def test_min_kept_is_the_smallest_entry_any_chain_kept():
+    result = select_rank(KeptMinimumChains(), [1, 2], grid=GRID, num_replicates=3, seed=0, threads=1)
+    assert result.min_kept == 1.0  # chain (R, 2, 0)

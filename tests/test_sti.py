@@ -501,3 +501,10 @@ def test_a_nan_or_inf_in_a_trace_weight_or_temperature_is_refused(bad):
         thermodynamic_integral(t, [np.ones(4)] * 3, weights=[0.25, bad, 0.25], tol=0)
     with pytest.raises(ParameterError, match=r"^temperatures=.*: need an increasing grid from 0 to 1"):
         thermodynamic_integral([0.0, bad, 1.0], [np.ones(4)] * 3, tol=0)
+
+
+def test_the_mcse_of_a_short_white_trace_is_its_sample_sd_over_root_n():
+    # 0, 1 and 0, 1, 2: autocorrelations (1, -1/2) and (1, 0, -1/2), so the automatic window stops at an
+    # integrated time below 1, taken as 1; the MCSE is then sd (ddof=1) / sqrt(n): sqrt(1/2 / 2) and sqrt(1 / 3)
+    assert chain_summary([0.0, 1.0]) == pytest.approx((0.5, 0.5, 1.0), rel=1e-12)
+    assert chain_summary([0.0, 1.0, 2.0]) == pytest.approx((1.0, np.sqrt(1 / 3), 1.0), rel=1e-12)

@@ -53,3 +53,9 @@ def test_shapes_are_checked():
 def test_non_finite_means_and_bad_errors_are_refused(mean, mcse, name):
     with pytest.raises(ParameterError, match=rf"^{name} is .* at temperature indices \[1\]"):
         largest_decrease(mean, mcse)
+
+
+def test_equal_expectations_known_exactly_are_no_fall():
+    # a log-likelihood that does not depend on theta: E_t is the same at every t, with no error; that is
+    # not a decrease (the derivative, a variance, is 0), so no warning
+    assert largest_decrease([-5.0, -5.0, -5.0], [0.0, 0.0, 0.0]) == -np.inf

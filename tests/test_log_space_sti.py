@@ -49,3 +49,21 @@ def test_bad_settings(options):
     (name,) = options
     with pytest.raises(ParameterError, match=f"^{name}="):
         log_space_sti(X, settings.pop("rank"), **settings)
+
+
+def test_t0_holds_exact_prior_draws_scored_by_the_poisson_likelihood():
+    # at rank 1, E_prior[log p(X | w, h)] = sum(X) 2 (digamma(1) - log rate) - I J / rate^2 - sum log X!
+    # (E log w = digamma(1) - log rate, E w h = 1 / rate^2); within 4 standard errors, sd / sqrt(num_keep) with
+    # the sd of the log-likelihood over 20000 prior draws of our own
+    from scipy.special import digamma, gammaln
+
+    X, rate = _data("sparse counts")
+    num_keep = 2000
+    result = log_space_sti(X, 1, prior_rate=rate, num_intervals=2, num_steps=num_keep, num_keep=num_keep, seed=1)
+    exact = X.sum() * 2 * (digamma(1.0) - np.log(rate)) - X.size / rate**2 - gammaln(X + 1).sum()
+    rng = np.random.default_rng(7)
+    w, h = rng.exponential(1 / rate, (20000, X.shape[0])), rng.exponential(1 / rate, (20000, X.shape[1]))
+    draws = (np.log(w) @ X.sum(axis=1) + np.log(h) @ X.sum(axis=0) - w.sum(axis=1) * h.sum(axis=1)
+             - gammaln(X + 1).sum())
+    assert draws.mean() == pytest.approx(exact, abs=4 * draws.std() / np.sqrt(draws.size))
+    assert abs(result.mean_log_likelihood[0] - exact) < 4 * draws.std(ddof=1) / np.sqrt(num_keep)

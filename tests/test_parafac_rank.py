@@ -249,3 +249,11 @@ def test_invalid_settings(small, kwargs, match):
     ranks = kwargs.pop("ranks", [1])
     with pytest.raises(ParameterError, match=match):
         select_parafac_rank(data, ranks, **dict(FAST, **kwargs))
+
+
+def test_a_checkpoint_refuses_sparse_data_with_the_same_entries_but_other_counts(small, tmp_path):
+    sparse = from_dense(small)
+    select_parafac_rank(sparse, [1], prior_rate=0.6, num_blocks=2, checkpoint=tmp_path, **FAST)
+    doubled = from_dense(2 * small)  # the same non-zero coordinates
+    with pytest.raises(ParameterError, match="other data or settings.*data"):
+        select_parafac_rank(doubled, [1], prior_rate=0.6, num_blocks=2, checkpoint=tmp_path, **FAST)

@@ -257,3 +257,12 @@ def test_a_checkpoint_refuses_sparse_data_with_the_same_entries_but_other_counts
     doubled = from_dense(2 * small)  # the same non-zero coordinates
     with pytest.raises(ParameterError, match="other data or settings.*data"):
         select_parafac_rank(doubled, [1], prior_rate=0.6, num_blocks=2, checkpoint=tmp_path, **FAST)
+
+
+def test_full_evaluations_of_a_keep_count_not_a_multiple_of_their_spacing_resume_from_a_checkpoint(small, tmp_path):
+    # 19 kept iterations scored every B = 2: iterations 19, 17, ..., 1 from the end, ceil(19 / 2) = 10 values
+    options = {**FAST, "num_keep": 19}
+    first = select_parafac_rank(from_dense(small), [1], prior_rate=0.6, num_blocks=2, checkpoint=tmp_path, **options)
+    assert [piece.num_keep for piece in first.per_temperature] == [10]
+    again = select_parafac_rank(from_dense(small), [1], prior_rate=0.6, num_blocks=2, checkpoint=tmp_path, **options)
+    np.testing.assert_array_equal(again.log_marginal_likelihood, first.log_marginal_likelihood)

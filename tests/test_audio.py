@@ -432,3 +432,26 @@ def test_writing_onto_a_folder_is_refused_before_anything_is_written(tmp_path, m
             with open_output(tmp_path / "out.wav", 8000, overwrite=overwrite):
                 pass
     assert os.listdir(tmp_path) == ["out.wav"] and os.listdir(tmp_path / "out.wav") == []
+
+
+def test_inspect_input_finds_the_peak_and_power_of_every_block_and_channel(tmp_path, rng, monkeypatch):
+    """The peak and the mean square are those of the whole file as soundfile reads it, wherever the loud samples are:
+    a peak in the last block and in the second channel is found (it is what refuses a file beyond MAX_PEAK), and
+    the power is the mean over samples and channels (a sum divided by the samples alone is twice as large)."""
+    import sepsti.audio
+    from sepsti.audio import MAX_PEAK, inspect_input
+
+    stereo = rng.uniform(-0.5, 0.5, (3 * 777 + 5, 2))
+    stereo[-3, 1] = 1.75  # in the last block of 5 samples
+    path = tmp_path / "s.wav"
+    soundfile.write(path, stereo, 8000, subtype="DOUBLE")
+    monkeypatch.setattr(sepsti.audio, "BLOCK_SAMPLES", 777)
+    audio = inspect_input(path, sample_rate=8000)
+    assert audio.peak == 1.75
+    # 4664 squares summed in another order: at most about 4664 roundings of 1.1e-16 apart
+    np.testing.assert_allclose(audio.power, np.mean(stereo ** 2), rtol=1e-12)
+    stereo[-3, 1] = 1e14
+    soundfile.write(path, stereo, 8000, subtype="DOUBLE")
+    assert 1e14 > MAX_PEAK
+    with pytest.raises(ParameterError, match=r"samples reach 1e\+14, far beyond full scale"):
+        inspect_input(path, sample_rate=8000)

@@ -10,6 +10,7 @@ import pytest
 import soundfile
 
 from sepsti.core.errors import ParameterError
+from sepsti.core.io import TEMPORARY_MARKER
 from sepsti.core.random import stream
 from sepsti.corpora import corpus_index, mixtures, synth
 from sepsti.corpora.synth import (NOISE_TYPES, SAMPLE_RATE, clatter, corpus_speakers, make_speaker, mix, synth_noise,
@@ -335,8 +336,10 @@ def test_overwrite_refuses_a_folder_it_did_not_write(tmp_path):
 
 
 @pytest.mark.parametrize("intruder", ["clean/notes.txt", "noisy/white_5dB/sp09_white_sn5.wav", "extra/a.wav",
-                                      "README"])
+                                      "README", f"clean/.notes.txt{TEMPORARY_MARKER}1.x"])
 def test_overwrite_refuses_files_it_did_not_write_and_touches_nothing(tmp_path, intruder):
+    """The last intruder is the temporary file of another program's output being written beside the corpus: only
+    temporaries of the corpus's own files are taken for an interrupted run's."""
     root = tmp_path / "c"
     write_corpus(root, seed=0, utterances=["sp02"], noises=["white"], snrs=[5])
     (root / intruder).parent.mkdir(parents=True, exist_ok=True)
@@ -346,6 +349,21 @@ def test_overwrite_refuses_files_it_did_not_write_and_touches_nothing(tmp_path, 
     with pytest.raises(ParameterError, match=f"holds 1 file.*did not write .{shown}.*--overwrite replaces only"):
         write_corpus(root, seed=1, utterances=["sp03"], noises=["pink"], snrs=[0], overwrite=True)
     assert _tree(root) == before
+
+
+def test_overwrite_refuses_a_corpus_folder_replaced_by_a_link_and_writes_nothing_through_it(tmp_path):
+    """clean/ made a link to the user's recordings: the link is not the corpus's folder, and the run would write
+    its clean/sp02.wav through it, over the user's file of that name."""
+    root = tmp_path / "c"
+    write_corpus(root, seed=0, utterances=["sp02"], noises=["white"], snrs=[5])
+    mine = tmp_path / "mine"
+    (root / "clean").rename(mine)
+    (mine / "sp02.wav").write_bytes(b"the user's own recording")
+    (root / "clean").symlink_to(mine, target_is_directory=True)
+    before, theirs = _tree(root), _tree(mine)
+    with pytest.raises(ParameterError, match=r"holds 1 file.*did not write \(clean/\)"):
+        write_corpus(root, seed=0, utterances=["sp02"], noises=["white"], snrs=[5], overwrite=True)
+    assert _tree(root) == before and _tree(mine) == theirs
 
 
 def test_overwrite_refuses_edited_files(tmp_path):
@@ -360,8 +378,6 @@ def test_overwrite_refuses_edited_files(tmp_path):
 
 def test_overwrite_replaces_an_interrupted_run_and_its_temporaries(tmp_path):
     import json
-
-    from sepsti.core.io import TEMPORARY_MARKER
 
     root = tmp_path / "c"
     settings = write_corpus(root, seed=0, utterances=["sp02", "sp03"], noises=["white"], snrs=[5])

@@ -247,3 +247,18 @@ def test_real_mixtures_are_aligned(noizeus_root):
         energy_ratio = 10 * np.log10(np.sum(mixture.clean ** 2) / np.sum(mixture.noise_signal ** 2))
         # Labels use active speech level (P.56); the plain energy ratio is within a dB or two.
         assert abs(energy_ratio - mixture.snr) < 2.0, (mixture.path, energy_ratio)
+
+
+def test_names_are_read_as_the_layout_spells_them(tmp_path, rng):
+    """Hand-written names and the keys they must give: a negative SNR (corpus synth writes down to -20 dB), a noise
+    name holding underscores, and names in capitals (copies from case-insensitive file systems) all count."""
+    root = tmp_path / "c"
+    for name in ("SP03.WAV", "sp03_White_sn-5.wav", "sp03_car_interior_sn10.wav", "Sp03_BABBLE_SN0.Wav"):
+        _int16(root / name, rng.integers(-8000, 8000, 100))
+    index = corpus_index(root)
+    assert index.clean == {"sp03": root / "SP03.WAV"}
+    assert index.noisy == {("sp03", "white", -5): root / "sp03_White_sn-5.wav",
+                           ("sp03", "car_interior", 10): root / "sp03_car_interior_sn10.wav",
+                           ("sp03", "babble", 0): root / "Sp03_BABBLE_SN0.Wav"}
+    assert select(root, split=["sp03"], noises=["white"], snrs=[-5]) == [("sp03", "white", -5)]
+

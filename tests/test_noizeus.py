@@ -262,3 +262,17 @@ def test_names_are_read_as_the_layout_spells_them(tmp_path, rng):
                            ("sp03", "babble", 0): root / "Sp03_BABBLE_SN0.Wav"}
     assert select(root, split=["sp03"], noises=["white"], snrs=[-5]) == [("sp03", "white", -5)]
 
+
+def test_duplicates_of_one_size_and_time_are_compared_by_content(tmp_path):
+    """Two different files of one name, size and modification time (as a copy that keeps times, then an edit that
+    keeps the size, leaves them) are still refused: their bytes are compared, not their stat signatures."""
+    import os
+
+    root = tmp_path / "c"
+    _int16(root / "a" / "sp21.wav", np.arange(100))
+    _int16(root / "b" / "sp21.wav", np.arange(100)[::-1])
+    for path in (root / "a" / "sp21.wav", root / "b" / "sp21.wav"):
+        os.utime(path, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    assert (root / "a" / "sp21.wav").stat().st_size == (root / "b" / "sp21.wav").stat().st_size
+    with pytest.raises(ParameterError, match="same name as .* but different content"):
+        corpus_index(root)

@@ -107,3 +107,17 @@ def test_a_folder_that_is_not_a_path_is_refused_by_name(tmp_path):
         pair_index(None, tmp_path)
     with pytest.raises(ParameterError, match=r"^noisy_root=None must be a path \(a str or os\.PathLike\)$"):
         pair_index(tmp_path, None)
+
+
+@pytest.mark.parametrize("rate, length, fragment", [
+    (16000, 800, r"sample rate 16000 Hz differs from 8000 Hz of its clean file .*clean/p\.wav"),
+    (8000, 799, r"799 samples but its clean file .*clean/p\.wav has 800; files must be sample-aligned")])
+def test_a_pair_of_another_rate_or_length_is_refused_naming_the_noisy_file(tmp_path, rate, length, fragment):
+    """The noise of a pair is noisy - clean: files a sample apart, or at two rates, give no noise of the mixture."""
+    _wav(tmp_path / "clean" / "p.wav")
+    (tmp_path / "noisy").mkdir()
+    soundfile.write(tmp_path / "noisy" / "p.wav", np.zeros(length), rate)
+    (pair,) = pair_index(tmp_path / "clean", tmp_path / "noisy")
+    with pytest.raises(ParameterError, match=r"noisy/p\.wav: " + fragment):
+        load_pair(pair)
+

@@ -121,3 +121,14 @@ def test_a_pair_of_another_rate_or_length_is_refused_naming_the_noisy_file(tmp_p
     with pytest.raises(ParameterError, match=r"noisy/p\.wav: " + fragment):
         load_pair(pair)
 
+
+def test_a_noisy_folder_without_audio_or_with_a_file_without_its_clean_one_is_refused(tmp_path):
+    _wav(tmp_path / "clean" / "a.wav")
+    (tmp_path / "noisy").mkdir()
+    (tmp_path / "noisy" / "notes.txt").write_text("not audio")
+    with pytest.raises(ParameterError, match=r"noisy: no audio files found below the noisy folder"):
+        pair_index(tmp_path / "clean", tmp_path / "noisy")
+    for name in ("a", "b", "c"):
+        _wav(tmp_path / "noisy" / f"{name}.wav", seed=1)
+    with pytest.raises(ParameterError, match=r"noisy/b\.wav: no clean file named b\.\* below .*clean \(and 1 more\)$"):
+        pair_index(tmp_path / "clean", tmp_path / "noisy")

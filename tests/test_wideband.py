@@ -105,3 +105,54 @@ def test_a_folder_that_is_not_a_path_is_refused_by_name():
     for read in (wideband.is_wideband_corpus, wideband.read_manifest, wideband.select, wideband.clean_signals):
         with pytest.raises(ParameterError, match=r"^folder=None must be a path \(a str or os\.PathLike\)$"):
             read(None)
+
+
+def _speaker_files(root, entries, rng):
+    """Write each entry's file (``signal`` given, or 0.1 s of noise at the entry's rate) and the manifest."""
+    import soundfile
+
+    for entry in entries:
+        path = root / entry["file"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        y = entry.pop("signal", None)
+        y = rng.uniform(-0.1, 0.1, entry["rate"] // 10) if y is None else y
+        soundfile.write(path, y, entry.pop("file_rate", entry["rate"]), subtype="DOUBLE")
+    (root / "manifest.json").write_text(json.dumps(entries))
+    return root
+
+
+@pytest.mark.filterwarnings("ignore:wideband manifest")
+def test_splits_exclusions_and_the_high_pass_of_a_small_manifest(tmp_path, rng):
+    """Written out by hand from the module's conventions, without the distributed corpus: speakers sorted by number
+    (9 before 10 before 100), test at positions 0 and 5, validation at 1; the other rate's speaker in test; a flag of
+    EXCLUDED_FLAGS leaves a file out, an advisory one does not; and what clean_signals returns is high-passed by a
+    2nd-order Butterworth run both ways, whose power gain is 1 / (1 + (tan(pi fc / fs) / tan(pi f / fs)) ** 4)."""
+    import numpy as np
+
+    rate, fc = 16000, wideband.HIGHPASS_HZ
+    t = np.arange(2 * rate) / rate
+    frequencies = np.array([20.0, 80.0, 1000.0])
+    tones = np.sum([0.1 * np.sin(2 * np.pi * f * t) for f in frequencies], axis=0)
+    speakers = ["100", "9", "13", "10", "12", "11"]
+    entries = [{"file": f"{s}/{s}-0.wav", "rate": rate, "speaker": s, "flags": []} for s in speakers]
+    entries[1]["signal"] = tones  # speaker 9's
+    entries += [{"file": "11/11-1.wav", "rate": rate, "speaker": "11", "flags": ["clipped"]},
+                {"file": "12/12-1.wav", "rate": rate, "speaker": "12", "flags": ["lf_rumble_below_100hz"]},
+                {"file": "LJ/LJ-0.wav", "rate": 22050, "speaker": "LJ", "flags": []}]
+    root = _speaker_files(tmp_path / "wide", entries, rng)
+    assert wideband.split_of(wideband.read_manifest(root)) == {
+        "9": "test", "10": "validation", "11": "train", "12": "train", "13": "train", "100": "test", "LJ": "test"}
+    assert [u.path.name for u in wideband.select(root, "train")] == ["13-0.wav", "12-0.wav", "11-0.wav",
+                                                                     "12-1.wav"]
+    signals = wideband.clean_signals(root, "test")
+    assert [(name, rate) for name, _, rate in signals] == [("100-0", 16000), ("9-0", 16000), ("LJ-0", 22050)]
+    # each tone's amplitude, fitted over the middle second (the filter's transients last milliseconds)
+    y = signals[1][1]
+    middle = slice(rate // 2, 3 * rate // 2)
+    basis = np.concatenate([np.stack([np.sin(2 * np.pi * f * t), np.cos(2 * np.pi * f * t)], axis=1)
+                            for f in frequencies], axis=1)[middle]
+    coefficients = np.linalg.lstsq(basis, y[middle], rcond=None)[0].reshape(3, 2)
+    gains = np.hypot(coefficients[:, 0], coefficients[:, 1]) / 0.1
+    expected = 1 / (1 + (np.tan(np.pi * fc / rate) / np.tan(np.pi * frequencies / rate)) ** 4)
+    np.testing.assert_allclose(gains, expected, rtol=1e-4)  # 0.0039, 0.5, 0.99996
+

@@ -156,3 +156,11 @@ def test_splits_exclusions_and_the_high_pass_of_a_small_manifest(tmp_path, rng):
     expected = 1 / (1 + (np.tan(np.pi * fc / rate) / np.tan(np.pi * frequencies / rate)) ** 4)
     np.testing.assert_allclose(gains, expected, rtol=1e-4)  # 0.0039, 0.5, 0.99996
 
+
+
+@pytest.mark.filterwarnings("ignore:wideband manifest")
+def test_a_file_at_another_rate_than_its_manifest_says_is_refused(tmp_path, rng):
+    entries = [{"file": "9/9-0.wav", "rate": 16000, "speaker": "9", "file_rate": 8000}]
+    root = _speaker_files(tmp_path / "wide", entries, rng)
+    with pytest.raises(ParameterError, match=r"9-0\.wav: sample rate 8000 Hz, the manifest says 16000 Hz"):
+        wideband.clean_signals(root, "test")

@@ -782,3 +782,18 @@ def test_band_warnings_are_counted_by_file_and_kept_apart_by_reason():
                      "a.wav: channel 1: high_band_level: the clean speech has 1e-07 of its energy above 4000 Hz; "
                      "undefined; and in 2 more files",
                      "d.wav: high_band_level: the speech estimate is silent; undefined"]
+
+
+def test_an_output_onto_a_clean_reference_is_refused_and_the_reference_kept(tmp_path, tiny_corpus, tiny_dictionary):
+    """The clean files are inputs as much as the noisy ones: --json onto one, even with --overwrite, is refused before
+    any work, for a corpus's clean file and for a pair's."""
+    clean, noisy, names = make_pairs(tmp_path / "pairs", rates=(8000, 8000))
+    corpus_clean = sorted((tiny_corpus / "clean").rglob("*.wav"))[0]
+    pair_clean = clean / f"{names[1]}.wav"
+    before = snapshot(tiny_corpus), snapshot(tmp_path)
+    for source, target in ((["--corpus", tiny_corpus], corpus_clean),
+                           (["--clean", clean, "--noisy", noisy], pair_clean)):
+        assert_one_line_error(run(["evaluate", *source, "--dictionary", tiny_dictionary, "--json", target,
+                                   "--overwrite"]), target.name, "also an input")
+    assert (snapshot(tiny_corpus), snapshot(tmp_path)) == before
+

@@ -797,3 +797,24 @@ def test_an_output_onto_a_clean_reference_is_refused_and_the_reference_kept(tmp_
                                    "--overwrite"]), target.name, "also an input")
     assert (snapshot(tiny_corpus), snapshot(tmp_path)) == before
 
+
+def test_names_give_each_pair_the_labels_written_in_it(tmp_path):
+    """What --names reads, against labels written out by hand: the sentence group is the file, the noise lower-cased
+    as a corpus's, a negative SNR an int; a name the pattern matches only the start of is refused."""
+    from sepsti.core.errors import ParameterError
+    from sepsti.recordings import find_recordings
+
+    pattern = r"(?P<sentence>s\d)_(?P<noise>[A-Za-z]+)_(?P<snr>-?\d+)dB"
+    for kind in ("clean", "noisy"):
+        (tmp_path / kind).mkdir()
+        for name in ("s1_White_-5dB", "s2_car_10dB"):
+            soundfile.write(tmp_path / kind / f"{name}.wav", np.zeros(100), 8000)
+    recordings = find_recordings(clean=tmp_path / "clean", noisy=tmp_path / "noisy", names=pattern)
+    assert [recordings.label(pair) for pair in recordings.items] == [
+        {"file": "s1", "name": "s1_White_-5dB", "noise": "white", "snr": -5},
+        {"file": "s2", "name": "s2_car_10dB", "noise": "car", "snr": 10}]
+    assert recordings.replicates == "sentences"
+    for kind in ("clean", "noisy"):
+        soundfile.write(tmp_path / kind / "s3_car_5dB_take2.wav", np.zeros(100), 8000)
+    with pytest.raises(ParameterError, match=r"s3_car_5dB_take2\.wav: its name 's3_car_5dB_take2' does not match"):
+        find_recordings(clean=tmp_path / "clean", noisy=tmp_path / "noisy", names=pattern)

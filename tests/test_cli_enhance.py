@@ -591,6 +591,22 @@ def test_a_file_shorter_than_a_frame_is_written_unchanged(workdir, tiny_dictiona
     assert not np.array_equal(soundfile.read(workdir / "out" / "noisy.wav")[0], noisy)
 
 
+def test_a_file_of_one_frame_exactly_is_enhanced_with_a_noise_sample(workdir, tiny_dictionary):
+    """A frame is 64 ms, 512 samples at 8 kHz: with a noise sample's model a file of 512 is enhanced, one of 511
+    written unchanged with its line."""
+    rng = np.random.default_rng(5)
+    soundfile.write(workdir / "sample.wav", 0.05 * rng.standard_normal(2 * RATE), RATE, subtype="FLOAT")
+    for length, enhanced in ((RATE * 64 // 1000 - 1, False), (RATE * 64 // 1000, True)):
+        y = 0.05 * rng.standard_normal(length) + 0.3 * np.sin(0.2 * np.arange(length))
+        soundfile.write(workdir / "frame.wav", y, RATE, subtype="FLOAT")
+        result = _enhance(tiny_dictionary, workdir / "frame.wav", "-o", workdir / f"out{length}.wav", "--noise-sample",
+                          workdir / "sample.wav")
+        assert result.exit_code == 0, result.stderr
+        assert ("shorter than one frame" in result.stderr) != enhanced, result.stderr
+        out, _ = soundfile.read(workdir / f"out{length}.wav")
+        assert len(out) == length and np.array_equal(out, soundfile.read(workdir / "frame.wav")[0]) != enhanced
+
+
 def test_a_file_of_little_but_digital_silence_is_written_unchanged(workdir, tiny_dictionary):
     """A second of noisy speech after 20 s of zeros: one line, the input, and no temporary file left."""
     noisy, _ = soundfile.read(workdir / "noisy.wav")

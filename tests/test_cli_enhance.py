@@ -425,6 +425,7 @@ def test_bad_outputs(workdir, tiny_dictionary):
     cases = [
         (["-o", workdir / "exists.wav"], ("exists.wav", "--overwrite")),
         (["-o", noisy, "--overwrite"], ("also an input",)),
+        (["-o", workdir / "clean.wav", "--noise-sample", workdir / "clean.wav", "--overwrite"], ("also an input",)),
         (["-o", workdir / "nofolder" / "o.wav"], ("does not exist",)),
         (["-o", workdir / "clean.wav" / "o.wav"], ("does not exist",)),  # folder is a file: unwritable
         (["-o", workdir], ("directory",)),

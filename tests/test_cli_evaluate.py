@@ -347,6 +347,7 @@ def test_summary_interval_over_sentences():
     assert interval["sdr"] == pytest.approx([reference.low, reference.high])
     assert interval["sir"] == pytest.approx([1.0, 1.0])  # every sentence gains 1: no spread
     assert interval["sar"] is None  # the input's SAR is infinite
+    assert summarize(rows)["by_snr"][0]["input"]["sar"] == float("inf")  # in every row: the table's ∞, not –
 
 
 def test_summary_improvement_is_the_estimate_its_interval_is_about():
@@ -384,6 +385,10 @@ def test_summary_skips_undefined_scores_and_json_has_no_nan():
     assert entry["interval"] == {"sdr": None, "sir": None, "sar": None}  # one sentence with both scores
     text = json.dumps(json_safe({"results": rows, "summary": summary}), allow_nan=False)
     assert json.loads(text)["results"][0]["enhanced"]["sdr"] is None
+    # no finite score, and not the same one in every row: undefined, not the first row's
+    mixed = [{"file": name, "input": {"sdr": value}, "enhanced": {"sdr": 1.0}}
+             for name, value in (("sp21", inf), ("sp22", nan), ("sp23", -inf))]
+    assert np.isnan(summarize(mixed)["overall"]["input"]["sdr"])
 
 
 # --------------------------------------------------------------------------------------------

@@ -520,6 +520,37 @@ def test_an_output_that_appears_during_the_run_is_kept(workdir, tiny_dictionary,
     assert soundfile.info(target).frames == soundfile.info(workdir / "noisy.wav").frames
 
 
+@pytest.mark.parametrize("kind", ["enhanced", "shorter than a frame", "max-reduction 0"])
+def test_an_output_that_appears_while_it_is_written_is_kept_whether_enhanced_or_copied(workdir, tiny_dictionary,
+                                                                                      monkeypatch, kind):
+    """Without --overwrite, a file another program puts at the output while it is being written is kept, for an
+    output written unchanged (a copy of its input) as for an enhanced one."""
+    import contextlib
+
+    import sepsti.audio
+
+    real = sepsti.audio.open_output
+    target = workdir / "out.wav"
+
+    @contextlib.contextmanager
+    def racing(path, *args, **options):
+        with real(path, *args, **options) as output:
+            target.write_bytes(b"written by another program meanwhile")
+            yield output
+
+    monkeypatch.setattr(sepsti.audio, "open_output", racing)
+    source, options = workdir / "noisy.wav", ["--iterations", 2]
+    if kind == "shorter than a frame":
+        source = workdir / "tiny.wav"
+        soundfile.write(source, soundfile.read(workdir / "noisy.wav")[0][:RATE // 40], RATE, subtype="PCM_16")
+    elif kind == "max-reduction 0":
+        options = ["--max-reduction", "0"]
+    result = _enhance(tiny_dictionary, source, "-o", target, *options)
+    assert_one_line_error(result, "out.wav", "created by another program", "--overwrite")
+    assert target.read_bytes() == b"written by another program meanwhile"
+    assert no_temp_files(workdir)
+
+
 @pytest.mark.parametrize("rate, fragment", [(1, "sample rate 1 Hz is outside 4000..384000"),
                                             (1_000_000, "outside"), (96001, "no short ratio")])
 def test_sample_rates_that_would_blow_up_resampling(workdir, tiny_dictionary, rate, fragment):

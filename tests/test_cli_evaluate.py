@@ -458,10 +458,13 @@ def test_bad_outputs_and_dictionary(tiny_corpus, tiny_dictionary, tmp_path):
     assert snapshot(tiny_corpus) == corpus_before
 
 
-def test_a_json_file_that_appears_during_the_run_is_kept(tiny_corpus, tiny_dictionary, tmp_path, monkeypatch):
+@pytest.mark.parametrize("option, name", [("--json", "s.json"), ("--plot", "s.png")])
+def test_a_json_or_plot_file_that_appears_during_the_run_is_kept(tiny_corpus, tiny_dictionary, tmp_path, monkeypatch,
+                                                                 option, name):
+    """Without --overwrite, a JSON or plot file another program writes at the path during the run is kept."""
     import sepsti.denoise
 
-    target = tmp_path / "s.json"
+    target = tmp_path / name
 
     def racing(y, W, **options):
         target.write_text("someone else's")
@@ -469,9 +472,9 @@ def test_a_json_file_that_appears_during_the_run_is_kept(tiny_corpus, tiny_dicti
 
     monkeypatch.setattr(sepsti.denoise, "denoise", racing)
     result = run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary, "--noise", "white",
-                  "--snr", 0, "--json", target])
-    assert_one_line_error(result, "s.json", "created by another program")
-    assert target.read_text() == "someone else's" and os.listdir(tmp_path) == ["s.json"]
+                  "--snr", 0, option, target])
+    assert_one_line_error(result, name, "created by another program")
+    assert target.read_text() == "someone else's" and os.listdir(tmp_path) == [name]
 
 
 # --------------------------------------------------------------------------------------------

@@ -285,6 +285,21 @@ def test_a_negative_start_of_a_non_negative_model_is_refused(rng):
         stochastic_thermodynamic_integration(model, lambda rng: start, grid=TemperatureGrid(2), chain=chain)
 
 
+def test_a_start_of_another_shape_than_the_model_is_refused(rng):
+    """A rank-5 start on a rank-2 Gaussian additive model ran every chain and returned a wrong estimate."""
+    _, x = GaussianAdditiveModel.sample(rng, 50, 2)
+    model = GaussianAdditiveModel(x, 2)
+    wide = GaussianAdditiveModel(x, 5)
+    chain = LangevinSettings(num_steps=5, num_keep=5, step_a=1e-3)
+    with pytest.raises(ParameterError, match=r"^start: theta has shape \(5,\); GaussianAdditiveModel's theta is "
+                                             r"\(2,\)$"):
+        power_posterior_chain(model, wide.sample_prior(rng), rng, temperature=1.0, chain=chain)
+    with pytest.raises(ParameterError, match=r"theta is \(2,\) after the axis of chains$"):
+        stochastic_thermodynamic_integration(model, wide.sample_prior, grid=TemperatureGrid(2), chain=chain)
+    with pytest.raises(ParameterError, match=r"^start: 2 leaves; GaussianAdditiveModel has 1$"):
+        power_posterior_chain(model, (np.ones(2), np.ones(2)), rng, temperature=1.0, chain=chain)
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("sampler", ["sgld", "psgld"])
 def test_diverged_chains_are_an_error_not_an_estimate(rng, sampler):

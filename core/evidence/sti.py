@@ -490,19 +490,29 @@ class LangevinSettings:
             raise ParameterError("zero_variance needs evaluate='before_update'")
 
 
-def _float_start(model, position):
+def _float_start(model, position, *, chain_axis=False):
     """A chain's start with every leaf in floating point (integers become float64), checked finite and, where
-    the model's ``nonnegative`` flags say so, non-negative.
+    the model's ``nonnegative`` flags say so, non-negative; where the model draws from its prior, each leaf of
+    that draw's shape (after a leading axis of chains with ``chain_axis``).
 
     Raises
     ------
     ParameterError
-        A leaf holding NaN or Inf, or a negative entry of a leaf the model holds non-negative.
+        A leaf holding NaN or Inf, a negative entry of a leaf the model holds non-negative, or a leaf of
+        another shape than the model's parameters (a start of another rank ran and gave a wrong estimate).
     """
     flags = getattr(model, "nonnegative", None)
+    expected = None
+    if hasattr(model, "sample_prior"):
+        expected = [np.shape(leaf) for leaf in model.sample_prior(np.random.default_rng(0))]
+        if len(position) != len(expected):
+            raise ParameterError(f"start: {len(position)} leaves; {type(model).__name__} has {len(expected)}")
     leaves = []
     for index, (name, leaf) in enumerate(zip(getattr(position, "_fields", range(len(position))), position)):
         leaf = np.asarray(leaf)
+        if expected is not None and leaf.shape[int(chain_axis):] != expected[index]:
+            raise ParameterError(f"start: {name} has shape {leaf.shape}; {type(model).__name__}'s {name} is "
+                                 f"{expected[index]}" + (" after the axis of chains" if chain_axis else ""))
         leaf = leaf if np.issubdtype(leaf.dtype, np.floating) else leaf.astype(np.float64)
         if not np.all(np.isfinite(leaf)):
             raise ParameterError(f"start: {name} holds NaN or Inf; start the chains where the model is defined")
@@ -732,7 +742,8 @@ def power_posterior_chains(model, positions, rng, *, temperatures, chain, progre
     ------
     ParameterError
         A model that is not batched, settings the lockstep chains do not run, starts holding NaN or Inf (or
-        negative where the model is non-negative), or temperatures that are not one per chain.
+        negative where the model is non-negative, or of another shape than its parameters), or temperatures that
+        are not one per chain.
     """
     if not getattr(model, "batched", False):
         raise ParameterError(f"{type(model).__name__} is not batched: use power_posterior_chain per chain")
@@ -745,7 +756,7 @@ def power_posterior_chains(model, positions, rng, *, temperatures, chain, progre
     control_variate, zero_variance = chain.control_variate, chain.zero_variance
     t = np.asarray(temperatures, dtype=np.float64)
     num_chains = t.size
-    positions = _float_start(model, positions)
+    positions = _float_start(model, positions, chain_axis=True)
     leading = sorted({leaf.shape[:1] for leaf in positions})
     if leading != [t.shape]:  # NumPy's broadcast error at the first step
         raise ParameterError(f"temperatures of shape {t.shape} for starts of leading shape "

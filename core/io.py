@@ -23,8 +23,8 @@ from pathlib import Path
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["TEMPORARY_MARKER", "atomic_path", "check_output_path", "check_not_an_input", "input_path", "why_missing",
-           "json_safe", "remove_stale_temporaries"]
+__all__ = ["TEMPORARY_MARKER", "atomic_path", "check_output_path", "check_not_an_input", "existing_path", "input_path",
+           "why_missing", "json_safe", "remove_stale_temporaries"]
 
 
 def check_output_path(path, *, overwrite=False, inputs=()):
@@ -84,6 +84,20 @@ def input_path(name, value):
     if not isinstance(value, (str, os.PathLike)):
         raise ParameterError(f"{name}={value!r} must be a path (a str or os.PathLike)")
     return Path(value)
+
+
+def existing_path(name, value):
+    """``value`` as a Path (:func:`input_path`) to something that exists.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`input_path`; or the path and :func:`why_missing` it cannot be read.
+    """
+    path = input_path(name, value)
+    if not path.exists():
+        raise ParameterError(f"{path}: {why_missing(path)}")
+    return path
 
 
 def why_missing(path):

@@ -22,7 +22,7 @@ import numpy as np
 
 from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
-from sepsti.core.io import input_path, why_missing
+from sepsti.core.io import existing_path, input_path
 
 __all__ = ["AudioInfo", "audio_info", "audio_files", "read_audio", "read_audio_blocks", "check_aligned"]
 
@@ -43,9 +43,7 @@ class AudioInfo(NamedTuple):
 
 
 def _check_file(path):
-    path = input_path("path", path)
-    if not path.exists():
-        raise ParameterError(f"{path}: {why_missing(path)}")
+    path = existing_path("path", path)
     if path.is_dir():
         raise ParameterError(f"{path}: is a directory, expected an audio file")
     if not path.is_file():

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.io import atomic_path, input_path, why_missing
+from sepsti.core.io import atomic_path, existing_path
 from sepsti.core.sparse_tensor import coalesce, validate_sparse_tensor
 
 __all__ = ["read_tns", "write_tns"]
@@ -74,7 +74,7 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
     OSError
         If the file exists but cannot be read (no permission, say).
     """
-    path = input_path("path", path)
+    path = existing_path("path", path)
     ndim = None
     if shape is not None:
         shape = tuple(int(n) for n in shape)
@@ -86,8 +86,6 @@ def read_tns(path, *, shape=None, counts=True, chunk_lines=_CHUNK_LINES):
     coord_chunks, value_chunks = [], []
     line_offset = 0
     whose = "the given shape"
-    if not path.exists():
-        raise ParameterError(f"{path}: {why_missing(path)}")
     try:
         with _open_text(path, "r") as handle:
             while True:

@@ -518,6 +518,19 @@ def test_a_nan_or_inf_in_a_trace_weight_or_temperature_is_refused(bad):
         thermodynamic_integral([0.0, bad, 1.0], [np.ones(4)] * 3, tol=0)
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_with_check_finite_off_a_diverged_trace_gives_a_non_finite_estimate(bad):
+    """For a caller that names a diverged chain itself (the rank-selection engine); the finite traces' estimate
+    is unchanged by the switch."""
+    t = temperature_grid(2)
+    finite = [np.arange(4.0), np.arange(4.0) + 2.0, np.arange(4.0) + 4.0]
+    on, off = (thermodynamic_integral(t, finite, tol=0, check_finite=check) for check in (True, False))
+    assert off.log_marginal_likelihood == on.log_marginal_likelihood == pytest.approx(0.25 * 1.5 + 0.5 * 3.5 + 0.25 * 5.5)
+    diverged = [finite[0], np.array([1.0, bad, 1.0, 1.0]), finite[2]]
+    result = thermodynamic_integral(t, diverged, tol=0, check_finite=False)
+    assert not np.isfinite(result.log_marginal_likelihood)
+
+
 def test_the_mcse_of_a_short_white_trace_is_its_sample_sd_over_root_n():
     # 0, 1 and 0, 1, 2: autocorrelations (1, -1/2) and (1, 0, -1/2), so the automatic window stops at an
     # integrated time below 1, taken as 1; the MCSE is then sd (ddof=1) / sqrt(n): sqrt(1/2 / 2) and sqrt(1 / 3)

@@ -71,7 +71,7 @@ import numpy as np
 
 from sepsti.core.checks import integer_at_least, is_number, scalar
 from sepsti.core.errors import ConvergenceWarning, ParameterError
-from sepsti.core.evidence.sti import LangevinSettings, TemperatureGrid, _integral
+from sepsti.core.evidence.sti import LangevinSettings, TemperatureGrid, thermodynamic_integral
 from sepsti.core.evidence.tempering_check import largest_decrease
 from sepsti.core.io import atomic_path
 from sepsti.core.random import KEY_LIMIT
@@ -715,8 +715,10 @@ def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, fact
         stuck.append(sum(int(np.sum(np.ptp(trace, axis=1) == 0)) for trace in traces if trace.shape[1] > 1))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            result = _integral(temperatures, traces, weights)  # a diverged chain's NaN: named by _selected
-            replicate_values.append([_integral(temperatures, [t[r] for t in traces], weights).log_marginal_likelihood
+            # a diverged chain's NaN passes, to be named by _selected
+            result = thermodynamic_integral(temperatures, traces, weights=weights, check_finite=False)
+            replicate_values.append([thermodynamic_integral(temperatures, [t[r] for t in traces], weights=weights,
+                                                            check_finite=False).log_marginal_likelihood
                                      for r in range(num_replicates)])
         offset = float(factory_offset(rank))
         # a replicate's chains may share work (e.g. a mode), so their errors can be correlated over the

@@ -325,7 +325,7 @@ def chain_summary(trace):
     return float(trace.mean()), float(np.sqrt(variance * tau / trace.size)), tau
 
 
-def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0):
+def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0, check_finite=True):
     """Combine per-temperature log-likelihood traces into an :class:`STIResult`.
 
     Parameters
@@ -341,6 +341,9 @@ def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0):
     tol : float
         Warn (RuntimeWarning) when a trace is shorter than ``tol`` times its
         integrated time, as emcee does: its MCSE is then unreliable.
+    check_finite : bool
+        Refuse traces that hold NaN or Inf (default). With False they pass, and the estimate is then not
+        finite: for a caller that names a diverged chain itself.
 
     The standard error is NaN, with a RuntimeWarning, when a temperature of non-zero weight has a single
     kept value from a single chain.
@@ -349,8 +352,8 @@ def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0):
     ------
     ParameterError
         Temperatures that are not an increasing grid from 0 to 1, a trace per temperature that is missing,
-        empty or not 1-d or 2-d, weights of another length, or a NaN or Inf in a trace or a weight (the
-        estimate would be NaN or Inf).
+        empty or not 1-d or 2-d, weights of another length, or a NaN or Inf in a weight or (with
+        ``check_finite``) in a trace (the estimate would be NaN or Inf).
     """
     t = _increasing_grid(temperatures)
     if len(traces) != t.size:
@@ -359,7 +362,7 @@ def thermodynamic_integral(temperatures, traces, *, weights=None, tol=50.0):
         if np.ndim(trace) not in (1, 2) or np.size(trace) == 0:
             raise ParameterError(f"the trace at t={ti:.3g} has shape {np.shape(trace)}: expected a non-empty 1-d "
                                  "trace, or a 2-d one of one row per chain")
-        if not np.all(np.isfinite(trace)):
+        if check_finite and not np.all(np.isfinite(trace)):
             raise ParameterError(f"the trace at t={ti:.3g} holds NaN or Inf: expected finite log-likelihoods "
                                  "(a diverged chain's?)")
     weights = trapezoid_weights(t) if weights is None else np.asarray(weights, dtype=np.float64)

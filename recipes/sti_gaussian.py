@@ -29,7 +29,11 @@ Three configurations run on the same data:
 ``quadrature_error*`` is the error each grid makes with exact expectations,
 so that Monte-Carlo and discretisation error can be told apart.
 ``--ablation`` adds, for true R = 5, the error of each ingredient switched
-off in turn (the bias decomposition of the README).
+off in turn (the bias decomposition of the README). ``--draws N`` checks the
+default's error bars over N further data draws (true R = 5; R_m = 2 and 5;
+draw k from seed ``--seed`` + 100 + k, its chains too), as shipped and with
+chains three times as long: mean error and its standard error, rms z, share
+within 2 standard errors.
 """
 
 import time
@@ -102,7 +106,11 @@ def data(seed, index, true_rank, n_data=5000):
 def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True)
     parser.add_argument("--ablation", action="store_true", help="also run the bias decomposition (true R = 5)")
+    parser.add_argument("--draws", type=int, default=0, metavar="N",
+                        help="also check the error bars over N further data draws (true R = 5)")
     args = parser.parse_args()
+    if args.draws < 0:
+        parser.error(f"--draws: got {args.draws}; expected 0 or more")
     true_ranks = [2, 5] if args.quick else [2, 5, 8]
     ranks = list(range(1, 8)) if args.quick else list(range(1, 11))
     configs = {"": DEFAULT, "_uniform": UNIFORM, "_paper": PAPER}
@@ -147,7 +155,43 @@ def main():
           f"{out['max_abs_error_paper']:.1f} nats (argmax agrees {out['argmax_agrees_paper']})")
     if args.ablation:
         out["ablation"] = ablation(args.seed, true_ranks.index(5), ranks)
+    if args.draws:
+        out["draws"] = error_bars_over_draws(args.seed, args.draws)
     write_results(args, out, figure(out))
+
+
+#: Chains three times as long as the default's, for :func:`error_bars_over_draws`.
+LONG_CHAINS = dict(num_steps=3 * BUDGET["num_steps"], num_keep=3 * BUDGET["num_keep"])
+
+
+def error_bars_over_draws(seed, draws, ranks=(2, 5)):
+    """The default's errors against the exact value over ``draws`` data draws (true R = 5), per R_m, as shipped and
+    with :data:`LONG_CHAINS`: mean error and its standard error, rms z, share of |z| < 2."""
+    configs = {"default": DEFAULT, "long_chains": changed(DEFAULT, **LONG_CHAINS)}
+    errors = {(label, rank): [] for label in configs for rank in ranks}
+    for k in range(draws):
+        draw_seed = seed + 100 + k
+        x = data(draw_seed, 0, 5)
+        for rank in ranks:
+            model = GaussianAdditiveModel(x, rank, **PRIOR)
+            for label, settings in configs.items():
+                result, _, _ = estimate(model, settings, seed=draw_seed)
+                errors[label, rank].append((result.log_marginal_likelihood - model.log_marginal_likelihood(),
+                                            result.stderr))
+    table = {}
+    print(f"\nerror bars over {draws} data draws (true R = 5): mean STI - exact ± its se, rms z, share |z| < 2")
+    for (label, rank), rows in errors.items():
+        error, stderr = np.array(rows).T
+        z = error / stderr
+        row = {"rank": rank, "mean_error": float(error.mean()),
+               "mean_error_stderr": float(error.std(ddof=1) / np.sqrt(draws)) if draws > 1 else float("nan"),
+               "mean_stderr": float(stderr.mean()), "rms_z": float(np.sqrt(np.mean(z ** 2))),
+               "share_within_2se": float(np.mean(np.abs(z) < 2))}
+        table.setdefault(label, []).append(row)
+        print(f"  {label:>11} R_m={rank}: {row['mean_error']:+.4f} ± {row['mean_error_stderr']:.4f} nats "
+              f"(mean se {row['mean_stderr']:.3f}), rms z {row['rms_z']:.2f}, "
+              f"{row['share_within_2se']:.0%} within 2 se")
+    return table
 
 
 def ablation(seed, index, ranks):

@@ -196,6 +196,31 @@ def test_sti_gaussian_records_its_seed(tmp_path, monkeypatch):
     assert _strict_json(tmp_path / "sti_gaussian.json")["settings"]["seed"] == 11
 
 
+def test_sti_gaussian_draws_summarise_the_errors_against_the_exact_value(tmp_path, monkeypatch):
+    """Scripted errors: draw k (seed 100 + k) errs by 0.1 (k + 1) at R_m = 2 and by -0.05 at R_m = 5, with a
+    standard error of 0.1, and by the opposite with the long chains; the summaries below are worked by hand."""
+    import sti_gaussian
+
+    def estimate(model, settings, *, seed):
+        k = seed - 100
+        long = settings["chain"].num_steps == 3 * sti_gaussian.BUDGET["num_steps"]
+        error = 0.0 if k < 0 else (0.1 * (k + 1) if model.rank == 2 else -0.05) * (-1 if long else 1)
+        return SimpleNamespace(log_marginal_likelihood=model.log_marginal_likelihood() + error, stderr=0.1), 0.0, 0.0
+
+    monkeypatch.setattr(sti_gaussian, "estimate", estimate)
+    _run_main(sti_gaussian, monkeypatch, "--quick", "--draws", 4, "--out", tmp_path)
+    draws = _strict_json(tmp_path / "sti_gaussian.json")["draws"]
+    spread = np.std([0.1, 0.2, 0.3, 0.4], ddof=1) / 2  # the four errors' sd over sqrt(4)
+    for label, sign in (("default", 1), ("long_chains", -1)):
+        two, five = draws[label]
+        assert two["rank"] == 2 and five["rank"] == 5
+        assert two["mean_error"] == pytest.approx(sign * 0.25) and two["mean_error_stderr"] == pytest.approx(spread)
+        assert two["rms_z"] == pytest.approx(np.sqrt((1 + 4 + 9 + 16) / 4)) and two["share_within_2se"] == 0.25
+        assert five["mean_error"] == pytest.approx(sign * -0.05) and five["mean_error_stderr"] == pytest.approx(0.0)
+        assert five["rms_z"] == pytest.approx(0.5) and five["share_within_2se"] == 1.0
+        assert two["mean_stderr"] == five["mean_stderr"] == pytest.approx(0.1)
+
+
 def _fake_speech_run(monkeypatch):
     """The corpus reader, the dictionaries, the enhancement, the scores and STI of ``sti_speech.py`` replaced by
     stand-ins; returns what they were called with (``corpora``, ``iterations``, ``sti``: STI's ranks)."""

@@ -142,3 +142,16 @@ def test_nmf_map_with_gamma_priors_is_stationary_in_the_log_posterior(rng):
     np.testing.assert_allclose(grad_W, 0.0, atol=1e-8)
     np.testing.assert_allclose(grad_H, 0.0, atol=1e-8)
 
+
+def test_stops_at_the_first_relative_rise_below_tol(rng):
+    """The documented rule, |rise| <= tol * |objective|, read off the objective history: the run stops at the first
+    iteration that meets it (an absolute rise below tol, a later iteration here, passed before)."""
+    model = pltf_model("ir,jr,kr->ijk", dict(i=5, j=4, k=6, r=2))
+    X = rng.poisson(3.0, model.output_shape).astype(float)
+    tol = 1e-6
+    result = pltf_em(model, X, max_iter=500, tol=tol)
+    objective = result.objective
+    assert np.all(np.abs(objective) > 100.0)  # so the relative and the absolute rules differ
+    met = np.abs(np.diff(objective)) <= tol * np.abs(objective[1:])
+    assert objective.shape == (result.n_iter + 1,) and result.n_iter < 500
+    assert met[-1] and not met[:-1].any()

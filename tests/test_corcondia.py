@@ -117,3 +117,23 @@ def test_a_best_fit_stopped_at_max_iter_is_reported():
         result = corcondia(X, [1, 2], num_starts=1, max_iter=20000, seed=0)
     assert result.converged.tolist() == [True, True]
     assert result.consistency[1] == pytest.approx(100.0, abs=0.05)
+
+
+def test_each_start_has_its_own_seed_and_the_best_fit_is_kept():
+    """Start s of rank R is TensorLy's random start from SeedSequence([seed, R, s]), run here directly: the reported
+    error is the least of the three (one start repeated three times, or the worst start kept, passed before)."""
+    import tensorly as tl
+    from tensorly.decomposition import parafac
+
+    X = _rank_two(0)
+    errors = []
+    for start in range(3):  # 300 iterations stop short, so each start ends at its own error
+        state = np.random.RandomState(np.random.SeedSequence([2, 2, start]).generate_state(1))
+        _, factors = parafac(tl.tensor(X), rank=2, init="random", n_iter_max=300, tol=1e-10, random_state=state,
+                             normalize_factors=False)
+        errors.append(np.linalg.norm(X - np.einsum("ir,jr,kr->ijk", *factors)) / np.linalg.norm(X))
+    assert np.argmin(errors) == 2 and np.ptp(errors) > 0.1 * min(errors)  # start 0 is not the best here
+    with pytest.warns(match="stopped at max_iter=300"):
+        result = corcondia(X, [2], num_starts=3, max_iter=300, seed=2)
+    assert result.relative_error[0] == pytest.approx(min(errors), rel=1e-9)
+

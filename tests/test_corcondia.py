@@ -137,3 +137,15 @@ def test_each_start_has_its_own_seed_and_the_best_fit_is_kept():
         result = corcondia(X, [2], num_starts=3, max_iter=300, seed=2)
     assert result.relative_error[0] == pytest.approx(min(errors), rel=1e-9)
 
+
+@pytest.mark.filterwarnings("ignore::sepsti.core.errors.ConvergenceWarning")  # ALS above the true rank
+def test_selected_rank_is_the_largest_at_least_the_threshold_else_the_smallest(rng):
+    """The documented selection: a rank whose consistency equals the threshold counts, and with none at the
+    threshold the smallest rank tried is selected, whatever the order of the ranks (a strict inequality, and the
+    largest rank as the fallback, passed before)."""
+    X, _ = _low_rank(rng)
+    ranks = [4, 2, 3]
+    result = corcondia(X, ranks, num_starts=1, seed=0)
+    assert result.consistency[2] > 99.0 > result.consistency[0]  # rank 3 fits, rank 4 does not
+    assert corcondia(X, ranks, num_starts=1, seed=0, threshold=result.consistency[2]).selected_rank == 3
+    assert corcondia(X, ranks, num_starts=1, seed=0, threshold=101.0).selected_rank == 2

@@ -101,3 +101,17 @@ def test_settings_and_subsets_are_checked(rng):
     with pytest.raises(ParameterError, match="got dtype bool"):
         model.log_likelihood(theta, mask)
     assert model.subset_size(np.flatnonzero(mask)) == 10
+
+
+def test_log_densities_match_scipy(rng):
+    """log_prior and log_likelihood against sums of scipy's normal log densities (a prior normaliser counted once
+    instead of once per component passed before)."""
+    from scipy.stats import norm
+
+    x = rng.normal(2.0, 1.0, 25)
+    model = GaussianAdditiveModel(x, 4, mu=0.5, sigma2_theta=2.0, sigma2_x=0.7)
+    theta = rng.normal(0.5, 1.0, 4)
+    point = GaussianAdditiveTheta(theta)
+    assert model.log_prior(point) == pytest.approx(norm(0.5, np.sqrt(2.0)).logpdf(theta).sum(), rel=1e-12)
+    assert model.log_likelihood(point) == pytest.approx(norm(theta.sum(), np.sqrt(0.7)).logpdf(x).sum(), rel=1e-12)
+

@@ -115,3 +115,15 @@ def test_log_densities_match_scipy(rng):
     assert model.log_prior(point) == pytest.approx(norm(0.5, np.sqrt(2.0)).logpdf(theta).sum(), rel=1e-12)
     assert model.log_likelihood(point) == pytest.approx(norm(theta.sum(), np.sqrt(0.7)).logpdf(x).sum(), rel=1e-12)
 
+
+def test_sample_draws_from_the_generative_model(rng):
+    """Moments of sample() draws against the model's: theta_r ~ N(mu, sigma2_theta) and x_n - sum(theta) ~
+    N(0, sigma2_x) (a standard deviation of sigma2_theta, or x about the mean of theta, passed before)."""
+    draws = [GaussianAdditiveModel.sample(rng, 5, 3, mu=1.0, sigma2_theta=2.0, sigma2_x=0.5) for _ in range(2000)]
+    theta = np.concatenate([t for t, _ in draws])
+    noise = np.concatenate([x - t.sum() for t, x in draws])
+    # 4 standard errors: sqrt(v / n) for a mean, v sqrt(2 / (n - 1)) for a Gaussian variance
+    assert abs(theta.mean() - 1.0) < 4 * np.sqrt(2.0 / theta.size)
+    assert abs(theta.var(ddof=1) - 2.0) < 4 * 2.0 * np.sqrt(2.0 / (theta.size - 1))
+    assert abs(noise.mean()) < 4 * np.sqrt(0.5 / noise.size)
+    assert abs(noise.var(ddof=1) - 0.5) < 4 * 0.5 * np.sqrt(2.0 / (noise.size - 1))

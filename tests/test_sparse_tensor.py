@@ -98,3 +98,14 @@ def test_from_dense_refuses_values_that_are_not_real_numbers(array, match):
         warnings.simplefilter("error")  # no ComplexWarning on the way to the error
         with pytest.raises(ParameterError, match=match):
             from_dense(array)
+
+
+def test_nonnegative_refuses_any_negative_value_and_accepts_zero():
+    """Counts: -0.5 is refused and a stored 0.0 accepted (a check that let values down to -1 through passed
+    before)."""
+    coords = np.array([[0, 0, 0], [1, 2, 0], [2, 1, 1]])
+    with pytest.raises(ParameterError, match=r"^tensor: values must be non-negative counts; smallest is -0.5$"):
+        validate_sparse_tensor(SparseTensor(coords, np.array([3.0, -0.5, 1.0]), (3, 3, 2)), nonnegative=True)
+    tensor = validate_sparse_tensor(SparseTensor(coords, np.array([3.0, 0.0, 1.0]), (3, 3, 2)), nonnegative=True)
+    np.testing.assert_array_equal(tensor.values, [3.0, 0.0, 1.0])
+    validate_sparse_tensor(SparseTensor(coords, np.array([3.0, -0.5, 1.0]), (3, 3, 2)))  # any real value otherwise

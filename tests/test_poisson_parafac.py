@@ -45,7 +45,9 @@ def test_dense_log_likelihood_matches_scipy(problem):
     assert model.n_data == X.size
 
 
-@pytest.mark.parametrize("kind", ["dense", "sparse", "entries", "sparse_part"])
+# "dense_blocks": blocks that share index ranges, so each factor's gradient adds up several blocks' terms (the C
+# gradient of the last block written over the others' passed before)
+@pytest.mark.parametrize("kind", ["dense", "sparse", "entries", "sparse_part", "dense_blocks"])
 def test_gradient_matches_finite_differences(problem, rng, kind):
     X, theta = problem
     if kind in ("sparse", "sparse_part"):
@@ -56,6 +58,8 @@ def test_gradient_matches_finite_differences(problem, rng, kind):
         subset = rng.choice(X.size, size=X.size // 4, replace=False)
     elif kind == "sparse_part":
         subset = build_block_index(model.data, 3).part(4)
+    elif kind == "dense_blocks":
+        subset = build_block_index(X, 3).blocks([(0, 0, 0), (1, 0, 0), (0, 1, 0), (2, 2, 1), (2, 1, 1)])
     else:
         subset = None
     grad = model.grad_log_likelihood(theta, subset)

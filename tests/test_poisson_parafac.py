@@ -143,6 +143,10 @@ def test_prior_matches_scipy(problem):
     assert np.all(grad.B == -3.0)
     negative = ParafacFactors(-theta.A, theta.B, theta.C)
     assert model.log_prior(negative) == -np.inf
+    # 0 is in the support of the exponential prior: its density there is the rate (-inf at 0 passed before)
+    zero = ParafacFactors(np.where(np.eye(*theta.A.shape) > 0, 0.0, theta.A), theta.B, theta.C)
+    expected = sum(stats.expon.logpdf(f, scale=1 / rate).sum() for f, rate in zip(zero, (2.0, 3.0, 0.5)))
+    assert model.log_prior(zero) == pytest.approx(expected, rel=1e-12)
 
 
 def test_sample_prior_mean(rng):

@@ -161,6 +161,7 @@ def test_sample_prior_mean(rng):
     (-np.ones((2, 2, 2)), 2, 1.0, "non-negative"),
     (np.zeros((2, 2, 2)), 0, 1.0, "rank"),
     (np.zeros((2, 2, 2)), 2, -1.0, "prior_rate"),
+    (np.zeros((2, 2, 2)), 2, (1.0, 0.0, 1.0), r"^prior_rate=\(1.0, 0.0, 1.0\) must be positive"),  # was accepted
     (np.zeros((2, 2, 2)), None, 1.0, "rank=None"),
     (np.zeros((2, 2, 2)), 2.5, 1.0, "rank=2.5"),
     (np.zeros((2, 2, 2)), 2, (1.0, 2.0), "one value or three"),

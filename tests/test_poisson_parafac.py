@@ -226,6 +226,18 @@ def test_a_boolean_mask_is_not_an_entry_subset(problem):
     assert model.subset_size(np.flatnonzero(mask)) == 13
 
 
+def test_entry_indices_past_the_last_entry_are_refused(problem):
+    """Index I J K, one past the last entry, is refused as -1 is (it passed the check and met NumPy's ValueError
+    before)."""
+    X, theta = problem
+    model = PoissonParafac(X, RANK)
+    for bad in (X.size, -1):
+        with pytest.raises(ParameterError, match=rf"^subset indices must be in 0\.\.{X.size - 1}$"):
+            model.log_likelihood(theta, np.array([0, bad]))
+    assert model.log_likelihood(theta, np.array([X.size - 1])) == pytest.approx(
+        stats.poisson.logpmf(X[-1, -1, -1], reconstruct(theta)[-1, -1, -1]), rel=1e-12)
+
+
 def test_reconstruct_names_factors_of_other_shapes(problem):
     _, theta = problem
     assert reconstruct(theta).shape == SHAPE

@@ -90,13 +90,18 @@ def test_init_rejects_non_finite_density():
         hmc.build_kernel(lambda x: (0.0, x), num_integration_steps=0)
 
 
-def test_huge_step_is_divergent_and_rejected(rng):
+def test_huge_step_is_divergent_and_rejected():
     fn, _ = gaussian([1.0, 1.0])
     kernel = hmc.build_kernel(fn, num_integration_steps=10)
     state = hmc.init(np.array([0.5, 0.5]), fn)
-    new, info = kernel(rng, state, 100.0)
+    new, info = kernel(np.random.default_rng(3), state, 100.0)
     assert info.is_divergent and not info.is_accepted
     np.testing.assert_array_equal(new.position, state.position)
+    # the energy is the returned state's: -log p(x0) + |p|^2 / 2 with the momentum the kernel drew first (the
+    # rejected proposal's energy passed before)
+    momentum = np.random.default_rng(3).standard_normal(2)
+    assert info.energy == pytest.approx(0.25 + 0.5 * momentum @ momentum, rel=1e-12)
+
 
 
 def test_hmc_100d_gaussian_scales_over_two_orders():

@@ -103,6 +103,20 @@ def test_huge_step_is_divergent_and_rejected():
     assert info.energy == pytest.approx(0.25 + 0.5 * momentum @ momentum, rel=1e-12)
 
 
+def test_jittered_steps_are_uniform_on_one_to_the_number_of_steps():
+    """Jittered trajectories take 1..L steps, each with probability 1/L (1..L-1, never L, passed before; with L = 1
+    NumPy's ValueError)."""
+    fn, _ = gaussian([1.0, 1.0])
+    rng = np.random.default_rng(4)
+    state = hmc.init(np.array([0.5, 0.5]), fn)
+    kernel = hmc.build_kernel(fn, num_integration_steps=4, jitter_steps=True)
+    counts = np.bincount([kernel(rng, state, 0.1)[1].num_integration_steps for _ in range(800)], minlength=6)
+    assert counts[0] == counts[5] == 0
+    # 4 binomial standard errors around 800 / 4
+    assert np.all(np.abs(counts[1:5] - 200.0) < 4 * np.sqrt(800 * 0.25 * 0.75)), counts
+    single = hmc.build_kernel(fn, num_integration_steps=1, jitter_steps=True)
+    assert single(rng, state, 0.1)[1].num_integration_steps == 1
+
 
 def test_hmc_100d_gaussian_scales_over_two_orders():
     scales = np.logspace(-1, 1, 100)

@@ -58,6 +58,35 @@ def test_divergence_is_flagged_and_the_state_stays_finite(rng):
     np.testing.assert_array_equal(new.position, state.position)  # the divergent first leaf is never a proposal
 
 
+def test_a_one_leaf_tree_reports_the_leafs_acceptance_and_energy_worked_out_by_hand():
+    """max_tree_depth=1 on N(0, 1): one leapfrog step, whose energy error ΔH is worked out here from where the chain
+    moved; the acceptance rate is min(1, exp(-ΔH)) and the energy the moved state's (exp(-2 ΔH), and the start's
+    energy reported for the moved state, passed before)."""
+    def fn(x):
+        return -0.5 * float(x @ x), -x
+
+    kernel = nuts.build_kernel(fn, max_tree_depth=1)
+    x0, step = 0.8, 1.2
+    state = nuts.init(np.array([x0]), fn)
+    errors = []
+    for seed in range(40):
+        new, info = kernel(np.random.default_rng(seed), state, step)
+        x1 = float(new.position[0])
+        if x1 == x0:
+            continue
+        # x1 = x0 + s (p - s x0 / 2) with s = ±step; p1 = p - s (x0 + x1) / 2 (its sign does not matter)
+        signed_momentum = (x1 - x0 + 0.5 * step ** 2 * x0) / step  # s p / step
+        p1 = signed_momentum - 0.5 * step * (x0 + x1)
+        delta = 0.5 * (x1 ** 2 + p1 ** 2) - 0.5 * (x0 ** 2 + signed_momentum ** 2)
+        errors.append(delta)
+        assert info.tree_depth == 1 and info.num_integration_steps == 1
+        assert info.acceptance_rate == pytest.approx(min(1.0, np.exp(-delta)), rel=1e-9)
+        assert info.energy == pytest.approx(0.5 * (x1 ** 2 + p1 ** 2), rel=1e-9)
+    assert len(errors) > 20 and max(errors) > 0.05  # moves with an energy error to weigh
+
+
+
+
 def logistic_posterior(seed):
     """Posterior of a 3-coefficient logistic regression (N(0, 2²) prior): non-Gaussian, no closed form."""
     rng = stream(seed, 99)

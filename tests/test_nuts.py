@@ -85,6 +85,23 @@ def test_a_one_leaf_tree_reports_the_leafs_acceptance_and_energy_worked_out_by_h
     assert len(errors) > 20 and max(errors) > 0.05  # moves with an energy error to weigh
 
 
+def test_acceptance_rate_is_the_mean_over_the_leaves_built_when_a_doubling_stops_early():
+    """log p(x) = -x: leapfrog conserves energy exactly under a constant force, so every leaf's acceptance is 1 and so
+    is their mean, also when a U-turn stops a doubling part way (dividing by the doubling's full size passed
+    before)."""
+    def fn(x):
+        return -float(x.sum()), -np.ones_like(x)
+
+    kernel = nuts.build_kernel(fn)
+    state = nuts.init(np.array([0.0]), fn)
+    stopped_early = 0
+    for seed in range(30):
+        _, info = kernel(np.random.default_rng(seed), state, 0.3)
+        assert info.is_turning
+        assert info.acceptance_rate == pytest.approx(1.0, abs=1e-12)
+        stopped_early += info.num_integration_steps < 2 ** info.tree_depth - 1
+    assert stopped_early >= 5
+
 
 
 def logistic_posterior(seed):

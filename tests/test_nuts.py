@@ -103,6 +103,26 @@ def test_acceptance_rate_is_the_mean_over_the_leaves_built_when_a_doubling_stops
     assert stopped_early >= 5
 
 
+def test_doubling_directions_are_fair_and_the_new_subtree_is_favoured():
+    """A flat target with max_tree_depth=1: the chain moves by step * direction * p, with p the momentum the kernel
+    draws first from its generator. Forward and backward are equally likely, within 4 binomial standard errors (a
+    bias to forward passed before), and the one leaf, of the start's weight, is always taken (the uniform progressive
+    draw, taking it half the time, passed before)."""
+    def fn(x):
+        return 0.0, np.zeros_like(x)
+
+    kernel = nuts.build_kernel(fn, max_tree_depth=1)
+    state = nuts.init(np.array([0.0]), fn)
+    n = 1000
+    forward = 0
+    for seed in range(n):
+        new, _ = kernel(np.random.default_rng(seed), state, 0.5)
+        momentum = np.random.default_rng(seed).standard_normal(1)
+        direction = new.position[0] / (0.5 * momentum[0])
+        assert abs(abs(direction) - 1.0) < 1e-12
+        forward += direction > 0
+    assert abs(forward - n / 2) < 4 * np.sqrt(n * 0.25)
+
 
 def logistic_posterior(seed):
     """Posterior of a 3-coefficient logistic regression (N(0, 2²) prior): non-Gaussian, no closed form."""

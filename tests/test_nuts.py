@@ -221,6 +221,21 @@ def test_low_rank_preconditioner_whitens_a_gaussian(rng):
     assert to_position(u).shape == (2,) and to_position(np.zeros((5, 2))).shape == (5, 2)
 
 
+def test_low_rank_preconditioner_rescales_the_stiffest_directions_at_or_above_the_floor():
+    """Precision diag(0.5, 4, 0.25) (eigenvalues exact): rank 1 rescales the stiffest direction only, by 1/2; rank 2
+    with floor 0.5 also the one whose eigenvalue equals the floor, by 1/sqrt(0.5) (the least stiff directions, and
+    an eigenvalue equal to the floor left out, passed before)."""
+    from sepsti.core.samplers.mass_matrix import low_rank_preconditioner, reparametrize
+
+    precision = np.diag([0.5, 4.0, 0.25])
+    center = np.array([1.0, -2.0, 0.5])
+    for rank, scales in ((1, [1.0, 0.5, 1.0]), (2, [np.sqrt(2.0), 0.5, 1.0]), (3, [np.sqrt(2.0), 0.5, 1.0])):
+        transform = low_rank_preconditioner(precision, center, rank=rank, floor=0.5)
+        _, to_position = reparametrize(lambda x: (0.0, np.zeros_like(x)), transform)
+        # θ = center + A u, so the columns of A are the images of the unit vectors
+        np.testing.assert_allclose(to_position(np.eye(3)) - center, np.diag(scales), atol=1e-12)
+
+
 def dense_gaussian(covariance):
     precision = np.linalg.inv(covariance)
 

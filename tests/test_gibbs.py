@@ -93,6 +93,25 @@ def test_sources_sum_to_data_and_statistics_agree(rng):
     assert state.logdensity == pytest.approx(direct)
 
 
+def test_log_likelihood_and_starting_density_match_scipy(rng):
+    """log p(X | Z) after a sweep, and log p(X | Z) + log p(Z) at the start, against scipy's Poisson and Gamma
+    densities (the log X! term left out of the sweep's log-likelihood, and the prior left out of the start's
+    density, passed before)."""
+    from scipy import stats
+
+    model = pltf_model("fi,ik,kt->ft", dict(f=6, i=3, k=2, t=5), prior_shape=1.5, prior_rate=0.5)
+    factors = model.sample_prior(rng)
+    X = model.sample_data(rng, factors) * 3
+    start = gibbs.init(model, X, factors)
+    log_prior = sum(stats.gamma(1.5, scale=2.0).logpdf(z).sum() for z in factors)
+    log_likelihood = stats.poisson(model.xhat(factors)).logpmf(X).sum()
+    assert start.log_likelihood == pytest.approx(log_likelihood, rel=1e-12)
+    assert start.logdensity == pytest.approx(log_likelihood + log_prior, rel=1e-12)
+    state, info = gibbs.build_kernel(model, X)(rng, start)
+    expected = stats.poisson(model.xhat(state.factors)).logpmf(X).sum()
+    assert state.log_likelihood == info.log_likelihood == pytest.approx(expected, rel=1e-12)
+
+
 def test_clamping_and_errors(rng):
     model = tiny_model()
     with pytest.raises(ParameterError, match="not free"):

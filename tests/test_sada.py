@@ -78,6 +78,24 @@ def test_sada_log_likelihood_rises_and_same_seed_same_chain(rng):
     assert first.state.log_likelihood == pytest.approx(model.log_likelihood(first.state.factors, X), rel=1e-12)
 
 
+def test_densities_at_the_start_and_after_a_sweep_match_scipy(rng):
+    """log p(X | Z) and log p(X | Z) + log p(Z), at the start and after a sweep, against scipy's Poisson and Gamma
+    densities (the prior left out of the start's density passed before)."""
+    from scipy import stats
+
+    model = pltf_model("fi,ik,kt->ft", dict(f=6, i=3, k=2, t=5), prior_shape=1.5, prior_rate=0.5)
+    factors = model.sample_prior(rng)
+    X = model.sample_data(rng, factors)
+    state = sada.init(model, X, factors)
+    kernel = sada.build_kernel(model, X)
+    for _ in range(2):
+        log_likelihood = stats.poisson(model.xhat(state.factors)).logpmf(X).sum()
+        log_prior = sum(stats.gamma(1.5, scale=2.0).logpdf(z).sum() for z in state.factors)
+        assert state.log_likelihood == pytest.approx(log_likelihood, rel=1e-12)
+        assert state.logdensity == pytest.approx(log_likelihood + log_prior, rel=1e-12)
+        state, _ = kernel(rng, state)
+
+
 def test_errors(rng):
     model = pltf_model("ik,kj->ij", dict(i=2, k=2, j=2))
     with pytest.raises(ParameterError, match="integer counts"):

@@ -190,6 +190,11 @@ def test_chib_at_the_posterior_mean_matches_enumeration(blocks):
     assert abs(result.log_marginal_likelihood - truth) < 3 * result.stderr, (result.log_marginal_likelihood, truth)
     # the last factor's ordinate is a product over its output index j: one column of log values per j
     assert result.ordinate_samples[-1].shape == (3000, 4)
+    # its largest share of one sample is the largest over the columns, worked out here (the least passed before)
+    columns = result.ordinate_samples[-1]
+    shares = 1.0 / np.exp(columns - columns.max(axis=0)).sum(axis=0)  # exp(max) / sum(exp) per column
+    assert result.max_weight_fraction[-1] == pytest.approx(shares.max(), rel=1e-12) and np.ptp(shares) > 1e-4
+
 
 
 def test_point_mean_needs_the_factors_method():

@@ -196,6 +196,23 @@ def test_chib_at_the_posterior_mean_matches_enumeration(blocks):
     assert result.max_weight_fraction[-1] == pytest.approx(shares.max(), rel=1e-12) and np.ptp(shares) > 1e-4
 
 
+@pytest.mark.filterwarnings("ignore:Chib ordinate")  # five samples: the estimate itself is not checked here
+def test_point_mean_is_the_mean_of_the_kept_draws_of_the_main_run():
+    """point="mean" is the plain mean of the num_samples kept draws of the main run, rerun here from its documented
+    stream(seed, 0) (a sum divided by num_samples - 1, 5/4 of the mean here, passed before)."""
+    from sepsti.core.random import stream
+    from sepsti.core.samplers import gibbs
+    from sepsti.core.samplers.driver import run_chain
+
+    model = two_factor_model()
+    result = chib_log_marginal_likelihood(model, X_TINY, num_burn_in=20, num_samples=5, seed=4, method="factors",
+                                          point="mean")
+    rng = stream(4, 0)
+    kept = run_chain(gibbs.build_kernel(model, X_TINY), gibbs.init(model, X_TINY, rng=rng), rng, num_steps=25,
+                     burn_in=20, transform=lambda s: s.factors).samples
+    for a in range(2):
+        np.testing.assert_allclose(result.point[a], kept[a].mean(axis=0), rtol=1e-12)
+
 
 def test_point_mean_needs_the_factors_method():
     with pytest.raises(ParameterError, match="point"):

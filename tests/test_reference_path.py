@@ -339,6 +339,7 @@ def test_odd_replicates_start_from_the_end_of_a_chain_at_b1(rng):
     assert factory.settings["starts"]["odd_replicates"] == f"the end of a {PILOT_LENGTH * 20}-iteration chain at b = 1"
 
 
+
 def test_reference_path_exact_draws_at_b0_match_the_closed_form_integrand():
     from dataclasses import replace
     from sepsti.core.evidence.rank_selection import ChainTask
@@ -348,6 +349,7 @@ def test_reference_path_exact_draws_at_b0_match_the_closed_form_integrand():
     factory = ReferencePathChains(density, chain, settings={}, data_digest="x")
     factory._references[(1, 0)] = (q, None)
     trace = factory.run(ChainTask(1, 0, 0, 0.0), seed=3, progress=lambda n: None).trace
+    assert trace.size == 4000  # prior_draws exact draws, not num_keep (150 passed before)
     # b = 0 uses iid draws of q: standard error of the mean is sd / sqrt(n); tolerance 4 standard errors
     assert abs(trace.mean() - expected(0.0)) < 4 * trace.std(ddof=1) / np.sqrt(trace.size)
 

@@ -350,6 +350,9 @@ def test_reference_path_exact_draws_at_b0_match_the_closed_form_integrand():
     factory._references[(1, 0)] = (q, None)
     trace = factory.run(ChainTask(1, 0, 0, 0.0), seed=3, progress=lambda n: None).trace
     assert trace.size == 4000  # prior_draws exact draws, not num_keep (150 passed before)
+    # even replicates start from q, odd ones from a chain at b = 1: two groups for the halves check (one group of
+    # all replicates passed before)
+    assert factory.start_groups(5) == [0, 1, 0, 1, 0]
     # b = 0 uses iid draws of q: standard error of the mean is sd / sqrt(n); tolerance 4 standard errors
     assert abs(trace.mean() - expected(0.0)) < 4 * trace.std(ddof=1) / np.sqrt(trace.size)
 

@@ -339,6 +339,19 @@ def test_odd_replicates_start_from_the_end_of_a_chain_at_b1(rng):
     assert factory.settings["starts"]["odd_replicates"] == f"the end of a {PILOT_LENGTH * 20}-iteration chain at b = 1"
 
 
+def test_reference_at_mode_keeps_each_entrys_expected_count_along_the_ridge(rng):
+    """q is centred on the mode moved along each component's ridge, where W H and each entry's expected count F e
+    stay as they were: an entry's precision is that count plus the prior's curvature rate F at q's centre (the
+    exposures left at the mode's, so the counts moved with F, passed before)."""
+    F1, F2 = rng.uniform(0.2, 3.0, (5, 2)), rng.uniform(0.2, 3.0, (4, 2))
+    exposures, rates = (F2.sum(axis=0), F1.sum(axis=0)), (0.3, 0.7)
+    q = reference_at_mode((F1, F2), exposures, rates)
+    G1, G2 = np.exp(q.means[0]), np.exp(q.means[1])
+    assert np.abs(G1 / F1 - 1).max() > 0.01  # q's centre is away from the mode
+    np.testing.assert_allclose(G1 @ G2.T, F1 @ F2.T, rtol=1e-12)
+    for F, e, rate, G, precision in zip((F1, F2), exposures, rates, (G1, G2), q.precisions):
+        np.testing.assert_allclose(precision, F * e + rate * G, rtol=1e-12)
+
 
 def test_reference_path_exact_draws_at_b0_match_the_closed_form_integrand():
     from dataclasses import replace

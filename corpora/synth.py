@@ -746,7 +746,8 @@ def _own_files(root):
             base = relative_folder / name.split(TEMPORARY_MARKER, 1)[0][1:]
             if name.startswith(".") and TEMPORARY_MARKER in name and base.as_posix() in ours:
                 files.append(path)
-            elif relative not in ours or listed.get(relative) == _NOT_WRITTEN or path.is_symlink() or not path.is_file():
+            elif (relative not in ours or listed.get(relative) == _NOT_WRITTEN or path.is_symlink()
+                  or not path.is_file()):
                 foreign.append(relative)
             elif listed.get(relative) is not None and _sha256(path) != listed[relative]:
                 changed.append(relative)

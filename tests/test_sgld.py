@@ -109,7 +109,8 @@ def test_a_step_per_chain_of_the_wrong_length_is_named(rng, sampler):
 def test_every_call_checks_its_step(rng, sampler):
     # a step array changed in place after a valid call is refused (an identity cache let -1 and NaN through)
     model = GaussianAdditiveModel(GaussianAdditiveModel.sample(rng, 10, 2)[1], 2)
-    kernel, state, steps = sampler.build_kernel(), sampler.init(GaussianAdditiveTheta(np.ones(2))), np.array([1e-3, 2e-3])
+    kernel, state = sampler.build_kernel(), sampler.init(GaussianAdditiveTheta(np.ones(2)))
+    steps = np.array([1e-3, 2e-3])
     state, _ = kernel(rng, state, model, steps, None, 1.0)
     for bad in (-1.0, np.nan):
         steps[1] = bad

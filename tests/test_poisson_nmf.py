@@ -92,3 +92,46 @@ def test_log_prior_is_minus_infinity_off_the_nonnegative_orthant(rng):
     W[1, 0] = -1e-12
     assert model.log_prior(NMFTheta(W, H)) == -np.inf
     assert model.log_prior(NMFTheta(np.abs(W), -H)) == -np.inf
+
+
+def test_matched_prior_rate_is_the_square_root_of_rank_over_the_data_mean():
+    # R / lambda^2 = mean(X): rank 4, mean 9 gives lambda = 2/3 (R / mean = 4/9 passed before).
+    from sepsti.core.models.poisson_nmf import MATCHED, prior_rate_at
+
+    assert prior_rate_at(MATCHED, 9.0, 4) == pytest.approx(2.0 / 3.0, rel=1e-12)
+    assert prior_rate_at(0.3, 9.0, 4) == 0.3
+
+
+def test_log_prior_matches_scipy_exponentials_with_different_rates(rng):
+    # rate_W != rate_H, so log(rate_H) in place of log(rate_W) would no longer cancel.
+    from scipy.stats import expon
+
+    model = PoissonNMF(np.ones((3, 4)), 2, rate_W=0.5, rate_H=3.0)
+    W, H = rng.gamma(1.0, 1.0, (3, 2)), rng.gamma(1.0, 1.0, (2, 4))
+    expected = expon.logpdf(W, scale=1 / 0.5).sum() + expon.logpdf(H, scale=1 / 3.0).sum()
+    assert model.log_prior(NMFTheta(W, H)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_sample_prior_means_are_the_inverse_rates(rng):
+    # Exp(rate) has mean and standard deviation 1/rate; means within 4 standard errors of 1/rate
+    # (scale = rate, a mean of 4 for W and 0.25 for H, passed before).
+    model = PoissonNMF(np.ones((40, 50)), 5, rate_W=4.0, rate_H=0.25)
+    theta = model.sample_prior(rng)
+    for x, rate in ((theta.W, 4.0), (theta.H, 0.25)):
+        assert abs(x.mean() - 1 / rate) < 4 * (1 / rate) / np.sqrt(x.size)
+
+
+def test_gradient_over_blocks_sharing_rows_and_columns_is_the_masked_closed_form(rng):
+    # d/dW = (M * (X / WH - 1)) H^T and d/dH = W^T (M * (X / WH - 1)) for the mask M of the blocks' union;
+    # the blocks share rows and columns (each block overwriting the last one's gradient passed before).
+    X = rng.gamma(2.0, 3.0, size=(7, 6))
+    model = PoissonNMF(X, 2)
+    W, H = rng.uniform(0.5, 2, (7, 2)), rng.uniform(0.5, 2, (2, 6))
+    blocks = ((slice(0, 4), slice(0, 3)), (slice(2, 7), slice(1, 5)))
+    mask = np.zeros_like(X)
+    mask[0:4, 0:3] = 1
+    mask[2:7, 1:5] += 1
+    ratio = mask * (X / (W @ H) - 1)
+    grad = model.grad_log_likelihood(NMFTheta(W, H), blocks)
+    np.testing.assert_allclose(grad.W, ratio @ H.T, rtol=1e-12)
+    np.testing.assert_allclose(grad.H, W.T @ ratio, rtol=1e-12)

@@ -180,3 +180,38 @@ def test_validate_data_looks_at_observed_entries_only():
     assert model.validate_data(np.where(mask, X, -7.0)).min() == 0.0
     with pytest.raises(ParameterError, match="finite and non-negative"):
         model.validate_data(np.where(mask, np.nan, X))
+
+
+def test_gamma_normalisers_and_density_at_zero_match_scipy(rng):
+    # Shapes 1 and 2 have gammaln(shape) = 0: shape 3 needs the normaliser log Gamma(3) = log 2
+    # (the normaliser left out of the prior's constant passed before); Exp(2) has density 2 at zero
+    # (-inf at z = 0 whatever the shape passed before).
+    model = pltf_model("ik,kj->ij", dict(i=3, k=2, j=4), prior_shape=3.0, prior_rate=[2.0, 0.5])
+    factors = model.sample_prior(rng)
+    expected = (gamma_dist.logpdf(factors[0], 3.0, scale=1 / 2.0).sum()
+                + gamma_dist.logpdf(factors[1], 3.0, scale=1 / 0.5).sum())
+    assert model.log_prior(factors) == pytest.approx(expected, rel=1e-12)
+    assert gamma_log_pdf(0.0, 1.0, 2.0) == pytest.approx(np.log(2.0), rel=1e-12)
+    assert gamma_log_pdf(-1e-9, 1.0, 2.0) == -np.inf
+
+
+def test_sample_prior_means_are_shape_over_rate(rng):
+    # Gamma(A, B) has mean A / B and standard deviation sqrt(A) / B: the means of 2000 draws
+    # within 4 standard errors (a scale of B in place of 1 / B passed before).
+    model = pltf_model("ik,kj->ij", dict(i=40, k=50, j=40), prior_shape=2.0, prior_rate=[4.0, 0.5])
+    factors = model.sample_prior(rng)
+    for z, rate in zip(factors, (4.0, 0.5)):
+        assert abs(z.mean() - 2.0 / rate) < 4 * np.sqrt(2.0) / rate / np.sqrt(z.size)
+
+
+def test_masked_entries_are_left_out_of_the_draws_and_the_layout(rng):
+    # Intensity 50 everywhere: an observed entry is 0 with probability e^-50, an unobserved one is set to 0
+    # (zeroing the observed entries, and a layout over unobserved counts, passed before).
+    mask = np.array([[True, False, True], [False, True, True]])
+    model = pltf_model("ik,kj->ij", dict(i=2, k=1, j=3), mask=mask)
+    factors = (np.full((2, 1), 5.0), np.full((1, 3), 10.0))
+    X = model.sample_data(rng, factors)
+    assert np.all(X[~mask] == 0) and np.all(X[mask] > 0)
+    layout = model.source_layout(np.full((2, 3), 7))
+    np.testing.assert_array_equal(layout.entries, [0, 2, 4, 5])
+    np.testing.assert_array_equal(layout.counts, [7, 7, 7, 7])

@@ -216,3 +216,21 @@ def test_the_link_inverts_far_into_the_tail():
     h = gauss_to_exp(values, 1.0, 1.0)
     assert np.all(np.isfinite(h)) and h[4] == pytest.approx(38.87, abs=0.01)
     np.testing.assert_allclose(exp_to_gauss(h, 1.0, 1.0), values, rtol=1e-9)
+
+
+def test_link_scales_are_the_field_standard_deviations(small_model):
+    # d = C δ with δ ~ N(0, I) has variance diag(C Cᵀ) = kernel diagonal 1 plus the jitter 1e-6 × 1, so every
+    # field's standard deviation is sqrt(1 + 1e-6) (the column norms of C, down to the last diagonal entry,
+    # passed before).
+    np.testing.assert_allclose(small_model.sigma_d, np.full((30, 1), np.sqrt(1 + 1e-6)), rtol=1e-12)
+    np.testing.assert_allclose(small_model.sigma_h, np.full((1, 12), np.sqrt(1 + 1e-6)), rtol=1e-12)
+
+
+def test_stable_cholesky_grows_the_jitter_tenfold_until_the_factor_exists():
+    # [[1, 1 + 5e-4], [1 + 5e-4, 1]] has eigenvalue -5e-4: jitters 1e-6, 1e-5 and 1e-4 fail, 1e-3 succeeds
+    # (a jitter that never grows, and so a refusal, passed before).
+    from sepsti.core.models.nmf_gpp import stable_cholesky
+
+    cov = np.array([[1.0, 1.0 + 5e-4], [1.0 + 5e-4, 1.0]])
+    L = stable_cholesky(cov)
+    np.testing.assert_allclose(L @ L.T, cov + 1e-3 * np.eye(2), rtol=1e-12, atol=1e-15)

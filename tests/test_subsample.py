@@ -80,3 +80,32 @@ def test_an_empty_subset_is_refused(rng):
     with pytest.raises(ParameterError, match="^subset: no data entries"):
         subset_scale(model, np.array([], dtype=int))
     assert subset_scale(model, np.array([0, 3])) == 5.0
+
+
+def test_tree_vdot_keeps_the_chain_axes():
+    # per chain: chain 0 sums 1*1 + 2*1 + 10*2 = 23, chain 1 sums 3*1 + 4*1 + 20*2 = 47
+    # (one sum over the chains too, 70 for both, passed before)
+    from sepsti.core.models.subsample import tree_vdot
+
+    a = GaussianAdditiveTheta(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    b = GaussianAdditiveTheta(np.ones((2, 2)))
+    c = GaussianAdditiveTheta(np.array([[10.0], [20.0]]))
+    d = GaussianAdditiveTheta(np.full((2, 1), 2.0))
+    np.testing.assert_array_equal(tree_vdot(tuple(a) + tuple(c), tuple(b) + tuple(d), 1), [23.0, 47.0])
+    assert tree_vdot(tuple(a) + tuple(c), tuple(b) + tuple(d)) == 70.0
+
+
+def test_likelihood_estimates_alongside_the_gradient_are_eq_9_and_the_difference_estimator(model, rng):
+    # N/N_s = 5; at t = 0 the estimate is still asked for (a bare prior gradient without it passed before),
+    # and a reference without gradient gives full_ref + 5 (sum_S log p(x|theta) - sum_S log p(x|theta_ref))
+    # (the subset difference left unscaled passed before).
+    theta = GaussianAdditiveTheta(np.array([4.0, 6.5]))
+    theta_ref = GaussianAdditiveTheta(np.array([4.1, 6.3]))
+    subset = rng.integers(0, 100, 20)
+    gradient, mean, value = tempered_gradient(model, theta, subset, 0.0, with_likelihood=True)
+    np.testing.assert_array_equal(gradient.theta, model.grad_log_prior(theta).theta)
+    assert value == pytest.approx(5.0 * model.log_likelihood(theta, subset), rel=1e-12)
+    full_ref = model.log_likelihood(theta_ref)
+    _, _, value = tempered_gradient(model, theta, subset, 0.3, with_likelihood=True, reference=(theta_ref, full_ref))
+    expected = full_ref + 5.0 * (model.log_likelihood(theta, subset) - model.log_likelihood(theta_ref, subset))
+    assert value == pytest.approx(expected, rel=1e-12)

@@ -108,3 +108,45 @@ def test_starts_ending_where_the_posterior_is_undefined_are_passed_over(monkeypa
     np.testing.assert_allclose(result.theta, -1.0, atol=1e-6)
     with pytest.raises(ParameterError, match="every start \\(1\\) ended at a log posterior that is not finite"):
         map_nmf_gpp(_PartlyUndefined(), theta0=np.array([1.0, 0.0, 0.0]))
+
+
+def test_prior_start_is_a_standard_normal_scaled_by_a_tenth():
+    # dim = (144 + 30) 2 = 348 draws of N(0, 0.1^2): the sample standard deviation within 4 of its standard
+    # errors, 0.1 / sqrt(2 dim) (an unscaled draw passed before)
+    _, model = small_problem()
+    theta = initialize_nmf_gpp(model, stream(2), method="prior")
+    assert theta.shape == (model.dim,)
+    assert abs(theta.std() - 0.1) < 4 * 0.1 / np.sqrt(2 * model.dim)
+
+
+def test_nmf_start_without_updates_is_the_balanced_random_start():
+    # num_iter = 0 leaves W, H ~ U(0.1, 1) sqrt(mean(X) / M) as drawn; balancing by c = sqrt(max H_m / max W_m)
+    # keeps W H and makes the largest entries of D_m and H_m equal (sqrt dropped from c, and H times c,
+    # passed before; so did W, H scaled by sqrt(mean(X)))
+    _, model = small_problem()
+    theta = initialize_nmf_gpp(model, stream(5), num_iter=0)
+    draws = stream(5)
+    size = np.sqrt(np.maximum(model.X, 0).mean() / 2)
+    W = draws.uniform(0.1, 1.0, (144, 2)) * size
+    H = draws.uniform(0.1, 1.0, (2, 30)) * size
+    D, Hs = model.factors(theta)
+    np.testing.assert_allclose(D @ Hs, W @ H, rtol=1e-6)
+    np.testing.assert_allclose(D.max(axis=0), Hs.max(axis=1), rtol=1e-6)
+
+
+def test_each_start_comes_from_its_stream_and_the_best_one_is_kept():
+    # stopped after 3 iterations, the starts end apart; start i is initialize_nmf_gpp(stream(seed, 3, i)), and
+    # the result is the highest of them (one stream for every start, the lowest start kept, and converged=True
+    # at max_iter, passed before)
+    _, model = small_problem()
+    with pytest.warns(ConvergenceWarning):
+        result = map_nmf_gpp(model, num_starts=3, seed=7, max_iter=3)
+    for i in range(3):
+        with pytest.warns(ConvergenceWarning):
+            alone = map_nmf_gpp(model, theta0=initialize_nmf_gpp(model, stream(7, 3, i)), max_iter=3)
+        assert result.history[i] == alone.log_posterior
+    assert len(set(result.history)) == 3
+    assert result.log_posterior == max(result.history)
+    assert not result.converged
+    converged = map_nmf_gpp(model, theta0=result.theta, tol=1e-3)
+    assert converged.converged

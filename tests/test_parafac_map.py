@@ -59,3 +59,41 @@ def test_is_exported_and_validates_sweeps(rng):
         with pytest.raises(ParameterError, match="max_iter"):
             poisson_parafac_map(model, theta, max_iter=max_iter)
     assert poisson_parafac_map(model, theta, max_iter=np.int64(0)).n_iter == 0
+
+
+def test_one_sweep_is_the_multiplicative_update_written_out(rng):
+    # A <- A (sum_jk X/Xhat B C) / (sum_j B sum_k C + rate_A), then B, then C with the new A, each mode with
+    # its own rate; the recorded value is log p(X | theta) + log p(theta) from scipy's densities, once per
+    # sweep (mode 0's rate for every mode, one sweep fewer, and the prior left out passed before)
+    from scipy.stats import expon, poisson
+
+    X = rng.poisson(2.0, (4, 5, 6)).astype(float)
+    model = PoissonParafac(X, 2, prior_rate=(0.5, 2.0, 3.0))
+    start = model.sample_prior(rng)
+    factors = [f.copy() for f in start]
+    for mode, rate in enumerate((0.5, 2.0, 3.0)):
+        A, B, C = factors
+        ratio = X / np.einsum("ir,jr,kr->ijk", A, B, C)
+        numerator = [np.einsum("ijk,jr,kr->ir", ratio, B, C), np.einsum("ijk,ir,kr->jr", ratio, A, C),
+                     np.einsum("ijk,ir,jr->kr", ratio, A, B)][mode]
+        others = [f.sum(axis=0) for m, f in enumerate(factors) if m != mode]
+        factors[mode] = factors[mode] * numerator / (others[0] * others[1] + rate)
+    result = poisson_parafac_map(model, start, max_iter=1)
+    for x, y in zip(result.theta, factors):
+        np.testing.assert_allclose(x, y, rtol=1e-12)
+    A, B, C = factors
+    expected = (poisson.logpmf(X, np.einsum("ir,jr,kr->ijk", A, B, C)).sum()
+                + sum(expon.logpdf(f, scale=1 / rate).sum() for f, rate in zip(factors, (0.5, 2.0, 3.0))))
+    assert result.log_posterior.shape == (1,)
+    assert result.log_posterior[0] == pytest.approx(expected, rel=1e-12)
+    assert poisson_parafac_map(model, start, max_iter=3).log_posterior.shape == (3,)
+
+
+def test_a_factor_row_over_an_empty_slice_stays_at_the_least_positive_float(rng):
+    # X[0] = 0 sends A[0] to 0 in one update; it is floored at the least positive float so that the next
+    # update can still move it (A[0] left at exactly 0 passed before)
+    X = rng.poisson(2.0, (3, 4, 5)).astype(float)
+    X[0] = 0
+    model = PoissonParafac(X, 2)
+    result = poisson_parafac_map(model, model.sample_prior(rng), max_iter=2)
+    np.testing.assert_array_equal(result.theta.A[0], np.finfo(np.float64).tiny)

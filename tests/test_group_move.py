@@ -56,3 +56,30 @@ def test_adaptation_moves_the_proposal_towards_the_target_acceptance():
     updated = group_move.adapt_log_proposal_std(log_std, np.array([0.9, 0.1]), 4)
     assert updated[0] > 0 > updated[1]
     assert updated[0] == pytest.approx((0.9 - 0.44) / 4 ** 0.6)
+
+
+def test_acceptance_rate_is_the_mean_of_min_one_alpha_and_evaluations_are_counted(rng):
+    # Every proposal has log alpha = log |det| = -1 on a flat target: the rate is exactly e^-1 over any sweeps
+    # (0 for every alpha < 1 passed before); each of the 3 x 2 finite proposals is evaluated once (no count
+    # passed before).
+    kernel = group_move.build_kernel(lambda x, u: (x + u.sum(), -1.0), lambda x: (0.0, np.zeros_like(x)),
+                                     num_groups=2, num_moves=3)
+    state = HMCState(np.zeros(2), 0.0, np.zeros(2))
+    _, info = kernel(rng, state, np.zeros(2))
+    np.testing.assert_allclose(info.acceptance_rate, np.exp(-1.0), rtol=1e-12)
+    assert info.num_evaluations == 6
+
+
+def test_proposals_have_the_standard_deviation_exp_log_proposal_std(rng):
+    # u ~ N(0, s^2) with s = exp(log s) = 3: the sample standard deviation of 2000 proposals within 4 standard
+    # errors, s / sqrt(2 n) (a standard deviation of log s = 1.1 passed before)
+    proposals = []
+
+    def record(x, log_scales):
+        proposals.append(log_scales[0])
+        return np.full(2, np.nan), 0.0
+
+    kernel = group_move.build_kernel(record, logdensity_and_grad, num_groups=1, num_moves=2000)
+    state = HMCState(np.ones(2), *logdensity_and_grad(np.ones(2)))
+    kernel(rng, state, np.log([3.0]))
+    assert abs(np.std(proposals) - 3.0) < 4 * 3.0 / np.sqrt(2 * 2000)

@@ -48,3 +48,10 @@ def test_counts_that_are_not_non_negative_integers_are_refused(kwargs, name):
 def test_no_decay_steps_hold_the_first_step():
     np.testing.assert_array_equal(step_sizes(0.5, 0.6, num_steps=3, num_decay_steps=0), [0.5 ** 0.6] * 3)
     assert step_sizes(0.5, 0.6, num_steps=0, num_decay_steps=np.int64(2)).shape == (0,)
+
+
+def test_the_exponent_range_is_open_at_one_half_and_closed_at_one():
+    # Welling & Teh need sum eps_k^2 < inf, which (a / k)^b meets only for b > 1/2 (b = 0.5 accepted passed before)
+    with pytest.raises(ParameterError, match="step_b=0.5 must lie in"):
+        polynomial_decay(1e-3, 0.5, num_decay_steps=5)
+    np.testing.assert_allclose(step_sizes(0.5, 1.0, num_steps=3, num_decay_steps=5), [0.5, 0.25, 0.5 / 3], rtol=1e-12)

@@ -107,3 +107,28 @@ def test_a_nan_draw_gives_no_ess_and_no_rhat(rng):
         ess = diagnostics.effective_sample_size(draws, method=method)
         assert np.isfinite(ess[0]) and np.isnan(ess[1]), method
     assert np.isnan(diagnostics.split_rhat(draws)[1])
+
+
+def test_odd_length_chains_and_tied_tail_quantiles_agree_with_arviz(rng):
+    # 401 draws: each half has 200, the middle draw is left out (halves overlapping at it passed before);
+    # Poisson counts put the 5 % and 95 % quantiles on tied draws, counted as in the tail (< in place of <=
+    # passed before)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        arviz = pytest.importorskip("arviz")
+    draws = np.stack([ar1(rng, 0.5, (3, 401)), np.cumsum(rng.standard_normal((3, 401)), axis=1)], axis=-1)
+    dataset = arviz.convert_to_dataset(draws)
+    np.testing.assert_allclose(diagnostics.effective_sample_size(draws, method="mean"),
+                               arviz.ess(dataset, method="mean").x.values, rtol=1e-10)
+    np.testing.assert_allclose(diagnostics.split_rhat(draws, method="split"),
+                               arviz.rhat(dataset, method="split").x.values, rtol=1e-10)
+    counts = rng.poisson(3.0, (3, 400, 2)).astype(float)
+    expected = arviz.ess(arviz.convert_to_dataset(counts), method="tail")["x"].values
+    np.testing.assert_allclose(diagnostics.effective_sample_size(counts, method="tail"), expected, rtol=1e-10)
+
+
+def test_mcse_variance_centres_draws_away_from_zero(rng):
+    # Draws of mean 10 and sd 3: the variance's MCSE is still 9 sqrt(2 / N), within the 12 % of the test
+    # above (the MCSE of the mean of x^2, sqrt((4 mu^2 sigma^2 + 2 sigma^4) / N), 6.9 times larger, passed before)
+    draws = 10.0 + 3.0 * rng.standard_normal((4, 2500))
+    assert diagnostics.mcse_variance(draws) == pytest.approx(9.0 * np.sqrt(2 / draws.size), rel=0.12)

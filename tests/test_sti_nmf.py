@@ -251,3 +251,43 @@ def test_the_warning_at_the_smaller_dimension_names_the_chains_of_the_preset_run
                         **blocks)
     (message,) = [str(w.message) for w in caught if "min(8, 2)" in str(w.message)]
     assert says in message and not_said not in message
+
+
+def test_each_replicate_starts_from_the_em_fit_of_its_own_stream(X, monkeypatch):
+    # replicate r of rank R starts from em_start on stream(seed, R, SHARED_KEY, r) (every replicate from
+    # replicate 0's fit passed before: the chains' own streams kept their traces apart); no chain is run here,
+    # so the kernels' compilation is skipped
+    monkeypatch.setattr("sepsti.core.parallel.blocks.warm_up", lambda dtypes: None)
+    from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainTask, resolve_settings
+    from sepsti.core.evidence.sti_nmf import PRESETS, NMFChains, em_start
+
+    _, chain, _ = resolve_settings(PRESETS, "blocks", init="em", init_iterations=5, num_blocks=3)
+    chains = NMFChains(X, chain, prior_rate=0.5, model_settings={})
+    chains.prepare([ChainTask(2, 1, r, 1.0) for r in range(2)], seed=4, comm=None, threads=1)
+    for r in range(2):
+        W, H = em_start(X, 2, stream(4, 2, SHARED_KEY, r), prior_rate=0.5, iterations=5)
+        np.testing.assert_array_equal(chains._starts[2, r][0], W)
+        np.testing.assert_array_equal(chains._starts[2, r][1], H)
+    assert not np.array_equal(chains._starts[2, 0][0], chains._starts[2, 1][0])
+
+
+def test_as_many_parameters_as_entries_is_not_flagged():
+    # R (n_rows + n_cols) = 2 x 8 = 16 = 4 x 4 entries: not more parameters than entries (>= passed before)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert validate_identifiable_ranks([2], (4, 4), sampler="psgld") == [2]
+    with pytest.warns(UserWarning, match=r"ranks \[3\] have more parameters \(R x 8\) than the data have entries"):
+        validate_identifiable_ranks([3], (4, 4), sampler="psgld")
+
+
+def test_em_start_is_a_stationary_point_of_the_posterior_with_the_prior_rate_on_both_factors():
+    # 3000 EM iterations on an 8 x 7 matrix reach the MAP point of Exp(0.5) priors on W and H: there
+    # (X / WH - 1) H^T = 0.5 and W^T (X / WH - 1) = 0.5 wherever the factor is positive (measured: within 1e-10;
+    # a rate of 1 on H passed before)
+    from sepsti.core.evidence.sti_nmf import em_start
+
+    X = PoissonNMF.sample(np.random.default_rng(1), (8, 7), 2, rate_W=0.5, rate_H=0.5)[2]
+    W, H = em_start(X, 2, stream(3), prior_rate=0.5, iterations=3000)
+    ratio = X / (W @ H) - 1
+    np.testing.assert_allclose((ratio @ H.T)[W > 1e-6], 0.5, atol=1e-6)
+    np.testing.assert_allclose((W.T @ ratio)[H > 1e-6], 0.5, atol=1e-6)

@@ -92,6 +92,11 @@ def test_a_wideband_corpus_is_modelled_at_16_khz_on_the_frames_asked_for(tmp_pat
     columns = np.linspace(0, whole.shape[1] - 1, 20).round().astype(int)
     np.testing.assert_array_equal(part, whole[:, columns])
     assert split.matrix(frames=10 ** 6)[0].shape == whole.shape
+    # 16 of 153 frames: k 152 / 15 rounded to the nearest frame, not down (40.53 -> 41; truncation passed before,
+    # 20 of 153 falling on whole frames)
+    assert whole.shape[1] == 153
+    np.testing.assert_array_equal(split.matrix(frames=16)[0], whole[:, [0, 10, 20, 30, 41, 51, 61, 71, 81, 91, 101,
+                                                                          111, 122, 132, 142, 152]])
     result = _invoke("--corpus", corpus, "--frames", 20, *TINY, "--json", tmp_path / "a.json")
     assert result.exit_code == 0, result.output
     doc = json.loads((tmp_path / "a.json").read_text())

@@ -215,3 +215,16 @@ def test_masked_entries_are_left_out_of_the_draws_and_the_layout(rng):
     layout = model.source_layout(np.full((2, 3), 7))
     np.testing.assert_array_equal(layout.entries, [0, 2, 4, 5])
     np.testing.assert_array_equal(layout.counts, [7, 7, 7, 7])
+
+
+def test_log_prior_with_a_rate_per_entry_and_off_the_orthant(rng):
+    # a rate array pairs each entry with its own rate (rates reversed over the entries passed before); a negative
+    # entry has density 0 (only entries below -1 refused passed before)
+    rates = np.array([[0.5, 1.0, 2.0], [3.0, 4.0, 5.0]])
+    model = pltf_model("ik,kj->ij", dict(i=3, k=2, j=3), prior_shape=[1.0, 2.5], prior_rate=[1.0, rates])
+    factors = model.sample_prior(rng)
+    expected = (gamma_dist.logpdf(factors[0], 1.0).sum()
+                + gamma_dist.logpdf(factors[1], 2.5, scale=1 / rates).sum())
+    assert model.log_prior(factors) == pytest.approx(expected, rel=1e-12)
+    factors[1][0, 0] = -0.5
+    assert model.log_prior(factors) == -np.inf

@@ -132,3 +132,10 @@ def test_mcse_variance_centres_draws_away_from_zero(rng):
     # above (the MCSE of the mean of x^2, sqrt((4 mu^2 sigma^2 + 2 sigma^4) / N), 6.9 times larger, passed before)
     draws = 10.0 + 3.0 * rng.standard_normal((4, 2500))
     assert diagnostics.mcse_variance(draws) == pytest.approx(9.0 * np.sqrt(2 / draws.size), rel=0.12)
+
+
+def test_chains_constant_to_rounding_have_the_full_sample_size(rng):
+    # a spread of 2.2e-16, below float resolution, counts as constant: the raw draws' ESS is 4 x 100 draws, as
+    # ArviZ's (a rounding-noise autocorrelation passed before)
+    draws = np.ones((4, 100)) + np.finfo(float).eps * (rng.random((4, 100)) < 0.5)
+    assert diagnostics.effective_sample_size(draws, method="mean") == 400.0

@@ -234,3 +234,15 @@ def test_stable_cholesky_grows_the_jitter_tenfold_until_the_factor_exists():
     cov = np.array([[1.0, 1.0 + 5e-4], [1.0 + 5e-4, 1.0]])
     L = stable_cholesky(cov)
     np.testing.assert_allclose(L @ L.T, cov + 1e-3 * np.eye(2), rtol=1e-12, atol=1e-15)
+
+
+def test_latent_from_factors_floors_zero_entries(small_model, rng):
+    # a zero in D or H maps to a field of -inf; floored at 1e-8 it comes back as 1e-8 (a factor left unfloored, so
+    # an infinite theta, passed before)
+    D, H = rng.uniform(0.5, 2.0, (30, 2)), rng.uniform(0.5, 2.0, (2, 12))
+    D[3, 1], H[0, 5] = 0.0, 0.0
+    theta = small_model.latent_from_factors(D, H)
+    assert np.all(np.isfinite(theta))
+    D_back, H_back = small_model.factors(theta)
+    np.testing.assert_allclose(D_back, np.maximum(D, 1e-8), rtol=1e-6)
+    np.testing.assert_allclose(H_back, np.maximum(H, 1e-8), rtol=1e-6)

@@ -150,3 +150,22 @@ def test_each_start_comes_from_its_stream_and_the_best_one_is_kept():
     assert not result.converged
     converged = map_nmf_gpp(model, theta0=result.theta, tol=1e-3)
     assert converged.converged
+
+
+def test_nmf_start_is_lee_seung_on_the_clipped_data():
+    # data with negative entries: two multiplicative updates of least-squares NMF of max(X, 0), written out from
+    # the start's draws, give the start's D H (X unclipped in the numerator, and an extra term in the
+    # denominator, passed before)
+    data, _ = small_problem()
+    model = NMFGPP(data.X - 0.15, num_components=2, plate_shape=(12, 12), beta=6.0, noise_std=0.03)
+    assert model.X.min() < 0
+    theta = initialize_nmf_gpp(model, stream(6), num_iter=2)
+    X = np.maximum(model.X, 0)
+    draws = stream(6)
+    W = draws.uniform(0.1, 1.0, (144, 2)) * np.sqrt(X.mean() / 2)
+    H = draws.uniform(0.1, 1.0, (2, 30)) * np.sqrt(X.mean() / 2)
+    for _ in range(2):
+        H = H * (W.T @ X) / (W.T @ W @ H)
+        W = W * (X @ H.T) / (W @ H @ H.T)
+    D, Hs = model.factors(theta)
+    np.testing.assert_allclose(D @ Hs, W @ H, rtol=1e-6)

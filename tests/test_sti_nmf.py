@@ -291,3 +291,13 @@ def test_em_start_is_a_stationary_point_of_the_posterior_with_the_prior_rate_on_
     ratio = X / (W @ H) - 1
     np.testing.assert_allclose((ratio @ H.T)[W > 1e-6], 0.5, atol=1e-6)
     np.testing.assert_allclose((W.T @ ratio)[H > 1e-6], 0.5, atol=1e-6)
+
+
+def test_matched_rate_of_the_chains_follows_the_data_mean():
+    # X = [[0, 0, 9]]: mean 3 (median 0), so the matched rate at R = 3 is sqrt(3 / 3) = 1 (the median passed before)
+    from sepsti.core.evidence.rank_selection import resolve_settings
+    from sepsti.core.evidence.sti_nmf import PRESETS, NMFChains
+
+    _, chain, _ = resolve_settings(PRESETS, "blocks", num_blocks=1)
+    chains = NMFChains(np.array([[0.0, 0.0, 9.0]]), chain, prior_rate="matched", model_settings={})
+    assert chains.rate_at(3) == pytest.approx(1.0, rel=1e-12)

@@ -83,3 +83,18 @@ def test_proposals_have_the_standard_deviation_exp_log_proposal_std(rng):
     state = HMCState(np.ones(2), *logdensity_and_grad(np.ones(2)))
     kernel(rng, state, np.log([3.0]))
     assert abs(np.std(proposals) - 3.0) < 4 * 3.0 / np.sqrt(2 * 2000)
+
+
+def test_each_move_scales_its_own_group_only(rng):
+    # a sweep over 3 groups proposes u e_0, then u e_1, then u e_2 (a stale scale left in another group passed
+    # before)
+    seen = []
+
+    def record(x, log_scales):
+        seen.append(log_scales.copy())
+        return x, 0.0
+
+    kernel = group_move.build_kernel(record, lambda x: (0.0, np.zeros_like(x)), num_groups=3, num_moves=2)
+    kernel(rng, HMCState(np.zeros(2), 0.0, np.zeros(2)), np.zeros(3))
+    for k, log_scales in enumerate(seen):
+        assert np.count_nonzero(log_scales) == 1 and log_scales[k % 3] != 0

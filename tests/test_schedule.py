@@ -35,3 +35,22 @@ def test_part_size_is_exact_beyond_int64():
     # 2 blocks of 2**39 x 2**39 entries: 2**79, which int64 products wrapped to 0
     size = BlockSchedule((2 ** 40, 2 ** 40), 2).part_size(0)
     assert size == 2 ** 79 and isinstance(size, int)
+
+
+@pytest.mark.parametrize("size,num_blocks", [(10, 3), (11, 4), (257, 8), (9, 3)])
+def test_groups_have_the_sizes_of_numpy_array_split(size, num_blocks):
+    """The first size mod B groups are the longer ones; the last ones being longer passed before."""
+    schedule = BlockSchedule((size, size + 1), num_blocks)
+    for mode, n in enumerate(schedule.shape):
+        expected = [len(chunk) for chunk in np.array_split(np.arange(n), num_blocks)]
+        sizes = [schedule.group_slice(mode, g).stop - schedule.group_slice(mode, g).start for g in range(num_blocks)]
+        assert sizes == expected
+        assert schedule.group_slice(mode, 0).start == 0 and schedule.group_slice(mode, num_blocks - 1).stop == n
+
+
+def test_tensor_part_p_has_offsets_written_in_base_b_most_significant_first():
+    """Part p = 3 k_1 + k_2 pairs group b with (b + k_1, b + k_2); k_1 and k_2 swapped passed before."""
+    schedule = BlockSchedule((6, 8, 9), 3)
+    assert schedule.offsets(1) == (0, 1) and schedule.offsets(5) == (1, 2)
+    np.testing.assert_array_equal(schedule.part_groups(1), [[0, 0, 1], [1, 1, 2], [2, 2, 0]])
+    np.testing.assert_array_equal(schedule.part_groups(5), [[0, 1, 2], [1, 2, 0], [2, 0, 1]])

@@ -1,5 +1,7 @@
 """The chain driver: which iterations it keeps, and the counts it refuses."""
 
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 
@@ -42,3 +44,27 @@ def test_the_random_generator_is_checked_before_the_first_step(rng):
     with pytest.raises(ParameterError, match=r"^rng=.*: expected a numpy\.random\.Generator"):
         run_chain(lambda r, s, i: steps.append(i) or (s, None), np.zeros(2), rng, num_steps=3)
     assert steps == []
+
+
+def test_divergences_are_counted_after_burn_in_only():
+    """Flags raised during burn-in, which were counted too before, are not in num_divergent."""
+    class Info(NamedTuple):
+        is_divergent: bool
+
+    def step(rng, state, iteration):
+        return iteration, Info(iteration in (1, 2, 3, 7))  # three flags in the burn-in of 5, one after
+
+    result = run_chain(step, 0, np.random.default_rng(0), num_steps=8, burn_in=5)
+    assert result.num_divergent == 1
+    assert result.info.is_divergent.tolist() == [True, True, True, False, False, False, True, False]
+
+
+def test_an_initial_log_density_with_one_non_finite_chain_is_refused():
+    """One chain's NaN log density among finite ones started the run before."""
+    class State(NamedTuple):
+        position: np.ndarray
+        logdensity: np.ndarray
+
+    with pytest.raises(ParameterError, match="initial log density"):
+        run_chain(lambda r, s, i: (s, None), State(np.zeros(3), np.array([0.0, np.nan, -1.0])),
+                  np.random.default_rng(0), num_steps=2)

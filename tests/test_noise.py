@@ -2,6 +2,7 @@ import numpy as np
 from scipy.stats import kstest, norm
 
 from sepsti.core.parallel.noise import seed_states, standard_normal
+from sepsti.core.random import stream
 
 
 def test_ziggurat_normals_are_standard_normal():
@@ -29,3 +30,21 @@ def test_streams_depend_only_on_seed_chain_block():
     first, state = standard_normal(a[0], 61)
     second, _ = standard_normal(state, 39)
     np.testing.assert_array_equal(np.concatenate([first, second]), z1)
+
+
+def test_states_are_the_first_63_bit_draw_of_the_documented_stream():
+    """Each row is stream(seed, *chain, block).integers(0, 2**63) written out; a chain tuple cut to its first
+    key, or 31-bit counters, passed before."""
+    states = seed_states(5, (2, 1, 4), [7, 0])
+    for row, block in enumerate([7, 0]):
+        assert int(states[row, 0]) == int(stream(5, 2, 1, 4, block).integers(0, 2 ** 63, dtype=np.int64))
+    assert states[:, 1].tolist() == [0, 0]
+    assert not np.array_equal(seed_states(5, (2, 1, 4), [7]), seed_states(5, (2, 1, 5), [7]))
+    assert int(seed_states(0, 0, range(64))[:, 0].max()) >= 2 ** 62  # 63-bit counters, P(fail) = 2**-64
+
+
+def test_standard_normal_returns_the_dtype_asked_for():
+    """A float32 request came back as float64 before."""
+    z, _ = standard_normal(seed_states(1, 0, [0])[0], 1000, dtype=np.float32)
+    assert z.dtype == np.float32
+    assert abs(float(z.mean())) < 4 / np.sqrt(z.size)  # 4 standard errors

@@ -125,3 +125,20 @@ def test_mirroring_flags_must_name_every_leaf(rng, sampler, flags):
     with pytest.raises(ParameterError, match=r"^nonnegative=.*: expected one flag per leaf of the position \(theta\)"):
         sampler.build_kernel(nonnegative=flags)(rng, sampler.init(GaussianAdditiveTheta(np.ones(2))), model, 1e-3,
                                                 None, 1.0)
+
+
+class _StiffPrior:
+    """Prior gradient -1e300 x on the first coordinate and 0 on the second: a step of 1e10 overflows the first only."""
+
+    def grad_log_prior(self, theta):
+        return GaussianAdditiveTheta(np.array([-1e300, 0.0]) * theta.theta)
+
+
+@pytest.mark.parametrize("sampler", [sgld, psgld])
+def test_a_step_that_overflows_one_entry_is_divergent(rng, sampler):
+    """The finite start, or the one entry still finite, made the step look sound before."""
+    state = sampler.init(GaussianAdditiveTheta(np.array([1.0, 1.0])))
+    with np.errstate(over="ignore", invalid="ignore"):
+        new, info = sampler.build_kernel()(rng, state, _StiffPrior(), 1e10, None, 0.0)
+    assert not np.isfinite(new.position.theta[0]) and np.isfinite(new.position.theta[1])
+    assert info.is_divergent

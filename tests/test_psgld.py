@@ -79,3 +79,11 @@ def test_steps_per_chain_and_integer_positions_are_accepted(rng):
     state = psgld.init(GaussianAdditiveTheta(np.array([2, 3])))
     assert state.position.theta.dtype == state.v.theta.dtype == np.float64
     assert np.all(np.isfinite(kernel(rng, state, model, 1e-3, None, 1.0)[0].position.theta))
+
+
+def test_unset_entries_count_as_zero_in_the_preconditioner():
+    """G = 1 / sigma where v is UNSET (v = 0); |UNSET| = 1, giving 1 / (sigma + 1), passed before."""
+    state = psgld.init(GaussianAdditiveTheta(np.array([3.0, 4.0])))
+    v = GaussianAdditiveTheta(np.array([psgld.UNSET, 0.25]))
+    np.testing.assert_allclose(psgld.preconditioner(state.v, 1e-3).theta, [1e3, 1e3])
+    np.testing.assert_allclose(psgld.preconditioner(v, 1e-3).theta, [1 / 1e-3, 1 / (1e-3 + 0.5)])

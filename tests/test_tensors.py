@@ -106,3 +106,13 @@ def test_ranks_and_counts_are_checked_by_name(call, match):
     """rank=nan met a raw ValueError, a NaN count gave λ = NaN, rank 0 gave λ = 0."""
     with pytest.raises(ParameterError, match=match):
         call()
+
+
+@pytest.mark.parametrize("simulate", [simulate_dense, simulate_sparse])
+def test_each_factor_has_the_mean_of_its_own_prior_rate(rng, simulate):
+    """Factor A, B, C ~ Exp(1), Exp(4), Exp(16); rates applied in the reverse order passed before."""
+    rates = (1.0, 4.0, 16.0)
+    _, theta = simulate((40, 40, 40), 2, prior_rate=rates, rng=rng)
+    for factor, rate in zip(theta, rates):
+        # Exp(rate) has mean and standard deviation 1 / rate: within 4 standard errors of the mean
+        assert abs(factor.mean() - 1 / rate) < 4 / (rate * np.sqrt(factor.size))

@@ -91,3 +91,12 @@ def test_the_peaks_give_the_analyte_spectrum_returned(experiment):
     for seed in range(5):
         data = simulate_raman(experiment, seed=seed)
         np.testing.assert_allclose(voigt_spectrum(data.H.shape[1], data.peaks), data.H[0], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("experiment", [1, 2])
+def test_the_background_loading_ranges_from_0_3_to_1_halved(experiment):
+    """0.3 + 0.7 f / max f, halved: its maximum is exactly 0.5 (an unnormalised f passed before)."""
+    data = simulate_raman(experiment, seed=4, intensity=2.0)
+    background = data.D[:, 1] / 2.0
+    assert background.max() == pytest.approx(0.5, rel=1e-12)
+    assert background.min() > 0.15

@@ -16,7 +16,7 @@ from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.random import stream
 from sepsti.core.samplers.chains import NUTSSettings, sample_nuts
 from sepsti.core.samplers.metric import (AutoMetricSettings, PilotResult, TargetStructure, candidate_metrics,
-                                         choose_metric)
+                                         choose_metric, pilot_result, validate_metric)
 
 from test_hmc import assert_moments
 
@@ -463,3 +463,21 @@ def test_raised_targets_must_be_a_tuple():
     with pytest.raises(ParameterError, match=r"^raised_targets=0\.9: expected a tuple of targets$"):
         sample_nuts(lambda x: (-0.5 * float(x @ x), -x), np.zeros(2), num_warmup=50, num_draws=10, num_workers=1,
                     settings=NUTSSettings(raised_targets=0.9))
+
+
+def test_a_pilot_reports_its_least_mixed_quantity():
+    """A random walk beside i.i.d. draws is the worst quantity; the best one was reported before."""
+    z = stream(0).standard_normal((4, 200, 2))
+    draws = np.stack([z[..., 0], np.cumsum(z[..., 1], axis=1)], axis=-1)  # i.i.d., random walk
+    pilot = pilot_result("diagonal", draws, ["iid", "walk"], 400.0, [0.1, 0.3], [2, 3], 0)
+    assert pilot.worst == "walk" and pilot.min_ess < 100  # 800 draws: an i.i.d. column has an ESS near 800
+    assert pilot.ess_per_work == pilot.min_ess / 400.0
+    assert pilot.step_size == pytest.approx(0.2) and pilot.mean_tree_depth == 2.5
+
+
+def test_moves_without_a_scale_group_are_refused():
+    """num_groups = 0 with a transform was accepted for '+moves' before."""
+    structure = TargetStructure(transform_fn=lambda x, s: (x, 0.0), num_groups=0)
+    with pytest.raises(ParameterError, match="num_groups >= 1"):
+        validate_metric("diagonal+moves", structure)
+    assert validate_metric("diagonal", structure) == "diagonal"

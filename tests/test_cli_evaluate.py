@@ -613,7 +613,8 @@ def test_pairs_interval_is_over_the_files(tmp_path, tiny_dictionary):
     assert scores["summary"]["overall"]["interval"]["sdr"] == pytest.approx([low, high], rel=1e-9)
 
 
-def test_bad_pairs(tmp_path, tiny_dictionary, tiny_corpus):
+def test_bad_pairs(tmp_path, tiny_dictionary, tiny_corpus, monkeypatch):
+    monkeypatch.delenv("SEPSTI_NOIZEUS", raising=False)
     clean, noisy, names = make_pairs(tmp_path / "pairs", rates=(8000, 8000))
     base = ["evaluate", "--dictionary", tiny_dictionary]
     assert_one_line_error(run([*base, "--clean", clean]), "--clean and --noisy")
@@ -639,6 +640,18 @@ def test_bad_pairs(tmp_path, tiny_dictionary, tiny_corpus):
     soundfile.write(clean / "deeper" / "sub.flac", reference, rate)
     assert_one_line_error(run([*base, "--clean", clean, "--noisy", noisy]), "sub", "same name")
     assert not (tmp_path / "s.json").exists()
+
+
+def test_the_corpus_comes_from_the_environment_unless_pairs_are_given(tmp_path, tiny_dictionary, monkeypatch):
+    """$SEPSTI_NOIZEUS stands for --corpus, and gives way to --clean and --noisy."""
+    monkeypatch.setenv("SEPSTI_NOIZEUS", str(tmp_path / "elsewhere"))
+    base = ["evaluate", "--dictionary", tiny_dictionary]
+    assert_one_line_error(run(base), f"{tmp_path / 'elsewhere'}: no such corpus folder")
+    clean, noisy, _ = make_pairs(tmp_path / "pairs", rates=(8000,))
+    result = run([*base, "--clean", clean, "--noisy", noisy, "--iterations", 5, "--json", tmp_path / "s.json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads((tmp_path / "s.json").read_text())["summary"]["corpus"] == {"clean": str(clean),
+                                                                              "noisy": str(noisy)}
 
 
 def test_names_label_pairs_per_snr_with_sentences_as_replicates(tmp_path, tiny_dictionary):

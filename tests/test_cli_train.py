@@ -713,6 +713,15 @@ def test_a_broken_link_as_input_is_named_so(tmp_path, tiny_corpus):
                           f"dictionary {tmp_path}/gone.wav: a broken symbolic link")
 
 
+@pytest.mark.parametrize("args", [["train", "--rank", 2, "-o", "d.npz"], ["select-rank"]])
+def test_the_corpus_comes_from_the_environment_when_not_given(tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SEPSTI_NOIZEUS", raising=False)
+    assert_one_line_error(run(args), "Missing option '--corpus'")
+    monkeypatch.setenv("SEPSTI_NOIZEUS", str(tmp_path / "elsewhere"))
+    assert_one_line_error(run(args), f"{tmp_path / 'elsewhere'}: no such corpus folder")
+
+
 @pytest.mark.parametrize("args, named, noun", [
     (["corpus", "info", ""], "'DIRECTORY'", "folder"),
     (["train", "--corpus", "", "--rank", 2, "-o", "x.npz"], "'--corpus'", "folder"),

@@ -62,6 +62,7 @@ import math
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, InputPath, OutputPath,
                              parse_list, progress_option, shown)
@@ -282,8 +283,9 @@ def _draw_pairs(axis, summary, results, metric):
 
 
 @click.command("evaluate")
-@click.option("--corpus", type=InputPath("folder", path_type=Path), default=None,
-              help="NOIZEUS-style corpus folder; its test split (sp21-sp30) is scored.")
+@click.option("--corpus", type=InputPath("folder", path_type=Path), default=None, envvar="SEPSTI_NOIZEUS",
+              help="NOIZEUS-style corpus folder; its test split (sp21-sp30) is scored. When not given: "
+                   "$SEPSTI_NOIZEUS, unless --clean and --noisy are given.")
 @click.option("--clean", "clean_root", type=InputPath("folder", path_type=Path), default=None,
               help="Folder of clean recordings; with --noisy, instead of --corpus.")
 @click.option("--noisy", "noisy_root", type=InputPath("folder", path_type=Path), default=None,
@@ -343,6 +345,9 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
 
     noise_list = parse_list(noises, "noise", lambda item: item.lower())
     snr_list = parse_list(snrs, "snr", int)
+    if (clean_root is not None or noisy_root is not None) and (
+            click.get_current_context().get_parameter_source("corpus") is ParameterSource.ENVIRONMENT):
+        corpus = None
 
     # --- validation: outputs, dictionaries, every recording ---
     outputs = [path for path in (json_path, plot_path) if path is not None]

@@ -52,9 +52,10 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
 
 
 @click.command("select-rank")
-@click.option("--corpus", required=True, type=InputPath("folder", path_type=Path),
+@click.option("--corpus", required=True, type=InputPath("folder", path_type=Path), envvar="SEPSTI_NOIZEUS",
               help="NOIZEUS-style corpus folder (its clean train split sp01-sp20, at 8 kHz), or a wideband folder "
-                   "with a manifest.json (its train speakers, at 16 kHz): the matrix `sepsti train` learns on.")
+                   "with a manifest.json (its train speakers, at 16 kHz): the matrix `sepsti train` learns on. "
+                   "When not given: $SEPSTI_NOIZEUS.")
 @click.option("--frames", type=click.IntRange(min=1), default=None,
               help="Model this many of the matrix's frames, spread evenly over it (default: all): for a matrix "
                    "too large to sample whole (docs/rank_selection.md).")

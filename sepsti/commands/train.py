@@ -60,9 +60,10 @@ def _ranks(text):
 
 
 @click.command("train")
-@click.option("--corpus", required=True, type=InputPath("folder", path_type=Path),
+@click.option("--corpus", required=True, type=InputPath("folder", path_type=Path), envvar="SEPSTI_NOIZEUS",
               help="NOIZEUS-style corpus folder (its clean train split sp01-sp20 is used), or a wideband "
-                   "folder with a manifest.json (its train speakers; flagged files left out).")
+                   "folder with a manifest.json (its train speakers; flagged files left out). When not given: "
+                   "$SEPSTI_NOIZEUS.")
 @click.option("--rate", type=click.IntRange(min=4000, max=48000), default=None,  # features.DICTIONARY_RATES
               help="Sample rate of the dictionary (Hz); the STFT is 64 ms windows, 32 ms hop at that rate. "
                    "Default: 8000 for NOIZEUS-style folders, 16000 for wideband ones.")

@@ -243,3 +243,34 @@ def test_a_path_that_is_not_one_is_refused_by_name():
     """None met a TypeError inside pathlib."""
     with pytest.raises(ParameterError, match=r"^path=None must be a path \(a str or os\.PathLike\)$"):
         read_tns(None)
+
+
+def test_a_shape_comment_past_the_first_line_is_a_comment(tmp_path):
+    """A '# shape:' line at the start of a later chunk was taken as the shape (and line 3 refused beyond it)."""
+    path = _write(tmp_path, "1 1 1 1\n# shape: 2 2 2\n3 1 1 1\n")
+    for chunk in (1, 2, 10):
+        tensor = read_tns(path, chunk_lines=chunk)
+        assert tensor.shape == (3, 1, 1)
+        assert tensor.coords.tolist() == [[0, 0, 0], [2, 0, 0]] and tensor.values.tolist() == [1.0, 1.0]
+
+
+def test_entries_past_a_write_chunk_are_all_written(tmp_path, monkeypatch):
+    """A chunk of lines one short of its entries dropped the last entry of every chunk but the last."""
+    import sepsti.corpora.frostt as frostt
+
+    monkeypatch.setattr(frostt, "_CHUNK_LINES", 2)
+    dense = np.arange(1.0, 8.0).reshape(7, 1)
+    path = write_tns(tmp_path / "x.tns", from_dense(dense))
+    assert path.read_text() == "# shape: 7 1\n" + "".join(f"{i} 1 {i}\n" for i in range(1, 8))
+    np.testing.assert_array_equal(to_dense(read_tns(path)), dense)
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(shape=(3, 0, 3)), r"^shape=\(3, 0, 3\) must be a non-empty tuple of positive sizes$"),
+    (dict(shape=()), r"^shape=\(\) must be a non-empty tuple"),
+    (dict(chunk_lines=0), r"^chunk_lines=0 must be a positive integer$"),
+])
+def test_an_empty_shape_or_chunk_is_refused_by_name(tmp_path, options, match):
+    """A mode of size 0 was refused as 'index 1 exceeds the given shape', and chunks of 0 lines as 'no entries'."""
+    with pytest.raises(ParameterError, match=match):
+        read_tns(_write(tmp_path, "1 1 1 1\n"), **options)

@@ -160,6 +160,47 @@ def test_every_name_the_file_system_admits_can_be_written(tmp_path):
     assert len(os.listdir(tmp_path)) == 2
 
 
+def test_a_long_name_is_cut_to_160_bytes_in_its_temporaries(tmp_path):
+    """The start of the name and a digest of the whole, 160 bytes together: a cut one byte short passed before."""
+    import hashlib
+
+    from sepsti.core.io import _temporary_prefix
+
+    for name, kept in (("x" * 240 + ".wav", "x" * 143), ("é" * 120 + ".wav", "é" * 71)):  # 143 and 142 bytes
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        assert _temporary_prefix(tmp_path / name) == f".{kept}~{digest}{TEMPORARY_MARKER}"
+    assert _temporary_prefix(tmp_path / ("y" * 160)) == f".{'y' * 160}{TEMPORARY_MARKER}"  # 160 bytes: kept whole
+
+
+def _dead_writers_temporary(tmp_path):
+    from sepsti.core.io import _HOST
+
+    return tmp_path / f".out.wav{TEMPORARY_MARKER}{_HOST}.{_dead_pid()}.abc123.wav"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="gives a file away: needs root")
+def test_a_temporary_of_another_user_is_left_alone(tmp_path):
+    """Another user's file named like a dead writer's temporary was removed."""
+    theirs = _dead_writers_temporary(tmp_path)
+    theirs.write_bytes(b"x")
+    os.chown(theirs, os.getuid() + 1, -1)
+    assert remove_stale_temporaries(tmp_path / "out.wav") == []
+    assert theirs.exists()
+
+
+def test_a_temporary_of_a_process_not_ours_to_signal_is_left_alone(tmp_path, monkeypatch):
+    """A process that may not be signalled (another user's) exists: its writer was taken for a dead one."""
+    stale = _dead_writers_temporary(tmp_path)
+    stale.write_bytes(b"x")
+
+    def kill(pid, signal):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "kill", kill)
+    assert remove_stale_temporaries(tmp_path / "out.wav") == []
+    assert stale.exists()
+
+
 def test_an_input_named_like_the_outputs_temporary_is_refused_not_removed(tmp_path):
     from sepsti.core.io import check_output_path
 
@@ -169,7 +210,12 @@ def test_an_input_named_like_the_outputs_temporary_is_refused_not_removed(tmp_pa
     with pytest.raises(ParameterError, match="named like a temporary file of the output"):
         check_output_path(target, inputs=[source])
     check_output_path(tmp_path / "other.wav", inputs=[source])
-    assert source.read_text() == "the user's"
+    # in another folder it is no temporary of this output
+    elsewhere = tmp_path / "inputs"
+    elsewhere.mkdir()
+    moved = source.rename(elsewhere / source.name)
+    assert check_output_path(target, inputs=[moved]) == target
+    assert moved.read_text() == "the user's"
 
 
 def test_json_safe_turns_numpy_tuples_and_non_finite_numbers_into_json():

@@ -136,3 +136,21 @@ def test_sparse_tensor_that_is_not_counts_at_distinct_coordinates_is_refused(coo
     tensor = SparseTensor(np.array(coords), np.array(values), (6, 6, 6))
     with pytest.raises(ParameterError, match=f"^tensor: .*{message}"):
         build_block_index(tensor, 3)
+
+
+def test_non_zeros_are_sorted_by_the_key_b1_b2_b3_and_keep_their_order_within_a_block(rng):
+    """Keys (b1 B + b3) B + b2, and an unstable sort that shuffled each block's non-zeros, passed before."""
+    from sepsti.core.parallel.tensor_blocks import block_key
+
+    X = rng.poisson(1.5, size=(9, 10, 11)).astype(float)
+    tensor = from_dense(X)
+    index = build_block_index(tensor, 3)
+    assert block_key([[1, 2, 0], [2, 0, 1]], 3).tolist() == [(1 * 3 + 2) * 3 + 0, (2 * 3 + 0) * 3 + 1]
+    # each coordinate's block, from the array_split groups, and the row order written out
+    groups = [np.concatenate([np.full(len(g), b) for b, g in enumerate(np.array_split(np.arange(n), 3))])
+              for n in X.shape]
+    key = [(groups[0][i] * 3 + groups[1][j]) * 3 + groups[2][k] for i, j, k in tensor.coords]
+    rows = sorted(range(tensor.nnz), key=lambda row: (key[row], row))
+    np.testing.assert_array_equal(index.coords, tensor.coords[rows])
+    np.testing.assert_array_equal(index.values, tensor.values[rows])
+    np.testing.assert_array_equal(index.offsets, np.searchsorted(np.sort(key), np.arange(28)))

@@ -342,3 +342,45 @@ def test_counts_that_are_not_counts_or_rates_that_are_not_positive_are_refused(r
     with pytest.raises(ParameterError, match=message):
         run_prior_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2), num_steps=2, num_keep=1, num_blocks=2,
                         **rates)
+
+
+def test_chain_scales_each_part_by_its_own_number_of_entries(rng):
+    """Every part scaled as part 0 passed before: groups of 8 rows (3, 3, 2) and 7 columns (3, 2, 2) give parts of
+    9 + 6 + 4 = 19, 6 + 6 + 6 = 18 and 6 + 9 + 4 = 19 entries."""
+    from sepsti.core.parallel.blocks import block_layout
+    from sepsti.core.samplers.step_size import step_sizes
+
+    X = rng.poisson(3.0, (8, 7)).astype(float)
+    schedule = BlockSchedule(X.shape, 3)
+    np.testing.assert_array_equal(block_layout(X, schedule).part_sizes, [19.0, 18.0, 19.0])
+    W, H = initial_factors(X, 2, rng)
+    settings = LangevinSettings(num_steps=6, num_keep=6, step_a=1e-3)
+    result = run_block_chain(X, init_state(W, H, seed=4, chain=1, num_blocks=3), settings, temperature=0.6,
+                             num_blocks=3, rate_W=1.0, rate_H=0.5, threads=1)
+    dense = init_state(W, H, seed=4, chain=1, num_blocks=3)
+    steps = step_sizes(1e-3, settings.step_b, num_steps=6, num_decay_steps=1)
+    for iteration, step in enumerate(steps, start=1):
+        dense, expected = dense_part_update(X, dense, schedule, schedule.part_index(iteration), settings,
+                                            step_size=step, temperature=0.6, rate_W=1.0, rate_H=0.5)
+        assert result.trace[iteration - 1] == pytest.approx(expected, rel=1e-12)
+
+
+def test_an_entry_that_overflows_at_the_last_update_makes_the_chain_not_finite(rng):
+    """Scored before the update, the trace stays finite: the chain was reported finite before."""
+    X = rng.poisson(3.0, (6, 6)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    # a step of 1e300 against a rate of 1e10 moves the entries by -1e310: infinite, mirrored to +inf
+    settings = LangevinSettings(num_steps=1, num_keep=1, step_a=1e300, step_b=1.0, evaluate="before_update")
+    result = run_block_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2), settings, temperature=1.0,
+                             num_blocks=2, rate_W=1e10, rate_H=1.0, threads=1)
+    assert np.all(np.isfinite(result.trace)) and np.isinf(result.state.W).any()
+    assert not result.all_finite and np.isnan(result.min_kept)
+
+
+@pytest.mark.parametrize("num_keep", [0, 4])
+def test_prior_chain_refuses_more_draws_kept_than_drawn(rng, num_keep):
+    X = rng.poisson(3.0, (6, 6)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    with pytest.raises(ParameterError, match=rf"^num_keep={num_keep} must lie in \[1, num_steps=3\]$"):
+        run_prior_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2), num_steps=3, num_keep=num_keep,
+                        num_blocks=2)

@@ -230,6 +230,7 @@ class _ThreadComm:
 
     def __init__(self, size, rank, shared):
         self.size, self.rank, self.shared = size, rank, shared
+        self.sent = 0
 
     def Get_size(self):
         return self.size
@@ -252,6 +253,7 @@ class _ThreadComm:
 
     def Isend(self, buffer, dest, tag):
         self._mailbox(dest, self.rank, tag).put(np.array(buffer, copy=True))
+        self.sent += 1
         return _Done()
 
     def Irecv(self, buffer, source, tag):
@@ -306,9 +308,12 @@ def test_distributed_chain_gives_the_one_process_samples(num_processes, sampler,
     kwargs = dict(prior_rates=model.prior_rates, seed=2, chain=(3, 2), temperature=0.8)
     settings = _settings(num_steps=53, num_keep=20, sampler=sampler, evaluate=evaluate, evaluate_every=3, step_a=1e-3)
     expected_trace, expected = run_parafac_block_chain(index, theta, settings, **kwargs)
-    results = _run_on_threads(num_processes,
-                              lambda comm: run_parafac_block_chain(index, theta, settings, comm=comm, **kwargs))
-    for trace, state in results:
+    results = _run_on_threads(num_processes, lambda comm: (
+        *run_parafac_block_chain(index, theta, settings, comm=comm, **kwargs), comm.sent))
+    for trace, state, sent in results:
+        # a C-block every iteration and a B-block at v = B - 1 (iterations 5, 10, ..., 50): a run of
+        # two processes each computing the whole chain alone sent none and passed before
+        assert sent == 53 + 10
         np.testing.assert_array_equal(trace, expected_trace)
         for field in ("position", "v", "streams", "gradient"):
             for got, want in zip(getattr(state, field), getattr(expected, field)):
@@ -351,7 +356,9 @@ def _grown(factor, rows):
 @pytest.mark.parametrize("misfit, message", [
     (lambda theta: (_grown(theta[0], 1), theta[1], theta[2]), r"theta\[0\] has shape \(8, 3\)"),
     (lambda theta: (theta[0], np.hstack([theta[1], theta[1]]), theta[2]), r"theta\[1\] has shape \(8, 6\)"),
-    (lambda theta: theta[:2], "theta has 2 factors")], ids=["more rows", "other rank", "two factors"])
+    (lambda theta: theta[:2], "theta has 2 factors"),
+    (lambda theta: tuple(f[:, :0] for f in theta), r"theta\[0\] has shape \(7, 0\)")],
+    ids=["more rows", "other rank", "two factors", "rank 0"])
 def test_start_that_does_not_fit_the_tensor_is_refused_by_name(setup, misfit, message):
     # the compiled update reads and writes rows by the index's ranges and the rank by the first factor's
     model, index, theta = setup

@@ -384,3 +384,21 @@ def test_prior_chain_refuses_more_draws_kept_than_drawn(rng, num_keep):
     with pytest.raises(ParameterError, match=rf"^num_keep={num_keep} must lie in \[1, num_steps=3\]$"):
         run_prior_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2), num_steps=3, num_keep=num_keep,
                         num_blocks=2)
+
+
+class _TwoProcesses(_OneProcess):
+    """Process 0 of a communicator of two that fails on any message."""
+
+    def Get_size(self):
+        return 2
+
+
+def test_distributed_chain_refuses_blocks_the_processes_do_not_share_evenly(rng):
+    """B = 3 over 2 processes left row group 2 to no process."""
+    X = rng.poisson(3.0, (12, 10)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    settings = LangevinSettings(num_steps=4, num_keep=2, step_a=1e-3)
+    with pytest.raises(ParameterError, match=r"^num_blocks=3 must be a multiple of the 2 processes$"):
+        run_distributed_block_chain(X, W, H, _TwoProcesses(), settings, seed=0, chain=0, temperature=1.0,
+                                    num_blocks=3)
+

@@ -159,6 +159,25 @@ with mpi.abort_on_error(comm):
                         min_kept=bool(np.array_equal(spread.min_kept, single.min_kept, equal_nan=True)),
                         cpu_seconds=bool(spread.cpu_seconds > 0))
             report[sampler] = same
+    # an overflow, and the smallest entries, in process 1's rows alone (row groups of 10, 9, 9 and 9 rows; at
+    # part 0 row group 3 meets column group 3, columns 22 to 28): process 0's flags alone passed before
+    X_big = X.copy()
+    X_big[30, 25] = 1e200
+    W_low = W.copy()
+    W_low[19:] = 1e-6
+    for case, data, start, step_a in (("overflow on 1", X_big, W, 1e110), ("lowest on 1", X, W_low, 1e-20)):
+        settings = LangevinSettings(sampler="sgld", num_steps=1, num_keep=1, step_a=step_a, step_b=1.0,
+                                    evaluate="before_update")
+        kwargs = dict(temperature=1.0, num_blocks=4, rate_W=0.5, rate_H=0.5)
+        spread = run_distributed_block_chain(data, start, H, comm, settings, seed=7, chain=2, **kwargs)
+        if mpi.is_root(comm):
+            single = run_block_chain(data, init_state(start, H, seed=7, chain=2, num_blocks=4), settings, **kwargs)
+            if case == "overflow on 1":
+                shown = not single.all_finite and bool(np.isfinite(single.trace).all())
+            else:
+                shown = single.all_finite and single.min_kept < 2e-6
+            report[case] = dict(shown=shown, all_finite=spread.all_finite == single.all_finite,
+                                min_kept=bool(np.array_equal(spread.min_kept, single.min_kept, equal_nan=True)))
     if mpi.is_root(comm):
         json.dump(report, open(sys.argv[1], "w"))
 """
@@ -175,4 +194,6 @@ def test_block_distributed_sampler_gives_the_single_process_samples(tmp_path):
     assert completed.returncode == 0, completed.stderr
     report = json.loads(out.read_text())
     fields = ("W", "H", "v_W", "v_H", "states_W", "states_H", "trace", "all_finite", "min_kept", "cpu_seconds")
-    assert report == {sampler: dict.fromkeys(fields, True) for sampler in ("sgld", "psgld", "diverging")}
+    assert report == {**{sampler: dict.fromkeys(fields, True) for sampler in ("sgld", "psgld", "diverging")},
+                      **{case: dict.fromkeys(("shown", "all_finite", "min_kept"), True)
+                         for case in ("overflow on 1", "lowest on 1")}}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sepsti.core.errors import ParameterError
 from sepsti.core.parallel import mpi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +57,95 @@ def test_without_launcher_there_is_no_world(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     assert mpi.world() is None
     assert mpi.distribute([1, 2, 3], lambda x: x * x, None) == [1, 4, 9]
+
+
+class _Process:
+    """Process ``rank`` of ``size``: its collectives return ``replies[name]`` and record what it gave."""
+
+    def __init__(self, rank, size, **replies):
+        self.rank, self.size, self.replies, self.given, self.aborted = rank, size, replies, [], None
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return self.size
+
+    def _collective(self, name, value):
+        self.given.append((name, value))
+        return self.replies.get(name)
+
+    def gather(self, value, root):
+        return self._collective("gather", value)
+
+    def bcast(self, value, root):
+        return self._collective("bcast", value)
+
+    def allgather(self, value):
+        return self._collective("allgather", value)
+
+    def Abort(self, code):
+        self.aborted = code
+
+
+@pytest.mark.parametrize("name", ["PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE"])
+def test_each_launchers_size_variable_is_read(monkeypatch, name):
+    """A launcher's variable left out of the list (Open MPI's, say) made its jobs run as one process each."""
+    for other in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE"):
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(name, "3")
+    assert mpi.launched_size() == 3
+
+
+def test_a_world_of_one_process_is_no_world(monkeypatch):
+    """A launcher's variable set for a process that MPI starts alone: its world of one was returned."""
+    import types
+
+    world_of_one = types.SimpleNamespace(COMM_WORLD=types.SimpleNamespace(Get_size=lambda: 1))
+    monkeypatch.setitem(sys.modules, "mpi4py", types.SimpleNamespace(MPI=world_of_one))
+    monkeypatch.setenv("PMI_SIZE", "2")
+    assert mpi.world() is None
+
+
+def test_items_are_dealt_round_robin():
+    """Item i runs on process i mod P: a deal shifted by one process gave the same results and passed before."""
+    ran = []
+    process = _Process(1, 3)
+    assert mpi.distribute("abcdefg", lambda item: ran.append(item) or item * 2, process) is None
+    assert ran == ["b", "e"] and process.given == [("gather", {1: "bb", 4: "ee"})]
+    root = _Process(0, 3, gather=[{0: "AA", 3: "DD", 6: "GG"}, {1: "bb", 4: "ee"}, {2: "CC", 5: "FF"}])
+    assert mpi.distribute("abcdefg", str.upper, root) == ["AA", "bb", "CC", "DD", "ee", "FF", "GG"]
+
+
+@pytest.mark.parametrize("name, raised", [("KeyboardInterrupt", KeyboardInterrupt), ("ValueError", RuntimeError)])
+def test_a_failure_on_process_0_is_raised_on_the_others_as_its_kind(name, raised):
+    """Ctrl-C on process 0 was raised on the others as a RuntimeError."""
+    with pytest.raises(raised):
+        mpi.from_root(_Process(1, 2, bcast=(None, name)), lambda: None)
+
+
+def test_root_first_names_the_process_that_failed(capsys):
+    """Process 2's failure was reported as process 1's."""
+    with pytest.raises(RuntimeError, match=r"^process 2 failed \(ValueError\)$"):
+        mpi.root_first(_Process(0, 3, allgather=[None, None, "ValueError"]), lambda: 7)
+
+
+@pytest.mark.parametrize("error, status", [(ParameterError("bad input"), 2), (ValueError("a bug"), 1),
+                                           (KeyboardInterrupt(), 130), (SystemExit(3), 1)])
+def test_a_failure_ends_the_job_with_its_status(capsys, error, status):
+    """Every failure ended the job with status 1: bad input (2) and Ctrl-C (130) as well."""
+    process = _Process(0, 2)
+    with mpi.abort_on_error(process):
+        raise error
+    assert process.aborted == status
+
+
+def test_a_successful_exit_is_no_failure():
+    """sys.exit(0) inside ended the job as a failure."""
+    process = _Process(0, 2)
+    with pytest.raises(SystemExit), mpi.abort_on_error(process):
+        sys.exit(0)
+    assert process.aborted is None
 
 
 ROOT_FIRST = r"""

@@ -103,6 +103,19 @@ def test_after_update_scores_the_new_position(setup):
     assert value == pytest.approx(expected, rel=1e-12)
 
 
+def test_a_part_update_under_full_evaluation_scores_the_position_before_it(setup):
+    """The chain scores 'full' itself; a part update scores the position it started from (the updated one passed
+    before)."""
+    model, index, theta = setup
+    state = init_block_state(theta, seed=0, chain=(1, 1), num_blocks=3)
+    value = parafac_part_update(index, state, 2, _settings(evaluate="full"), step_size=1e-3, temperature=1.0,
+                                prior_rates=model.prior_rates)
+    part = index.part(2)
+    assert not np.array_equal(state.position[0], theta[0])
+    expected = model.n_data / part.num_entries * model.log_likelihood(theta, part)
+    assert value == pytest.approx(expected, rel=1e-12)
+
+
 def test_chain_is_reproducible_and_stays_nonnegative(setup):
     model, index, theta = setup
     kwargs = dict(prior_rates=model.prior_rates, seed=3, chain=(2, 4), temperature=0.5)

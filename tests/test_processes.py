@@ -64,3 +64,46 @@ def test_chains_of_a_parallel_model_run_in_threads_once_openmp_has_run(tmp_path)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines() == ["(2, 5, 36) True"]
     assert "the chains run in threads" in completed.stderr
+
+
+_ORPHAN = r"""
+import os, signal, sys
+from sepsti.core.parallel.processes import process_pool
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # this process's own way with SIGTERM, not its workers'
+    pool = process_pool(1)
+    with open(sys.argv[1], "w") as file:
+        file.write(str(pool.submit(os.getpid).result()))
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _ended(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in "ZX"  # a zombie not yet reaped has ended too
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="workers follow their parent on Linux")
+def test_a_worker_ends_with_its_parent_whatever_the_parent_did_with_sigterm(tmp_path):
+    # a worker that kept the SIGTERM disposition of the process that forked it ignored the signal its parent's
+    # end sends, and lived on
+    import signal
+    import time
+
+    script, pid_file = tmp_path / "orphan.py", tmp_path / "worker.pid"
+    script.write_text(_ORPHAN)
+    completed = subprocess.run([sys.executable, script, pid_file], env=_env(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=120)
+    assert completed.returncode == -signal.SIGKILL
+    worker = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while not _ended(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ended = _ended(worker)
+    if not ended:
+        os.kill(worker, signal.SIGKILL)
+    assert ended

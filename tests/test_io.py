@@ -188,6 +188,21 @@ def test_a_temporary_of_another_user_is_left_alone(tmp_path):
     assert theirs.exists()
 
 
+def test_a_link_or_a_name_without_its_random_part_is_left_alone(tmp_path):
+    """A symbolic link named like a dead writer's temporary (to a user's file), and such a name cut after the
+    pid, were removed."""
+    from sepsti.core.io import _HOST
+
+    theirs = tmp_path / "theirs.wav"
+    theirs.write_bytes(b"x")
+    link = _dead_writers_temporary(tmp_path)
+    link.symlink_to(theirs)
+    cut = tmp_path / f".out.wav{TEMPORARY_MARKER}{_HOST}.{_dead_pid()}"
+    cut.write_bytes(b"x")
+    assert remove_stale_temporaries(tmp_path / "out.wav") == []
+    assert link.is_symlink() and cut.exists()
+
+
 def test_a_temporary_of_a_process_not_ours_to_signal_is_left_alone(tmp_path, monkeypatch):
     """A process that may not be signalled (another user's) exists: its writer was taken for a dead one."""
     stale = _dead_writers_temporary(tmp_path)

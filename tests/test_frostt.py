@@ -37,6 +37,7 @@ def test_given_shape_and_chunk_boundaries(tmp_path, rng):
     coords = np.stack([rng.integers(0, n, size=500) for n in (30, 20, 10)], axis=1)
     tensor = coalesce(coords, rng.integers(1, 5, size=500), (30, 20, 10))
     path = write_tns(tmp_path / "x.tns", tensor, comment="random\ncounts")
+    assert path.read_text().splitlines()[:3] == ["# shape: 30 20 10", "# random", "# counts"]
     for chunk in (1, 7, 10_000):
         back = read_tns(path, shape=(31, 20, 10), chunk_lines=chunk)
         assert back.shape == (31, 20, 10)
@@ -226,6 +227,7 @@ def test_the_shape_is_written_and_read_back(tmp_path):
                                              r"\(2, 2, 2\)"):
         read_tns(_write(tmp_path, "# shape: 2 2 2\n3 1 1 1\n"))
     assert read_tns(_write(tmp_path, "# shapes: 2 2 2\n3 1 1 1\n", "u.tns")).shape == (3, 1, 1)
+    assert read_tns(_write(tmp_path, "# shape: 0 2 2\n3 1 1 1\n", "v.tns")).shape == (3, 1, 1)  # no shape: a comment
 
 
 @pytest.mark.parametrize("text, repeats", [

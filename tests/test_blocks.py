@@ -244,9 +244,10 @@ def test_part_update_refuses_a_schedule_or_log_factorials_of_other_data(rng):
     state = init_state(*initial_factors(X, 3, rng), seed=0, chain=1, num_blocks=4)
     schedule = BlockSchedule(X.shape, 4)
     kwargs = dict(step_size=1e-3, temperature=1.0, rate_W=1.0, rate_H=1.0, threads=1)
-    with pytest.raises(ParameterError, match="schedule"):
-        part_update(X, state, BlockSchedule((20, 16), 4), 0, LangevinSettings(), **kwargs,
-                    log_factorial_blocks=block_log_factorials(X, schedule))
+    for other in ((20, 16), (40, 64)):  # the same rows, other columns: one dimension alone compared passed before
+        with pytest.raises(ParameterError, match=rf"^schedule is for shape \({other[0]}, {other[1]}\)"):
+            part_update(X, state, BlockSchedule(other, 4), 0, LangevinSettings(), **kwargs,
+                        log_factorial_blocks=block_log_factorials(X, schedule))
     with pytest.raises(ParameterError, match="log_factorial_blocks"):
         part_update(X, state, schedule, 0, LangevinSettings(), **kwargs,
                     log_factorial_blocks=block_log_factorials(X, BlockSchedule(X.shape, 2)))
@@ -402,3 +403,18 @@ def test_distributed_chain_refuses_blocks_the_processes_do_not_share_evenly(rng)
         run_distributed_block_chain(X, W, H, _TwoProcesses(), settings, seed=0, chain=0, temperature=1.0,
                                     num_blocks=3)
 
+
+
+def test_progress_counts_every_iteration_and_cpu_seconds_are_the_threads(rng, monkeypatch):
+    """Strides of 25 iterations reported one short, and wall time reported as CPU time, passed before."""
+    import time
+
+    X = rng.poisson(3.0, (12, 10)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    clock = iter([1.0, 3.5])
+    monkeypatch.setattr(time, "thread_time", lambda: next(clock))  # the chain's start and end, nothing else
+    done = []
+    result = run_block_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2),
+                             LangevinSettings(num_steps=60, num_keep=10, step_a=1e-3), temperature=1.0, num_blocks=2,
+                             rate_W=1.0, rate_H=1.0, progress=done.append, threads=1)
+    assert done == [25, 25, 10] and result.cpu_seconds == 2.5

@@ -160,6 +160,8 @@ def test_sigterm_once_armed_stops_the_running_tasks_at_once_and_removes_their_fi
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers follow their parent on Linux")
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
 def test_workers_end_with_their_parent(two_running, how):
-    process, _ = two_running(60)
+    process, log = two_running(60)
     os.kill(process.pid, how)
     process.communicate(timeout=15)  # the workers are gone too: nothing holds the script's stdout open
+    # ended by SIGTERM, not SIGKILL, their tasks removed the files being written (left behind before)
+    assert os.listdir(log.parent / "out") == []

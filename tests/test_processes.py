@@ -107,3 +107,23 @@ def test_a_worker_ends_with_its_parent_whatever_the_parent_did_with_sigterm(tmp_
     if not ended:
         os.kill(worker, signal.SIGKILL)
     assert ended
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="workers follow their parent on Linux")
+def test_a_worker_whose_parent_ended_before_it_could_follow_it_ends_at_once():
+    # no signal comes once the parent has gone before the request: such a worker lived on
+    import signal
+
+    script = "import os\nfrom sepsti.core.parallel.processes import _follow_parent\n_follow_parent(os.getppid() + 1)\n"
+    completed = subprocess.run([sys.executable, "-c", script + "print('alive')"], env=_env(), capture_output=True,
+                               text=True, timeout=60)
+    assert completed.returncode == -signal.SIGTERM and completed.stdout == ""
+
+
+def test_openmp_has_not_started_before_a_parallel_kernel_has_run():
+    # numba imported, no parallel kernel run: the threading layer is not known yet (was taken for OpenMP, and the
+    # chains sent to threads)
+    script = "import numba\nfrom sepsti.core.parallel.processes import openmp_started\nprint(openmp_started())\n"
+    completed = subprocess.run([sys.executable, "-c", script], env=_env(), capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "False\n"

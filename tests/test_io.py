@@ -447,3 +447,23 @@ def test_an_interrupt_as_the_temporary_file_is_created_leaves_nothing(tmp_path, 
             pass
     monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_temporary_name_in_use_is_passed_over(tmp_path, monkeypatch):
+    """One name tried, an existing file (32 random bits that came out the same) ended the write."""
+    import secrets
+
+    from sepsti.core.io import _HOST
+
+    taken = tmp_path / f".out.wav{TEMPORARY_MARKER}{_HOST}.{os.getpid()}.aaaaaaaa.wav"  # this live process's
+    taken.write_text("another write of ours")
+    tokens = iter(["aaaaaaaa", "aaaaaaaa", "bbbbbbbb"])
+    monkeypatch.setattr(secrets, "token_hex", lambda size: next(tokens))
+    with atomic_path(tmp_path / "out.wav") as tmp:
+        assert tmp.name == f".out.wav{TEMPORARY_MARKER}{_HOST}.{os.getpid()}.bbbbbbbb.wav"
+        tmp.write_text("new")
+    assert taken.read_text() == "another write of ours" and (tmp_path / "out.wav").read_text() == "new"
+    monkeypatch.setattr(secrets, "token_hex", lambda size: "aaaaaaaa")
+    with pytest.raises(ParameterError, match=r"no unused temporary name in 100 tries"):
+        with atomic_path(tmp_path / "out.wav"):
+            pass

@@ -116,6 +116,22 @@ def test_a_part_update_under_full_evaluation_scores_the_position_before_it(setup
     assert value == pytest.approx(expected, rel=1e-12)
 
 
+def test_a_tensor_of_more_entries_than_int32_holds_is_scaled_by_all_of_them():
+    """1300^3 entries (over 2^31): a count of entries in 32 bits wrapped and passed before."""
+    from sepsti.core.sparse_tensor import SparseTensor
+
+    shape = (1300, 1300, 1300)
+    tensor = SparseTensor(np.array([[0, 0, 0], [5, 700, 1299], [1299, 3, 650]]), np.array([2.0, 1.0, 4.0]), shape)
+    model = PoissonParafac(tensor, 2, prior_rate=1.0)
+    index = build_block_index(tensor, 2)
+    theta = model.sample_prior(stream(5))
+    state = init_block_state(theta, seed=0, chain=(1, 1), num_blocks=2)
+    value = parafac_part_update(index, state, 1, _settings(), step_size=1e-9, temperature=1.0,
+                                prior_rates=model.prior_rates)
+    part = index.part(1)
+    assert value == pytest.approx(1300 ** 3 / part.num_entries * model.log_likelihood(theta, part), rel=1e-12)
+
+
 def test_chain_is_reproducible_and_stays_nonnegative(setup):
     model, index, theta = setup
     kwargs = dict(prior_rates=model.prior_rates, seed=3, chain=(2, 4), temperature=0.5)

@@ -418,3 +418,36 @@ def test_progress_counts_every_iteration_and_cpu_seconds_are_the_threads(rng, mo
                              LangevinSettings(num_steps=60, num_keep=10, step_a=1e-3), temperature=1.0, num_blocks=2,
                              rate_W=1.0, rate_H=1.0, progress=done.append, threads=1)
     assert done == [25, 25, 10] and result.cpu_seconds == 2.5
+
+
+class _Alone:
+    """A communicator of one process: its reductions and gathers are of its own values."""
+
+    def Get_size(self):
+        return 1
+
+    def Get_rank(self):
+        return 0
+
+    def reduce(self, value, root):
+        return value
+
+    def allreduce(self, value, op):
+        return value
+
+    def gather(self, value, root):
+        return [value]
+
+
+def test_distributed_chain_reports_its_threads_cpu_time(rng, monkeypatch):
+    """Wall time reported as CPU time passed before."""
+    import time
+
+    pytest.importorskip("mpi4py")  # the reductions' operators
+    X = rng.poisson(3.0, (12, 10)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    clock = iter([1.0, 3.5])
+    monkeypatch.setattr(time, "thread_time", lambda: next(clock))  # the chain's start and end, nothing else
+    result = run_distributed_block_chain(X, W, H, _Alone(), LangevinSettings(num_steps=6, num_keep=2, step_a=1e-3),
+                                         seed=0, chain=0, temperature=1.0, num_blocks=2, rate_W=1.0, rate_H=1.0)
+    assert result.cpu_seconds == 2.5

@@ -77,6 +77,7 @@ def test_duplicates_are_summed_with_a_warning(tmp_path):
     ("1 1 1 abc\n", r":1: value 'abc' is not a number"),
     ("1 1 1 -2\n", r":1: value '-2' is negative"),
     ("1 1 1 nan\n", r":1: value 'nan' is not finite"),
+    ("1 1 1 1\n1 1 2 inf\n", r":2: value 'inf' is not finite"),  # accepted when NaN alone was refused
     ("# only a comment\n\n", r"no entries"),
     ("5\n", r":1: a line needs at least one index and a value"),
 ])
@@ -173,6 +174,13 @@ def test_shapes_beyond_two_to_the_63_entries(tmp_path):
     assert validate_sparse_tensor(merged).nnz == 4
     with pytest.raises(ParameterError, match="duplicate coordinates"):
         validate_sparse_tensor(SparseTensor(np.array([[2 ** 61, 0], [5, 7], [2 ** 61, 0]]), np.ones(3), shape))
+
+
+def test_indices_beyond_32_bits_are_read(tmp_path):
+    """An index of 3e9 (past 2^31) was refused as not fitting in an integer when indices were read in 32 bits."""
+    tensor = read_tns(_write(tmp_path, "3000000000 1 1 2\n1 5000000000 1 3\n"))
+    assert tensor.shape == (3000000000, 5000000000, 1)
+    assert tensor.coords.tolist() == [[0, 4999999999, 0], [2999999999, 0, 0]] and tensor.values.tolist() == [3.0, 2.0]
 
 
 def test_coalesce_agrees_on_both_sides_of_two_to_the_63(rng):

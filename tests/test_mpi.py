@@ -55,6 +55,7 @@ def _run(tmp_path, processes, mode="ok", timeout=300):
 def test_without_launcher_there_is_no_world(monkeypatch):
     for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # not imported (which starts MPI) to be told so
     assert mpi.world() is None
     assert mpi.distribute([1, 2, 3], lambda x: x * x, None) == [1, 4, 9]
 
@@ -130,14 +131,19 @@ def test_root_first_names_the_process_that_failed(capsys):
         mpi.root_first(_Process(0, 3, allgather=[None, None, "ValueError"]), lambda: 7)
 
 
-@pytest.mark.parametrize("error, status", [(ParameterError("bad input"), 2), (ValueError("a bug"), 1),
-                                           (KeyboardInterrupt(), 130), (SystemExit(3), 1)])
-def test_a_failure_ends_the_job_with_its_status(capsys, error, status):
-    """Every failure ended the job with status 1: bad input (2) and Ctrl-C (130) as well."""
+@pytest.mark.parametrize("error, status, line", [
+    (ParameterError("bad input"), 2, "process 0: ParameterError: bad input"),
+    (ValueError("a bug"), 1, "process 0: ValueError: a bug"),
+    (KeyboardInterrupt(), 130, "Interrupted."),
+    (SystemExit(3), 1, "process 0: SystemExit: 3")])
+def test_a_failure_ends_the_job_with_its_status_and_one_line(capsys, error, status, line):
+    """Every failure ended the job with status 1: bad input (2) and Ctrl-C (130) as well; the line said neither the
+    kind of error nor, for Ctrl-C, anything on process 0."""
     process = _Process(0, 2)
     with mpi.abort_on_error(process):
         raise error
     assert process.aborted == status
+    assert capsys.readouterr().err == line + "\n"
 
 
 def test_a_successful_exit_is_no_failure():

@@ -218,6 +218,8 @@ _MISFITS = {  # what the state is made to hold, and the start of the message
     "v_W with fewer rows": ("state.v_W has shape", lambda s: s._replace(v_W=_in_larger_buffer(s.v_W, 30))),
     "W float32, H float64": ("state.H has shape .* and dtype float64", lambda s: s._replace(
         W=s.W.astype(np.float32))),
+    "rank 0": (r"state.W has shape \(40, 0\)", lambda s: s._replace(  # accepted before
+        W=s.W[:, :0].copy(), H=s.H[:0].copy(order="F"), v_W=s.v_W[:, :0].copy(), v_H=s.v_H[:0].copy(order="F"))),
 }
 
 
@@ -451,3 +453,13 @@ def test_distributed_chain_reports_its_threads_cpu_time(rng, monkeypatch):
     result = run_distributed_block_chain(X, W, H, _Alone(), LangevinSettings(num_steps=6, num_keep=2, step_a=1e-3),
                                          seed=0, chain=0, temperature=1.0, num_blocks=2, rate_W=1.0, rate_H=1.0)
     assert result.cpu_seconds == 2.5
+
+
+def test_data_that_are_not_numbers_are_refused_by_name(rng):
+    """Complex data went on to the compiled kernels."""
+    X = rng.poisson(3.0, (12, 10)).astype(complex)
+    W, H = initial_factors(X.real, 2, rng)
+    with pytest.raises(ParameterError, match=r"^X has shape \(12, 10\) and dtype complex128; expected a matrix of "
+                                             "counts$"):
+        run_block_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2), LangevinSettings(num_steps=2, num_keep=1),
+                        temperature=1.0, num_blocks=2, threads=1)

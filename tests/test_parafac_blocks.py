@@ -132,6 +132,20 @@ def test_a_tensor_of_more_entries_than_int32_holds_is_scaled_by_all_of_them():
     assert value == pytest.approx(1300 ** 3 / part.num_entries * model.log_likelihood(theta, part), rel=1e-12)
 
 
+def test_a_float32_start_gives_the_chain_of_its_float64_values(setup):
+    """A start in float32 was refused as not float64."""
+    model, index, theta = setup
+    single = tuple(f.astype(np.float32) for f in theta)
+    kwargs = dict(prior_rates=model.prior_rates, seed=3, chain=(2, 4), temperature=0.5)
+    settings = _settings(num_steps=12, num_keep=4)
+    trace, state = run_parafac_block_chain(index, single, settings, **kwargs)
+    expected_trace, expected = run_parafac_block_chain(index, tuple(f.astype(np.float64) for f in single), settings,
+                                                       **kwargs)
+    np.testing.assert_array_equal(trace, expected_trace)
+    for got, want in zip(state.position, expected.position):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_chain_is_reproducible_and_stays_nonnegative(setup):
     model, index, theta = setup
     kwargs = dict(prior_rates=model.prior_rates, seed=3, chain=(2, 4), temperature=0.5)

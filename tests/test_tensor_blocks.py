@@ -90,8 +90,19 @@ def test_invalid_arguments():
         build_block_index(np.zeros((3, 4, 5)), 4)
     with pytest.raises(ParameterError, match="three-way"):
         build_block_index(SparseTensor(np.zeros((0, 2), dtype=np.int64), np.zeros(0), (3, 3)), 1)
+    with pytest.raises(ParameterError, match=r"^tensor has shape \(3, 3, 3, 3\); the block scheme is for three-way"):
+        build_block_index(np.zeros((3, 3, 3, 3)), 1)  # four modes accepted before
     with pytest.raises(ParameterError, match="part=9"):
         build_block_index(np.zeros((3, 4, 5)), 3).part(9)
+
+
+def test_a_whole_number_of_blocks_given_as_a_float_is_taken_as_an_integer(rng):
+    """3.0 blocks, which the schedule accepts, failed in numpy with a float count of keys."""
+    X = from_dense(rng.poisson(0.5, size=(6, 7, 8)).astype(float))
+    for tensor in (X, np.zeros((6, 7, 8))):
+        index, expected = build_block_index(tensor, 3.0), build_block_index(tensor, 3)
+        np.testing.assert_array_equal(index.offsets, expected.offsets)
+        assert index.offsets.dtype == np.int64 and index.part(4).keys.tolist() == expected.part(4).keys.tolist()
 
 
 @pytest.mark.parametrize("num_blocks, num_processes", [(5, 2), (12, 5), (4, 4), (3, 1)])

@@ -86,6 +86,18 @@ def test_stale_temporaries_of_killed_writers_on_this_host_are_removed(tmp_path):
         path.name for path in (target, alive, other_host, other_target, *users))
 
 
+def test_the_host_tag_tells_pid_namespaces_of_one_host_name_apart(monkeypatch):
+    """Containers of one host name sharing a folder, their pids in namespaces of their own, had one tag: a live
+    writer in one was taken for a dead one by the other."""
+    from sepsti.core.io import _host_tag
+
+    tags = set()
+    for namespace in ("pid:[4026531836]", "pid:[4026532290]"):
+        monkeypatch.setattr(os, "readlink", lambda path, namespace=namespace: namespace)
+        tags.add(_host_tag())
+    assert len(tags) == 2 and all(len(tag) == 8 for tag in tags)
+
+
 def test_kill_9_leaves_a_recognisable_temporary_that_the_next_writer_removes(tmp_path):
     target = tmp_path / "out.txt"
     script = ("import os, signal, sys\n"

@@ -31,6 +31,7 @@ matrix at the true rank, H its activations) and the rank the default
 settings select among candidates around it (``--quick``: R/2, R, 2R; else 16 ... 256).
 
     python recipes/sti_validation.py [--quick] [--out DIR] [--seed S] [--true-ranks 32,128] [--skip-selections]
+        [--ais-runs 3]
 
 ``--quick`` keeps every kind of case with fewer draws and ranks.
 """
@@ -40,7 +41,7 @@ import warnings
 
 import numpy as np
 
-from _common import default_corpus, rank_list, recipe_parser, run_recipe, write_results
+from _common import default_corpus, positive_int, rank_list, recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.rank_one import rank_one_log_evidence
 from sepsti.core.evidence.sti_nmf import PRESETS, select_rank_sti
@@ -158,7 +159,7 @@ def nmf_rank1_speech_cases(seeds, X0, preset):
     return rows
 
 
-def nmf_reference_cases(seed, ranks, num_temperatures, preset):
+def nmf_reference_cases(seed, ranks, num_temperatures, num_runs, preset):
     from sepsti.core.evidence.reference_path import NMFLogDensity, annealed_importance_bound
 
     X = icassp_data(seed, 3)
@@ -167,7 +168,7 @@ def nmf_reference_cases(seed, ranks, num_temperatures, preset):
     for index, rank in enumerate(ranks):
         start = time.perf_counter()
         ais = annealed_importance_bound(NMFLogDensity(X, ICASSP_RATE), rank, num_temperatures=num_temperatures,
-                                        seed=seed)
+                                        num_runs=num_runs, seed=seed)
         rows.append(case("nmf_icassp", "poisson_nmf", X.shape, rank, ais["log_mean_weight"], "reference",
                          selection.log_marginal_likelihood[index], selection.stderr[index],
                          seconds / len(ranks), seed, truth_stderr=ais["stderr"], ais=ais,
@@ -229,6 +230,8 @@ def main():
     parser.add_argument("--true-ranks", type=rank_list, default=None,
                         help="true ranks of the speech-scale selections, comma-separated (default: 32 with --quick, "
                              "else 32,128)")
+    parser.add_argument("--ais-runs", type=positive_int, default=3,
+                        help="annealed importance sampling runs of each nmf_icassp reference (default: 3)")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="reference",
                         help="the select_rank_sti preset under test (default: the library's default)")
     args = parser.parse_args()
@@ -246,7 +249,7 @@ def main():
     cases += nmf_rank1_square_cases(range(args.seed, args.seed + (1 if quick else 3)), [5, 10, 20, 40], args.preset)
     cases += nmf_rank1_speech_cases(range(args.seed, args.seed + (1 if quick else 4)), X0, args.preset)
     cases += nmf_reference_cases(args.seed, [2, 4] if quick else list(range(2, 9)), 30_000 if quick else 100_000,
-                                 args.preset)
+                                 args.ais_runs, args.preset)
     cases += parafac_cases(args.seed, [2] if quick else [1, 2, 3, 4], 400 if quick else 2000)
     selections = []
     if not args.skip_selections:
@@ -257,7 +260,7 @@ def main():
            "settings": {"nmf_preset": {"name": args.preset, "grid": preset.grid.as_dict(),
                                        "chain": preset.chain.as_dict(),
                                        "num_replicates": preset.num_replicates},
-                        "speech_matrix": source, "quick": quick, "seed": args.seed},
+                        "speech_matrix": source, "quick": quick, "seed": args.seed, "ais_runs": args.ais_runs},
            "seconds": time.perf_counter() - started}
     within = [abs(c["z"]) < 3 for c in cases]
     print(f"{sum(within)} of {len(cases)} cases within 3 standard errors; coverage {out['coverage']}")

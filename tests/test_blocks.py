@@ -76,6 +76,26 @@ def test_float32_chain_stays_float32_finite_and_nonnegative(rng):
     assert np.all(np.isfinite(result.trace))
 
 
+@pytest.mark.parametrize("sampler, rate_W", [("sgld", 5e38), ("psgld", 5e8)])
+def test_a_float32_step_past_the_float32_range_is_flagged_not_finite(sampler, rate_W):
+    """A pSGLD step whose float64 value overflows only when stored in a float32 factor is flagged, as in SGLD; it
+    was reported finite before."""
+    X = stream(3).poisson(2.0, (8, 6)).astype(np.float32)
+    W = np.full((8, 2), 0.5, np.float32)
+    W[:, 1] = 3e38
+    H = np.full((2, 6), 0.5, np.float32)
+    # temperature 0, one step of a^b = 1: W moves by -rate_W (SGLD) or by -rate_W / sigma = -5e38 (pSGLD, whose
+    # average stays 0: G = 1 / sigma); the noise, sqrt(2) or sqrt(2 / sigma) = 1.4e15, is negligible. |0.5 - 5e38|
+    # is past float32's 3.4e38, |3e38 - 5e38| not: every run of entries ends in a finite one.
+    settings = LangevinSettings(sampler=sampler, num_steps=1, num_keep=1, step_a=1.0, sigma=1e-30,
+                                evaluate="before_update")
+    result = run_block_chain(X, init_state(W, H, seed=0, chain=0, num_blocks=2), settings, temperature=0.0,
+                             num_blocks=2, rate_W=rate_W, rate_H=1.0, threads=1)
+    assert np.isinf(result.state.W[:, 0]).all() and np.isfinite(result.state.W[:, 1]).all()
+    assert np.isfinite(result.trace).all()  # scored before the step
+    assert not result.all_finite and np.isnan(result.min_kept)
+
+
 def test_same_seed_same_trace(rng):
     _, _, X = PoissonNMF.sample(rng, (20, 16), 2)
     W, H = initial_factors(X, 2, rng)

@@ -156,8 +156,9 @@ def _update_rows(F, V, states, row, lo, hi, G, rate, constants, part_step, Z, tr
         x, averages[k] = langevin_entry(flat[k], -rate + weight * g, noise[k], mean_weight * g, averages[k], step,
                                         noise_scale, constants)
         flat[k] = x
-        low = min(low, x)
-        bad = bad or not (x < np.inf)
+        stored = np.float64(flat[k])  # a float32 factor overflows here, not in x
+        low = min(low, stored)
+        bad = bad or not (stored < np.inf)
     return low, bad
 
 

@@ -96,6 +96,18 @@ def test_a_float32_step_past_the_float32_range_is_flagged_not_finite(sampler, ra
     assert not result.all_finite and np.isnan(result.min_kept)
 
 
+@pytest.mark.parametrize("sampler", ["sgld", "psgld"])
+def test_smallest_kept_entry_is_over_both_factors(rng, sampler):
+    """min_kept is the smallest entry of W and of H, whichever holds it; W's alone passed before."""
+    X = rng.poisson(3.0, (12, 10)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    settings = LangevinSettings(sampler=sampler, num_steps=3, num_keep=1, step_a=1e-4)
+    for scale in (100.0, 0.01):  # the same products, the smallest entry in H, then in W
+        result = run_block_chain(X, init_state(W * scale, H / scale, seed=3, chain=0, num_blocks=2), settings,
+                                 temperature=0.5, num_blocks=2, rate_W=1.0, rate_H=1.0, threads=1)
+        assert (result.state.H.min() < result.state.W.min()) == (scale > 1)
+        assert result.min_kept == min(result.state.W.min(), result.state.H.min())
+
 def test_same_seed_same_trace(rng):
     _, _, X = PoissonNMF.sample(rng, (20, 16), 2)
     W, H = initial_factors(X, 2, rng)

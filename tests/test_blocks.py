@@ -147,6 +147,8 @@ def test_minimum_of_nonnegative_entries_by_their_bit_patterns(rng, dtype):
     x = (np.abs(rng.standard_normal(1001)) * 1e3).astype(dtype)
     x[17] = 3e-30  # tiny values order correctly too
     assert _finite_minimum(x) == x.min()
+    x[-1] = 1e-31  # the last entry is read too
+    assert _finite_minimum(x) == x[-1]
     x[400] = 0.0
     assert _finite_minimum(x) == 0.0
 

@@ -22,8 +22,9 @@ from sepsti.core.random import stream
 @pytest.mark.parametrize("sampler", ["sgld", "psgld"])
 @pytest.mark.parametrize("evaluate", ["before_update", "after_update"])
 @pytest.mark.parametrize("temperature", [0.0, 0.6])
-def test_block_kernel_matches_dense_reference(rng, sampler, evaluate, temperature):
-    _, _, X = PoissonNMF.sample(rng, (23, 19), 3)
+@pytest.mark.parametrize("shape", [(23, 19), (13, 29)])  # (13, 29): H's blocks are larger than W's
+def test_block_kernel_matches_dense_reference(rng, sampler, evaluate, temperature, shape):
+    _, _, X = PoissonNMF.sample(rng, shape, 3)
     schedule = BlockSchedule(X.shape, 4)
     W, H = initial_factors(X, 3, rng)
     fast = init_state(W, H, seed=1, chain=2, num_blocks=4)

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.poisson_parafac import ParafacFactors, PoissonParafac, reconstruct
@@ -215,6 +215,17 @@ def test_a_stored_zero_counts_as_the_dense_path_counts_it():
     for got, want in zip(grad, reference_grad):
         np.testing.assert_allclose(got, want, rtol=1e-12)
 
+
+
+def test_a_fractional_count_keeps_its_lgamma_term_on_the_sparse_path():
+    """Counts in (0, 1), which the model allows, score x log x̂ − x̂ − lgamma(x + 1) on the sparse path too; a
+    sparse kernel that kept the lgamma term for counts above 1 only passed before."""
+    X = np.zeros((2, 3, 2))
+    X[0, 1, 0], X[1, 2, 1], X[1, 0, 0], X[0, 0, 1] = 0.5, 0.25, 3.0, 1.0
+    theta = ParafacFactors(np.array([[0.7], [1.2]]), np.array([[0.4], [1.1], [2.0]]), np.array([[1.3], [0.6]]))
+    xhat = np.einsum("ir,jr,kr->ijk", *theta)
+    expected = float(np.sum(X * np.log(xhat) - xhat - special.gammaln(X + 1)))
+    assert PoissonParafac(from_dense(X), 1).log_likelihood(theta) == pytest.approx(expected, rel=1e-12)
 
 def test_a_boolean_mask_is_not_an_entry_subset(problem):
     X, theta = problem

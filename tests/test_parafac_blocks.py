@@ -268,6 +268,22 @@ def test_factor_block_noise_is_the_shared_stream_including_its_tail_draws():
     np.testing.assert_array_equal(states[1], state)
 
 
+
+def test_a_psgld_average_at_zero_is_set_and_follows_the_running_average():
+    """Only a negative pSGLD average is unset: one at exactly 0 (after a zero mean gradient) moves to
+    (1 - alpha) mean^2 and preconditions the step with it; an average of 0 taken as unset passed before."""
+    from sepsti.core.parallel._kernels import langevin_entry
+    from sepsti.core.parallel.kernel_arguments import EVALUATE_BEFORE_UPDATE, StepConstants
+
+    constants = StepConstants(1.0, np.ones(3), True, 0.9, 1e-5, EVALUATE_BEFORE_UPDATE)
+    # x = 1, drift g = 0.5, z = -0.3, mean 2, step 0.01, noise scale 0.2
+    x, v = langevin_entry(1.0, 0.5, -0.3, 2.0, 0.0, 0.01, 0.2, constants)
+    assert v == pytest.approx(0.1 * 2.0 ** 2, rel=1e-14)
+    G = 1 / (1e-5 + np.sqrt(0.4))
+    assert x == pytest.approx(abs(1.0 + 0.01 * G * 0.5 - 0.2 * np.sqrt(G) * 0.3), rel=1e-14)
+    _, unset = langevin_entry(1.0, 0.5, -0.3, 2.0, -1.0, 0.01, 0.2, constants)
+    assert unset == 4.0  # a negative average starts at the first mean^2
+
 class _ThreadComm:
     """In-process stand-in for an MPI communicator, one thread per process: Isend/Irecv, allgather."""
 

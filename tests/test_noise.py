@@ -69,14 +69,17 @@ def test_tail_draws_follow_the_normal_tail_beyond_its_edge():
     """Draws beyond r = TAIL_EDGE have the mean excess of a normal truncated at r, and its distribution; a tail
     acceptance test against y rather than 2 y passed before."""
     state = seed_states(4, 0, [0])[0]
-    excess = []
+    tail = []
     for _ in range(3):
         z, state = standard_normal(state, 4_000_000)
-        excess.append(np.abs(z[np.abs(z) > TAIL_EDGE]) - TAIL_EDGE)
-    excess = np.concatenate(excess)
+        tail.append(z[np.abs(z) > TAIL_EDGE])
+    tail = np.concatenate(tail)
+    excess = np.abs(tail) - TAIL_EDGE
     assert excess.size > 6000  # 1.2e7 draws x 2 Phi(-r) = 6900 expected
     # truncated normal beyond r: mean lam - r, variance 1 - lam (lam - r), lam = phi(r) / Phi(-r)
     lam = norm.pdf(TAIL_EDGE) / norm.sf(TAIL_EDGE)
     se = np.sqrt((1 - lam * (lam - TAIL_EDGE)) / excess.size)
     assert abs(excess.mean() - (lam - TAIL_EDGE)) < 4 * se
     assert kstest(excess, lambda t: 1 - norm.sf(TAIL_EDGE + t) / norm.sf(TAIL_EDGE)).pvalue > 1e-3
+    # either sign with probability 1/2: 4 binomial standard errors, 0.5 / sqrt(n)
+    assert abs(np.mean(tail > 0) - 0.5) < 4 * 0.5 / np.sqrt(tail.size)

@@ -217,15 +217,24 @@ def test_a_stored_zero_counts_as_the_dense_path_counts_it():
 
 
 
-def test_a_fractional_count_keeps_its_lgamma_term_on_the_sparse_path():
-    """Counts in (0, 1), which the model allows, score x log x̂ − x̂ − lgamma(x + 1) on the sparse path too; a
-    sparse kernel that kept the lgamma term for counts above 1 only passed before."""
+def test_a_fractional_count_is_scored_as_written_on_the_sparse_path_and_an_entry_subset():
+    """Counts in (0, 1), which the model allows, score x log x̂ − x̂ − lgamma(x + 1) on the sparse path and on an
+    entry subset too; a sparse kernel that kept the lgamma term for counts above 1 only, and an entry kernel that
+    scored counts below 1 as zeros, passed before."""
     X = np.zeros((2, 3, 2))
     X[0, 1, 0], X[1, 2, 1], X[1, 0, 0], X[0, 0, 1] = 0.5, 0.25, 3.0, 1.0
     theta = ParafacFactors(np.array([[0.7], [1.2]]), np.array([[0.4], [1.1], [2.0]]), np.array([[1.3], [0.6]]))
     xhat = np.einsum("ir,jr,kr->ijk", *theta)
     expected = float(np.sum(X * np.log(xhat) - xhat - special.gammaln(X + 1)))
-    assert PoissonParafac(from_dense(X), 1).log_likelihood(theta) == pytest.approx(expected, rel=1e-12)
+    ratio = X / xhat - 1  # d/dx̂ of the terms
+    expected_grad = (np.einsum("ijk,jr,kr->ir", ratio, theta[1], theta[2]),
+                     np.einsum("ijk,ir,kr->jr", ratio, theta[0], theta[2]),
+                     np.einsum("ijk,ir,jr->kr", ratio, theta[0], theta[1]))
+    for model, subset in ((PoissonParafac(from_dense(X), 1), None), (PoissonParafac(X, 1), np.arange(X.size))):
+        value, grad = model.log_likelihood_and_grad(theta, subset)
+        assert value == pytest.approx(expected, rel=1e-12)
+        for got, want in zip(grad, expected_grad):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
 
 def test_a_boolean_mask_is_not_an_entry_subset(problem):
     X, theta = problem

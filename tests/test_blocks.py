@@ -364,6 +364,18 @@ def test_prior_chain_reports_the_smallest_entry_over_every_kept_draw(rng):
     assert result.all_finite and result.min_kept == min(lows)
 
 
+
+def test_prior_chain_smallest_entry_is_over_both_factors(rng):
+    """The prior chain's min_kept is the smallest entry of W and of H, whichever holds it; W's alone passed
+    before."""
+    X = rng.poisson(3.0, (12, 10)).astype(float)
+    W, H = initial_factors(X, 2, rng)
+    for rate_W, rate_H in ((100.0, 0.01), (0.01, 100.0)):  # means 0.01 and 100: the smallest entry in W, then in H
+        result = run_prior_chain(X, init_state(W, H, seed=3, chain=0, num_blocks=2), num_steps=1, num_keep=1,
+                                 num_blocks=2, rate_W=rate_W, rate_H=rate_H)
+        assert (result.state.H.min() < result.state.W.min()) == (rate_H > rate_W)
+        assert result.min_kept == min(result.state.W.min(), result.state.H.min())
+
 @pytest.mark.parametrize("bad", ["negative", "nan", "rate"])
 def test_counts_that_are_not_counts_or_rates_that_are_not_positive_are_refused(rng, bad):
     # negative or NaN counts ran to a NaN trace, a rate of 0 or below to a chain without a prior

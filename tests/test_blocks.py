@@ -141,6 +141,25 @@ def test_exact_prior_chain_draws_exponentials_and_scores_them_on_the_kept_parts(
     np.testing.assert_array_equal(again.trace, result.trace)
 
 
+
+def test_block_chain_scores_iteration_k_on_part_k_minus_1_mod_p(rng):
+    """Iteration k updates and scores part (k - 1) mod P, written out against the final state's estimate on that
+    part; parts taken one iteration ahead passed every check but the pinned traces before."""
+    from sepsti.core.models.poisson_nmf import NMFTheta
+    from sepsti.core.models.subsample import log_likelihood_estimate
+
+    _, _, X = PoissonNMF.sample(rng, (20, 16), 2)
+    W, H = initial_factors(X, 2, rng)
+    schedule = BlockSchedule(X.shape, 4)
+    model = PoissonNMF(X, 2)
+    for num_steps in (1, 2, 7):
+        settings = LangevinSettings(num_steps=num_steps, num_keep=1, step_a=1e-3, evaluate="after_update")
+        result = run_block_chain(X, init_state(W, H, seed=5, chain=1, num_blocks=4), settings, temperature=0.5,
+                                 num_blocks=4, rate_W=1.0, rate_H=1.0, threads=1)
+        part = schedule.part_blocks((num_steps - 1) % schedule.num_parts)
+        expected = log_likelihood_estimate(model, NMFTheta(result.state.W, result.state.H), part)
+        assert result.trace[-1] == pytest.approx(expected, rel=1e-12)
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_minimum_of_nonnegative_entries_by_their_bit_patterns(rng, dtype):
     from sepsti.core.parallel._nmf_kernels import _finite_minimum

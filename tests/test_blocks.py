@@ -160,6 +160,37 @@ def test_block_chain_scores_iteration_k_on_part_k_minus_1_mod_p(rng):
         expected = log_likelihood_estimate(model, NMFTheta(result.state.W, result.state.H), part)
         assert result.trace[-1] == pytest.approx(expected, rel=1e-12)
 
+
+def _splitmix64_uniforms(counter, n):
+    """n uniforms on (0, 1] from a splitmix64 counter: 53 high bits of each output, plus 1, over 2^53."""
+    mask = 2 ** 64 - 1
+    out = []
+    for _ in range(n):
+        counter = (counter + 0x9E3779B97F4A7C15) & mask
+        z = ((counter ^ (counter >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        out.append(((z >> 11) + 1) / 2.0 ** 53)
+    return np.array(out)
+
+
+def test_prior_chain_draws_each_group_from_its_own_stream():
+    """Row group g of W is -log(u) / rate_W over the uniforms of stream states_W[g], row by row, and column group g
+    of H the same from states_H[g] (splitmix64 written out); W drawn from H's streams passed all but the pinned
+    traces before."""
+    X = stream(6).poisson(2.0, (7, 9)).astype(float)
+    W, H = initial_factors(X, 2, stream(7))
+    state = init_state(W, H, seed=8, chain=1, num_blocks=3)
+    starts_W, starts_H = state.states_W[:, 0].copy(), state.states_H[:, 0].copy()
+    run_prior_chain(X, state, num_steps=1, num_keep=1, num_blocks=3, rate_W=2.0, rate_H=0.5)
+    row_edges, col_edges = BlockSchedule(X.shape, 3).edges
+    for g in range(3):
+        rows, cols = slice(row_edges[g], row_edges[g + 1]), slice(col_edges[g], col_edges[g + 1])
+        u = _splitmix64_uniforms(int(starts_W[g]), 2 * (rows.stop - rows.start)).reshape(-1, 2)
+        np.testing.assert_allclose(state.W[rows], -np.log(u) / 2.0, rtol=1e-15)
+        u = _splitmix64_uniforms(int(starts_H[g]), 2 * (cols.stop - cols.start)).reshape(-1, 2)
+        np.testing.assert_allclose(state.H[:, cols].T, -np.log(u) / 0.5, rtol=1e-15)
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_minimum_of_nonnegative_entries_by_their_bit_patterns(rng, dtype):
     from sepsti.core.parallel._nmf_kernels import _finite_minimum

@@ -29,5 +29,8 @@ test: install
 test-all: install
 	$(BIN)/python -m pytest -q -m ''
 
+# numba's cache (cache=True) is checked against the file that defines a kernel only, not the modules it inlines
+# (ziggurat.py, _kernels.py): after editing those, `make clean` drops the compiled kernels with the rest.
 clean:
 	rm -rf $(VENV) build .pytest_cache
+	find core sepsti -name '*.nbi' -delete -o -name '*.nbc' -delete

@@ -150,6 +150,13 @@ def test_other_overlap_loads_when_features_not_required(tmp_path, rng):
     assert load_dictionary(tmp_path / "d.npz", features=False).hop_length == 128
 
 
+def test_a_hop_other_than_half_the_window_is_saved_and_framed_as_given(tmp_path, rng):
+    save_dictionary(tmp_path / "d.npz", _dictionary(rng)._replace(hop_length=128))
+    loaded = load_dictionary(tmp_path / "d.npz", features=False)
+    assert loaded.hop_length == 128 and loaded.framing == features.Framing(8000, 512, 128)
+
+
+
 def _wideband(rng, rank=6):
     return _dictionary(rng, rank)._replace(W=rng.gamma(1.0, 1.0, (513, rank)).astype(np.float32), sample_rate=16000,
                                            n_fft=1024, hop_length=512, corpus="wideband", files=("103", "1034"))

@@ -156,6 +156,17 @@ def test_a_hop_other_than_half_the_window_is_saved_and_framed_as_given(tmp_path,
     assert loaded.hop_length == 128 and loaded.framing == features.Framing(8000, 512, 128)
 
 
+def test_limits_that_are_allowed_load(tmp_path, rng):
+    """No iterations (a dictionary left at its start), integer scale and prior rate, and atoms summing to 1e-300
+    (above float64's smallest normal, 2.2e-308, so scalable to sum 1) all load."""
+    arrays = _fields(_dictionary(rng))
+    arrays.update(iterations=np.int64(0), scale=np.int64(32768), prior_rate=np.int64(2))
+    arrays["W"][:, 1] = 1e-300 / 257
+    np.savez(tmp_path / "d.npz", **arrays)
+    loaded = load_dictionary(tmp_path / "d.npz")
+    assert (loaded.iterations, loaded.scale, loaded.prior_rate) == (0, 32768.0, 2.0)
+    assert loaded.W[:, 1].sum() == pytest.approx(1e-300, rel=1e-12)
+
 
 def _wideband(rng, rank=6):
     return _dictionary(rng, rank)._replace(W=rng.gamma(1.0, 1.0, (513, rank)).astype(np.float32), sample_rate=16000,

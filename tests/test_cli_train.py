@@ -226,6 +226,24 @@ def _wideband_corpus(root, rng):
     return root
 
 
+def test_a_train_split_is_read_from_its_train_files_only(tmp_path, rng):
+    """The files a split names (whose rates are checked, and which no output may replace) are its train files:
+    NOIZEUS's sp01-sp20 present, not its test files; a wideband corpus's train speakers, not its test ones, and
+    its manifest."""
+    from sepsti.training import train_split
+
+    corpus = make_corpus(tmp_path / "corpus", noises=(), snrs=())
+    split = train_split(corpus)
+    assert [Path(path).resolve() for path in split.paths] == \
+        [(tmp_path / "corpus" / "clean" / f"{utterance}.wav").resolve() for utterance in TRAIN]
+    assert split.inputs() == split.paths and split.file_rates() == [RATE] * len(TRAIN)
+    wide = _wideband_corpus(tmp_path / "wide", rng)
+    split = train_split(wide)
+    assert [Path(path).resolve() for path in split.paths] == \
+        [(wide / speaker / f"{speaker}-1-0000.wav").resolve() for speaker in ("13", "15", "17")]
+    assert split.inputs() == [*split.paths, Path(wide) / "manifest.json"]
+
+
 def test_wideband_corpus_gives_a_16_khz_dictionary_of_its_train_speakers(tmp_path, rng):
     from sepsti.dictionary import load_dictionary
 

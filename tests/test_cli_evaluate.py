@@ -839,3 +839,21 @@ def test_names_give_each_pair_the_labels_written_in_it(tmp_path):
         soundfile.write(tmp_path / kind / "s3_car_5dB_take2.wav", np.zeros(100), 8000)
     with pytest.raises(ParameterError, match=r"s3_car_5dB_take2\.wav: its name 's3_car_5dB_take2' does not match"):
         find_recordings(clean=tmp_path / "clean", noisy=tmp_path / "noisy", names=pattern)
+
+
+def test_names_without_a_sentence_group_leave_each_file_a_replicate(tmp_path):
+    """Noise and SNR read from the names, no sentence: each pair is its own replicate, named by its file; a
+    'name' group (the key the labels give a renamed pair) is refused as any other unknown group."""
+    from sepsti.core.errors import ParameterError
+    from sepsti.recordings import find_recordings
+
+    for kind in ("clean", "noisy"):
+        (tmp_path / kind).mkdir()
+        soundfile.write(tmp_path / kind / "s1_car_5dB.wav", np.zeros(100), 8000)
+    folders = {"clean": tmp_path / "clean", "noisy": tmp_path / "noisy"}
+    recordings = find_recordings(**folders, names=r"s\d_(?P<noise>[a-z]+)_(?P<snr>\d+)dB")
+    assert recordings.replicates == "files"
+    assert [recordings.label(pair) for pair in recordings.items] == [{"file": "s1_car_5dB", "noise": "car", "snr": 5}]
+    assert find_recordings(**folders).replicates == "files"
+    with pytest.raises(ParameterError, match="unknown group 'name'"):
+        find_recordings(**folders, names=r"(?P<name>s\d)_.*")

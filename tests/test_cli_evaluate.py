@@ -857,3 +857,20 @@ def test_names_without_a_sentence_group_leave_each_file_a_replicate(tmp_path):
     assert find_recordings(**folders).replicates == "files"
     with pytest.raises(ParameterError, match="unknown group 'name'"):
         find_recordings(**folders, names=r"(?P<name>s\d)_.*")
+
+
+def test_each_dictionary_is_loaded_once_per_path(monkeypatch):
+    """Recordings at 8 kHz share the narrowband dictionary and those at 16 kHz the wideband one: each file is read
+    once, however many recordings use it."""
+    import sepsti.dictionary
+    from sepsti.dictionary import narrowband_dictionary_path, wideband_dictionary_path
+    from sepsti.recordings import Dictionaries
+
+    read = []
+    load = sepsti.dictionary.load_dictionary
+    monkeypatch.setattr(sepsti.dictionary, "load_dictionary", lambda path: read.append(path) or load(path))
+    dictionaries = Dictionaries()
+    for rate in (8000, 16000, 8000, 16000, 8000):
+        assert dictionaries.for_rate(rate).sample_rate == min(rate, 16000)
+    assert read == [narrowband_dictionary_path(), wideband_dictionary_path()]
+    assert [entry["sample_rate"] for entry in dictionaries.describe()] == [8000, 16000]

@@ -29,6 +29,15 @@ def test_available_memory_is_read_where_the_system_says():
         assert memory is None
 
 
+def test_available_memory_is_what_the_system_can_give_in_bytes(monkeypatch):
+    """MemAvailable (what can be given without swapping), not MemFree, read in kB of 1024 bytes."""
+    import io
+
+    meminfo = "MemTotal:        8000000 kB\nMemFree:          300000 kB\nMemAvailable:    5000000 kB\n"
+    monkeypatch.setattr(workers, "open", lambda path: io.StringIO(meminfo), raising=False)
+    assert workers._available_memory() == 5_000_000 * 1024
+
+
 def _warn_and_return(index, seconds):
     time.sleep(seconds)
     warnings.warn(f"task {index}", UserWarning)

@@ -51,6 +51,25 @@ def test_results_and_their_warnings_come_in_the_order_of_the_tasks():
     assert [str(warning.message) for warning in caught] == [f"task {index}" for index in range(5)]
 
 
+def _warn_twice(index):
+    warnings.warn(f"task {index}, first", UserWarning)
+    warnings.warn(f"task {index}, second", UserWarning)
+    return index
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_every_warning_of_a_task_comes_and_one_job_runs_here(jobs):
+    """Each of a task's warnings is shown, in order; with one job the tasks run in this process, with two in
+    workers."""
+    with pytest.warns(UserWarning) as caught, workers.Workers(jobs) as pool:
+        assert list(pool.map(_warn_twice, [(0,), (1,)])) == [0, 1]
+        pids = list(pool.map(os.getpid, [()] * 2))
+    assert [str(warning.message) for warning in caught] == ["task 0, first", "task 0, second", "task 1, first",
+                                                            "task 1, second"]
+    assert pids == [os.getpid()] * 2 if jobs == 1 else os.getpid() not in pids
+
+
+
 def _fail_first(index, seconds):
     time.sleep(seconds)
     if index == 0:

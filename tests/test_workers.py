@@ -69,6 +69,19 @@ def test_every_warning_of_a_task_comes_and_one_job_runs_here(jobs):
     assert pids == [os.getpid()] * 2 if jobs == 1 else os.getpid() not in pids
 
 
+def test_sigterm_once_armed_is_raised_once_and_then_ignored():
+    """The cleanup a first SIGTERM starts is not cut short by a second one."""
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        workers.raise_on_sigterm()
+        with pytest.raises(workers.Terminated):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # cut short: the handler raises at once
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGTERM)  # ignored
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
 
 def _fail_first(index, seconds):
     time.sleep(seconds)

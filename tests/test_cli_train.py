@@ -463,6 +463,23 @@ def test_a_rate_above_the_files_own_warns_that_the_band_above_theirs_is_empty(ti
         assert result.exit_code == 0 and _warnings(result) == [], result.stderr
 
 
+def test_files_at_several_rates_below_the_dictionary_rate_are_named_by_the_highest(tmp_path):
+    """8 kHz files and one at 11.025 kHz, modelled at 16 kHz: the band above 5512.5 Hz is empty."""
+    from scipy.signal import resample_poly
+
+    corpus = make_corpus(tmp_path / "corpus", noises=(), snrs=())
+    y, _ = soundfile.read(corpus / "clean" / "sp02.wav")
+    soundfile.write(corpus / "clean" / "sp02.wav", resample_poly(y, 441, 320), 11025)
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 2,
+                  "--rate", 16000])
+    assert result.exit_code == 0, result.stderr
+    assert _warnings(result) == [
+        "Warning: --rate 16000: the corpus's files are at most 11025 Hz, so the dictionary's band above 5512.5 Hz "
+        "(their Nyquist frequency) is empty; train on wideband speech (recorded at 16000 Hz or more) for a "
+        "dictionary of the whole band"]
+
+
+
 @pytest.mark.parametrize("files", [3, 7])
 def test_a_rank_from_the_matrix_size_on_warns_that_it_is_not_identifiable(tmp_path, files):
     """As select-rank says of its --ranks: from min(bins, frames) on a factorization fits any data. 3 files have

@@ -159,8 +159,8 @@ def _warn_of_empty_band(split, option):
     rate = split.framing.sample_rate
     rates = set(split.file_rates())
     if rate > max(rates):
-        files = f"{max(rates)} Hz" if len(rates) == 1 else f"at most {max(rates)} Hz"
-        click.echo(f"Warning: {option} {rate}: the corpus's files are at {files}, so the dictionary's band above "
+        files = f"at {max(rates)} Hz" if len(rates) == 1 else f"at most {max(rates)} Hz"
+        click.echo(f"Warning: {option} {rate}: the corpus's files are {files}, so the dictionary's band above "
                    f"{max(rates) / 2:g} Hz (their Nyquist frequency) is empty; train on wideband speech (recorded "
                    f"at {rate} Hz or more) for a dictionary of the whole band", err=True)
 

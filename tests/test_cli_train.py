@@ -479,6 +479,36 @@ def test_files_at_several_rates_below_the_dictionary_rate_are_named_by_the_highe
         "dictionary of the whole band"]
 
 
+def test_what_the_trainer_did_is_what_is_reported_and_recorded(tiny_corpus, tmp_path, monkeypatch):
+    """A trainer that stopped after 2 of the 50 iterations asked for, at log-likelihoods -5 then -3, with its own
+    prior rate 0.5: the file records 2 iterations and that rate, stdout the last log-likelihood; --tol 0 (run every
+    iteration) reaches it; its convergence warning becomes a note and any other warning is passed on."""
+    import warnings
+    from types import SimpleNamespace
+
+    import sepsti.denoise
+    from sepsti.core.errors import ConvergenceWarning
+    from sepsti.dictionary import load_dictionary
+
+    calls = []
+
+    def trainer(X, rank, *, max_iter=200, tol=1e-4, seed=0, prior_rate=0.5, progress=False):
+        calls.append({"max_iter": max_iter, "tol": tol, "seed": seed})
+        warnings.warn("EM stopped early", ConvergenceWarning)
+        warnings.warn("a word from the trainer", UserWarning)
+        return np.ones((X.shape[0], rank)), SimpleNamespace(n_iter=2, log_likelihood=np.array([-5.0, -3.0]))
+
+    monkeypatch.setattr(sepsti.denoise, "train_dictionary", trainer)
+    with pytest.warns(UserWarning, match="a word from the trainer"):
+        result = run(["train", "--corpus", tiny_corpus, "--rank", 2, "-o", tmp_path / "d.NPZ", "--iterations", 50,
+                      "--tol", 0, "--seed", 7])
+    assert result.exit_code == 0, result.stderr
+    assert calls == [{"max_iter": 50, "tol": 0.0, "seed": 7}]
+    assert "2 EM iterations, log-likelihood -3: wrote" in result.stdout
+    assert "note: EM stopped at --iterations 50 before the log-likelihood met --tol" in result.stderr
+    dictionary = load_dictionary(tmp_path / "d.NPZ")
+    assert (dictionary.iterations, dictionary.prior_rate, dictionary.seed) == (2, 0.5, 7)
+
 
 @pytest.mark.parametrize("files", [3, 7])
 def test_a_rank_from_the_matrix_size_on_warns_that_it_is_not_identifiable(tmp_path, files):

@@ -673,6 +673,7 @@ def test_iterations_are_documented_as_a_cap_with_a_maximum():
     (["--rank", "4", "--ranks", "1,2"], ["--ranks 1,2: candidates of --rank auto, but --rank 4 fixes the rank"]),
     (["--rank", "auto", "--ranks", "1,,2"], ["--ranks '1,,2': empty item"]),
     (["--rank", "auto", "--ranks", "2,"], ["--ranks '2,': empty item"]),
+    (["--rank", "auto", "--ranks", "0,2"], ["--ranks '0,2': expected positive integers"]),
 ])
 def test_ranks_that_would_be_ignored_or_misread_are_refused(tiny_corpus, tmp_path, monkeypatch, args, fragments):
     import sepsti.training

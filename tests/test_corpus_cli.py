@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from sepsti.cli import cli
 from sepsti.commands.corpus import parse_utterances
+from sepsti.core.errors import ParameterError
 
 try:
     RUNNER = CliRunner(mix_stderr=False)
@@ -118,6 +119,9 @@ def test_info_bad_folders(tmp_path, make, why):
 def test_parse_utterances():
     assert parse_utterances("30") == 30
     assert parse_utterances("sp01-sp03, 21") == ["sp01", "sp02", "sp03", "sp21"]
+    assert parse_utterances("sp04-SP04,7-8") == ["sp04", "sp07", "sp08"]  # a range of one id
+    with pytest.raises(ParameterError, match="range 5-3 runs backwards"):
+        parse_utterances("5-3")
 
 
 @pytest.mark.parametrize("text, why", [

@@ -164,13 +164,15 @@ def test_info_flags_noisy_files_it_cannot_pair(tmp_path):
     soundfile.write(root / "clean" / "sp01.wav", np.zeros(8000), 8000, subtype="PCM_16")
     soundfile.write(root / "noisy" / "sp01_car_sn5.wav", np.zeros(8000), 8000, subtype="PCM_16")   # fine
     soundfile.write(root / "noisy" / "sp01_car_sn0.wav", np.zeros(7990), 8000, subtype="PCM_16")   # shorter
-    soundfile.write(root / "noisy" / "sp01_car_sn10.wav", np.zeros(8000), 16000, subtype="PCM_16")  # rate
-    soundfile.write(root / "noisy" / "sp02_car_sn5.wav", np.zeros(8000), 8000, subtype="PCM_16")   # no clean
+    soundfile.write(root / "noisy" / "sp01_car_sn10.wav", np.zeros(16000), 16000, subtype="PCM_16")  # rate only
+    for utterance in ("sp02", "sp03", "sp04", "sp05"):  # no clean
+        soundfile.write(root / "noisy" / f"{utterance}_car_sn5.wav", np.zeros(8000), 8000, subtype="PCM_16")
     result = _run("info", root)
     assert result.exit_code == 0, result.stderr
     warnings = result.stderr.strip().splitlines()
     assert warnings == [
-        "Warning: 1 noisy file(s) without a clean file: sp02_car_sn5.wav",
+        "Warning: 4 noisy file(s) without a clean file: sp02_car_sn5.wav, sp03_car_sn5.wav, sp04_car_sn5.wav and "
+        "1 more",
         "Warning: 1 noisy file(s) whose length differs from their clean file's: sp01_car_sn0.wav "
         "(7990 vs 8000 samples)",
         "Warning: 1 noisy file(s) whose sample rate differs from their clean file's: sp01_car_sn10.wav "
@@ -253,6 +255,23 @@ def test_info_names_an_unusable_train_file_once_and_gives_the_matrix_of_the_othe
     assert result.stderr.splitlines() == [f"Warning: 1 unusable file(s): {root / 'clean' / 'sp02.wav'}: truncated "
                                           "WAV file (15944 bytes of audio data missing)"]
     assert "training matrix (train split, 2 files, 1 unusable left out): 257 x 66" in result.stdout
+
+
+def test_info_names_a_train_file_at_a_rate_refused_as_unusable_and_not_as_unpaired(tmp_path):
+    """Its header reads, but no resampling takes 2 kHz: named once, as unusable, not again beside its mixture."""
+    import numpy as np
+    import soundfile
+
+    root = tmp_path / "c"
+    (root / "clean").mkdir(parents=True)
+    (root / "noisy" / "car_5dB").mkdir(parents=True)
+    _train_file(root, "sp01.wav", 2000)
+    soundfile.write(root / "noisy" / "car_5dB" / "sp01_car_sn5.wav", np.zeros(8000), 8000, subtype="PCM_16")
+    result = _run("info", root)
+    assert result.exit_code == 0, result.stderr
+    assert [line[:28] for line in result.stderr.splitlines()] == ["Warning: 1 unusable file(s):"]
+    assert "sp01.wav: sample rate 2000 Hz is outside 4000..384000 Hz" in result.stderr
+    assert "training matrix: none (the 1 clean files of the train split are unusable)" in result.stdout
 
 
 def test_info_gives_the_matrix_of_a_train_split_at_several_rates_as_train_resamples_it(tmp_path):

@@ -302,6 +302,9 @@ def test_info_describes_a_wideband_corpus_by_its_splits(tmp_path, rng):
     assert result.exit_code == 2 and result.stderr.endswith("17-1-0000.wav: no such file\n")  # a train file
     assert result.stderr.startswith("Warning: 1 file(s) listed in manifest.json not found: ")
     (corpus / "moved.wav").rename(corpus / "17" / "17-1-0000.wav")
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    manifest[2]["flags"] = ["lf_rumble_below_100hz"]  # speaker 13, train: an advisory flag leaves no file out
+    (corpus / "manifest.json").write_text(json.dumps(manifest))
     with pytest.warns(UserWarning, match="wideband manifest") as caught:
         result = _run("info", corpus)
     assert len(caught) == 1 and result.exit_code == 0 and result.stderr == "", result.stderr
@@ -310,7 +313,8 @@ def test_info_describes_a_wideband_corpus_by_its_splits(tmp_path, rng):
     assert rows == {"train": ["4", "4", "0.1", "1"], "validation": ["1", "1", "0.0", "0"],
                     "test": ["3", "3", "0.0", "0"]}
     assert "8 files, 8 speakers, rates 16000 Hz, 22050 Hz" in result.stdout
-    assert "flags: band_limited 1 (left out); every file is high-passed at 80 Hz" in result.stdout
+    assert "flags: band_limited 1 (left out), lf_rumble_below_100hz 1; every file is high-passed at 80 Hz" \
+        in result.stdout
     assert "training matrix (train split, 3 files, at 16000 Hz): 513 x " in result.stdout
     # a rate the manifest misstates moves the speaker out of the train split, which is said
     manifest = json.loads((corpus / "manifest.json").read_text())

@@ -18,6 +18,14 @@ def test_real_array_refuses_complex_and_non_numeric_values():
             real_array("a", text)
 
 
+def test_real_array_keeps_a_dtype_asked_for_and_refuses_objects():
+    kept = real_array("a", np.array([1, 2], dtype=np.int32), keep_dtype=True)
+    assert kept.dtype == np.int32 and real_array("a", [True], keep_dtype=True).dtype == np.bool_
+    with pytest.raises(ParameterError, match=r"^a: expected real numbers, got values of type object$"):
+        real_array("a", np.array([1.0, 2.0], dtype=object))
+
+
+
 def test_real_array_refuses_sequences_that_form_no_array(rng):
     """NumPy's 'inhomogeneous shape' ValueError came out of denoise(y, dictionary) and bss_eval."""
     from sepsti.denoise import denoise

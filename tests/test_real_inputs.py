@@ -25,6 +25,26 @@ def test_real_array_keeps_a_dtype_asked_for_and_refuses_objects():
         real_array("a", np.array([1.0, 2.0], dtype=object))
 
 
+def test_scalar_settings_are_checked_at_their_bounds_and_named():
+    """Each check at and beside its bounds, and the names its messages give, written out."""
+    from sepsti.core.checks import finite_number, integer_within, integers_at_least, number_within, positive_number
+
+    assert integer_within("k", np.int64(5), 1, 5) == 5 and integer_within("k", 1, 1, 5) == 1
+    with pytest.raises(ParameterError, match=r"^k=6 must be an integer in 1\.\.5$"):
+        integer_within("k", 6, 1, 5)
+    assert number_within("p", 0.0, 0.0, 1.0) == 0.0 and number_within("p", np.array(1.0), 0.0, 1.0) == 1.0
+    assert integers_at_least("ranks", [2, np.int32(1)], 1) == (2, 1)
+    with pytest.raises(ParameterError, match=r"^ranks\[1\]=0 must be an integer of at least 1$"):
+        integers_at_least("ranks", (2, 0), 1)
+    with pytest.raises(ParameterError, match=r"^x=inf must be a finite number$"):
+        finite_number("x", np.inf)
+    with pytest.raises(ParameterError, match=r"^x=-inf must be a finite number$"):
+        finite_number("x", np.array(-np.inf))
+    with pytest.raises(ParameterError, match=r"^x=-1\.0 must be a positive number$"):  # a 0-d array named as its number
+        positive_number("x", np.array(-1.0))
+    with pytest.raises(ParameterError, match=r"^x=array\(\[5\.\]\) must be a positive number$"):  # not 0-d
+        positive_number("x", np.array([5.0]))
+
 
 def test_real_array_refuses_sequences_that_form_no_array(rng):
     """NumPy's 'inhomogeneous shape' ValueError came out of denoise(y, dictionary) and bss_eval."""

@@ -33,3 +33,12 @@ def test_trailing_zero_keys_share_a_stream_as_documented():
     np.testing.assert_array_equal(first(5, 2), first(5, 2, 0))
     for other in ((5, 3), (5, 2, 1), (6, 2), (5, 0, 2), (5, 2, 0, 0, 0)):
         assert not np.array_equal(first(5, 2), first(*other)), other
+
+
+def test_the_i_th_of_streams_is_the_key_tuple_ending_in_i_written_out():
+    from sepsti.core.random import streams
+
+    for i, generator in enumerate(streams(5, 3, 7, 2)):
+        written = np.random.Generator(np.random.PCG64(np.random.SeedSequence([5, 7, 2, i])))
+        np.testing.assert_array_equal(generator.integers(0, 2 ** 63, 4), written.integers(0, 2 ** 63, 4))
+    assert streams(5, 0) == []

@@ -42,3 +42,13 @@ def test_the_i_th_of_streams_is_the_key_tuple_ending_in_i_written_out():
         written = np.random.Generator(np.random.PCG64(np.random.SeedSequence([5, 7, 2, i])))
         np.testing.assert_array_equal(generator.integers(0, 2 ** 63, 4), written.integers(0, 2 ** 63, 4))
     assert streams(5, 0) == []
+
+
+def test_a_numpy_seed_comes_back_as_a_python_int():
+    """As JSON summaries write it: json.dumps refuses a numpy.int64."""
+    import json
+
+    from sepsti.core.random import validate_seed
+
+    for seed in (np.int64(3), np.uint32(3), 3):
+        assert type(validate_seed(seed)) is int and json.dumps(validate_seed(seed)) == "3"

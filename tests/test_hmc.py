@@ -322,3 +322,41 @@ def test_a_log_density_function_that_returns_no_pair_is_named(returned, kind):
     with pytest.raises(ParameterError, match=rf"^the log density function returned {kind}.*: expected a pair"):
         hmc.init(np.zeros(2), lambda x: returned)
     assert hmc.init(np.zeros(2), lambda x: [-0.5 * float(x @ x), -x]).logdensity == 0.0
+
+
+def test_a_warm_up_without_windows_is_dual_averaging_written_out(monkeypatch):
+    """Acceptance statistics given, no mass-matrix windows: the step sizes the kernel is handed and the returned
+    average follow Hoffman & Gelman's Algorithm 5 with the γ, t0, κ and δ asked for, written out here; the first
+    step comes from the heuristic run with the start's inverse mass matrix, which the kernel is handed throughout."""
+    from types import SimpleNamespace
+
+    import sepsti.core.samplers.warmup as warmup
+
+    rates = 0.5 + 0.45 * np.sin(np.arange(1, 13))
+    handed, heuristic = [], []
+
+    def kernel(rng, state, step_size, inverse_mass_matrix):
+        handed.append((step_size, inverse_mass_matrix.copy()))
+        return state, SimpleNamespace(acceptance_rate=rates[len(handed) - 1])
+
+    def find_reasonable_step_size(rng, state, fn, inverse_mass_matrix, **options):
+        heuristic.append(inverse_mass_matrix.copy())
+        return 0.3
+
+    monkeypatch.setattr(warmup, "find_reasonable_step_size", find_reasonable_step_size)
+    start = np.array([2.0, 0.5])
+    warm = window_adaptation(kernel, hmc.init(np.zeros(2), standard_normal), np.random.default_rng(0),
+                             standard_normal, num_steps=12, target=0.7, gamma=0.1, t0=5.0, kappa=0.6,
+                             inverse_mass_matrix=start, adapt_mass_matrix=False)
+    mu, error, log_step, log_average, expected = np.log(3.0), 0.0, np.log(0.3), 0.0, []
+    for m, rate in enumerate(rates, start=1):
+        expected.append(np.exp(log_step))
+        error = (1 - 1 / (m + 5.0)) * error + (0.7 - rate) / (m + 5.0)
+        log_step = mu - np.sqrt(m) / 0.1 * error
+        log_average = m ** -0.6 * log_step + (1 - m ** -0.6) * log_average
+    np.testing.assert_allclose([step for step, _ in handed], expected, rtol=1e-12)
+    assert warm.step_size == pytest.approx(np.exp(log_average), rel=1e-12)
+    np.testing.assert_array_equal(heuristic, [start])
+    for _, inverse_mass_matrix in handed:
+        np.testing.assert_array_equal(inverse_mass_matrix, start)
+    np.testing.assert_array_equal(warm.inverse_mass_matrix, start)

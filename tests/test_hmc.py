@@ -360,3 +360,15 @@ def test_a_warm_up_without_windows_is_dual_averaging_written_out(monkeypatch):
     for _, inverse_mass_matrix in handed:
         np.testing.assert_array_equal(inverse_mass_matrix, start)
     np.testing.assert_array_equal(warm.inverse_mass_matrix, start)
+
+
+@pytest.mark.parametrize("metric, shape", [("diagonal", (3,)), ("dense", (2,)), ("dense", (3, 3))])
+def test_a_warm_up_refuses_an_inverse_mass_matrix_of_another_shape(metric, shape):
+    import re
+
+    state = hmc.init(np.zeros(2), standard_normal)
+    needs = "(2,)" if metric == "diagonal" else "(2, 2)"
+    with pytest.raises(ParameterError, match=re.escape(f"has shape {shape}; metric={metric!r} needs {needs}")):
+        window_adaptation(hmc.build_kernel(standard_normal, num_integration_steps=3), state,
+                          np.random.default_rng(0), standard_normal, num_steps=5, metric=metric,
+                          inverse_mass_matrix=np.ones(shape))

@@ -245,6 +245,10 @@ def test_not_a_dictionary_file(tmp_path, rng):
     np.save(tmp_path / "array.npy", np.ones(3))
     with pytest.raises(ParameterError, match="not a dictionary file"):
         load_dictionary(tmp_path / "array.npy")
+    zipfile.ZipFile(tmp_path / "other.zip", "w").close()  # a zip archive's end record alone: PK\x05\x06
+    with pytest.raises(ParameterError, match="not a dictionary file"):
+        load_dictionary(tmp_path / "other.zip")
+
 
 
 def test_truncated_and_corrupt_archives(tmp_path, rng):
@@ -294,6 +298,7 @@ def test_save_without_overwrite_never_replaces(tmp_path, rng):
     ("corpus", np.str_("c" * 40), r"shape \(\) of <U40 \(160 bytes\)"),
     ("version", np.str_("v" * 40), r"shape \(\) of <U40 \(160 bytes\)"),
     ("seed", np.zeros(20), r"shape \(20,\) of float64 \(160 bytes\)"),
+    ("context", np.zeros(20), r"shape \(20,\) of float64 \(160 bytes\)"),  # an optional field
 ])
 def test_other_fields_too_large_are_refused_from_their_headers(tmp_path, rng, monkeypatch, field, value, shown):
     """Every field's size is read from its header before any field is read: a file of a few hundred kilobytes

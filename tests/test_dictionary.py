@@ -250,6 +250,20 @@ def test_not_a_dictionary_file(tmp_path, rng):
         load_dictionary(tmp_path / "other.zip")
 
 
+def test_identifiers_keep_their_order_and_a_W_in_npy_format_2_loads(tmp_path, rng):
+    """The training files in the order trained on, not sorted; W written in .npy format 2.0 (as NumPy writes an
+    array whose header outgrows format 1.0) read from its own header."""
+    original = _dictionary(rng)._replace(files=("sp02", "sp10", "sp01"))
+    save_dictionary(tmp_path / "d.npz", original)
+    assert load_dictionary(tmp_path / "d.npz").files == ("sp02", "sp10", "sp01")
+    with zipfile.ZipFile(tmp_path / "v2.npz", "w") as archive:
+        for field, value in _fields(original).items():
+            with archive.open(f"{field}.npy", "w") as member:
+                np.lib.format.write_array(member, np.asarray(value), version=(2, 0) if field == "W" else None)
+    with zipfile.ZipFile(tmp_path / "v2.npz") as archive, archive.open("W.npy") as member:
+        assert np.lib.format.read_magic(member) == (2, 0)
+    np.testing.assert_array_equal(load_dictionary(tmp_path / "v2.npz").W, original.W)
+
 
 def test_truncated_and_corrupt_archives(tmp_path, rng):
     path = tmp_path / "d.npz"

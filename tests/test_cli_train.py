@@ -463,6 +463,23 @@ def test_a_rate_above_the_files_own_warns_that_the_band_above_theirs_is_empty(ti
         assert result.exit_code == 0 and _warnings(result) == [], result.stderr
 
 
+def test_files_below_the_default_rate_name_the_default(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", noises=(), snrs=(), rate=4000)
+    result = run(["train", "--corpus", corpus, "--rank", 2, "-o", tmp_path / "d.npz", "--iterations", 2])
+    assert result.exit_code == 0, result.stderr
+    assert _warnings(result)[0].startswith("Warning: the default --rate 8000: the corpus's files are at 4000 Hz, so "
+                                           "the dictionary's band above 2000 Hz (their Nyquist frequency) is empty")
+
+
+def test_the_smaller_side_of_a_matrix_of_stacked_frames_is_named_in_rows():
+    from sepsti.commands.train import _smaller_side
+
+    assert _smaller_side(np.zeros((771, 800)), 257, 1) == "771 rows (257 frequency bins x 3 frames)"
+    assert _smaller_side(np.zeros((1285, 1300)), 257, 2) == "1285 rows (257 frequency bins x 5 frames)"
+    assert _smaller_side(np.zeros((257, 300)), 257, 0) == "257 frequency bins"
+    assert _smaller_side(np.zeros((771, 700)), 257, 1) == "700 training frames"
+
+
 def test_files_at_several_rates_below_the_dictionary_rate_are_named_by_the_highest(tmp_path):
     """8 kHz files and one at 11.025 kHz, modelled at 16 kHz: the band above 5512.5 Hz is empty."""
     from scipy.signal import resample_poly

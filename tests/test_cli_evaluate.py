@@ -859,6 +859,24 @@ def test_names_without_a_sentence_group_leave_each_file_a_replicate(tmp_path):
         find_recordings(**folders, names=r"(?P<name>s\d)_.*")
 
 
+def test_groups_a_name_leaves_out_label_nothing_and_the_folders_name_the_summary(tmp_path):
+    """Optional sentence and noise groups that a name leaves out: the file is the whole name, and no noise is given;
+    the plot is titled by the noisy folder, the summary names the folders and a corpus as they were given."""
+    from sepsti.recordings import find_recordings
+
+    for kind in ("speech", "mixed", "x"):
+        (tmp_path / kind).mkdir()
+    for kind in ("speech", "mixed"):
+        soundfile.write(tmp_path / kind / "take_5dB.wav", np.zeros(100), 8000)
+    given = {"clean": tmp_path / "speech", "noisy": tmp_path / "x" / ".." / "mixed"}
+    recordings = find_recordings(**given, names=r"(?:(?P<sentence>s\d)_)?(?:(?P<noise>[a-z]+)_)?take_(?P<snr>\d+)dB")
+    assert [recordings.label(pair) for pair in recordings.items] == [{"file": "take_5dB", "snr": 5}]
+    assert recordings.title == "mixed" and recordings.corpus == {key: str(path) for key, path in given.items()}
+    corpus = make_corpus(tmp_path / "corpus", train=(), test=("sp21",), noises=("white",), snrs=(0,))
+    as_given = tmp_path / "x" / ".." / "corpus"
+    recordings = find_recordings(corpus=as_given)
+    assert recordings.corpus == str(as_given) and recordings.title == Path(corpus).name
+
 def test_each_dictionary_is_loaded_once_per_path(monkeypatch):
     """Recordings at 8 kHz share the narrowband dictionary and those at 16 kHz the wideband one: each file is read
     once, however many recordings use it."""

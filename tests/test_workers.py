@@ -110,6 +110,26 @@ def test_after_an_exception_the_tasks_running_still_give_their_outcomes(jobs):
         list(pool.map(_fail_first, tasks()))
 
 
+def _log_and_sleep(log, index, seconds):
+    with open(log, "a") as file:
+        file.write(f"{index}\n")
+    time.sleep(seconds)
+    return index
+
+
+def test_leaving_the_block_early_starts_no_task_queued_behind_those_running(tmp_path):
+    """After the first result the caller stops reading: the two tasks running (1 and 2) finish, and task 3, handed
+    to the pool but not started before the block ends, never starts."""
+    log = tmp_path / "started.txt"
+    tasks = [(log, index, 0.0 if index == 0 else 1.0) for index in range(8)]
+    with workers.Workers(2) as pool:
+        for result in pool.map(_log_and_sleep, tasks):
+            assert result == 0
+            break
+    assert "3" not in log.read_text().split()
+
+
+
 _SCRIPT = """
 import os, signal, sys, time
 from pathlib import Path

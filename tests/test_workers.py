@@ -129,6 +129,16 @@ def test_leaving_the_block_early_starts_no_task_queued_behind_those_running(tmp_
     assert "3" not in log.read_text().split()
 
 
+def test_a_termination_in_the_block_stops_the_running_tasks_at_once(tmp_path):
+    """SIGTERM raised where the caller is, not in a wait on the workers: the task running is not waited for."""
+    log = tmp_path / "started.txt"
+    begun = time.monotonic()
+    with pytest.raises(workers.Terminated), workers.Workers(2) as pool:
+        outcomes = pool.outcomes(_log_and_sleep, [(log, 0, 0.0), (log, 1, 10.0)])
+        assert next(outcomes) == (0, None)
+        raise workers.Terminated
+    assert time.monotonic() - begun < 5
+
 
 _SCRIPT = """
 import os, signal, sys, time

@@ -372,3 +372,19 @@ def test_a_warm_up_refuses_an_inverse_mass_matrix_of_another_shape(metric, shape
         window_adaptation(hmc.build_kernel(standard_normal, num_integration_steps=3), state,
                           np.random.default_rng(0), standard_normal, num_steps=5, metric=metric,
                           inverse_mass_matrix=np.ones(shape))
+
+
+def test_a_warm_up_counts_its_divergent_transitions_and_refuses_an_unknown_metric():
+    from types import SimpleNamespace
+
+    def kernel(rng, state, step_size, inverse_mass_matrix):
+        kernel.calls += 1
+        return state, SimpleNamespace(acceptance_rate=0.8, is_divergent=kernel.calls % 3 == 0)
+
+    kernel.calls = 0
+    state = hmc.init(np.zeros(2), standard_normal)
+    warm = window_adaptation(kernel, state, np.random.default_rng(0), standard_normal, num_steps=10,
+                             initial_step_size=0.5)
+    assert warm.num_divergent == 3  # iterations 3, 6 and 9
+    with pytest.raises(ParameterError, match="metric='full' must be 'diagonal' or 'dense'"):
+        window_adaptation(kernel, state, np.random.default_rng(0), standard_normal, num_steps=10, metric="full")

@@ -77,6 +77,7 @@ def test_overwrite_replaces(tmp_path):
 @pytest.mark.parametrize("args, why", [
     (["--noise", "airport"], "noise 'airport': unknown noise type"),
     (["--snr", "loud"], "--snr 'loud': expected comma-separated integers"),
+    (["--snr", "5,2.5"], "--snr '5,2.5': expected comma-separated integers"),  # not 2 dB
     (["--utterances", "sp5-sp2"], "runs backwards"),
     (["--utterances", "x"], "--utterances x"),
     (["--utterances", "0"], "--utterances 0: expected a count in 1..30"),
@@ -120,6 +121,7 @@ def test_parse_utterances():
     assert parse_utterances("30") == 30
     assert parse_utterances("sp01-sp03, 21") == ["sp01", "sp02", "sp03", "sp21"]
     assert parse_utterances("sp04-SP04,7-8") == ["sp04", "sp07", "sp08"]  # a range of one id
+    assert parse_utterances(" 30 ") == 30  # a count, not the id sp30
     with pytest.raises(ParameterError, match="range 5-3 runs backwards"):
         parse_utterances("5-3")
 

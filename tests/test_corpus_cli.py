@@ -327,3 +327,16 @@ def test_info_describes_a_wideband_corpus_by_its_splits(tmp_path, rng):
     assert result.stderr == (f"Warning: 1 file(s) whose rate manifest.json misstates: {corpus}/15/15-1-0000.wav "
                              "(44100 Hz stated, 16000 Hz in the file)\n")
     assert "training matrix (train split, 2 files, at 16000 Hz)" in result.stdout
+    # a second file of validation speaker 12, and two test files that cannot be read (each error named alone)
+    manifest[4]["rate"] = 16000
+    (corpus / "12" / "12-1-0001.wav").write_bytes((corpus / "12" / "12-1-0000.wav").read_bytes())
+    manifest.append({**manifest[1], "file": "12/12-1-0001.wav"})
+    (corpus / "manifest.json").write_text(json.dumps(manifest))
+    for speaker in ("11", "16"):
+        (corpus / speaker / f"{speaker}-1-0000.wav").write_bytes(b"not audio")
+    with pytest.warns(UserWarning, match="wideband manifest"):
+        result = _run("info", corpus)
+    rows = {line.split()[0]: line.split()[1:3] for line in result.stdout.splitlines()[2:5]}
+    assert rows == {"train": ["4", "4"], "validation": ["1", "2"], "test": ["3", "3"]}
+    assert result.stderr.startswith(f"Warning: 2 file(s) unreadable: {corpus}/11/11-1-0000.wav") \
+        and result.stderr.endswith(" and 1 more\n"), result.stderr

@@ -277,6 +277,8 @@ _FIELD_NAMES = ("num_", "step_a", "step_b", "power=", "temperatures=", "sigma=",
     (["--ranks", "2,258"], ["--ranks 258: above the 257 frequency bins"]),
     (["--ranks", "1,,2"], ["--ranks '1,,2': empty item"]),
     (["--ranks", "2,"], ["--ranks '2,': empty item"]),
+    (["--ranks", "0,2"], ["--ranks '0,2': expected distinct positive integers"]),
+    (["--ranks", "2,3,2"], ["--ranks '2,3,2': expected distinct positive integers"]),
     (["--blocks", "100", "--frames", "50"], ["--blocks 100: the 257 x 50 matrix cuts into at most 50 x 50 blocks"]),
     (["--frames", "1"], ["--blocks 8 (the blocks preset's): the 257 x 1 matrix cuts into at most 1 x 1 blocks"]),
     (["--preset", "reference", "--sampler", "psgld"], ["--sampler psgld: block-parallel chains, not the reference"]),
@@ -303,6 +305,28 @@ def test_messages_name_the_options_as_typed(tiny_corpus, monkeypatch, args, frag
     result = _invoke("--corpus", tiny_corpus, "--preset", "blocks", *args)
     assert_one_line_error(result, *fragments)
     assert not any(name in result.stderr for name in _FIELD_NAMES), result.stderr
+
+
+@pytest.mark.parametrize("args, reached", [
+    (["--preset", "blocks", "--ranks", "2,257"], "ranks [2, 257], 257 x "),  # a rank of every frequency bin
+    (["--preset", "blocks", "--frames", "50", "--blocks", "50"], "257 x 50, 50 blocks,"),
+    (["--preset", "blocks", "--samples", "20", "--keep", "20"], "20 samples, 20 kept, 4 replicates"),
+    (["--preset", "blocks", "--keep", "1", "--replicates", "2"], "10000 samples, 1 kept, 2 replicates"),
+    (["--preset", "paper"], "1250 samples, 500 kept, 1 replicates"),  # one chain, but 500 values, per temperature
+    (["--preset", "blocks", "--power", "3"], "a power schedule of c = 3.0,"),
+    (["--preset", "blocks", "--evaluate", "after-update"], "scored after_update"),
+])
+def test_settings_at_their_bounds_are_taken(tiny_corpus, monkeypatch, args, reached):
+    import sepsti.core.evidence.sti_nmf
+    from sepsti.core.errors import ParameterError
+
+    def sampled(X, ranks, *, grid, chain, num_replicates, **options):
+        raise ParameterError(f"reached: ranks {ranks}, {X.shape[0]} x {X.shape[1]}, {chain.num_blocks} blocks, "
+                             f"{chain.num_steps} samples, {chain.num_keep} kept, {num_replicates} replicates, "
+                             f"a {grid.schedule} schedule of c = {grid.power}, scored {chain.evaluate}")
+
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
+    assert_one_line_error(_invoke("--corpus", tiny_corpus, *args), "reached: ", reached)
 
 
 def test_the_smallest_dispersion_suggested_is_taken(tiny_corpus, monkeypatch):

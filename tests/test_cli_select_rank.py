@@ -54,7 +54,7 @@ def test_existing_output_needs_overwrite(tmp_path):
 
 
 @pytest.mark.parametrize("option", ["--dispersion", "--prior-rate"])
-@pytest.mark.parametrize("value", ["0", "-2", "inf", "nan", "lots"])
+@pytest.mark.parametrize("value", ["0", "-2", "inf", "nan", "lots", "RAYLEIGH", "MATCHED"])
 def test_bad_dispersion_or_prior_rate_is_one_line_and_status_2(tmp_path, option, value):
     result = _invoke("--corpus", tmp_path, *TINY, option, value)
     assert result.exit_code == 2 and result.output.startswith(f"Error: {option}")
@@ -170,9 +170,12 @@ def test_ctrl_c_stops_within_two_seconds_keeps_finished_chains_and_exits_130(tmp
     assert 1 <= kept < 3 * 11 * 4
 
 
-def test_plot_format_follows_its_extension(tmp_path):
+def test_plot_format_follows_its_extension(tmp_path, tiny_corpus):
     result = _invoke("--corpus", tmp_path, *TINY, "--plot", tmp_path / "p.txt")
     assert result.exit_code == 2 and "--plot" in result.output and ".png" in result.output
+    result = _invoke("--corpus", tiny_corpus, *TINY, "--plot", tmp_path / "P.PDF")  # an extension in capitals
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "P.PDF").read_bytes().startswith(b"%PDF-")
 
 
 def test_option_errors_name_the_option(tmp_path):
@@ -363,7 +366,8 @@ def test_checkpoint_is_a_new_or_empty_folder_or_a_checkpoint(tiny_corpus, tmp_pa
     assert_one_line_error(_invoke("--corpus", tiny_corpus, *TINY, "--checkpoint", audio),
                           f"--checkpoint {audio}: not a folder")
     assert audio.read_bytes() == b"RIFF"
-    for name, files in (("notes", {"notes.txt": "mine"}), ("config", {"settings.json": '{"my": "config"}'})):
+    for name, files in (("notes", {"notes.txt": "mine"}), ("config", {"settings.json": '{"my": "config"}'}),
+                        ("grid", {"settings.json": '{"grid": {"num_intervals": 2}}'})):
         folder = tmp_path / name
         folder.mkdir()
         for file, text in files.items():
@@ -387,6 +391,13 @@ def test_json_and_plot_are_reported_as_written(tiny_corpus, tmp_path):
     result = _invoke("--corpus", tiny_corpus, *TINY, "--json", tmp_path / "r.json", "--plot", tmp_path / "r.png")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-2:] == [f"wrote {tmp_path / 'r.json'}", f"wrote {tmp_path / 'r.png'}"]
+
+
+def test_json_and_plot_on_one_file_are_refused_however_it_is_spelt(tmp_path):
+    (tmp_path / "d").mkdir()
+    result = _invoke("--corpus", tmp_path / "nowhere", *TINY, "--json", tmp_path / "d" / "r.png", "--plot",
+                     tmp_path / "d" / ".." / "d" / "r.png")
+    assert_one_line_error(result, f"--json and --plot are the same file {tmp_path / 'd' / 'r.png'}")
 
 
 def test_json_or_plot_in_the_checkpoint_is_refused_before_any_work(tmp_path):

@@ -1,5 +1,7 @@
 """sepsti.corpora.audio: reading audio, and every bad file it must refuse with one line."""
 
+import struct
+
 import numpy as np
 import pytest
 import soundfile
@@ -79,6 +81,33 @@ def _header_only(tmp_path):
     return path
 
 
+def _data_chunk_header_only(tmp_path):
+    """The 44 bytes of a 16-bit WAV's header, its data chunk's 8 among them, and none of its 100 samples."""
+    path = _write(tmp_path / "d.wav", np.full(100, 0.1))
+    path.write_bytes(path.read_bytes()[:44])
+    return path
+
+
+def _wav(chunks, order="<", form=b"RIFF"):
+    """A WAVE file of ``(id, bytes)`` chunks, each padded to an even length."""
+    body = b"WAVE" + b"".join(id + struct.pack(order + "I", len(data)) + data + b"\0" * (len(data) & 1)
+                              for id, data in chunks)
+    return form + struct.pack(order + "I", len(body)) + body
+
+
+def _truncated_after_an_odd_chunk(tmp_path):
+    """An odd-sized chunk (3 bytes and a pad byte) before the data chunk, 300 of whose 800 samples are cut."""
+    fmt = struct.pack("<HHIIHH", 1, 1, 8000, 16000, 2, 16)
+    data = _wav([(b"fmt ", fmt), (b"junk", b"abc"), (b"data", bytes(1600))])
+    return _raw(tmp_path / "o.wav", data[:-600])
+
+
+def _truncated_big_endian(tmp_path):
+    """A RIFX (big-endian) WAV, 300 of whose 800 samples are cut."""
+    path = _write(tmp_path / "x.wav", np.full(800, 0.1), endian="BIG")
+    return _raw(path, path.read_bytes()[:-600])
+
+
 @pytest.mark.parametrize("make, why", [
     (lambda d: d / "missing.wav", "no such file"),
     (lambda d: d, "is a directory"),
@@ -86,6 +115,9 @@ def _header_only(tmp_path):
     (lambda d: _raw(d / "n.wav", b"this is not audio at all\n" * 20), "not a readable audio file"),
     (_truncated, "truncated WAV"),
     (_header_only, "not a readable audio file"),
+    (_data_chunk_header_only, r"truncated WAV file \(200 bytes of audio data missing\)"),
+    (_truncated_after_an_odd_chunk, r"truncated WAV file \(600 bytes of audio data missing\)"),
+    (_truncated_big_endian, r"truncated WAV file \(600 bytes of audio data missing\)"),
     (lambda d: _write(d / "zero.wav", np.zeros(0)), "zero-length audio"),
     (lambda d: _write(d / "nan.wav", np.array([0.1, np.nan, 0.2]), subtype="FLOAT"), "NaN or Inf"),
     (lambda d: _write(d / "inf.wav", np.array([0.1, np.inf, -np.inf]), subtype="DOUBLE"), "NaN or Inf"),
@@ -98,6 +130,7 @@ def test_bad_files_raise_one_line(tmp_path, make, why):
     message = str(caught.value)
     assert message.startswith(f"{path}: ")
     assert "\n" not in message
+    assert message.count(str(path)) == 1 and "Error opening" not in message  # libsndfile's own prefix cut off
 
 
 def test_audio_files_by_their_real_extensions_hidden_folders_passed_over(tmp_path, rng):
@@ -136,3 +169,33 @@ def test_a_path_that_is_not_one_is_refused_by_name(path):
             read(path)
     with pytest.raises(ParameterError, match=rf"^root={path!r} must be a path \(a str or os\.PathLike\)$"):
         audio_files(path)
+
+
+def test_blocks_downmix_and_count_as_the_whole_file_does(tmp_path, rng):
+    stereo = rng.uniform(-0.5, 0.5, size=(10, 2))
+    path = _write(tmp_path / "s.wav", stereo, subtype="DOUBLE")
+    blocks = list(read_audio_blocks(path, block_size=4))
+    assert [len(block) for block in blocks] == [4, 4, 2]
+    np.testing.assert_array_equal(np.concatenate(blocks), stereo.mean(axis=1))
+    kept = list(read_audio_blocks(path, block_size=4, downmix=False))
+    np.testing.assert_array_equal(np.concatenate(kept), stereo)
+    bad = _write(tmp_path / "nan.wav", np.array([0.1, 0.2, 0.3, 0.4, 0.5, np.nan, 0.7]), subtype="FLOAT")
+    with pytest.raises(ParameterError, match=r"nan\.wav: 1 sample\(s\) are NaN or Inf \(in the block from sample 4\)$"):
+        list(read_audio_blocks(bad, block_size=4))
+
+
+def test_fewer_samples_than_the_header_counts_are_refused(tmp_path, monkeypatch):
+    path = _write(tmp_path / "a.wav", np.zeros(100))
+    header = soundfile.info
+
+    def overcounted(file):
+        info = header(file)
+        info.frames += 3
+        return info
+
+    monkeypatch.setattr(soundfile, "info", overcounted)
+    why = r"a\.wav: corrupt audio file \(header says 103 samples, 100 could be read\)$"
+    with pytest.raises(ParameterError, match=why):
+        read_audio(path)
+    with pytest.raises(ParameterError, match=why):
+        list(read_audio_blocks(path, block_size=64))

@@ -499,7 +499,7 @@ def test_a_listed_link_leading_outside_its_folder_is_refused(tmp_path):
     assert (tmp_path / "mine.wav").read_text() == "mine\n"
 
 
-@pytest.mark.parametrize("listed", [".git/config", "sub/.hidden", ".", "", "./x.wav", "sub/", "a//x.wav", 3])
+@pytest.mark.parametrize("listed", [".git/config", "sub/.hidden", ".", "", "./x.wav", "sub/", "a//x.wav", 3, "x\0.wav"])
 def test_a_record_listing_what_is_not_a_plain_file_path_removes_nothing(tmp_path, listed):
     """Hidden files, the folder itself, paths that are not written plainly: not a record; nothing removed."""
     folder = tmp_path / "a"
@@ -522,6 +522,25 @@ def test_a_record_listing_a_folder_removes_nothing(tmp_path):
     with pytest.raises(ParameterError, match=r"lists sub, which is not a file; remove the folder"):
         _common.claim_folders({folder: ["x.wav"]}, {"seed": 1}, overwrite=True)
     assert _files(folder) == [_common.FOLDER_RECORD, "sub/y.wav", "x.wav"]
+
+
+def test_the_deepest_emptied_folders_go_first(tmp_path):
+    """With ``overwrite``, ``sub/deeper/y.wav`` leaves ``sub/deeper`` empty and then ``sub``: both go."""
+    folder = tmp_path / "a"
+    _common.claim_folders({folder: ["x.wav", "sub/deeper/y.wav"]}, {"seed": 0}, overwrite=False)
+    _write({folder: ["x.wav", "sub/deeper/y.wav"]})
+    _common.claim_folders({folder: ["x.wav"]}, {"seed": 1}, overwrite=True)
+    assert sorted(path.name for path in folder.iterdir()) == [_common.FOLDER_RECORD]
+
+
+def test_a_run_of_the_same_settings_writing_other_files_needs_overwrite(tmp_path):
+    folder = tmp_path / "a"
+    _common.claim_folders({folder: ["x.wav"]}, {"seed": 0}, overwrite=False)
+    _write({folder: ["x.wav"]})
+    with pytest.raises(ParameterError, match=r"a: holds the files of a run with other settings \(other files\); "
+                                             r"pass --overwrite"):
+        _common.claim_folders({folder: ["y.wav"]}, {"seed": 0}, overwrite=False)
+    assert _files(folder) == [_common.FOLDER_RECORD, "x.wav"]
 
 
 def test_sti_vs_nested_sampling_writes_its_results(tmp_path, monkeypatch):

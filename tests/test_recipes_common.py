@@ -57,6 +57,13 @@ def test_the_results_carry_the_runs_provenance(tmp_path):
     assert "source" in provenance
 
 
+def test_the_options_recorded_are_those_of_the_command_line(tmp_path):
+    args = _common.recipe_parser("toy", "a toy").parse_args(["--out", str(tmp_path), "--seed", "7"])
+    _common.write_results(args, {"x": 1.0})
+    assert _strict_json(tmp_path / "toy.json")["provenance"]["options"] == {
+        "quick": False, "out": str(tmp_path), "seed": 7, "overwrite": False}
+
+
 def test_a_source_tree_outside_git_has_no_description(tmp_path, monkeypatch):
     monkeypatch.setattr(_common, "ROOT", tmp_path)
     args = _common.recipe_parser("toy", "a toy").parse_args(["--out", str(tmp_path / "out")])
@@ -524,6 +531,20 @@ def test_a_record_listing_a_folder_removes_nothing(tmp_path):
     assert _files(folder) == [_common.FOLDER_RECORD, "sub/y.wav", "x.wav"]
 
 
+def test_an_out_folder_that_can_be_written_but_not_entered_is_refused(tmp_path, monkeypatch, capsys):
+    """A folder of mode -w- (no x): nothing can be created in it (``os.access`` as a user who is not root sees it)."""
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: access(path, mode) and not (
+        Path(path) == tmp_path / "out" and mode & os.X_OK))
+    (tmp_path / "out").mkdir()
+    parser = _common.recipe_parser("toy", "a toy")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--out", str(tmp_path / "out" / "below")])
+    assert capsys.readouterr().err.splitlines()[-1] == (f"recipes/toy.py: error: --out {tmp_path / 'out' / 'below'}: "
+                                                        f"cannot write into {tmp_path / 'out'}")
+    assert parser.parse_args(["--out", str(tmp_path / "below")]).out == tmp_path / "below"
+
+
 def test_the_deepest_emptied_folders_go_first(tmp_path):
     """With ``overwrite``, ``sub/deeper/y.wav`` leaves ``sub/deeper`` empty and then ``sub``: both go."""
     folder = tmp_path / "a"
@@ -541,6 +562,60 @@ def test_a_run_of_the_same_settings_writing_other_files_needs_overwrite(tmp_path
                                              r"pass --overwrite"):
         _common.claim_folders({folder: ["y.wav"]}, {"seed": 0}, overwrite=False)
     assert _files(folder) == [_common.FOLDER_RECORD, "x.wav"]
+
+
+def test_the_number_types_take_their_bounds_and_refuse_what_lies_beyond():
+    import argparse
+
+    assert (_common.positive_int("1"), _common.non_negative_int("0")) == (1, 0)
+    assert (_common.positive_float("1e-300"), _common.non_negative_float("0")) == (1e-300, 0.0)
+    assert _common.integer_list("-5,0,5") == [-5, 0, 5] and _common.positive_list("0.5,2") == [0.5, 2.0]
+    for convert, text, expected in ((_common.positive_int, "0", "an integer of at least 1"),
+                                    (_common.non_negative_int, "-1", "an integer of at least 0"),
+                                    (_common.positive_float, "0", "a positive number"),
+                                    (_common.positive_float, "inf", "a positive number"),
+                                    (_common.non_negative_float, "nan", "a number of at least 0"),
+                                    (_common.non_negative_float, "-1e-300", "a number of at least 0"),
+                                    (_common.positive_list, "1,inf", "positive numbers separated by commas"),
+                                    (_common.count_list, "2,0", "positive integers separated by commas")):
+        with pytest.raises(argparse.ArgumentTypeError, match=rf"^'{text}': expected {expected}$"):
+            convert(text)
+
+
+def test_a_choice_list_takes_each_choice_once_and_none_only_when_allowed():
+    import argparse
+
+    methods = _common.choice_list(["ours", "wiener", "mmse"])
+    assert methods("mmse, ours") == ["mmse", "ours"]
+    for text in ("ours,ours", "", "ours,other"):
+        with pytest.raises(argparse.ArgumentTypeError, match=rf"^'{text}': expected some of ours, wiener, mmse"):
+            methods(text)
+    assert _common.choice_list(["ours", "wiener"], empty=True)("") == []
+
+
+def test_a_lead_is_written_with_its_interval_when_it_has_one():
+    cell = {"mean": 0.5, "low": 0.125, "high": 0.875, "wins": 3, "pairs": 4}
+    assert _common.lead_text(cell, 2) == "+0.50 [+0.12, +0.88] 3/4"
+    assert _common.lead_text({**cell, "low": float("nan"), "high": float("nan")}, 1) == "+0.5 3/4"
+    assert _common.lead_text(None, 2) == "–"
+
+
+def test_packages_are_looked_up_by_their_import_names(tmp_path, monkeypatch):
+    (tmp_path / "my_tool.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _common.require_packages({"the timed peer": "my-tool"}, "bench")  # installed: imported as my_tool
+    why = r"^no-such-tool \(for a, b\) not installed: pip install -e '\.\[bench\]'$"
+    with pytest.raises(ParameterError, match=why):
+        _common.require_packages({"a": "no-such-tool", "b": "no-such-tool", "c": "my-tool"}, "bench")
+
+
+def test_the_default_corpus_is_a_folder_with_a_clean_split(tmp_path, monkeypatch):
+    monkeypatch.setattr(_common, "ROOT", tmp_path / "checkout")
+    (tmp_path / "corpus").mkdir()
+    monkeypatch.setenv("SEPSTI_NOIZEUS", str(tmp_path / "corpus"))
+    assert _common.default_corpus() is None
+    (tmp_path / "corpus" / "clean").mkdir()
+    assert _common.default_corpus() == tmp_path / "corpus"
 
 
 def test_sti_vs_nested_sampling_writes_its_results(tmp_path, monkeypatch):

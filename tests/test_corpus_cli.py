@@ -340,3 +340,28 @@ def test_info_describes_a_wideband_corpus_by_its_splits(tmp_path, rng):
     assert rows == {"train": ["4", "4"], "validation": ["1", "2"], "test": ["3", "3"]}
     assert result.stderr.startswith(f"Warning: 2 file(s) unreadable: {corpus}/11/11-1-0000.wav") \
         and result.stderr.endswith(" and 1 more\n"), result.stderr
+
+
+def test_corpus_without_a_subcommand_shows_its_help():
+    result = _run()
+    assert result.stderr.startswith("Usage: ") and "Error" not in result.stderr, result.stderr
+    assert [line.split()[0] for line in result.stderr.split("Commands:\n")[1].splitlines()] == ["info", "synth"]
+
+
+def test_the_commands_are_listed_in_alphabetical_order():
+    result = RUNNER.invoke(cli, ["--help"])
+    assert result.exit_code == 0, result.stderr
+    assert [line.split()[0] for line in result.stdout.split("Commands:\n")[1].splitlines()] == [
+        "corpus", "enhance", "evaluate", "select-rank", "train"]
+
+
+def test_a_command_runs_outside_the_main_thread(made):
+    """As in a worker thread of another program, where no signal handler can be installed: SIGTERM is left alone."""
+    import threading
+
+    results = []
+    thread = threading.Thread(target=lambda: results.append(_run("info", made[0])))
+    thread.start()
+    thread.join()
+    assert (results[0].exit_code, results[0].stderr) == (0, "")
+    assert results[0].stdout == _run("info", made[0]).stdout

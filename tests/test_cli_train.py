@@ -743,6 +743,23 @@ def test_os_and_internal_errors_quote_names_with_a_line_break_on_one_line(tmp_pa
     result = run(["train", "--corpus", tmp_path, "--rank", 2, "-o", tmp_path / "d.npz"])
     assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr == f"Error: internal failure: RuntimeError: cannot map {name!r}\n"
+    # a name in parentheses, before a colon: the quotes within them
+    monkeypatch.setattr(sepsti.training, "train_split", failing(RuntimeError(f"cannot map ({name}): gone")))
+    result = run(["train", "--corpus", tmp_path, "--rank", 2, "-o", tmp_path / "d.npz"])
+    assert result.stderr == f"Error: internal failure: RuntimeError: cannot map ({name!r}): gone\n"
+
+
+def test_sepsti_debug_lets_an_internal_failure_through_with_its_traceback(tmp_path, monkeypatch):
+    import sepsti.training
+
+    def train_split(corpus, rate):
+        raise RuntimeError("cannot map")
+
+    monkeypatch.setattr(sepsti.training, "train_split", train_split)
+    monkeypatch.setenv("SEPSTI_DEBUG", "1")
+    result = run(["train", "--corpus", tmp_path, "--rank", 2, "-o", tmp_path / "d.npz"])
+    assert result.exit_code == 1 and isinstance(result.exception, RuntimeError), result.exception
+    assert str(result.exception) == "cannot map" and "Error: " not in result.stderr
 
 
 _LONG_RUNS = {  # a command that draws bars, and what its bar starts with

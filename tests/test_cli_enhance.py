@@ -848,6 +848,8 @@ def test_usage_errors_are_one_line(workdir, tiny_dictionary):
                                                                 "No such option"),
                            (["enhance", workdir / "noisy.wav", "--seed", "x"], "'--seed'"), (["nope"], "nope")]:
         assert_one_line_error(run(args), fragment, "--help")
+    assert_one_line_error(run(["enhance", workdir / "noisy.wav", "--max-reduction", "121"]), "'--max-reduction'",
+                          "0<=x<=120")
 
 
 def test_file_names_that_are_not_utf8(tmp_path, workdir, tiny_dictionary):

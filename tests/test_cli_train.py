@@ -726,6 +726,13 @@ def test_errors_quote_names_with_a_line_break_on_one_line(tmp_path):
     assert_one_line_error(result, f"{tmp_path}/my 'dir\\nx': no such corpus folder")
 
 
+def test_names_with_a_line_or_paragraph_separator_are_quoted_and_others_left_alone():
+    from sepsti.commands import shown
+
+    assert shown("a\u2028b.wav") == "'a\\u2028b.wav'" and shown("a\u2029b.wav") == "'a\\u2029b.wav'"
+    assert shown("my dir/café.wav") == "my dir/café.wav"
+
+
 def test_os_and_internal_errors_quote_names_with_a_line_break_on_one_line(tmp_path, monkeypatch):
     import sepsti.training
 

@@ -30,7 +30,7 @@ def _one_error_line(result):
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli") / "corpus"
-    result = _run("synth", root, "--seed", 3, "--utterances", "sp01-sp02,21", "--noise", "white,car",
+    result = _run("synth", root, "--seed", 3, "--utterances", "sp01-sp02,21", "--noise", "white, car",  # ' car': car
                   "--snr", "0,5", "--no-progress")
     assert result.exit_code == 0, result.output + result.stderr
     return root, result
@@ -89,9 +89,11 @@ def test_synth_bad_options(tmp_path, args, why):
     assert not (tmp_path / "c").exists()
 
 
-def test_synth_seed_must_be_non_negative(tmp_path):
+def test_synth_seed_must_lie_from_0_to_2_to_the_32_less_1(tmp_path):
     result = _run("synth", tmp_path / "c", "--seed", -1)
     assert result.exit_code == 2 and "-1" in result.stderr
+    result = _run("synth", tmp_path / "c", "--seed", 2 ** 32)
+    assert "'--seed': 4294967296 is not in the range 0<=x<=4294967295" in _one_error_line(result)
 
 
 def test_synth_into_an_empty_path_is_refused(tmp_path, monkeypatch):
@@ -215,8 +217,8 @@ def test_output_into_a_closed_pipe_ends_quietly(made):
 
 
 @pytest.mark.parametrize("args, why", [
-    (["--snr", "0,,5"], "--snr '0,,5': empty item"),
-    (["--noise", "white,"], "--noise 'white,': empty item"),
+    (["--snr", "0,,5"], "--snr '0,,5': empty item; give a comma-separated list like 0,5,10,15"),
+    (["--noise", "white,"], "--noise 'white,': empty item; give a comma-separated list like car,babble"),
     (["--utterances", "sp01,,sp02"], "--utterances 'sp01,,sp02': empty item"),
 ])
 def test_synth_refuses_an_empty_list_item_as_evaluate_does(tmp_path, args, why):

@@ -347,6 +347,27 @@ def test_the_smallest_dispersion_suggested_is_taken(tiny_corpus, monkeypatch):
                           f"sampling with dispersion {float(suggested)}")
 
 
+@pytest.mark.parametrize("options, said", [([], True), (["--progress"], True), (["--no-progress"], False)])
+def test_a_slow_compilation_is_reported_unless_progress_is_off(tiny_corpus, monkeypatch, options, said):
+    import itertools
+    import time
+
+    import sepsti.core.evidence.sti_nmf
+    import sepsti.core.parallel.blocks
+    from sepsti.core.errors import ParameterError
+
+    def sampled(X, ranks, **settings):
+        raise ParameterError("reached")
+
+    ticks = itertools.count(0.0, 3.0)  # every reading of the clock 3 s after the last
+    monkeypatch.setattr(time, "perf_counter", lambda: next(ticks))
+    monkeypatch.setattr(sepsti.core.parallel.blocks, "warm_up", lambda dtypes: None)
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
+    result = _invoke("--corpus", tiny_corpus, "--preset", "blocks", *options)
+    assert result.stderr.endswith("Error: reached\n"), result.stderr
+    assert ("compiled the sampling kernels in 3 s" in result.stderr) == said, result.stderr
+
+
 def test_unusable_sample_rate_of_a_training_file_is_refused_by_name(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", train=("sp01", "sp02", "sp03"), test=(), noises=(), snrs=())
     claimed_rate(1_999_999_999)(corpus / "clean" / "sp02.wav")
@@ -388,9 +409,14 @@ def test_checkpoint_is_a_new_or_empty_folder_or_a_checkpoint(tiny_corpus, tmp_pa
 
 
 def test_json_and_plot_are_reported_as_written(tiny_corpus, tmp_path):
-    result = _invoke("--corpus", tiny_corpus, *TINY, "--json", tmp_path / "r.json", "--plot", tmp_path / "r.png")
+    (tmp_path / "link").symlink_to(tiny_corpus)
+    result = _invoke("--corpus", tmp_path / "link", *TINY, "--json", tmp_path / "r.json", "--plot", tmp_path / "r.png")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-2:] == [f"wrote {tmp_path / 'r.json'}", f"wrote {tmp_path / 'r.png'}"]
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["settings"]["corpus"] == str(tmp_path / "link")  # as given
+    marked = [line.split()[0] for line in result.stdout.splitlines() if line.endswith(" *")]
+    assert marked == [str(doc["selected_rank"])], result.stdout
 
 
 def test_json_and_plot_on_one_file_are_refused_however_it_is_spelt(tmp_path):

@@ -746,6 +746,9 @@ def test_os_and_internal_errors_quote_names_with_a_line_break_on_one_line(tmp_pa
     monkeypatch.setattr(sepsti.training, "train_split", failing(PermissionError(13, "Permission denied", name)))
     result = run(["train", "--corpus", tmp_path, "--rank", 2, "-o", tmp_path / "d.npz"])
     assert_one_line_error(result, f"{name!r}: Permission denied")
+    monkeypatch.setattr(sepsti.training, "train_split", failing(OSError(28, "No space left on device")))
+    result = run(["train", "--corpus", tmp_path, "--rank", 2, "-o", tmp_path / "d.npz"])
+    assert_one_line_error(result, "Error: file: No space left on device")  # an error naming no file
     monkeypatch.setattr(sepsti.training, "train_split", failing(RuntimeError(f"cannot map {name}")))
     result = run(["train", "--corpus", tmp_path, "--rank", 2, "-o", tmp_path / "d.npz"])
     assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr

@@ -1,5 +1,6 @@
 """sepsti.corpora.audio: reading audio, and every bad file it must refuse with one line."""
 
+import os
 import struct
 
 import numpy as np
@@ -68,6 +69,11 @@ def _raw(path, data):
     return path
 
 
+def _fifo(path):
+    os.mkfifo(path)
+    return path
+
+
 def _truncated(tmp_path):
     path = _write(tmp_path / "t.wav", np.full(8000, 0.1))
     data = path.read_bytes()
@@ -112,6 +118,7 @@ def _truncated_big_endian(tmp_path):
     (lambda d: d / "missing.wav", "no such file"),
     (lambda d: d, "is a directory"),
     (lambda d: _raw(d / "e.wav", b""), "empty file"),
+    (lambda d: _fifo(d / "f.wav"), "not a regular file"),
     (lambda d: _raw(d / "n.wav", b"this is not audio at all\n" * 20), "not a readable audio file"),
     (_truncated, "truncated WAV"),
     (_header_only, "not a readable audio file"),
@@ -148,6 +155,16 @@ def test_audio_files_by_their_real_extensions_hidden_folders_passed_over(tmp_pat
     assert [path.relative_to(tmp_path).as_posix() for path in audio_files(tmp_path)] == [
         "a.wav", "b.aif", "c.AIFF", "e.oga", "deeper/d.flac"]
     assert all(read_audio(path)[1] == 8000 for path in audio_files(tmp_path))
+
+
+def test_audio_files_below_a_link_to_a_folder_are_found(tmp_path, rng):
+    from sepsti.corpora.audio import audio_files
+
+    (tmp_path / "elsewhere").mkdir()
+    _write(tmp_path / "elsewhere" / "a.wav", rng.uniform(-0.5, 0.5, 800))
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "linked").symlink_to(tmp_path / "elsewhere")
+    assert audio_files(tmp_path / "root") == [tmp_path / "root" / "linked" / "a.wav"]
 
 
 @pytest.mark.parametrize("block_size", [0, -1, None, 1.5, True])

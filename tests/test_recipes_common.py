@@ -64,6 +64,28 @@ def test_the_options_recorded_are_those_of_the_command_line(tmp_path):
         "quick": False, "out": str(tmp_path), "seed": 7, "overwrite": False}
 
 
+def test_the_files_written_are_named_on_stdout(tmp_path, capsys):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    args = _common.recipe_parser("toy", "a toy", plot=True).parse_args(["--out", str(tmp_path)])
+    _common.write_results(args, {"x": 1.0}, plt.figure())
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'toy.json'} and {tmp_path / 'toy.png'}\n"
+    assert (tmp_path / "toy.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_checkout_is_a_folder_holding_a_sepsti_package(tmp_path):
+    import argparse
+
+    (tmp_path / "sepsti").mkdir()
+    with pytest.raises(argparse.ArgumentTypeError, match=r"not a checkout of sepsti \(no sepsti/__init__\.py there\)"):
+        _common.checkout_folder(str(tmp_path))
+    (tmp_path / "sepsti" / "__init__.py").write_text("")
+    assert _common.checkout_folder(str(tmp_path)) == tmp_path
+
+
 def test_a_source_tree_outside_git_has_no_description(tmp_path, monkeypatch):
     monkeypatch.setattr(_common, "ROOT", tmp_path)
     args = _common.recipe_parser("toy", "a toy").parse_args(["--out", str(tmp_path / "out")])

@@ -1,4 +1,5 @@
-"""Shared fixtures: one seeded generator, the NOIZEUS corpus when it is there, and Ctrl-C as at a terminal."""
+"""Shared fixtures: one seeded generator, the NOIZEUS corpus when it is there, Ctrl-C as at a terminal, and the
+loaded BLAS libraries' thread counts."""
 
 import os
 import signal
@@ -29,6 +30,18 @@ def sigint_as_at_a_terminal():
     yield
     if previous is not None:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def blas_threads():
+    """A function giving each loaded BLAS library's thread count, by its file (threadpoolctl's view)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def counts():
+        return {pool["filepath"]: pool["num_threads"] for pool in threadpoolctl.threadpool_info()
+                if pool["user_api"] == "blas"}
+
+    return counts
 
 
 @pytest.fixture

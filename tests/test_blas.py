@@ -12,13 +12,9 @@ from sepsti.core.parallel.blas import single_threaded_blas
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_an_error_inside_is_raised_and_the_limit_restored():
+def test_an_error_inside_is_raised_and_the_limit_restored(blas_threads):
     """An exit that returned true swallowed the error."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-
-    def blas_threads():
-        return {pool["filepath"]: pool["num_threads"] for pool in threadpoolctl.threadpool_info()
-                if pool["user_api"] == "blas"}
 
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
         before = blas_threads()

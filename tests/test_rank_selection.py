@@ -327,14 +327,10 @@ class BlasChains(DriftingChains):
             return super().run(task, seed=seed, progress=progress)
 
 
-def test_threaded_chains_leave_blas_as_they_found_it():
+def test_threaded_chains_leave_blas_as_they_found_it(blas_threads):
     threadpoolctl = pytest.importorskip("threadpoolctl")
 
     import scipy.linalg  # noqa: F401 -- SciPy's BLAS loaded before the count, as the chains' modules load it
-
-    def blas_threads():
-        return {pool["filepath"]: pool["num_threads"] for pool in threadpoolctl.threadpool_info()
-                if pool["user_api"] == "blas"}
 
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
         before = blas_threads()

@@ -42,7 +42,7 @@ from dataclasses import asdict, fields, replace
 
 import numpy as np
 
-from _common import recipe_parser, run_recipe, write_results
+from _common import non_negative_int, recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.sti import LangevinSettings, TemperatureGrid, stochastic_thermodynamic_integration
 from sepsti.core.models.gaussian_additive import GaussianAdditiveModel
@@ -106,11 +106,9 @@ def data(seed, index, true_rank, n_data=5000):
 def main():
     parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True)
     parser.add_argument("--ablation", action="store_true", help="also run the bias decomposition (true R = 5)")
-    parser.add_argument("--draws", type=int, default=0, metavar="N",
+    parser.add_argument("--draws", type=non_negative_int, default=0, metavar="N",
                         help="also check the error bars over N further data draws (true R = 5)")
     args = parser.parse_args()
-    if args.draws < 0:
-        parser.error(f"--draws: got {args.draws}; expected 0 or more")
     true_ranks = [2, 5] if args.quick else [2, 5, 8]
     ranks = list(range(1, 8)) if args.quick else list(range(1, 11))
     configs = {"": DEFAULT, "_uniform": UNIFORM, "_paper": PAPER}

@@ -848,6 +848,11 @@ def test_usage_errors_are_one_line(workdir, tiny_dictionary):
                                                                 "No such option"),
                            (["enhance", workdir / "noisy.wav", "--seed", "x"], "'--seed'"), (["nope"], "nope")]:
         assert_one_line_error(run(args), fragment, "--help")
+    # the option parser's own errors name the (sub)command's help too
+    for args, command in [(["enhance", workdir / "noisy.wav", "-o"], "enhance"),
+                          (["select-rank", "--preset"], "select-rank"),
+                          (["corpus", "synth", workdir / "new", "--seed"], "corpus synth")]:
+        assert_one_line_error(run(args), "requires an argument", f" {command} --help')")
     assert_one_line_error(run(["enhance", workdir / "noisy.wav", "--max-reduction", "121"]), "'--max-reduction'",
                           "0<=x<=120")
 

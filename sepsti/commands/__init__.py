@@ -2,6 +2,26 @@
 
 import click
 
+
+class Command(click.Command):
+    """A subcommand whose option parser's errors ("Option '-o' requires an argument.") carry its context, as
+    click's other usage errors do, so that their one line too ends with where the help is."""
+
+    def parse_args(self, ctx, args):
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as error:
+            if error.ctx is None:
+                error.ctx = ctx
+            raise
+
+
+class Group(Command, click.Group):
+    """A group of :class:`Command` subcommands."""
+
+    command_class = Command
+
+
 def shown(path):
     """A path as the commands print it: as it is, or quoted like a Python string where it holds a line break
     or another control character (which would break or garble the line)."""

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED, InputPath, OutputPath, parse_list, progress_option, shown
+from sepsti.commands import SEED, Group, InputPath, OutputPath, parse_list, progress_option, shown
 from sepsti.core.errors import ParameterError
 
 __all__ = ["corpus", "parse_utterances", "pairing_problems"]
@@ -124,7 +124,7 @@ def _train_signals(index):
     return signals, unusable
 
 
-@click.group("corpus")
+@click.group("corpus", cls=Group)
 def corpus():
     """Make NOIZEUS-style corpora, or describe a corpus folder."""
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, InputPath, OutputPath,
+from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, Command, EnhancerIterations, InputPath, OutputPath,
                              progress_option, shown)
 
 __all__ = ["enhance", "plan_outputs"]
@@ -396,7 +396,7 @@ def _process(checked, outputs, overwrite, options, noise_models, progress, jobs)
         raise failure
 
 
-@click.command("enhance")
+@click.command("enhance", cls=Command)
 @click.argument("inputs", nargs=-1, required=True, metavar="IN...", type=InputPath(path_type=Path))
 @click.option("-o", "--output", type=OutputPath(path_type=Path), default=None,
               help="Output file (one input). The extension picks the format; the input's sample format "

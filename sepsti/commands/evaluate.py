@@ -64,7 +64,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, EnhancerIterations, InputPath, OutputPath,
+from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, Command, EnhancerIterations, InputPath, OutputPath,
                              parse_list, progress_option, shown)
 
 __all__ = ["evaluate", "summarize", "format_table", "enhance_and_score",
@@ -282,7 +282,7 @@ def _draw_pairs(axis, summary, results, metric):
     axis.set_title(title, fontsize=9)
 
 
-@click.command("evaluate")
+@click.command("evaluate", cls=Command)
 @click.option("--corpus", type=InputPath("folder", path_type=Path), default=None, envvar="SEPSTI_NOIZEUS",
               help="NOIZEUS-style corpus folder; its test split (sp21-sp30) is scored. When not given: "
                    "$SEPSTI_NOIZEUS, unless --clean and --noisy are given.")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED, FiniteRange, InputPath, OutputPath, parse_list, progress_option, shown
+from sepsti.commands import SEED, Command, FiniteRange, InputPath, OutputPath, parse_list, progress_option, shown
 
 __all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
 
@@ -51,7 +51,7 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
               "init": "init", "exact_prior": "exact_prior"}
 
 
-@click.command("select-rank")
+@click.command("select-rank", cls=Command)
 @click.option("--corpus", required=True, type=InputPath("folder", path_type=Path), envvar="SEPSTI_NOIZEUS",
               help="NOIZEUS-style corpus folder (its clean train split sp01-sp20, at 8 kHz), or a wideband folder "
                    "with a manifest.json (its train speakers, at 16 kHz): the matrix `sepsti train` learns on. "

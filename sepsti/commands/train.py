@@ -27,7 +27,7 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import (ITERATIONS, SEED, FiniteRange, InputPath, OutputPath, parse_list, progress_option,
+from sepsti.commands import (ITERATIONS, SEED, Command, FiniteRange, InputPath, OutputPath, parse_list, progress_option,
                              shown)
 
 __all__ = ["train"]
@@ -59,7 +59,7 @@ def _ranks(text):
     return ranks
 
 
-@click.command("train")
+@click.command("train", cls=Command)
 @click.option("--corpus", required=True, type=InputPath("folder", path_type=Path), envvar="SEPSTI_NOIZEUS",
               help="NOIZEUS-style corpus folder (its clean train split sp01-sp20 is used), or a wideband "
                    "folder with a manifest.json (its train speakers; flagged files left out). When not given: "

@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 from _common import (ROOT, checkout_package, integer_list, non_negative_float, positive_float,  # noqa: E402
                      recipe_parser, run_recipe, write_results)
 from _recordings import at_level, snr_gain  # noqa: E402
-from enhance_wideband import LEVEL_DB, _noise, add_mixture_options  # noqa: E402
+from enhance_wideband import LEVEL_DB, add_mixture_options, noise_of_kind  # noqa: E402
 
 NAME = "enhance_channels"
 RATE = 16000
@@ -68,7 +68,7 @@ def make_recordings(data, split, folder, *, files, noises, snrs, seconds, delay,
         pool = [s for s in libri if s[0] != utterance]
         for k, kind in enumerate(noises):
             rng = np.random.default_rng([seed, number, k])
-            noise = np.stack([_noise(kind, len(near), RATE, rng, pool) for _ in range(2)], axis=1)
+            noise = np.stack([noise_of_kind(kind, len(near), RATE, rng, pool) for _ in range(2)], axis=1)
             for snr in snrs:
                 scaled = noise * snr_gain(near, noise[:, 0], snr)
                 noisy = np.clip(clean + scaled, -1, 1)

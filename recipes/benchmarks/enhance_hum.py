@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from _common import non_negative_int, noizeus_corpus, recipe_parser, run_recipe, write_results  # noqa: E402
-from enhance_wideband import LEVEL_DB, _noise, wideband_folder  # noqa: E402
+from enhance_wideband import LEVEL_DB, noise_of_kind, wideband_folder  # noqa: E402
 
 NAME = "enhance_hum"
 KINDS = ("hum50", "buzz60")
@@ -90,7 +90,7 @@ def recordings(corpus, wideband, quick):
         clean = at_level(clean, LEVEL_DB)
         pool = [s for s in libri if s[0] != utterance]
         for k, kind in enumerate(("car", "babble")):
-            noise = _noise(kind, len(clean), 16000, np.random.default_rng([number, k]), pool)
+            noise = noise_of_kind(kind, len(clean), 16000, np.random.default_rng([number, k]), pool)
             for snr in (5, 10):
                 scaled = noise * snr_gain(clean, noise, snr)
                 yield "wideband", snr, f"{utterance}_{kind}", clean, clean + scaled, 16000

@@ -95,7 +95,7 @@ def add_mixture_options(parser, *, split, files, noises, recorded=False):
                         help=f"noises made here, comma-separated, of {', '.join(NOISES)} (default {noises})")
 
 
-def _noise(kind, n, rate, rng, babble_pool, recordings=()):
+def noise_of_kind(kind, n, rate, rng, babble_pool, recordings=()):
     """``n`` samples of a noise type at ``rate`` with unit RMS.
 
     Babble is drawn from the ``babble_pool`` speakers; the kind ``recorded`` is an excerpt of one of
@@ -232,7 +232,7 @@ def make_mixtures(data, split, folder, *, files, noises, snrs, seconds, rate48, 
             pool = [s for s in libri if s[0] != utterance]
             for k, kind in enumerate(kinds):
                 rng = np.random.default_rng([seed, rate, number, k])
-                noise = colour(_noise(kind, len(clean), rate, rng, pool, recordings), rate, channel)
+                noise = colour(noise_of_kind(kind, len(clean), rate, rng, pool, recordings), rate, channel)
                 for snr in snrs:
                     scaled = noise * snr_gain(clean, noise, snr)
                     path = folder / _name(utterance, rate, kind, snr)

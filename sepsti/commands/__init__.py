@@ -31,6 +31,21 @@ def shown(path):
     return repr(text) if any(unicodedata.category(character) in ("Cc", "Zl", "Zp") for character in text) else text
 
 
+def single_blas_thread_by_default():
+    """Use one BLAS thread unless the user chose otherwise (effective only before NumPy loads): ``enhance``
+    and ``evaluate``.
+
+    The per-file EM multiplies matrices of a few hundred rows, where a second BLAS thread gains little, and
+    on busy cores spinning BLAS threads only slow it down (docs/enhance.md, "Speed").
+    """
+    import os
+    import sys
+
+    if "numpy" not in sys.modules:
+        for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(name, "1")
+
+
 def progress_option(bars):
     """``--progress/--no-progress`` of a long-running command: True, False, or None (bars only on a terminal).
 

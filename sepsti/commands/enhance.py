@@ -34,7 +34,7 @@ from pathlib import Path
 import click
 
 from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, Command, EnhancerIterations, InputPath, OutputPath,
-                             progress_option, shown)
+                             progress_option, shown, single_blas_thread_by_default)
 
 __all__ = ["enhance", "plan_outputs"]
 
@@ -112,21 +112,6 @@ def _missing_folders(folder):
         missing.append(folder)
         folder = folder.parent
     return missing
-
-
-def _single_threaded_blas():
-    """Use one BLAS thread unless the user chose otherwise (effective only before NumPy loads).
-
-    The per-file EM multiplies matrices of a few hundred rows, where a second
-    BLAS thread gains little; when the cores are busy, spinning BLAS threads
-    made ``denoise`` ten times slower (0.6 s against 6 s on 2 busy cores).
-    """
-    import os
-    import sys
-
-    if "numpy" not in sys.modules:
-        for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ.setdefault(name, "1")
 
 
 def copy_file(audio, target, *, overwrite):
@@ -459,7 +444,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     with a line saying so. All inputs and outputs are checked before any work is
     done.
     """
-    _single_threaded_blas()
+    single_blas_thread_by_default()
     from sepsti.core.errors import ParameterError
     from sepsti.core.io import check_output_path
     from sepsti.audio import inspect_input, output_format

@@ -65,7 +65,7 @@ import click
 from click.core import ParameterSource
 
 from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, Command, EnhancerIterations, InputPath, OutputPath,
-                             parse_list, progress_option, shown)
+                             parse_list, progress_option, shown, single_blas_thread_by_default)
 
 __all__ = ["evaluate", "summarize", "format_table", "enhance_and_score",
            "enhance_signal", "enhance_channels", "score_signals", "score_mixture"]
@@ -331,9 +331,7 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
     scored against the clean file's matching channel (a mono clean file: against it); the file's
     scores are the means over the channels where they are defined.
     """
-    from sepsti.commands.enhance import _single_threaded_blas
-
-    _single_threaded_blas()
+    single_blas_thread_by_default()
     import collections
     import json
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["integer_at_least", "integers_at_least", "integer_within", "positive_number", "finite_number",
+__all__ = ["integer_at_least", "integers_at_least", "distinct_ranks", "integer_within", "positive_number", "finite_number",
            "number_within", "positive_numbers", "real_array", "scalar", "is_number"]
 
 
@@ -42,6 +42,19 @@ def integers_at_least(name, values, low):
     except TypeError:  # None, a number
         raise ParameterError(f"{name}={values!r}: expected a sequence of integers of at least {low}") from None
     return tuple(integer_at_least(f"{name}[{i}]", value, low) for i, value in enumerate(values))
+
+
+def distinct_ranks(ranks):
+    """Distinct positive integers, in the order given, as a list of ints; a float such as 1.5 is refused, not
+    truncated."""
+    try:
+        ranks = list(ranks)
+    except TypeError:
+        raise ParameterError(f"ranks={ranks!r}: expected distinct positive integers") from None
+    ranks = [integer_at_least(f"ranks[{i}]", rank, 1) for i, rank in enumerate(ranks)]
+    if not ranks or len(set(ranks)) != len(ranks):
+        raise ParameterError(f"ranks={ranks}: expected distinct positive integers")
+    return ranks
 
 
 def integer_within(name, value, low, high):

@@ -41,9 +41,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from sepsti.core.checks import distinct_ranks
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.rank_selection import (ChainRecord, ChainSettings, Preset, TemperatureGrid, data_digest,
-                                                 resolve_settings, select_rank, validate_ranks)
+                                                 resolve_settings, select_rank)
 from sepsti.core.evidence.reference_path import REFERENCE_PRESET
 from sepsti.core.evidence.sti import power_posterior_chain
 from sepsti.core.models.subsample import log_likelihood_estimate
@@ -283,7 +284,7 @@ def select_parafac_rank(data, ranks, *, preset="reference", grid=None, chain=Non
     -------
     sepsti.core.evidence.rank_selection.RankSelection
     """
-    ranks = sorted(validate_ranks(ranks))
+    ranks = sorted(distinct_ranks(ranks))
     shape = tuple(data.shape) if isinstance(data, SparseTensor) else np.shape(data)
     if 0 in shape:
         raise ParameterError(f"data has shape {shape}: expected at least one entry along every axis")

@@ -69,7 +69,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sepsti.core.checks import integer_at_least, is_number, scalar
+from sepsti.core.checks import distinct_ranks, integer_at_least, is_number, scalar
 from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.evidence.sti import LangevinSettings, TemperatureGrid, thermodynamic_integral
 from sepsti.core.evidence.tempering_check import largest_decrease
@@ -399,18 +399,6 @@ def balance(costs, num_processes):
     return owners
 
 
-def validate_ranks(ranks):
-    """Distinct positive integers, in the order given, as ints; a float such as 1.5 is refused, not truncated."""
-    try:
-        ranks = list(ranks)
-    except TypeError:
-        raise ParameterError(f"ranks={ranks!r}: expected distinct positive integers") from None
-    ranks = [integer_at_least(f"ranks[{i}]", rank, 1) for i, rank in enumerate(ranks)]
-    if not ranks or len(set(ranks)) != len(ranks):
-        raise ParameterError(f"ranks={ranks}: expected distinct positive integers")
-    return ranks
-
-
 class _Checkpoint:
     """A folder of finished chains under one set of settings."""
 
@@ -548,7 +536,7 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     from sepsti.core.progress import progress_bar
 
     started = time.perf_counter()
-    ranks = validate_ranks(ranks)
+    ranks = distinct_ranks(ranks)
     num_replicates = integer_at_least("num_replicates", num_replicates, 1)  # True was taken as 1
     seed = integer_at_least("seed", seed, 0)
     if seed >= KEY_LIMIT:

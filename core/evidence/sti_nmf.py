@@ -24,11 +24,10 @@ is known.
 
 import numpy as np
 
-from sepsti.core.checks import is_number, scalar
+from sepsti.core.checks import distinct_ranks, is_number, scalar
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid,
-                                                 balance, data_digest, resolve_settings, select_rank,
-                                                 validate_ranks)
+                                                 balance, data_digest, resolve_settings, select_rank)
 from sepsti.core.evidence.reference_path import REFERENCE_PRESET
 from sepsti.core.models.poisson_nmf import prior_rate_at, validate_nonnegative_matrix, validate_prior_rate
 from sepsti.core.random import stream
@@ -304,7 +303,7 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
     if not np.any(X):
         raise ParameterError(f"X ({X.shape[0]} x {X.shape[1]}) is all zero (digital silence?): nothing to select a "
                              "rank on")
-    ranks = validate_ranks(ranks)
+    ranks = distinct_ranks(ranks)
     grid, chain, num_replicates = resolve_settings(PRESETS, preset, grid=grid, chain=chain,
                                                    num_replicates=num_replicates, **overrides)
     validate_identifiable_ranks(ranks, X.shape, sampler=chain.sampler)

@@ -27,9 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sepsti.core.checks import finite_number, integer_at_least, real_array
+from sepsti.core.checks import distinct_ranks, finite_number, integer_at_least, real_array
 from sepsti.core.errors import ConvergenceWarning, ParameterError
-from sepsti.core.evidence.rank_selection import validate_ranks
 from sepsti.core.random import validate_seed
 
 __all__ = ["CorcondiaResult", "core_consistency", "corcondia"]
@@ -134,7 +133,7 @@ def corcondia(X, ranks, *, num_starts=5, max_iter=1000, tol=1e-10, seed=0, thres
     from tensorly.decomposition import parafac
 
     X = _validate_tensor(X)
-    ranks = np.asarray(validate_ranks(ranks), dtype=np.int64)
+    ranks = np.asarray(distinct_ranks(ranks), dtype=np.int64)
     if not np.any(X):
         raise ParameterError("X is all zeros: no CP model to fit")
     num_starts = integer_at_least("num_starts", num_starts, 1)

@@ -64,7 +64,8 @@ class GibbsInfo(NamedTuple):
     log_joint: float
 
 
-def _draw_sources_impl(rng, counts, obs_offsets, lat_offsets, flat, starts, stats, sources, keep, log_factorials):
+def _draw_sources_impl(rng, layout, flat, stats, sources, keep, log_factorials):
+    counts, obs_offsets, lat_offsets, starts = layout.counts, layout.obs_offsets, layout.lat_offsets, layout.starts
     num_factors, num_latent = lat_offsets.shape
     cumulative = np.empty(num_latent)
     local = np.zeros(num_latent, dtype=np.int64)
@@ -169,8 +170,7 @@ def draw_sources(rng, model, layout, factors, *, sources=None):
     flat_stats = np.zeros(flat.size)
     keep = sources is not None
     buffer = sources if keep else np.zeros((1, 1), dtype=np.int64)
-    log_factorial = _compiled("_draw_sources")(rng, layout.counts, layout.obs_offsets, layout.lat_offsets, flat,
-                                               layout.starts, flat_stats, buffer, keep, _log_factorials(layout))
+    log_factorial = _compiled("_draw_sources")(rng, layout, flat, flat_stats, buffer, keep, _log_factorials(layout))
     stats = tuple(flat_stats[layout.starts[a]:layout.starts[a + 1]].reshape(model.shapes[a])
                   for a in range(model.num_factors))
     return stats, float(log_factorial)

@@ -43,8 +43,46 @@ class SADAInfo(NamedTuple):
     log_joint: float
 
 
-def _sada_factor_impl(rng, counts, observed, has_mask, xhat, flat, starts, out_shape, obs_strides, lat_offsets,
-                      slice_configs, slice_elements, alpha, shape_prior, rate, stats, change):
+class _Counts(NamedTuple):
+    """The counts of ``X``, flat, and which of them are observed."""
+
+    counts: np.ndarray    # (|V0|,) int64
+    observed: np.ndarray  # (|V0|,) bool; a placeholder of one entry without a mask
+    has_mask: bool
+
+
+class _Layout(NamedTuple):
+    """Where each factor's elements sit in the flat vector of all factors."""
+
+    starts: np.ndarray       # (num_factors + 1,): start of each factor (last entry: total size)
+    out_shape: np.ndarray    # (num_axes,): the shape of ``X``
+    obs_strides: np.ndarray  # (num_factors, num_axes): a factor's stride along each output axis
+    lat_offsets: np.ndarray  # (num_factors, num_latent): a factor's offset at each latent configuration
+
+
+class _Plan(NamedTuple):
+    """The slices of one free factor, ``Z_alpha``, drawn in turn."""
+
+    alpha: int
+    slice_configs: np.ndarray   # (num_slices, configs per slice): latent configurations u of each slice
+    slice_elements: np.ndarray  # (num_slices, elements per slice): flat indices within Z_alpha
+
+
+class _GammaUpdate(NamedTuple):
+    """The Gamma conditional of one factor's elements and its work arrays, all of the factor's size."""
+
+    shape_prior: np.ndarray
+    rate: np.ndarray
+    stats: np.ndarray   # the sources' statistics, filled slice by slice
+    change: np.ndarray  # new minus old value of each element, for the update of ``Xhat``
+
+
+def _sada_factor_impl(rng, data, layout, plan, gamma, xhat, flat):
+    counts, observed, has_mask = data.counts, data.observed, data.has_mask
+    starts, out_shape = layout.starts, layout.out_shape
+    obs_strides, lat_offsets = layout.obs_strides, layout.lat_offsets
+    alpha, slice_configs, slice_elements = plan.alpha, plan.slice_configs, plan.slice_elements
+    shape_prior, rate, stats, change = gamma.shape_prior, gamma.rate, gamma.stats, gamma.change
     num_factors = starts.size - 1
     num_axes = out_shape.size
     offsets = np.zeros(num_factors, dtype=np.int64)
@@ -92,8 +130,9 @@ def _sada_factor_impl(rng, counts, observed, has_mask, xhat, flat, starts, out_s
                     flat[base + m] = new
 
 
-def _log_likelihood_impl(counts, observed, has_mask, xhat):
+def _log_likelihood_impl(data, xhat):
     # one pass, no |V0|-sized temporaries: sum over observed entries of x log xhat - xhat (log x! is a constant)
+    counts, observed, has_mask = data.counts, data.observed, data.has_mask
     value = 0.0
     for e in range(counts.size):
         if has_mask and not observed[e]:
@@ -114,12 +153,6 @@ def _compiled(name):
 
         _COMPILED[name] = numba.njit(cache=True)(globals()[name + "_impl"])
     return _COMPILED[name]
-
-
-class _Plan(NamedTuple):
-    alpha: int
-    slice_configs: np.ndarray   # (num_slices, configs per slice): latent configurations u of each slice
-    slice_elements: np.ndarray  # (num_slices, elements per slice): flat indices within Z_alpha
 
 
 def _layout(model):
@@ -185,11 +218,12 @@ def build_kernel(model, X):
     counts = np.ascontiguousarray(X.ravel())
     has_mask = model.mask is not None
     observed = np.ascontiguousarray(model.mask.ravel()) if has_mask else np.zeros(1, dtype=bool)
+    data = _Counts(counts, observed, has_mask)
     obs_strides, lat_offsets, latent_of = _layout(model)
     plans = [_plan(model, a, latent_of) for a in model.free]
     sizes = [int(np.prod(s, dtype=np.int64)) for s in model.shapes]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    out_shape = np.asarray(model.output_shape, dtype=np.int64)
+    layout = _Layout(starts, np.asarray(model.output_shape, dtype=np.int64), obs_strides, lat_offsets)
     update = _compiled("_sada_factor")
     log_likelihood_of = _compiled("_log_likelihood")
     from scipy.special import gammaln
@@ -204,17 +238,15 @@ def build_kernel(model, X):
         flat = np.concatenate([np.ravel(z) for z in factors]).astype(float)
         for plan in plans:
             a = plan.alpha
-            rate = np.ascontiguousarray((model.prior_rate[a] + model.phi(factors, a)).ravel())
-            shape_prior = np.ascontiguousarray(model.prior_shape[a].ravel())
-            stats = np.zeros(sizes[a])
-            change = np.zeros(sizes[a])
-            update(rng, counts, observed, has_mask, xhat, flat, starts, out_shape, obs_strides, lat_offsets,
-                   plan.slice_configs, plan.slice_elements, a, shape_prior, rate, stats, change)
+            gamma = _GammaUpdate(shape_prior=np.ascontiguousarray(model.prior_shape[a].ravel()),
+                                 rate=np.ascontiguousarray((model.prior_rate[a] + model.phi(factors, a)).ravel()),
+                                 stats=np.zeros(sizes[a]), change=np.zeros(sizes[a]))
+            update(rng, data, layout, plan, gamma, xhat, flat)
             factors[a] = flat[starts[a]:starts[a + 1]].reshape(model.shapes[a]).copy()
         factors = tuple(factors)
         del xhat, flat
         xhat = np.require(model.xhat(factors), dtype=float, requirements=["C"]).ravel()
-        log_likelihood = float(log_likelihood_of(counts, observed, has_mask, xhat)) - log_factorial
+        log_likelihood = float(log_likelihood_of(data, xhat)) - log_factorial
         joint = log_likelihood + model.log_prior(factors)
         return SADAState(factors, log_likelihood, joint), SADAInfo(log_likelihood, joint)
 

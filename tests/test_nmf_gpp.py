@@ -145,7 +145,8 @@ def test_compiled_link_matches_scipy_across_branches():
     value, slope = np.empty_like(h), np.empty_like(h)
     inv_sqrt2_sigma = np.full(h.shape[1], 1 / (np.sqrt(2) * sigma))
     slope_scale = np.full(h.shape[1], np.sqrt(2 / np.pi) / (rate * sigma))
-    kernels.link(h * np.sqrt(2) * sigma, inv_sqrt2_sigma, 1 / rate, slope_scale, value, slope)
+    factor = kernels.GPFactor(np.empty(0), inv_sqrt2_sigma, 1 / rate, slope_scale)
+    kernels.link(h * np.sqrt(2) * sigma, factor, value, slope)
     np.testing.assert_allclose(value, exp_to_gauss(h * np.sqrt(2) * sigma, sigma, rate), rtol=1e-13, atol=1e-300)
     np.testing.assert_allclose(slope, exp_to_gauss_derivative(h * np.sqrt(2) * sigma, sigma, rate), rtol=1e-13,
                                atol=1e-300)

@@ -12,6 +12,7 @@ with LLVM, so the kernels stay cacheable.
 """
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -19,7 +20,7 @@ from llvmlite import binding
 from numba import types
 from numba.extending import get_cython_function_address
 
-__all__ = ["pack_rows", "tril_matvec", "tril_rmatvec", "tril_solve", "link", "logdensity_and_grad",
+__all__ = ["GPFactor", "pack_rows", "tril_matvec", "tril_rmatvec", "tril_solve", "link", "logdensity_and_grad",
            "logdensity_and_grad_flat"]
 
 binding.add_symbol("sepsti_nmf_gpp_erfcx",
@@ -31,6 +32,27 @@ _log_ndtr = types.ExternalFunction("sepsti_nmf_gpp_log_ndtr", types.float64(type
 
 # Reassociation lets the dot products vectorise; no finite-math assumptions (the link meets ±inf).
 _FAST = {"reassoc", "contract", "nsz"}
+
+
+class GPFactor(NamedTuple):
+    """One factor's prior as the kernels read it: its GP's Cholesky factor and its link (eq. 22–23).
+
+    Attributes
+    ----------
+    packed : ndarray
+        :func:`pack_rows` of the lower Cholesky factor.
+    inv_sqrt2_sigma : ndarray
+        1/(√2 σ) per entry along the field's last axis (σ the GP's marginal standard deviations).
+    inv_rate : float
+        1/λ.
+    slope_scale : ndarray
+        √(2/π)/(λσ) per entry along the last axis.
+    """
+
+    packed: np.ndarray
+    inv_sqrt2_sigma: np.ndarray
+    inv_rate: float
+    slope_scale: np.ndarray
 
 
 def pack_rows(chol):
@@ -139,14 +161,14 @@ def tril_solve(packed, values, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def link(field, inv_sqrt2_sigma, inv_rate, slope_scale, value, slope):
+def link(field, factor, value, slope):
     """Eq. 22–23 elementwise along the last axis: value = −log Φ(−z)/λ, slope = √(2/π)/(λσ erfcx(z/√2)),
-    z = f/σ.
+    z = f/σ, with the constants of ``factor`` (a :class:`GPFactor`).
 
-    ``inv_sqrt2_sigma`` = 1/(√2 σ) and ``slope_scale`` = √(2/π)/(λσ) per column. One ``erfcx``
-    call gives both for x = z/√2 ≥ −1 (log Φ(−z) = log(erfcx(x)/2) − x², no cancellation there);
-    below, ``log_ndtr`` keeps the value exact as it tends to 0.
+    One ``erfcx`` call gives both for x = z/√2 ≥ −1 (log Φ(−z) = log(erfcx(x)/2) − x², no cancellation
+    there); below, ``log_ndtr`` keeps the value exact as it tends to 0.
     """
+    inv_sqrt2_sigma, inv_rate, slope_scale = factor.inv_sqrt2_sigma, factor.inv_rate, factor.slope_scale
     for m in range(field.shape[0]):
         for i in range(field.shape[1]):
             x = field[m, i] * inv_sqrt2_sigma[i]
@@ -190,26 +212,23 @@ def _residual_terms(D_t, H, X, grad_D_t, grad_H):
 
 
 @numba.njit(cache=True, nogil=True)
-def logdensity_and_grad(delta_t, eta, packed_d, packed_h, X, inv_var,
-                        inv_sqrt2_sigma_d, inv_rate_d, slope_scale_d,
-                        inv_sqrt2_sigma_h, inv_rate_h, slope_scale_h,
-                        grad_delta_t, grad_eta):
+def logdensity_and_grad(delta_t, eta, X, inv_var, factor_d, factor_h, grad_delta_t, grad_eta):
     """Eq. 19 and its gradient (eq. 20–21); the gradient goes into ``grad_delta_t`` (M, K), ``grad_eta`` (M, L).
 
-    ``packed_d``, ``packed_h``: :func:`pack_rows` of the Cholesky factors of D and H.
+    ``factor_d``, ``factor_h``: the :class:`GPFactor` of D and of H; ``inv_var`` = 1/σ_N².
     """
     num_components, num_rows = delta_t.shape
     num_cols = eta.shape[1]
     d = np.empty((num_components, num_rows))
     h = np.empty((num_components, num_cols))
-    tril_matvec(packed_d, delta_t, d)
-    tril_matvec(packed_h, eta, h)
+    tril_matvec(factor_d.packed, delta_t, d)
+    tril_matvec(factor_h.packed, eta, h)
     D_t = np.empty_like(d)
     slope_d = np.empty_like(d)
     H = np.empty_like(h)
     slope_h = np.empty_like(h)
-    link(d, inv_sqrt2_sigma_d, inv_rate_d, slope_scale_d, D_t, slope_d)
-    link(h, inv_sqrt2_sigma_h, inv_rate_h, slope_scale_h, H, slope_h)
+    link(d, factor_d, D_t, slope_d)
+    link(h, factor_h, H, slope_h)
     back_d = np.empty_like(d)
     back_h = np.empty_like(h)
     squared_error = _residual_terms(D_t, H, X, back_d, back_h)
@@ -219,8 +238,8 @@ def logdensity_and_grad(delta_t, eta, packed_d, packed_h, X, inv_var,
             back_d[m, i] *= -inv_var * slope_d[m, i]
         for l in range(num_cols):
             back_h[m, l] *= -inv_var * slope_h[m, l]
-    tril_rmatvec(packed_d, back_d, grad_delta_t)
-    tril_rmatvec(packed_h, back_h, grad_eta)
+    tril_rmatvec(factor_d.packed, back_d, grad_delta_t)
+    tril_rmatvec(factor_h.packed, back_h, grad_eta)
     prior = 0.0
     for m in range(num_components):
         for i in range(num_rows):
@@ -233,9 +252,7 @@ def logdensity_and_grad(delta_t, eta, packed_d, packed_h, X, inv_var,
 
 
 @numba.njit(cache=True, nogil=True)
-def logdensity_and_grad_flat(theta, num_components, packed_d, packed_h, X, inv_var,
-                             inv_sqrt2_sigma_d, inv_rate_d, slope_scale_d,
-                             inv_sqrt2_sigma_h, inv_rate_h, slope_scale_h, grad):
+def logdensity_and_grad_flat(theta, num_components, X, inv_var, factor_d, factor_h, grad):
     """:func:`logdensity_and_grad` on the model's flat θ (δ (K, M) row-major, then η (M, L)), gradient into ``grad``.
 
     The transposes of δ and of its gradient happen here, so a caller makes one call per evaluation.
@@ -248,10 +265,8 @@ def logdensity_and_grad_flat(theta, num_components, packed_d, packed_h, X, inv_v
             delta_t[m, i] = theta[i * num_components + m]
     eta = theta[num_d:].reshape(num_components, num_cols)
     grad_delta_t = np.empty((num_components, num_rows))
-    logp = logdensity_and_grad(delta_t, eta, packed_d, packed_h, X, inv_var,
-                               inv_sqrt2_sigma_d, inv_rate_d, slope_scale_d,
-                               inv_sqrt2_sigma_h, inv_rate_h, slope_scale_h,
-                               grad_delta_t, grad[num_d:].reshape(num_components, num_cols))
+    logp = logdensity_and_grad(delta_t, eta, X, inv_var, factor_d, factor_h, grad_delta_t,
+                               grad[num_d:].reshape(num_components, num_cols))
     for i in range(num_rows):
         for m in range(num_components):
             grad[i * num_components + m] = grad_delta_t[m, i]

@@ -166,7 +166,7 @@ class NMFGPP:
         self._inv_var = 1.0 / self.noise_std ** 2
         self._dim = self.dim
         self._kernel = None
-        self._packed = None
+        self._gp_factors = None  # the kernels' GPFactor of D and of H, made with the kernels
 
     @property
     def n_data(self):
@@ -213,8 +213,9 @@ class NMFGPP:
         """The compiled kernels module (numba loads on first use), with the packed Cholesky factors."""
         from sepsti.core.models import _nmf_gpp_kernels as kernels
 
-        if self._packed is None:
-            self._packed = (kernels.pack_rows(self.chol_d), kernels.pack_rows(self.chol_h))
+        if self._gp_factors is None:
+            self._gp_factors = (kernels.GPFactor(kernels.pack_rows(self.chol_d), *self._link_d),
+                             kernels.GPFactor(kernels.pack_rows(self.chol_h), *self._link_h))
         return kernels
 
     def rescale(self, theta, log_scales):
@@ -255,8 +256,8 @@ class NMFGPP:
             return np.full(self.dim, np.nan), -np.inf
         kernels = self._kernels()
         delta_t, eta = np.empty_like(d_new.T), np.empty_like(h_new)
-        kernels.tril_solve(self._packed[0], np.ascontiguousarray(d_new.T), delta_t)
-        kernels.tril_solve(self._packed[1], np.ascontiguousarray(h_new), eta)
+        kernels.tril_solve(self._gp_factors[0].packed, np.ascontiguousarray(d_new.T), delta_t)
+        kernels.tril_solve(self._gp_factors[1].packed, np.ascontiguousarray(h_new), eta)
         return self.join(NMFGPPParams(delta_t.T, eta)), float(log_jacobian)
 
     def component_log_scales(self, theta):
@@ -323,8 +324,7 @@ class NMFGPP:
         if self._kernel is None:
             kernels = self._kernels()
             self._kernel = kernels.logdensity_and_grad_flat
-            self._kernel_args = (self.num_components, *self._packed, self.X, self._inv_var, *self._link_d,
-                                 *self._link_h)
+            self._kernel_args = (self.num_components, self.X, self._inv_var, *self._gp_factors)
         theta = np.asarray(theta, dtype=float)
         if theta.shape != (self._dim,):
             self.split(theta)  # raises with the shapes

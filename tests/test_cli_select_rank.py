@@ -353,7 +353,6 @@ def test_a_slow_compilation_is_reported_unless_progress_is_off(tiny_corpus, monk
     import time
 
     import sepsti.core.evidence.sti_nmf
-    import sepsti.core.parallel.blocks
     from sepsti.core.errors import ParameterError
 
     def sampled(X, ranks, **settings):
@@ -361,7 +360,7 @@ def test_a_slow_compilation_is_reported_unless_progress_is_off(tiny_corpus, monk
 
     ticks = itertools.count(0.0, 3.0)  # every reading of the clock 3 s after the last
     monkeypatch.setattr(time, "perf_counter", lambda: next(ticks))
-    monkeypatch.setattr(sepsti.core.parallel.blocks, "warm_up", lambda dtypes: None)
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "warm_up", lambda dtypes: None)
     monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
     result = _invoke("--corpus", tiny_corpus, "--preset", "blocks", *options)
     assert result.stderr.endswith("Error: reached\n"), result.stderr

@@ -670,7 +670,6 @@ def test_the_speech_rank_selection_benchmark_writes_its_results_and_the_selectio
     """``DIR/sti_speech.json`` and ``--json``'s select-rank document (it wrote only the latter, in place); the
     corpus from ``$SEPSTI_NOIZEUS`` (it was ../shared/data/noizeus whatever the environment said)."""
     import sepsti.core.evidence.rank_selection as rank_selection
-    import sepsti.core.parallel.blocks as blocks
 
     calls = _fake_speech_run(monkeypatch)
     (tmp_path / "corpus" / "clean").mkdir(parents=True)
@@ -682,7 +681,7 @@ def test_the_speech_rank_selection_benchmark_writes_its_results_and_the_selectio
                                 settings={"chain": {"num_steps": 250, "num_keep": 100, "num_blocks": 1},
                                           "num_replicates": 1, "grid": {"num_intervals": 5}})
     monkeypatch.setattr("sepsti.core.evidence.sti_nmf.select_rank_sti", lambda X, ranks, **options: selection)
-    monkeypatch.setattr(blocks, "warm_up", lambda dtypes: None)
+    monkeypatch.setattr("sepsti.core.evidence.sti_nmf.warm_up", lambda dtypes: None)
     monkeypatch.setattr(rank_selection, "to_json", lambda selection, **labels: {"ranks": [2, 3], **labels})
     module = _load(RECIPES / "benchmarks" / "sti_speech.py", monkeypatch)
     _run_main(module, monkeypatch, "--quick", "--ranks", "2,3", "--out", tmp_path / "out", "--json",

@@ -257,7 +257,7 @@ def test_each_replicate_starts_from_the_em_fit_of_its_own_stream(X, monkeypatch)
     # replicate r of rank R starts from em_start on stream(seed, R, SHARED_KEY, r) (every replicate from
     # replicate 0's fit passed before: the chains' own streams kept their traces apart); no chain is run here,
     # so the kernels' compilation is skipped
-    monkeypatch.setattr("sepsti.core.parallel.blocks.warm_up", lambda dtypes: None)
+    monkeypatch.setattr("sepsti.core.evidence.sti_nmf.warm_up", lambda dtypes: None)
     from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainTask, resolve_settings
     from sepsti.core.evidence.sti_nmf import PRESETS, NMFChains, em_start
 

@@ -29,11 +29,12 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid,
                                                  balance, data_digest, resolve_settings, select_rank)
 from sepsti.core.evidence.reference_path import REFERENCE_PRESET
+from sepsti.core.evidence.sti import LangevinSettings
 from sepsti.core.models.poisson_nmf import prior_rate_at, validate_nonnegative_matrix, validate_prior_rate
 from sepsti.core.random import stream
 
 __all__ = ["NMFChains", "PRESETS", "RAYLEIGH_VARIANCE_RATIO", "em_start", "rayleigh_dispersion", "select_rank_sti",
-           "smallest_dispersion", "validate_identifiable_ranks"]
+           "smallest_dispersion", "validate_identifiable_ranks", "warm_up"]
 
 #: Named settings of :func:`select_rank_sti`.
 PRESETS = {
@@ -219,7 +220,6 @@ class NMFChains:
     def prepare(self, tasks, *, seed, comm, threads):
         """Compile the kernels (on this thread), then the EM starts of the (rank, replicate) pairs still to run,
         each computed once, spread over the processes."""
-        from sepsti.core.parallel.blocks import warm_up
         from sepsti.core.parallel.mpi import root_first
 
         root_first(comm, lambda: warm_up((self.X.dtype,)))
@@ -335,3 +335,22 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
         factory = NMFChains(X, chain, prior_rate=prior_rate, model_settings=model_settings)
     return select_rank(factory, ranks, grid=grid, num_replicates=num_replicates, seed=seed, checkpoint=checkpoint,
                        comm=comm, threads=threads, progress=progress)
+
+
+def warm_up(dtypes=(np.float64, np.float32)):
+    """Compile (or load from numba's cache) the NMF block chains' kernels for ``dtypes``, outside any timed region.
+
+    Also imports the kernel module on the calling thread: worker threads that
+    first import it concurrently can deadlock on the import lock.
+    """
+    from sepsti.core.parallel.blocks import init_state, initial_factors, run_block_chain, run_prior_chain
+
+    rng = np.random.default_rng(0)
+    for dtype in np.atleast_1d(dtypes):
+        X = rng.poisson(3.0, size=(6, 6)).astype(dtype)
+        for sampler in ("sgld", "psgld"):
+            state = init_state(*initial_factors(X, 2, rng), seed=0, chain=0, num_blocks=2)
+            settings = LangevinSettings(sampler=sampler, num_steps=2, num_keep=1, step_a=1e-3)
+            run_block_chain(X, state, settings, temperature=1.0, num_blocks=2, threads=1)
+        run_prior_chain(X, init_state(*initial_factors(X, 2, rng), seed=0, chain=0, num_blocks=2), num_steps=1,
+                        num_keep=1, num_blocks=2)

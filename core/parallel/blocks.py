@@ -46,7 +46,7 @@ from sepsti.core.samplers.psgld import UNSET, update_average
 from sepsti.core.samplers.step_size import step_sizes
 
 __all__ = ["BlockChainResult", "NMFBlockState", "block_layout", "block_log_factorials", "dense_part_update",
-           "init_state", "initial_factors", "part_update", "run_block_chain", "run_prior_chain", "warm_up"]
+           "init_state", "initial_factors", "part_update", "run_block_chain", "run_prior_chain"]
 
 #: What an NMF block chain can record (``evaluate``).
 EVALUATE_MODES = ("before_update", "after_update")
@@ -255,25 +255,6 @@ def _run_kernel(X, state, layout, constants, steps, first, burn_in, trace, statu
     nmf_chain_kernel(X, layout, chain, constants, steps, int(first), int(burn_in), trace, status, bool(parallel))
     for target, array in copies:
         target[...] = array
-
-
-def warm_up(dtypes=(np.float64, np.float32)):
-    """Compile (or load from numba's cache) the chain kernels for ``dtypes``, outside any timed region.
-
-    Also imports the kernel module on the calling thread: worker threads that
-    first import it concurrently can deadlock on the import lock.
-    """
-    from sepsti.core.evidence.sti import LangevinSettings
-
-    rng = np.random.default_rng(0)
-    for dtype in np.atleast_1d(dtypes):
-        X = rng.poisson(3.0, size=(6, 6)).astype(dtype)
-        for sampler in ("sgld", "psgld"):
-            state = init_state(*initial_factors(X, 2, rng), seed=0, chain=0, num_blocks=2)
-            settings = LangevinSettings(sampler=sampler, num_steps=2, num_keep=1, step_a=1e-3)
-            run_block_chain(X, state, settings, temperature=1.0, num_blocks=2, threads=1)
-        run_prior_chain(X, init_state(*initial_factors(X, 2, rng), seed=0, chain=0, num_blocks=2), num_steps=1,
-                        num_keep=1, num_blocks=2)
 
 
 def _use_threads(X, rank, schedule, threads):

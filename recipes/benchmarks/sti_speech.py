@@ -75,7 +75,7 @@ def main():
         X = train_split(corpus).matrix(frames=args.frames)[0].astype(args.dtype)
         ranks = args.ranks
         from sepsti.core.evidence.rank_selection import to_json
-        from sepsti.core.parallel.blocks import warm_up
+        from sepsti.core.evidence.sti_nmf import warm_up
 
         overrides = {"prior_rate": 4e-4} if args.preset == "paper" else dict(SPEECH_MODEL)
         if args.quick:

@@ -220,7 +220,7 @@ def compile_kernels(dtype, *, quiet=False):
     """Compile (or load from numba's cache) the block kernels, saying so once when it takes a while."""
     import time
 
-    from sepsti.core.parallel.blocks import warm_up
+    from sepsti.core.evidence.sti_nmf import warm_up
 
     started = time.perf_counter()
     warm_up((dtype,))

@@ -558,6 +558,29 @@ def test_stoi_bands_of_27_active_frames_are_undefined(rng):
     assert values.shape == (15,) and np.all(np.isnan(values))
 
 
+def test_stoi_is_defined_from_its_30th_frame_as_pystoi_is(rng):
+    """White noise at STOI's 10 kHz: every frame active, so 4097 samples keep ceil(3841 / 128) = 31 frames of 256,
+    overlap-added to 30 * 128 + 256 = 4096 samples, whose STFT has (4096 - 256) / 128 = 30 frames: one segment,
+    scored (pystoi's STOI, without its warning; 0.41 s, above the 384 ms shortcut). One sample less keeps 30 frames,
+    an STFT of 29: undefined."""
+    from pystoi import stoi as library_stoi
+
+    from sepsti.metrics import stoi, stoi_bands
+
+    clean = rng.standard_normal(4097)
+    noisy = clean + 0.5 * rng.standard_normal(clean.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expected = library_stoi(clean, noisy, 10000)
+        assert stoi(clean, noisy, 10000) == pytest.approx(expected, abs=1e-12)
+        values, _ = stoi_bands(clean, noisy, 10000)
+    assert values.mean() == pytest.approx(expected, abs=1e-12)
+    with pytest.warns(RuntimeWarning, match="less than 384 ms"):
+        assert np.isnan(stoi(clean[:-1], noisy[:-1], 10000))
+    with pytest.warns(RuntimeWarning, match="less than 384 ms"):
+        assert np.all(np.isnan(stoi_bands(clean[:-1], noisy[:-1], 10000)[0]))
+
+
 def test_pesq_past_its_safe_length_is_undefined_and_never_reaches_the_library(monkeypatch):
     """The pesq library keeps 50 utterances in fixed tables and writes past them on longer speech (ludlows/PESQ
     #18: a segmentation fault from 120 s of NOIZEUS at 8 kHz, 140 s of LibriSpeech at 16 kHz): a longer pair is NaN

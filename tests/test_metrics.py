@@ -309,6 +309,9 @@ def test_band_levels_compare_the_weakest_and_strongest_30_percent_of_frames():
     # gaps just inside the weakest and the strongest 30 % lower both levels
     strong, weak, _ = stoi_band_levels(clean, muted((0.24, 0.29), (0.71, 0.76)), rate)
     assert np.all(strong[toned] < -0.5) and np.all(weak[toned] < -0.5), (strong, weak)
+    # share=0.5, the largest allowed: the two halves take every frame, the muted middle among them
+    strong, weak, _ = stoi_band_levels(clean, muted((0.33, 0.67)), rate, share=0.5)
+    assert np.all(strong[toned] < -0.5) and np.all(weak[toned] < -0.5), (strong, weak)
 
 
 def test_band_scores_undefined_with_a_warning():

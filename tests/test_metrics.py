@@ -424,6 +424,17 @@ def test_high_band_share_of_two_tones():
     assert high_band_share(np.zeros(100), rate) == 0.0
 
 
+def test_high_band_level_takes_its_cutoff_for_both_signals():
+    """Tones of whole periods at 1, 3 and 6 kHz: with the cutoff at 2 kHz the clean speech (1 and 3 kHz, equal
+    amplitudes) has half its energy above it, the estimate (all three) two thirds: 10 log10(4/3) = 1.25 dB."""
+    from sepsti.metrics import high_band_level
+
+    rate, t = 16000, np.arange(16000) / 16000
+    clean = np.sin(2 * np.pi * 1000 * t) + np.sin(2 * np.pi * 3000 * t)
+    estimate = clean + np.sin(2 * np.pi * 6000 * t)
+    assert high_band_level(clean, estimate, rate, cutoff=2000) == pytest.approx(10 * np.log10(4 / 3), abs=1e-9)
+
+
 @pytest.mark.parametrize("cutoff", [-5, 0, np.nan, "4000"])
 def test_a_cutoff_that_is_not_a_positive_frequency_is_refused(cutoff):
     """cutoff=-5 gave a level of 0.0, 0 one of -8.6e-10, '4000' a bare UFuncTypeError."""

@@ -520,8 +520,9 @@ def test_warnings_once_names_the_file_and_repeats_nothing():
 def test_fricative_frames_are_the_32_ms_frames_mostly_above_the_cutoff_within_40_dB(rng):
     """Frames of 512 samples at 16 kHz (32 ms), each a 1 kHz tone ("voiced") and/or a 6 kHz one ("hiss") of a
     whole number of periods, a random phase each: a frame's energy above 4 kHz is exactly its hiss's. Chosen:
-    the three hiss frames, one with 60 % of its energy hiss, and a hiss frame 30 dB below the loudest; not
-    chosen: voiced frames, one with 40 % hiss, a hiss frame 50 dB down (beyond 40 dB), a silent one."""
+    the three hiss frames, one with 55 % of its energy hiss, and a hiss frame 30 dB below the loudest; not
+    chosen: voiced frames, one with 45 % hiss, a hiss frame 45 dB down (beyond 40 dB), a silent one. With the
+    cutoff at 500 Hz every frame within 40 dB is chosen, at 7 kHz none."""
     from sepsti.metrics import fricative_level
 
     rate, frame = 16000, 512
@@ -533,7 +534,7 @@ def test_fricative_frames_are_the_32_ms_frames_mostly_above_the_cutoff_within_40
     def part(voiced, hiss):
         return tone(1000.0, voiced) + tone(6000.0, hiss)
 
-    energies = [(1, 0), (0, 1), (1, 0), (0, 1), (0, 1), (0.6, 0.4), (1, 0), (0.4, 0.6), (0, 1e-3), (0, 1e-5),
+    energies = [(1, 0), (0, 1), (1, 0), (0, 1), (0, 1), (0.55, 0.45), (1, 0), (0.45, 0.55), (0, 1e-3), (0, 10**-4.5),
                 (1, 0), (0, 0), (1, 0)]  # (voiced, hiss) per frame
     chosen = {1, 3, 4, 7, 8}
     clean = np.concatenate([part(*energy) for energy in energies])
@@ -543,6 +544,9 @@ def test_fricative_frames_are_the_32_ms_frames_mostly_above_the_cutoff_within_40
     halved = np.concatenate([part(voiced, hiss / 4 if i in chosen else hiss)
                              for i, (voiced, hiss) in enumerate(energies)])
     assert fricative_level(clean, halved, rate)[0] == pytest.approx(20 * np.log10(0.5), abs=1e-6)
+    assert fricative_level(clean, clean, rate, cutoff=500) == (pytest.approx(0.0, abs=1e-9), len(energies) - 2)
+    with pytest.warns(RuntimeWarning, match="no frame mostly above the cutoff"):
+        assert fricative_level(clean, clean, rate, cutoff=7000)[1] == 0
 
 
 def test_high_band_level_of_an_estimate_with_nothing_above_the_cutoff_is_undefined(rng):

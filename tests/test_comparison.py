@@ -1,5 +1,7 @@
 """The paired comparison of two enhancers: against scipy's paired t test and against a known truth."""
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -50,8 +52,13 @@ def test_interval_covers_the_true_difference_when_pairs_share_their_group():
 def test_undefined_scores_are_left_out():
     result = paired_difference([1.0, np.nan, 3.0, np.inf], [0.0, 0.0, 0.0, 0.0])
     assert result.pairs == 2 and result.mean == pytest.approx(2.0)
-    single = paired_difference([1.0], [0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one group has no spread: NaN, not NumPy's warning of zero degrees of freedom
+        single = paired_difference([1.0], [0.0])
+        group = paired_difference([1.0, 3.0], [0.0, 0.0], ["a", "a"])
     assert single.mean == 1.0 and np.isnan(single.standard_error) and np.isnan(single.low)
+    assert (group.mean, group.pairs, group.groups) == (2.0, 2, 1) and np.isnan(group.standard_error)
+    assert np.isnan(group.low) and np.isnan(group.high)
 
 
 @pytest.mark.parametrize("ours, theirs, groups, confidence", [

@@ -66,6 +66,8 @@ def test_undefined_scores_are_left_out():
     ([1.0, 2.0], [1.0, 2.0], [0], 0.95),
     ([np.nan], [1.0], None, 0.95),
     ([1.0, 2.0], [0.0, 0.0], None, 1.0),
+    ([1.0, 2.0], [0.0, 0.0], None, 0.0),
+    (np.ones((2, 2)), np.zeros((2, 2)), np.zeros((2, 2)), 0.95),
 ])
 def test_bad_input_is_refused(ours, theirs, groups, confidence):
     with pytest.raises(ParameterError):

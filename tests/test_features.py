@@ -276,3 +276,18 @@ def test_channel_level_spread_reads_only_its_band(rng):
     whole = features.stft(y[:, 0], framing=framing), features.stft(y[:, 1], framing=framing)
     level = [10 * np.log10(np.sum(np.abs(S) ** 2, axis=0)) for S in whole]
     assert np.ptp(level[0] - level[1]) > DIFFERENT_SOURCES_DB  # what the whole band would read
+
+
+def test_istft_pads_with_zeros_to_a_length_past_the_frames_as_librosa(rng):
+    """librosa.istft's ``length`` pads the signal with zeros past the last frame's reach, as istft's does."""
+    import librosa
+
+    y = rng.uniform(-1, 1, 1000)
+    spectrogram = features.stft(y)
+    ours = features.istft(spectrogram, 4000)
+    reference = librosa.istft(spectrogram, n_fft=512, hop_length=256, window="hamming", center=True,
+                              length=4000) / features.AMPLITUDE_SCALE
+    assert ours.shape == (4000,)
+    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(ours[:1000], y, rtol=0, atol=1e-12)
+    assert not np.any(ours[1280:])  # 4 hops of signal and half a window of centring pad, then zeros

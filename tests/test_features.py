@@ -291,3 +291,19 @@ def test_istft_pads_with_zeros_to_a_length_past_the_frames_as_librosa(rng):
     np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-12)
     np.testing.assert_allclose(ours[:1000], y, rtol=0, atol=1e-12)
     assert not np.any(ours[1280:])  # 4 hops of signal and half a window of centring pad, then zeros
+
+
+def test_stft_chunks_yields_a_chunk_as_soon_as_its_samples_are_given():
+    """Four frames of 512 every 256 samples, the first centred on sample 0, reach sample 3 * 256 + 256 = 1024: the
+    first chunk comes from one block of 1024 samples, before the next block is asked for."""
+    taken = []
+
+    def blocks():
+        for number in range(3):
+            taken.append(number)
+            yield np.full(1024, 0.1)
+
+    chunks = features.stft_chunks(blocks(), 4)
+    first = next(chunks)
+    assert first.shape == (257, 4) and taken == [0]
+    np.testing.assert_array_equal(first, features.stft(np.full(3072, 0.1))[:, :4])

@@ -307,3 +307,14 @@ def test_stft_chunks_yields_a_chunk_as_soon_as_its_samples_are_given():
     first = next(chunks)
     assert first.shape == (257, 4) and taken == [0]
     np.testing.assert_array_equal(first, features.stft(np.full(3072, 0.1))[:, :4])
+
+
+def test_training_matrix_in_context_of_a_framing_that_four_does_not_divide(rng):
+    """A 706-point window keeps the hop of half a window when enhancing (353): the centre frames of each column are
+    the dictionary's own frames, every one of them."""
+    framing = features.Framing(11025, 706, 353)
+    signals = [rng.uniform(-1, 1, n) for n in (1000, 3000)]
+    X = features.training_matrix(signals, framing=framing, context=1)
+    centre = features.training_matrix(signals, framing=framing)
+    assert X.shape == (3 * 354, centre.shape[1])
+    np.testing.assert_allclose(X[354:708], centre, rtol=1e-12, atol=1e-9)

@@ -318,3 +318,25 @@ def test_training_matrix_in_context_of_a_framing_that_four_does_not_divide(rng):
     centre = features.training_matrix(signals, framing=framing)
     assert X.shape == (3 * 354, centre.shape[1])
     np.testing.assert_allclose(X[354:708], centre, rtol=1e-12, atol=1e-9)
+
+
+def test_channel_level_spread_of_a_mostly_silent_signal_and_of_the_outer_pair_of_three(rng):
+    """Digital silence in 80 % of the frames leaves the loud frames to be compared (two scaled channels: 0 dB, not
+    the infinity of silent frames' -inf - -inf); of three channels, talker A, A + B and talker B, the pair A, B
+    swings the most (the sum of the other two pairs' differences), and sets the spread."""
+    from sepsti.features import NARROWBAND, channel_level_spread, stft_chunks
+
+    n = 8 * NARROWBAND.sample_rate
+    t = np.arange(n) / NARROWBAND.sample_rate
+
+    def spread(*channels):
+        return channel_level_spread(stft_chunks(iter([np.stack(channels, axis=1)]), 100), NARROWBAND)
+
+    gated = rng.standard_normal(n) * (t < 1.6)
+    assert spread(gated, 0.5 * gated) < 1e-9
+    bursts = np.sin(2 * np.pi * 1.3 * t) > 0
+    source = rng.standard_normal(n) * (0.05 + bursts)
+    other = rng.standard_normal(n) * (0.05 + ~bursts)
+    outer = spread(source, other)
+    assert outer > 20.0
+    assert spread(source, source + other, other) == outer > spread(source, source + other) + 10

@@ -340,3 +340,8 @@ def test_channel_level_spread_of_a_mostly_silent_signal_and_of_the_outer_pair_of
     outer = spread(source, other)
     assert outer > 20.0
     assert spread(source, source + other, other) == outer > spread(source, source + other) + 10
+
+
+def test_frames_of_a_duration_are_rounded_to_the_nearest_hop_and_at_least_one():
+    """8 kHz, hop 256 (32 ms): 50 ms is 1.56 hops, 10 ms 0.31, one second 31.25."""
+    assert [features.NARROWBAND.frames(seconds) for seconds in (0.05, 0.01, 0.0, 1.0)] == [2, 1, 1, 31]

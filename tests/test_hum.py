@@ -305,3 +305,17 @@ def test_hum_without_its_fundamental_is_found_from_its_double(rng, mains):
     y = 0.01 * rng.standard_normal(n) + _hum(n, rate, mains, range(2, 5), 0.05, rng)
     found = find_hum(_pieces(y, 4096), rate)
     assert found is not None and abs(found.frequency - mains) < 0.05 and list(found.harmonics) == [2, 3, 4]
+
+
+def test_lines_are_found_up_to_highest_hz(rng):
+    """22 equal lines of a 50 Hz hum: the multiples up to HIGHEST_HZ (1 kHz, the 20th) are its lines, and none
+    above."""
+    from sepsti.hum import HIGHEST_HZ
+
+    rate, n = 8000, 8 * 8000
+    t = np.arange(n) / rate
+    y = 0.01 * rng.standard_normal(n) + 0.02 * sum(np.sin(2 * np.pi * 50.0 * k * t + rng.uniform(0, 6))
+                                                   for k in range(1, 23))
+    found = find_hum(_pieces(y, 4096), rate)
+    assert HIGHEST_HZ == 1000.0
+    assert found is not None and list(found.harmonics) == list(range(1, 21))

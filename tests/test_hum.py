@@ -319,3 +319,16 @@ def test_lines_are_found_up_to_highest_hz(rng):
     found = find_hum(_pieces(y, 4096), rate)
     assert HIGHEST_HZ == 1000.0
     assert found is not None and list(found.harmonics) == list(range(1, 21))
+
+
+@pytest.mark.parametrize("harmonics, found", [((2, 6), True), ((2, 7), False)])
+def test_hum_needs_two_lines_among_its_first_six_multiples(rng, harmonics, found):
+    """MIN_LINES (2) lines among the first LOW_HARMONICS (6) multiples, the double among them: 100 and 300 Hz are a
+    50 Hz hum's lines 2 and 6, found as such; 100 and 350 Hz have one line among the six, no hum (nor on 60 Hz)."""
+    rate, n = 8000, 8 * 8000
+    y = 0.01 * rng.standard_normal(n) + _hum(n, rate, 50.0, harmonics, 0.05, rng)
+    result = find_hum(_pieces(y, 4096), rate)
+    if found:
+        assert result is not None and abs(result.frequency - 50.0) < 0.05 and list(result.harmonics) == [2, 6]
+    else:
+        assert result is None

@@ -332,3 +332,16 @@ def test_hum_needs_two_lines_among_its_first_six_multiples(rng, harmonics, found
         assert result is not None and abs(result.frequency - 50.0) < 0.05 and list(result.harmonics) == [2, 6]
     else:
         assert result is None
+
+
+def test_a_line_held_for_part_of_the_signal_is_not_hum(rng):
+    """12 s with a weak 50 Hz hum throughout, a strong 60 Hz one from 1.5 to 4 s only (the first 8 s segment alone
+    finds it), and 2 s of exact zeros across both 8 s segments (0-8 s and 4-12 s, half overlapping): each segment
+    is mostly sound, so both are searched, and the least of their spectra holds the 50 Hz lines alone."""
+    rate, n = 8000, 12 * 8000
+    y = 0.01 * rng.standard_normal(n) + _hum(n, rate, 50.0, range(1, 5), 0.03, rng)
+    y[int(1.5 * rate):4 * rate] += _hum(int(2.5 * rate), rate, 60.0, range(1, 5), 1.0, rng)
+    y[int(5.5 * rate):int(7.5 * rate)] = 0.0
+    assert abs(find_hum([y[:8 * rate]], rate).frequency - 60.0) < 0.05
+    found = find_hum(_pieces(y, 4096), rate)
+    assert found is not None and abs(found.frequency - 50.0) < 0.05

@@ -345,3 +345,19 @@ def test_a_line_held_for_part_of_the_signal_is_not_hum(rng):
     assert abs(find_hum([y[:8 * rate]], rate).frequency - 60.0) < 0.05
     found = find_hum(_pieces(y, 4096), rate)
     assert found is not None and abs(found.frequency - 50.0) < 0.05
+
+
+def test_a_run_of_zeros_as_long_as_silence_seconds_is_silence(rng):
+    """SILENCE_SECONDS (10 ms, 80 samples at 8 kHz) of exact zeros or more is digital silence, left so: a run of
+    80 within the signal and one of 80 at its end stay zeros; a run of 79 is samples like any other."""
+    rate, n = 8000, 6 * 8000
+    y = 0.01 * rng.standard_normal(n) + _hum(n, rate, 50.0, range(1, 5), 0.05, rng)
+    runs = {"within": slice(20000, 20080), "end": slice(n - 80, n)}
+    shorter = slice(30000, 30079)
+    for run in (*runs.values(), shorter):
+        y[run] = 0.0
+    measured = measure_hum(_pieces(y, 3001), find_hum(_pieces(y, 3001), rate))
+    out = np.concatenate(list(without_hum(_pieces(y, 3001), measured)))
+    for where, run in runs.items():
+        assert not np.any(out[run]), where
+    assert np.all(out[shorter] != 0.0)

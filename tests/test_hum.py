@@ -361,3 +361,15 @@ def test_a_run_of_zeros_as_long_as_silence_seconds_is_silence(rng):
     for where, run in runs.items():
         assert not np.any(out[run]), where
     assert np.all(out[shorter] != 0.0)
+
+
+def test_hum_on_one_channel_beside_a_dead_one_is_found(rng):
+    """A segment is left out only when it is digital silence in every channel: a stereo recording whose second
+    channel is all zeros is searched on its first, and its hum found; the dead channel stays zeros."""
+    rate, n = 8000, 8 * 8000
+    y = np.zeros((n, 2))
+    y[:, 0] = 0.01 * rng.standard_normal(n) + _hum(n, rate, 50.0, range(1, 5), 0.05, rng)
+    found = find_hum(_pieces(y, 4096), rate)
+    assert found is not None and abs(found.frequency - 50.0) < 0.05 and list(found.harmonics) == [1, 2, 3, 4]
+    out = np.concatenate(list(without_hum(_pieces(y, 4096), measure_hum(_pieces(y, 4096), found))))
+    assert not np.any(out[:, 1])

@@ -276,3 +276,13 @@ def test_duplicates_of_one_size_and_time_are_compared_by_content(tmp_path):
     assert (root / "a" / "sp21.wav").stat().st_size == (root / "b" / "sp21.wav").stat().st_size
     with pytest.raises(ParameterError, match="same name as .* but different content"):
         corpus_index(root)
+
+
+def test_folders_behind_symbolic_links_are_searched(tmp_path, rng):
+    """The root is searched with symbolic links followed: clean files in a folder linked from the root count."""
+    elsewhere = tmp_path / "elsewhere"
+    _int16(elsewhere / "sp21.wav", rng.integers(-8000, 8000, 100))
+    root = tmp_path / "c"
+    _int16(root / "sp21_car_sn5.wav", rng.integers(-8000, 8000, 100))
+    (root / "clean").symlink_to(elsewhere, target_is_directory=True)
+    assert corpus_index(root).clean == {"sp21": root / "clean" / "sp21.wav"}

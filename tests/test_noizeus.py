@@ -286,3 +286,18 @@ def test_folders_behind_symbolic_links_are_searched(tmp_path, rng):
     _int16(root / "sp21_car_sn5.wav", rng.integers(-8000, 8000, 100))
     (root / "clean").symlink_to(elsewhere, target_is_directory=True)
     assert corpus_index(root).clean == {"sp21": root / "clean" / "sp21.wav"}
+
+
+def test_a_corpus_of_noisy_files_alone_is_indexed_and_described(tmp_path, rng):
+    """Noisy files without clean ones are a corpus still (corpus info describes it; mixtures need the clean ones):
+    its clean files are 'none', its noisy ones named as they are, not as the clean ones."""
+    root = tmp_path / "c"
+    for utterance in ("sp21", "sp22", "sp25"):
+        _int16(root / f"{utterance}_car_sn5.wav", rng.integers(-8000, 8000, 100))
+    index = corpus_index(root)
+    assert index.clean == {} and len(index.noisy) == 3
+    lines = index.describe().splitlines()
+    assert lines[1:3] == ["clean files: 0 (none)", "noisy files: 3 (sp21-sp22, sp25)"]
+    _int16(root / "sp21.wav", rng.integers(-8000, 8000, 100))
+    assert corpus_index(root).describe().splitlines()[1:3] == ["clean files: 1 (sp21)",
+                                                               "noisy files: 3 (sp21-sp22, sp25)"]

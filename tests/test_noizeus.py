@@ -301,3 +301,10 @@ def test_a_corpus_of_noisy_files_alone_is_indexed_and_described(tmp_path, rng):
     _int16(root / "sp21.wav", rng.integers(-8000, 8000, 100))
     assert corpus_index(root).describe().splitlines()[1:3] == ["clean files: 1 (sp21)",
                                                                "noisy files: 3 (sp21-sp22, sp25)"]
+
+
+def test_split_names_in_any_case_and_an_empty_list_of_ids():
+    """'Test' and 'ALL' are the named splits; an empty list of ids is refused as such."""
+    assert noizeus.split_ids("Test") == list(TEST_IDS) and noizeus.split_ids("ALL") == list(noizeus.ALL_IDS)
+    with pytest.raises(ParameterError, match="^split: no utterance ids given$"):
+        noizeus.split_ids([])

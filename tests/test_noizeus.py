@@ -308,3 +308,17 @@ def test_split_names_in_any_case_and_an_empty_list_of_ids():
     assert noizeus.split_ids("Test") == list(TEST_IDS) and noizeus.split_ids("ALL") == list(noizeus.ALL_IDS)
     with pytest.raises(ParameterError, match="^split: no utterance ids given$"):
         noizeus.split_ids([])
+
+
+def test_written_names_are_read_back_as_their_keys(tmp_path, rng):
+    """clean_name and noisy_name (what corpus synth writes) give the keys they were made from, a negative SNR
+    included; a split given as ids is named as 'the asked split' in errors."""
+    root = tmp_path / "c"
+    keys = [("sp04", "white", -5), ("sp04", "car", 0), ("sp04", "car", 15)]
+    _int16(root / noizeus.clean_name("sp04"), rng.integers(-8000, 8000, 100))
+    for key in keys:
+        _int16(root / noizeus.noisy_name(*key), rng.integers(-8000, 8000, 100))
+    index = corpus_index(root)
+    assert index.clean == {"sp04": root / "sp04.wav"} and sorted(index.noisy) == sorted(keys)
+    with pytest.raises(ParameterError, match=r"no clean files for the asked split \(sp05\); found clean: sp04$"):
+        clean_signals(root, split=["sp05"])

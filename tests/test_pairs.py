@@ -132,3 +132,17 @@ def test_a_noisy_folder_without_audio_or_with_a_file_without_its_clean_one_is_re
         _wav(tmp_path / "noisy" / f"{name}.wav", seed=1)
     with pytest.raises(ParameterError, match=r"noisy/b\.wav: no clean file named b\.\* below .*clean \(and 1 more\)$"):
         pair_index(tmp_path / "clean", tmp_path / "noisy")
+
+
+def test_the_first_unpaired_name_is_named_alone_and_in_name_order(tmp_path):
+    """One noisy file without its clean one is named with nothing more; of several, the first by name, wherever its
+    subfolder puts it among the paths."""
+    _wav(tmp_path / "clean" / "c.wav")
+    _wav(tmp_path / "noisy" / "c.wav", seed=1)
+    _wav(tmp_path / "noisy" / "b.wav", seed=1)
+    with pytest.raises(ParameterError, match=r"noisy/b\.wav: no clean file named b\.\* below .*clean$"):
+        pair_index(tmp_path / "clean", tmp_path / "noisy")
+    _wav(tmp_path / "noisy" / "z" / "a.wav", seed=1)  # after noisy/b.wav among the paths, before it by name
+    with pytest.raises(ParameterError, match=r"noisy/z/a\.wav: no clean file named a\.\* below .*clean "
+                                             r"\(and 1 more\)$"):
+        pair_index(tmp_path / "clean", tmp_path / "noisy")

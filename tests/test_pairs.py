@@ -146,3 +146,12 @@ def test_the_first_unpaired_name_is_named_alone_and_in_name_order(tmp_path):
     with pytest.raises(ParameterError, match=r"noisy/z/a\.wav: no clean file named a\.\* below .*clean "
                                              r"\(and 1 more\)$"):
         pair_index(tmp_path / "clean", tmp_path / "noisy")
+
+
+@pytest.mark.parametrize("missing", ["clean", "noisy"])
+def test_a_missing_folder_is_named_as_clean_or_noisy(tmp_path, missing):
+    for kind in ("clean", "noisy"):
+        if kind != missing:
+            _wav(tmp_path / kind / "p.wav")
+    with pytest.raises(ParameterError, match=rf"/{missing}: no such {missing} folder$"):
+        pair_index(tmp_path / "clean", tmp_path / "noisy")

@@ -7,6 +7,7 @@ import os
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sepsti.core.errors import ParameterError
@@ -164,3 +165,25 @@ def test_a_file_at_another_rate_than_its_manifest_says_is_refused(tmp_path, rng)
     root = _speaker_files(tmp_path / "wide", entries, rng)
     with pytest.raises(ParameterError, match=r"9-0\.wav: sample rate 8000 Hz, the manifest says 16000 Hz"):
         wideband.clean_signals(root, "test")
+
+
+@pytest.mark.parametrize("manifest, message", [
+    ({"file": "a.flac", "rate": 16000, "speaker": "1"}, "expected a list of entries, got dict"),
+    (["a.flac"], "entry 0 is a str; each entry is an object with 'file', 'rate' and 'speaker'"),
+    ([{"file": "a.flac", "rate": 16000, "speaker": "1", "flags": "clipped"}],
+     "entry 0 has 'flags' 'clipped'; expected a list of names"),
+    ([{"file": "a.flac", "rate": 0, "speaker": "1"}], "entry 0 has 'rate' 0 and 'duration_s' None; expected a "
+                                                      "positive rate"),
+    ([{"file": "a.flac", "rate": 16000, "speaker": "1", "duration_s": -1.0}], "entry 0 has 'rate' 16000 and "
+                                                                             r"'duration_s' -1\.0; expected"),
+    ([{"file": "a.flac", "rate": 16000, "speaker": "1", "duration_s": float("inf")}], "entry 0 has 'rate' 16000 and "
+                                                                                      "'duration_s' inf; expected"),
+])
+def test_a_manifest_of_garbled_entries_is_refused(tmp_path, manifest, message):
+    """A flag given as one string was read letter by letter (a 'clipped' file kept); rate 0, a negative or an
+    infinite duration, an object or a list of names for the entries are each refused by the entry's number."""
+    root = tmp_path / "wide"
+    root.mkdir()
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ParameterError, match=f"manifest.json: {message}"):
+        wideband.read_manifest(root)

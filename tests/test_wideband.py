@@ -187,3 +187,17 @@ def test_a_manifest_of_garbled_entries_is_refused(tmp_path, manifest, message):
     (root / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ParameterError, match=f"manifest.json: {message}"):
         wideband.read_manifest(root)
+
+
+def test_an_unknown_split_or_one_without_usable_files_is_refused(tmp_path):
+    """Six speakers: 11 and 17 in test, 12 in validation; with 12's only file clipped, validation has nothing
+    usable."""
+    root = _corpus(tmp_path / "wide", ["11", "12", "13", "15", "16", "17"])
+    entries = json.loads((root / "manifest.json").read_text())
+    entries[1]["flags"] = ["clipped"]
+    (root / "manifest.json").write_text(json.dumps(entries))
+    with pytest.raises(ParameterError, match=r"^split='dev': expected one of train, validation, test$"):
+        wideband.select(root, "dev")
+    with pytest.warns(UserWarning, match="not the distributed corpus's"):
+        with pytest.raises(ParameterError, match=r"wide: no usable files in the validation split$"):
+            wideband.select(root, "validation")

@@ -201,3 +201,13 @@ def test_an_unknown_split_or_one_without_usable_files_is_refused(tmp_path):
     with pytest.warns(UserWarning, match="not the distributed corpus's"):
         with pytest.raises(ParameterError, match=r"wide: no usable files in the validation split$"):
             wideband.select(root, "validation")
+
+
+@pytest.mark.parametrize("length", [16, 50, 1000])
+def test_the_high_pass_is_scipys_butterworth_run_both_ways_from_16_samples(rng, length):
+    """Signals of 16 samples and more, past sosfiltfilt's padding of 9, are filtered as scipy filters them."""
+    from scipy.signal import butter, sosfiltfilt
+
+    y = rng.standard_normal(length)
+    expected = sosfiltfilt(butter(2, wideband.HIGHPASS_HZ, btype="highpass", fs=16000, output="sos"), y)
+    np.testing.assert_allclose(wideband.highpass(y, 16000), expected, rtol=0, atol=1e-12)

@@ -514,3 +514,13 @@ def test_an_utterance_is_at_least_0_54_s_whatever_its_duration():
     for duration in (0, -1.0, np.nan, "1"):
         with pytest.raises(ParameterError, match=rf"^duration={duration!r} must be a positive number"):
             synth_utterance(stream(0), speaker, duration=duration)
+
+
+def test_mix_of_a_silent_noise_is_silent(rng):
+    """A noise of zeros has no level to set: zeros again, not the NaNs of 0 / 0."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scaled = mix(rng.standard_normal(100), np.zeros(100), 5)
+    np.testing.assert_array_equal(scaled, np.zeros(100))

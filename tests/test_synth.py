@@ -524,3 +524,13 @@ def test_mix_of_a_silent_noise_is_silent(rng):
         warnings.simplefilter("error")
         scaled = mix(rng.standard_normal(100), np.zeros(100), 5)
     np.testing.assert_array_equal(scaled, np.zeros(100))
+
+
+def test_repeated_settings_are_written_once_and_the_ids_in_order(tmp_path):
+    """Ids, noises and SNRs given twice or out of order name each file once: two utterances, one noise, one SNR
+    are four files, the ids recorded in order."""
+    settings = write_corpus(tmp_path / "c", seed=0, utterances=["sp21", "sp01", "sp21"], noises=["white", "white"],
+                            snrs=[15, 15])
+    assert (settings["ids"], settings["noises"], settings["snrs"], settings["files"]) == (["sp01", "sp21"], ["white"],
+                                                                                         [15], 4)
+    assert len(settings["paths"]) == 4

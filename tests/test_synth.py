@@ -534,3 +534,14 @@ def test_repeated_settings_are_written_once_and_the_ids_in_order(tmp_path):
     assert (settings["ids"], settings["noises"], settings["snrs"], settings["files"]) == (["sp01", "sp21"], ["white"],
                                                                                          [15], 4)
     assert len(settings["paths"]) == 4
+
+
+def test_utterances_are_spoken_by_the_speakers_noizeus_assigns(tmp_path):
+    """sp01-sp10 male, sp11-sp20 female, sp21-sp25 male, sp26-sp30 female: the pitch of sp10, sp11, sp20, sp21, sp25
+    and sp26 read back from the files lies in their sex's range (as in test_pitch_in_the_speaker_range)."""
+    ids = ["sp10", "sp11", "sp20", "sp21", "sp25", "sp26"]
+    write_corpus(tmp_path / "c", seed=0, utterances=ids, noises=["white"], snrs=[15])
+    ranges = {"male": (80, 165), "female": (160, 265)}
+    for utterance, sex in zip(ids, ["male", "female", "female", "male", "male", "female"]):
+        pitch = _pitch(soundfile.read(tmp_path / "c" / "clean" / f"{utterance}.wav")[0])
+        assert ranges[sex][0] <= pitch <= ranges[sex][1], (utterance, pitch)

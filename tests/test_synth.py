@@ -545,3 +545,17 @@ def test_utterances_are_spoken_by_the_speakers_noizeus_assigns(tmp_path):
     for utterance, sex in zip(ids, ["male", "female", "female", "male", "male", "female"]):
         pitch = _pitch(soundfile.read(tmp_path / "c" / "clean" / f"{utterance}.wav")[0])
         assert ranges[sex][0] <= pitch <= ranges[sex][1], (utterance, pitch)
+
+
+def test_a_mixture_whose_peak_would_pass_full_scale_is_lowered_not_wrapped(tmp_path):
+    """sp01 of seed 0 with white noise at -16 dB peaks at about 1.13 of full scale at its first level: the utterance
+    is lowered, so that the noisy files read back are clean + noise, below full scale, the noise at -16 dB that at
+    0 dB times 10 ** (16 / 20) to the two roundings (0.5 + 6.31 * 0.5 = 3.7 steps); a sample wrapped around by
+    int16 would be 65536 steps off."""
+    write_corpus(tmp_path / "c", seed=0, utterances=["sp01"], noises=["white"], snrs=[-16, 0])
+    loud, quiet = mixtures(tmp_path / "c", split="all", snrs=[-16]) + mixtures(tmp_path / "c", split="all", snrs=[0])
+    assert np.abs(loud.noisy).max() < 1.0
+    steps = np.abs(loud.noise_signal - 10 ** (16 / 20) * quiet.noise_signal) * 32768
+    assert steps.max() < 3.7
+    ratio = 10 * np.log10(np.sum(loud.clean ** 2) / np.sum(loud.noise_signal ** 2))
+    assert ratio == pytest.approx(-16, abs=0.05)

@@ -559,3 +559,14 @@ def test_a_mixture_whose_peak_would_pass_full_scale_is_lowered_not_wrapped(tmp_p
     assert steps.max() < 3.7
     ratio = 10 * np.log10(np.sum(loud.clean ** 2) / np.sum(loud.noise_signal ** 2))
     assert ratio == pytest.approx(-16, abs=0.05)
+
+
+def test_a_failed_run_after_overwrite_leaves_the_folder_empty(tmp_path, monkeypatch):
+    """--overwrite removes the previous corpus, files and folders (noisy/ after noisy/white_5dB/, deepest first);
+    a run that then fails removes what it wrote, leaving nothing of either."""
+    root = tmp_path / "c"
+    write_corpus(root, seed=0, utterances=["sp02"], noises=["white"], snrs=[5])
+    _failing_writer(monkeypatch, fail_at=2)
+    with pytest.raises(ParameterError, match="cannot write it"):
+        write_corpus(root, seed=0, utterances=["sp03"], noises=["pink"], snrs=[5], overwrite=True)
+    assert list(root.iterdir()) == []

@@ -583,3 +583,8 @@ def test_clatter_clinks_four_times_a_second_below_0_45_of_the_rate():
     assert np.sum(energy[1:] > 10 * energy[:-1]) > 170
     power = np.abs(np.fft.rfft(y)) ** 2
     assert power[np.fft.rfftfreq(len(y), 1 / rate) > 3700].sum() < 0.03 * power.sum()
+
+
+def test_a_refusal_of_four_unknown_ids_names_three_and_one_more(tmp_path):
+    with pytest.raises(ParameterError, match=r"^utterances: sp31, sp32, sp33 and 1 more not in sp01\.\.sp30$"):
+        write_corpus(tmp_path / "c", utterances=[f"sp{n}" for n in range(31, 35)])

@@ -588,3 +588,12 @@ def test_clatter_clinks_four_times_a_second_below_0_45_of_the_rate():
 def test_a_refusal_of_four_unknown_ids_names_three_and_one_more(tmp_path):
     with pytest.raises(ParameterError, match=r"^utterances: sp31, sp32, sp33 and 1 more not in sp01\.\.sp30$"):
         write_corpus(tmp_path / "c", utterances=[f"sp{n}" for n in range(31, 35)])
+
+
+def test_each_utterance_takes_its_own_stretch_of_a_noise_recording(small_corpus):
+    """sp01 and sp21 of the small corpus: their street noises at 15 dB are different stretches of the 30 s
+    recording, not one stretch from its start (which would correlate fully over their common length)."""
+    root, _ = small_corpus
+    first, second = (m.noise_signal for m in mixtures(root, split="all", noises=["street"], snrs=[15]))
+    common = min(len(first), len(second))
+    assert abs(np.corrcoef(first[:common], second[:common])[0, 1]) < 0.5

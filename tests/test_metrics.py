@@ -599,6 +599,19 @@ def test_stoi_is_defined_from_its_30th_frame_as_pystoi_is(rng):
         assert np.all(np.isnan(stoi_bands(clean[:-1], noisy[:-1], 10000)[0]))
 
 
+def test_band_levels_take_the_share_of_frames_rounded_to_the_nearest_count(rng):
+    """White noise of 4097 + 2 * 128 samples at 10 kHz has 32 active frames (as above, two more): the 30 % of them
+    are 9.6, rounded to 10 frames, the levels of share=10/32 exactly, not of 9/32."""
+    from sepsti.metrics import stoi_band_levels
+
+    clean = rng.standard_normal(4097 + 2 * 128)
+    noisy = clean + rng.standard_normal(clean.size)
+    levels = {share: stoi_band_levels(clean, noisy, 10000, share=share)[:2] for share in (0.3, 10 / 32, 9 / 32)}
+    for which in (0, 1):
+        np.testing.assert_array_equal(levels[0.3][which], levels[10 / 32][which])
+        assert not np.array_equal(levels[0.3][which], levels[9 / 32][which])
+
+
 def test_pesq_past_its_safe_length_is_undefined_and_never_reaches_the_library(monkeypatch):
     """The pesq library keeps 50 utterances in fixed tables and writes past them on longer speech (ludlows/PESQ
     #18: a segmentation fault from 120 s of NOIZEUS at 8 kHz, 140 s of LibriSpeech at 16 kHz): a longer pair is NaN

@@ -345,3 +345,17 @@ def test_channel_level_spread_of_a_mostly_silent_signal_and_of_the_outer_pair_of
 def test_frames_of_a_duration_are_rounded_to_the_nearest_hop_and_at_least_one():
     """8 kHz, hop 256 (32 ms): 50 ms is 1.56 hops, 10 ms 0.31, one second 31.25."""
     assert [features.NARROWBAND.frames(seconds) for seconds in (0.05, 0.01, 0.0, 1.0)] == [2, 1, 1, 31]
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_overlap_add_finishes_with_zeros_to_a_length_past_the_frames(rng, framing):
+    """finish(length) pads with zeros to a length past the last frame's reach, as istft does (checked against
+    librosa above)."""
+    from sepsti.features import OverlapAdd
+
+    y = rng.uniform(-1, 1, 1000)
+    S = features.stft(y, framing=framing)
+    synthesis = OverlapAdd(framing)
+    out = np.concatenate([synthesis.push(S[:, :3]), synthesis.push(S[:, 3:]), synthesis.finish(4000)])
+    assert len(out) == 4000
+    np.testing.assert_allclose(out, features.istft(S, 4000, framing=framing), rtol=0, atol=1e-15)

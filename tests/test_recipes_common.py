@@ -744,6 +744,7 @@ def _fake_noizeus(monkeypatch, utterances, noises, snrs, seconds=2.0):
     import sepsti.corpora.noizeus as noizeus
     import sepsti.denoise
     import sepsti.dictionary
+    import sepsti.features
     import sepsti.metrics
     import sepsti.noise_model
 
@@ -763,7 +764,7 @@ def _fake_noizeus(monkeypatch, utterances, noises, snrs, seconds=2.0):
     monkeypatch.setattr(sepsti.denoise, "denoise", lambda noisy, W, **options: 0.5 * noisy)
     monkeypatch.setattr(sepsti.noise_model, "learn_noise", lambda frames, rank, seed: None)
     monkeypatch.setattr(sepsti.dictionary, "load_dictionary", lambda path: SimpleNamespace(
-        W=np.ones((257, 2)), sample_rate=8000, framing=None, rank=2))
+        W=np.ones((257, 2)), sample_rate=8000, framing=sepsti.features.NARROWBAND, rank=2))
     for name, score in (("bss_eval", lambda clean, noisy, estimate: {"sdr": float(np.std(estimate))}),
                         ("stoi", lambda clean, estimate, rate: 0.5), ("pesq", lambda clean, estimate, rate: 2.0)):
         monkeypatch.setattr(sepsti.metrics, name, score)
@@ -779,6 +780,51 @@ def test_quick_cuts_fewer_short_pieces(tmp_path, monkeypatch):
     assert len(full["results"]) == 3 * 2 * 4 and {row["seconds"] for row in full["summary"]} == {0.5, 1.0, 1.5, None}
     assert {row["id"] for row in quick["results"]} == {"sp21", "sp22"} and len(quick["results"]) == 2 * 2 * 3
     assert [row["seconds"] for row in quick["summary"]] == [0.5, 1.0, None]
+
+
+def test_short_pieces_of_wideband_speech(tmp_path, monkeypatch):
+    """``enhance_short_pieces.py --wideband``: pieces of each length cut around the speech of the test
+    utterances, at 16 kHz and (another rate taken) at 48 kHz, car noise at 16 kHz only, every SNR at its level,
+    each enhanced at its own rate; the summary per rate and length, under a name of its own."""
+    import sepsti.commands.evaluate as evaluate
+    import sepsti.corpora.wideband as wideband
+    import sepsti.metrics
+
+    rng = np.random.default_rng(1)
+
+    def utterance(rate):  # 0.5 s of silence, 2 s of 'speech', 0.5 s of silence
+        return np.concatenate([np.zeros(rate // 2), rng.standard_normal(2 * rate), np.zeros(rate // 2)])
+
+    signals = ([(f"{i}-1-0000", utterance(16000), 16000) for i in range(8)]  # enough talkers for the babble
+               + [("LJ001-0001", utterance(22050), 22050)])
+    monkeypatch.setattr(wideband, "clean_signals", lambda folder, split: signals if split == "test" else [])
+    calls = []
+
+    def enhanced(noisy, rate, dictionary, **options):
+        calls.append(rate)
+        return 0.5 * noisy
+
+    monkeypatch.setattr(evaluate, "enhance_signal", enhanced)
+    monkeypatch.setattr(sepsti.metrics, "bss_eval", lambda clean, noisy, estimate: {"sdr": 0.0})
+    monkeypatch.setattr(sepsti.metrics, "stoi", lambda clean, estimate, rate: 0.5)
+    (tmp_path / "wide").mkdir()
+    (tmp_path / "wide" / "manifest.json").write_text("[]")
+    module = _load(RECIPES / "benchmarks" / "enhance_short_pieces.py", monkeypatch)
+    pieces = list(module.wideband_pieces(tmp_path / "wide", [0.5, 1.0], False, True, 0))
+    rates = [16000] * 2 * 4 * 2 * 4 + [48000] * 3 * 2 * 4  # quick: two utterances at 16 kHz, one at 48 kHz
+    assert [piece[6] for piece in pieces] == rates
+    for name, noise, snr, length, clean, noisy, rate in pieces:
+        assert len(clean) == len(noisy) == int(length * rate) and (noise != "car" or rate == 16000)
+        assert np.all(clean != 0)  # cut around the speech, none of the silence
+        ratio = 10 * np.log10(np.sum(clean ** 2) / np.sum((noisy - clean) ** 2))
+        assert ratio == pytest.approx(snr, abs=1e-9)
+    assert {(p[0], p[6]) for p in pieces} == {("0-1-0000", 16000), ("1-1-0000", 16000), ("LJ001-0001", 48000)}
+    _run_main(module, monkeypatch, "--wideband", tmp_path / "wide", "--quick", "--lengths", "0.5,1", "--out",
+              tmp_path / "out")
+    results = _strict_json(tmp_path / "out" / "enhance_short_pieces_wideband.json")
+    assert calls == rates and [row["rate"] for row in results["results"]] == rates
+    assert [(row["rate"], row["seconds"], row["n"]) for row in results["summary"]] == [
+        (16000, 0.5, 32), (16000, 1.0, 32), (48000, 0.5, 12), (48000, 1.0, 12)]
 
 
 def test_quick_makes_a_shorter_recording_of_fewer_noise_changes(tmp_path, monkeypatch):

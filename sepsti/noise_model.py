@@ -52,9 +52,10 @@ SMOOTHING_SECONDS = 0.1
 #: long enough that every bin meets a gap between phonemes of continuous speech (minimum statistics,
 #: Martin 2001, uses 1.5 s; twice that keeps the floor steadier under dense speech).
 MINIMUM_SECONDS = 3.0
-#: Shortest signal (s) whose own noise is learned: the minimum-statistics window of Martin (2001), within
-#: which speech leaves a gap in every bin (:func:`min_frames`).
-SHORTEST_SECONDS = 1.5
+#: Shortest span (s) of the frames of a signal whose own noise is learned (:func:`min_frames`): 41 frames 32 ms
+#: apart, signals of 1.25 s and more. Below it, pieces of continuous speech come out worse than the input more
+#: often and by more (docs/enhance.md, "Short files").
+SHORTEST_SECONDS = 1.3
 #: Length (s) of the segments that get their own noise model.
 SEGMENT_SECONDS = 4.0
 #: Context (s) on each side of a segment whose frames its noise model is also learned on.
@@ -70,10 +71,10 @@ def min_frames(noise_rank, framing=features.NARROWBAND):
     """Fewest STFT frames a signal's own noise model is learned from.
 
     Two conditions, the larger count wins. The frames judged noise-dominated (at least two per
-    noise atom) must be at most half of the signal's frames: 4 x ``noise_rank``. And the signal
-    must span :data:`SHORTEST_SECONDS`, the window within which speech leaves a gap in every
-    frequency bin: in a shorter piece of continuous speech the quietest frames are speech, which
-    would be learned as noise and removed (``docs/enhance.md``, "Short files").
+    noise atom) must be at most half of the signal's frames: 4 x ``noise_rank``. And the frames
+    must span :data:`SHORTEST_SECONDS`: in a shorter piece of continuous speech the quietest frames
+    are more often speech, which would be learned as noise and removed (``docs/enhance.md``, "Short
+    files").
 
     Parameters
     ----------

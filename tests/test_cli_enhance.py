@@ -579,12 +579,12 @@ def test_noise_rank_is_bounded_by_bins_and_frames(workdir, tiny_dictionary):
 
 
 @pytest.mark.parametrize("milliseconds, noise_rank, enhanced",
-                         [(100, 5, False), (300, 5, False), (1000, 2, False), (1440, 5, False), (1441, 5, True),
+                         [(100, 5, False), (300, 5, False), (1000, 2, False), (1248, 5, False), (1249, 5, True),
                           (1550, 5, True), (1550, 13, False)])
 def test_a_file_too_short_to_learn_from_is_written_unchanged(workdir, tiny_dictionary, milliseconds, noise_rank,
                                                              enhanced):
-    """Under 1.44 s (47 frames), or fewer than 4 frames per noise atom: one line, the input; a lower rank does not
-    help below 1.44 s, a higher one needs more frames (13 atoms: 52)."""
+    """Under 1.25 s (41 frames), or fewer than 4 frames per noise atom: one line, the input; a lower rank does not
+    help below 1.25 s, a higher one needs more frames (13 atoms: 52)."""
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     start = (len(noisy) - RATE * milliseconds // 1000) // 2  # from the middle: speech and noise
     short = noisy[start:start + RATE * milliseconds // 1000]
@@ -600,7 +600,7 @@ def test_a_file_too_short_to_learn_from_is_written_unchanged(workdir, tiny_dicti
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Warning: ") and "short.wav" in lines[0], result.stderr
     assert "too short" in lines[0] and "written unchanged" in lines[0] and f"--noise-rank {noise_rank}" in lines[0]
-    assert {2: "at least 47, 1.44 s", 5: "at least 47, 1.44 s", 13: "at least 52, 1.60 s"}[noise_rank] in lines[0]
+    assert {2: "at least 41, 1.25 s", 5: "at least 41, 1.25 s", 13: "at least 52, 1.60 s"}[noise_rank] in lines[0]
     assert same
 
 

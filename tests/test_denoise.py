@@ -305,10 +305,10 @@ def test_short_signals_are_left_as_they_are_at_every_framing(rng):
 
     wide = features.framing_for_rate(16000)
     W = rng.uniform(0.5, 1.0, (wide.n_bins, 4))
-    y = 0.01 * rng.standard_normal(int(1.4 * wide.sample_rate))  # 45 frames of 32 ms
-    assert features.num_frames(len(y), framing=wide) < min_frames(5, wide) == 47
+    y = 0.01 * rng.standard_normal(int(1.2 * wide.sample_rate))  # 39 frames of 32 ms
+    assert features.num_frames(len(y), framing=wide) < min_frames(5, wide) == 41
     gains = []
-    with pytest.warns(UnchangedSignalWarning, match=r"\(45 frames, 1.40 s; at least 47, 1.44 s"):
+    with pytest.warns(UnchangedSignalWarning, match=r"\(39 frames, 1.20 s; at least 41, 1.25 s"):
         np.testing.assert_array_equal(denoise(y, W, framing=wide), y)
         out = np.concatenate(list(denoise_blocks(lambda: iter((y,)), len(y), W, framing=wide,
                                                  mask_fn=lambda speech, noise, floor: gains.append((speech, noise)))))
@@ -642,12 +642,12 @@ def test_noise_frames_are_capped_on_long_recordings(monkeypatch, rng):
 
 
 def test_short_signals_are_left_as_they_are(rng, toy_dictionary):
-    """Under 1.44 s (47 frames), or fewer than 4 frames per noise atom: too little to tell noise from speech, the input
+    """Under 1.25 s (41 frames), or fewer than 4 frames per noise atom: too little to tell noise from speech, the input
     comes back."""
-    assert min_frames(5) == min_frames(2) == 47 and min_frames(20) == 80
+    assert min_frames(5) == min_frames(2) == 41 and min_frames(20) == 80
     from sepsti.denoise import UnchangedSignalWarning
 
-    for seconds in (0.1, 0.3, 1.4):
+    for seconds in (0.1, 0.3, 1.2):
         y = toy_speech(rng, 1.5)[:int(seconds * SR)] + 0.01 * rng.standard_normal(int(seconds * SR))
         assert features.num_frames(len(y)) < min_frames(5)
         with pytest.warns(UnchangedSignalWarning, match="too short"):
@@ -707,8 +707,8 @@ def test_short_and_silent_signals_come_back_with_a_warning(rng, toy_dictionary):
     from sepsti.denoise import UnchangedSignalWarning, denoise_blocks
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
 
-    short = toy_speech(rng, 1.4) + 0.01 * rng.standard_normal(int(1.4 * SR))
-    message = r"too short to learn its noise from \(45 frames, 1.40 s; at least 47, 1.44 s, at a noise rank of 5\)"
+    short = toy_speech(rng, 1.2) + 0.01 * rng.standard_normal(int(1.2 * SR))
+    message = r"too short to learn its noise from \(39 frames, 1.20 s; at least 41, 1.25 s, at a noise rank of 5\)"
     with pytest.warns(UnchangedSignalWarning, match=message):
         np.testing.assert_array_equal(denoise(short, toy_dictionary), short)
     with pytest.warns(UnchangedSignalWarning, match="at least 100, 3.14 s, at a noise rank of 25"):

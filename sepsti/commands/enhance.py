@@ -439,7 +439,7 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     held note) is counted as noise at once. Mains hum (lines at multiples of
     50 or 60 Hz held through the file) is subtracted first, as sinusoids, in full
     whatever --max-reduction says (unless it is 0). A file too short to learn its noise
-    from (under 1.44 s, or fewer than 4 x --noise-rank frames of 32 ms; or no 8 s
+    from (under 1.25 s, or fewer than 4 x --noise-rank frames of 32 ms; or no 8 s
     stretch holds that much sound besides digital silence) is written unchanged,
     with a line saying so. All inputs and outputs are checked before any work is
     done.

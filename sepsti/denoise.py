@@ -49,7 +49,8 @@ from sepsti.core.random import KEY_LIMIT, stream
 from sepsti import features
 from sepsti.audio import MAX_PEAK, check_layout
 from sepsti.hum import hum_free
-from sepsti.noise_model import NoiseModel, min_frames, too_little_sound, track_noise, validate_noise_model
+from sepsti.noise_model import (NoiseModel, min_frames, shortest_seconds, too_little_sound, track_noise,
+                                validate_noise_model)
 from sepsti.noise_power import (RAYLEIGH_POWER, NoisePowerTracker, expected_magnitude, median_magnitude,
                                 track_noise_power)
 
@@ -566,9 +567,8 @@ def _checked_blocks(blocks, num_samples):
 
 def _least_length(noise_rank, framing):
     """The fewest frames, and seconds, a signal's own noise is learned from, in words."""
-    fewest = min_frames(noise_rank, framing)
-    least = ((fewest - 2) * framing.hop_length + 1) / framing.sample_rate  # the shortest with that many frames
-    return f"at least {fewest}, {least:.2f} s, at a noise rank of {noise_rank}"
+    return (f"at least {min_frames(noise_rank, framing)}, {shortest_seconds(noise_rank, framing):.2f} s, at a noise "
+            f"rank of {noise_rank}")
 
 
 def _read_only(array):

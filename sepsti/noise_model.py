@@ -28,7 +28,7 @@ from sepsti import features
 
 __all__ = ["MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING", "BESIDE_SPEECH_MAX_RATE", "SMOOTHING_SECONDS",
            "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "QUIET_FLOOR_POWER",
-           "NoiseModel", "track_noise", "learn_noise", "min_frames", "too_little_sound", "validate_noise_model",
+           "NoiseModel", "track_noise", "learn_noise", "min_frames", "shortest_seconds", "too_little_sound", "validate_noise_model",
            "validate_noise_rank"]
 
 #: Most frames a noise recording's model is learned on (2.2 min at 8 kHz); a longer recording
@@ -86,6 +86,12 @@ def min_frames(noise_rank, framing=features.NARROWBAND):
     int
     """
     return max(4 * int(noise_rank), framing.frames(SHORTEST_SECONDS))
+
+
+def shortest_seconds(noise_rank, framing=features.NARROWBAND):
+    """Length (s) of the shortest signal with :func:`min_frames` frames (centred frames: that many less two hops,
+    and one sample)."""
+    return ((min_frames(noise_rank, framing) - 2) * framing.hop_length + 1) / framing.sample_rate
 
 
 class NoiseModel(NamedTuple):

@@ -660,6 +660,17 @@ def test_short_signals_are_left_as_they_are(rng, toy_dictionary):
         np.testing.assert_array_equal(denoise(y, toy_dictionary, noise_rank=20), y)
 
 
+@pytest.mark.parametrize("rate, noise_rank", [(8000, 5), (16000, 5), (8000, 13)])
+def test_shortest_seconds_is_the_shortest_signal_with_enough_frames(rate, noise_rank):
+    from sepsti.noise_model import shortest_seconds
+
+    framing = features.framing_for_rate(rate)
+    samples = round(shortest_seconds(noise_rank, framing) * rate)
+    assert samples / rate == shortest_seconds(noise_rank, framing)  # a whole number of samples
+    assert features.num_frames(samples, framing=framing) == min_frames(noise_rank, framing)
+    assert features.num_frames(samples - 1, framing=framing) == min_frames(noise_rank, framing) - 1
+
+
 def test_noise_rank_above_the_bins_is_refused(toy_dictionary):
     with pytest.raises(ParameterError, match="noise_rank=258: at most 257"):
         denoise(np.ones(1000), toy_dictionary, noise_rank=258)

@@ -303,7 +303,7 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
     from sepsti import features
     from sepsti.core.progress import progress_bar
     from sepsti.denoise import UnchangedSignalWarning, unchanged_signal_raised
-    from sepsti.noise_model import min_frames
+    from sepsti.noise_model import min_frames, shortest_seconds
 
     framing = speech_dictionary.framing
     if options.get("mask_floor") == 1.0:  # --max-reduction 0: nothing is lowered, the input is the output
@@ -315,7 +315,7 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
     frames = features.num_frames(audio.num_samples, framing=framing)
     fewest = min_frames(options["noise_rank"], framing)
     if "noise" not in options and frames < fewest:
-        least = ((fewest - 2) * framing.hop_length + 1) / framing.sample_rate  # the shortest with that many frames
+        least = shortest_seconds(options["noise_rank"], framing)
         return copy_file(audio, target, overwrite=overwrite), (
             f"too short to learn its noise from ({frames} frames, {audio.length / audio.sample_rate:.2f} s; at least "
             f"{fewest}, {least:.2f} s, at --noise-rank {options['noise_rank']})")

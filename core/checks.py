@@ -7,8 +7,8 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["integer_at_least", "integers_at_least", "distinct_ranks", "integer_within", "positive_number", "finite_number",
-           "number_within", "positive_numbers", "real_array", "scalar", "is_number"]
+__all__ = ["integer_at_least", "integers_at_least", "distinct_ranks", "integer_within", "positive_number",
+           "finite_number", "number_within", "positive_numbers", "real_array", "scalar", "is_number"]
 
 
 def scalar(value):

@@ -28,8 +28,8 @@ from sepsti import features
 
 __all__ = ["MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING", "BESIDE_SPEECH_MAX_RATE", "SMOOTHING_SECONDS",
            "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "QUIET_FLOOR_POWER",
-           "NoiseModel", "track_noise", "learn_noise", "min_frames", "shortest_seconds", "too_little_sound", "validate_noise_model",
-           "validate_noise_rank"]
+           "NoiseModel", "track_noise", "learn_noise", "min_frames", "shortest_seconds", "too_little_sound",
+           "validate_noise_model", "validate_noise_rank"]
 
 #: Most frames a noise recording's model is learned on (2.2 min at 8 kHz); a longer recording
 #: has this many spread evenly over it.

@@ -210,12 +210,12 @@ class NMFGPP:
         return self.join(NMFGPPParams(delta, eta))
 
     def _kernels(self):
-        """The compiled kernels module (numba loads on first use), with the packed Cholesky factors."""
+        """The compiled kernels module (numba loads on first use), with each factor's GPFactor made."""
         from sepsti.core.models import _nmf_gpp_kernels as kernels
 
         if self._gp_factors is None:
             self._gp_factors = (kernels.GPFactor(kernels.pack_rows(self.chol_d), *self._link_d),
-                             kernels.GPFactor(kernels.pack_rows(self.chol_h), *self._link_h))
+                                kernels.GPFactor(kernels.pack_rows(self.chol_h), *self._link_h))
         return kernels
 
     def rescale(self, theta, log_scales):

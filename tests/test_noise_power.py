@@ -467,3 +467,23 @@ def test_digital_silence_holds_the_state_as_the_reference_does(rng):
     initial = level * 0.5
     np.testing.assert_allclose(track_noise_power(np.sqrt(powers), initial, FRAMING),
                                reference_estimates(powers, initial), rtol=2e-6)
+
+
+def test_a_start_from_zero_power_and_digital_silence_gives_no_warning_and_finds_the_noise(rng):
+    """A starting power of zero (allowed: non-negative) and a recording that opens with digital silence in every bin:
+    the speech probability's a posteriori SNR divides by the floor, not by a zero estimate, and so do the troughs'
+    ratios, so no division warns (nor 0 / 0 in a recording of silence alone); the noise after the silence is found
+    (in the bins above TROUGH_HIGHEST_HZ)."""
+    import warnings
+
+    level = np.full(40, 50.0)
+    powers = np.concatenate([np.zeros((40, 60)), noise_powers(rng, level, 300)], axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        estimate = track_noise_power(np.sqrt(powers), np.zeros(40), FRAMING)
+        # a recording of digital silence alone: its noise power is zero, in the troughs' band too
+        silent = track_noise_power(np.zeros((40, 100)), np.zeros(40), FRAMING)
+    assert np.all(np.isfinite(estimate))
+    np.testing.assert_array_equal(silent, 0.0)
+    assert 0.6 < estimate[trough_band(FRAMING).stop:, 200:].mean() / 50.0 < 1.6
+

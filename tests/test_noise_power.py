@@ -487,3 +487,13 @@ def test_a_start_from_zero_power_and_digital_silence_gives_no_warning_and_finds_
     np.testing.assert_array_equal(silent, 0.0)
     assert 0.6 < estimate[trough_band(FRAMING).stop:, 200:].mean() / 50.0 < 1.6
 
+
+def test_frames_that_share_more_than_half_their_samples_are_counted_at_any_overlap():
+    """With a hop of 1/r of the window, the frame k hops away shares (r - k) / r of its samples: more than half for
+    k < r / 2."""
+    from sepsti.noise_power import overlapping_neighbours
+
+    for r in (1, 2, 4, 8, 16):
+        framing = features.Framing(8000, 512, 512 // r)
+        assert overlapping_neighbours(framing) == sum(1 for k in range(1, r) if (r - k) / r > 0.5), r
+

@@ -497,3 +497,13 @@ def test_frames_that_share_more_than_half_their_samples_are_counted_at_any_overl
         framing = features.Framing(8000, 512, 512 // r)
         assert overlapping_neighbours(framing) == sum(1 for k in range(1, r) if (r - k) / r > 0.5), r
 
+
+def test_a_tracker_of_bins_below_the_troughs_band_takes_frames(rng):
+    """The troughs' band starts at TROUGH_LOWEST_HZ (bin 3 at 8 kHz, 512 points): a tracker of the first two bins
+    alone has no band to read and returns its recursions' estimates, one per frame."""
+    level = np.array([4.0, 9.0])
+    magnitudes = np.sqrt(noise_powers(rng, level, 300))
+    estimates = track_noise_power(magnitudes, level, FRAMING)
+    assert estimates.shape == (2, 300) and np.all(np.isfinite(estimates))
+    full = track_noise_power(np.concatenate([magnitudes, np.ones((1, 300))]), np.append(level, 1.0), FRAMING)
+    np.testing.assert_allclose(estimates, full[:2], rtol=1e-6)

@@ -194,9 +194,12 @@ def test_frames_every_quarter_window_leave_out_their_nearest_neighbours(rng):
 @pytest.mark.parametrize("sizes", [(1,), (7,), (64, 1, 200), (5000,)])
 @pytest.mark.parametrize("framing", [FRAMING, QUARTER])
 def test_estimates_do_not_depend_on_chunking(rng, sizes, framing):
-    level = np.exp(rng.uniform(0, 5, 30))
+    level = np.exp(rng.uniform(0, 5, 40))
     # a steady tone across cells' ends (above STEADY_LOWEST_HZ): its power depends on frames already emitted
-    magnitudes = np.sqrt(steady_tone(noise_powers(rng, level, 700), [22, 23, 24], range(100, 400), 1e4))
+    powers = steady_tone(noise_powers(rng, level, 700), [22, 23, 24], range(100, 400), 1e4)
+    # and one of 1.3 s across the end of the second cell at either hop, which both recursions take for speech: its
+    # steady power, read against the forward predictions of frames already emitted, sets the estimates
+    magnitudes = np.sqrt(steady_tone(powers, [33, 34], range(100, 184), 1e4))
     whole = track_noise_power(magnitudes, level, framing)
     tracker, pieces, position, index = NoisePowerTracker(level, framing), [], 0, 0
     pieces.append(tracker.push(magnitudes[:, :0]))  # an empty piece, first of all, changes nothing

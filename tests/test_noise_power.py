@@ -510,3 +510,12 @@ def test_a_tracker_of_bins_below_the_troughs_band_takes_frames(rng):
     assert estimates.shape == (2, 300) and np.all(np.isfinite(estimates))
     full = track_noise_power(np.concatenate([magnitudes, np.ones((1, 300))]), np.append(level, 1.0), FRAMING)
     np.testing.assert_allclose(estimates, full[:2], rtol=1e-6)
+
+
+@pytest.mark.parametrize("framing", [FRAMING, QUARTER])
+def test_a_tracker_given_no_frames_returns_none(framing):
+    """One estimate per frame pushed: none for none, from a tracker given only empty pieces or nothing at all."""
+    for pieces in ([], [np.ones((40, 0))]):
+        tracker = NoisePowerTracker(np.ones(40), framing)
+        returned = [tracker.push(piece) for piece in pieces] + [tracker.finish()]
+        assert all(r.shape == (40, 0) for r in returned), [r.shape for r in returned]

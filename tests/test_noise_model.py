@@ -194,3 +194,15 @@ def test_minimum_statistics_follow_the_written_out_recursion(rng):
     for part in np.array_split(V, 4, axis=1):
         tracker.push(part)
     np.testing.assert_allclose(tracker.floors(), expected, rtol=1e-6)  # the floors are kept in float32
+
+
+def test_a_last_piece_of_half_a_segment_gets_its_own_model(rng):
+    """A last piece shorter than half a segment joins the segment before it; one of half a segment or more is a
+    segment of its own (at the enhancer's 16 ms hop a segment is 250 frames, and half of it a whole number)."""
+    framing = features.enhancement_framing(FRAMING)
+    segment = framing.frames(SEGMENT_SECONDS)
+    assert segment % 2 == 0
+    for extra, segments in [(segment // 2, 3), (segment // 2 - 1, 2)]:
+        model, _ = track_noise(chunks(rayleigh(rng, 2 * segment + extra)), 2, framing=framing)
+        assert len(model.W_noise) == segments, (extra, len(model.W_noise))
+

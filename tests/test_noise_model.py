@@ -206,3 +206,29 @@ def test_a_last_piece_of_half_a_segment_gets_its_own_model(rng):
         model, _ = track_noise(chunks(rayleigh(rng, 2 * segment + extra)), 2, framing=framing)
         assert len(model.W_noise) == segments, (extra, len(model.W_noise))
 
+
+def test_a_segment_is_learned_on_the_quietest_frames_of_its_window_up_to_its_edges(rng, monkeypatch):
+    """Segment s is learned on frames s · segment − context up to (s + 1) · segment + context, the last one
+    excluded: the quietest frames at either edge of the window are chosen, and those just outside it are not."""
+    from sepsti import noise_model
+
+    segment, context = FRAMING.frames(SEGMENT_SECONDS), FRAMING.frames(CONTEXT_SECONDS)
+    V = rayleigh(rng, 5 * segment, 20)
+    first, last = 2 * segment - context, 3 * segment + context - 1  # segment 2's window
+    quiet = [first - 1, first, last, last + 1]
+    V[:, quiet] *= 0.05
+    frame_of = {V[:, j].tobytes(): j for j in range(V.shape[1])}
+    learned_on = []
+    fit = noise_model._fit_noise
+
+    def recording_fit(Vq, *args, **kwargs):
+        learned_on.append({frame_of[np.ascontiguousarray(Vq[:, k]).tobytes()] for k in range(Vq.shape[1])})
+        return fit(Vq, *args, **kwargs)
+
+    monkeypatch.setattr(noise_model, "_fit_noise", recording_fit)
+    model, _ = track_noise(chunks(V), 1)
+    assert len(model.W_noise) == 5 and len(learned_on) == 5
+    assert {first, last} <= learned_on[2] and not {first - 1, last + 1} & learned_on[2], sorted(learned_on[2])
+    assert min(learned_on[2]) >= first and max(learned_on[2]) <= last
+    assert first - 1 in learned_on[1] and last + 1 in learned_on[3]
+

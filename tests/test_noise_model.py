@@ -232,3 +232,19 @@ def test_a_segment_is_learned_on_the_quietest_frames_of_its_window_up_to_its_edg
     assert min(learned_on[2]) >= first and max(learned_on[2]) <= last
     assert first - 1 in learned_on[1] and last + 1 in learned_on[3]
 
+
+def test_each_segment_s_frames_are_cut_at_their_own_floor(rng):
+    """A low-pass noise for the first half of 20 s, then a high-pass one (each band 20 dB above the other): a rank-1
+    dictionary is the mean of its frames' magnitudes cut at NOISE_CEILING times their own block's floor, the same
+    share of each bin's Rayleigh magnitudes; so the first segment's atom holds 0.09 of its weight in the upper half of
+    the bins and the last's 0.91 (each from 50 frames: within a few hundredths)."""
+    segment = FRAMING.frames(SEGMENT_SECONDS)
+    n = 5 * segment
+    V = rayleigh(rng, n)
+    upper = np.arange(FRAMING.n_bins) >= FRAMING.n_bins // 2
+    V[upper, :n // 2] *= 0.1
+    V[~upper, n // 2:] *= 0.1
+    model, _ = track_noise(chunks(V), 1)
+    expected = upper.sum() / (upper.sum() + 0.1 * (~upper).sum())
+    shares = model.W_noise[:, upper, 0].sum(axis=1)
+    assert abs(shares[-1] - expected) < 0.04 and abs(shares[0] - (1 - expected)) < 0.04, (shares, expected)

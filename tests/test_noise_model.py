@@ -248,3 +248,39 @@ def test_each_segment_s_frames_are_cut_at_their_own_floor(rng):
     expected = upper.sum() / (upper.sum() + 0.1 * (~upper).sum())
     shares = model.W_noise[:, upper, 0].sum(axis=1)
     assert abs(shares[-1] - expected) < 0.04 and abs(shares[0] - (1 - expected)) < 0.04, (shares, expected)
+
+
+def test_minimum_statistics_count_digital_silence_towards_its_blocks_and_skip_it(rng):
+    """Frames of digital silence are skipped by the smoothing and the minima but counted towards their blocks: a silent
+    stretch across the end of block 0 leaves the blocks where they are, a block of nothing else has no minimum (NaN)
+    and no say in its neighbours' floors, and a last, shorter block of sound joins a silent block before it. The
+    level rises block by block, so each floor is the first heard block of its window, shifted inwards at the ends,
+    but in one bin the last 10 frames, at a tenth of the level, set the floors of the windows that hold them."""
+    from sepsti.noise_model import MINIMUM_SECONDS, SMOOTHING_SECONDS, _MinimumTracker
+
+    hop = FRAMING.hop_length / FRAMING.sample_rate
+    block = int(round(MINIMUM_SECONDS / 4 / hop))
+    n = 7 * block + 10
+    V = rng.uniform(1.0, 2.0, (3, n)) * np.linspace(1.0, 3.0, n)
+    silent = np.zeros(n, dtype=bool)
+    silent[block - 5:block + 5] = True  # across the end of block 0
+    silent[2 * block:3 * block] = True  # block 2
+    silent[6 * block:7 * block] = True  # the last whole block, before 10 frames of sound
+    V[:, silent] = 0.0
+    V[0, -10:] *= 0.1
+    alpha = np.exp(-hop / SMOOTHING_SECONDS)
+    smoothed = np.full_like(V, np.nan)
+    state = V[:, 0]
+    for j in np.flatnonzero(~silent):
+        state = state if j == 0 else alpha * state + (1 - alpha) * V[:, j]
+        smoothed[:, j] = state
+    minima = [np.fmin.reduce(smoothed[:, b * block:(b + 1) * block], axis=1) for b in range(6)]
+    minima.append(np.fmin.reduce(smoothed[:, 6 * block:], axis=1))  # the silent block 6 and the 10 frames after it
+    assert np.isnan(minima[2]).all() and not np.isnan(minima[6]).any()
+    expected = [np.fmin.reduce(minima[min(max(0, b - 2), 3):min(max(0, b - 2), 3) + 4], axis=0) for b in range(7)]
+    tracker = _MinimumTracker(FRAMING)
+    for part in np.array_split(V, 5, axis=1):
+        tracker.push(part)
+    floors = tracker.floors()
+    assert floors.shape == (7, 3)
+    np.testing.assert_allclose(floors, expected, rtol=1e-6)

@@ -80,10 +80,11 @@ def _run_upper_band(y, rate, speech_share, *, block_sizes=(len,), piece_sizes=(4
     return np.concatenate(out)[:len(y)]
 
 
-@pytest.mark.parametrize("rate", [22050, 48000])
-def test_full_mask_gives_the_input_back(rng, rate):
-    # the two bands add up to the input: a model that calls everything speech changes nothing
-    y = 0.1 * rng.standard_normal(rate // 2)
+@pytest.mark.parametrize("rate, length", [(22050, 11025), (48000, 24000), (44100, 22051), (48000, 24001)])
+def test_full_mask_gives_the_input_back(rng, rate, length):
+    # the two bands add up to the input: a model that calls everything speech changes nothing; also where the way
+    # back to the input's rate rounds up past its length (22051 samples at 44.1 kHz: 8001 at 16 kHz, 22052 back)
+    y = 0.1 * rng.standard_normal(length)
     np.testing.assert_allclose(_run_upper_band(y, rate, 1.0), y, rtol=0, atol=1e-9)
 
 
@@ -310,3 +311,4 @@ def test_the_upper_band_of_noise_alone_is_lowered_to_the_mask_floor_it_is_given(
     band.add_mask(np.zeros((WIDE.n_bins, frames)), np.ones((WIDE.n_bins, frames)), floor)
     out = np.concatenate([band.apply(piece) for piece in (np.zeros(20000), np.zeros(len(y) - 20000))])
     np.testing.assert_allclose(out, floor * upper, rtol=0, atol=1e-12)
+

@@ -312,3 +312,21 @@ def test_the_upper_band_of_noise_alone_is_lowered_to_the_mask_floor_it_is_given(
     out = np.concatenate([band.apply(piece) for piece in (np.zeros(20000), np.zeros(len(y) - 20000))])
     np.testing.assert_allclose(out, floor * upper, rtol=0, atol=1e-12)
 
+
+def test_upper_band_gain_is_interpolated_between_frame_centres_a_fraction_of_a_sample_apart(rng):
+    """At 44.1 kHz frame j of the 16 kHz dictionary's enhancer (hop 256 at 16 kHz) is centred on input sample
+    j · 256 · 44100 / 16000 = j · 705.6, not on a whole number of samples: gains alternating between 1 and the
+    floor, frame by frame, are interpolated linearly between those centres (the enhanced band is left at zero, so
+    what comes out is the gain times the upper band: the input minus resample_poly down by 160 / 441 and back)."""
+    from scipy.signal import resample_poly
+
+    rate, frames = 44100, 70
+    y = 0.1 * rng.standard_normal(rate)
+    upper = y - resample_poly(resample_poly(y, 160, 441), 441, 160)[:len(y)]
+    frame_gains = np.where(np.arange(frames) % 2 == 0, 1.0, MASK_FLOOR)
+    band = bandwidth.UpperBand(lambda: _pieces(y, [5000]), rate, len(y), WIDE)
+    band.add_mask(frame_gains * np.ones((WIDE.n_bins, 1)), (1.0 - frame_gains) * np.ones((WIDE.n_bins, 1)))
+    out = np.concatenate([band.apply(piece) for piece in (np.zeros(7001), np.zeros(len(y) - 7001))])
+    gain = np.interp(np.arange(len(y)), np.arange(frames) * 705.6, frame_gains)
+    np.testing.assert_allclose(out, gain * upper, rtol=0, atol=1e-12)
+

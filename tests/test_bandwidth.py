@@ -330,3 +330,13 @@ def test_upper_band_gain_is_interpolated_between_frame_centres_a_fraction_of_a_s
     gain = np.interp(np.arange(len(y)), np.arange(frames) * 705.6, frame_gains)
     np.testing.assert_allclose(out, gain * upper, rtol=0, atol=1e-12)
 
+
+def test_an_input_the_enhancer_computed_no_frames_for_is_given_back(rng):
+    """An all-zero input: the enhancer computes no frames and records no gains, and its upper band is silent; the
+    enhanced pieces come back unchanged."""
+    rate = 48000
+    band = bandwidth.UpperBand(lambda: _pieces(np.zeros(rate), [7000]), rate, rate, WIDE)
+    pieces = [rng.standard_normal(size) for size in (0, 1000, rate - 1000)]
+    for piece in pieces:
+        np.testing.assert_array_equal(band.apply(piece), piece)
+

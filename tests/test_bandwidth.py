@@ -340,3 +340,23 @@ def test_an_input_the_enhancer_computed_no_frames_for_is_given_back(rng):
     for piece in pieces:
         np.testing.assert_array_equal(band.apply(piece), piece)
 
+
+def test_the_top_band_takes_in_its_upper_edge(rng):
+    """With a 640-point window (a dictionary trained at 10 kHz) bin 304 lies exactly at TOP_BAND's upper edge,
+    0.475 of the window's rate: it is part of the top band, bins 160 .. 304. Speech in every bin of it and noise of
+    the same magnitude in bin 304 alone give the gain 145 / 146 (the enhanced band is left at zero: what comes out is
+    the gain times the upper band, the input minus resample_poly down to 10 kHz and back)."""
+    from scipy.signal import resample_poly
+
+    framing = features.Framing(10000, 640, 320)
+    rate = 20000
+    y = 0.1 * rng.standard_normal(rate // 2)
+    upper = y - resample_poly(resample_poly(y, 1, 2), 2, 1)
+    speech = np.zeros((framing.n_bins, 70))
+    speech[160:305] = 1.0
+    noise = np.zeros_like(speech)
+    noise[304] = 1.0
+    band = bandwidth.UpperBand(lambda: _pieces(y, [4000]), rate, len(y), framing)
+    band.add_mask(speech, noise)
+    out = band.apply(np.zeros(len(y)))
+    np.testing.assert_allclose(out, 145 / 146 * upper, rtol=0, atol=1e-12)

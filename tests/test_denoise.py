@@ -536,9 +536,9 @@ def test_smoothing_the_speech_estimate_raises_sdr_in_white_noise(monkeypatch, to
 def test_smoothing_pieces_of_any_size_gives_the_whole_result(rng):
     from sepsti.denoise import _smoothed, smooth_speech
 
-    S = rng.standard_normal((3, 12)) + 1j * rng.standard_normal((3, 12))
-    speech, noise = rng.uniform(0, 2, (3, 12)), rng.uniform(0, 2, (3, 12))
-    cuts = [0, 1, 4, 5, 11, 12]
+    S = rng.standard_normal((3, 14)) + 1j * rng.standard_normal((3, 14))
+    speech, noise = rng.uniform(0, 2, (3, 14)), rng.uniform(0, 2, (3, 14))
+    cuts = [0, 1, 4, 5, 11, 13, 14]  # pieces of one, two and more frames
     pieces = [(S[:, a:b], speech[:, a:b], noise[:, a:b]) for a, b in zip(cuts, cuts[1:])]
     released = list(_smoothed(iter(pieces)))
     np.testing.assert_array_equal(np.hstack([part[0] for part in released]), S)

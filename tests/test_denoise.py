@@ -643,7 +643,9 @@ def test_noise_frames_are_capped_on_long_recordings(monkeypatch, rng):
 
 def test_short_signals_are_left_as_they_are(rng, toy_dictionary):
     """Under 1.25 s (41 frames), or fewer than 4 frames per noise atom: too little to tell noise from speech, the input
-    comes back."""
+    comes back; a signal of 41 frames exactly is enhanced."""
+    import warnings
+
     assert min_frames(5) == min_frames(2) == 41 and min_frames(20) == 80
     from sepsti.denoise import UnchangedSignalWarning
 
@@ -653,6 +655,15 @@ def test_short_signals_are_left_as_they_are(rng, toy_dictionary):
         with pytest.warns(UnchangedSignalWarning, match="too short"):
             np.testing.assert_array_equal(denoise(y, toy_dictionary), y)
             np.testing.assert_array_equal(denoise(y, toy_dictionary, noise_rank=2), y)
+    # the shortest signal of min_frames frames is enhanced, the longest of one frame fewer is not
+    shortest = next(n for n in range(2 * SR) if features.num_frames(n) >= min_frames(5))
+    y = toy_speech(rng, 1.5)[:shortest] + 0.01 * rng.standard_normal(shortest)
+    assert features.num_frames(len(y)) == min_frames(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnchangedSignalWarning)
+        assert not np.array_equal(denoise(y, toy_dictionary, max_iter=5), y)
+    with pytest.warns(UnchangedSignalWarning, match="too short"):
+        np.testing.assert_array_equal(denoise(y[:-1], toy_dictionary, max_iter=5), y[:-1])
     y = 0.01 * rng.standard_normal(int(1.5 * SR))
     assert min_frames(5) <= features.num_frames(len(y)) < min_frames(20)
     assert not np.array_equal(denoise(y, toy_dictionary, max_iter=5), y)

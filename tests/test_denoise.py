@@ -999,3 +999,13 @@ def test_frames_in_context_take_the_signal_s_first_and_last_frames_for_their_mis
         np.testing.assert_array_equal(power_piece, power_whole[:, start:start + m + 2 * context])
         start += m
     assert start == n
+
+
+def test_a_dictionary_s_column_scales_do_not_change_the_enhancement(rng, toy_dictionary):
+    """An atom's scale moves to its activation: the enhancer scales each column to sum 1, so that the speech prior's
+    rate prices a unit of speech magnitude alike in every atom, and a dictionary whose columns sum to other values
+    (scaled by 0.5-4, each its own) enhances as the unit-sum one does."""
+    y = toy_speech(rng, 2.0) + 0.01 * rng.standard_normal(2 * SR)
+    scaled = toy_dictionary * rng.uniform(0.5, 4.0, toy_dictionary.shape[1])
+    np.testing.assert_allclose(denoise(y, scaled, max_iter=10), denoise(y, toy_dictionary, max_iter=10), rtol=0,
+                               atol=1e-6 * np.abs(y).max())

@@ -981,7 +981,7 @@ def test_frames_in_context_take_the_signal_s_first_and_last_frames_for_their_mis
     """Atoms of several frames fit each frame with its neighbours; at the signal's ends the first and the last frame
     stand for the missing ones (as in the training matrix), whatever the pieces: each piece's magnitudes and noise
     powers are the columns of the whole, padded with copies of its end frames, from its first frame's c-th
-    neighbour before to its last frame's c-th after."""
+    neighbour before to its last frame's c-th after; a frame is released once its c-th neighbour after it is in."""
     from sepsti.denoise import _in_context
 
     n_bins, n = 6, 9
@@ -990,15 +990,20 @@ def test_frames_in_context_take_the_signal_s_first_and_last_frames_for_their_mis
     edges = ((0, 0), (context, context))
     V_whole, power_whole = np.pad(np.abs(S), edges, mode="edge"), np.pad(power, edges, mode="edge")
     cuts = [0, 3, 4, 9]
-    start = 0
+    start, sizes = 0, []
     for S_piece, V_piece, power_piece in _in_context(iter((S[:, a:b], power[:, a:b]) for a, b in zip(cuts, cuts[1:])),
                                                      context):
         m = S_piece.shape[1]
+        sizes.append(m)
         np.testing.assert_array_equal(S_piece, S[:, start:start + m])
         np.testing.assert_allclose(V_piece, V_whole[:, start:start + m + 2 * context], rtol=1e-15)
         np.testing.assert_array_equal(power_piece, power_whole[:, start:start + m + 2 * context])
         start += m
     assert start == n
+    # each frame waits for the context frames after it, no longer: a piece releases the frames up to its end's c-th
+    # frame before, the end of the signal the rest
+    ends = [b - context for b in cuts[1:] if b > context] + [n]
+    assert sizes == list(np.diff([0] + ends)), sizes
 
 
 def test_a_dictionary_s_column_scales_do_not_change_the_enhancement(rng, toy_dictionary):

@@ -298,3 +298,12 @@ def test_bins_of_exact_zeros_stay_learnable(rng, learn):
     W = learn(chunks(V))
     assert np.all(np.isfinite(W)) and np.all(W[:, :upper] > 1e-4)
     assert 1e-7 < W[:, upper:].min() and W[:, upper:].max() < 1e-4, (W[:, upper:].min(), W[:, upper:].max())
+
+
+def test_learn_noise_takes_as_many_frames_as_atoms_and_refuses_fewer(rng):
+    """The noise rank is at most the recording's number of frames: five frames give a model of five atoms, four are
+    refused by name."""
+    model = learn_noise(chunks(rayleigh(rng, 5)), 5)
+    assert model.W_noise.shape == (1, FRAMING.n_bins, 5)
+    with pytest.raises(ParameterError, match="^noise sample: 4 STFT frames, fewer than the noise rank 5"):
+        learn_noise(chunks(rayleigh(rng, 4)), 5)

@@ -13,7 +13,8 @@ each utterance's pauses removed with ``--continuous``, and mixed at 0, 5, 10 and
 pink, babble and (at 16 kHz) car noise of ``enhance_wideband.py``. Each piece is enhanced as ``sepsti
 enhance`` would (:func:`sepsti.commands.evaluate.enhance_signal`) with the shipped dictionary for its rate
 (or ``--dictionary``) and scored by :func:`sepsti.metrics.bss_eval` against the cut clean speech; the whole
-NOIZEUS mixtures are scored too. ``--seed`` seeds the enhancer and, with ``--wideband``, the noises.
+NOIZEUS mixtures are scored too. ``--seed`` seeds the enhancer and, with ``--wideband``, the noises (drawn in turn for the lengths
+given: the same ``--lengths`` and ``--seed`` give the same pieces).
 With ``--no-limit`` the shortest-file limit (:data:`sepsti.noise_model.SHORTEST_SECONDS`) is lifted,
 which measures what the limit guards against; without it, pieces below the limit come back
 unchanged (gain 0).
@@ -40,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from _common import noizeus_corpus, positive_list, recipe_parser, run_recipe, write_results  # noqa: E402
+from _recordings import snr_gain  # noqa: E402
 from enhance_wideband import noise_of_kind, wideband_folder  # noqa: E402
 
 NAME = "enhance_short_pieces"
@@ -137,8 +139,7 @@ def wideband_pieces(folder, lengths, continuous, quick, seed):
                 clean = speech[start:start + n]
                 noise = noise_of_kind(kind, len(clean), rate, rng, pool)
                 for snr in WIDEBAND_SNRS:
-                    scaled = noise * np.sqrt(np.mean(clean ** 2) / np.mean(noise ** 2) / 10 ** (snr / 10))
-                    yield utterance, kind, snr, length, clean, clean + scaled, rate
+                    yield utterance, kind, snr, length, clean, clean + noise * snr_gain(clean, noise, snr), rate
 
 
 def main(argv=None):

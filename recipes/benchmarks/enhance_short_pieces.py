@@ -13,8 +13,8 @@ each utterance's pauses removed with ``--continuous``, and mixed at 0, 5, 10 and
 pink, babble and (at 16 kHz) car noise of ``enhance_wideband.py``. Each piece is enhanced as ``sepsti
 enhance`` would (:func:`sepsti.commands.evaluate.enhance_signal`) with the shipped dictionary for its rate
 (or ``--dictionary``) and scored by :func:`sepsti.metrics.bss_eval` against the cut clean speech; the whole
-NOIZEUS mixtures are scored too. ``--seed`` seeds the enhancer and, with ``--wideband``, the noises (drawn in turn for the lengths
-given: the same ``--lengths`` and ``--seed`` give the same pieces).
+NOIZEUS mixtures are scored too. ``--seed`` seeds the enhancer and, with ``--wideband``, the noises
+(drawn in turn for the lengths given: the same ``--lengths`` and ``--seed`` give the same pieces).
 With ``--no-limit`` the shortest-file limit (:data:`sepsti.noise_model.SHORTEST_SECONDS`) is lifted,
 which measures what the limit guards against; without it, pieces below the limit come back
 unchanged (gain 0).

@@ -58,7 +58,7 @@ from _common import (integer_list, non_negative_int, number_type, positive_float
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.factorization.map import map_nmf_gpp
-from sepsti.core.parallel.blas import single_threaded_blas
+from sepsti.core.blas import single_threaded_blas
 from sepsti.core.models.nmf_gpp import NMFGPP
 from sepsti.core.samplers.chains import NUTSSettings, sample_nuts
 from sepsti.core.samplers.diagnostics import mcse_mean

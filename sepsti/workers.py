@@ -1,7 +1,7 @@
 """Independent tasks (one file each) in worker processes, results in order: the commands' ``--jobs``.
 
 :class:`Workers` runs a module-level function on picklable arguments in a pool of processes, each
-with one BLAS thread (:func:`sepsti.core.parallel.processes.process_pool`: the workers are the
+with one BLAS thread (:func:`sepsti.core.processes.process_pool`: the workers are the
 parallelism, and every worker then computes as one process alone does). Results come back in the
 order of the tasks, each after the warnings its task raised (issued again here, so that they print in
 that order too), and at most two tasks per worker are submitted ahead of the first unfinished one,
@@ -170,7 +170,7 @@ class Workers:
 
     def __enter__(self):
         if self.jobs > 1:
-            from sepsti.core.parallel.processes import process_pool, start_context
+            from sepsti.core.processes import process_pool, start_context
 
             context = start_context()
             self._stop = context.Event()

@@ -1,4 +1,4 @@
-"""``sepsti.core.parallel.blas``: one BLAS thread inside, what was there before after."""
+"""``sepsti.core.blas``: one BLAS thread inside, what was there before after."""
 
 import os
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sepsti.core.parallel.blas import single_threaded_blas
+from sepsti.core.blas import single_threaded_blas
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ def total(x):
 
 total(np.ones(10))  # OpenMP's threads started
 import threadpoolctl
-from sepsti.core.parallel.blas import single_threaded_blas
+from sepsti.core.blas import single_threaded_blas
 
 
 def threads(api):

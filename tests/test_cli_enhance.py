@@ -223,7 +223,7 @@ def test_a_worker_that_dies_is_reported_in_one_line(workdir, tiny_dictionary, mo
     """A worker killed mid-file gave 'internal failure: BrokenProcessPool: A process in the process pool was
     terminated abruptly while the future was running or pending.'"""
     import sepsti.commands.enhance
-    from sepsti.core.parallel.processes import start_context
+    from sepsti.core.processes import start_context
 
     if start_context().get_start_method() != "fork":
         pytest.skip("the replaced task reaches the workers only when they are forked")

@@ -68,7 +68,7 @@ def test_chains_of_a_parallel_model_run_in_threads_once_openmp_has_run(tmp_path)
 
 _ORPHAN = r"""
 import os, signal, sys
-from sepsti.core.parallel.processes import process_pool
+from sepsti.core.processes import process_pool
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # this process's own way with SIGTERM, not its workers'
@@ -114,7 +114,7 @@ def test_a_worker_whose_parent_ended_before_it_could_follow_it_ends_at_once():
     # no signal comes once the parent has gone before the request: such a worker lived on
     import signal
 
-    script = "import os\nfrom sepsti.core.parallel.processes import _follow_parent\n_follow_parent(os.getppid() + 1)\n"
+    script = "import os\nfrom sepsti.core.processes import _follow_parent\n_follow_parent(os.getppid() + 1)\n"
     completed = subprocess.run([sys.executable, "-c", script + "print('alive')"], env=_env(), capture_output=True,
                                text=True, timeout=60)
     assert completed.returncode == -signal.SIGTERM and completed.stdout == ""
@@ -123,7 +123,7 @@ def test_a_worker_whose_parent_ended_before_it_could_follow_it_ends_at_once():
 def test_openmp_has_not_started_before_a_parallel_kernel_has_run():
     # numba imported, no parallel kernel run: the threading layer is not known yet (was taken for OpenMP, and the
     # chains sent to threads)
-    script = "import numba\nfrom sepsti.core.parallel.processes import openmp_started\nprint(openmp_started())\n"
+    script = "import numba\nfrom sepsti.core.processes import openmp_started\nprint(openmp_started())\n"
     completed = subprocess.run([sys.executable, "-c", script], env=_env(), capture_output=True, text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "False\n"

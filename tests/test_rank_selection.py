@@ -320,7 +320,7 @@ class BlasChains(DriftingChains):
     """Chains that limit BLAS to one thread while they run, as the reference path's do."""
 
     def run(self, task, *, seed, progress):
-        from sepsti.core.parallel.blas import single_threaded_blas
+        from sepsti.core.blas import single_threaded_blas
 
         with single_threaded_blas():
             time.sleep(0.01)

@@ -532,7 +532,7 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
     KeyboardInterrupt
         On Ctrl-C, after the running chains stopped (finished chains stay in the checkpoint).
     """
-    from sepsti.core.parallel.blas import single_threaded_blas
+    from sepsti.core.blas import single_threaded_blas
     from sepsti.core.progress import progress_bar
 
     started = time.perf_counter()
@@ -634,7 +634,7 @@ def _run_chains(factory, tasks, *, seed, threads, bar, save):
         return {task.key: run(task) for task in tasks}
     from concurrent.futures import ThreadPoolExecutor
 
-    from sepsti.core.parallel.processes import results
+    from sepsti.core.processes import results
 
     pool = ThreadPoolExecutor(max_workers=min(threads, len(tasks)))
     futures = [pool.submit(run, task) for task in tasks]

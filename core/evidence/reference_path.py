@@ -559,7 +559,7 @@ class ReferencePathChains:
         """The mode and q of every (rank, replicate) still to run: spread over the processes (longest first),
         on this process's worker threads, then shared with every process."""
         from sepsti.core.evidence.rank_selection import balance
-        from sepsti.core.parallel.blas import single_threaded_blas
+        from sepsti.core.blas import single_threaded_blas
 
         needed = sorted({(task.rank, task.replicate) for task in tasks} - set(self._references))
         process, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
@@ -593,7 +593,7 @@ class ReferencePathChains:
     def run(self, task, *, seed, progress):
         import time
 
-        from sepsti.core.parallel.blas import single_threaded_blas
+        from sepsti.core.blas import single_threaded_blas
 
         started, cpu_started = time.perf_counter(), time.thread_time()
         q, start = self._references[task.rank, task.replicate]

@@ -125,7 +125,7 @@ def em_start(X, rank, rng, *, prior_rate, iterations, threads=None):
     The result does not depend on ``threads`` (EM worker threads, each with one BLAS thread).
     """
     from sepsti.core.factorization.em import poisson_nmf_em
-    from sepsti.core.parallel.blas import single_threaded_blas
+    from sepsti.core.blas import single_threaded_blas
     from sepsti.core.parallel.blocks import initial_factors
 
     W0, H0 = initial_factors(X, rank, rng)

@@ -603,7 +603,7 @@ def _runner(stack, workers, n_blocks):
     sum in the same order, so the result does not depend on ``workers``.
     """
     if n_blocks > 1:
-        from sepsti.core.parallel.blas import single_threaded_blas
+        from sepsti.core.blas import single_threaded_blas
 
         stack.enter_context(single_threaded_blas())
     if workers == 1:

@@ -15,7 +15,7 @@ from scipy import optimize
 
 from sepsti.core.checks import integer_at_least, real_array
 from sepsti.core.errors import ConvergenceWarning, ParameterError
-from sepsti.core.parallel.blas import single_threaded_blas
+from sepsti.core.blas import single_threaded_blas
 from sepsti.core.random import stream
 
 __all__ = ["MAPResult", "initialize_nmf_gpp", "map_nmf_gpp"]

@@ -8,7 +8,6 @@ import lazy_loader
 __getattr__, __dir__, __all__ = lazy_loader.attach(
     __name__,
     submod_attrs={
-        "blas": ['single_threaded_blas'],
         "blocks": [
             'BlockChainResult',
             'NMFBlockState',
@@ -39,7 +38,6 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
             'run_parafac_block_chain',
             'slab_log_likelihoods',
         ],
-        "processes": ['process_pool'],
         "schedule": ['BlockSchedule'],
         "tensor_blocks": [
             'TensorBlockIndex',

@@ -38,7 +38,7 @@ from scipy.special import gammaln
 
 from sepsti.core.checks import positive_number
 from sepsti.core.errors import ParameterError
-from sepsti.core.parallel.blas import single_threaded_blas
+from sepsti.core.blas import single_threaded_blas
 from sepsti.core.parallel.kernel_arguments import NMFBlockLayout, NMFChainArrays, StepConstants, check_block_settings
 from sepsti.core.parallel.noise import fill_normal, seed_states
 from sepsti.core.parallel.schedule import BlockSchedule

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.parallel.blas import single_threaded_blas
+from sepsti.core.blas import single_threaded_blas
 from sepsti.core.parallel.blocks import (
     EVALUATE_MODES,
     BlockChainResult,

@@ -54,7 +54,7 @@ import numpy as np
 
 from sepsti.core.checks import integer_at_least, number_within, real_array
 from sepsti.core.errors import ConvergenceWarning, ParameterError
-from sepsti.core.parallel.blas import single_threaded_blas
+from sepsti.core.blas import single_threaded_blas
 from sepsti.core.random import stream, validate_seed
 from sepsti.core.samplers import group_move, nuts
 from sepsti.core.samplers.driver import run_chain
@@ -464,14 +464,14 @@ class _Runner:
     def __init__(self, problem, *, num_workers, executor):
         self.pool = None
         if num_workers > 1 and executor == "process":
-            from sepsti.core.parallel.processes import openmp_started
+            from sepsti.core.processes import openmp_started
 
             if openmp_started():
                 warnings.warn("numba's OpenMP layer has run in this process, and forked workers could not run its "
                               "parallel kernels: the chains run in threads", RuntimeWarning, stacklevel=3)
                 executor = "thread"
         if num_workers > 1 and executor == "process":
-            from sepsti.core.parallel.processes import process_pool, start_context
+            from sepsti.core.processes import process_pool, start_context
 
             # the chains are the parallelism: each worker has one BLAS thread, and fork shares the target
             # (often a model holding compiled code) without pickling it
@@ -492,7 +492,7 @@ class _Runner:
     def map(self, function, chains, *args, **kwargs):
         if self.pool is None:
             return [function(self.problem, chain, *args, **kwargs) for chain in chains]
-        from sepsti.core.parallel.processes import results
+        from sepsti.core.processes import results
 
         if self.is_process:
             futures = [self.pool.submit(_call_in_worker, function, chain, args, kwargs) for chain in chains]
@@ -619,7 +619,7 @@ def sample_nuts(logdensity_and_grad_fn, x0, *, num_warmup, num_draws, num_chains
     executor : {"process", "thread"}
         Threads suit a target that releases the GIL for most of its time.
         Once numba's OpenMP layer has run in this process, ``"process"`` runs
-        threads, with a warning (:mod:`sepsti.core.parallel.processes`).
+        threads, with a warning (:mod:`sepsti.core.processes`).
         Either way, and with one worker, BLAS runs one thread per chain, so
         the draws do not depend on the executor.
 

@@ -64,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import choice_list, positive_int, recipe_parser, run_recipe, write_json, write_results  # noqa: E402
 
 from sepsti.core.factorization.map import map_nmf_gpp  # noqa: E402
-from sepsti.core.parallel.blas import single_threaded_blas  # noqa: E402
+from sepsti.core.blas import single_threaded_blas  # noqa: E402
 from sepsti.core.models.nmf_gpp import NMFGPP, exponential_kernel_2d, squared_exponential_kernel  # noqa: E402
 from sepsti.core.random import stream  # noqa: E402
 from sepsti.corpora.raman import simulate_raman  # noqa: E402

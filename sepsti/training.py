@@ -71,10 +71,16 @@ class TrainSplit(NamedTuple):
         Raises
         ------
         ParameterError
-            A file whose rate :func:`sepsti.audio.validate_sample_rate` refuses (found from the headers,
-            before any file is read), an unreadable or too short file, or a silent split.
+            ``frames`` not a positive integer or ``context`` not a non-negative one, a file whose rate
+            :func:`sepsti.audio.validate_sample_rate` refuses (all found before any file is read), an
+            unreadable or too short file, or a silent split.
         """
         from sepsti import features
+        from sepsti.core.checks import integer_at_least
+
+        integer_at_least("context", context, 0)
+        if frames is not None:
+            integer_at_least("frames", frames, 1)
         from sepsti.audio import resample, validate_frames, validate_sample_rate
 
         rate, n_fft = self.framing.sample_rate, self.framing.n_fft

@@ -1,4 +1,5 @@
 import json
+from unittest import mock
 
 import pytest
 from click.testing import CliRunner
@@ -97,6 +98,15 @@ def test_a_wideband_corpus_is_modelled_at_16_khz_on_the_frames_asked_for(tmp_pat
     assert whole.shape[1] == 153
     np.testing.assert_array_equal(split.matrix(frames=16)[0], whole[:, [0, 10, 20, 30, 41, 51, 61, 71, 81, 91, 101,
                                                                           111, 122, 132, 142, 152]])
+    assert split.matrix(frames=1)[0].shape == (513, 1)
+    # no frames at all, or a count that is not a whole number, is refused before any file is read (0 gave an empty
+    # matrix before)
+    from sepsti.core.errors import ParameterError
+
+    for frames, context in ((0, 0), (2.5, 0), (True, 0), (10, -1)):
+        with pytest.raises(ParameterError, match="frames=|context="), \
+                mock.patch.object(type(split), "load", side_effect=AssertionError("a file was read")):
+            split.matrix(frames=frames, context=context)
     result = _invoke("--corpus", corpus, "--frames", 20, *TINY, "--json", tmp_path / "a.json")
     assert result.exit_code == 0, result.output
     doc = json.loads((tmp_path / "a.json").read_text())

@@ -643,6 +643,23 @@ def test_rank_auto_with_context_selects_on_the_single_frame_spectra(tiny_corpus,
     np.testing.assert_array_equal(seen[0], train_split(tiny_corpus).matrix()[0])
 
 
+def test_rank_auto_with_context_trains_and_records_atoms_of_stacked_frames(tiny_corpus, tmp_path, monkeypatch):
+    """The rank is chosen on single frames, the dictionary learned and recorded with the context asked for."""
+    import sepsti.core.evidence.sti_nmf
+    from sepsti.dictionary import load_dictionary
+
+    real = sepsti.core.evidence.sti_nmf.select_rank_sti
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", lambda X, ranks, **options: real(
+        X, ranks, **{**options, "num_steps": 40, "num_keep": 20, "num_intervals": 4}))
+    output = tmp_path / "auto.npz"
+    result = run(["train", "--corpus", tiny_corpus, "--rank", "auto", "--ranks", "2", "--context", "1", "-o", output,
+                  "--iterations", 5])
+    assert result.exit_code == 0, result.stderr
+    dictionary = load_dictionary(output)
+    assert dictionary.rank == 2 and dictionary.context == 1
+    assert dictionary.W.shape[0] == 3 * dictionary.framing.n_bins
+
+
 @pytest.mark.parametrize("rank, ranks, option", [("auto", ["--ranks", "2,100000"], "--ranks 100000"),
                                                   ("100000", [], "--rank 100000")])
 def test_more_atoms_than_frames_are_refused_before_any_work(tiny_corpus, tmp_path, monkeypatch, rank, ranks, option):

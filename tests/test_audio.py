@@ -41,8 +41,13 @@ def test_resample_same_rate_is_identity_and_length_pads(rng):
 
 
 def test_resample_rejects_bad_rates():
-    with pytest.raises(ParameterError, match="rates must be positive"):
-        resample(np.zeros(10), 0, 8000)
+    from sepsti.audio import Resampler
+
+    for orig, target in ((0, 8000), (8000, 0), (-8000, 8000), (8000, -16000)):
+        with pytest.raises(ParameterError, match=rf"sample rate: {orig} -> {target} Hz; rates must be positive"):
+            resample(np.zeros(10), orig, target)
+        with pytest.raises(ParameterError, match="rates must be positive"):
+            Resampler(orig, target, 10)
 
 
 def test_validate_frames():

@@ -244,6 +244,23 @@ def test_resampler_in_blocks_equals_resample_poly(rng, orig, target):
     np.testing.assert_array_equal(out[:, 1], resample(-0.5 * x[::-1], orig, target))
 
 
+@pytest.mark.parametrize("orig, target", [(44100, 16000), (16000, 16000)])
+def test_a_resampler_refuses_more_or_fewer_samples_than_announced(rng, orig, target):
+    """Samples beyond the announced length are refused at the push that brings them, not resampled or dropped; a
+    finish before the last sample is refused, not padded with zeros."""
+    from sepsti.audio import Resampler
+
+    x = rng.uniform(-0.5, 0.5, 1000)
+    resampler = Resampler(orig, target, 999)
+    resampler.push(x[:500])
+    with pytest.raises(ParameterError, match=r"^resampler: more than the announced 999 samples pushed$"):
+        resampler.push(x[500:])
+    resampler = Resampler(orig, target, 1000)
+    resampler.push(x[:999])
+    with pytest.raises(ParameterError, match=r"^resampler: 999 of 1000 samples pushed$"):
+        resampler.finish()
+
+
 def test_validate_sample_rate():
     from sepsti.audio import validate_sample_rate
 

@@ -373,6 +373,18 @@ def test_a_short_signal_of_a_few_channels_is_resampled_but_one_of_more_is_refuse
         resample(np.zeros((1, FEW_CHANNELS + 1)), 44100, 16000)
 
 
+def test_check_layout_limits():
+    """Up to MAX_CHANNELS channels, and up to as many channels as samples (above FEW_CHANNELS), are a signal's
+    layout; one channel more, or a third axis, is refused."""
+    from sepsti.audio import MAX_CHANNELS, check_layout
+
+    check_layout((10, MAX_CHANNELS))
+    check_layout((9, 9), 9)
+    for shape, length in (((10, MAX_CHANNELS + 1), None), ((9, 10), 9), ((2, 3, 4), None), ((), None)):
+        with pytest.raises(ParameterError, match=r"^x: shape \("):
+            check_layout(shape, length, name="x")
+
+
 @pytest.mark.parametrize("rate", [4000.9, True, np.True_, "8000", 8000.5, float("nan"), float("inf"), None])
 def test_a_sample_rate_that_is_not_a_whole_number_is_refused(rate):
     """Not truncated (4000.9 was 4000 Hz, True 1 Hz, '8000' 8000 Hz): named and refused."""

@@ -269,6 +269,13 @@ def test_validate_sample_rate():
     for rate, why in ((1, "outside 4000..384000"), (400000, "outside"), (96001, "no short ratio")):
         with pytest.raises(ParameterError, match=why):
             validate_sample_rate(rate, 8000, name="x.wav")
+    # reduced terms of at most MAX_RATIO_TERM (50000), the processing rate's as well as the file's
+    assert validate_sample_rate(50000, 49999) == 50000 and validate_sample_rate(49999, 50000) == 49999
+    for rate, target, ratio in ((50001, 49999, "49999/50001"), (49999, 50001, "50001/49999"),
+                                (8000, 50001, "50001/8000")):
+        with pytest.raises(ParameterError, match=f"x.wav: sample rate {rate} Hz has no short ratio to {target} Hz "
+                                                 f"\\({ratio}\\)"):
+            validate_sample_rate(rate, target, name="x.wav")
 
 
 def test_inspect_input_and_blocks_match_load_audio(tmp_path, rng, monkeypatch):

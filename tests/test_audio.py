@@ -77,6 +77,13 @@ def test_load_audio_passes_reader_errors(tmp_path):
         load_audio(tmp_path / "empty.wav", sample_rate=8000)
 
 
+@pytest.mark.parametrize("rate", [3999, 400000])
+def test_load_audio_refuses_a_rate_outside_the_accepted_ones(tmp_path, rng, rate):
+    soundfile.write(tmp_path / "r.wav", rng.uniform(-0.5, 0.5, 4000), rate, subtype="FLOAT")
+    with pytest.raises(ParameterError, match=rf"r.wav: sample rate {rate} Hz is outside 4000..384000 Hz"):
+        load_audio(tmp_path / "r.wav", sample_rate=8000)
+
+
 def test_output_format():
     assert output_format("a.wav") == ("WAV", "PCM_16")
     assert output_format("a.FLAC") == ("FLAC", "PCM_16")

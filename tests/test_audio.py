@@ -84,6 +84,20 @@ def test_load_audio_refuses_a_rate_outside_the_accepted_ones(tmp_path, rng, rate
         load_audio(tmp_path / "r.wav", sample_rate=8000)
 
 
+def test_inspect_input_with_a_frame_length_refuses_a_file_shorter_than_a_frame_at_the_processing_rate(tmp_path, rng):
+    """1000 samples at 16 kHz are 500 at 8 kHz, fewer than a frame of 512: refused as load_audio refuses them."""
+    from sepsti.audio import inspect_input
+
+    soundfile.write(tmp_path / "short.wav", rng.uniform(-0.5, 0.5, 1000), 16000, subtype="FLOAT")
+    assert inspect_input(tmp_path / "short.wav", sample_rate=8000).num_samples == 500
+    assert inspect_input(tmp_path / "short.wav", sample_rate=8000, n_fft=500).num_samples == 500
+    for read in (lambda: inspect_input(tmp_path / "short.wav", sample_rate=8000, n_fft=512),
+                 lambda: load_audio(tmp_path / "short.wav", sample_rate=8000)):
+        with pytest.raises(ParameterError, match=r"short.wav: audio shorter than one frame \(62.5 ms; at least 64 ms = "
+                                                 r"512 samples at 8000 Hz are needed\)"):
+            read()
+
+
 def test_output_format():
     assert output_format("a.wav") == ("WAV", "PCM_16")
     assert output_format("a.FLAC") == ("FLAC", "PCM_16")

@@ -144,6 +144,17 @@ def test_output_format_refuses_what_the_format_cannot_hold(tmp_path, name, rate,
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("name, rate", [("a.ogg", 192000), ("a.flac", 65535), ("a.mpc2k", 65535), ("a.svx", 65535)])
+def test_the_highest_rate_a_format_holds_is_accepted_and_comes_back(tmp_path, name, rate):
+    """Vorbis holds at most 192000 Hz, FLAC any rate up to 65535 Hz, MPC2K and SVX at most 65535 Hz: those rates
+    themselves are written, and read back at the rate."""
+    from sepsti.audio import open_output
+
+    with open_output(tmp_path / name, rate) as output:
+        output.write(0.1 * np.sin(0.01 * np.arange(2001)))
+    assert soundfile.info(tmp_path / name).samplerate == rate
+
+
 def test_every_output_format_accepts_comes_back_as_written(tmp_path):
     """Each extension, with sample formats kept or not, at rates and channel counts output_format accepts: the file
     reads back at its rate, with its channels and every sample (an odd length: AIFF and VOC files of one byte per

@@ -230,8 +230,11 @@ def test_write_audio_failure_leaves_nothing(tmp_path):
         write_audio(tmp_path / "out.xyz", np.zeros(10), 8000)
     target = tmp_path / "out.wav"
     target.write_bytes(b"old")
-    with pytest.raises(ParameterError, match=r"out\.wav: cannot write it \(libsndfile"):
-        write_audio(target, np.zeros(10), -5)  # libsndfile refuses the rate
+    for rate in (-5, 0):  # libsndfile refuses the rate
+        with pytest.raises(ParameterError, match=r"out\.wav: cannot write it \(libsndfile"):
+            write_audio(target, np.zeros(10), rate)
+        with pytest.raises(ParameterError, match=r"out\.flac: cannot write it \(libsndfile"):
+            write_audio(tmp_path / "out.flac", np.zeros(10), rate)
     assert os.listdir(tmp_path) == ["out.wav"] and target.read_bytes() == b"old"
 
 

@@ -343,6 +343,19 @@ def test_write_audio_refuses_a_file_without_overwrite_and_counts_clipping(tmp_pa
     assert soundfile.read(path)[0][1] == pytest.approx(1.0, abs=1e-4)
 
 
+def test_an_output_replaces_an_existing_file_by_default(tmp_path):
+    from sepsti.audio import open_output
+
+    path = tmp_path / "o.wav"
+    path.write_bytes(b"old")
+    assert write_audio(path, np.array([0.5, -0.25]), 8000) == 0
+    np.testing.assert_array_equal(soundfile.read(path)[0], [0.5, -0.25])
+    with open_output(path, 8000) as output:
+        output.write(np.array([0.125, 0.75, -0.5]))
+    np.testing.assert_array_equal(soundfile.read(path)[0], [0.125, 0.75, -0.5])
+    assert os.listdir(tmp_path) == ["o.wav"]
+
+
 def test_a_failed_audio_write_names_the_output(tmp_path, monkeypatch):
     """libsndfile's write error ("System error.", a full disk) becomes one line naming the output; nothing is left."""
     def fail(self, data):

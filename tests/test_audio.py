@@ -113,6 +113,9 @@ def test_output_format():
     assert output_format("a.wav", "MPEG_LAYER_III") == ("WAV", "PCM_16")
     assert output_format("a.wav", "IMA_ADPCM") == ("WAV", "PCM_16")
     assert output_format("a.mp3", "PCM_16") == ("MP3", "MPEG_LAYER_III")
+    # extensions whose format libsndfile names otherwise
+    assert output_format("a.aif") == ("AIFF", "PCM_16") and output_format("a.snd") == ("AU", "PCM_16")
+    assert output_format("a.oga") == ("OGG", "VORBIS") and output_format("a.opus") == ("OGG", "OPUS")
     for bad in ("a.xyz", "noextension"):
         with pytest.raises(ParameterError, match="cannot write audio with extension"):
             output_format(bad)

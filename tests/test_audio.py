@@ -509,6 +509,8 @@ def test_samples_that_are_not_finite_are_refused_and_nothing_is_written(tmp_path
             output.write(np.array([0.1, bad, 0.2]))
     with pytest.raises(ParameterError, match="2 sample"):
         write_audio(path, np.array([bad, 0.5, bad]), 8000)
+    with pytest.raises(ParameterError, match=r"1 sample\(s\) to write are NaN or Inf \(in the block from sample 0\)"):
+        write_audio(path, np.array([0.5, 0.25, bad]), 8000)  # the last sample too
     assert os.listdir(tmp_path) == []
 
 

@@ -106,6 +106,7 @@ def test_missing_field_is_named(tmp_path, rng, field):
     ("prior_rate", np.float64(np.nan), "'prior_rate'=nan must be >= 0"),
     ("iterations", np.int64(-1), "'iterations'=-1 must be >= 0"),
     ("files", np.array([[1, 2]]), "'files' must be a 1-D array of strings"),
+    ("files", np.array([1, 2]), r"'files' must be a 1-D array of strings, got dtype int64 and shape \(2,\)"),
     ("files", np.array([["sp01", "sp02"]]), r"'files' must be a 1-D array .* dtype <U4 and shape \(1, 2\)"),
     ("W", np.ones((257, 5)), "'W' has 5 columns but rank=4"),
     ("W", np.r_[np.ones((256, 4)), [[1.0, 1.0, -1e-300, 1.0]]], r"'W' has negative entries \(min -1e-300\)"),

@@ -94,6 +94,7 @@ def test_missing_field_is_named(tmp_path, rng, field):
     ("rank", np.float64(4.0), "'rank' must be an integer"),
     ("rank", np.array([4]), "'rank' must be a scalar"),
     ("sample_rate", np.int64(0), "'sample_rate'=0 must be a positive integer"),
+    ("hop_length", np.int64(0), "'hop_length'=0 must be a positive integer"),
     ("sample_rate", np.int64(2_000_000), "sample_rate=2000000: expected 4000..48000 Hz"),
     ("sample_rate", np.int64(1), "sample_rate=1: expected 4000..48000 Hz"),
     ("W", np.c_[np.ones((257, 3)), np.full(257, 1e-312)], "atom 3 sums to 2.57e-310, too small"),
@@ -149,6 +150,18 @@ def test_other_overlap_loads_when_features_not_required(tmp_path, rng):
     arrays["hop_length"] = np.int64(128)
     np.savez(tmp_path / "d.npz", **arrays)
     assert load_dictionary(tmp_path / "d.npz", features=False).hop_length == 128
+
+
+def test_a_hop_of_zero_is_refused_when_features_are_not_required(tmp_path, rng):
+    from sepsti.dictionary import validate_dictionary
+
+    arrays = _fields(_dictionary(rng))
+    arrays["hop_length"] = np.int64(0)
+    np.savez(tmp_path / "d.npz", **arrays)
+    with pytest.raises(ParameterError, match="'hop_length'=0 must be a positive integer"):
+        load_dictionary(tmp_path / "d.npz", features=False)
+    with pytest.raises(ParameterError, match="'hop_length'=0 must be a positive integer"):
+        validate_dictionary(_dictionary(rng)._replace(hop_length=0))
 
 
 def test_a_hop_other_than_half_the_window_is_saved_and_framed_as_given(tmp_path, rng):

@@ -313,6 +313,15 @@ def test_default_dictionary_is_valid():
     assert dictionary.files == tuple(f"sp{i:02d}" for i in range(1, 21))
 
 
+def test_save_replaces_an_existing_file_by_default(tmp_path, rng):
+    path = tmp_path / "d.npz"
+    save_dictionary(path, _dictionary(rng))
+    replacement = _dictionary(rng, rank=3)
+    save_dictionary(path, replacement)
+    np.testing.assert_array_equal(load_dictionary(path).W, replacement.W)
+    assert os.listdir(tmp_path) == ["d.npz"]
+
+
 def test_save_without_overwrite_never_replaces(tmp_path, rng):
     path = tmp_path / "d.npz"
     save_dictionary(path, _dictionary(rng), overwrite=False)

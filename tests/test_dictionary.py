@@ -183,6 +183,18 @@ def test_limits_that_are_allowed_load(tmp_path, rng):
     assert loaded.W[:, 1].sum() == pytest.approx(1e-300, rel=1e-12)
 
 
+def test_integer_fields_stored_unsigned_load(tmp_path, rng):
+    """Counts stored as unsigned integers (as another writer may store them) are integers: they load as such."""
+    arrays = _fields(_dictionary(rng))
+    arrays.update(rank=np.uint8(4), sample_rate=np.uint32(8000), n_fft=np.uint16(512), hop_length=np.uint64(256),
+                  iterations=np.uint32(10), seed=np.uint64(3), context=np.uint8(0))
+    np.savez(tmp_path / "d.npz", **arrays)
+    loaded = load_dictionary(tmp_path / "d.npz")
+    assert (loaded.rank, loaded.sample_rate, loaded.n_fft, loaded.hop_length, loaded.iterations, loaded.seed,
+            loaded.context) == (4, 8000, 512, 256, 10, 3, 0)
+    assert all(type(getattr(loaded, field)) is int for field in ("rank", "sample_rate", "seed", "context"))
+
+
 def _wideband(rng, rank=6):
     return _dictionary(rng, rank)._replace(W=rng.gamma(1.0, 1.0, (513, rank)).astype(np.float32), sample_rate=16000,
                                            n_fft=1024, hop_length=512, corpus="wideband", files=("103", "1034"))

@@ -105,6 +105,7 @@ def test_missing_field_is_named(tmp_path, rng, field):
     ("scale", np.float64(1.0), "'scale'=1.0 does not match"),
     ("scale", np.float64(-1.0), "'scale'=-1.0 must be positive"),
     ("scale", np.float64(0.0), "'scale'=0.0 must be positive"),
+    ("scale", np.float64(np.inf), "'scale'=inf must be positive"),
     ("prior_rate", np.float64(np.nan), "'prior_rate'=nan must be >= 0"),
     ("iterations", np.int64(-1), "'iterations'=-1 must be >= 0"),
     ("files", np.array([[1, 2]]), "'files' must be a 1-D array of strings"),

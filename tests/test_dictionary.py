@@ -427,6 +427,7 @@ def test_save_refuses_a_W_its_storage_type_cannot_hold(tmp_path, rng):
     ("window", None, "'window'=None must be a string"),  # was stored as 'None'
     ("corpus", b"c", "'corpus'=b'c' must be a string"),
     ("scale", "32768", "'scale'='32768' must be a real number"),
+    ("scale", True, "'scale'=True must be a real number"),  # was stored as 1.0
     ("prior_rate", 1j, r"'prior_rate'=1j must be a real number"),
 ])
 def test_save_refuses_fields_of_the_wrong_type_and_writes_nothing(tmp_path, rng, field, value, message):

@@ -365,6 +365,19 @@ def test_other_fields_too_large_are_refused_from_their_headers(tmp_path, rng, mo
         load_dictionary(tmp_path / "d.npz")
 
 
+def test_fields_of_exactly_the_size_limits_load(tmp_path, rng, monkeypatch):
+    """MAX_FIELD_BYTES and MAX_ENTRIES are the most a field may hold: a field of exactly that size loads."""
+    import sepsti.dictionary
+
+    arrays = _fields(_dictionary(rng))
+    arrays["files"] = np.full(5, "x" * 8)  # 160 bytes
+    np.savez_compressed(tmp_path / "d.npz", **arrays)
+    monkeypatch.setattr(sepsti.dictionary, "MAX_FIELD_BYTES", 160)
+    monkeypatch.setattr(sepsti.dictionary, "MAX_ENTRIES", 257 * 4)
+    loaded = load_dictionary(tmp_path / "d.npz")
+    assert loaded.files == ("x" * 8,) * 5 and loaded.W.shape == (257, 4)
+
+
 def test_identifiers_of_a_real_corpus_load_and_a_bomb_of_them_does_not(tmp_path, rng):
     """MAX_FIELD_BYTES holds 200,000 identifiers of 16 characters (LibriSpeech's are), not 2 ** 22 of 8."""
     arrays = _fields(_dictionary(rng))

@@ -40,6 +40,14 @@ def test_round_trip(tmp_path, rng):
         assert set(archive.files) == set(FIELDS) | set(OPTIONAL_FIELDS)
 
 
+def test_numbers_that_need_their_full_width_round_trip(tmp_path, rng):
+    """A prior rate not exact in float32 and a seed and iteration count beyond 32 bits come back as saved."""
+    original = _dictionary(rng)._replace(prior_rate=0.1, seed=2 ** 40 + 1, iterations=2 ** 33, scale=32768.1)
+    save_dictionary(tmp_path / "d.npz", original)
+    loaded = load_dictionary(tmp_path / "d.npz", features=False)
+    assert (loaded.prior_rate, loaded.seed, loaded.iterations, loaded.scale) == (0.1, 2 ** 40 + 1, 2 ** 33, 32768.1)
+
+
 def test_atoms_of_several_frames_round_trip(tmp_path, rng):
     original = _dictionary(rng)._replace(W=rng.gamma(1.0, 1.0, (3 * 257, 4)), context=1)
     save_dictionary(tmp_path / "d.npz", original)

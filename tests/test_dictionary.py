@@ -465,6 +465,19 @@ def test_numpy_scalars_and_lists_of_identifiers_are_saved_as_the_fields(tmp_path
     assert (loaded.rank, loaded.sample_rate, loaded.scale, loaded.files) == (4, 8000, 32768.0, ("sp01", "sp02"))
 
 
+def test_validate_dictionary_returns_identifiers_as_a_tuple_and_W_as_float64(rng):
+    """As a loaded dictionary holds them: a list of identifiers becomes a tuple, a W of integers or float32 float64."""
+    from sepsti.dictionary import validate_dictionary
+
+    W = rng.integers(0, 5, (257, 4))
+    W[0] = 1  # not all zero
+    for given in (W, W.astype(np.float32)):
+        checked = validate_dictionary(_dictionary(rng)._replace(W=given, files=["sp01", "sp02"]))
+        assert checked.files == ("sp01", "sp02") and type(checked.files) is tuple
+        assert checked.W.dtype == np.float64
+        np.testing.assert_array_equal(checked.W, W)
+
+
 def test_a_fifo_is_refused_not_waited_on(tmp_path):
     """Opening a FIFO for reading blocks until a writer comes: refused as not a regular file, as audio is."""
     import threading

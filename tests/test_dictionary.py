@@ -266,7 +266,7 @@ def test_dictionaries_load_at_every_rate_from_4_to_48_khz(tmp_path, rng, rate, a
 
 
 def test_not_a_dictionary_file(tmp_path, rng):
-    cases = {"missing.npz": None, "empty.npz": b"", "text.npz": b"hello, not numpy\n"}
+    cases = {"missing.npz": None, "empty.npz": b"", "text.npz": b"hello, not numpy\n", "short.npz": b"PK"}
     for name, content in cases.items():
         if content is not None:
             (tmp_path / name).write_bytes(content)
@@ -276,6 +276,8 @@ def test_not_a_dictionary_file(tmp_path, rng):
         load_dictionary(tmp_path / "empty.npz")
     with pytest.raises(ParameterError, match="not a dictionary file"):
         load_dictionary(tmp_path / "text.npz")
+    with pytest.raises(ParameterError, match="short.npz: not a dictionary file"):  # two bytes: not empty
+        load_dictionary(tmp_path / "short.npz")
     with pytest.raises(ParameterError, match="is a directory"):
         load_dictionary(tmp_path)
     np.save(tmp_path / "array.npy", np.ones(3))

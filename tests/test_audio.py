@@ -147,10 +147,11 @@ def test_output_format_refuses_what_the_format_cannot_hold(tmp_path, name, rate,
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("name, rate", [("a.ogg", 192000), ("a.flac", 65535), ("a.mpc2k", 65535), ("a.svx", 65535)])
-def test_the_highest_rate_a_format_holds_is_accepted_and_comes_back(tmp_path, name, rate):
+@pytest.mark.parametrize("name, rate", [("a.ogg", 192000), ("a.flac", 65535), ("a.mpc2k", 65535), ("a.svx", 65535),
+                                        ("a.flac", 96010)])
+def test_rates_at_the_limits_a_format_holds_are_accepted_and_come_back(tmp_path, name, rate):
     """Vorbis holds at most 192000 Hz, FLAC any rate up to 65535 Hz, MPC2K and SVX at most 65535 Hz: those rates
-    themselves are written, and read back at the rate."""
+    themselves are written, and read back at the rate; so is a FLAC rate above 65535 Hz in steps of 10 Hz."""
     from sepsti.audio import open_output
 
     with open_output(tmp_path / name, rate) as output:

@@ -133,14 +133,19 @@ def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
     Raises
     ------
     ParameterError
-        If a field is invalid (of the wrong type included), ``W`` would not be valid in ``dtype``
-        (an entry beyond float32's range), ``path`` is a directory, or ``path`` exists and
-        ``overwrite`` is False.
+        If a field is invalid (of the wrong type included), an integer field does not fit in 64 bits, ``W``
+        would not be valid in ``dtype`` (an entry beyond float32's range), ``path`` is a directory, or ``path``
+        exists and ``overwrite`` is False.
     """
     from sepsti.core.io import atomic_path
 
     storage = _storage_dtype(dtype)
     dictionary = validate_dictionary(dictionary, name=str(path))
+    for field in ("rank", "sample_rate", "n_fft", "hop_length", "iterations", "seed", "context"):
+        value = int(getattr(dictionary, field))
+        if not -2 ** 63 <= value < 2 ** 63:
+            raise ParameterError(f"{path}: field {field!r}={value} does not fit the 64-bit integer a dictionary file "
+                                 "holds")
     with np.errstate(over="ignore"):  # entries beyond the storage type's range, refused below
         stored = np.ascontiguousarray(dictionary.W, dtype=storage)
     validate_dictionary(dictionary._replace(W=stored), name=f"{path} (W stored as {storage})")

@@ -459,6 +459,17 @@ def test_save_refuses_fields_of_the_wrong_type_and_writes_nothing(tmp_path, rng,
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("field, value", [("seed", 2 ** 64), ("seed", -2 ** 63 - 1), ("iterations", 2 ** 63)])
+def test_save_refuses_an_integer_beyond_64_bits_and_writes_nothing(tmp_path, rng, field, value):
+    """The file holds 64-bit integers: a larger one was an OverflowError from NumPy, not a named field."""
+    with pytest.raises(ParameterError, match=rf"d.npz: field '{field}'={value} does not fit the 64-bit integer a "
+                                             r"dictionary file holds$"):
+        save_dictionary(tmp_path / "d.npz", _dictionary(rng)._replace(**{field: value}))
+    assert os.listdir(tmp_path) == []
+    save_dictionary(tmp_path / "d.npz", _dictionary(rng)._replace(seed=2 ** 63 - 1))
+    assert load_dictionary(tmp_path / "d.npz").seed == 2 ** 63 - 1
+
+
 def test_numpy_scalars_and_lists_of_identifiers_are_saved_as_the_fields(tmp_path, rng):
     dictionary = _dictionary(rng)._replace(rank=np.int64(4), sample_rate=np.int32(8000), scale=np.float32(32768),
                                            prior_rate=0, files=["sp01", np.str_("sp02")], window=np.str_("hamming"))

@@ -172,6 +172,31 @@ def test_options_reach_the_core(tiny_corpus, tiny_dictionary, tmp_path, monkeypa
     assert scored == [True, False] * (len(TEST) * len(SNRS))  # the input, then the enhanced speech
 
 
+def test_max_reduction_reaches_the_core_in_db_of_amplitude_and_the_settings_record_the_options(
+        tiny_corpus, tiny_dictionary, tmp_path, monkeypatch):
+    """--max-reduction 12: no bin lowered by more than 12 dB, a mask floor of 10^(-12/20) in amplitude, as enhance
+    gives it; the JSON's settings are the options given, not their defaults."""
+    import sepsti.denoise
+    import sepsti.metrics
+
+    floors = []
+
+    def recorder(y, W, **options):
+        floors.append(options["mask_floor"])
+        return 0.5 * y
+
+    monkeypatch.setattr(sepsti.denoise, "denoise", recorder)
+    monkeypatch.setattr(sepsti.metrics, "bss_eval", lambda clean, noisy, speech: {"sdr": 1.0, "sir": 2.0, "sar": 3.0})
+    result = run(["evaluate", "--corpus", tiny_corpus, "--dictionary", tiny_dictionary, "--noise", "white",
+                  "--snr", 0, "--noise-rank", 2, "--iterations", 9, "--seed", 7, "--max-reduction", 12,
+                  "--json", tmp_path / "s.json"])
+    assert result.exit_code == 0, result.stderr
+    assert len(floors) == len(TEST)
+    assert all(-20 * np.log10(floor) == pytest.approx(12.0, rel=1e-12) for floor in floors)
+    settings = json.loads((tmp_path / "s.json").read_text())["summary"]["settings"]
+    assert settings == {"noise_rank": 2, "iterations": 9, "seed": 7, "max_reduction_db": pytest.approx(12.0, rel=1e-12)}
+
+
 def test_missing_score_packages_leave_bss_eval(tiny_corpus, tiny_dictionary, tmp_path, monkeypatch):
     """Without pystoi and pesq: one line on stderr, exit 0, SDR/SIR/SAR in table, JSON and plot as before."""
     import sys

@@ -760,6 +760,18 @@ def test_a_rate_enhance_refuses_is_refused_before_any_work(tmp_path, rate, lengt
     assert not (tmp_path / "s.json").exists()
 
 
+def test_a_file_shorter_than_a_frame_at_the_dictionarys_rate_is_refused_whatever_its_own_rate(tmp_path,
+                                                                                             tiny_dictionary):
+    """700 samples at 16 kHz are 350 at the 8 kHz dictionary's rate, under its 512-sample frame (where enhance
+    measures it too): refused in one line before any work, as a file that short at 8 kHz is, not counted as the
+    700 samples they are at their own rate."""
+    clean, noisy = _pair(tmp_path / "pairs", 16000, length=700)
+    result = run(["evaluate", "--clean", clean, "--noisy", noisy, "--dictionary", tiny_dictionary,
+                  "--json", tmp_path / "s.json"])
+    assert_one_line_error(result, f"{noisy / 'a.wav'}: audio shorter than one frame", "512 samples at 8000 Hz")
+    assert not (tmp_path / "s.json").exists()
+
+
 @pytest.mark.parametrize("scales, whose", [((1.0, 1e30), "samples reach"),
                                            ((1e30, 1.0), "its clean reference's samples reach")])
 def test_samples_far_beyond_full_scale_are_refused_before_any_work(tmp_path, scales, whose):

@@ -375,6 +375,31 @@ def test_summary_interval_over_sentences():
     assert summarize(rows)["by_snr"][0]["input"]["sar"] == float("inf")  # in every row: the table's ∞, not –
 
 
+def test_table_gives_means_improvements_and_the_sdr_and_stoi_intervals():
+    """Two sentences at 5 dB: the input and enhanced means, the improvements in the Δ columns, the input's SAR as ∞
+    and its difference as –, and a line of 95 % intervals over the sentences for SDR and one for STOI."""
+    from sepsti.commands.evaluate import format_table, summarize
+
+    inf = float("inf")
+    rows = [{"file": "sp21", "snr": 5, "input": {"sdr": 1.0, "sir": 2.0, "sar": inf, "stoi": 0.70, "pesq": 1.5},
+             "enhanced": {"sdr": 4.0, "sir": 8.0, "sar": 10.0, "stoi": 0.80, "pesq": 2.0}},
+            {"file": "sp22", "snr": 5, "input": {"sdr": 3.0, "sir": 4.0, "sar": inf, "stoi": 0.60, "pesq": 1.3},
+             "enhanced": {"sdr": 8.0, "sir": 9.0, "sar": 12.0, "stoi": 0.75, "pesq": 2.0}}]
+    lines = format_table(summarize(rows)).splitlines()
+    assert [line.split()[0] for line in lines[2:4]] == ["5", "all"]
+    for line in lines[2:4]:
+        _, before, after, gain = line.split(" | ")
+        assert before.split() == ["2.00", "3.00", "∞", "0.650", "1.40"]
+        assert after.split() == ["6.00", "8.50", "11.00", "0.775", "2.00"]
+        assert gain.split() == ["+4.00", "+5.50", "–", "+0.125", "+0.60"]
+    intervals = []
+    for name, gains, digits in (("SDR", [3.0, 5.0], 2), ("STOI", [0.10, 0.15], 3)):
+        low, high = stats.ttest_1samp(gains, 0.0).confidence_interval(0.95)
+        interval = f"[{low:+.{digits}f}, {high:+.{digits}f}]"
+        intervals.append(f"95 % interval of Δ{name} over the sentences: 5 dB {interval}, all {interval}")
+    assert lines[4:] == intervals
+
+
 def test_summary_improvement_is_the_estimate_its_interval_is_about():
     """With unequal mixtures per sentence, or a score undefined on one side only, the improvement is the mean
     of the sentences' mean paired differences, the centre of its interval, not a difference of means."""

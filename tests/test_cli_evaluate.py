@@ -400,6 +400,19 @@ def test_table_gives_means_improvements_and_the_sdr_and_stoi_intervals():
     assert lines[4:] == intervals
 
 
+def test_snrs_come_in_ascending_order_negative_ones_first():
+    """The table's lines, the JSON's by_snr and the plot's curves go up the SNRs, -5 dB before 0 dB."""
+    from sepsti.commands.evaluate import format_table, summarize
+
+    rows = [{"file": name, "snr": snr, "input": {"sdr": float(snr)}, "enhanced": {"sdr": snr + 3.0}}
+            for snr in (5, -5, 0) for name in ("sp21", "sp22")]
+    summary = summarize(rows)
+    assert [entry["snr"] for entry in summary["by_snr"]] == [-5, 0, 5]
+    assert [entry["input"]["sdr"] for entry in summary["by_snr"]] == [-5.0, 0.0, 5.0]
+    lines = format_table(summary).splitlines()
+    assert [line.split()[0] for line in lines[2:6]] == ["-5", "0", "5", "all"]
+
+
 def test_summary_improvement_is_the_estimate_its_interval_is_about():
     """With unequal mixtures per sentence, or a score undefined on one side only, the improvement is the mean
     of the sentences' mean paired differences, the centre of its interval, not a difference of means."""

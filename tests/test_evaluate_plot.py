@@ -55,6 +55,7 @@ def test_the_legend_covers_no_panel(files, drawn, tmp_path, rng):
         assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= figure.bbox.x1  # inside the image
         for axis in figure.axes:
             assert not box.overlaps(axis.get_window_extent(renderer))
+    assert figure.get_suptitle() == "t; 95 % intervals over the files"  # the replicates it is given
 
 
 def _bars(axis):

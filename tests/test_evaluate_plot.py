@@ -81,6 +81,20 @@ def test_no_interval_is_drawn_or_claimed_with_one_sentence(drawn, tmp_path, rng)
     assert figure.get_suptitle() == "t; no 95 % interval (fewer than two sentences with both scores)"
 
 
+def test_no_interval_is_claimed_when_no_snr_has_two_sentences(drawn, tmp_path, rng):
+    """One sentence at 0 dB, another at 5 dB: the summary over both has an interval, but no panel draws one, and the
+    title says there is none."""
+    from sepsti.commands.evaluate import _plot, summarize
+
+    rows = _rows(rng, {"sp21": [0], "sp22": [5]})
+    summary = summarize(rows)
+    assert summary["overall"]["interval"]["sdr"] is not None
+    _plot(summary, rows, tmp_path / "p.png", "t", "sentences")
+    (figure,) = drawn
+    assert all(_bars(axis) == [] for axis in figure.axes)
+    assert figure.get_suptitle() == "t; no 95 % interval (fewer than two sentences with both scores)"
+
+
 def test_intervals_are_drawn_where_there_are_some(drawn, tmp_path, rng):
     """Two sentences at 0 and 5 dB, one of them also at 10 dB: bars at 0 and 5 dB only, in the title's words."""
     from sepsti.commands.evaluate import _plot, summarize

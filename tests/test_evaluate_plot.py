@@ -95,6 +95,20 @@ def test_no_interval_is_claimed_when_no_snr_has_two_sentences(drawn, tmp_path, r
     assert figure.get_suptitle() == "t; no 95 % interval (fewer than two sentences with both scores)"
 
 
+def test_the_curves_are_the_input_and_enhanced_means_per_snr(drawn, tmp_path, rng):
+    from sepsti.commands.evaluate import _plot, summarize
+
+    rows = _rows(rng, {"sp21": [0, 5, 10], "sp22": [0, 5, 10]})
+    _plot(summarize(rows), rows, tmp_path / "p.png", "t", "sentences")
+    (figure,) = drawn
+    for axis, metric in zip(figure.axes, ("sdr", "sir", "sar", "stoi", "pesq")):
+        curves = {line.get_label(): line for line in axis.lines}
+        for key, label in (("input", "input"), ("enhanced", "enhanced")):
+            means = [np.mean([row[key][metric] for row in rows if row["snr"] == snr]) for snr in (0, 5, 10)]
+            np.testing.assert_array_equal(curves[label].get_xdata(), [0, 5, 10])
+            np.testing.assert_allclose(curves[label].get_ydata(), means, rtol=1e-12, err_msg=f"{metric} {key}")
+
+
 def test_intervals_are_drawn_where_there_are_some(drawn, tmp_path, rng):
     """Two sentences at 0 and 5 dB, one of them also at 10 dB: bars at 0 and 5 dB only, in the title's words."""
     from sepsti.commands.evaluate import _plot, summarize

@@ -687,6 +687,7 @@ def test_bad_pairs(tmp_path, tiny_dictionary, tiny_corpus, monkeypatch):
     assert_one_line_error(run([*base, "--corpus", tiny_corpus, "--clean", clean, "--noisy", noisy]), "--corpus")
     assert_one_line_error(run(base), "--corpus")
     assert_one_line_error(run([*base, "--clean", clean, "--noisy", noisy, "--snr", "5"]), "--snr")
+    assert_one_line_error(run([*base, "--clean", clean, "--noisy", noisy, "--noise", "white"]), "--noise")
     assert_one_line_error(run([*base, "--clean", clean, "--noisy", clean]), "same")
     assert_one_line_error(run([*base, "--clean", tmp_path / "nowhere", "--noisy", noisy]), "no such clean folder")
     (noisy / "notes.txt").write_text("not audio")  # passed over

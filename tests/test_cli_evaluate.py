@@ -956,6 +956,21 @@ def test_groups_a_name_leaves_out_label_nothing_and_the_folders_name_the_summary
     recordings = find_recordings(corpus=as_given)
     assert recordings.corpus == str(as_given) and recordings.title == Path(corpus).name
 
+
+def test_a_noisy_folder_given_as_dot_titles_the_plot_by_its_own_name(tmp_path, monkeypatch):
+    """``--noisy .`` or ``--noisy mixed/sub/..``: the title is the folder's name, not "" or ".."."""
+    from sepsti.recordings import find_recordings
+
+    for kind in ("speech", "mixed", "mixed/sub"):
+        (tmp_path / kind).mkdir()
+    for kind in ("speech", "mixed"):
+        soundfile.write(tmp_path / kind / "take.wav", np.zeros(100), 8000)
+    assert find_recordings(clean=tmp_path / "speech", noisy=tmp_path / "mixed" / "sub" / "..").title == "mixed"
+    monkeypatch.chdir(tmp_path / "mixed")
+    recordings = find_recordings(clean=tmp_path / "speech", noisy=".")
+    assert recordings.title == "mixed" and recordings.corpus == {"clean": str(tmp_path / "speech"), "noisy": "."}
+
+
 def test_each_dictionary_is_loaded_once_per_path(monkeypatch):
     """Recordings at 8 kHz share the narrowband dictionary and those at 16 kHz the wideband one: each file is read
     once, however many recordings use it."""

@@ -920,6 +920,18 @@ def test_names_give_each_pair_the_labels_written_in_it(tmp_path):
         find_recordings(clean=tmp_path / "clean", noisy=tmp_path / "noisy", names=pattern)
 
 
+def test_a_fractional_snr_read_from_a_name_is_refused_not_rounded(tmp_path):
+    """An SNR group is an integer of dB: "2.5" is refused by name, not taken for 2 dB."""
+    from sepsti.core.errors import ParameterError
+    from sepsti.recordings import find_recordings
+
+    for kind in ("clean", "noisy"):
+        (tmp_path / kind).mkdir()
+        soundfile.write(tmp_path / kind / "s1_2.5dB.wav", np.zeros(100), 8000)
+    with pytest.raises(ParameterError, match=r"s1_2\.5dB\.wav: --names reads the SNR '2\.5', not an integer"):
+        find_recordings(clean=tmp_path / "clean", noisy=tmp_path / "noisy", names=r"s\d_(?P<snr>[\d.]+)dB")
+
+
 def test_names_without_a_sentence_group_leave_each_file_a_replicate(tmp_path):
     """Noise and SNR read from the names, no sentence: each pair is its own replicate, named by its file; a
     'name' group (the key the labels give a renamed pair) is refused as any other unknown group."""

@@ -18,7 +18,7 @@ def test_jobs_0_is_one_per_core_as_far_as_memory_holds(monkeypatch, memory, expe
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
     monkeypatch.setattr(workers, "_available_memory", lambda: memory)
     assert workers.resolve_jobs(0) == expected
-    assert workers.resolve_jobs(3) == 3  # a number asked for is taken as it is
+    assert workers.resolve_jobs(3) == 3 and workers.resolve_jobs(1) == 1  # a number asked for is taken as it is
 
 
 def test_available_memory_is_read_where_the_system_says():

@@ -820,6 +820,21 @@ def test_samples_far_beyond_full_scale_are_refused_before_any_work(tmp_path, sca
     assert not (tmp_path / "s.json").exists()
 
 
+def test_samples_at_full_scales_limit_are_taken_and_beyond_it_refused():
+    """As enhance checks an input: samples of exactly MAX_PEAK pass, the next float above it is refused."""
+    from types import SimpleNamespace
+
+    from sepsti.audio import MAX_PEAK
+    from sepsti.commands.evaluate import _check_peaks
+    from sepsti.core.errors import ParameterError
+
+    signal = np.array([0.0, -MAX_PEAK, 0.5])
+    _check_peaks(SimpleNamespace(noisy=signal, clean=signal, path="a.wav"))
+    beyond = np.nextafter(MAX_PEAK, np.inf)
+    with pytest.raises(ParameterError, match="a.wav: its clean reference's samples reach"):
+        _check_peaks(SimpleNamespace(noisy=signal, clean=np.array([0.0, beyond]), path="a.wav"))
+
+
 @pytest.mark.parametrize("command", ["enhance", "evaluate"])
 def test_the_iterations_help_gives_the_enhancers_count(command, monkeypatch):
     """It said "(default: the enhancer's own)"; the number is the enhancer's constant, read when the help shows."""

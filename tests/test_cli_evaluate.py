@@ -761,6 +761,17 @@ def test_bad_names(tmp_path, tiny_dictionary, tiny_corpus):
                                "--names", ".*"]), "--names")
 
 
+def test_a_signal_below_the_dictionarys_rate_comes_back_at_its_own_length(tiny_dictionary):
+    """12800 samples at 6 kHz, enhanced at 8 kHz and resampled back, are 12800 samples again (one more stopped the
+    run: "length 12801 differs from the clean signal's 12800")."""
+    from sepsti.commands.evaluate import enhance_signal
+    from sepsti.dictionary import load_dictionary
+
+    noisy = np.random.default_rng(3).standard_normal(12800) * 0.1
+    speech = enhance_signal(noisy, 6000, load_dictionary(tiny_dictionary), max_iter=2)
+    assert speech.shape == noisy.shape
+
+
 def test_no_reduction_scores_the_input_itself_at_every_rate(tiny_dictionary):
     """``--max-reduction 0`` in evaluate, as in enhance: the input, not its round trip through the dictionary's rate."""
     from sepsti.commands.evaluate import enhance_signal

@@ -114,19 +114,24 @@ def _log_and_sleep(log, index, seconds):
     with open(log, "a") as file:
         file.write(f"{index}\n")
     time.sleep(seconds)
+    with open(log, "a") as file:
+        file.write(f"end {index}\n")
     return index
 
 
 def test_leaving_the_block_early_starts_no_task_queued_behind_those_running(tmp_path):
-    """After the first result the caller stops reading: the two tasks running (1 and 2) finish, and task 3, handed
-    to the pool but not started before the block ends, never starts."""
+    """After the first result the caller stops reading: the tasks running (those after task 0 that started) finish
+    before the block is left, and task 3, handed to the pool but not started before the block ends, never starts."""
     log = tmp_path / "started.txt"
     tasks = [(log, index, 0.0 if index == 0 else 1.0) for index in range(8)]
     with workers.Workers(2) as pool:
         for result in pool.map(_log_and_sleep, tasks):
             assert result == 0
             break
-    assert "3" not in log.read_text().split()
+    lines = log.read_text().splitlines()
+    started = [line for line in lines if line.isdigit()]
+    assert "3" not in started
+    assert all(f"end {index}" in lines for index in started)  # finished before the block is left
 
 
 def test_a_termination_in_the_block_stops_the_running_tasks_at_once(tmp_path):

@@ -145,6 +145,20 @@ def test_a_termination_in_the_block_stops_the_running_tasks_at_once(tmp_path):
     assert time.monotonic() - begun < 5
 
 
+def test_sigterm_ends_an_idle_worker_quietly(capfd):
+    """A worker between tasks (its last one over) ends on SIGTERM as the signal ends a process: no exception raised in
+    it, no traceback."""
+    with workers.Workers(2) as pool:
+        assert len(list(pool.map(os.getpid, [()] * 4))) == 4
+        processes = list(pool._pool._processes.values())
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(timeout=10)
+    assert [process.exitcode for process in processes] == [-signal.SIGTERM] * len(processes)
+    assert "Traceback" not in capfd.readouterr().err
+
+
 _SCRIPT = """
 import os, signal, sys, time
 from pathlib import Path

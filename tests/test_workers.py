@@ -110,6 +110,26 @@ def test_after_an_exception_the_tasks_running_still_give_their_outcomes(jobs):
         list(pool.map(_fail_first, tasks()))
 
 
+def _fail_first_stopping(index, seconds):
+    if index == 0:
+        deadline = time.monotonic() + 30
+        while workers._SHARED["latest"].value < 1 and time.monotonic() < deadline:  # task 1 has started
+            time.sleep(0.01)
+        workers._SHARED["stop"].set()  # as the parent sets it on the exception, but before this worker is free
+        raise ValueError("task 0 failed")
+    time.sleep(seconds)
+    return index
+
+
+def test_the_tasks_skipped_after_an_exception_give_no_outcome():
+    """Task 0 fails once task 1 has started, which runs for 1 s: tasks 2 and 3, handed to the pool, are skipped; the
+    outcomes are the exception and task 1's result, nothing for the skipped ones (a None each, which callers such as
+    enhance's loop cannot unpack)."""
+    with workers.Workers(2) as pool:
+        outcomes = list(pool.outcomes(_fail_first_stopping, [(index, 1.0) for index in range(8)]))
+    assert [type(error) for _, error in outcomes] == [ValueError, type(None)] and outcomes[1] == (1, None)
+
+
 def _log_and_sleep(log, index, seconds):
     with open(log, "a") as file:
         file.write(f"{index}\n")

@@ -619,6 +619,27 @@ def test_pairs_are_scored_by_name_with_the_dictionary_of_their_rate(tmp_path):
     assert snapshot(tmp_path / "pairs") == before
 
 
+def test_each_pair_is_enhanced_with_the_dictionary_of_its_own_rate(tmp_path, monkeypatch):
+    """An 8 kHz pair with the 8 kHz dictionary, a 16 kHz one with the 16 kHz dictionary, whichever was checked last."""
+    import sepsti.denoise
+    import sepsti.metrics
+    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path, wideband_dictionary_path
+
+    used = []
+
+    def recorder(y, W, framing, **options):
+        used.append((framing.sample_rate, W.shape))
+        return 0.5 * y
+
+    monkeypatch.setattr(sepsti.denoise, "denoise", recorder)
+    monkeypatch.setattr(sepsti.metrics, "bss_eval", lambda clean, noisy, speech: {"sdr": 1.0, "sir": 2.0, "sar": 3.0})
+    clean, noisy, _ = make_pairs(tmp_path / "pairs", rates=(8000, 16000))
+    result = run(["evaluate", "--clean", clean, "--noisy", noisy])
+    assert result.exit_code == 0, result.stderr
+    assert used == [(8000, load_dictionary(narrowband_dictionary_path()).W.shape),
+                    (16000, load_dictionary(wideband_dictionary_path()).W.shape)]
+
+
 def test_an_undefined_score_warns_once_per_file_naming_it(tmp_path, rng):
     """A clean voice with nothing above 4 kHz has no fricative frame: one warning for the file, not one per signal."""
     rate = 16000

@@ -123,6 +123,28 @@ def test_intervals_are_drawn_where_there_are_some(drawn, tmp_path, rng):
     assert figure.get_suptitle() == "t; 95 % intervals over the sentences"
 
 
+def test_the_intervals_are_drawn_on_the_enhanced_curve(drawn, tmp_path, rng):
+    """Each SNR's bar is the interval of the gain, as long as it is, centred on the enhanced mean (not on the gain)."""
+    from matplotlib.container import ErrorbarContainer
+
+    from sepsti.commands.evaluate import _plot, summarize
+
+    rows = _rows(rng, {"sp21": [0, 5], "sp22": [0, 5], "sp23": [0, 5]})
+    summary = summarize(rows)
+    _plot(summary, rows, tmp_path / "p.png", "t", "sentences")
+    (figure,) = drawn
+    (container,) = [item for item in figure.axes[0].containers if isinstance(item, ErrorbarContainer)]
+    segments = container.lines[2][0].get_segments()
+    for segment, entry in zip(segments, summary["by_snr"]):
+        (x, low), (_, high) = segment
+        low, high = sorted((low, high))
+        enhanced = np.mean([row["enhanced"]["sdr"] for row in rows if row["snr"] == entry["snr"]])
+        interval = entry["interval"]["sdr"]
+        assert x == entry["snr"] and (low + high) / 2 == pytest.approx(enhanced, rel=1e-12)
+        assert high - low == pytest.approx(interval[1] - interval[0], rel=1e-12)
+    assert len(segments) == 2
+
+
 def test_no_reduction_is_written_as_zero_and_every_image_format_the_help_names_is_written(tmp_path, rng):
     from sepsti.commands.evaluate import _PLOT_EXTENSIONS
 

@@ -499,11 +499,14 @@ def test_a_bad_mixture_stops_before_any_output(tmp_path, tiny_dictionary, kind):
 
 def test_bad_outputs_and_dictionary(tiny_corpus, tiny_dictionary, tmp_path):
     (tmp_path / "s.json").write_text("keep")
+    (tmp_path / "s.png").write_text("keep")
     (tmp_path / "broken.npz").write_bytes(tiny_dictionary.read_bytes()[:500])
     (tmp_path / "sub").mkdir()
     base = ["evaluate", "--corpus", tiny_corpus]
     cases = [
         (["--dictionary", tiny_dictionary, "--json", tmp_path / "s.json"], ("s.json", "--overwrite")),
+        (["--dictionary", tiny_dictionary, "--json", tmp_path / "new.json", "--plot", tmp_path / "s.png"],
+         ("s.png", "--overwrite")),
         (["--dictionary", tiny_dictionary, "--json", tmp_path / "no" / "s.json"], ("does not exist",)),
         (["--dictionary", tiny_dictionary, "--plot", tmp_path / "s.gif"], ("s.gif", "image format")),
         (["--dictionary", tiny_dictionary, "--json", tmp_path / "x.png", "--plot", tmp_path / "x.png"], ("same",)),

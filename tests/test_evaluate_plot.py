@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 import soundfile
+from scipy import stats
 
 from test_cli_train import run, speech_like
 
@@ -143,6 +144,17 @@ def test_the_intervals_are_drawn_on_the_enhanced_curve(drawn, tmp_path, rng):
         assert x == entry["snr"] and (low + high) / 2 == pytest.approx(enhanced, rel=1e-12)
         assert high - low == pytest.approx(interval[1] - interval[0], rel=1e-12)
     assert len(segments) == 2
+
+
+def test_the_pairs_panels_give_the_mean_gain_and_its_interval_over_the_files(drawn, tmp_path, rng):
+    from sepsti.commands.evaluate import _plot, summarize
+
+    rows = _rows(rng, {f"p{i}": [None] for i in range(5)})
+    _plot(summarize(rows), rows, tmp_path / "p.png", "t", "files")
+    (figure,) = drawn
+    gains = [row["enhanced"]["sdr"] - row["input"]["sdr"] for row in rows]
+    low, high = stats.ttest_1samp(gains, 0.0).confidence_interval(0.95)
+    assert figure.axes[0].get_title() == f"SDR: mean gain {np.mean(gains):+.2f} [{low:+.2f}, {high:+.2f}]"
 
 
 def test_no_reduction_is_written_as_zero_and_every_image_format_the_help_names_is_written(tmp_path, rng):

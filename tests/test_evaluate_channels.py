@@ -62,6 +62,22 @@ def test_a_stereo_pair_is_enhanced_as_enhance_does_and_scored_channel_by_channel
     assert row["enhanced"]["sdr"] > row["input"]["sdr"] + 3
 
 
+def test_a_stereo_pair_too_short_to_enhance_is_said_to_be_scored_unchanged(tmp_path, rng):
+    """One second is too short to learn the noise from: one line naming the file says why, and the output's scores
+    are the input's."""
+    clean, noisy = _two_talkers(rng, seconds=1.0)
+    clean_root, noisy_root = _write_pair(tmp_path, clean, noisy)
+    result = run(["evaluate", "--clean", clean_root, "--noisy", noisy_root, "--iterations", 3,
+                  "--json", tmp_path / "s.json"])
+    assert result.exit_code == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "scored unchanged" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"Warning: {noisy_root / 'p.wav'}: too short"), result.stderr
+    (row,) = json.loads((tmp_path / "s.json").read_text())["results"]
+    assert row["enhanced"].keys() == row["input"].keys()
+    for metric, value in row["input"].items():  # the input's SAR is infinite: null
+        assert row["enhanced"][metric] == (None if value is None else pytest.approx(value, rel=1e-9)), metric
+
+
 def test_scores_of_channels_are_their_mean_where_defined_and_warnings_name_the_channel(rng):
     """A second channel whose clean speech is silent leaves the file with the first channel's scores, and says which
     channel has none (the file had no score at all)."""

@@ -282,6 +282,21 @@ def test_progress_bar_on_request(workdir, tiny_corpus, tiny_dictionary, where, e
     assert f"{inputs[0].name}:" in result.stderr and f"0/{seconds} " in result.stderr, result.stderr
 
 
+def test_with_several_jobs_only_the_bar_over_the_files_is_drawn(workdir, tiny_corpus, tiny_dictionary):
+    """docs/enhance.md: with several jobs the bar over each file's seconds is not drawn (the workers' bars would mix
+    on one line); the bar over the files is (each worker drawing its file's bar passed before)."""
+    import subprocess
+    import sys
+
+    inputs = sorted((tiny_corpus / "noisy" / "hum_5dB").glob("*.wav"))[:2]
+    result = subprocess.run([sys.executable, "-m", "sepsti", "enhance", *map(str, inputs), "--out-dir",
+                             str(workdir / "out"), "--dictionary", str(tiny_dictionary), "--iterations", "2",
+                             "--progress", "--jobs", "2"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "enhance:" in result.stderr, result.stderr
+    assert not any(f"{path.name}:" in result.stderr for path in inputs), result.stderr
+
+
 def test_lines_print_above_the_progress_bar(workdir, tiny_corpus, tiny_dictionary):
     """On a terminal (stdout and stderr the same) each line printed under the bar starts a line of its own, not
     after the bar; stdout alone holds just those lines."""

@@ -317,12 +317,14 @@ def test_lines_print_above_the_progress_bar(workdir, tiny_corpus, tiny_dictionar
 
 
 def test_one_long_file_shows_its_progress_in_seconds(workdir, tiny_dictionary):
+    """A bar over the file's seconds; none over the files, which are one (``--progress``: "over several files")."""
     noisy, rate = soundfile.read(workdir / "noisy.wav")
     soundfile.write(workdir / "long.wav", np.tile(noisy, 8), rate, subtype="PCM_16")
     seconds = 8 * len(noisy) // rate
     result = _enhance(tiny_dictionary, workdir / "long.wav", "-o", workdir / "out.wav", "--progress")
     assert result.exit_code == 0, result.stderr
     assert "long.wav:" in result.stderr and f"0/{seconds} " in result.stderr, result.stderr
+    assert "enhance:" not in result.stderr and "/1 " not in result.stderr, result.stderr
     quiet = _enhance(tiny_dictionary, workdir / "long.wav", "-o", workdir / "out2.wav")
     assert quiet.exit_code == 0 and quiet.stderr == ""  # stderr is no terminal here
 

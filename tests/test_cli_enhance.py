@@ -329,6 +329,33 @@ def test_one_long_file_shows_its_progress_in_seconds(workdir, tiny_dictionary):
     assert quiet.exit_code == 0 and quiet.stderr == ""  # stderr is no terminal here
 
 
+def test_the_bars_count_each_file_and_each_second_written_once(workdir, tiny_dictionary, monkeypatch):
+    """The bar over a file's seconds ends at its whole seconds, the bar over the files at their number: each bar's
+    steps add up to its total (the seconds written so far counted again at each step, a bar of 36/12, passed
+    before)."""
+    import sepsti.core.progress
+
+    real = sepsti.core.progress.progress_bar
+    steps = {}
+
+    def recording(total, *, desc=None, **options):
+        bar = real(total, desc=desc, **options)
+        steps[desc] = (total, [])
+        bar.update = steps[desc][1].append
+        return bar
+
+    monkeypatch.setattr(sepsti.core.progress, "progress_bar", recording)
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    soundfile.write(workdir / "long.wav", np.tile(noisy, 8), RATE, subtype="PCM_16")
+    result = _enhance(tiny_dictionary, workdir / "long.wav", workdir / "noisy.wav", "--out-dir", workdir / "out",
+                      "--iterations", 5)
+    assert result.exit_code == 0, result.stderr
+    bars = {desc: steps[desc] for desc in ("enhance", "long.wav", "noisy.wav")}
+    assert {desc: (total, sum(counts)) for desc, (total, counts) in bars.items()} == {
+        "enhance": (2, 2), "long.wav": (8 * len(noisy) // RATE,) * 2, "noisy.wav": (len(noisy) // RATE,) * 2}
+    assert all(count > 0 for _, counts in bars.values() for count in counts)
+
+
 def test_options_reach_the_enhancer(workdir, tiny_dictionary, monkeypatch):
     import sepsti.denoise
     from sepsti.dictionary import load_dictionary

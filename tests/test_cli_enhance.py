@@ -531,6 +531,18 @@ def test_bad_dictionary(workdir, tiny_dictionary):
     assert_one_line_error(result, "fine.npz")
 
 
+def test_the_dictionary_is_never_an_output(workdir, tiny_dictionary):
+    """A dictionary under an audio name (``load_dictionary`` reads any name) given as ``-o`` too, with
+    ``--overwrite``: refused as an input before any work, the dictionary kept (replaced by the enhanced file
+    passed before)."""
+    (workdir / "speech.wav").write_bytes(tiny_dictionary.read_bytes())
+    before = snapshot(workdir)
+    result = run(["enhance", workdir / "noisy.wav", "-o", workdir / "speech.wav", "--dictionary",
+                  workdir / "speech.wav", "--overwrite"])
+    assert_one_line_error(result, "speech.wav", "also an input")
+    assert snapshot(workdir) == before
+
+
 def _arrays(dictionary):
     return {"W": dictionary.W, "rank": np.int64(dictionary.rank), "sample_rate": np.int64(dictionary.sample_rate),
             "n_fft": np.int64(dictionary.n_fft), "hop_length": np.int64(dictionary.hop_length),

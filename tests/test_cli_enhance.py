@@ -576,11 +576,12 @@ def test_an_output_that_appears_during_the_run_is_kept(workdir, tiny_dictionary,
     assert soundfile.info(target).frames == soundfile.info(workdir / "noisy.wav").frames
 
 
-@pytest.mark.parametrize("kind", ["enhanced", "shorter than a frame", "max-reduction 0"])
+@pytest.mark.parametrize("kind", ["enhanced", "shorter than a frame", "max-reduction 0", "digital silence"])
 def test_an_output_that_appears_while_it_is_written_is_kept_whether_enhanced_or_copied(workdir, tiny_dictionary,
                                                                                       monkeypatch, kind):
     """Without --overwrite, a file another program puts at the output while it is being written is kept, for an
-    output written unchanged (a copy of its input) as for an enhanced one."""
+    output written unchanged (a copy of its input) as for an enhanced one; also for a file of digital silence, copied
+    after the enhancer gave up on it (replaced passed before)."""
     import contextlib
 
     import sepsti.audio
@@ -601,6 +602,9 @@ def test_an_output_that_appears_while_it_is_written_is_kept_whether_enhanced_or_
         soundfile.write(source, soundfile.read(workdir / "noisy.wav")[0][:RATE // 40], RATE, subtype="PCM_16")
     elif kind == "max-reduction 0":
         options = ["--max-reduction", "0"]
+    elif kind == "digital silence":  # copied once the enhancer has found nothing to learn from
+        source = workdir / "zeros.wav"
+        soundfile.write(source, np.zeros(2 * RATE), RATE, subtype="PCM_16")
     result = _enhance(tiny_dictionary, source, "-o", target, *options)
     assert_one_line_error(result, "out.wav", "created by another program", "--overwrite")
     assert target.read_bytes() == b"written by another program meanwhile"

@@ -638,6 +638,21 @@ def test_noise_rank_is_bounded_by_bins_and_frames(workdir, tiny_dictionary):
     assert snapshot(workdir) == before and not (workdir / "out").exists()
 
 
+def test_a_noise_rank_of_exactly_the_dictionarys_bins_is_taken(workdir, tiny_dictionary):
+    """At most the frequency bins: a dictionary of 65 bins takes ``--noise-rank 65`` (refusing it as above the bins
+    passed before)."""
+    from sepsti.dictionary import load_dictionary, save_dictionary
+
+    small = load_dictionary(tiny_dictionary)._replace(W=np.random.default_rng(0).uniform(size=(65, 4)), rank=4,
+                                                      n_fft=128, hop_length=64, context=0)
+    save_dictionary(workdir / "small.npz", small)
+    result = run(["enhance", workdir / "noisy.wav", "-o", workdir / "out.wav", "--dictionary", workdir / "small.npz",
+                  "--noise-rank", 65])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"wrote {workdir / 'out.wav'}\n"
+    assert soundfile.info(workdir / "out.wav").frames == soundfile.info(workdir / "noisy.wav").frames
+
+
 @pytest.mark.parametrize("milliseconds, noise_rank, enhanced",
                          [(100, 5, False), (300, 5, False), (1000, 2, False), (1248, 5, False), (1249, 5, True),
                           (1550, 5, True), (1550, 13, False)])

@@ -759,6 +759,30 @@ def test_noise_sample_gives_the_noise_model(workdir, tiny_dictionary):
     assert result.exit_code == 0 and result.stderr == "", result.stderr
 
 
+def test_the_seed_reaches_the_noise_sample_model(workdir, tiny_dictionary):
+    """``--seed`` seeds the noise dictionary's initialization, the one learned from ``--noise-sample`` too: the output
+    is the enhancer's with the sample's model learned at that seed (the model learned at seed 0 whatever was asked
+    passed before)."""
+    from sepsti import features
+    from sepsti.denoise import denoise
+    from sepsti.dictionary import load_dictionary
+    from sepsti.noise_model import learn_noise
+
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    clean, _ = soundfile.read(workdir / "clean.wav")
+    soundfile.write(workdir / "noise.wav", noisy - clean, RATE, subtype="FLOAT")
+    sample, _ = soundfile.read(workdir / "noise.wav")
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav", "--noise-sample",
+                      workdir / "noise.wav", "--iterations", 20, "--seed", 3)
+    assert result.exit_code == 0, result.stderr
+    W = load_dictionary(tiny_dictionary).W
+    outputs = {seed: denoise(noisy, W, noise=learn_noise(lambda: iter((features.magnitude(sample),)), 5, seed=seed),
+                             max_iter=20, seed=3) for seed in (0, 3)}
+    assert np.max(np.abs(outputs[3] - outputs[0])) > 10 / 32768  # the seeds' models give other outputs
+    np.testing.assert_allclose(soundfile.read(workdir / "out.wav")[0], np.clip(outputs[3], -1, 1), rtol=0,
+                               atol=1.01 / 32768)
+
+
 def test_a_noise_sample_has_its_mains_hum_subtracted_before_its_model_is_learned(workdir, tiny_dictionary,
                                                                                   monkeypatch):
     """The inputs' hum is subtracted before their mask; the sample's must be too, or its model holds the hum lines

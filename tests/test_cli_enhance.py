@@ -832,10 +832,47 @@ def test_a_noise_sample_far_louder_than_the_input_is_warned_of(workdir, tiny_dic
             assert f"dB louder than {workdir}/quiet.wav; record" in result.stderr
 
 
+@pytest.mark.parametrize("decibels, warned", [(8, False), (12, True)])
+def test_a_noise_sample_is_warned_of_from_10_db_above_an_input(workdir, tiny_dictionary, decibels, warned):
+    """docs/enhance.md: a sample more than 10 dB above a whole input's power is warned of; 8 dB above is not,
+    12 dB above is (a limit of 20 dB let it pass)."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    clean, _ = soundfile.read(workdir / "clean.wav")
+    noise = noisy - clean
+    gain = np.sqrt(10 ** (decibels / 10) * np.mean(noisy ** 2) / np.mean(noise ** 2))
+    soundfile.write(workdir / "noise.wav", gain * noise, RATE, subtype="FLOAT")
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", "-o", workdir / "out.wav", "--noise-sample",
+                      workdir / "noise.wav", "--iterations", 2)
+    assert result.exit_code == 0, result.stderr
+    if warned:
+        assert result.stderr == (f"Warning: --noise-sample {workdir}/noise.wav is {decibels} dB louder than "
+                                 f"{workdir}/noisy.wav; record it at the level of the input's noise (a louder sample "
+                                 "removes speech with it)\n")
+    else:
+        assert result.stderr == ""
+
+
+def test_a_silent_input_beside_a_noise_sample_is_not_warned_of(workdir, tiny_dictionary):
+    """An input of digital silence is no input the sample can be louder than: no line, exit 0, its zeros written
+    (a comparison with its power of 0 raised ZeroDivisionError, an internal failure)."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    clean, _ = soundfile.read(workdir / "clean.wav")
+    soundfile.write(workdir / "zeros.wav", np.zeros(3 * RATE), RATE, subtype="PCM_16")
+    soundfile.write(workdir / "noise.wav", noisy - clean, RATE, subtype="FLOAT")
+    result = _enhance(tiny_dictionary, workdir / "zeros.wav", workdir / "noisy.wav", "--out-dir", workdir / "out",
+                      "--noise-sample", workdir / "noise.wav", "--iterations", 2)
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
+    out, _ = soundfile.read(workdir / "out" / "zeros.wav")
+    assert len(out) == 3 * RATE and not np.any(out)
+
+
 @pytest.mark.parametrize("kind, fragment", [("missing", "no such file"), ("text", "not a readable audio file"),
                                             ("silent", "silent"), ("short", "fewer than the noise rank 5"),
+                                            ("short-loud", "fewer than the noise rank 5"),
                                             ("rate", "sample rate 1 Hz")])
 def test_bad_noise_sample(workdir, tiny_dictionary, kind, fragment):
+    """Refused in one line before any work; a sample too short and far louder than the input too (no warning of its
+    level before the error)."""
     path = workdir / "sample.wav"
     if kind == "text":
         path.write_text("not audio")
@@ -843,6 +880,8 @@ def test_bad_noise_sample(workdir, tiny_dictionary, kind, fragment):
         soundfile.write(path, np.zeros(RATE), RATE, subtype="PCM_16")
     elif kind == "short":
         soundfile.write(path, 0.1 * np.ones(600), RATE, subtype="PCM_16")  # 4 frames
+    elif kind == "short-loud":
+        soundfile.write(path, 0.9 * np.random.default_rng(6).choice([-1.0, 1.0], 600), RATE, subtype="PCM_16")
     elif kind == "rate":
         soundfile.write(path, 0.1 * np.ones(600), 1, subtype="PCM_16")
     before = snapshot(workdir)

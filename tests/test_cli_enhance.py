@@ -893,14 +893,19 @@ def test_bad_noise_sample(workdir, tiny_dictionary, kind, fragment):
     assert snapshot(workdir) == before and not (workdir / "new").exists()  # not even the folder
 
 
-def test_clipping_of_an_input_within_full_scale_says_what_helps(workdir, tiny_dictionary, monkeypatch):
-    """An input within [-1, 1] whose enhanced signal overshoots: the line does not ask to rescale it into
-    [-1, 1] but to lower its level."""
+@pytest.mark.parametrize("full_scale", [False, True])
+def test_clipping_of_an_input_within_full_scale_says_what_helps(workdir, tiny_dictionary, monkeypatch, full_scale):
+    """An input within [-1, 1] whose enhanced signal overshoots, one that reaches full scale itself (a 16-bit
+    sample of -32768, read as -1.0) included: the line does not ask to rescale it into [-1, 1] but to lower its
+    level."""
     import importlib
 
     enhance = importlib.import_module("sepsti.commands.enhance")  # the module (the package exports the command)
     noisy, _ = soundfile.read(workdir / "noisy.wav")
-    soundfile.write(workdir / "full.wav", 0.999 * noisy / np.abs(noisy).max(), RATE, subtype="PCM_16")
+    samples = np.round(0.999 * 32767 * noisy / np.abs(noisy).max()).astype(np.int16)
+    if full_scale:
+        samples[len(samples) // 2] = -32768
+    soundfile.write(workdir / "full.wav", samples, RATE, subtype="PCM_16")
     original = enhance.enhance_file
 
     def overshooting(audio, target, W, framing, **options):  # an enhancer whose output overshoots
@@ -916,6 +921,7 @@ def test_clipping_of_an_input_within_full_scale_says_what_helps(workdir, tiny_di
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "clipped" in lines[0] and "lower the input's level" in lines[0], result.stderr
     assert "[-1, 1]" not in lines[0]
+    assert f"(the input's peak is {'1' if full_scale else '0.999'})" in lines[0]
 
 
 def test_clipping_of_float_input_is_reported(workdir, tiny_dictionary):

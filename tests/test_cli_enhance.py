@@ -1276,10 +1276,13 @@ def test_outputs_keep_the_rate_and_length_where_the_format_holds_them(workdir, t
     assert (info.samplerate, info.frames, info.subtype) == (RATE, len(odd), subtype)
 
 
-def test_a_folder_given_as_input_is_named_as_such(workdir, tiny_dictionary):
+@pytest.mark.parametrize("outputs", [["--out-dir", "out"], ["-o", "out.wav"]])
+def test_a_folder_given_as_input_is_named_as_such(workdir, tiny_dictionary, outputs):
+    """Before any output is checked: also where the outputs asked for are wrong too (one ``-o`` for two inputs, said
+    first, passed before)."""
     (workdir / "folder").mkdir()
     before = snapshot(workdir)
-    result = _enhance(tiny_dictionary, workdir / "noisy.wav", workdir / "folder", "--out-dir", workdir / "out")
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", workdir / "folder", outputs[0], workdir / outputs[1])
     assert_one_line_error(result, "folder: is a directory")
     assert snapshot(workdir) == before and not (workdir / "out").exists()
 

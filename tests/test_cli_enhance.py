@@ -1311,6 +1311,24 @@ def test_a_failure_removes_the_folders_the_command_created_while_empty(workdir, 
     assert os.listdir(workdir / "new" / "deep") == ["noisy.wav"]
 
 
+@pytest.mark.parametrize("stop, status", [("KeyboardInterrupt", 130), ("Terminated", 143)])
+def test_ctrl_c_or_kill_removes_the_folders_the_command_created_while_empty(workdir, tiny_dictionary, monkeypatch, stop,
+                                                                          status):
+    """Ctrl-C or SIGTERM during the first file leaves the created folders empty: they go too, as after an error
+    (kept, empty, passed before)."""
+    import sepsti.workers
+    from sepsti.commands import enhance as command
+
+    def stopped(*args, **options):
+        raise KeyboardInterrupt if stop == "KeyboardInterrupt" else sepsti.workers.Terminated()
+
+    monkeypatch.setattr(command, "enhance_file", stopped)
+    (workdir / "there").mkdir()
+    result = _enhance(tiny_dictionary, workdir / "noisy.wav", "--out-dir", workdir / "there" / "new" / "deep")
+    assert result.exit_code == status, (result.exit_code, result.stderr)
+    assert os.listdir(workdir / "there") == []
+
+
 def test_jobs_report_the_files_finished_after_another_files_error(workdir, tiny_corpus, tiny_dictionary, monkeypatch):
     """With two workers, the first file fails (another program created its output meanwhile) once the other worker
     has written the second: each file written is reported, in the inputs' order, then the error."""

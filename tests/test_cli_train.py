@@ -546,6 +546,27 @@ def test_a_rank_from_the_matrix_size_on_warns_that_it_is_not_identifiable(tmp_pa
         assert result.exit_code == 0 and _warnings(result) == warned, result.stderr
 
 
+def test_a_chosen_rank_from_the_matrix_size_on_is_warned_of_as_chosen(tiny_corpus, tmp_path, monkeypatch):
+    """Under ``--rank auto`` the warning names the rank STI chose, not a ``--rank`` the user never gave (``--rank
+    153`` passed before)."""
+    from types import SimpleNamespace
+
+    import sepsti.core.evidence.sti_nmf
+    from sepsti.training import train_split
+
+    frames = train_split(tiny_corpus).matrix()[0].shape[1]
+    assert frames < 257
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", lambda X, ranks, **options: SimpleNamespace(
+        ranks=list(ranks), log_marginal_likelihood=[-2.0, -1.0], stderr=[0.1, 0.1], selected_rank=frames,
+        settings={"model": {"dispersion": 1.0}}))
+    result = run(["train", "--corpus", tiny_corpus, "--rank", "auto", "--ranks", f"2,{frames}", "-o",
+                  tmp_path / "d.npz", "--iterations", 1])
+    assert result.exit_code == 0, result.stderr
+    assert _warnings(result) == [f"Warning: the chosen rank {frames}: not below the {frames} training frames of the "
+                                 f"257 x {frames} training matrix, where a factorization fits any data: no data "
+                                 "identify such a rank"]
+
+
 def test_overwrite_replaces(tiny_corpus, tmp_path):
     existing = tmp_path / "d.npz"
     existing.write_bytes(b"old")

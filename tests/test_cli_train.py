@@ -631,7 +631,7 @@ def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeyp
     def short_run(X, ranks, **options):
         # the real estimator on short chains
         selection = real(X, ranks, **{**options, "num_steps": 40, "num_keep": 20, "num_intervals": 4})
-        calls.append((list(ranks), options["seed"], selection.selected_rank, options))
+        calls.append((list(ranks), options["seed"], selection.selected_rank, options, selection))
         return selection
 
     monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", short_run)
@@ -645,6 +645,11 @@ def test_rank_auto_trains_at_the_rank_sti_selects(tiny_corpus, tmp_path, monkeyp
         {"dispersion": "rayleigh", "prior_rate": "matched"}
     assert load_dictionary(output).rank == calls[0][2]
     assert f"selected rank {calls[0][2]} by STI" in result.stderr
+    # and log p(X | R) of each rank (README), one line each
+    selection = calls[0][4]
+    assert list(selection.ranks) == [2, 4]
+    for rank, value, stderr in zip(selection.ranks, selection.log_marginal_likelihood, selection.stderr):
+        assert f"rank {rank:>4}: log p(X | R) = {value:.6g} ± {stderr:.2g}\n" in result.stderr
 
 
 def test_rank_auto_with_context_selects_on_the_single_frame_spectra(tiny_corpus, tmp_path, monkeypatch):

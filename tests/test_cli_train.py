@@ -717,9 +717,12 @@ def test_output_must_be_npz(tiny_corpus, tmp_path, name):
     (["--iterations", "99999999999999999999"], ["'--iterations'", "1<=x<=100000"]),
     (["--tol", "nan"], ["'--tol'", "not a finite number"]),
     (["--tol", "inf"], ["'--tol'", "not a finite number"]),
+    (["--rate", "3999"], ["'--rate'", "4000<=x<=48000"]),
+    (["--rate", "48001"], ["'--rate'", "4000<=x<=48000"]),
 ])
 def test_iterations_and_tol_are_refused_by_their_option_names(tmp_path, args, fragments):
-    # (the folder is never looked at: the option is refused first)
+    # (the folder is never looked at: the option is refused first); --rate outside the rates a dictionary is trained
+    # at (features.DICTIONARY_RATES, which loading checks): a 2 kHz dictionary was written, that none could load
     result = run(["train", "--corpus", tmp_path / "nowhere", "--rank", 4, "-o", tmp_path / "d.npz", *args])
     assert_one_line_error(result, *fragments)
 

@@ -139,6 +139,14 @@ def test_utterances_outside_the_corpus_are_refused_before_a_range_is_spelt_out(t
     assert not (tmp_path / "c").exists()
 
 
+def test_utterances_up_to_the_last_id_are_taken():
+    """sp30 is the corpus's last id: a range ending there, and sp30 alone, are taken (refused as outside
+    sp01..sp30 passed before), and so is a count of all 30."""
+    assert parse_utterances("sp29-sp30") == ["sp29", "sp30"]
+    assert parse_utterances("30-30") == ["sp30"]
+    assert parse_utterances("sp01-sp30") == [f"sp{number:02d}" for number in range(1, 31)]
+
+
 @pytest.mark.noizeus
 def test_info_on_real_noizeus(noizeus_root):
     result = _run("info", noizeus_root)

@@ -1048,6 +1048,30 @@ def test_enhance_imports_no_slow_modules(workdir, tiny_dictionary, rate):
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.parametrize("asked", [None, "2"])
+def test_enhance_runs_one_blas_thread_unless_asked_for_more(workdir, tiny_dictionary, asked):
+    """docs/enhance.md ("Speed"): the per-file EM runs on one BLAS thread unless ``OPENBLAS_NUM_THREADS`` or
+    ``MKL_NUM_THREADS`` say otherwise (two asked for and one run passed before)."""
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "from sepsti.cli import cli\n"
+              "cli.main(sys.argv[1:], prog_name='sepsti', standalone_mode=False)\n"
+              "import threadpoolctl\n"
+              "print(sorted({pool['num_threads'] for pool in threadpoolctl.threadpool_info() "
+              "if pool['user_api'] == 'blas'}))\n")
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")}
+    if asked is not None:
+        environment.update(OPENBLAS_NUM_THREADS=asked, MKL_NUM_THREADS=asked)
+    result = subprocess.run([sys.executable, "-c", script, "enhance", str(workdir / "noisy.wav"), "-o",
+                             str(workdir / "out.wav"), "--dictionary", str(tiny_dictionary), "--iterations", "2"],
+                            capture_output=True, text=True, env=environment, cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == f"[{asked or 1}]"
+
+
 def test_two_concurrent_runs_on_one_output_give_one_file_and_one_error(workdir, tiny_dictionary):
     import subprocess
     import sys

@@ -679,6 +679,29 @@ def test_a_file_too_short_to_learn_from_is_written_unchanged(workdir, tiny_dicti
     assert same
 
 
+@pytest.mark.parametrize("rate, milliseconds, enhanced", [(6000, 1300, True), (16000, 1000, False)])
+def test_a_file_at_another_rate_is_too_short_by_its_duration(workdir, tiny_dictionary, rate, milliseconds, enhanced):
+    """1.25 s at any rate: its frames are counted at the dictionary's rate, where it is processed (1.3 s at 6 kHz
+    written unchanged as 32 frames, or 1 s at 16 kHz enhanced from 64, passed before)."""
+    from sepsti.audio import resample
+
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    start = (len(noisy) - RATE * milliseconds // 1000) // 2
+    short = resample(noisy[start:start + RATE * milliseconds // 1000], RATE, rate)
+    soundfile.write(workdir / "short.wav", short, rate, subtype="PCM_16")
+    result = _enhance(tiny_dictionary, workdir / "short.wav", "-o", workdir / "out.wav")
+    assert result.exit_code == 0, result.stderr
+    assert soundfile.info(workdir / "out.wav").frames == len(short)
+    same = np.array_equal(soundfile.read(workdir / "out.wav", dtype="int16")[0],
+                          soundfile.read(workdir / "short.wav", dtype="int16")[0])
+    if enhanced:
+        assert result.stderr == "" and not same, result.stderr
+    else:
+        assert result.stderr == (f"Warning: {workdir / 'short.wav'}: too short to learn its noise from (33 frames, "
+                                 "1.00 s; at least 41, 1.25 s, at --noise-rank 5); written unchanged\n")
+        assert same
+
+
 @pytest.mark.parametrize("with_sample", [False, True])
 def test_a_file_shorter_than_a_frame_is_written_unchanged(workdir, tiny_dictionary, with_sample):
     """25 ms (a frame is 64 ms), also with a noise sample: one line, the input's samples, exit 0, beside a

@@ -806,6 +806,25 @@ def test_the_seed_reaches_the_noise_sample_model(workdir, tiny_dictionary):
                                atol=1.01 / 32768)
 
 
+def test_a_noise_sample_serves_inputs_of_both_dictionaries(workdir, tiny_dictionary, monkeypatch):
+    """An 8 kHz and a 16 kHz input without --dictionary: the sample gives one model per dictionary (docs/enhance.md,
+    "--noise-sample FILE"), and each file is enhanced with its own (a model for the first input's dictionary alone,
+    an internal failure at the second, passed before)."""
+    import sepsti.dictionary
+    from sepsti.audio import resample
+
+    monkeypatch.setattr(sepsti.dictionary, "narrowband_dictionary_path", lambda: Path(tiny_dictionary))
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    clean, _ = soundfile.read(workdir / "clean.wav")
+    soundfile.write(workdir / "wide.wav", resample(noisy, RATE, 16000), 16000, subtype="FLOAT")
+    soundfile.write(workdir / "noise.wav", noisy - clean, RATE, subtype="FLOAT")
+    result = run(["enhance", workdir / "noisy.wav", workdir / "wide.wav", "--out-dir", workdir / "out",
+                  "--noise-sample", workdir / "noise.wav", "--iterations", 2])
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
+    assert result.stdout == f"wrote {workdir / 'out' / 'noisy.wav'}\nwrote {workdir / 'out' / 'wide.wav'}\n"
+    assert soundfile.info(workdir / "out" / "wide.wav").frames == soundfile.info(workdir / "wide.wav").frames
+
+
 def test_a_noise_sample_has_its_mains_hum_subtracted_before_its_model_is_learned(workdir, tiny_dictionary,
                                                                                   monkeypatch):
     """The inputs' hum is subtracted before their mask; the sample's must be too, or its model holds the hum lines

@@ -358,6 +358,15 @@ def test_corpus_without_a_subcommand_shows_its_help():
     assert [line.split()[0] for line in result.stderr.split("Commands:\n")[1].splitlines()] == ["info", "synth"]
 
 
+@pytest.mark.parametrize("args", [["--help"], ["synth", "--help"], ["info", "-h"]])
+def test_corpus_and_its_subcommands_show_their_help_and_exit_0(args):
+    """The help of the group and of each subcommand: on stdout, exit status 0, no error line (the subcommand's help
+    ended by 'Error: internal failure: Exit: 0', status 1, passed before)."""
+    result = _run(*args)
+    assert (result.exit_code, result.stderr) == (0, ""), (result.exit_code, result.stderr)
+    assert result.stdout.startswith("Usage: ") and "Options:" in result.stdout, result.stdout
+
+
 def test_the_commands_are_listed_in_alphabetical_order():
     result = RUNNER.invoke(cli, ["--help"])
     assert result.exit_code == 0, result.stderr

@@ -805,6 +805,30 @@ def test_os_and_internal_errors_quote_names_with_a_line_break_on_one_line(tmp_pa
     assert result.stderr == f"Error: internal failure: RuntimeError: cannot map ({name!r}): gone\n"
 
 
+def test_warnings_quote_names_with_a_line_break_on_one_line(tiny_corpus, tmp_path):
+    """A warning raised while a command runs (here by the trainer) prints as ``Warning: <what>`` on one line, a word
+    holding a line break quoted as in errors (the name printed as it is, over two lines, passed before). A process of
+    its own: pytest records warnings rather than printing them."""
+    import subprocess
+    import sys
+
+    name = str(tmp_path / "a\nb.wav")
+    script = ("import sys, warnings\n"
+              "import sepsti.denoise\n"
+              "real = sepsti.denoise.train_dictionary\n"
+              "def trainer(X, rank, **options):\n"
+              "    warnings.warn(f'cannot map {sys.argv[1]} fully', UserWarning)\n"
+              "    return real(X, rank, **options)\n"
+              "sepsti.denoise.train_dictionary = trainer\n"
+              "from sepsti.cli import cli\n"
+              "cli.main(sys.argv[2:], prog_name='sepsti')\n")
+    result = subprocess.run([sys.executable, "-c", script, name, "train", "--corpus", str(tiny_corpus), "--rank", "2",
+                             "-o", str(tmp_path / "d.npz"), "--iterations", "2", "--tol", "0"],
+                            capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == f"Warning: cannot map {name!r} fully\n"
+
+
 def test_sepsti_debug_lets_an_internal_failure_through_with_its_traceback(tmp_path, monkeypatch):
     import sepsti.training
 

@@ -697,6 +697,20 @@ def test_more_atoms_than_frames_are_refused_before_any_work(tiny_corpus, tmp_pat
     assert not (tmp_path / "d.npz").exists()
 
 
+def test_one_atom_more_than_the_frames_is_refused_though_below_the_bins(tiny_corpus, tmp_path, monkeypatch):
+    """The bound is the training frames, also where they are fewer than the frequency bins (a rank between the two,
+    trained and written, passed before)."""
+    import sepsti.denoise
+    from sepsti.training import train_split
+
+    frames = train_split(tiny_corpus).matrix()[0].shape[1]
+    assert frames + 1 < 257
+    monkeypatch.setattr(sepsti.denoise, "train_dictionary", None)  # never reached
+    result = run(["train", "--corpus", tiny_corpus, "--rank", frames + 1, "-o", tmp_path / "d.npz"])
+    assert_one_line_error(result, f"--rank {frames + 1}: more atoms than the {frames} training frames")
+    assert not (tmp_path / "d.npz").exists()
+
+
 @pytest.mark.parametrize("rank", ["0", "many"])
 def test_bad_rank(tiny_corpus, tmp_path, rank):
     result = run(["train", "--corpus", tiny_corpus, "--rank", rank, "-o", tmp_path / "d.npz"])

@@ -129,7 +129,8 @@ def test_a_channel_too_sparse_to_learn_from_is_kept_and_the_others_enhanced(work
 
 def test_auto_channels_separate_two_talkers_and_join_one_scene(workdir, tiny_dictionary):
     """``--channels auto`` (the default): two talkers who take turns, one on each channel, are enhanced each
-    alone; one talker on two microphones (the second 0.4 ms later, 3 dB quieter) with one mask."""
+    alone; one talker on two microphones (the second 0.4 ms later, 3 dB quieter) with one mask. Without the option
+    each file comes out as with ``auto`` (a default of ``joint`` passed before)."""
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     clean, _ = soundfile.read(workdir / "clean.wav")
     half = len(noisy) // 2
@@ -140,14 +141,17 @@ def test_auto_channels_separate_two_talkers_and_join_one_scene(workdir, tiny_dic
     files = {"turns": np.stack([first, second], axis=1), "scene": np.stack([noisy, late], axis=1)}
     for name, signal in files.items():
         soundfile.write(workdir / f"{name}.wav", signal, RATE, subtype="FLOAT")
-        for mode in ("auto", "joint", "separate"):
+        for mode in ("auto", "joint", "separate", None):
             result = _enhance(tiny_dictionary, workdir / f"{name}.wav", "-o", workdir / f"{name}.{mode}.wav",
-                              "--channels", mode)
+                              *(["--channels", mode] if mode else []))
             assert result.exit_code == 0, result.stderr
     same = {name: mode for name in files for mode in ("joint", "separate")
             if np.array_equal(soundfile.read(workdir / f"{name}.auto.wav")[0],
                               soundfile.read(workdir / f"{name}.{mode}.wav")[0])}
     assert same == {"turns": "separate", "scene": "joint"}
+    for name in files:
+        np.testing.assert_array_equal(soundfile.read(workdir / f"{name}.None.wav")[0],
+                                      soundfile.read(workdir / f"{name}.auto.wav")[0])
 
 
 def test_channels_share_one_mask(workdir, tiny_dictionary):

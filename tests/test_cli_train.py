@@ -127,6 +127,8 @@ def test_train_writes_a_checked_dictionary(tiny_corpus, tiny_dictionary):
     assert 1 <= dictionary.iterations <= 60
     assert (dictionary.seed, dictionary.sample_rate, dictionary.rank) == (0, 8000, RANK)
     assert np.all(dictionary.W >= 0) and np.all(dictionary.W.sum(axis=0) > 0)
+    with np.load(tiny_dictionary, allow_pickle=False) as archive:  # --dtype float64 by default (README)
+        assert archive["W"].dtype == np.float64
 
 
 def test_tol_zero_runs_exactly_the_iterations_and_seed_repeats(tiny_corpus, tmp_path):

@@ -127,6 +127,24 @@ def test_a_channel_too_sparse_to_learn_from_is_kept_and_the_others_enhanced(work
     np.testing.assert_array_equal(both[:, 1], soundfile.read(workdir / "both.wav")[0][:, 1])
 
 
+def test_every_channel_too_sparse_to_learn_from_is_named_in_the_files_line(workdir, tiny_dictionary):
+    """Two channels of three too sparse: the one line names both, each with its reason (the first alone passed
+    before); the first channel is enhanced."""
+    noisy = np.tile(soundfile.read(workdir / "noisy.wav")[0], 2)
+    sparse = np.zeros_like(noisy)
+    sparse[RATE:RATE + RATE // 2] = 0.05 * np.random.default_rng(4).standard_normal(RATE // 2)
+    three = np.stack([noisy, sparse, 0.5 * sparse], axis=1)
+    soundfile.write(workdir / "three.wav", three, RATE, subtype="FLOAT")
+    result = _enhance(tiny_dictionary, workdir / "three.wav", "-o", workdir / "out.wav", "--channels", "separate")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Warning: {workdir / 'three.wav'}: channel 2: too little sound")
+    assert "; channel 3: too little sound" in lines[0] and lines[0].endswith("written unchanged"), lines[0]
+    out, _ = soundfile.read(workdir / "out.wav")
+    np.testing.assert_array_equal(out[:, 1:], soundfile.read(workdir / "three.wav")[0][:, 1:])
+    assert not np.allclose(out[:, 0], noisy, rtol=0, atol=1e-3)
+
+
 def test_auto_channels_separate_two_talkers_and_join_one_scene(workdir, tiny_dictionary):
     """``--channels auto`` (the default): two talkers who take turns, one on each channel, are enhanced each
     alone; one talker on two microphones (the second 0.4 ms later, 3 dB quieter) with one mask. Without the option

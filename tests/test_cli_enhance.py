@@ -1006,6 +1006,23 @@ def test_clipping_of_float_input_is_reported(workdir, tiny_dictionary):
     assert result.exit_code == 0 and result.stderr == ""
 
 
+def test_clipping_of_a_file_written_unchanged_is_reported(workdir, tiny_dictionary):
+    """A float input beyond full scale too short to learn from, copied into a 16-bit output: the samples clipped
+    are reported as for an enhanced file (no line, 0 counted for a copy, passed before)."""
+    noisy, _ = soundfile.read(workdir / "noisy.wav")
+    loud = 20.0 * noisy[:RATE // 2]
+    soundfile.write(workdir / "loud.wav", loud, RATE, subtype="FLOAT")
+    clipped = int(np.count_nonzero(np.abs(soundfile.read(workdir / "loud.wav")[0]) > 1.0))
+    assert clipped > 0
+    result = _enhance(tiny_dictionary, workdir / "loud.wav", "-o", workdir / "out.flac")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2 and "too short" in lines[0] and lines[0].endswith("written unchanged"), result.stderr
+    assert lines[1].startswith(f"Warning: {workdir / 'out.flac'}: {clipped} samples beyond full scale were clipped "
+                               "(the input's peak is ")
+    assert lines[1].endswith("scale the input into [-1, 1] to keep them")
+
+
 @pytest.mark.parametrize("subtype", ["PCM_24", "FLOAT"])
 def test_the_input_sample_format_is_kept(workdir, tiny_dictionary, subtype):
     """A 24-bit or float input gives a 24-bit or float output: the enhancer's samples, not 16-bit steps."""

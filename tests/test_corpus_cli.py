@@ -352,6 +352,22 @@ def test_info_describes_a_wideband_corpus_by_its_splits(tmp_path, rng):
         and result.stderr.endswith(" and 1 more\n"), result.stderr
 
 
+def test_info_quotes_a_missing_file_whose_name_holds_a_line_break(tmp_path, rng):
+    """The warning of files the manifest lists but the folder lacks stays one line (the name printed as it is, over
+    two lines, passed before)."""
+    from test_cli_train import _wideband_corpus
+
+    corpus = _wideband_corpus(tmp_path / "wide", rng)
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    manifest.append({**manifest[0], "file": "11/gone\nby.wav"})  # a test speaker's: the train split reads as before
+    (corpus / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.warns(UserWarning, match="wideband manifest"):
+        result = _run("info", corpus)
+    assert result.exit_code == 0, result.stderr
+    missing = corpus / "11" / "gone\nby.wav"
+    assert result.stderr == f"Warning: 1 file(s) listed in manifest.json not found: {str(missing)!r}\n"
+
+
 def test_corpus_without_a_subcommand_shows_its_help():
     result = _run()
     assert result.stderr.startswith("Usage: ") and "Error" not in result.stderr, result.stderr

@@ -793,6 +793,10 @@ def test_names_with_a_line_or_paragraph_separator_are_quoted_and_others_left_alo
 
     assert shown("a\u2028b.wav") == "'a\\u2028b.wav'" and shown("a\u2029b.wav") == "'a\\u2029b.wav'"
     assert shown("my dir/café.wav") == "my dir/café.wav"
+    # another control character than a line break: a carriage return (which would overwrite the line on a terminal),
+    # a tab, a terminal's escape (the name printed as it is passed before)
+    assert shown("a\rb.wav") == "'a\\rb.wav'" and shown("a\tb.wav") == "'a\\tb.wav'"
+    assert shown("\x1b[2Jb.wav") == "'\\x1b[2Jb.wav'"
 
 
 def test_os_and_internal_errors_quote_names_with_a_line_break_on_one_line(tmp_path, monkeypatch):

@@ -53,7 +53,7 @@ def test_core_and_corpora_never_import_the_application(package, allowed):
 
 
 def test_core_imports_go_one_way():
-    """sparse_tensor ← models ← samplers, factorization; samplers ← parallel ← evidence; no arrow up or across."""
+    """sparse_tensor ← models ← samplers, factorization; samplers ← parallel ← evidence; none up or across."""
     upward = []
     for path in modules("core"):
         own = CORE_RANKS.get(layer(path), -1)

@@ -479,3 +479,15 @@ def test_a_temporary_name_in_use_is_passed_over(tmp_path, monkeypatch):
     with pytest.raises(ParameterError, match=r"no unused temporary name in 100 tries"):
         with atomic_path(tmp_path / "out.wav"):
             pass
+
+
+def test_a_hard_link_to_an_input_is_refused_as_the_output(tmp_path):
+    """The same file under another name (a hard link) was taken for a new output, replacing the input it reads."""
+    from sepsti.core.io import check_output_path
+
+    source = tmp_path / "in.wav"
+    source.write_text("the user's")
+    os.link(source, tmp_path / "out.wav")
+    with pytest.raises(ParameterError, match="out.wav: output is also an input"):
+        check_output_path(tmp_path / "out.wav", overwrite=True, inputs=[source])
+    assert check_output_path(tmp_path / "other.wav", inputs=[source]) == tmp_path / "other.wav"

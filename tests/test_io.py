@@ -491,3 +491,15 @@ def test_a_hard_link_to_an_input_is_refused_as_the_output(tmp_path):
     with pytest.raises(ParameterError, match="out.wav: output is also an input"):
         check_output_path(tmp_path / "out.wav", overwrite=True, inputs=[source])
     assert check_output_path(tmp_path / "other.wav", inputs=[source]) == tmp_path / "other.wav"
+
+
+def test_an_interrupt_during_the_work_leaves_nothing(tmp_path):
+    """Any exception, a KeyboardInterrupt or a SystemExit included, removes the temporary file."""
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    for interrupt in (KeyboardInterrupt, SystemExit):
+        with pytest.raises(interrupt):
+            with atomic_path(target) as tmp:
+                tmp.write_text("half")
+                raise interrupt
+    assert os.listdir(tmp_path) == ["out.txt"] and target.read_text() == "old"

@@ -503,3 +503,18 @@ def test_an_interrupt_during_the_work_leaves_nothing(tmp_path):
                 tmp.write_text("half")
                 raise interrupt
     assert os.listdir(tmp_path) == ["out.txt"] and target.read_text() == "old"
+
+
+def test_the_stale_temporaries_of_a_symbolic_links_target_are_removed(tmp_path):
+    """A link is written through, its temporaries made beside its final target: a killed writer's there were left."""
+    (tmp_path / "data").mkdir()
+    real = tmp_path / "data" / "out.wav"
+    real.write_text("old")
+    link = tmp_path / "link.wav"
+    link.symlink_to(real)
+    stale = _dead_writers_temporary(tmp_path / "data")
+    stale.write_bytes(b"x")
+    with atomic_path(link) as tmp:
+        tmp.write_text("new")
+    assert link.is_symlink() and real.read_text() == "new"
+    assert os.listdir(tmp_path / "data") == ["out.wav"]

@@ -518,3 +518,13 @@ def test_the_stale_temporaries_of_a_symbolic_links_target_are_removed(tmp_path):
         tmp.write_text("new")
     assert link.is_symlink() and real.read_text() == "new"
     assert os.listdir(tmp_path / "data") == ["out.wav"]
+
+
+def test_a_folder_at_the_output_is_refused_by_the_check_even_with_overwrite(tmp_path):
+    """With overwrite, a folder named as the output passed the check, the work done before the write failed."""
+    from sepsti.core.io import check_output_path
+
+    (tmp_path / "folder").mkdir()
+    for overwrite in (False, True):
+        with pytest.raises(ParameterError, match="folder: output is a directory$"):
+            check_output_path(tmp_path / "folder", overwrite=overwrite)

@@ -528,3 +528,19 @@ def test_a_folder_at_the_output_is_refused_by_the_check_even_with_overwrite(tmp_
     for overwrite in (False, True):
         with pytest.raises(ParameterError, match="folder: output is a directory$"):
             check_output_path(tmp_path / "folder", overwrite=overwrite)
+
+
+def test_a_missing_input_is_told_apart_from_a_broken_link_and_a_loop(tmp_path):
+    from sepsti.core.io import existing_path, why_missing
+
+    (tmp_path / "gone.wav").symlink_to(tmp_path / "absent.wav")
+    (tmp_path / "a.wav").symlink_to("b.wav")
+    (tmp_path / "b.wav").symlink_to("a.wav")
+    (tmp_path / "loop").symlink_to("loop")
+    for name, why in (("absent.wav", "no such file"), ("gone.wav", "a broken symbolic link"),
+                      ("a.wav", "a loop of symbolic links"), ("loop/x.wav", "a loop of symbolic links")):
+        assert why_missing(tmp_path / name) == why
+        with pytest.raises(ParameterError, match=f"^{tmp_path / name}: {why}$"):
+            existing_path("path", tmp_path / name)
+    (tmp_path / "here.wav").write_bytes(b"x")
+    assert existing_path("path", str(tmp_path / "here.wav")) == tmp_path / "here.wav"

@@ -111,3 +111,18 @@ def test_a_0_d_array_stands_for_its_number(rng):
         from sepsti.core.checks import positive_number
 
         positive_number("sigma", np.array([0.2, 0.3]))
+
+
+def test_a_bool_is_refused_where_a_number_or_an_integer_is_expected():
+    """True is an int to Python: it passed as 1 where a setting's number was expected."""
+    from sepsti.core.checks import finite_number, integer_within, number_within, positive_number
+
+    with pytest.raises(ParameterError, match=r"^k=True must be an integer in 0\.\.5$"):
+        integer_within("k", True, 0, 5)
+    with pytest.raises(ParameterError, match=r"^x=True must be a finite number$"):
+        finite_number("x", True)
+    with pytest.raises(ParameterError, match=r"^x=(np\.)?True_? must be a positive number$"):
+        positive_number("x", np.bool_(True))
+    with pytest.raises(ParameterError, match=r"^p=False must be a number in \[0, 1\]$"):
+        number_within("p", False, 0.0, 1.0)
+    assert integer_within("k", np.int8(0), 0, 5) == 0 and finite_number("x", np.float32(-2.5)) == -2.5

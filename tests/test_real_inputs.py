@@ -126,3 +126,19 @@ def test_a_bool_is_refused_where_a_number_or_an_integer_is_expected():
     with pytest.raises(ParameterError, match=r"^p=False must be a number in \[0, 1\]$"):
         number_within("p", False, 0.0, 1.0)
     assert integer_within("k", np.int8(0), 0, 5) == 0 and finite_number("x", np.float32(-2.5)) == -2.5
+
+
+def test_positive_checks_refuse_zero_infinity_and_empty_arrays():
+    """Above 0 and finite, each number of an array too: 0, inf, an empty or a boolean array were taken."""
+    from sepsti.core.checks import positive_number, positive_numbers
+
+    for value in (0, 0.0, -0.0, np.inf, np.nan):
+        with pytest.raises(ParameterError, match=r"must be a positive number$"):
+            positive_number("x", value)
+    assert positive_number("x", 1e-300) == 1e-300 and positive_number("x", np.int64(3)) == 3.0
+    for value in (0.0, np.inf, np.float64(0.0), np.array([1.0, 0.0]), [1.0, np.inf], np.array([]),
+                  np.array([True]), "1.0"):
+        with pytest.raises(ParameterError, match=r"^step=.* must be a positive finite number, or an array of them$"):
+            positive_numbers("step", value)
+    steps = np.array([1e-300, 2.0])
+    assert positive_numbers("step", 0.5) == 0.5 and positive_numbers("step", steps) is steps

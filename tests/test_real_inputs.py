@@ -142,3 +142,21 @@ def test_positive_checks_refuse_zero_infinity_and_empty_arrays():
             positive_numbers("step", value)
     steps = np.array([1e-300, 2.0])
     assert positive_numbers("step", 0.5) == 0.5 and positive_numbers("step", steps) is steps
+
+
+def test_ranks_and_integer_sequences_are_checked_whole():
+    """No ranks, a rank given twice, a fractional rank (truncated) or no sequence at all were taken or met a
+    TypeError."""
+    from sepsti.core.checks import distinct_ranks, integers_at_least
+
+    assert distinct_ranks((3, np.int64(1))) == [3, 1] and all(type(rank) is int for rank in distinct_ranks([2, 1]))
+    for ranks, why in (([], r"^ranks=\[\]: expected distinct positive integers$"),
+                       ([2, 1, 2], r"^ranks=\[2, 1, 2\]: expected distinct positive integers$"),
+                       ([1, 1.5], r"^ranks\[1\]=1\.5 must be an integer of at least 1$"),
+                       ([0], r"^ranks\[0\]=0 must be an integer of at least 1$"),
+                       (3, r"^ranks=3: expected distinct positive integers$")):
+        with pytest.raises(ParameterError, match=why):
+            distinct_ranks(ranks)
+    for values in (None, 3):
+        with pytest.raises(ParameterError, match=rf"^sizes={values}: expected a sequence of integers of at least 2$"):
+            integers_at_least("sizes", values, 2)

@@ -216,3 +216,16 @@ def test_fewer_samples_than_the_header_counts_are_refused(tmp_path, monkeypatch)
         read_audio(path)
     with pytest.raises(ParameterError, match=why):
         list(read_audio_blocks(path, block_size=64))
+
+
+def test_a_wav_with_a_chunk_after_its_data_is_read_whole(tmp_path):
+    """A LIST chunk of tags after the samples (as many editors write them): its bytes beyond the data chunk's
+    are no shortfall, not a truncation."""
+    samples = (np.arange(800) % 64 - 32).astype(np.int16)
+    fmt = struct.pack("<HHIIHH", 1, 1, 8000, 16000, 2, 16)
+    tags = b"INFOINAM" + struct.pack("<I", 5) + b"title\0"
+    path = _raw(tmp_path / "l.wav", _wav([(b"fmt ", fmt), (b"data", samples.tobytes()), (b"LIST", tags)]))
+    assert audio_info(path).num_samples == 800
+    y, sample_rate = read_audio(path)
+    assert sample_rate == 8000
+    np.testing.assert_array_equal(y, samples / 32768.0)

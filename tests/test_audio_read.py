@@ -229,3 +229,14 @@ def test_a_wav_with_a_chunk_after_its_data_is_read_whole(tmp_path):
     y, sample_rate = read_audio(path)
     assert sample_rate == 8000
     np.testing.assert_array_equal(y, samples / 32768.0)
+
+
+def test_a_mono_file_read_without_downmix_is_one_dimensional(tmp_path, rng):
+    """Channels kept are a second axis for a multichannel file only: a mono file came back (n, 1)."""
+    mono = _write(tmp_path / "m.wav", rng.uniform(-0.5, 0.5, 10), subtype="DOUBLE")
+    stereo = _write(tmp_path / "s.wav", rng.uniform(-0.5, 0.5, (10, 2)), subtype="DOUBLE")
+    assert read_audio(mono, downmix=False)[0].shape == (10,)
+    assert [block.shape for block in read_audio_blocks(mono, block_size=4, downmix=False)] == [(4,), (4,), (2,)]
+    y, _ = read_audio(stereo, downmix=False)
+    assert y.shape == (10, 2)
+    np.testing.assert_array_equal(y, soundfile.read(str(stereo))[0])

@@ -240,3 +240,9 @@ def test_a_mono_file_read_without_downmix_is_one_dimensional(tmp_path, rng):
     y, _ = read_audio(stereo, downmix=False)
     assert y.shape == (10, 2)
     np.testing.assert_array_equal(y, soundfile.read(str(stereo))[0])
+
+
+def test_zero_length_audio_is_refused_block_by_block_too(tmp_path):
+    path = _write(tmp_path / "zero.wav", np.zeros(0))
+    with pytest.raises(ParameterError, match=r"zero\.wav: zero-length audio \(no samples\)$"):
+        list(read_audio_blocks(path))

@@ -246,3 +246,11 @@ def test_zero_length_audio_is_refused_block_by_block_too(tmp_path):
     path = _write(tmp_path / "zero.wav", np.zeros(0))
     with pytest.raises(ParameterError, match=r"zero\.wav: zero-length audio \(no samples\)$"):
         list(read_audio_blocks(path))
+
+
+def test_the_non_finite_samples_are_counted(tmp_path):
+    path = _write(tmp_path / "inf.wav", np.array([0.1, np.inf, 0.3, np.nan, -np.inf, 0.6]), subtype="FLOAT")
+    with pytest.raises(ParameterError, match=r"inf\.wav: 3 sample\(s\) are NaN or Inf$"):
+        read_audio(path)
+    with pytest.raises(ParameterError, match=r"inf\.wav: 2 sample\(s\) are NaN or Inf \(in the block from sample 0\)$"):
+        list(read_audio_blocks(path, block_size=4))

@@ -254,3 +254,16 @@ def test_the_non_finite_samples_are_counted(tmp_path):
         read_audio(path)
     with pytest.raises(ParameterError, match=r"inf\.wav: 2 sample\(s\) are NaN or Inf \(in the block from sample 0\)$"):
         list(read_audio_blocks(path, block_size=4))
+
+
+def test_audio_files_walk_the_folders_in_sorted_order(tmp_path, rng):
+    """Files of a folder before its subfolders', the subfolders by name at every depth."""
+    from sepsti.corpora.audio import audio_files
+
+    y = rng.uniform(-0.5, 0.5, 80)
+    names = ["a/x.wav", "a/b/y.wav", "a/c/z.wav", "b/x.wav", "c/x.wav", "d/x.wav", "e/x.wav", "z.wav"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        _write(tmp_path / name, y)
+    assert [path.relative_to(tmp_path).as_posix() for path in audio_files(str(tmp_path))] == [
+        "z.wav", "a/x.wav", "a/b/y.wav", "a/c/z.wav", "b/x.wav", "c/x.wav", "d/x.wav", "e/x.wav"]

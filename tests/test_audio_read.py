@@ -267,3 +267,16 @@ def test_audio_files_walk_the_folders_in_sorted_order(tmp_path, rng):
         _write(tmp_path / name, y)
     assert [path.relative_to(tmp_path).as_posix() for path in audio_files(str(tmp_path))] == [
         "z.wav", "a/x.wav", "a/b/y.wav", "a/c/z.wav", "b/x.wav", "c/x.wav", "d/x.wav", "e/x.wav"]
+
+
+def test_check_aligned_refuses_another_rate_or_length_naming_both_files():
+    from sepsti.corpora.audio import check_aligned
+
+    y = np.zeros(100)
+    check_aligned("n.wav", y, 8000, "c.wav", y.copy(), 8000)
+    with pytest.raises(ParameterError, match=r"^n\.wav: sample rate 8000 Hz differs from 16000 Hz of its clean file "
+                                             r"c\.wav$"):
+        check_aligned("n.wav", y, 8000, "c.wav", y, 16000)
+    with pytest.raises(ParameterError, match=r"^n\.wav: 100 samples but its clean file c\.wav has 99; files must be "
+                                             r"sample-aligned$"):
+        check_aligned("n.wav", y, 8000, "c.wav", y[:99], 8000)

@@ -571,3 +571,11 @@ class KeptMinimumChains(DriftingChains):
 def test_min_kept_is_the_smallest_entry_any_chain_kept():
     result = select_rank(KeptMinimumChains(), [1, 2], grid=GRID, num_replicates=3, seed=0, threads=1)
     assert result.min_kept == 1.0  # chain (R, 2, 0)
+
+
+def test_the_selected_rank_is_that_of_the_largest_estimate_in_the_order_the_ranks_were_given():
+    """E_t = -100 (1 - t)^2 - 50 R: R = 1 lies 50 nats above R = 2, far beyond the chains' noise, wherever it is
+    listed."""
+    result = select_rank(DriftingChains(), [3, 1, 2], grid=GRID, num_replicates=2, seed=0, threads=1)
+    assert int(np.argmax(result.log_marginal_likelihood)) == 1
+    assert result.selected_rank == 1 and to_json(result)["selected_rank"] == 1

@@ -579,3 +579,29 @@ def test_the_selected_rank_is_that_of_the_largest_estimate_in_the_order_the_rank
     result = select_rank(DriftingChains(), [3, 1, 2], grid=GRID, num_replicates=2, seed=0, threads=1)
     assert int(np.argmax(result.log_marginal_likelihood)) == 1
     assert result.selected_rank == 1 and to_json(result)["selected_rank"] == 1
+
+
+class TwoGroupChains(ScriptedChains):
+    """Replicates 0, 1 (group 0) jump half-way by jumps[0] +- s, replicates 2, 3 (group 1) by jumps[1] +- s."""
+
+    step = 0.1
+
+    def run(self, task, *, seed, progress):
+        second_half = np.arange(self.length) >= self.length // 2
+        jump = self.jumps[task.replicate // 2] + self.step * (-1.0) ** task.replicate
+        return ChainRecord(self.levels[task.index] + jump * second_half, 0.0)
+
+    def start_groups(self, num_replicates):
+        return [replicate // 2 for replicate in range(num_replicates)]
+
+
+def test_the_drift_is_the_groups_largest_in_size_whatever_its_sign():
+    """Group 0 drifts by +2 standard errors, group 1 by -5 (c sum(w) / (s |w|) each): the drift is -5, not +2."""
+    weights = GRID.weights
+    unit = TwoGroupChains.step * np.linalg.norm(weights) / weights.sum()
+    factory = TwoGroupChains(DriftingChains.mean(1, GRID.temperatures), jumps=(2.0 * unit, -5.0 * unit))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = select_rank(factory, [1], grid=GRID, num_replicates=4, seed=0, threads=1)
+    assert result.drift[0] == pytest.approx(-5.0, rel=1e-9)
+    assert any("still drifting" in str(w.message) and "R=1 (-5 se)" in str(w.message) for w in caught)

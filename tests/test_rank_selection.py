@@ -605,3 +605,11 @@ def test_the_drift_is_the_groups_largest_in_size_whatever_its_sign():
         result = select_rank(factory, [1], grid=GRID, num_replicates=4, seed=0, threads=1)
     assert result.drift[0] == pytest.approx(-5.0, rel=1e-9)
     assert any("still drifting" in str(w.message) and "R=1 (-5 se)" in str(w.message) for w in caught)
+
+
+def test_a_change_between_halves_without_spread_is_infinitely_many_standard_errors():
+    """Two replicates that both jump by c half-way: the change has standard error 0, so c of them is +-inf, not 0."""
+    size = GRID.num_intervals + 1
+    for c, expected in ((1.5, np.inf), (-1.5, -np.inf), (0.0, 0.0)):
+        traces = [np.array([[0.0, 0.0, c, c], [0.0, 0.0, c, c]])] * size
+        assert half_drift(traces, GRID) == expected

@@ -613,3 +613,17 @@ def test_a_change_between_halves_without_spread_is_infinitely_many_standard_erro
     for c, expected in ((1.5, np.inf), (-1.5, -np.inf), (0.0, 0.0)):
         traces = [np.array([[0.0, 0.0, c, c], [0.0, 0.0, c, c]])] * size
         assert half_drift(traces, GRID) == expected
+
+
+@pytest.mark.parametrize("check, name", [("half_drift", "still drifting"),
+                                         ("largest_decrease", "did not reach their power posteriors")])
+def test_a_check_of_exactly_three_standard_errors_is_not_flagged(monkeypatch, check, name):
+    """The drift may reach ±3 standard errors and E_t fall by 3 joint ones: only beyond that does a warning come."""
+    import sepsti.core.evidence.rank_selection as engine
+
+    for value, flagged in ((3.0, False), (np.nextafter(3.0, 4.0), True)):
+        monkeypatch.setattr(engine, check, lambda *args, value=value, **kwargs: value)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            select_rank(DriftingChains(), [1], grid=GRID, num_replicates=2, seed=0, threads=1)
+        assert any(name in str(w.message) for w in caught) == flagged, (value, [str(w.message) for w in caught])

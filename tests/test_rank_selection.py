@@ -627,3 +627,25 @@ def test_a_check_of_exactly_three_standard_errors_is_not_flagged(monkeypatch, ch
             warnings.simplefilter("always")
             select_rank(DriftingChains(), [1], grid=GRID, num_replicates=2, seed=0, threads=1)
         assert any(name in str(w.message) for w in caught) == flagged, (value, [str(w.message) for w in caught])
+
+
+class TimedChains(DriftingChains):
+    """Chain (R, i, r) takes R wall seconds and 10 R CPU-seconds, a quarter of its wall time in kernels; chain
+    (2, 3, 1) alone does not stay finite."""
+
+    def run(self, task, *, seed, progress):
+        record = super().run(task, seed=seed, progress=progress)
+        return record._replace(seconds=float(task.rank), cpu_seconds=10.0 * task.rank, kernel_seconds=0.25 * task.rank,
+                               all_finite=task.key != (2, 3, 1))
+
+
+def test_timing_is_summed_per_rank_and_the_kernel_share_is_of_the_chains_wall_time():
+    """Ten chains per rank (5 temperatures, 2 replicates): 10 R wall and 100 R CPU-seconds, 25 % in kernels."""
+    result = select_rank(TimedChains(), [1, 2], grid=GRID, num_replicates=2, seed=0, threads=1)
+    assert result.timing["chain_seconds_per_rank"] == [10.0, 20.0]
+    assert result.timing["chain_cpu_seconds_per_rank"] == [100.0, 200.0]
+    assert result.timing["kernel_share"] == pytest.approx(0.25, rel=1e-12)
+    assert to_json(result)["timing"]["kernel_share"] == pytest.approx(0.25, rel=1e-12)
+    # one chain of forty that did not stay finite makes the whole run's all_finite False
+    assert result.all_finite is False and to_json(result)["all_finite"] is False
+    assert select_rank(TimedChains(), [1], grid=GRID, num_replicates=2, seed=0, threads=1).all_finite is True

@@ -649,3 +649,32 @@ def test_timing_is_summed_per_rank_and_the_kernel_share_is_of_the_chains_wall_ti
     # one chain of forty that did not stay finite makes the whole run's all_finite False
     assert result.all_finite is False and to_json(result)["all_finite"] is False
     assert select_rank(TimedChains(), [1], grid=GRID, num_replicates=2, seed=0, threads=1).all_finite is True
+
+
+class PerRankChains(ScriptedChains):
+    """Noise-free replicates 0, 1 at levels[R][i] +- spreads[R]: E_t's standard error is spreads[R] at every
+    temperature, and so is that of the estimate (the replicates' estimates are exact +- spreads[R])."""
+
+    def __init__(self, levels, spreads):
+        super().__init__(levels[1])
+        self.by_rank, self.spreads = levels, spreads
+
+    def run(self, task, *, seed, progress):
+        level = self.by_rank[task.rank][task.index] + self.spreads[task.rank] * (-1.0) ** task.replicate
+        return ChainRecord(np.full(self.length, level), 0.0)
+
+
+def test_the_json_holds_each_ranks_own_errors_and_checks():
+    """R = 1 falls by 2 joint standard errors between t_2 and t_3 (spread 0.1); R = 2 rises throughout (spread 0.2)."""
+    low = DriftingChains.mean(1, GRID.temperatures)
+    low[3] = low[2] - 2.0 * 0.1 * np.sqrt(2.0)
+    factory = PerRankChains({1: low, 2: DriftingChains.mean(2, GRID.temperatures)}, {1: 0.1, 2: 0.2})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # constant traces are named as stuck
+        document = to_json(select_rank(factory, [1, 2], grid=GRID, num_replicates=2, seed=0, threads=1))
+    np.testing.assert_allclose(document["stderr"], [0.1, 0.2], rtol=1e-12)
+    pieces = document["per_temperature"]
+    assert pieces["stderr"] == {"1": pytest.approx([0.1] * 5, rel=1e-12), "2": pytest.approx([0.2] * 5, rel=1e-12)}
+    np.testing.assert_allclose(pieces["mean_log_likelihood"]["1"], low, rtol=1e-12)
+    assert pieces["largest_decrease_se"]["1"] == pytest.approx(2.0, rel=1e-9) and pieces["largest_decrease_se"]["2"] < 0
+    assert document["drift_se"] == {"1": 0.0, "2": 0.0}

@@ -82,11 +82,16 @@ def test_plan_holds_every_rank_temperature_and_replicate():
     assert len(plan) == 2 * 5 * 3 and len({task.key for task in plan}) == len(plan)
     assert plan[0].key == (4, 0, 0) and plan[-1].key == (8, 4, 2)
     assert plan[-1].temperature == 1.0
+    # rank-major, then temperature, then replicate
+    assert [task.key for task in plan[:4]] == [(4, 0, 0), (4, 0, 1), (4, 0, 2), (4, 1, 0)]
 
 
 def test_balance_puts_longest_jobs_first_on_the_least_loaded_process():
     assert balance([5.0, 3.0, 3.0, 2.0, 1.0], 2) == [0, 1, 1, 0, 1]  # loads 7 and 7
     assert balance([1.0, 1.0, 1.0], 1) == [0, 0, 0]
+    # equal costs: the lowest job first, each to the lowest of the least loaded processes
+    assert balance([2.0, 2.0, 2.0, 2.0], 2) == [0, 1, 0, 1]
+    assert balance([1.0, 2.0, 2.0], 3) == [2, 0, 1]
 
 
 def test_a_chain_depends_on_its_own_key_only():

@@ -488,3 +488,32 @@ def test_quiet_is_kept_for_the_scripts_that_use_it(tmp_path):
     assert "--quiet" not in _invoke("--help").output
     result = _invoke("--corpus", tmp_path / "nowhere", "--quiet")
     assert "No such option" not in result.output and "no such corpus folder" in result.output
+
+
+def test_the_plot_draws_two_standard_errors_in_rank_order_and_marks_the_selected_rank(tmp_path, monkeypatch):
+    """Ranks given out of order are drawn in order, each with its own ±2 s.e., and the line stands at the selection."""
+    import types
+
+    import matplotlib.axes
+    import numpy as np
+
+    from sepsti.commands.select_rank import _write_plot
+
+    drawn = {}
+    errorbar, axvline = matplotlib.axes.Axes.errorbar, matplotlib.axes.Axes.axvline
+
+    def record_errorbar(self, x, y, yerr=None, **options):
+        drawn.update(x=list(x), y=list(y), yerr=list(yerr))
+        return errorbar(self, x, y, yerr=yerr, **options)
+
+    def record_axvline(self, x=0, **options):
+        drawn["line"] = x
+        return axvline(self, x, **options)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", record_errorbar)
+    monkeypatch.setattr(matplotlib.axes.Axes, "axvline", record_axvline)
+    selection = types.SimpleNamespace(ranks=[4, 1, 2], log_marginal_likelihood=np.array([-20.0, -30.0, -10.0]),
+                                      stderr=np.array([0.5, 1.5, 1.0]), selected_rank=2)
+    _write_plot(tmp_path / "p.png", selection, overwrite=False)
+    assert drawn == {"x": [1, 2, 4], "y": [-30.0, -10.0, -20.0], "yerr": [3.0, 2.0, 1.0], "line": 2}
+    assert (tmp_path / "p.png").stat().st_size > 0

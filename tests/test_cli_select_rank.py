@@ -342,6 +342,18 @@ def test_settings_at_their_bounds_are_taken(tiny_corpus, monkeypatch, args, reac
     assert_one_line_error(_invoke("--corpus", tiny_corpus, *args), "reached: ", reached)
 
 
+@pytest.mark.parametrize("options, seed", [([], 0), (["--seed", "7"], 7)])
+def test_the_seed_reaches_the_engine(tiny_corpus, monkeypatch, options, seed):
+    import sepsti.core.evidence.sti_nmf
+    from sepsti.core.errors import ParameterError
+
+    def sampled(X, ranks, **settings):
+        raise ParameterError(f"sampling with seed {settings['seed']!r}")
+
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
+    assert_one_line_error(_invoke("--corpus", tiny_corpus, *TINY, *options), f"sampling with seed {seed}")
+
+
 def test_the_smallest_dispersion_suggested_is_taken(tiny_corpus, monkeypatch):
     import sepsti.core.evidence.sti_nmf
     from sepsti.core.errors import ParameterError

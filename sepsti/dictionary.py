@@ -35,6 +35,8 @@ FIELDS = ("W", "rank", "sample_rate", "n_fft", "hop_length", "window", "scale", 
           "corpus", "files", "iterations", "seed", "version")
 #: Fields a file may lack, with the value such a file means.
 OPTIONAL_FIELDS = {"context": 0}
+#: Fields held as 64-bit integers.
+_INTEGER_FIELDS = ("rank", "sample_rate", "n_fft", "hop_length", "iterations", "seed", "context")
 #: The most entries a dictionary's ``W`` may hold (256 MiB in float64), checked before it is read:
 #: a 48 kHz dictionary of rank 1024 with atoms of three frames holds 4.7 million.
 MAX_ENTRIES = 2 ** 25
@@ -141,7 +143,7 @@ def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
 
     storage = _storage_dtype(dtype)
     dictionary = validate_dictionary(dictionary, name=str(path))
-    for field in ("rank", "sample_rate", "n_fft", "hop_length", "iterations", "seed", "context"):
+    for field in _INTEGER_FIELDS:
         value = int(getattr(dictionary, field))
         if not -2 ** 63 <= value < 2 ** 63:
             raise ParameterError(f"{path}: field {field!r}={value} does not fit the 64-bit integer a dictionary file "
@@ -338,7 +340,7 @@ def _check_sizes(archive, fields, name):
 def _check_types(dictionary, name):
     """Refuse fields of the wrong type: integers (not bools, not floats), real numbers, strings, and a sequence of
     strings for ``files``."""
-    for field in ("rank", "sample_rate", "n_fft", "hop_length", "iterations", "seed", "context"):
+    for field in _INTEGER_FIELDS:
         value = getattr(dictionary, field)
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
             raise ParameterError(f"{name}: field {field!r}={value!r} must be an integer")

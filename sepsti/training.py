@@ -76,12 +76,12 @@ class TrainSplit(NamedTuple):
             unreadable or too short file, or a silent split.
         """
         from sepsti import features
+        from sepsti.audio import resample, validate_frames, validate_sample_rate
         from sepsti.core.checks import integer_at_least
 
-        integer_at_least("context", context, 0)
+        integer_at_least("context", context, 0)  # before any file is read, not after all of them
         if frames is not None:
             integer_at_least("frames", frames, 1)
-        from sepsti.audio import resample, validate_frames, validate_sample_rate
 
         rate, n_fft = self.framing.sample_rate, self.framing.n_fft
         for path, file_rate in zip(self.paths, self.file_rates()):  # every header before any file is read

@@ -191,14 +191,16 @@ def main(argv=None):
     snrs = sorted({row["snr"] for row in rows})
     rates = sorted({row["rate"] for row in rows})
     whole = [None] if args.wideband is None and not args.continuous else []
+
+    def mean_by_snr(chosen, score, reference):
+        return {snr: float(np.mean([row[score] - row[reference] for row in chosen if row["snr"] == snr]))
+                for snr in snrs}
+
     for rate in rates:
         for length in [*lengths, *whole]:
             chosen = [row for row in rows if row["rate"] == rate and row["seconds"] == length]
             gain = np.array([row["sdr"] - row["input"] for row in chosen])
-            by_snr = {snr: float(np.mean([row["sdr"] - row["input"] for row in chosen if row["snr"] == snr]))
-                      for snr in snrs}
-            stoi_by_snr = {snr: float(np.mean([row["stoi"] - row["stoi_input"] for row in chosen
-                                               if row["snr"] == snr])) for snr in snrs}
+            by_snr, stoi_by_snr = mean_by_snr(chosen, "sdr", "input"), mean_by_snr(chosen, "stoi", "stoi_input")
             summary.append({"rate": rate, "seconds": length, "n": len(gain), "mean_gain": gain.mean(),
                             "worse": int(np.sum(gain < 0)), "worst": gain.min(), "mean_gain_by_snr": by_snr,
                             "mean_stoi_change_by_snr": stoi_by_snr})
@@ -211,6 +213,7 @@ def main(argv=None):
                          "limit_lifted": args.no_limit, "continuous": args.continuous,
                          "shortest_seconds": sepsti.noise_model.SHORTEST_SECONDS, "seed": args.seed,
                          "summary": summary, "results": rows})
+
 
 if __name__ == "__main__":
     run_recipe(main, f"benchmarks/{NAME}")

@@ -103,6 +103,21 @@ def test_a_chain_depends_on_its_own_key_only():
     assert not np.array_equal(other_seed.replicates, alone.replicates)
 
 
+class PreparedChains(DriftingChains):
+    """Chains whose shared work (e.g. EM starts from stream(seed, R, SHARED_KEY, r)) records the seed it is given."""
+
+    def prepare(self, tasks, *, seed, comm, threads):
+        self.prepared_with = seed
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_the_seed_reaches_the_shared_work(seed):
+    """The factory's prepare draws from the run's seed (seed 0 for every run passed before)."""
+    factory = PreparedChains()
+    select_rank(factory, [1], grid=GRID, num_replicates=2, seed=seed, threads=1)
+    assert factory.prepared_with == seed
+
+
 def log_abs_t_moments(dof):
     """Mean and sd of log|T| for T ~ Student t with ``dof`` degrees of freedom: T = Z / sqrt(chi2 / dof), and
     E log chi2 = digamma(dof / 2) + log 2, Var log chi2 = trigamma(dof / 2)."""

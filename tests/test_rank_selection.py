@@ -262,6 +262,25 @@ def test_settings_objects_validate_and_record_themselves():
     assert TemperatureGrid(5, "uniform", 7.0, "trapezoid").as_dict()["power"] == 1.0
 
 
+@pytest.mark.parametrize("num_steps, num_keep, exact_prior, shortest", [
+    ((10, 30, 30), 20, True, None),  # t = 0 takes independent draws: its chain length is not a chain's
+    ((10, 30, 30), 20, False, 10),
+    ((10, 30, 15), 15, True, None),
+    ((10, 30, 15), 16, True, 15),
+    ((10, 15, 30), 16, True, 15),
+])
+def test_with_exact_prior_draws_the_keep_check_leaves_out_the_first_temperature_only(num_steps, num_keep,
+                                                                                    exact_prior, shortest):
+    """num_keep must fit every chain's length, bar t = 0's under exact_prior (the last temperature left out, t = 0
+    left out without exact_prior, or num_keep one above the shortest, passed before)."""
+    chain = ChainSettings(num_steps=num_steps, num_keep=num_keep, exact_prior=exact_prior)
+    if shortest is None:
+        chain.check_grid(TemperatureGrid(2))
+    else:
+        with pytest.raises(ParameterError, match=rf"^num_keep={num_keep} must lie in \[1, num_steps={shortest}\]$"):
+            chain.check_grid(TemperatureGrid(2))
+
+
 def test_chains_still_climbing_are_flagged():
     # every chain climbs by 4 (in E_t units) over its kept iterations: the halves differ by 2 against a
     # white noise of 1 per iteration; stationary chains give a drift within a few standard errors

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from sepsti.core.errors import ConvergenceWarning, ParameterError
-from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, TemperatureGrid, balance,
-                                                 chain_plan, half_drift, select_rank, to_json)
+from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid,
+                                                 balance, chain_plan, half_drift, resolve_settings, select_rank,
+                                                 to_json)
 from sepsti.core.random import stream
 
 GRID = TemperatureGrid(4, "power", 3.0, "simpson")
@@ -279,6 +280,25 @@ def test_with_exact_prior_draws_the_keep_check_leaves_out_the_first_temperature_
     else:
         with pytest.raises(ParameterError, match=rf"^num_keep={num_keep} must lie in \[1, num_steps={shortest}\]$"):
             chain.check_grid(TemperatureGrid(2))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(num_steps=(100,) * 6), r"^num_steps=\[100, 100, 100, 100, 100, 100\]: expected one value or 5, one per "
+                                 "temperature$"),
+    (dict(step_a=(1e-7,) * 4), r"^step_a=\[1e-07, 1e-07, 1e-07, 1e-07\]: expected one value or 5, one per "
+                               "temperature$"),
+    (dict(step_a=(1e-7,) * 6), r"^step_a=.*: expected one value or 5, one per temperature$"),
+    (dict(num_intervals=3, num_steps=(100,) * 5), r"^num_steps=.*: expected one value or 4, one per temperature$"),
+])
+def test_per_temperature_settings_must_match_the_grid_run(overrides, message):
+    """One value per temperature of the grid the settings resolve to: not more (six values for five temperatures,
+    or any number of step sizes, passed before)."""
+    presets = {"small": Preset(GRID, ChainSettings(num_steps=100, num_keep=50), 2)}
+    with pytest.raises(ParameterError, match=message):
+        resolve_settings(presets, "small", **overrides)
+    grid, chain, _ = resolve_settings(presets, "small", num_intervals=2, num_steps=(100, 60, 80),
+                                      step_a=(1e-7, 2e-7, 3e-7))
+    assert grid.num_intervals == 2 and chain.steps_at(1) == 60 and chain.step_a_at(2) == 3e-7
 
 
 def test_chains_still_climbing_are_flagged():

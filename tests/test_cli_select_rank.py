@@ -354,6 +354,40 @@ def test_the_seed_reaches_the_engine(tiny_corpus, monkeypatch, options, seed):
     assert_one_line_error(_invoke("--corpus", tiny_corpus, *TINY, *options), f"sampling with seed {seed}")
 
 
+def _handed_to_the_engine(monkeypatch, *args):
+    """The arguments select-rank hands select_rank_sti, the run stopped there."""
+    import sepsti.core.evidence.sti_nmf
+    from sepsti.core.errors import ParameterError
+
+    given = {}
+
+    def sampled(X, ranks, **options):
+        given.update(options, X=X)
+        raise ParameterError("reached")
+
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
+    assert_one_line_error(_invoke(*args), "reached")
+    return given
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], dict(exact_prior=True, dtype="float32", threads=None, progress=True)),
+    (["--no-exact-prior"], dict(exact_prior=False)),  # the reference preset's is on
+    (["--preset", "blocks", "--alpha", "0", "--sigma", "0.25"], dict(alpha=0.0, sigma=0.25)),
+    (["--preset", "blocks", "--init", "em"], dict(init="em", init_iterations=100)),
+    (["--dtype", "float64"], dict(dtype="float64")),
+    (["--threads", "3"], dict(threads=3)),
+    (["--quiet"], dict(progress=False)),
+])
+def test_options_reach_the_engine(tiny_corpus, monkeypatch, args, expected):
+    """Each option as given, a zero or an off switch included (--no-exact-prior and --alpha 0 were dropped as not
+    given, --dtype, --threads and --quiet ignored, --init taken as the iterations of the start, passed before)."""
+    given = _handed_to_the_engine(monkeypatch, "--corpus", tiny_corpus, *args)
+    seen = {**given["chain"].as_dict(), "dtype": given["X"].dtype.name, "threads": given["threads"],
+            "progress": given["progress"]}
+    assert {name: seen[name] for name in expected} == expected
+
+
 def test_the_smallest_dispersion_suggested_is_taken(tiny_corpus, monkeypatch):
     import sepsti.core.evidence.sti_nmf
     from sepsti.core.errors import ParameterError

@@ -474,6 +474,17 @@ def test_json_and_plot_are_reported_as_written(tiny_corpus, tmp_path):
     assert marked == [str(doc["selected_rank"])], result.stdout
 
 
+def test_overwrite_replaces_the_json_and_the_plot(tiny_corpus, tmp_path):
+    """Files there are replaced with --overwrite (the writers refused them after the run, passed before)."""
+    for name in ("r.json", "r.png"):
+        (tmp_path / name).write_text("old\n")
+    result = _invoke("--corpus", tiny_corpus, *TINY, "--json", tmp_path / "r.json", "--plot", tmp_path / "r.png",
+                     "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "r.json").read_text())["ranks"] == [2, 3]
+    assert (tmp_path / "r.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_json_and_plot_on_one_file_are_refused_however_it_is_spelt(tmp_path):
     (tmp_path / "d").mkdir()
     result = _invoke("--corpus", tmp_path / "nowhere", *TINY, "--json", tmp_path / "d" / "r.png", "--plot",

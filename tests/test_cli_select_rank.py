@@ -485,6 +485,20 @@ def test_overwrite_replaces_the_json_and_the_plot(tiny_corpus, tmp_path):
     assert (tmp_path / "r.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_the_table_gives_each_ranks_estimate_and_error_and_names_the_selection(tiny_corpus, tmp_path):
+    """Rows as in the JSON, under the header's columns, and the selected rank after them, whichever rank comes first
+    (estimates and errors in each other's columns, or the first rank as the selection, passed before)."""
+    for ranks in ("2,3", "3,2"):  # a chain depends on its own key only: one selection, not first in one order
+        result = _invoke("--corpus", tiny_corpus, *TINY, "--ranks", ranks, "--json", tmp_path / f"{ranks}.json")
+        assert result.exit_code == 0, result.output
+        doc = json.loads((tmp_path / f"{ranks}.json").read_text())
+        header, *rows, selected = result.stdout.splitlines()[:4]
+        assert header.split()[:4] == ["rank", "log", "p(X|R)", "stderr"]
+        for row, rank, value, stderr in zip(rows, doc["ranks"], doc["log_marginal_likelihood"], doc["stderr"]):
+            assert row.split()[:3] == [str(rank), f"{value:.1f}", f"{stderr:.1f}"], result.stdout
+        assert selected.startswith(f"selected rank: {doc['selected_rank']}  ("), result.stdout
+
+
 def test_json_and_plot_on_one_file_are_refused_however_it_is_spelt(tmp_path):
     (tmp_path / "d").mkdir()
     result = _invoke("--corpus", tmp_path / "nowhere", *TINY, "--json", tmp_path / "d" / "r.png", "--plot",

@@ -470,6 +470,7 @@ def test_json_and_plot_are_reported_as_written(tiny_corpus, tmp_path):
     assert result.stdout.splitlines()[-2:] == [f"wrote {tmp_path / 'r.json'}", f"wrote {tmp_path / 'r.png'}"]
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["settings"]["corpus"] == str(tmp_path / "link")  # as given
+    assert doc["settings"]["preset"] == "blocks"  # as the README lists the JSON's settings (left out passed before)
     marked = [line.split()[0] for line in result.stdout.splitlines() if line.endswith(" *")]
     assert marked == [str(doc["selected_rank"])], result.stdout
 

@@ -403,6 +403,16 @@ def test_the_smallest_dispersion_suggested_is_taken(tiny_corpus, monkeypatch):
                           f"sampling with dispersion {float(suggested)}")
 
 
+def test_the_smallest_dispersion_itself_is_taken(tiny_corpus, monkeypatch):
+    """sum(X) / 2**53 divides X into 2**53 counts, not more: taken (refused as too small passed before)."""
+    from sepsti.core.evidence.sti_nmf import smallest_dispersion
+    from sepsti.training import train_split
+
+    least = smallest_dispersion(train_split(tiny_corpus).matrix()[0].astype("float32"))
+    given = _handed_to_the_engine(monkeypatch, "--corpus", tiny_corpus, *TINY, "--dispersion", repr(least))
+    assert given["dispersion"] == least
+
+
 @pytest.mark.parametrize("options, said", [([], True), (["--progress"], True), (["--no-progress"], False)])
 def test_a_slow_compilation_is_reported_unless_progress_is_off(tiny_corpus, monkeypatch, options, said):
     import itertools

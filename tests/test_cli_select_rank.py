@@ -265,10 +265,22 @@ def tiny_corpus(tmp_path_factory):
     # one interval: Simpson's rule on a power or beta grid weighs t = 0 by 0, so the estimate was E_1 alone
     (["--temperatures", "1"], ["'--temperatures'", "2<=x<=10000"]),
     (["--replicates", "1001"], ["'--replicates'", "1<=x<=1000"]),
+    # none: refused by the option, not later as the library's frames=0, num_blocks=0 or threads=0 (passed before)
+    (["--frames", "0"], ["'--frames'", "x>=1"]),
+    (["--blocks", "0"], ["'--blocks'", "x>=1"]),
+    (["--threads", "0"], ["'--threads'", "x>=1"]),
 ])
 def test_counts_are_bounded(tmp_path, args, fragments):
     # (the folder is never looked at: the option is refused first)
     assert_one_line_error(_invoke("--corpus", tmp_path / "nowhere", *args), *fragments)
+
+
+@pytest.mark.parametrize("option, value, bound", [("--step-b", "0.5", "0.5<x<=1.0"), ("--sigma", "0", "x>0.0"),
+                                                  ("--power", "0.5", "x>=1.0")])
+def test_numbers_outside_their_ranges_are_refused_by_the_option(tmp_path, option, value, bound):
+    """b in (0.5, 1], sigma > 0 and c >= 1, as the help gives them (refused later as the library's step_b=0.5,
+    sigma=0.0 or power=0.5 passed before)."""
+    assert_one_line_error(_invoke("--corpus", tmp_path / "nowhere", option, value), f"'{option}'", bound)
 
 
 #: What the library calls its settings: never in a message about an option.

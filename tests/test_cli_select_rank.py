@@ -400,6 +400,16 @@ def test_options_reach_the_engine(tiny_corpus, monkeypatch, args, expected):
     assert {name: seen[name] for name in expected} == expected
 
 
+@pytest.mark.parametrize("args", [["--preset", "paper", "--alpha", "0.99", "--sigma", "1e-5"],
+                                  ["--preset", "paper", "--power", "1"], ["--step-a", "1e-7", "--sigma", "0.1"]])
+def test_an_unused_option_at_the_presets_own_value_is_taken(tiny_corpus, monkeypatch, args):
+    """docs/rank_selection.md: an option the chains or the grid do not use is refused when given a value other than
+    the preset's, for SGLD's --alpha/--sigma and the uniform --power as for the reference path's MALA chains (the
+    paper preset's own --sigma or --power refused passed before)."""
+    given = _handed_to_the_engine(monkeypatch, "--corpus", tiny_corpus, *args)
+    assert given["chain"].sampler == ("sgld" if "paper" in args else "mala")
+
+
 def test_the_smallest_dispersion_suggested_is_taken(tiny_corpus, monkeypatch):
     import sepsti.core.evidence.sti_nmf
     from sepsti.core.errors import ParameterError

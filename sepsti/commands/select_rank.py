@@ -9,9 +9,9 @@ temperature, replicate) — full-data MALA on a reference path from a Gaussian
 around the posterior's mode with ``--preset reference`` (the default, the
 validated setting), block-parallel (p)SGLD with the others; ``--preset blocks`` the fast block-parallel
 one for small counts, ``--preset paper`` ICASSP'16's; single options replace
-single settings of the preset (those its chains or grid do not use are refused,
-not ignored: ``--alpha``/``--sigma`` with SGLD, ``--power`` with the uniform
-schedule, the block samplers' settings with MALA). ``--temperatures T`` counts the
+single settings of the preset (those its chains or grid do not use are refused
+when set other than the preset's, not ignored: ``--alpha``/``--sigma`` with SGLD,
+``--power`` with the uniform schedule, the block samplers' settings with MALA). ``--temperatures T`` counts the
 intervals of the grid (T + 1 temperatures, T >= 2).
 
 Under ``mpiexec -n P`` the chains are spread over the P processes; process 0
@@ -287,14 +287,17 @@ def _check_keep(chain, preset, num_steps, num_keep):
 
 
 def _check_unused(settings, preset, options):
-    """Refuse ``--alpha``/``--sigma`` with SGLD chains and ``--power`` with the uniform schedule: neither uses them."""
+    """Refuse ``--alpha``/``--sigma`` with SGLD chains and ``--power`` with the uniform schedule, set other than the
+    preset's (as the reference path's MALA chains are checked): neither uses them."""
     from sepsti.core.errors import ParameterError
+    from sepsti.core.evidence.sti_nmf import PRESETS
 
-    unused = [f"--{name}" for name in ("alpha", "sigma") if options[name] is not None]
+    base = PRESETS[preset]
+    unused = [f"--{name}" for name in ("alpha", "sigma") if options[name] not in (None, getattr(base.chain, name))]
     if unused and settings.chain.sampler == "sgld":
         raise ParameterError(f"{', '.join(unused)}: not used by SGLD chains{_origin(options['sampler'], preset)}: "
                              "they set pSGLD's preconditioner; give --sampler psgld with them, or leave them out")
-    if options["power"] is not None and settings.grid.schedule == "uniform":
+    if options["power"] not in (None, base.grid.power) and settings.grid.schedule == "uniform":
         raise ParameterError(f"--power {options['power']:g}: not used by the uniform schedule"
                              f"{_origin(options['schedule'], preset)}, t_i = i/T; give --schedule power or beta with "
                              "it, or leave it out")

@@ -8,7 +8,8 @@ import lazy_loader
 __getattr__, __dir__, __all__ = lazy_loader.attach(
     __name__,
     submod_attrs={
-        "chib": ['ChibResult', 'chib_log_marginal_likelihood', 'chib_poisson_nmf', 'log_mean_exp'],
+        "chib": ['ChibReplicates', 'ChibResult', 'chib_log_marginal_likelihood', 'chib_poisson_nmf', 'chib_replicates',
+                 'log_mean_exp'],
         "log_space_sti": ['log_space_sti'],
         "parafac_rank": ['ParafacChains', 'select_parafac_rank'],
         "rank_selection": ['ChainRecord', 'ChainSettings', 'Preset', 'RankSelection', 'select_rank', 'to_json'],

@@ -42,6 +42,10 @@ Monte-Carlo standard error adds over the estimated ordinates the delta-method
 variance of ``log mean w``, ``(MCSE(mean w) / mean w)^2``, with the MCSE from
 the effective sample size of ``w``; when one sample carries the mean it is
 itself unreliable (the ``max_weight_fraction`` of each ordinate shows it).
+That error is the run's at its point; :func:`chib_replicates` runs the
+estimator several times independently, each run choosing its own point, and
+takes the error from their spread (docs/chib.md: on the README's PARAFAC
+example the spread is 1.7 times the runs' own errors).
 
 Conventions: ``X`` is an integer count array shaped like the model output.
 """
@@ -52,7 +56,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from sepsti.core.checks import integers_at_least, real_array
+from sepsti.core.checks import integer_at_least, integers_at_least, real_array
 from sepsti.core.errors import ParameterError
 from sepsti.core.models.pltf import gamma_log_pdf, pltf_model
 from sepsti.core.random import stream
@@ -60,7 +64,8 @@ from sepsti.core.samplers import gibbs
 from sepsti.core.samplers.diagnostics import mcse_mean
 from sepsti.core.samplers.driver import run_chain
 
-__all__ = ["ChibResult", "chib_log_marginal_likelihood", "chib_poisson_nmf", "log_mean_exp"]
+__all__ = ["ChibReplicates", "ChibResult", "chib_log_marginal_likelihood", "chib_poisson_nmf", "chib_replicates",
+           "log_mean_exp"]
 
 METHODS = ("sources", "factors")
 BLOCKS = ("factors", "columns")
@@ -77,7 +82,9 @@ class ChibResult(NamedTuple):
     log_marginal_likelihood : float
         ``log p(X)``.
     stderr : float
-        Monte-Carlo standard error of the estimate.
+        Monte-Carlo standard error of the ordinates' means at this run's point. It leaves out what depends on
+        the point: where an ordinate's terms are heavy-tailed it understates the error (1.7-fold on the
+        README's PARAFAC example); :func:`chib_replicates` gives one from independent runs (docs/chib.md).
     method : str
         ``"sources"`` or ``"factors"``.
     log_joint : float
@@ -153,7 +160,7 @@ def _validate_counts(name, value, minimum):
 
 
 def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_reduced=None, method="sources",
-                                 order=None, seed=0, factors=None, blocks="factors", point="draw",
+                                 order=None, seed=0, replicate=0, factors=None, blocks="factors", point="draw",
                                  progress=False):
     """Estimate ``log p(X)`` under a PLTF model by Chib's method.
 
@@ -178,6 +185,9 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
         first for "factors" (its ordinate averages over the whole posterior).
     seed : int
         Streams ``stream(seed, 0)`` (main run) and ``stream(seed, a)`` (reduced run a).
+    replicate : int
+        An independent run at the same seed: replicate r > 0 draws from ``stream(seed, a, r)`` instead
+        (:func:`chib_replicates` runs several).
     factors : tuple of ndarray, optional
         Starting factors (default: a draw from the prior).
     blocks : {"factors", "columns"}
@@ -236,7 +246,12 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
         order = integers_at_least("order", order, 0)  # int() took 1.5 as 1
         if sorted(order) != sorted(model.free):
             raise ParameterError(f"order={order} must be a permutation of the free factors {model.free}")
-    rng = stream(seed, 0)
+    replicate = integer_at_least("replicate", replicate, 0)
+
+    def rng_for(key):
+        return stream(seed, key) if replicate == 0 else stream(seed, key, replicate)
+
+    rng = rng_for(0)
     state = gibbs.init(model, X, factors, rng=rng)
     kernel = gibbs.build_kernel(model, X)
     first = order[0]
@@ -264,7 +279,7 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
     names = tuple(model.factor_indices[a] for a in order)
     if method == "sources":
         log_joint, values = _sources(model, X, order, point, best["stats"], best["log_factorial"], result.samples,
-                                     num_samples, num_reduced, seed, progress)
+                                     num_samples, num_reduced, rng_for, progress)
         names = ("S",) + names
     else:
         log_joint = model.log_likelihood(point, X) + model.log_prior(point)
@@ -273,7 +288,7 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
         exchangeable = _exchangeable(model, block_list)
         first_values = np.array([_block_log_pdf(model, point, block_list, 0, shape, rate, exchangeable)
                                  for shape, rate in zip(*result.samples)])
-        values = [first_values] + _block_runs(model, X, block_list, point, num_reduced, seed, exchangeable)
+        values = [first_values] + _block_runs(model, X, block_list, point, num_reduced, rng_for, exchangeable)
         if blocks != "factors":
             names = tuple(model.factor_indices[a] + _slice_name(where) for a, where in block_list)
     estimates, errors = zip(*[(v, 0.0) if np.isscalar(v) else _log_mean_exp_slices(v) for v in values])
@@ -285,8 +300,10 @@ def chib_log_marginal_likelihood(model, X, *, num_burn_in, num_samples, num_redu
     if np.any(fractions > MAX_WEIGHT_WARNING):
         worst = int(np.argmax(fractions))
         warnings.warn(f"Chib ordinate {names[worst]!r} is carried by one sample (share {fractions[worst]:.2f} of the "
-                      "mean): the estimate and its standard error are unreliable; run longer chains"
-                      + (" or use method='factors'" if method == "sources" else ""), UserWarning, stacklevel=2)
+                      "mean): the estimate and its standard error rest on one draw"
+                      + ("; use method='factors'" if method == "sources" else
+                         "; chib_replicates gives an error from independent runs (docs/chib.md)"),
+                      UserWarning, stacklevel=2)
     return ChibResult(float(value), float(np.sqrt(np.sum(ordinate_se ** 2))), method, float(log_joint), names,
                       log_ordinates, ordinate_se, fractions, samples, order,
                       point, np.asarray(result.info.log_likelihood))
@@ -298,7 +315,7 @@ def _gamma_ordinate(model, factors, point, a, stats):
     return float(np.sum(gamma_log_pdf(point[a], shape, rate)))
 
 
-def _sources(model, X, order, point, stats, log_factorial, samples, num_samples, num_reduced, seed, progress):
+def _sources(model, X, order, point, stats, log_factorial, samples, num_samples, num_reduced, rng_for, progress):
     """MLSP'12 eqs. 21-26: exact first ordinate, S ordinate over the main run, clamped reduced runs."""
     log_joint = gibbs.log_joint(model, point, stats, log_factorial)
     observed = X[model.mask] if model.mask is not None else X
@@ -313,7 +330,7 @@ def _sources(model, X, order, point, stats, log_factorial, samples, num_samples,
     reduced = []
     for j in range(len(order) - 1, 0, -1):
         a = order[j]
-        run_rng = stream(seed, j)
+        run_rng = rng_for(j)
         kernel = gibbs.build_kernel(model, X, clamped_sources=(stats, log_factorial), clamped_factors=order[j + 1:],
                                     track_density=False)
         state = gibbs.GibbsState(point, stats, log_factorial, 0.0, 0.0)
@@ -419,7 +436,7 @@ def _factorizes(model, block_list, j):
     return all(_num_blocks(clamped, b) == _num_blocks(block_list, b) for b in others)
 
 
-def _block_runs(model, X, block_list, point, num_reduced, seed, exchangeable):
+def _block_runs(model, X, block_list, point, num_reduced, rng_for, exchangeable):
     """Ordinates j = 2..B: clamp blocks 1..j-1 at the point, sample S and the rest, average p(block_j | rest)."""
     layout = model.source_layout(X)
     runs = []
@@ -429,7 +446,7 @@ def _block_runs(model, X, block_list, point, num_reduced, seed, exchangeable):
         partial = [(b, w) for b, w in clamped if b not in whole]
         updated = [a for a in model.free if a not in whole]
         a, where = block_list[j]
-        rng = stream(seed, j)
+        rng = rng_for(j)
         factors = list(point)
         run = []
         for m in range(num_reduced):
@@ -451,7 +468,7 @@ def _num_blocks(block_list, a):
 
 
 def chib_poisson_nmf(X, rank, prior_rate, *, num_burn_in, num_samples, num_reduced=None, method="sources", seed=0,
-                     progress=False, blocks="factors", point="draw"):
+                     replicate=0, progress=False, blocks="factors", point="draw"):
     """Chib's ``log p(X | rank)`` for Poisson NMF with exponential priors (ICASSP'16 §4.1.2, eq. 13).
 
     ``W_ik ~ Exp(prior_rate)``, ``H_kj ~ Exp(prior_rate)``, ``X_ij ~ Poisson((WH)_ij)``.
@@ -462,7 +479,7 @@ def chib_poisson_nmf(X, rank, prior_rate, *, num_burn_in, num_samples, num_reduc
     rank : int
     prior_rate : float or (float, float)
         Rate of the exponential priors (one for both, or ``(rate_W, rate_H)``).
-    num_burn_in, num_samples, num_reduced, method, seed, progress, blocks, point
+    num_burn_in, num_samples, num_reduced, method, seed, replicate, progress, blocks, point
         As in :func:`chib_log_marginal_likelihood` (ICASSP'16: 7000, 2000, 5000).
 
     Returns
@@ -477,5 +494,72 @@ def chib_poisson_nmf(X, rank, prior_rate, *, num_burn_in, num_samples, num_reduc
     rates = (prior_rate, prior_rate) if np.ndim(prior_rate) == 0 else tuple(prior_rate)
     model = pltf_model("ik,kj->ij", dict(i=X.shape[0], k=rank, j=X.shape[1]), prior_shape=1.0, prior_rate=rates)
     return chib_log_marginal_likelihood(model, X, num_burn_in=num_burn_in, num_samples=num_samples,
-                                        num_reduced=num_reduced, method=method, seed=seed, progress=progress,
-                                        blocks=blocks, point=point)
+                                        num_reduced=num_reduced, method=method, seed=seed, replicate=replicate,
+                                        progress=progress, blocks=blocks, point=point)
+
+
+class ChibReplicates(NamedTuple):
+    """Chib's estimate from independent runs, with the standard error of their spread.
+
+    Attributes
+    ----------
+    log_marginal_likelihood : float
+        The mean of the runs' estimates of ``log p(X)``.
+    stderr : float
+        Their standard deviation (ddof 1) over the square root of their number.
+    estimates : ndarray
+        Each run's ``log p(X)``.
+    runs : tuple of ChibResult
+        Each run, with its own point, ordinates and within-run standard error.
+    """
+
+    log_marginal_likelihood: float
+    stderr: float
+    estimates: np.ndarray
+    runs: tuple
+
+
+def chib_replicates(estimator, *args, num_replicates=4, **settings):
+    """Run a Chib estimator ``num_replicates`` times independently and combine the runs.
+
+    A run's own standard error (``ChibResult.stderr``) is that of its ordinates' means at its point; the
+    spread of runs that each choose their own point also holds what depends on the point, which that
+    error leaves out where an ordinate's terms are heavy-tailed (docs/chib.md).
+
+    Parameters
+    ----------
+    estimator : callable
+        :func:`chib_log_marginal_likelihood` or :func:`chib_poisson_nmf`.
+    *args, **settings
+        Its arguments, ``seed`` among them; run r is called with ``replicate=r`` (run 0 is the plain call).
+    num_replicates : int
+        At least 2.
+
+    Returns
+    -------
+    ChibReplicates
+
+    Warns
+    -----
+    UserWarning
+        Once, counting the runs in which one sample carries more than half of an ordinate's mean.
+
+    Examples
+    --------
+    >>> chib_replicates(chib_poisson_nmf, X, 3, 1.0, num_burn_in=500, num_samples=1000,
+    ...                 method="factors")  # doctest: +SKIP
+    """
+    num_replicates = integer_at_least("num_replicates", num_replicates, 2)
+    if "replicate" in settings:
+        raise ParameterError("replicate: set by chib_replicates for each run; give seed instead")
+    with warnings.catch_warnings():  # a run carried by one sample is counted below: its spread is in the error
+        warnings.filterwarnings("ignore", message="Chib ordinate")
+        runs = tuple(estimator(*args, replicate=r, **settings) for r in range(num_replicates))
+    carried = sum(run.max_weight_fraction.max() > MAX_WEIGHT_WARNING for run in runs)
+    if carried:
+        warnings.warn(f"Chib: {carried} of {num_replicates} runs have an ordinate carried by one sample; their spread "
+                      "is in the standard error, but a bias they share is not: compare a longer run (docs/chib.md)",
+                      UserWarning, stacklevel=2)
+    estimates = np.array([run.log_marginal_likelihood for run in runs])
+    return ChibReplicates(float(estimates.mean()), float(estimates.std(ddof=1) / np.sqrt(num_replicates)),
+                          estimates, runs)

@@ -45,7 +45,7 @@ itself unreliable (the ``max_weight_fraction`` of each ordinate shows it).
 That error is the run's at its point; :func:`chib_replicates` runs the
 estimator several times independently, each run choosing its own point, and
 takes the error from their spread (docs/chib.md: on the README's PARAFAC
-example the spread is 1.7 times the runs' own errors).
+example the runs spread twice as widely as their own errors say).
 
 Conventions: ``X`` is an integer count array shaped like the model output.
 """
@@ -83,7 +83,7 @@ class ChibResult(NamedTuple):
         ``log p(X)``.
     stderr : float
         Monte-Carlo standard error of the ordinates' means at this run's point. It leaves out what depends on
-        the point: where an ordinate's terms are heavy-tailed it understates the error (1.7-fold on the
+        the point: where an ordinate's terms are heavy-tailed it understates the error (twofold on the
         README's PARAFAC example); :func:`chib_replicates` gives one from independent runs (docs/chib.md).
     method : str
         ``"sources"`` or ``"factors"``.

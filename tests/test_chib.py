@@ -301,9 +301,9 @@ def test_replicates_are_independent_runs_combined_by_their_spread():
              for r in range(3)]
     alone = chib_log_marginal_likelihood(three_factor_model(), X_TINY, seed=5, **settings)
     assert alone.log_marginal_likelihood == plain[0].log_marginal_likelihood
-    for run, alone in zip(combined.runs, plain):
-        assert run.log_marginal_likelihood == alone.log_marginal_likelihood
-        np.testing.assert_array_equal(run.log_likelihood_trace, alone.log_likelihood_trace)
+    for run, single in zip(combined.runs, plain):
+        assert run.log_marginal_likelihood == single.log_marginal_likelihood
+        np.testing.assert_array_equal(run.log_likelihood_trace, single.log_likelihood_trace)
     traces = [run.log_likelihood_trace for run in combined.runs]
     traces.append(chib_log_marginal_likelihood(three_factor_model(), X_TINY, seed=6, **settings).log_likelihood_trace)
     assert all(not np.array_equal(a, b) for i, a in enumerate(traces) for b in traces[i + 1:])

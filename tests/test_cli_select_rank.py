@@ -136,6 +136,11 @@ def test_speech_model_selection_does_not_change_with_the_audio_scale(tmp_path):
         docs.append(json.loads((tmp_path / f"{root.name}.json").read_text()))
     np.testing.assert_allclose(docs[0]["log_marginal_likelihood"], docs[1]["log_marginal_likelihood"], rtol=1e-7)
     assert docs[0]["selected_rank"] == docs[1]["selected_rank"]
+    # the JSON names the modelled matrix (bins, frames) and keeps each of the two replicates' estimates
+    from sepsti.training import train_split
+
+    assert docs[0]["settings"]["matrix"] == list(train_split(corpus).matrix()[0].shape)
+    assert [len(docs[0]["replicates"][str(rank)]) for rank in (1, 2)] == [2, 2]
     assert docs[1]["settings"]["model"]["dispersion"] == pytest.approx(0.1 * docs[0]["settings"]["model"]["dispersion"],
                                                                        rel=1e-5)
 
@@ -398,6 +403,25 @@ def test_options_reach_the_engine(tiny_corpus, monkeypatch, args, expected):
     seen = {**given["chain"].as_dict(), "dtype": given["X"].dtype.name, "threads": given["threads"],
             "progress": given["progress"]}
     assert {name: seen[name] for name in expected} == expected
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], dict(num_replicates=4, prior_rate="matched", dispersion="rayleigh")),
+    (["--replicates", "3", "--prior-rate", "2.5", "--dispersion", "4"],
+     dict(num_replicates=3, prior_rate=2.5, dispersion=4.0)),
+])
+def test_the_speech_model_and_replicates_reach_the_engine(tiny_corpus, monkeypatch, args, expected):
+    """The matrix `train` learns on and the model's two rules, without the NOIZEUS corpus (--replicates or
+    --prior-rate not passed on, or the matrix transposed, were caught only where the corpus is, passed before)."""
+    import numpy as np
+
+    from sepsti.training import train_split
+
+    given = _handed_to_the_engine(monkeypatch, "--corpus", tiny_corpus, *args)
+    assert {name: given[name] for name in expected} == expected
+    X = train_split(tiny_corpus).matrix()[0]
+    assert given["X"].shape == X.shape and given["X"].dtype.name == "float32"
+    np.testing.assert_array_equal(given["X"], X.astype("float32"))
 
 
 @pytest.mark.parametrize("args", [["--preset", "paper", "--alpha", "0.99", "--sigma", "1e-5"],

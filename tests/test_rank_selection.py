@@ -301,6 +301,18 @@ def test_per_temperature_settings_must_match_the_grid_run(overrides, message):
     assert grid.num_intervals == 2 and chain.steps_at(1) == 60 and chain.step_a_at(2) == 3e-7
 
 
+def test_a_grid_or_chain_given_whole_replaces_the_presets_and_single_settings_apply_on_top():
+    """``grid=`` and ``chain=`` replace the preset's parts, ``num_replicates`` its count, single fields override
+    what was given (either part left as the preset's passed every test but one that needs the NOIZEUS corpus)."""
+    presets = {"small": Preset(GRID, ChainSettings(num_steps=100, num_keep=50), 2)}
+    grid, chain = TemperatureGrid(3, "uniform", 1.0, "trapezoid"), ChainSettings(num_steps=40, num_keep=20)
+    assert resolve_settings(presets, "small", grid=grid, chain=chain, num_replicates=5) == Preset(grid, chain, 5)
+    resolved = resolve_settings(presets, "small", grid=grid, chain=chain, num_intervals=6, num_keep=10)
+    assert resolved == Preset(TemperatureGrid(6, "uniform", 1.0, "trapezoid"),
+                              ChainSettings(num_steps=40, num_keep=10), 2)
+    assert resolve_settings(presets, "small") == presets["small"]
+
+
 def test_chains_still_climbing_are_flagged():
     # every chain climbs by 4 (in E_t units) over its kept iterations: the halves differ by 2 against a
     # white noise of 1 per iteration; stationary chains give a drift within a few standard errors

@@ -465,3 +465,24 @@ def test_ridge_moments_are_the_exact_priors_along_the_ridge(sizes, curvatures):
     laplace = np.linalg.inv(K.T @ np.diag(curvatures) @ K)
     ratio = np.linalg.eigvalsh(laplace).max() / np.linalg.eigvalsh(np.linalg.inv(precisions[0])).max()
     assert ratio > 5 if sizes[0] == sizes[1] == 5 else ratio > 0.9, ratio
+
+
+def test_each_replicates_q_is_the_one_at_the_mode_of_its_own_stream_and_rank():
+    """(rank, replicate)'s q is reference_at_mode at the mode from stream(seed, R, SHARED_KEY, r) after
+    init_iterations sweeps, with the prior rates of that rank (replicate 0's mode for every replicate, the
+    preset's 2000 sweeps, or the rank-1 matched rate passed before)."""
+    from dataclasses import replace
+
+    from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainTask
+    from sepsti.core.evidence.reference_path import REFERENCE_PRESET, ReferencePathChains
+
+    density = NMFLogDensity(stream(8, 1).poisson(3.0, (7, 6)).astype(float), "matched")
+    chain = replace(REFERENCE_PRESET.chain, num_steps=20, num_keep=10, init_iterations=30)
+    factory = ReferencePathChains(density, chain, settings={}, data_digest="x")
+    factory.prepare([ChainTask(2, 1, r, 0.5) for r in (0, 2)], seed=5, comm=None, threads=1)
+    for replicate in (0, 2):
+        factors, exposures = density.mode(2, stream(5, 2, SHARED_KEY, replicate), 30)
+        expected = reference_at_mode(factors, exposures, (np.sqrt(2 / density.data_mean),) * 2)
+        q = factory._references[2, replicate][0]
+        for got, want in zip(q.means + q.precisions, expected.means + expected.precisions):
+            np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -486,3 +486,16 @@ def test_each_replicates_q_is_the_one_at_the_mode_of_its_own_stream_and_rank():
         q = factory._references[2, replicate][0]
         for got, want in zip(q.means + q.precisions, expected.means + expected.precisions):
             np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_the_pilot_chain_is_four_times_the_longest_chain():
+    # docs/rank_selection.md: the odd replicates start from the end of a chain at b = 1 four times the chain length;
+    # with lengths per temperature, the longest (the shortest passed before)
+    from dataclasses import replace
+
+    from sepsti.core.evidence.reference_path import REFERENCE_PRESET, ReferencePathChains
+
+    chain = replace(REFERENCE_PRESET.chain, num_steps=(20, 50, 30), num_keep=10)
+    factory = ReferencePathChains(NMFLogDensity(np.ones((3, 2)), 1.0), chain, settings={}, data_digest="x")
+    assert factory.pilot_length == 200
+    assert factory.settings["starts"]["odd_replicates"] == "the end of a 200-iteration chain at b = 1"

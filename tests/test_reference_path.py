@@ -499,3 +499,29 @@ def test_the_pilot_chain_is_four_times_the_longest_chain():
     factory = ReferencePathChains(NMFLogDensity(np.ones((3, 2)), 1.0), chain, settings={}, data_digest="x")
     assert factory.pilot_length == 200
     assert factory.settings["starts"]["odd_replicates"] == "the end of a 200-iteration chain at b = 1"
+
+
+def test_the_mala_step_adapts_during_burn_in_only_and_the_pilots_over_its_first_half(monkeypatch):
+    """The step is adapted during burn-in, then fixed (no adaptation bias in the kept iterations); the pilot
+    chain's over its first half (adapting through the kept iterations, or the pilot's throughout, passed before)."""
+    from dataclasses import replace
+
+    import sepsti.core.evidence.reference_path as module
+    from sepsti.core.evidence.reference_path import REFERENCE_PRESET, ReferencePathChains, settled_state
+
+    steps = []
+    move = module.mala_move
+
+    def recording(density, q, b, logs, current, step, rng):
+        steps.append(step)
+        return move(density, q, b, logs, current, step, rng)
+
+    monkeypatch.setattr(module, "mala_move", recording)
+    q, density, _ = _gaussian_target_and_reference()
+    factory = ReferencePathChains(density, replace(REFERENCE_PRESET.chain, num_steps=60, num_keep=20), settings={},
+                                  data_digest="x")
+    factory._mala(q, None, 0.5, np.random.default_rng(1), lambda n: None, 60)
+    assert len(set(steps[:41])) == 41 and len(set(steps[40:])) == 1, steps
+    steps.clear()
+    settled_state(density, q, 1.0, np.random.default_rng(2), 30)
+    assert len(set(steps[:16])) == 16 and len(set(steps[15:])) == 1, steps

@@ -525,3 +525,36 @@ def test_the_mala_step_adapts_during_burn_in_only_and_the_pilots_over_its_first_
     steps.clear()
     settled_state(density, q, 1.0, np.random.default_rng(2), 30)
     assert len(set(steps[:16])) == 16 and len(set(steps[15:])) == 1, steps
+
+
+def test_a_chain_runs_on_its_own_stream_from_its_replicates_start():
+    """Chain (R, i, r) draws its noise from stream(seed, R, i, r) (docs/rank_selection.md, seeds): replicates that
+    share q are independent (stream(seed, R, i) for every replicate passed before)."""
+    from dataclasses import replace
+
+    from sepsti.core.evidence.rank_selection import ChainTask
+    from sepsti.core.evidence.reference_path import REFERENCE_PRESET, ReferencePathChains
+
+    q, density, _ = _gaussian_target_and_reference()
+    chain = replace(REFERENCE_PRESET.chain, num_steps=40, num_keep=20)
+    factory = ReferencePathChains(density, chain, settings={}, data_digest="x")
+    factory._references.update({(1, 0): (q, None), (1, 2): (q, None)})
+    for replicate in (0, 2):
+        got = factory.run(ChainTask(1, 1, replicate, 0.5), seed=6, progress=lambda n: None).trace
+        want = factory._mala(q, None, 0.5, stream(6, 1, 1, replicate), lambda n: None, 40)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_without_exact_draws_b0_runs_a_mala_chain_on_q():
+    # exact_prior=False: at b = 0 a MALA chain like the others, num_keep values of it (exact draws of q passed before)
+    from dataclasses import replace
+
+    from sepsti.core.evidence.rank_selection import ChainTask
+    from sepsti.core.evidence.reference_path import REFERENCE_PRESET, ReferencePathChains
+
+    q, density, _ = _gaussian_target_and_reference()
+    chain = replace(REFERENCE_PRESET.chain, num_steps=40, num_keep=20, exact_prior=False)
+    factory = ReferencePathChains(density, chain, settings={}, data_digest="x")
+    factory._references[1, 0] = (q, None)
+    got = factory.run(ChainTask(1, 0, 0, 0.0), seed=6, progress=lambda n: None).trace
+    np.testing.assert_array_equal(got, factory._mala(q, None, 0.0, stream(6, 1, 0, 0), lambda n: None, 40))

@@ -558,3 +558,19 @@ def test_without_exact_draws_b0_runs_a_mala_chain_on_q():
     factory._references[1, 0] = (q, None)
     got = factory.run(ChainTask(1, 0, 0, 0.0), seed=6, progress=lambda n: None).trace
     np.testing.assert_array_equal(got, factory._mala(q, None, 0.0, stream(6, 1, 0, 0), lambda n: None, 40))
+
+
+def test_reference_at_mode_centres_each_ridge_on_the_priors_mean_there(rng):
+    """q's shift of each component along its ridge from the mode is the mean of the exact prior along it, with
+    c_f = lambda_f times factor f's column sums (by quadrature here; the column sums without lambda, or the shift
+    the other way, passed before)."""
+    F1, F2 = rng.uniform(0.2, 3.0, (5, 2)), rng.uniform(0.2, 3.0, (4, 2))
+    rates = (0.3, 0.7)
+    q = reference_at_mode((F1, F2), (F2.sum(axis=0), F1.sum(axis=0)), rates)
+    shifts = np.stack([q.means[0][0] - np.log(F1[0]), q.means[1][0] - np.log(F2[0])], axis=1)  # (R, 2)
+    for r in range(2):
+        exact_mean, exact_covariance = _ridge_moments(np.array([5.0, 4.0]),
+                                                      np.array([rates[0] * F1[:, r].sum(), rates[1] * F2[:, r].sum()]))
+        np.testing.assert_allclose(shifts[r], exact_mean, atol=1e-6)
+        K = ridge_basis(2)
+        np.testing.assert_allclose(K @ np.linalg.inv(q.ridge_precision[r]) @ K.T, exact_covariance, rtol=1e-5)

@@ -574,3 +574,15 @@ def test_reference_at_mode_centres_each_ridge_on_the_priors_mean_there(rng):
         np.testing.assert_allclose(shifts[r], exact_mean, atol=1e-6)
         K = ridge_basis(2)
         np.testing.assert_allclose(K @ np.linalg.inv(q.ridge_precision[r]) @ K.T, exact_covariance, rtol=1e-5)
+
+
+def test_matched_rate_of_the_log_density_is_that_of_the_rank_scored():
+    # under the matched prior W and H^T of rank R carry Exp(sqrt(R / mean(X))) priors (the rank-1 rate passed before)
+    from scipy.stats import poisson
+
+    X = stream(6, 3).poisson(2.0, (6, 5)).astype(float)
+    U, V = stream(6, 4).normal(size=(6, 3)), stream(6, 5).normal(size=(5, 3))
+    rate = np.sqrt(3 / X.mean())
+    expected = (poisson.logpmf(X, np.exp(U) @ np.exp(V).T).sum()
+                + sum(np.sum(np.log(rate) + u - rate * np.exp(u)) for u in (U, V)))
+    assert NMFLogDensity(X, "matched")([U, V])[0] == pytest.approx(expected, rel=1e-12)

@@ -586,3 +586,50 @@ def test_matched_rate_of_the_log_density_is_that_of_the_rank_scored():
     expected = (poisson.logpmf(X, np.exp(U) @ np.exp(V).T).sum()
                 + sum(np.sum(np.log(rate) + u - rate * np.exp(u)) for u in (U, V)))
     assert NMFLogDensity(X, "matched")([U, V])[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_nmf_mode_is_stationary_in_log_space_and_its_exposures_are_the_count_derivatives():
+    """density.mode is where the gradient of log p(log W, log H | X) vanishes (the Jacobian's pseudo-count dropped,
+    or H's prior rate 1, passed before), and the exposures are d(sum W H)/d(entry) (W's and H's swapped passed
+    before)."""
+    X = PoissonNMF.sample(stream(7, 1), (12, 10), 2, rate_W=1.0, rate_H=1.0)[2]
+    density = NMFLogDensity(X, 0.5)
+    (W, Ht), exposures = density.mode(2, stream(7, 2), 3000)
+    gradients = density([np.log(W), np.log(Ht)])[1]
+    assert max(np.abs(g).max() for g in gradients) < 1e-6, gradients
+    for f in range(2):
+        for r in range(2):  # the expected total is linear in each entry: one more unit of the entry adds its exposure
+            moved = [W.copy(), Ht.copy()]
+            moved[f][0, r] += 1.0
+            assert exposures[f][r] == pytest.approx((moved[0] @ moved[1].T).sum() - (W @ Ht.T).sum(), rel=1e-9)
+
+
+def test_parafac_log_density_mode_and_exposures():
+    """log p(A, B, C) + log p(X | A, B, C) in log space with its gradient; the mode a stationary point of it under
+    three different rates; the exposures d(sum of the rates)/d(entry) (the gradient in the factors instead of their
+    logs, the mode under A's rate for every factor, or the exposures of another factor, passed before)."""
+    from scipy.stats import poisson
+
+    from sepsti.core.evidence.reference_path import ParafacLogDensity
+
+    X = stream(9, 1).poisson(2.0, (5, 4, 3)).astype(float)
+    rates = (0.5, 1.0, 2.0)
+    density = ParafacLogDensity(X, rates)
+    logs = [stream(9, 2 + f).normal(size=(n, 2)) for f, n in enumerate(X.shape)]
+    A, B, C = (np.exp(u) for u in logs)
+    expected = (poisson.logpmf(X, np.einsum("ir,jr,kr->ijk", A, B, C)).sum()
+                + sum(np.sum(np.log(rate) + u - rate * np.exp(u)) for u, rate in zip(logs, rates)))
+    value, gradients = density(logs)
+    assert value == pytest.approx(expected, rel=1e-12)
+    for f, index in ((0, (3, 1)), (1, (2, 0)), (2, (1, 1))):
+        shifted = [u.copy() for u in logs]
+        shifted[f][index] += 1e-6
+        assert (density(shifted)[0] - value) / 1e-6 == pytest.approx(gradients[f][index], rel=1e-4, abs=1e-4)
+    factors, exposures = density.mode(2, stream(9, 5), 3000)
+    assert max(np.abs(g).max() for g in density([np.log(F) for F in factors])[1]) < 1e-6
+    for f in range(3):
+        for r in range(2):  # the expected total is linear in each entry: one more unit of the entry adds its exposure
+            moved = [F.copy() for F in factors]
+            moved[f][0, r] += 1.0
+            assert exposures[f][r] == pytest.approx(
+                np.einsum("ir,jr,kr->", *moved) - np.einsum("ir,jr,kr->", *factors), rel=1e-9)

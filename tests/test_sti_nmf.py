@@ -301,3 +301,35 @@ def test_matched_rate_of_the_chains_follows_the_data_mean():
     _, chain, _ = resolve_settings(PRESETS, "blocks", num_blocks=1)
     chains = NMFChains(np.array([[0.0, 0.0, 9.0]]), chain, prior_rate="matched", model_settings={})
     assert chains.rate_at(3) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_a_chain_runs_from_its_own_start_and_streams_under_its_ranks_rate(X):
+    """Chain (R, i, r) starts from initial_factors on stream(seed, R, i, r), draws its block noise from the streams
+    of (R, i, r) and runs at t_i under the rate of rank R (docs/rank_selection.md, seeds): the start or the noise of
+    replicate 0 for every replicate, t = 1, H at the default rate, or the matched rate of rank 1, passed before."""
+    from sepsti.core.evidence.rank_selection import ChainTask, resolve_settings
+    from sepsti.core.evidence.sti_nmf import PRESETS, NMFChains
+
+    _, chain, _ = resolve_settings(PRESETS, "blocks", num_steps=30, num_keep=10, num_blocks=3, step_a=1e-4)
+    chains = NMFChains(X, chain, prior_rate="matched", model_settings={})
+    rate = np.sqrt(2 / X.mean())
+    for replicate in (0, 1):
+        got = chains.run(ChainTask(2, 1, replicate, 0.5), seed=4, progress=None).trace
+        start = initial_factors(X, 2, stream(4, 2, 1, replicate))
+        want = run_block_chain(X, init_state(*start, seed=4, chain=(2, 1, replicate), num_blocks=3), chain.at(1),
+                               temperature=0.5, num_blocks=3, rate_W=rate, rate_H=rate, threads=1).trace
+        np.testing.assert_array_equal(got, want)
+
+
+def test_em_starts_under_the_matched_prior_take_the_rate_of_their_rank(X, monkeypatch):
+    # rank 2's EM start is fitted under sqrt(2 / mean(X)) (rank 1's rate passed before); no chain is run here
+    monkeypatch.setattr("sepsti.core.evidence.sti_nmf.warm_up", lambda dtypes: None)
+    from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainTask, resolve_settings
+    from sepsti.core.evidence.sti_nmf import PRESETS, NMFChains, em_start
+
+    _, chain, _ = resolve_settings(PRESETS, "blocks", init="em", init_iterations=5, num_blocks=3)
+    chains = NMFChains(X, chain, prior_rate="matched", model_settings={})
+    chains.prepare([ChainTask(2, 1, 0, 1.0)], seed=4, comm=None, threads=1)
+    W, H = em_start(X, 2, stream(4, 2, SHARED_KEY, 0), prior_rate=np.sqrt(2 / X.mean()), iterations=5)
+    np.testing.assert_array_equal(chains._starts[2, 0][0], W)
+    np.testing.assert_array_equal(chains._starts[2, 0][1], H)

@@ -333,3 +333,13 @@ def test_em_starts_under_the_matched_prior_take_the_rate_of_their_rank(X, monkey
     W, H = em_start(X, 2, stream(4, 2, SHARED_KEY, 0), prior_rate=np.sqrt(2 / X.mean()), iterations=5)
     np.testing.assert_array_equal(chains._starts[2, 0][0], W)
     np.testing.assert_array_equal(chains._starts[2, 0][1], H)
+
+
+def test_nmf_chains_refuse_full_data_evaluation(X):
+    # the block chains score their part only: evaluate="full" is refused by name (accepted passed before)
+    from sepsti.core.evidence.rank_selection import resolve_settings
+    from sepsti.core.evidence.sti_nmf import PRESETS, NMFChains
+
+    _, chain, _ = resolve_settings(PRESETS, "blocks", num_blocks=3, evaluate="full")
+    with pytest.raises(ParameterError, match="evaluate='full' is not available for NMF chains"):
+        NMFChains(X, chain, prior_rate=0.5, model_settings={})

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.evidence.parafac_rank import prior_trace, select_parafac_rank
+from sepsti.core.evidence.parafac_rank import PRESETS, prior_trace, select_parafac_rank
+from sepsti.core.evidence.rank_selection import resolve_settings
 from sepsti.core.models.poisson_parafac import PoissonParafac
 from sepsti.core.random import stream
 from sepsti.core.sparse_tensor import from_dense
@@ -266,3 +267,18 @@ def test_full_evaluations_of_a_keep_count_not_a_multiple_of_their_spacing_resume
     assert [piece.num_keep for piece in first.per_temperature] == [10]
     again = select_parafac_rank(from_dense(small), [1], prior_rate=0.6, num_blocks=2, checkpoint=tmp_path, **options)
     np.testing.assert_array_equal(again.log_marginal_likelihood, first.log_marginal_likelihood)
+
+
+@pytest.mark.parametrize("name, grid, chain, replicates", [
+    ("blocks", (10, "power", 5.0, "simpson"),
+     dict(sampler="psgld", sigma=1e-5, step_a=1e-8, num_steps=3000, num_keep=500, evaluate="full", init="prior",
+          exact_prior=True), 4),
+    ("paper", (5, "uniform", 1.0, "trapezoid"),
+     dict(sampler="psgld", step_a=1e-8, num_steps=3000, num_keep=500, evaluate="before_update", exact_prior=True), 1),
+])
+def test_presets_are_those_of_the_documented_table(name, grid, chain, replicates):
+    # docs/rank_selection.md's table of presets (SPL'18 for `paper`: a = 1e-7 passed before)
+    preset = PRESETS[name]
+    assert (preset.grid.num_intervals, preset.grid.schedule, preset.grid.power, preset.grid.rule) == grid
+    assert {field: getattr(preset.chain, field) for field in chain} == chain
+    assert preset.num_replicates == replicates

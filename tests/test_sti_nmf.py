@@ -343,3 +343,23 @@ def test_nmf_chains_refuse_full_data_evaluation(X):
     _, chain, _ = resolve_settings(PRESETS, "blocks", num_blocks=3, evaluate="full")
     with pytest.raises(ParameterError, match="evaluate='full' is not available for NMF chains"):
         NMFChains(X, chain, prior_rate=0.5, model_settings={})
+
+
+@pytest.mark.parametrize("name, grid, chain, replicates", [
+    ("reference", (16, "beta", 2.0, "simpson"),
+     dict(sampler="mala", num_steps=300, num_keep=150, init_iterations=2000, exact_prior=True, prior_draws=None), 4),
+    ("blocks", (10, "power", 5.0, "simpson"),
+     dict(sampler="psgld", alpha=0.99, sigma=0.1, step_a=1e-7, step_b=0.51, num_steps=10_000, num_keep=2_000,
+          num_blocks=8, evaluate="before_update", init="random", exact_prior=False), 4),
+    ("paper", (5, "uniform", 1.0, "trapezoid"),
+     dict(sampler="sgld", step_a=5e-7, step_b=0.51, num_steps=1250, num_keep=500, num_blocks=8,
+          evaluate="after_update", init="em", init_iterations=100, exact_prior=False), 1),
+])
+def test_presets_are_those_of_the_documented_table(name, grid, chain, replicates):
+    # docs/rank_selection.md's table of presets (ICASSP'16 §4.2 for `paper`: a = 5e-6 passed before)
+    from sepsti.core.evidence.sti_nmf import PRESETS
+
+    preset = PRESETS[name]
+    assert (preset.grid.num_intervals, preset.grid.schedule, preset.grid.power, preset.grid.rule) == grid
+    assert {field: getattr(preset.chain, field) for field in chain} == chain
+    assert preset.num_replicates == replicates

@@ -282,3 +282,23 @@ def test_presets_are_those_of_the_documented_table(name, grid, chain, replicates
     assert (preset.grid.num_intervals, preset.grid.schedule, preset.grid.power, preset.grid.rule) == grid
     assert {field: getattr(preset.chain, field) for field in chain} == chain
     assert preset.num_replicates == replicates
+
+
+def test_iteration_l_uses_part_l_minus_one_modulo_b_squared(small):
+    # PARAFAC'18's cyclic order from iteration 1 (part l mod B^2 passed before)
+    from sepsti.core.evidence.parafac_rank import part_schedule
+    from sepsti.core.parallel.tensor_blocks import build_block_index
+
+    index = build_block_index(small, 2)
+    schedule = part_schedule(index)
+    for iteration, part in ((1, 0), (2, 1), (4, 3), (5, 0), (11, 2)):
+        np.testing.assert_array_equal(schedule(None, iteration).keys, index.part(part).keys)
+
+
+def test_prior_draw_k_is_scored_on_the_subset_of_iteration_k():
+    # draws are numbered from 1 like the chains' iterations, so that part_schedule gives draw k part (k - 1) mod B^2
+    # (numbered from 0 passed before)
+    iterations = []
+    model = PoissonParafac(np.ones((2, 3, 4)), 1, prior_rate=1.0)
+    prior_trace(model, stream(0), num_keep=5, subset_fn=lambda rng, iteration: iterations.append(iteration))
+    assert iterations == [1, 2, 3, 4, 5]

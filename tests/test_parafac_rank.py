@@ -302,3 +302,47 @@ def test_prior_draw_k_is_scored_on_the_subset_of_iteration_k():
     model = PoissonParafac(np.ones((2, 3, 4)), 1, prior_rate=1.0)
     prior_trace(model, stream(0), num_keep=5, subset_fn=lambda rng, iteration: iterations.append(iteration))
     assert iterations == [1, 2, 3, 4, 5]
+
+
+def test_the_seed_reaches_the_chains(small):
+    # t = 0's draws are those of stream(seed, R, 0, r) at seed 3 (every run at seed 0 passed before)
+    sparse = from_dense(small)
+    result = select_parafac_rank(sparse, [2], prior_rate=0.6, num_blocks=2, seed=3, **FAST)
+    model = PoissonParafac(small, 2, prior_rate=0.6)
+    draws = [model.log_likelihood(model.sample_prior(rng)) for rng in (stream(3, 2, 0, r) for r in range(2))
+             for _ in range(20)]
+    assert result.per_temperature[0].mean_log_likelihood[0] == pytest.approx(np.mean(draws), rel=1e-10)
+
+
+@pytest.mark.parametrize("sparse, init", [(True, "prior"), (False, "prior"), (False, "map")],
+                         ids=["compiled", "generic", "generic from MAP"])
+def test_a_chain_runs_from_its_own_prior_draw_on_its_own_streams_at_its_temperature(small, sparse, init):
+    """Chain (R, i, r) starts from a prior draw of stream(seed, R, i, r), or that draw after init_iterations MAP
+    sweeps; the compiled engine's noise comes from the streams of (R, i, r), the generic engine's from that stream
+    itself, at t_i (replicate 0's noise for every replicate, one MAP sweep, or the generic chains at t = 1, passed
+    before)."""
+    from sepsti.core.factorization.parafac_map import poisson_parafac_map
+    from sepsti.core.evidence.parafac_rank import ParafacChains, full_data
+    from sepsti.core.evidence.rank_selection import ChainTask
+    from sepsti.core.evidence.sti import power_posterior_chain
+    from sepsti.core.parallel.parafac_blocks import run_parafac_block_chain
+    from sepsti.core.parallel.tensor_blocks import build_block_index
+
+    blocks = {"num_blocks": 2} if sparse else {}
+    _, chain, _ = resolve_settings(PRESETS, "blocks", num_steps=30, num_keep=10, step_a=1e-4, init=init,
+                                   init_iterations=5, **blocks)
+    chains = ParafacChains(from_dense(small) if sparse else small, chain, prior_rate=0.6)
+    model = PoissonParafac(small, 2, prior_rate=0.6)
+    for replicate in (0, 1):
+        got = chains.run(ChainTask(2, 1, replicate, 0.5), seed=4, progress=None).trace
+        rng = stream(4, 2, 1, replicate)
+        start = model.sample_prior(rng)
+        if init == "map":
+            start = poisson_parafac_map(model, start, max_iter=5, record=False).theta
+        if sparse:
+            want, _ = run_parafac_block_chain(build_block_index(from_dense(small), 2), start, chain.at(1),
+                                              prior_rates=model.prior_rates, seed=4, chain=(2, 1, replicate),
+                                              temperature=0.5)
+        else:
+            want, _ = power_posterior_chain(model, start, rng, temperature=0.5, chain=chain.at(1), subset_fn=full_data)
+        np.testing.assert_array_equal(got, want)

@@ -346,3 +346,21 @@ def test_a_chain_runs_from_its_own_prior_draw_on_its_own_streams_at_its_temperat
         else:
             want, _ = power_posterior_chain(model, start, rng, temperature=0.5, chain=chain.at(1), subset_fn=full_data)
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_subset_of_every_entry_is_accepted(small):
+    # subset_size may be as large as the data (at it, refused passed before)
+    result = select_parafac_rank(small, [1], prior_rate=0.6, subset_size=small.size, **FAST)
+    assert result.settings["chain"]["subset_size"] == small.size
+
+
+def test_entry_subsets_draw_from_every_entry(small):
+    # 60 subsets of 336 of the 336 entries, drawn with replacement, reach the first and the last (each missed with
+    # probability e^-60; index 0 left out passed before)
+    from sepsti.core.evidence.parafac_rank import ParafacChains
+
+    _, chain, _ = resolve_settings(PRESETS, "blocks", subset_size=small.size)
+    subset_fn = ParafacChains(small, chain, prior_rate=0.6).subset_fn
+    rng = stream(2)
+    drawn = np.concatenate([subset_fn(rng, iteration) for iteration in range(1, 61)])
+    assert drawn.min() == 0 and drawn.max() == small.size - 1

@@ -364,3 +364,13 @@ def test_entry_subsets_draw_from_every_entry(small):
     rng = stream(2)
     drawn = np.concatenate([subset_fn(rng, iteration) for iteration in range(1, 61)])
     assert drawn.min() == 0 and drawn.max() == small.size - 1
+
+
+def test_a_checkpoint_refuses_sparse_data_with_the_same_entries_in_a_larger_tensor(small, tmp_path):
+    from sepsti.core.sparse_tensor import SparseTensor
+
+    sparse = from_dense(small)
+    select_parafac_rank(sparse, [1], prior_rate=0.6, num_blocks=2, checkpoint=tmp_path, **FAST)
+    larger = SparseTensor(sparse.coords, sparse.values, (6, 7, 9))  # one more slice, empty
+    with pytest.raises(ParameterError, match="other data or settings.*data"):
+        select_parafac_rank(larger, [1], prior_rate=0.6, num_blocks=2, checkpoint=tmp_path, **FAST)

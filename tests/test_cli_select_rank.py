@@ -424,6 +424,14 @@ def test_the_speech_model_and_replicates_reach_the_engine(tiny_corpus, monkeypat
     np.testing.assert_array_equal(given["X"], X.astype("float32"))
 
 
+def test_a_json_and_a_plot_to_write_are_checked_each_as_itself(tiny_corpus, monkeypatch, tmp_path):
+    """--json r.json --plot r.png reach the engine (the two swapped in the output checks, the JSON then refused as
+    a plot format, was caught only where the NOIZEUS corpus is, passed before)."""
+    given = _handed_to_the_engine(monkeypatch, "--corpus", tiny_corpus, "--json", tmp_path / "r.json",
+                                  "--plot", tmp_path / "r.png")
+    assert given["X"].size and not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("args", [["--preset", "paper", "--alpha", "0.99", "--sigma", "1e-5"],
                                   ["--preset", "paper", "--power", "1"], ["--step-a", "1e-7", "--sigma", "0.1"]])
 def test_an_unused_option_at_the_presets_own_value_is_taken(tiny_corpus, monkeypatch, args):

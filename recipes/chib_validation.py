@@ -114,8 +114,8 @@ def main():
     runs, group_rows = [], []
     for group in range(groups):
         seed = args.seed + group
-        with warnings.catch_warnings():  # each run's largest single-sample share is stored instead
-            warnings.filterwarnings("ignore", message="Chib ordinate")
+        with warnings.catch_warnings():  # the runs carried by one sample are counted in the summary instead
+            warnings.filterwarnings("ignore", message=r"Chib: \d+ of \d+ runs")
             result = chib_replicates(chib_log_marginal_likelihood, model, X, seed=seed, num_replicates=REPLICATES,
                                      **chib)
         for replicate, run in enumerate(result.runs):

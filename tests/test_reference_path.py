@@ -1,3 +1,5 @@
+import itertools
+import math
 import warnings
 
 import numpy as np
@@ -5,8 +7,9 @@ import pytest
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.evidence.rank_one import rank_one_log_evidence
-from sepsti.core.evidence.reference_path import (LogSpaceReference, NMFLogDensity, annealed_importance_bound, ascend,
-                                                 log_space_mode, reference_at_mode, ridge_basis, ridge_moments)
+from sepsti.core.evidence.reference_path import (LabelMixedReference, LogSpaceReference, NMFLogDensity,
+                                                 annealed_importance_bound, ascend, log_permanent, log_space_mode,
+                                                 reference_at_mode, ridge_basis, ridge_moments)
 from sepsti.core.evidence.sti_nmf import select_rank_sti
 from sepsti.core.models.poisson_nmf import PoissonNMF
 from sepsti.core.random import stream
@@ -76,6 +79,57 @@ def test_reference_draws_have_its_covariance(reference):
     covariance = dense_covariance(q)
     se = np.sqrt((covariance ** 2 + np.outer(np.diag(covariance), np.diag(covariance))) / len(draws))
     assert np.all(np.abs(np.cov(draws.T) - covariance) < 5 * se)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5])
+def test_log_permanent_is_the_sum_over_permutations_with_each_assignments_probability(size, rng):
+    from scipy.special import logsumexp
+
+    L = 3.0 * rng.normal(size=(size, size))
+    permutations = [list(p) for p in itertools.permutations(range(size))]
+    terms = np.array([L[np.arange(size), p].sum() for p in permutations])
+    share = np.zeros((size, size))
+    for term, p in zip(terms, permutations):
+        share[np.arange(size), p] += np.exp(term - logsumexp(terms))
+    total, got = log_permanent(L)
+    assert total == pytest.approx(logsumexp(terms), abs=1e-12)
+    np.testing.assert_allclose(got, share, atol=1e-12)
+
+
+def test_log_permanent_holds_terms_thousands_of_nats_apart():
+    total, share = log_permanent(np.array([[0.0, -2000.0], [-2000.0, -1e4]]))
+    assert total == pytest.approx(-4000.0, abs=1e-9)
+    np.testing.assert_allclose(share, [[0.0, 1.0], [1.0, 0.0]], atol=1e-300)
+
+
+@pytest.mark.parametrize("count", [2, 3], ids=["two factors", "three factors"])
+def test_label_mixed_reference_is_q_averaged_over_the_labellings_with_its_gradient(count, rng):
+    shapes = [(4, 3), (3, 3), (5, 3)][:count]
+    q = LogSpaceReference(tuple(rng.normal(size=s) for s in shapes), tuple(rng.uniform(1, 5, size=s) for s in shapes),
+                          random_ridge_precision(rng, 3, count, 0.2, 3.0))
+    mixed = LabelMixedReference(q)
+    point = [m + 0.7 * rng.normal(size=m.shape) for m in q.means]
+    permutations = [list(p) for p in itertools.permutations(range(3))]
+    from scipy.special import logsumexp
+
+    expected = logsumexp([q.log_density([F[:, p] for F in point]) for p in permutations]) - math.log(6)
+    value, gradient = mixed.log_density_and_grad(point)
+    assert value == pytest.approx(expected, abs=1e-10)
+    assert mixed.log_density(point) == pytest.approx(expected, abs=1e-10)
+    assert mixed.log_density([F[:, [2, 0, 1]] for F in point]) == pytest.approx(expected, abs=1e-10)
+    numeric = []
+    for f, F in enumerate(point):
+        for index in np.ndindex(F.shape):
+            moved = [[G.copy() for G in point] for _ in range(2)]
+            moved[0][f][index] += 1e-6
+            moved[1][f][index] -= 1e-6
+            numeric.append((mixed.log_density(moved[0]) - mixed.log_density(moved[1])) / 2e-6)
+    np.testing.assert_allclose(flat(gradient), numeric, atol=1e-6)
+    # the best labelling of a point shuffled away from q's: the one of largest q
+    shuffled = [F[:, [1, 2, 0]] for F in q.sample(rng)]
+    best = max(permutations, key=lambda p: q.log_density([F[:, p] for F in shuffled]))
+    for got, want in zip(q.relabelled(shuffled), [F[:, best] for F in shuffled]):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_mode_keeps_entries_positive_and_q_is_proper(rng):
@@ -168,20 +222,25 @@ def test_annealed_importance_bound_lies_below_the_exact_evidence_and_tightens_wi
     assert abs(long["log_mean_weight"] - exact) < 4 * se, (long, exact, se)
 
 
-def test_reference_path_adds_log_r_factorial_and_refuses_blocks(rng):
+def test_reference_path_adds_log_r_factorial_above_the_mixing_rank_only_and_refuses_blocks(rng):
+    """At and below LABEL_MIXING_MAX_RANK q is mixed over the labellings, so nothing is added; above it the path
+    measures one labelling and log R! is added (added at every rank, or at none, passed before)."""
     from math import lgamma
 
-    X = PoissonNMF.sample(rng, (12, 10), 2, rate_W=5.0, rate_H=5.0)[2]
-    settings = dict(preset="reference", prior_rate=5.0, num_intervals=2, num_steps=20, num_keep=10,
-                    num_replicates=2, prior_draws=10)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        result = select_rank_sti(X, [2], **settings)
     from sepsti.core.evidence.rank_selection import TemperatureGrid
+    from sepsti.core.evidence.reference_path import LABEL_MIXING_MAX_RANK
 
+    above = LABEL_MIXING_MAX_RANK + 1
+    X = PoissonNMF.sample(rng, (above + 3, above + 2), 2, rate_W=5.0, rate_H=5.0)[2]
+    settings = dict(preset="reference", prior_rate=5.0, num_intervals=2, num_steps=20, num_keep=10,
+                    num_replicates=2, prior_draws=10, init_iterations=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = select_rank_sti(X, [2, above], **settings)
     weights = TemperatureGrid(2, "beta", 2.0, "simpson").weights  # the preset's schedule at T = 2
-    assert result.log_marginal_likelihood[0] == pytest.approx(
-        weights @ result.per_temperature[0].mean_log_likelihood + lgamma(3), rel=1e-12)
+    for index, offset in enumerate((0.0, lgamma(above + 1))):
+        assert result.log_marginal_likelihood[index] == pytest.approx(
+            weights @ result.per_temperature[index].mean_log_likelihood + offset, rel=1e-12)
     with pytest.raises(ParameterError, match="full-data"):
         select_rank_sti(X, [2], **{**settings, "num_blocks": 2})
 
@@ -304,6 +363,68 @@ def test_reference_path_tempered_chains_match_the_closed_form_gaussian_integrand
     assert abs(mean - expected(b)) < 4 * se
 
 
+def _label_symmetric_gaussian(separation):
+    """A normalised target the same in every labelling of three components, and a q near one of them.
+
+    p(F1, F2) = (1/3!) sum_pi N((F1, F2)_pi; mu, diag(1 / dp)), two factors of 2 x 3: log p(X | R) = 0 exactly.
+    Component k's mean is a common one plus ``separation`` times k, so small separations make the labellings
+    overlap and large ones keep them apart.
+    """
+    from scipy.special import logsumexp
+
+    rng = np.random.default_rng(5)
+    common = [rng.normal(size=(2, 1)) for _ in range(2)]
+    mu = [c + separation * np.arange(3)[None, :] for c in common]
+    dp = [rng.uniform(1.0, 3.0, size=(2, 3)) for _ in range(2)]
+    permutations = [list(p) for p in itertools.permutations(range(3))]
+    constant = -0.5 * sum(np.sum(np.log(2 * np.pi / d)) for d in dp) - math.log(6)
+
+    class Density:
+        name = "gauss"
+
+        def __call__(self, logs):
+            terms, gradients = [], []
+            for p in permutations:
+                inverse = np.argsort(p)
+                z = [F[:, p] - m for F, m in zip(logs, mu)]
+                terms.append(constant - 0.5 * sum(np.sum(d * v ** 2) for d, v in zip(dp, z)))
+                gradients.append([(-d * v)[:, inverse] for d, v in zip(dp, z)])
+            weights = np.exp(np.array(terms) - logsumexp(terms))
+            return float(logsumexp(terms)), [sum(w * g[f] for w, g in zip(weights, gradients)) for f in range(2)]
+
+    q = LogSpaceReference(tuple(m + rng.normal(0.0, 0.3, size=m.shape) for m in mu),
+                          tuple(d * rng.uniform(0.6, 1.6, size=d.shape) for d in dp),
+                          random_ridge_precision(rng, 3, 2, 1.0, 3.0))
+    return q, Density()
+
+
+@pytest.mark.parametrize("separation", [0.3, 8.0], ids=["labellings overlap", "labellings apart"])
+def test_reference_path_measures_every_labelling_of_a_target_that_is_the_same_in_each(separation):
+    """The whole path on a closed form: log p(X | R) = 0 whether the labellings overlap or not. q alone with log R!
+    added gives +log 3! where they overlap; q alone with nothing added -log 3! where they are apart."""
+    from dataclasses import replace
+
+    from sepsti.core.evidence.rank_selection import ChainTask
+    from sepsti.core.evidence.reference_path import REFERENCE_PRESET, LabelMixedReference, ReferencePathChains
+
+    from sepsti.core.evidence.sti import TemperatureGrid
+
+    q, density = _label_symmetric_gaussian(separation)
+    chain = replace(REFERENCE_PRESET.chain, num_steps=150, num_keep=75, prior_draws=300)
+    factory = ReferencePathChains(density, chain, settings={}, data_digest="x")
+    grid = TemperatureGrid(8, "beta", 2.0, "simpson")  # the preset's at half its temperatures
+    estimates = []
+    for replicate in range(8):
+        factory._references[3, replicate] = (LabelMixedReference(q), None)
+        means = [factory.run(ChainTask(3, i, replicate, float(b)), seed=11, progress=lambda n: None).trace.mean()
+                 for i, b in enumerate(grid.temperatures)]
+        estimates.append(grid.weights @ means + factory.log_offset(3))
+    # the replicates are independent: their spread's standard error (t with 7 df; 4 of them is P < 0.006)
+    se = np.std(estimates, ddof=1) / np.sqrt(8)
+    assert abs(np.mean(estimates)) < 4 * se, (np.mean(estimates), se)
+    assert se < 0.2  # small enough to tell 0 from +-log 3! = 1.79
+
+
 def test_chains_from_q_and_from_a_chain_at_b1_err_on_either_side_of_an_unsettled_value():
     """Short chains on a target three times wider than q: started from q they sit low, started from the end of a
     chain at b = 1 high, each by more than 4 of its standard errors -- so replicates started both ways have a
@@ -333,7 +454,8 @@ def test_odd_replicates_start_from_the_end_of_a_chain_at_b1(rng):
     factory.prepare([ChainTask(2, 3, r, 0.5) for r in range(3)], seed=4, comm=None, threads=1)
     assert [factory._references[2, r][1] is None for r in range(3)] == [True, False, True]
     q, start = factory._references[2, 1]
-    expected = settled_state(density, q, 1.0, stream(4, 2, SHARED_KEY, 2, 1), PILOT_LENGTH * 20)
+    pilot = settled_state(density, q.reference, 1.0, stream(4, 2, SHARED_KEY, 2, 1), PILOT_LENGTH * 20)
+    expected = q.reference.relabelled(pilot)  # in q's labelling
     for got, want in zip(start, expected):
         np.testing.assert_array_equal(got, want)
     assert factory.settings["starts"]["odd_replicates"] == f"the end of a {PILOT_LENGTH * 20}-iteration chain at b = 1"
@@ -483,7 +605,7 @@ def test_each_replicates_q_is_the_one_at_the_mode_of_its_own_stream_and_rank():
     for replicate in (0, 2):
         factors, exposures = density.mode(2, stream(5, 2, SHARED_KEY, replicate), 30)
         expected = reference_at_mode(factors, exposures, (np.sqrt(2 / density.data_mean),) * 2)
-        q = factory._references[2, replicate][0]
+        q = factory._references[2, replicate][0].reference  # mixed over the labellings at rank 2
         for got, want in zip(q.means + q.precisions, expected.means + expected.precisions):
             np.testing.assert_allclose(got, want, rtol=1e-12)
 

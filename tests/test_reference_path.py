@@ -130,6 +130,12 @@ def test_label_mixed_reference_is_q_averaged_over_the_labellings_with_its_gradie
     best = max(permutations, key=lambda p: q.log_density([F[:, p] for F in shuffled]))
     for got, want in zip(q.relabelled(shuffled), [F[:, best] for F in shuffled]):
         np.testing.assert_array_equal(got, want)
+    # components whose q is the same (as those left at the prior) tie: the point keeps its labelling
+    twin = LogSpaceReference(tuple(m[:, [0, 0, 1]] for m in q.means), tuple(d[:, [0, 0, 1]] for d in q.precisions),
+                             q.ridge_precision[[0, 0, 1]])
+    point = [F[:, [1, 0, 2]] for F in twin.sample(rng)]
+    for got, want in zip(twin.relabelled(point), point):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_mode_keeps_entries_positive_and_q_is_proper(rng):

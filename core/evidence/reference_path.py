@@ -186,10 +186,15 @@ class LogSpaceReference:
         return quadratic - np.einsum("kja,kja->kj", p, back), np.moveaxis(back @ self.basis.T, -1, 0)
 
     def relabelled(self, factors):
-        """``factors`` with their components put in the labelling where q is highest."""
+        """``factors`` with their components put in the labelling where q is highest; kept as they are where
+        none is higher (components with the same q, such as those left at the prior, tie)."""
         from scipy.optimize import linear_sum_assignment
 
-        _, columns = linear_sum_assignment(self.costs(factors)[0])
+        costs = self.costs(factors)[0]
+        rows, columns = linear_sum_assignment(costs)
+        kept = float(np.trace(costs))
+        if costs[rows, columns].sum() >= kept - 1e-9 * abs(kept):
+            return tuple(factors)
         return tuple(F[:, columns] for F in factors)
 
     def log_density_and_grad(self, factors):

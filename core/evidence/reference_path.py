@@ -45,7 +45,6 @@ the scalings, and q gives those directions the data's curvature
 (:func:`sepsti.core.evidence.sti_nmf.validate_identifiable_ranks` warns).
 """
 
-import functools
 import math
 import threading
 
@@ -77,7 +76,7 @@ REFERENCE_PRESET = Preset(TemperatureGrid(16, "beta", 2.0, "simpson"),
 PILOT_LENGTH = 4
 
 #: Up to this rank q is mixed over the R! labellings of the components (:class:`LabelMixedReference`; its
-#: permanent costs 0.6 ms per evaluation at R = 10, 6 ms at 14); above it log R! is added.
+#: permanent's cost doubles with each rank); above it log R! is added.
 LABEL_MIXING_MAX_RANK = 10
 
 #: Chain settings the MALA chains of the reference path do not use (refused when changed, not ignored).
@@ -264,8 +263,8 @@ def log_permanent(log_weights):
     """log sum over permutations pi of exp(sum_k L[k, pi(k)]), and P(pi(k) = j) under that law.
 
     Forward and backward sums over the subsets of columns taken by the first
-    rows (all terms positive, in log space: no cancellation, unlike Ryser's
-    formula): O(2^R R^2).
+    rows, every term positive and in log space (no cancellation, unlike Ryser's
+    formula): O(2^R R^2), compiled (``_permanent``).
 
     Parameters
     ----------
@@ -276,62 +275,10 @@ def log_permanent(log_weights):
     -------
     float, ndarray of shape (R, R)
     """
-    L = np.asarray(log_weights, dtype=np.float64)
-    size = L.shape[0]
-    lattice = _subset_lattice(size)
-    forward = np.full((size + 1, 1 << size), -np.inf)
-    forward[0, 0] = 0.0
-    for k, (source, column, target, by_target, _, _) in enumerate(lattice):
-        forward[k + 1, by_target.keys] = _grouped_logsumexp(forward[k, source] + L[k, column], by_target)
-    backward = np.full((size + 1, 1 << size), -np.inf)
-    backward[size, -1] = 0.0
-    share = np.empty((size, size))
-    for k in range(size - 1, -1, -1):
-        source, column, target, by_target, by_source, by_column = lattice[k]
-        through = L[k, column] + backward[k + 1, target]
-        backward[k, by_source.keys] = _grouped_logsumexp(through, by_source)
-        share[k, by_column.keys] = _grouped_logsumexp(forward[k, source] + through, by_column)
-    total = float(forward[size, -1])
-    return total, np.exp(share - total)
+    from sepsti.core.evidence._permanent import log_permanent_kernel
 
-
-class _Groups:
-    """A grouping of an array of keys: ``sort`` orders it, ``starts`` are where each group begins in that
-    order, ``keys`` each group's key."""
-
-    def __init__(self, keys):
-        self.sort = np.argsort(keys, kind="stable")
-        ordered = keys[self.sort]
-        self.starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-        self.keys = ordered[self.starts]
-        self.sizes = np.diff(np.r_[self.starts, ordered.size])
-
-
-def _grouped_logsumexp(values, groups):
-    """log sum exp of ``values`` within each group of :class:`_Groups` (in the order of its keys)."""
-    ordered = values[groups.sort]
-    peak = np.maximum.reduceat(ordered, groups.starts)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        total = peak + np.log(np.add.reduceat(np.exp(ordered - np.repeat(peak, groups.sizes)), groups.starts))
-    return np.where(np.isneginf(peak), -np.inf, total)
-
-
-@functools.lru_cache(maxsize=None)
-def _subset_lattice(size):
-    """Per row k: the pairs (S, j) with |S| = k and j not in S (S a bit set of columns), as arrays
-    source = S, column = j, target = S | 2^j, and their groupings by target, by source and by column."""
-    subsets = np.arange(1 << size)
-    counts = np.array([bin(s).count("1") for s in subsets])
-    lattice = []
-    for k in range(size):
-        layer = subsets[counts == k]
-        source = np.repeat(layer, size)
-        column = np.tile(np.arange(size), layer.size)
-        free = (source >> column) & 1 == 0
-        source, column = source[free], column[free]
-        target = source | (1 << column)
-        lattice.append((source, column, target, _Groups(target), _Groups(source), _Groups(column)))
-    return lattice
+    total, share = log_permanent_kernel(np.ascontiguousarray(log_weights, dtype=np.float64))
+    return float(total), share
 
 
 def ascend(step, objective, start, num_steps):

@@ -22,7 +22,7 @@ def _log_add(a, b):
     return a + math.log1p(math.exp(b - a))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)  # chains run on worker threads
 def log_permanent_kernel(L):
     """(log permanent of exp(L), P(pi(k) = j)) by forward and backward sums over the bit sets of columns.
 

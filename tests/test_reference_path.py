@@ -228,11 +228,9 @@ def test_annealed_importance_bound_lies_below_the_exact_evidence_and_tightens_wi
     assert abs(long["log_mean_weight"] - exact) < 4 * se, (long, exact, se)
 
 
-def test_reference_path_adds_log_r_factorial_above_the_mixing_rank_only_and_refuses_blocks(rng):
-    """At and below LABEL_MIXING_MAX_RANK q is mixed over the labellings, so nothing is added; above it the path
-    measures one labelling and log R! is added (added at every rank, or at none, passed before)."""
-    from math import lgamma
-
+def test_reference_path_adds_nothing_to_its_integral_at_any_rank_and_refuses_blocks(rng):
+    """q is mixed over the labellings at every rank above 1 -- exactly up to LABEL_MIXING_MAX_RANK, over those that
+    leave q the same above it -- so the estimate is the integral of the traces (log R! added, passed before)."""
     from sepsti.core.evidence.rank_selection import TemperatureGrid
     from sepsti.core.evidence.reference_path import LABEL_MIXING_MAX_RANK
 
@@ -244,11 +242,33 @@ def test_reference_path_adds_log_r_factorial_above_the_mixing_rank_only_and_refu
         warnings.simplefilter("ignore")
         result = select_rank_sti(X, [2, above], **settings)
     weights = TemperatureGrid(2, "beta", 2.0, "simpson").weights  # the preset's schedule at T = 2
-    for index, offset in enumerate((0.0, lgamma(above + 1))):
+    for index in range(2):
         assert result.log_marginal_likelihood[index] == pytest.approx(
-            weights @ result.per_temperature[index].mean_log_likelihood + offset, rel=1e-12)
+            weights @ result.per_temperature[index].mean_log_likelihood, rel=1e-12)
     with pytest.raises(ParameterError, match="full-data"):
         select_rank_sti(X, [2], **{**settings, "num_blocks": 2})
+
+
+def test_above_the_exact_rank_q_is_mixed_over_the_labellings_that_leave_it_the_same():
+    """Twelve components, five with the same q and seven far apart: log q + log 5! - log 12! is the exact mixture
+    (the permanent) at a draw of q; a tie class left out, or log R! alone, is log 5! = 4.8 nats off."""
+    from sepsti.core.evidence.reference_path import LABEL_MIXING_MAX_RANK, same_q_classes
+
+    assert LABEL_MIXING_MAX_RANK < 12
+    rng = np.random.default_rng(3)
+    columns = [0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7]
+    means = tuple(6.0 * rng.normal(size=(n, 8))[:, columns] for n in (6, 5))
+    precisions = tuple(rng.uniform(2.0, 4.0, size=(n, 8))[:, columns] for n in (6, 5))
+    q = LogSpaceReference(means, precisions, random_ridge_precision(rng, 8, 2, 0.5, 2.0)[columns])
+    assert sorted(same_q_classes(q)) == [1] * 7 + [5]
+    mixed = LabelMixedReference(q)
+    for _ in range(3):
+        point = q.sample(rng)
+        exact = q._log_norm - math.lgamma(13) + log_permanent(-0.5 * q.costs(point)[0])[0]
+        value, gradient = mixed.log_density_and_grad(point)
+        assert value == pytest.approx(exact, abs=1e-6)
+        assert mixed.log_density(point) == pytest.approx(exact, abs=1e-6)
+        np.testing.assert_allclose(flat(gradient), flat(q.grad_log_density(point)), rtol=1e-12)
 
 
 def test_parafac_reference_path_agrees_with_chib_at_rank_one():
@@ -424,7 +444,7 @@ def test_reference_path_measures_every_labelling_of_a_target_that_is_the_same_in
         factory._references[3, replicate] = (LabelMixedReference(q), None)
         means = [factory.run(ChainTask(3, i, replicate, float(b)), seed=11, progress=lambda n: None).trace.mean()
                  for i, b in enumerate(grid.temperatures)]
-        estimates.append(grid.weights @ means + factory.log_offset(3))
+        estimates.append(grid.weights @ means)
     # the replicates are independent: their spread's standard error (t with 7 df; 4 of them is P < 0.006)
     se = np.std(estimates, ddof=1) / np.sqrt(8)
     assert abs(np.mean(estimates)) < 4 * se, (np.mean(estimates), se)

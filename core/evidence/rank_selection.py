@@ -47,8 +47,6 @@ A model plugs in through a *chain factory* with
   once the chain has returned and been saved, so a chain that reports none runs to its end and is kept,
 * ``units(task)`` -- progress units of the chain,
 * ``collective`` -- True when every chain runs on all MPI processes at once,
-* optionally ``log_offset(rank)`` -- a constant added to the rank's estimate
-  (e.g. log R! for a path that measures one labelling of the components),
 * optionally ``start_groups(num_replicates)`` -- a label per replicate, equal for replicates whose
   chains start alike: the halves check runs within each group (replicates started on either side
   of the target drift in opposite directions, and their mean would hide both).
@@ -590,7 +588,7 @@ def select_rank(factory, ranks, *, grid, num_replicates=4, seed=0, checkpoint=No
         groups = getattr(factory, "start_groups", lambda count: [0] * count)(int(num_replicates))
         return _combine(ranks, grid, int(num_replicates), tasks, records, settings,
                         {"seconds": time.perf_counter() - started, "start_seconds": seconds_start,
-                         "processes": size}, getattr(factory, "log_offset", lambda rank: 0.0), groups)
+                         "processes": size}, groups)
 
 
 def _finished_chains(store, tasks, factory, comm):
@@ -693,7 +691,7 @@ def half_drift(traces, grid):
     return total / error if error > 0 else (0.0 if total == 0 else float(np.sign(total)) * np.inf)
 
 
-def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, factory_offset, groups):
+def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, groups):
     temperatures, weights = grid.temperatures, grid.weights
     estimates, stderrs, replicate_values, pieces, falls, drifts = [], [], [], [], [], []
     seconds, cpu, stuck = [], [], []
@@ -708,13 +706,10 @@ def _combine(ranks, grid, num_replicates, tasks, records, settings, timing, fact
             replicate_values.append([thermodynamic_integral(temperatures, [t[r] for t in traces], weights=weights,
                                                             check_finite=False).log_marginal_likelihood
                                      for r in range(num_replicates)])
-        offset = float(factory_offset(rank))
         # a replicate's chains may share work (e.g. a mode), so their errors can be correlated over the
         # temperatures: the spread of the replicates' own estimates bounds the standard error from below
         spread = float(np.std(replicate_values[-1], ddof=1) / np.sqrt(num_replicates)) if num_replicates > 1 else 0.0
-        result = result._replace(log_marginal_likelihood=result.log_marginal_likelihood + offset,
-                                 stderr=max(result.stderr, spread))
-        replicate_values[-1] = [value + offset for value in replicate_values[-1]]
+        result = result._replace(stderr=max(result.stderr, spread))
         pieces.append(result)
         estimates.append(result.log_marginal_likelihood)
         stderrs.append(result.stderr)

@@ -31,14 +31,13 @@ with q's covariance as its metric, its step adapted during burn-in towards
 an acceptance of 0.57 and then fixed, so no discretisation bias remains.
 
 Labellings: the posterior is the same in each of the R! labellings of the
-components, and q sits in one. Up to ``LABEL_MIXING_MAX_RANK`` the path
-starts from q mixed over all of them (:class:`LabelMixedReference`), so it
-measures the whole posterior however much the labellings overlap. Above
-it, q holds a chain in its own labelling for b < 1, the path measures one
-of them, and log R! is added (:meth:`ReferencePathChains.log_offset`):
-exact where they do not overlap (components clearly distinct, as with
-many counts), too high by up to log R! where they do. Either way the odd
-replicates' chains start from the pilot's end put in q's labelling.
+components, and q sits in one. The path starts from q mixed over them
+(:class:`LabelMixedReference`), so it measures the whole posterior, not the
+part in q's labelling: exactly up to ``LABEL_MIXING_MAX_RANK``, however much
+the labellings overlap; above it, over the labellings that leave q the same
+(components with the same q, as those left at the prior), the others taken
+to be apart, as they are where components are distinct (many counts). The
+odd replicates' chains start from the pilot's end put in q's labelling.
 At R = min(n_rows, n_cols) the estimate instead runs low
 at the default lengths: W -> WQ, H -> Q^-1 H keeps the fit for many Q besides
 the scalings, and q gives those directions the data's curvature
@@ -58,7 +57,7 @@ from sepsti.core.random import stream
 __all__ = ["LABEL_MIXING_MAX_RANK", "PILOT_LENGTH", "REFERENCE_PRESET", "LabelMixedReference", "LogSpaceReference",
            "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains", "annealed_importance_bound", "ascend",
            "at_temperature", "check_reference_chain", "log_permanent", "log_space_mode", "mala_move", "mala_steps",
-           "path_point", "reference_at_mode", "ridge_basis", "ridge_moments", "settled_state"]
+           "path_point", "reference_at_mode", "ridge_basis", "ridge_moments", "same_q_classes", "settled_state"]
 
 #: MALA's acceptance target during burn-in (Roberts & Rosenthal 1998).
 TARGET_ACCEPTANCE = 0.57
@@ -75,8 +74,8 @@ REFERENCE_PRESET = Preset(TemperatureGrid(16, "beta", 2.0, "simpson"),
 #: The chain at b = 1 whose end starts the odd replicates' chains: this many times the longest chain.
 PILOT_LENGTH = 4
 
-#: Up to this rank q is mixed over the R! labellings of the components (:class:`LabelMixedReference`; its
-#: permanent's cost doubles with each rank); above it log R! is added.
+#: Up to this rank q is mixed over all R! labellings of the components exactly (:class:`LabelMixedReference`;
+#: the permanent's cost doubles with each rank); above it over those that leave q the same.
 LABEL_MIXING_MAX_RANK = 10
 
 #: Chain settings the MALA chains of the reference path do not use (refused when changed, not ignored).
@@ -218,12 +217,20 @@ class LabelMixedReference:
     theta_pi puts column pi(k) of every factor in place k. The posterior is
     the same in every labelling, so the path from q_mix measures all of them:
     no log R! to add, and no cliff where a chain sits in another labelling
-    than q's (where log q alone is far lower). q's quadratic form splits over
-    the components, so with C[k, j] the form of component k at column j,
-    log q(theta_pi) = log q's constant - sum_k C[k, pi(k)] / 2, and the sum over
-    pi is a permanent: :func:`log_permanent`, exact in O(2^R R^2). Draws,
-    covariance and the MALA metric stay q's (the integrand is the same in
-    every labelling, so a draw of q is as good as one of q_mix for it).
+    than q's (where log q alone is far lower). Draws, covariance and the MALA
+    metric stay q's (the integrand is the same in every labelling, so a draw
+    of q is as good as one of q_mix for it).
+
+    Up to ``LABEL_MIXING_MAX_RANK`` the sum is exact: q's quadratic form
+    splits over the components, so with C[k, j] the form of component k at
+    column j, log q(theta_pi) = log q's constant - sum_k C[k, pi(k)] / 2, and
+    the sum over pi is a permanent (:func:`log_permanent`, O(2^R R^2)). Above
+    it, the terms kept are those of the labellings that leave q as it is:
+    permutations within each class of components with the same q
+    (:func:`same_q_classes`; components left at the prior at ranks above the
+    data's), sum_c log m_c! of them, the other labellings taken to be far
+    apart, as they are where components are distinct; so log q_mix =
+    log q + sum_c log m_c! - log R!.
 
     Parameters
     ----------
@@ -232,8 +239,12 @@ class LabelMixedReference:
 
     def __init__(self, reference):
         self.reference = reference
-        self.rank = reference.means[0].shape[1]
-        self._log_norm = reference._log_norm - math.lgamma(self.rank + 1)
+        rank = reference.means[0].shape[1]
+        self.exact = rank <= LABEL_MIXING_MAX_RANK
+        #: sizes of the classes of components with the same q (used above LABEL_MIXING_MAX_RANK)
+        self.classes = None if self.exact else same_q_classes(reference)
+        self._log_norm = reference._log_norm - math.lgamma(rank + 1)
+        self._shift = 0.0 if self.exact else sum(math.lgamma(m + 1) for m in self.classes) - math.lgamma(rank + 1)
 
     def quadratic(self, deviations):
         return self.reference.quadratic(deviations)
@@ -248,15 +259,45 @@ class LabelMixedReference:
         return self.reference.sample(rng)
 
     def log_density(self, factors):
+        if not self.exact:
+            return self.reference.log_density(factors) + self._shift
         return self._log_norm + log_permanent(-0.5 * self.reference.costs(factors)[0])[0]
 
     def log_density_and_grad(self, factors):
         """log q_mix and its gradient: sum over k of P(pi(k) = j) times component k's gradient at column j."""
-        costs, ridge = self.reference.costs(factors)
-        log_sum, share = log_permanent(-0.5 * costs)
         q = self.reference
+        if not self.exact:
+            return q.log_density(factors) + self._shift, q.grad_log_density(factors)
+        costs, ridge = q.costs(factors)
+        log_sum, share = log_permanent(-0.5 * costs)
         return self._log_norm + log_sum, [-(F * (d @ share) - dm @ share - d @ (share * e))
                                           for F, d, dm, e in zip(factors, q.precisions, q.weighted_means, ridge)]
+
+
+def same_q_classes(reference, tolerance=1e-6):
+    """The sizes of the classes of components that q cannot tell apart.
+
+    Components k and k' are in one class when swapping them at q's mean
+    lowers log q by less than ``tolerance`` nats (as between components left
+    at the prior, whose q is the same); classes join through shared members.
+
+    Returns
+    -------
+    list of int
+        One size per class, singletons included (they sum to R).
+    """
+    costs = reference.costs(reference.means)[0]
+    swap = 0.5 * (costs + costs.T - np.diag(costs)[:, None] - np.diag(costs)[None, :])
+    label = list(range(costs.shape[0]))
+
+    def root(k):
+        while label[k] != k:
+            k = label[k]
+        return k
+
+    for k, other in zip(*np.nonzero(swap < tolerance)):
+        label[root(k)] = root(other)
+    return np.unique([root(k) for k in range(costs.shape[0])], return_counts=True)[1].tolist()
 
 
 def log_permanent(log_weights):
@@ -634,7 +675,8 @@ class ReferencePathChains:
         self.chain = chain
         self.pilot_length = PILOT_LENGTH * int(np.max(chain.num_steps))
         self.settings = {"model": {"name": density.name, **settings}, "path": "log_space_reference",
-                         "labellings": f"q mixed over all R! at R <= {LABEL_MIXING_MAX_RANK}, log R! added above",
+                         "labellings": f"q mixed over all R! up to R = {LABEL_MIXING_MAX_RANK}, above it over "
+                                       "those that leave q the same",
                          "chain": chain.as_dict(),
                          "starts": {"even_replicates": "a draw of q",
                                     "odd_replicates": f"the end of a {self.pilot_length}-iteration chain at b = 1"}}
@@ -644,14 +686,6 @@ class ReferencePathChains:
     def start_groups(self, num_replicates):
         """0 for the replicates started from q, 1 for those started from the end of a chain at b = 1."""
         return [replicate % 2 for replicate in range(num_replicates)]
-
-    def _mixes(self, rank):
-        return 2 <= rank <= LABEL_MIXING_MAX_RANK
-
-    def log_offset(self, rank):
-        """log R! above ``LABEL_MIXING_MAX_RANK``, where the path measures one of the R! labellings of the
-        components; 0 at and below it, where q is mixed over them (:class:`LabelMixedReference`)."""
-        return 0.0 if rank <= LABEL_MIXING_MAX_RANK else math.lgamma(rank + 1)
 
     def _is_exact(self, task):
         return self.chain.exact_prior and task.temperature == 0.0
@@ -687,7 +721,7 @@ class ReferencePathChains:
                     start = q.relabelled(settled_state(self.density, q, 1.0,
                                                        stream(seed, rank, SHARED_KEY, 2, replicate),
                                                        self.pilot_length))
-            return key, (LabelMixedReference(q) if self._mixes(rank) else q, start)
+            return key, (LabelMixedReference(q) if rank > 1 else q, start)
 
         if threads > 1 and len(mine) > 1:
             from concurrent.futures import ThreadPoolExecutor

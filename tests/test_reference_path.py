@@ -260,7 +260,8 @@ def test_above_the_exact_rank_q_is_mixed_over_the_labellings_that_leave_it_the_s
     means = tuple(6.0 * rng.normal(size=(n, 8))[:, columns] for n in (6, 5))
     precisions = tuple(rng.uniform(2.0, 4.0, size=(n, 8))[:, columns] for n in (6, 5))
     q = LogSpaceReference(means, precisions, random_ridge_precision(rng, 8, 2, 0.5, 2.0)[columns])
-    assert sorted(same_q_classes(q)) == [1] * 7 + [5]
+    sizes, least_apart = same_q_classes(q)
+    assert sorted(sizes) == [1] * 7 + [5] and least_apart > 10.0
     mixed = LabelMixedReference(q)
     for _ in range(3):
         point = q.sample(rng)
@@ -269,6 +270,39 @@ def test_above_the_exact_rank_q_is_mixed_over_the_labellings_that_leave_it_the_s
         assert value == pytest.approx(exact, abs=1e-6)
         assert mixed.log_density(point) == pytest.approx(exact, abs=1e-6)
         np.testing.assert_allclose(flat(gradient), flat(q.grad_log_density(point)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("gap, warned", [(0.0, False), (0.005, True), (1.0, False)],
+                         ids=["the same", "nearly the same", "far apart"])
+def test_components_whose_labellings_overlap_in_part_are_warned_of_above_the_exact_rank(gap, warned):
+    """Above LABEL_MIXING_MAX_RANK the mixture leaves out labellings that do not leave q the same; where two
+    components are neither the same nor apart (a swap costing q under LABELLINGS_APART_NATS) that is said."""
+    from sepsti.core.errors import ConvergenceWarning
+    from sepsti.core.evidence.rank_selection import ChainTask
+    from sepsti.core.evidence.reference_path import LABEL_MIXING_MAX_RANK, REFERENCE_PRESET, ReferencePathChains
+
+    rank = LABEL_MIXING_MAX_RANK + 1
+    rng = np.random.default_rng(4)
+
+    class Density:
+        name = "stub"
+
+        def rates_at(self, rank):
+            return 1.0, 1.0
+
+        def mode(self, rank, stream, iterations):
+            factors = [np.exp(rng.normal(0.0, 2.0, size=(n, rank))) for n in (30, 25)]
+            for F in factors:
+                F[:, 1] = F[:, 0] * np.exp(gap)
+            return factors, (factors[1].sum(axis=0), factors[0].sum(axis=0))
+
+    factory = ReferencePathChains(Density(), REFERENCE_PRESET.chain, settings={}, data_digest="x")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        factory.prepare([ChainTask(rank, 1, 0, 0.5)], seed=0, comm=None, threads=1)
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(messages) == warned and all(m.startswith(f"R={rank}: q has components") for m in messages)
+    assert factory._references[rank, 0][0].classes.count(2) == (gap == 0.0)
 
 
 def test_parafac_reference_path_agrees_with_chib_at_rank_one():

@@ -46,18 +46,20 @@ the scalings, and q gives those directions the data's curvature
 
 import math
 import threading
+import warnings
 
 import numpy as np
 
-from sepsti.core.errors import ParameterError
+from sepsti.core.errors import ConvergenceWarning, ParameterError
 from sepsti.core.evidence.rank_selection import SHARED_KEY, ChainRecord, ChainSettings, Preset, TemperatureGrid
 from sepsti.core.models.poisson_nmf import prior_rate_at, validate_prior_rate
 from sepsti.core.random import stream
 
-__all__ = ["LABEL_MIXING_MAX_RANK", "PILOT_LENGTH", "REFERENCE_PRESET", "LabelMixedReference", "LogSpaceReference",
-           "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains", "annealed_importance_bound", "ascend",
-           "at_temperature", "check_reference_chain", "log_permanent", "log_space_mode", "mala_move", "mala_steps",
-           "path_point", "reference_at_mode", "ridge_basis", "ridge_moments", "same_q_classes", "settled_state"]
+__all__ = ["LABELLINGS_APART_NATS", "LABEL_MIXING_MAX_RANK", "PILOT_LENGTH", "REFERENCE_PRESET",
+           "LabelMixedReference", "LogSpaceReference", "NMFLogDensity", "ParafacLogDensity", "ReferencePathChains",
+           "annealed_importance_bound", "ascend", "at_temperature", "check_reference_chain", "log_permanent",
+           "log_space_mode", "mala_move", "mala_steps", "path_point", "reference_at_mode", "ridge_basis",
+           "ridge_moments", "same_q_classes", "settled_state"]
 
 #: MALA's acceptance target during burn-in (Roberts & Rosenthal 1998).
 TARGET_ACCEPTANCE = 0.57
@@ -77,6 +79,10 @@ PILOT_LENGTH = 4
 #: Up to this rank q is mixed over all R! labellings of the components exactly (:class:`LabelMixedReference`;
 #: the permanent's cost doubles with each rank); above it over those that leave q the same.
 LABEL_MIXING_MAX_RANK = 10
+
+#: Above LABEL_MIXING_MAX_RANK, components of different classes whose swap costs q fewer nats than this are
+#: warned of: the labellings the mixture leaves out then overlap (measured gaps: 120 nats and more).
+LABELLINGS_APART_NATS = 10.0
 
 #: Chain settings the MALA chains of the reference path do not use (refused when changed, not ignored).
 _UNUSED_BY_MALA = ("init", "step_a", "step_b", "alpha", "sigma", "evaluate", "evaluate_every")
@@ -241,8 +247,9 @@ class LabelMixedReference:
         self.reference = reference
         rank = reference.means[0].shape[1]
         self.exact = rank <= LABEL_MIXING_MAX_RANK
-        #: sizes of the classes of components with the same q (used above LABEL_MIXING_MAX_RANK)
-        self.classes = None if self.exact else same_q_classes(reference)
+        #: above LABEL_MIXING_MAX_RANK: the sizes of the classes of components with the same q, and the least
+        #: swap cost between classes (the labellings the mixture leaves out are apart by it)
+        self.classes, self.least_apart = (None, None) if self.exact else same_q_classes(reference)
         self._log_norm = reference._log_norm - math.lgamma(rank + 1)
         self._shift = 0.0 if self.exact else sum(math.lgamma(m + 1) for m in self.classes) - math.lgamma(rank + 1)
 
@@ -275,7 +282,7 @@ class LabelMixedReference:
 
 
 def same_q_classes(reference, tolerance=1e-6):
-    """The sizes of the classes of components that q cannot tell apart.
+    """The classes of components that q cannot tell apart, and how far apart the others are.
 
     Components k and k' are in one class when swapping them at q's mean
     lowers log q by less than ``tolerance`` nats (as between components left
@@ -283,8 +290,10 @@ def same_q_classes(reference, tolerance=1e-6):
 
     Returns
     -------
-    list of int
-        One size per class, singletons included (they sum to R).
+    sizes : list of int
+        One per class, singletons included (they sum to R).
+    least_apart : float
+        The smallest swap cost between components of different classes (inf with one class).
     """
     costs = reference.costs(reference.means)[0]
     swap = 0.5 * (costs + costs.T - np.diag(costs)[:, None] - np.diag(costs)[None, :])
@@ -297,7 +306,9 @@ def same_q_classes(reference, tolerance=1e-6):
 
     for k, other in zip(*np.nonzero(swap < tolerance)):
         label[root(k)] = root(other)
-    return np.unique([root(k) for k in range(costs.shape[0])], return_counts=True)[1].tolist()
+    roots = np.array([root(k) for k in range(costs.shape[0])])
+    apart = swap[roots[:, None] != roots[None, :]]
+    return np.unique(roots, return_counts=True)[1].tolist(), float(apart.min(initial=np.inf))
 
 
 def log_permanent(log_weights):
@@ -734,6 +745,13 @@ class ReferencePathChains:
             for part in comm.allgather(found):
                 found.update(part)
         self._references.update(found)
+        near = sorted({rank for (rank, _), (q, _) in found.items() if isinstance(q, LabelMixedReference)
+                       and not q.exact and q.least_apart < LABELLINGS_APART_NATS})
+        if near and process == 0:
+            warnings.warn(f"R={', '.join(map(str, near))}: q has components that swap for under "
+                          f"{LABELLINGS_APART_NATS:g} nats without being the same, so their labellings overlap "
+                          f"in part and the estimate may be high by up to log 2 per such pair (exact up to R = "
+                          f"{LABEL_MIXING_MAX_RANK})", ConvergenceWarning, stacklevel=2)
 
     def run(self, task, *, seed, progress):
         import time

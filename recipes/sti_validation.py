@@ -162,27 +162,38 @@ def nmf_rank1_speech_cases(seeds, X0, preset):
     return rows
 
 
-def nmf_reference_cases(seed, ranks, num_temperatures, num_runs, preset):
-    from sepsti.core.evidence.reference_path import NMFLogDensity, annealed_importance_bound
+def ais_cases(name, model_name, density, shape, ranks, selection, seconds, seed, num_temperatures, num_runs,
+              beside=lambda rank: {}):
+    """One row per rank against annealed importance sampling (its log mean weight) with ``beside(rank)``'s
+    entries added."""
+    from sepsti.core.evidence.reference_path import annealed_importance_bound
 
-    X = icassp_data(seed, 3)
-    selection, seconds = nmf_estimate(X, ranks, ICASSP_RATE, seed, preset, num_blocks=5)
     rows = []
     for index, rank in enumerate(ranks):
         start = time.perf_counter()
-        ais = annealed_importance_bound(NMFLogDensity(X, ICASSP_RATE), rank, num_temperatures=num_temperatures,
-                                        num_runs=num_runs, seed=seed)
-        rows.append(case("nmf_icassp", "poisson_nmf", X.shape, rank, ais["log_mean_weight"], "reference",
+        ais = annealed_importance_bound(density, rank, num_temperatures=num_temperatures, num_runs=num_runs,
+                                        seed=seed)
+        extra = beside(rank)
+        rows.append(case(name, model_name, shape, rank, ais["log_mean_weight"], "reference",
                          selection.log_marginal_likelihood[index], selection.stderr[index],
                          seconds / len(ranks), seed, truth_stderr=ais["stderr"], ais=ais,
-                         reference_seconds=time.perf_counter() - start))
+                         reference_seconds=time.perf_counter() - start, **extra))
     return rows
+
+
+def nmf_reference_cases(seed, ranks, num_temperatures, num_runs, preset):
+    from sepsti.core.evidence.reference_path import NMFLogDensity
+
+    X = icassp_data(seed, 3)
+    selection, seconds = nmf_estimate(X, ranks, ICASSP_RATE, seed, preset, num_blocks=5)
+    return ais_cases("nmf_icassp", "poisson_nmf", NMFLogDensity(X, ICASSP_RATE), X.shape, ranks, selection, seconds,
+                     seed, num_temperatures, num_runs)
 
 
 def parafac_cases(seed, ranks, num_temperatures, num_runs, chib_samples):
     from sepsti.core.evidence.chib import chib_log_marginal_likelihood, chib_replicates
     from sepsti.core.evidence.parafac_rank import select_parafac_rank
-    from sepsti.core.evidence.reference_path import ParafacLogDensity, annealed_importance_bound
+    from sepsti.core.evidence.reference_path import ParafacLogDensity
     from sepsti.core.models.pltf import pltf_model
     from sepsti.corpora.tensors import simulate_dense
 
@@ -191,26 +202,20 @@ def parafac_cases(seed, ranks, num_temperatures, num_runs, chib_samples):
     start = time.perf_counter()
     selection = select_parafac_rank(X, ranks, prior_rate=SPL18_RATE, seed=seed)
     seconds = time.perf_counter() - start
-    rows = []
-    for index, rank in enumerate(ranks):
-        start = time.perf_counter()
-        ais = annealed_importance_bound(ParafacLogDensity(X, SPL18_RATE), rank, num_temperatures=num_temperatures,
-                                        num_runs=num_runs, seed=seed)
+
+    def chib(rank):  # beside AIS, not the reference: its runs share a bias that their spread does not hold
         model = pltf_model("ir,jr,kr->ijk", dict(i=shape[0], j=shape[1], k=shape[2], r=int(rank)), prior_shape=1.0,
                            prior_rate=SPL18_RATE)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            # beside AIS, not the reference: its runs share a bias that their spread does not hold (docs/chib.md)
-            chib = chib_replicates(chib_log_marginal_likelihood, model, X.astype(np.int64),
+            runs = chib_replicates(chib_log_marginal_likelihood, model, X.astype(np.int64),
                                    num_burn_in=chib_samples // 2, num_samples=chib_samples, method="factors",
                                    point="mean", seed=seed)
-        rows.append(case("parafac_spl18", "poisson_parafac", shape, rank, ais["log_mean_weight"], "reference",
-                         selection.log_marginal_likelihood[index], selection.stderr[index], seconds / len(ranks),
-                         seed, truth_stderr=ais["stderr"], ais=ais,
-                         chib={"log_marginal_likelihood": float(chib.log_marginal_likelihood),
-                               "stderr": float(chib.stderr), "runs": [float(v) for v in chib.estimates]},
-                         reference_seconds=time.perf_counter() - start))
-    return rows
+        return {"chib": {"log_marginal_likelihood": float(runs.log_marginal_likelihood),
+                         "stderr": float(runs.stderr), "runs": [float(v) for v in runs.estimates]}}
+
+    return ais_cases("parafac_spl18", "poisson_parafac", ParafacLogDensity(X, SPL18_RATE), shape, ranks, selection,
+                     seconds, seed, num_temperatures, num_runs, beside=chib)
 
 
 def selection_cases(X0, true_ranks, candidates_of, seed, preset):

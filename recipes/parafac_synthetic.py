@@ -6,7 +6,8 @@ STI with SGLD and with pSGLD (T = 10 intervals, uniform grid t_i = i/10,
 N_s = IJK/25 entries drawn with replacement per iteration, α = 0.99,
 σ = 1e−5, step (a/l)^b with a = 1e−8, b = 0.51 during burn-in then fixed),
 L = 2000 and L = 4000 iterations per temperature keeping the last 500; and
-Chib's method from Gibbs output (800 kept sweeps after 400 burn-in).
+Chib's method from Gibbs output (800 kept sweeps after 400 burn-in), ``--chib-runs``
+(4) independent runs per rank whose spread is the standard error (docs/chib.md).
 
 Settings chosen where the paper is silent: T counts intervals (11 chains per
 rank); t = 0 uses 500 independent prior draws (the power posterior at t = 0
@@ -19,9 +20,11 @@ With ``--data-seeds N`` (default 5) STI-SGLD and STI-pSGLD (L = 2000) and Chib
 are repeated on N − 1 further data draws: each draw records the three
 selected ranks and the mean absolute gap of each STI estimate to Chib's.
 
-Run: ``python recipes/parafac_synthetic.py [--quick] [--out DIR] [--seed S]``.
+Run: ``python recipes/parafac_synthetic.py [--quick] [--out DIR] [--seed S] [--chib-runs N]``.
 JSON keys: ``true_R``, ``ranks``, ``sti_sgld``, ``sti_psgld`` (each by L),
-``chib``, ``data_seeds``, ``checks``, ``settings``, ``seconds``.
+``chib`` (``log_marginal_likelihood``, ``stderr``, ``runs``: each run's estimate,
+``max_weight_fraction``, ``selected_rank``), ``data_seeds``, ``checks``,
+``settings``, ``seconds``.
 """
 
 import time
@@ -29,7 +32,7 @@ import warnings
 
 import numpy as np
 
-from _common import positive_int, recipe_parser, run_recipe, write_results
+from _common import add_chib_runs, chib_runs, positive_int, recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.chib import chib_log_marginal_likelihood
 from sepsti.core.evidence.parafac_rank import select_parafac_rank
@@ -42,17 +45,15 @@ SHAPE = (10, 15, 20)
 PRIOR_RATE = 3.0
 
 
-def chib_per_rank(X, ranks, *, num_samples, num_burn_in, seed):
-    values, errors = [], []
+def chib_per_rank(X, ranks, *, num_samples, num_burn_in, seed, num_runs):
     dims = dict(zip("ijk", X.shape))
-    for rank in ranks:
-        model = pltf_model("ir,jr,kr->ijk", dict(dims, r=int(rank)), prior_shape=1.0, prior_rate=PRIOR_RATE)
-        result = chib_log_marginal_likelihood(model, X.astype(np.int64), num_burn_in=num_burn_in,
-                                              num_samples=num_samples, method="factors", seed=seed)
-        values.append(result.log_marginal_likelihood)
-        errors.append(result.stderr)
-    values = np.asarray(values)
-    return {"log_marginal_likelihood": values, "stderr": np.asarray(errors),
+    rows = [chib_runs(chib_log_marginal_likelihood,
+                      pltf_model("ir,jr,kr->ijk", dict(dims, r=int(rank)), prior_shape=1.0, prior_rate=PRIOR_RATE),
+                      X.astype(np.int64), num_runs=num_runs, num_burn_in=num_burn_in, num_samples=num_samples,
+                      method="factors", seed=seed) for rank in ranks]
+    values = np.array([row["value"] for row in rows])
+    return {"log_marginal_likelihood": values, "stderr": np.array([row["stderr"] for row in rows]),
+            "runs": [row["runs"] for row in rows], "max_weight_fraction": [row["max_weight_fraction"] for row in rows],
             "selected_rank": int(ranks[int(np.argmax(values))])}
 
 
@@ -81,6 +82,7 @@ def main():
     parser.add_argument("--true-rank", type=int, default=2, help="rank of the simulated data (default 2)")
     parser.add_argument("--data-seeds", type=positive_int, default=5,
                         help="data draws for the selection check (default 5)")
+    add_chib_runs(parser)
     args = parser.parse_args()
     data_seeds = 1 if args.quick else args.data_seeds
     if args.seed + data_seeds - 1 >= KEY_LIMIT:
@@ -106,7 +108,7 @@ def main():
                                                                  settings=settings, seed=args.seed)
     print("Chib", flush=True)
     results["chib"] = chib_per_rank(X, ranks, num_samples=chib_samples, num_burn_in=chib_samples // 2,
-                                    seed=args.seed)
+                                    seed=args.seed, num_runs=args.chib_runs)
 
     # the selection check on further data draws: STI-SGLD and STI-pSGLD at the shorter L, and Chib
     short = str(lengths[0])
@@ -117,7 +119,8 @@ def main():
         X_extra, _ = simulate_dense(SHAPE, args.true_rank, prior_rate=PRIOR_RATE, rng=stream(seed, 0))
         sgld, psgld = (sti_per_rank(X_extra, ranks, sampler=sampler, num_steps=lengths[0], settings=settings,
                                     seed=seed) for sampler in ("sgld", "psgld"))
-        chib = chib_per_rank(X_extra, ranks, num_samples=chib_samples, num_burn_in=chib_samples // 2, seed=seed)
+        chib = chib_per_rank(X_extra, ranks, num_samples=chib_samples, num_burn_in=chib_samples // 2, seed=seed,
+                             num_runs=args.chib_runs)
         draws.append(draw_summary(seed, sgld, psgld, chib))
         print(f"  selected: SGLD {draws[-1]['sti_sgld']}, PSGLD {draws[-1]['sti_psgld']}, Chib {draws[-1]['chib']}; "
               f"mean |gap to Chib|: SGLD {draws[-1]['gap_sgld']:.1f}, PSGLD {draws[-1]['gap_psgld']:.1f}", flush=True)
@@ -138,7 +141,8 @@ def main():
         "psgld_closer_than_sgld_draws": sum(d["gap_psgld"] < d["gap_sgld"] for d in draws),
     }
     results["settings"] = dict(results["sti_psgld"][short].pop("settings"), lengths=list(lengths),
-                               chib_samples=chib_samples, chib_burn_in=chib_samples // 2, quick=args.quick)
+                               chib_samples=chib_samples, chib_burn_in=chib_samples // 2,
+                               chib_runs=args.chib_runs, quick=args.quick)
     for sampler in ("sgld", "psgld"):
         for entry in results[f"sti_{sampler}"].values():
             entry.pop("settings", None)

@@ -4,7 +4,8 @@ Data: W, H ~ Exp(5), X ~ Poisson(WH), I = 100, J = 75, for two true R
 (``--true-ranks``, default 3,6). For R_m = 1..10 the log marginal likelihood
 is estimated by STI (``--settings``, below) and by Chib's method from the
 Gibbs output of ``sepsti.core.evidence.chib`` (9000 Gibbs samples, 7000
-burn-in, 5000 reduced runs). The paper's STI ran block-parallel SGLD (5 x 5
+burn-in, 5000 reduced runs; ``--chib-runs`` (4) independent runs per rank,
+whose spread is the standard error: docs/chib.md). The paper's STI ran block-parallel SGLD (5 x 5
 blocks, K = 10000 keeping the last 2000, a = 1e-5, b = 0.51, step fixed after
 burn-in): ``--settings paper``.
 
@@ -64,7 +65,7 @@ import warnings
 
 import numpy as np
 
-from _common import positive_int, rank_list, recipe_parser, run_recipe, write_results
+from _common import add_chib_runs, chib_runs, positive_int, rank_list, recipe_parser, run_recipe, write_results
 
 from sepsti.core.evidence.rank_one import rank_one_log_evidence
 from sepsti.core.evidence.sti import integration_weights, thermodynamic_integral
@@ -150,6 +151,7 @@ def main():
                         help="also estimate log p(X | true R) by TI with full-data NUTS (minutes per rank)")
     parser.add_argument("--true-ranks", type=rank_list, default=[3, 6],
                         help="ranks of the simulated data, comma-separated (default 3,6)")
+    add_chib_runs(parser)
     args = parser.parse_args()
     if args.replicates is None:
         args.replicates = 3 if args.quick else 4
@@ -165,10 +167,11 @@ def main():
     from sepsti.core.evidence.chib import chib_poisson_nmf
 
     out = {"true_R": true_ranks, "ranks": ranks, "sti": [], "stderr": [], "chib": [], "chib_stderr": [],
-           "chib_max_weight_fraction": [], "exact_rank1": [], "seconds_sti": [],
+           "chib_runs": [], "chib_max_weight_fraction": [], "exact_rank1": [], "seconds_sti": [],
            "seconds_chib": [], "sti_replicates": [], "replicates": args.replicates,
            "settings": {"I": 100, "J": 75, "rate": rate, "name": args.settings, "seed": args.seed, "quick": args.quick,
-                        "chib_burn_in_samples_reduced": chib_counts, "T_counts": "intervals", "sti": [],
+                        "chib_burn_in_samples_reduced": chib_counts, "chib_runs": args.chib_runs,
+                        "T_counts": "intervals", "sti": [],
                         **({"nuts_reference": NUTS_REFERENCE} if args.nuts_reference else {})}}
     for index, true_rank in enumerate(true_ranks):
         _, _, X = PoissonNMF.sample(stream(args.seed, 2000 + index), (100, 75), true_rank, rate_W=rate, rate_H=rate)
@@ -182,19 +185,13 @@ def main():
         out["stderr"].append(selection.stderr.tolist())
         out["sti_replicates"].append(selection.replicates.T.tolist())
         start = time.perf_counter()
-        values, errors, shares = [], [], []
-        for rank in ranks:
-            with warnings.catch_warnings():
-                # the weight concentration it warns about is recorded in the JSON instead
-                warnings.simplefilter("ignore")
-                result = chib_poisson_nmf(X.astype(np.int64), rank, rate, num_burn_in=chib_counts[0],
-                                          num_samples=chib_counts[1], num_reduced=chib_counts[2],
-                                          method="factors", point="mean", seed=args.seed + rank)
-            values.append(float(result.log_marginal_likelihood))
-            errors.append(float(result.stderr))
-            shares.append(float(np.max(result.max_weight_fraction)))
+        rows = [chib_runs(chib_poisson_nmf, X.astype(np.int64), rank, rate, num_runs=args.chib_runs,
+                          num_burn_in=chib_counts[0], num_samples=chib_counts[1], num_reduced=chib_counts[2],
+                          method="factors", point="mean", seed=args.seed + rank) for rank in ranks]
+        values, errors, shares = ([row[key] for row in rows] for key in ("value", "stderr", "max_weight_fraction"))
         out["chib"].append(values)
         out["chib_stderr"].append(errors)
+        out["chib_runs"].append([row["runs"] for row in rows])
         out["chib_max_weight_fraction"].append(shares)
         out["seconds_chib"].append(time.perf_counter() - start)
         exact = rank_one_log_evidence(X, rate)
@@ -230,7 +227,8 @@ def figure(out):
     for index, (ax, true_rank) in enumerate(zip(axes[0], out["true_R"])):
         ax.errorbar(out["ranks"], out["sti"][index], yerr=2 * np.asarray(out["stderr"][index]), fmt="o-", ms=4,
                     label="STI")
-        ax.plot(out["ranks"], out["chib"][index], "s--", ms=4, label="Chib")
+        ax.errorbar(out["ranks"], out["chib"][index], yerr=2 * np.asarray(out["chib_stderr"][index]), fmt="s--",
+                    ms=4, label="Chib")
         ax.plot([out["ranks"][0]], [out["exact_rank1"][index]], "k*", ms=9, label="exact (R = 1)")
         if "nuts_true_rank" in out:
             ax.plot([true_rank], [out["nuts_true_rank"][index]], "kD", ms=6, label="NUTS-TI")

@@ -170,6 +170,8 @@ def test_the_results_name_may_depend_on_the_options(tmp_path):
     ("parafac_large", ["--quick", "--keep", "0"], "argument --keep: '0': expected an integer of at least 1"),
     ("parafac_large", ["--quick", "--evaluate-every", "0"], "argument --evaluate-every: '0': expected an integer"),
     ("parafac_synthetic", ["--quick", "--data-seeds", "0"], "argument --data-seeds: '0': expected an integer"),
+    ("pltf_parafac_chib", ["--quick", "--chib-runs", "1"], "argument --chib-runs: '1': expected an integer of at "
+                                                           "least 2"),
     ("raman_nuts", ["--quick", "--workers", "0"], "argument --workers: '0': expected an integer of at least 1"),
     # a select-rank JSON to reuse: read before the dictionaries are trained (was read after them)
     ("sti_speech", ["--quick", "--corpus", "{tmp}", "--sti-json", "{tmp}/none.json"], "--sti-json {tmp}/none.json: "
@@ -214,6 +216,46 @@ def test_sti_nmf_synthetic_records_the_settings_that_ran_and_the_seed(tmp_path, 
     assert settings["sti"][0]["total"] != settings["sti"][1]["total"]  # each true R's own data
     assert settings["seed"] == 7 and settings["quick"] is True
     assert not {"num_steps", "num_keep", "num_blocks", "preset"} & set(settings)
+
+
+def _chib_stub(calls):
+    """A Chib estimator whose run r estimates −100 − r², its first run carried by one sample."""
+    import warnings
+
+    def estimate(*args, replicate, seed, **settings):
+        calls.append((seed, replicate))
+        warnings.warn("Chib ordinate 'W' is carried by one sample", UserWarning)
+        return SimpleNamespace(log_marginal_likelihood=-100.0 - replicate ** 2, stderr=0.01,
+                               max_weight_fraction=np.array([0.2, 0.9 if replicate == 0 else 0.3]))
+
+    return estimate
+
+
+def test_chib_runs_give_the_spread_of_independent_runs_as_the_error(recwarn):
+    """Each run its own replicate; their mean, sd / √n and each estimate; the warnings kept as the largest share."""
+    calls = []
+    result = _common.chib_runs(_chib_stub(calls), "X", num_runs=4, seed=11, num_samples=10)
+    estimates = [-100.0, -101.0, -104.0, -109.0]
+    assert calls == [(11, 0), (11, 1), (11, 2), (11, 3)]
+    assert result["runs"] == estimates and result["value"] == pytest.approx(np.mean(estimates))
+    assert result["stderr"] == pytest.approx(np.std(estimates, ddof=1) / 2)
+    assert result["max_weight_fraction"] == 0.9 and not recwarn.list
+
+
+def test_pltf_parafac_chib_reports_the_runs_spread(tmp_path, monkeypatch):
+    """``--chib-runs`` runs per rank and data seed; the error of each rank is their spread, not a run's own."""
+    import pltf_parafac_chib
+
+    calls = []
+    monkeypatch.setattr(pltf_parafac_chib, "chib_log_marginal_likelihood", _chib_stub(calls))
+    _run_main(pltf_parafac_chib, monkeypatch, "--quick", "--chib-runs", 3, "--seed", 5, "--out", tmp_path)
+    results = _strict_json(tmp_path / "pltf_parafac_chib.json")
+    ranks = len(pltf_parafac_chib.RANKS)
+    assert len(calls) == 3 * ranks * pltf_parafac_chib.NUM_DATA_SEEDS and results["settings"]["chib_runs"] == 3
+    assert results["chib"] == [-101.0 - 2 / 3] * ranks
+    assert results["chib_stderr"] == pytest.approx([np.std([0, 1, 4], ddof=1) / np.sqrt(3)] * ranks)
+    assert results["data_seeds"]["5"]["chib_runs"] == [[-100.0, -101.0, -104.0]] * ranks
+    assert (tmp_path / "pltf_parafac_chib.png").is_file()
 
 
 def test_sti_gaussian_records_its_seed(tmp_path, monkeypatch):
@@ -734,6 +776,7 @@ def test_chib_quick_compares_nothing_it_cannot(tmp_path, monkeypatch, capsys):
     _run_main(module, monkeypatch, "--quick", "--out", tmp_path)
     results = _strict_json(tmp_path / "chib_nmf.json")
     assert results["ranks"] == [1, 2, 3] and results["speedup"] is None and results["sada_over_block_rss"] is None
+    assert results["chib_run_stderr"] == [0.5] * 3 and "chib_stderr" not in results  # one run's own: no error bar
     assert results["sada_over_block_numpy"] == 0.5
     printed = capsys.readouterr().out
     assert "no ratio" in printed and "not compared" in printed and "x;" not in printed

@@ -228,10 +228,11 @@ def test_exact_prior_draws_at_t0_their_own_number_and_the_prior_expectation(X, t
 
 
 def test_a_rank_equal_to_the_smaller_dimension_is_flagged_and_silence_refused():
-    """At R = min(I, J) the reference path runs low (docs/rank_selection.md): warned; all-zero data (the
-    Rayleigh dispersion 0, the matched prior infinite) is refused by name instead of failing inside."""
+    """At R = min(I, J) the reference path's chains do not spread along the fit's directions and its estimate is
+    checked on small counts only (docs/rank_selection.md): warned; all-zero data (the Rayleigh dispersion 0, the
+    matched prior infinite) is refused by name instead of failing inside."""
     X = np.arange(16.0).reshape(8, 2)
-    with pytest.warns(UserWarning, match=r"rank 2 = min\(8, 2\).*biased low"):
+    with pytest.warns(UserWarning, match=r"rank 2 = min\(8, 2\).*checked against the exact value on 8 x 2"):
         validate_identifiable_ranks([1, 2], X.shape, sampler="mala")
     with pytest.raises(ParameterError, match="all zero"):
         select_rank_sti(np.zeros((8, 6)), [1], dispersion="rayleigh", prior_rate="matched")

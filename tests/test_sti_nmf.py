@@ -228,9 +228,9 @@ def test_exact_prior_draws_at_t0_their_own_number_and_the_prior_expectation(X, t
 
 
 def test_a_rank_equal_to_the_smaller_dimension_is_flagged_and_silence_refused():
-    """At R = min(I, J) the reference path's chains do not spread along the fit's directions and its estimate is
-    checked on small counts only (docs/rank_selection.md): warned; all-zero data (the Rayleigh dispersion 0, the
-    matched prior infinite) is refused by name instead of failing inside."""
+    """At R = min(I, J) many directions keep the fit and the reference path's estimate is checked on small counts
+    only (docs/rank_selection.md): warned; all-zero data (the Rayleigh dispersion 0, the matched prior infinite)
+    is refused by name instead of failing inside."""
     X = np.arange(16.0).reshape(8, 2)
     with pytest.warns(UserWarning, match=r"rank 2 = min\(8, 2\).*checked against the exact value on 8 x 2"):
         validate_identifiable_ranks([1, 2], X.shape, sampler="mala")
@@ -240,9 +240,9 @@ def test_a_rank_equal_to_the_smaller_dimension_is_flagged_and_silence_refused():
 
 @pytest.mark.filterwarnings("ignore::sepsti.core.errors.ConvergenceWarning")  # chains of 20 iterations
 @pytest.mark.parametrize("preset, says, not_said", [
-    ("reference", "which the reference path's MALA chains do not spread along", "block-parallel"),
-    ("blocks", "how far the block-parallel pSGLD chains spread along them is not measured", "which the reference"),
-    ("paper", "how far the block-parallel SGLD chains spread along them is not measured", "which the reference"),
+    ("reference", "; the reference path's estimate there is checked", "block-parallel"),
+    ("blocks", "how far the block-parallel pSGLD chains spread along them is not measured", "; the reference path"),
+    ("paper", "how far the block-parallel SGLD chains spread along them is not measured", "; the reference path"),
 ])
 def test_the_warning_at_the_smaller_dimension_names_the_chains_of_the_preset_run(preset, says, not_said):
     X = np.arange(1.0, 17.0).reshape(8, 2)

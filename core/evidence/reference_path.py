@@ -39,9 +39,8 @@ the labellings overlap; above it, over the labellings that leave q the same
 to be apart, as they are where components are distinct (many counts). The
 odd replicates' chains start from the pilot's end put in q's labelling.
 At R = min(n_rows, n_cols) W -> WQ, H -> Q^-1 H keeps the fit for many Q
-besides the scalings, q gives those directions the data's curvature and the
-chains do not spread along them at the default lengths; the estimate there
-is checked against the exact value on small counts only
+besides the scalings and q gives those directions the data's curvature; the
+estimate there is checked against the exact value on small counts only
 (:func:`sepsti.core.evidence.sti_nmf.validate_identifiable_ranks` warns).
 """
 

@@ -68,11 +68,10 @@ def validate_identifiable_ranks(ranks, shape, *, sampler):
     At R = min(n_rows, n_cols) W H can already equal any matrix, so larger
     ranks describe nothing more (their evidence only measures the prior);
     from R (n_rows + n_cols) > n_rows n_cols on the model has more parameters
-    than the data have entries. At R = min(n_rows, n_cols) itself the
-    reference path's chains do not spread along the directions that keep the
-    fit, and its estimate is checked on small counts only
-    (docs/rank_selection.md); that of the block-parallel chains there is not
-    measured.
+    than the data have entries. At R = min(n_rows, n_cols) itself many
+    directions keep the fit; the reference path's estimate there is checked
+    on small counts only (docs/rank_selection.md), that of the
+    block-parallel chains not at all.
 
     Parameters
     ----------
@@ -92,13 +91,12 @@ def validate_identifiable_ranks(ranks, shape, *, sampler):
         ridge = (f"rank {full[0]} = min{tuple(shape)}: beyond the scalings, W -> WQ, H -> Q^-1 H leaves the fit "
                  "unchanged for many Q")
         checked = ("the reference path's estimate there is checked against the exact value on 8 x 2 and 10 x 2 "
-                   "counts only (within its standard errors; docs/rank_selection.md)")
+                   "counts only, within its standard errors (docs/rank_selection.md)")
         if sampler == "mala":
-            message = (f"{ridge}, which the reference path's MALA chains do not spread along at the default lengths; "
-                       f"{checked}")
+            message = f"{ridge}; {checked}"
         else:
             message = (f"{ridge}; how far the block-parallel {_SAMPLER_NAMES[sampler]} chains spread along them is "
-                       f"not measured ({checked})")
+                       f"not measured, and {checked}")
         warnings.warn(message, UserWarning, stacklevel=3)
     if beyond:
         warnings.warn(f"ranks {beyond} exceed min{tuple(shape)} = {min(rows, cols)}, where a factorization already "

@@ -28,8 +28,8 @@ from sepsti.core.random import KEY_LIMIT  # noqa: E402
 __all__ = ["recipe_parser", "run_recipe", "require_packages", "write_results", "write_json", "claim_folders",
            "default_corpus", "noizeus_corpus", "checkout_package", "checkout_folder", "number_type", "positive_int",
            "non_negative_int", "positive_float", "non_negative_float", "integer_list", "count_list", "rank_list",
-           "positive_list", "choice_list", "paired_lead", "lead_text", "add_chib_runs", "chib_runs", "FOLDER_RECORD",
-           "ROOT"]
+           "positive_list", "choice_list", "paired_lead", "lead_text", "add_chib_runs", "chib_runs", "CHIB_RUNS",
+           "FOLDER_RECORD", "ROOT"]
 
 #: The record a recipe keeps in a folder of files it makes (mixtures, pairs, a corpus): see :func:`claim_folders`.
 FOLDER_RECORD = ".recipe.json"

@@ -44,7 +44,8 @@ import warnings
 
 import numpy as np
 
-from _common import default_corpus, positive_int, rank_list, recipe_parser, run_recipe, write_results
+from _common import (CHIB_RUNS, chib_runs, default_corpus, positive_int, rank_list, recipe_parser, run_recipe,
+                     write_results)
 
 from sepsti.core.evidence.rank_one import rank_one_log_evidence
 from sepsti.core.evidence.sti_nmf import PRESETS, select_rank_sti
@@ -191,7 +192,7 @@ def nmf_reference_cases(seed, ranks, num_temperatures, num_runs, preset):
 
 
 def parafac_cases(seed, ranks, num_temperatures, num_runs, chib_samples):
-    from sepsti.core.evidence.chib import chib_log_marginal_likelihood, chib_replicates
+    from sepsti.core.evidence.chib import chib_log_marginal_likelihood
     from sepsti.core.evidence.parafac_rank import select_parafac_rank
     from sepsti.core.evidence.reference_path import ParafacLogDensity
     from sepsti.core.models.pltf import pltf_model
@@ -206,13 +207,10 @@ def parafac_cases(seed, ranks, num_temperatures, num_runs, chib_samples):
     def chib(rank):  # beside AIS, not the reference: its runs share a bias that their spread does not hold
         model = pltf_model("ir,jr,kr->ijk", dict(i=shape[0], j=shape[1], k=shape[2], r=int(rank)), prior_shape=1.0,
                            prior_rate=SPL18_RATE)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            runs = chib_replicates(chib_log_marginal_likelihood, model, X.astype(np.int64),
-                                   num_burn_in=chib_samples // 2, num_samples=chib_samples, method="factors",
-                                   point="mean", seed=seed)
-        return {"chib": {"log_marginal_likelihood": float(runs.log_marginal_likelihood),
-                         "stderr": float(runs.stderr), "runs": [float(v) for v in runs.estimates]}}
+        runs = chib_runs(chib_log_marginal_likelihood, model, X.astype(np.int64), num_runs=CHIB_RUNS,
+                         num_burn_in=chib_samples // 2, num_samples=chib_samples, method="factors", point="mean",
+                         seed=seed)
+        return {"chib": {"log_marginal_likelihood": runs["value"], "stderr": runs["stderr"], "runs": runs["runs"]}}
 
     return ais_cases("parafac_spl18", "poisson_parafac", ParafacLogDensity(X, SPL18_RATE), shape, ranks, selection,
                      seconds, seed, num_temperatures, num_runs, beside=chib)

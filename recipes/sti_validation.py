@@ -17,6 +17,10 @@ Cases (each one or several data draws, ``seed`` = the draw):
   counts (5 x 5 to 40 x 40) under lambda = 4e-4, the library's default rate:
   the factors' row counts equal and the prior weak, the scale ridge is flat
   between two exponential walls (``docs/rank_selection.md``), exact evidence.
+* ``nmf_full_rank``: Poisson NMF at R = min(I, J) = 2 on 8 x 2 and 10 x 2 counts (lambda = 0.5 and 0.2),
+  where many W Q, Q^-1 H keep the fit, against its value with W integrated out exactly and H by
+  importance sampling (:func:`sepsti.core.evidence.small_counts.small_counts_log_evidence`, its standard
+  error entering z), and without ``--quick`` AIS from the prior beside it (``ais``), which runs low there.
 * ``nmf_icassp``: Poisson NMF at R = 2 .. 8 on ICASSP'16-shaped counts
   (true R = 3) against annealed importance sampling along the same path,
   annealed long (:func:`sepsti.core.evidence.reference_path.annealed_importance_bound`,
@@ -53,6 +57,9 @@ from sepsti.core.random import stream
 
 NAME = "sti_validation"
 ICASSP_RATE = 5.0
+#: nmf_full_rank's data: (rows, lambda, draws) with --quick and without
+QUICK_FULL_RANK_DRAWS = [(8, 0.5, 3)]
+FULL_RANK_DRAWS = [(8, 0.5, 6), (8, 0.2, 3), (10, 0.5, 2)]
 SPEECH_RATE = 4e-4
 SPL18_RATE = 3.0
 #: Data draws (seeds --seed, --seed + 1, ...) of the most drawn case, nmf_rank1_icassp: --quick and full
@@ -182,6 +189,32 @@ def ais_cases(name, model_name, density, shape, ranks, selection, seconds, seed,
     return rows
 
 
+def nmf_full_rank_cases(first_seed, draws, preset, num_temperatures=None, num_runs=4):
+    """R = min(I, J) = 2 on I x 2 counts for each ``(rows, rate, count)`` of ``draws`` (seeds from ``first_seed``),
+    with AIS beside the exact value at ``num_temperatures`` (none: without)."""
+    from sepsti.core.evidence.reference_path import NMFLogDensity, annealed_importance_bound
+    from sepsti.core.evidence.small_counts import small_counts_log_evidence
+    from sepsti.core.models.poisson_nmf import PoissonNMF
+
+    rows = []
+    for num_rows, rate, count in draws:
+        for seed in range(first_seed, first_seed + count):
+            X = PoissonNMF.sample(stream(seed, 77), (num_rows, 2), 2, rate_W=rate, rate_H=rate)[2]
+            with warnings.catch_warnings():  # the rank = min(I, J) warning: the case's point
+                warnings.simplefilter("ignore", UserWarning)
+                selection, seconds = nmf_estimate(X, [2], rate, seed, preset, num_blocks=1)
+            start = time.perf_counter()
+            exact = small_counts_log_evidence(X, 2, rate, seed=seed)
+            extra = {"prior_rate": rate, "counts": int(X.sum()), "reference_seconds": time.perf_counter() - start}
+            if num_temperatures is not None:
+                extra["ais"] = annealed_importance_bound(NMFLogDensity(X, rate), 2, num_temperatures=num_temperatures,
+                                                         num_runs=num_runs, seed=seed)
+            rows.append(case("nmf_full_rank", "poisson_nmf", X.shape, 2, exact.log_evidence, "exact",
+                             selection.log_marginal_likelihood[0], selection.stderr[0], seconds, seed,
+                             truth_stderr=exact.stderr, **extra))
+    return rows
+
+
 def nmf_reference_cases(seed, ranks, num_temperatures, num_runs, preset):
     from sepsti.core.evidence.reference_path import NMFLogDensity
 
@@ -264,6 +297,8 @@ def main():
                                      args.preset)
     cases += nmf_rank1_square_cases(range(args.seed, args.seed + (1 if quick else 3)), [5, 10, 20, 40], args.preset)
     cases += nmf_rank1_speech_cases(range(args.seed, args.seed + (1 if quick else 4)), X0, args.preset)
+    cases += nmf_full_rank_cases(args.seed, QUICK_FULL_RANK_DRAWS if quick else FULL_RANK_DRAWS, args.preset,
+                                 num_temperatures=None if quick else 30_000)
     cases += nmf_reference_cases(args.seed, [2, 4] if quick else list(range(2, 9)), 30_000 if quick else 100_000,
                                  args.ais_runs, args.preset)
     cases += parafac_cases(args.seed, [2] if quick else [1, 2, 3, 4], 30_000 if quick else 100_000, args.ais_runs,

@@ -14,6 +14,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "parafac_rank": ['ParafacChains', 'select_parafac_rank'],
         "rank_selection": ['ChainRecord', 'ChainSettings', 'Preset', 'RankSelection', 'select_rank', 'to_json'],
         "rank_one": ['rank_one_log_evidence'],
+        "small_counts": ['SmallCountsEvidence', 'row_log_likelihood', 'small_counts_log_evidence'],
         "sti_nmf": ['NMFChains', 'select_rank_sti'],
         "tempering_check": ['largest_decrease'],
         "sti": [

@@ -258,8 +258,8 @@ def test_the_default_at_the_smaller_dimension_agrees_with_the_exact_value():
 @pytest.mark.filterwarnings("ignore::sepsti.core.errors.ConvergenceWarning")  # chains of 20 iterations
 @pytest.mark.parametrize("preset, says, not_said", [
     ("reference", "; the reference path's estimate there is checked", "block-parallel"),
-    ("blocks", "how far the block-parallel pSGLD chains spread along them is not measured", "; the reference path"),
-    ("paper", "how far the block-parallel SGLD chains spread along them is not measured", "; the reference path"),
+    ("blocks", "the block-parallel pSGLD chains miss the exact value there", "; the reference path"),
+    ("paper", "the block-parallel SGLD chains miss the exact value there", "; the reference path"),
 ])
 def test_the_warning_at_the_smaller_dimension_names_the_chains_of_the_preset_run(preset, says, not_said):
     X = np.arange(1.0, 17.0).reshape(8, 2)

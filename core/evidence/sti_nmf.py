@@ -70,8 +70,8 @@ def validate_identifiable_ranks(ranks, shape, *, sampler):
     from R (n_rows + n_cols) > n_rows n_cols on the model has more parameters
     than the data have entries. At R = min(n_rows, n_cols) itself many
     directions keep the fit; the reference path's estimate there is checked
-    on small counts only (docs/rank_selection.md), that of the
-    block-parallel chains not at all.
+    on small counts only (docs/rank_selection.md), where the block-parallel
+    chains miss by as much as at rank 1.
 
     Parameters
     ----------
@@ -95,8 +95,8 @@ def validate_identifiable_ranks(ranks, shape, *, sampler):
         if sampler == "mala":
             message = f"{ridge}; {checked}"
         else:
-            message = (f"{ridge}; how far the block-parallel {_SAMPLER_NAMES[sampler]} chains spread along them is "
-                       f"not measured, and {checked}")
+            message = (f"{ridge}; on 8 x 2 and 10 x 2 counts the block-parallel {_SAMPLER_NAMES[sampler]} chains miss "
+                       f"the exact value there by as much as at rank 1, and {checked}")
         warnings.warn(message, UserWarning, stacklevel=3)
     if beyond:
         warnings.warn(f"ranks {beyond} exceed min{tuple(shape)} = {min(rows, cols)}, where a factorization already "

@@ -161,12 +161,11 @@ class _Splits:
 
 def _compositions(count, parts):
     """Every way to write ``count`` as ``parts`` non-negative integers, shape (n, parts)."""
-    if parts == 1:
-        return np.array([[count]])
-    return np.array([(*cuts,) for cuts in _cuts(count, parts)])
+    return np.array(list(_cuts(count, parts)))
 
 
 def _cuts(count, parts):
+    """Stars and bars: ``parts - 1`` bars among ``count + parts - 1`` places."""
     for bars in itertools.combinations(range(count + parts - 1), parts - 1):
         edges = (-1, *bars, count + parts - 1)
         yield tuple(edges[k + 1] - edges[k] - 1 for k in range(parts))

@@ -57,11 +57,11 @@ from sepsti.core.random import stream
 
 NAME = "sti_validation"
 ICASSP_RATE = 5.0
+SPEECH_RATE = 4e-4
+SPL18_RATE = 3.0
 #: nmf_full_rank's data: (rows, lambda, draws) with --quick and without
 QUICK_FULL_RANK_DRAWS = [(8, 0.5, 3)]
 FULL_RANK_DRAWS = [(8, 0.5, 6), (8, 0.2, 3), (10, 0.5, 2)]
-SPEECH_RATE = 4e-4
-SPL18_RATE = 3.0
 #: Data draws (seeds --seed, --seed + 1, ...) of the most drawn case, nmf_rank1_icassp: --quick and full
 QUICK_RANK1_DRAWS, RANK1_DRAWS = 15, 30
 
@@ -200,8 +200,8 @@ def nmf_full_rank_cases(first_seed, draws, preset, num_temperatures=None, num_ru
     for num_rows, rate, count in draws:
         for seed in range(first_seed, first_seed + count):
             X = PoissonNMF.sample(stream(seed, 77), (num_rows, 2), 2, rate_W=rate, rate_H=rate)[2]
-            with warnings.catch_warnings():  # the rank = min(I, J) warning: the case's point
-                warnings.simplefilter("ignore", UserWarning)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="rank 2 = min")  # the rank the case is about
                 selection, seconds = nmf_estimate(X, [2], rate, seed, preset, num_blocks=1)
             start = time.perf_counter()
             exact = small_counts_log_evidence(X, 2, rate, seed=seed)

@@ -96,3 +96,13 @@ def test_the_proposal_is_the_same_in_every_labelling():
     assert len(counts) == 6 and np.all(np.abs(counts - 1000) < 5 * np.sqrt(1000 * 5 / 6)), counts
     swapped = z.reshape(-1, 3, 2)[:, [2, 0, 1]].reshape(-1, 6)
     assert np.allclose(proposal.log_density(swapped), proposal.log_density(z))
+
+
+@pytest.mark.parametrize("x, H, message", [
+    ([1.5, 2], np.ones((2, 2)), "integer counts"),
+    ([1, 2], np.ones((2, 3)), "shape"),
+    ([1, 2], -np.ones((2, 2)), "positive activations"),
+])
+def test_row_likelihood_refuses_bad_input(x, H, message):
+    with pytest.raises(ParameterError, match=message):
+        row_log_likelihood(x, H, 0.5)

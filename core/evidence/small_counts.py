@@ -113,10 +113,17 @@ def row_log_likelihood(x, H, rate):
     -------
     ndarray, shape (N,), or a float for one H
     """
+    x = validate_nonnegative_matrix(np.atleast_2d(x), name="x")
+    if x.shape[0] != 1 or not np.all(x == np.round(x)):
+        raise ParameterError(f"x: expected one row of integer counts, got shape {x.shape}")
+    rate = positive_number("rate", rate)
     H = np.asarray(H, dtype=np.float64)
     single = H.ndim == 2
     H = H[None] if single else H
-    value = _Splits(np.asarray(x, dtype=np.int64)[None], H.shape[1])(np.log(H), np.log(rate + H.sum(axis=2)), rate)
+    if H.ndim != 3 or H.shape[2] != x.shape[1] or not np.all(H > 0):
+        raise ParameterError(f"H: expected positive activations of shape (N, R, {x.shape[1]}) or (R, {x.shape[1]}), "
+                             f"got shape {H.shape}")
+    value = _Splits(x.astype(np.int64), H.shape[1])(np.log(H), np.log(rate + H.sum(axis=2)), rate)
     return float(value[0]) if single else value
 
 

@@ -329,14 +329,20 @@ def figure(out):
 
     cases = out["cases"]
     names = sorted({c["name"] for c in cases})
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    selections = out["selections"]
+    fig, axes = plt.subplots(1, 2 if selections else 1, figsize=(10 if selections else 5.5, 3.8), squeeze=False)
+    left = axes[0, 0]
     for k, name in enumerate(names):
         z = [c["z"] for c in cases if c["name"] == name]
         left.scatter(np.clip(z, -10, 10), np.full(len(z), k) + np.linspace(-0.2, 0.2, len(z)), s=12, zorder=3)
     left.axvspan(-2, 2, color="0.9", zorder=0)
     left.set_yticks(range(len(names)), names)
     left.set_xlabel("z = (estimate − truth) / stderr  (clipped at ±10)")
-    for entry in out["selections"]:
+    if not selections:  # --skip-selections
+        fig.tight_layout()
+        return fig
+    right = axes[0, 1]
+    for entry in selections:
         values = np.asarray(entry["log_marginal_likelihood"])
         right.errorbar(entry["ranks"], values - values.max(), yerr=2 * np.asarray(entry["stderr"]), marker="o",
                        capsize=3, label=f"true R = {entry['true_rank']}")
@@ -344,8 +350,7 @@ def figure(out):
     right.set_yscale("symlog", linthresh=10.0)
     right.set_xlabel("rank R")
     right.set_ylabel("log p(X | R) − max  (±2 se; symlog)")
-    if out["selections"]:
-        right.legend(fontsize=8)
+    right.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

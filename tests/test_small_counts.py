@@ -33,7 +33,7 @@ def test_rank_one_agrees_with_the_closed_form_within_its_errors():
         exact = rank_one_log_evidence(X, 0.5)
         assert abs(estimate.log_evidence - exact) < 0.05
         z.append((estimate.log_evidence - exact) / estimate.stderr)
-    # six standard normals: the rms lies below 1.9 with probability 0.99 (chi-square, 6 degrees of freedom)
+    # six standard normals: the rms lies below 1.9 with probability 0.9986 (chi-square, 6 degrees of freedom)
     assert np.sqrt(np.mean(np.square(z))) < 1.9, z
 
 

@@ -198,7 +198,9 @@ def _pilot_draws(target, rng):
     u = -np.log(target.rate) + 0.1 * rng.standard_normal((_CHAINS, dimension))
     log_p = target(u)
     factor = np.eye(dimension) * 0.5
-    for _ in range(2):
+    for stage in range(2):
+        if stage:  # moves shaped by the first stage's draws
+            factor = np.linalg.cholesky(np.cov(draws.T) + 1e-9 * np.eye(dimension)) * 2.38 / np.sqrt(dimension)
         scale, kept = np.ones(_CHAINS), []
         for step in range(_STEPS):
             proposal = u + scale[:, None] * (rng.standard_normal(u.shape) @ factor.T)
@@ -210,7 +212,6 @@ def _pilot_draws(target, rng):
             else:
                 kept.append(_canonical(u.copy(), target.shape))
         draws = np.concatenate(kept)
-        factor = np.linalg.cholesky(np.cov(draws.T) + 1e-9 * np.eye(dimension)) * 2.38 / np.sqrt(dimension)
     return draws
 
 

@@ -391,6 +391,32 @@ def test_before_update_scores_the_previous_iterate_on_the_current_subset():
     assert trace[-1] == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("model_kind, bad, message", [
+    ("gaussian", lambda k: np.array([0, 40 + k]), "out of bounds"),
+    ("nmf", lambda k: [(np.array([0, 6]), slice(None))], "out of bounds"),
+    ("nmf", lambda k: [(np.ones(2, dtype=bool), slice(None))], "boolean index"),
+    ("nmf", lambda k: np.arange(3), "cannot unpack"),
+])
+def test_a_callers_subset_the_model_cannot_index_is_refused_in_one_line(model_kind, bad, message):
+    """A ``subset_fn`` whose subset the model cannot index, here at the third step, is refused as a
+    ParameterError naming the iteration and the model (it was the model's own IndexError or TypeError)."""
+    from sepsti.core.evidence.sti import power_posterior_chain
+    from sepsti.core.models import PoissonNMF
+    rng = np.random.default_rng(2)
+    if model_kind == "gaussian":
+        model, start = GaussianAdditiveModel(rng.normal(1.0, 2.0, 40), 2), GaussianAdditiveTheta(np.zeros(2))
+    else:
+        model = PoissonNMF(rng.poisson(2.0, (6, 5)).astype(float), 2)
+        start = model.sample_prior(rng)
+
+    def subset_fn(rng, k):
+        return None if k < 3 else bad(k)
+    with pytest.raises(ParameterError, match=rf"^subset_fn\(rng, 3\) returned a subset {type(model).__name__} "
+                                             rf"cannot use: .*{message}"):
+        power_posterior_chain(model, start, np.random.default_rng(1), temperature=0.5,
+                              chain=LangevinSettings(num_steps=5, num_keep=2, step_a=1e-3), subset_fn=subset_fn)
+
+
 # --------------------------------------------------------------------------------------------
 # one interval, grids whose weights are not finite, a single kept value
 

@@ -563,7 +563,8 @@ def power_posterior_chain(model, position, rng, *, temperature, chain, subset_fn
     chain : LangevinSettings
         Without the settings of chains in lockstep (:func:`power_posterior_chains`).
     subset_fn : callable, optional
-        ``subset_fn(rng, iteration) -> subset``; default: random subsets of ``chain.subset_size``.
+        ``subset_fn(rng, iteration) -> subset``; default: random subsets of ``chain.subset_size``. A subset
+        the model cannot index is refused as a ParameterError naming the iteration.
     progress : bool
     desc : str, optional
 
@@ -584,6 +585,7 @@ def power_posterior_chain(model, position, rng, *, temperature, chain, subset_fn
         module, kernel = _sgld, _sgld.build_kernel()
     else:
         module, kernel = _psgld, _psgld.build_kernel(alpha=chain.alpha, sigma=chain.sigma)
+    callers_subsets = subset_fn is not None
     if subset_fn is None:
         subset_fn = ((lambda rng, iteration: None) if chain.subset_size is None
                      else random_subsets(model, int(chain.subset_size)))
@@ -596,6 +598,17 @@ def power_posterior_chain(model, position, rng, *, temperature, chain, subset_fn
 
     def step_fn(chain_rng, state, iteration):
         subset = subset_fn(chain_rng, iteration)
+        try:
+            return advance(chain_rng, state, iteration, subset)
+        except ParameterError:
+            raise
+        except (IndexError, TypeError, ValueError) as error:  # a caller's subset the model cannot index
+            if not callers_subsets:
+                raise
+            raise ParameterError(f"subset_fn(rng, {iteration}) returned a subset {type(model).__name__} cannot use: "
+                                 f"{error}") from None
+
+    def advance(chain_rng, state, iteration, subset):
         if chain.control_variate and iteration == burn_in + 1:
             reference.append((state.inner.position, model.log_likelihood(state.inner.position, None)))
         value = np.nan

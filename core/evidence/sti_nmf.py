@@ -90,8 +90,8 @@ def validate_identifiable_ranks(ranks, shape, *, sampler):
     if full:
         ridge = (f"rank {full[0]} = min{tuple(shape)}: beyond the scalings, W -> WQ, H -> Q^-1 H leaves the fit "
                  "unchanged for many Q")
-        checked = ("the reference path's estimate there is checked against the exact value on 8 x 2 and 10 x 2 "
-                   "counts only, within its standard errors (docs/rank_selection.md)")
+        checked = ("the reference path's estimate there is checked against the exact value on small counts only "
+                   "(8 x 2 to 20 x 2 at rank 2, 12 x 3 at rank 3), within its standard errors (docs/rank_selection.md)")
         if sampler == "mala":
             message = f"{ridge}; {checked}"
         else:

@@ -18,9 +18,10 @@ Cases (each one or several data draws, ``seed`` = the draw):
   the factors' row counts equal and the prior weak, the scale ridge is flat
   between two exponential walls (``docs/rank_selection.md``), exact evidence.
 * ``nmf_full_rank``: Poisson NMF at R = min(I, J) = 2 on 8 x 2 to 20 x 2 counts (lambda = 0.5 and 0.2) and
-  at R = 3 on 12 x 3 counts (lambda = 1.5), where many W Q, Q^-1 H keep the fit, against its value with W integrated out exactly and H by
-  importance sampling (:func:`sepsti.core.evidence.small_counts.small_counts_log_evidence`, its standard
-  error entering z), and without ``--quick`` AIS from the prior beside it (``ais``), which runs low there.
+  at R = 3 on 12 x 3 counts (lambda = 1.5), where many W Q, Q^-1 H keep the fit, against its value with W
+  integrated out exactly and H by importance sampling
+  (:func:`sepsti.core.evidence.small_counts.small_counts_log_evidence`, its standard error entering z), and
+  without ``--quick`` AIS from the prior beside it (``ais``), which runs low there.
 * ``nmf_icassp``: Poisson NMF at R = 2 .. 8 on ICASSP'16-shaped counts
   (true R = 3) against annealed importance sampling along the same path,
   annealed long (:func:`sepsti.core.evidence.reference_path.annealed_importance_bound`,
@@ -61,7 +62,7 @@ SPEECH_RATE = 4e-4
 SPL18_RATE = 3.0
 #: nmf_full_rank's data: (rows, columns = R, lambda, draws) with --quick and without
 QUICK_FULL_RANK_DRAWS = [(8, 2, 0.5, 3)]
-FULL_RANK_DRAWS = [(8, 2, 0.5, 6), (8, 2, 0.2, 3), (10, 2, 0.5, 2), (20, 2, 0.5, 2), (12, 3, 1.0, 3)]
+FULL_RANK_DRAWS = [(8, 2, 0.5, 6), (8, 2, 0.2, 3), (10, 2, 0.5, 2), (20, 2, 0.5, 2), (12, 3, 1.5, 4)]
 #: Data draws (seeds --seed, --seed + 1, ...) of the most drawn case, nmf_rank1_icassp: --quick and full
 QUICK_RANK1_DRAWS, RANK1_DRAWS = 15, 30
 
@@ -189,29 +190,37 @@ def ais_cases(name, model_name, density, shape, ranks, selection, seconds, seed,
     return rows
 
 
-def nmf_full_rank_cases(first_seed, draws, preset, num_temperatures=None, num_runs=4):
-    """R = min(I, J) = J on I x J counts for each ``(rows, columns, rate, count)`` of ``draws`` (seeds from
-    ``first_seed``), with AIS beside the exact value at ``num_temperatures`` (none: without)."""
-    from sepsti.core.evidence.reference_path import NMFLogDensity, annealed_importance_bound
-    from sepsti.core.evidence.small_counts import small_counts_log_evidence
+def full_rank_data(first_seed, draws):
+    """``(seed, rank, rate, X)`` of I x J counts, R = min(I, J) = J, for each ``(rows, columns, rate, count)`` of
+    ``draws``, seeds from ``first_seed``."""
     from sepsti.core.models.poisson_nmf import PoissonNMF
 
-    rows = []
     for num_rows, rank, rate, count in draws:
         for seed in range(first_seed, first_seed + count):
-            X = PoissonNMF.sample(stream(seed, 77), (num_rows, rank), rank, rate_W=rate, rate_H=rate)[2]
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=f"rank {rank} = min")  # the rank the case is about
-                selection, seconds = nmf_estimate(X, [rank], rate, seed, preset, num_blocks=1)
-            start = time.perf_counter()
-            exact = small_counts_log_evidence(X, rank, rate, seed=seed)
-            extra = {"prior_rate": rate, "counts": int(X.sum()), "reference_seconds": time.perf_counter() - start}
-            if num_temperatures is not None:
-                extra["ais"] = annealed_importance_bound(NMFLogDensity(X, rate), rank, num_runs=num_runs,
-                                                         num_temperatures=num_temperatures, seed=seed)
-            rows.append(case("nmf_full_rank", "poisson_nmf", X.shape, rank, exact.log_evidence, "exact",
-                             selection.log_marginal_likelihood[0], selection.stderr[0], seconds, seed,
-                             truth_stderr=exact.stderr, **extra))
+            yield seed, rank, rate, PoissonNMF.sample(stream(seed, 77), (num_rows, rank), rank, rate_W=rate,
+                                                      rate_H=rate)[2]
+
+
+def nmf_full_rank_cases(first_seed, draws, preset, num_temperatures=None, num_runs=4):
+    """The default at R = min(I, J) on :func:`full_rank_data` against the exact value, with AIS beside it at
+    ``num_temperatures`` (none: without)."""
+    from sepsti.core.evidence.reference_path import NMFLogDensity, annealed_importance_bound
+    from sepsti.core.evidence.small_counts import small_counts_log_evidence
+
+    rows = []
+    for seed, rank, rate, X in full_rank_data(first_seed, draws):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=f"rank {rank} = min")  # the rank the case is about
+            selection, seconds = nmf_estimate(X, [rank], rate, seed, preset, num_blocks=1)
+        start = time.perf_counter()
+        exact = small_counts_log_evidence(X, rank, rate, seed=seed)
+        extra = {"prior_rate": rate, "counts": int(X.sum()), "reference_seconds": time.perf_counter() - start}
+        if num_temperatures is not None:
+            extra["ais"] = annealed_importance_bound(NMFLogDensity(X, rate), rank, num_runs=num_runs,
+                                                     num_temperatures=num_temperatures, seed=seed)
+        rows.append(case("nmf_full_rank", "poisson_nmf", X.shape, rank, exact.log_evidence, "exact",
+                         selection.log_marginal_likelihood[0], selection.stderr[0], seconds, seed,
+                         truth_stderr=exact.stderr, **extra))
     return rows
 
 

@@ -879,3 +879,15 @@ def test_quick_makes_a_shorter_recording_of_fewer_noise_changes(tmp_path, monkey
     full, quick = (_strict_json(tmp_path / run / "enhance_noise_change.json")["results"] for run in ("full", "quick"))
     assert (len(full), full[0]["seconds"]) == (len(module.CASES), 8.0)
     assert (len(quick), quick[0]["seconds"]) == (2, 6.0)
+
+
+@pytest.mark.parametrize("draws", ["QUICK_FULL_RANK_DRAWS", "FULL_RANK_DRAWS"])
+def test_the_full_rank_draws_are_within_the_exact_references_reach(draws):
+    """Every matrix of the validation's full-rank cases has few enough entries of H and splits of each row's
+    counts for ``small_counts_log_evidence`` (a draw beyond them would end the full run in its last cases)."""
+    import sti_validation
+    from sepsti.core.evidence.small_counts import MAX_ENTRIES, _Splits
+
+    for seed, rank, rate, X in sti_validation.full_rank_data(0, getattr(sti_validation, draws)):
+        assert rank == min(X.shape) and rank * X.shape[1] <= MAX_ENTRIES
+        _Splits(X.astype(np.int64), rank)  # refuses a row of too many splits

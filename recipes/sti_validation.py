@@ -61,7 +61,7 @@ ICASSP_RATE = 5.0
 SPEECH_RATE = 4e-4
 SPL18_RATE = 3.0
 #: nmf_full_rank's data: (rows, columns = R, lambda, draws) with --quick and without
-QUICK_FULL_RANK_DRAWS = [(8, 2, 0.5, 3)]
+QUICK_FULL_RANK_DRAWS = [(8, 2, 0.5, 3), (12, 3, 1.5, 1)]
 FULL_RANK_DRAWS = [(8, 2, 0.5, 6), (8, 2, 0.2, 3), (10, 2, 0.5, 2), (20, 2, 0.5, 2), (12, 3, 1.5, 4)]
 #: Data draws (seeds --seed, --seed + 1, ...) of the most drawn case, nmf_rank1_icassp: --quick and full
 QUICK_RANK1_DRAWS, RANK1_DRAWS = 15, 30

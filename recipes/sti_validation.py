@@ -202,8 +202,8 @@ def full_rank_data(first_seed, draws):
 
 
 def nmf_full_rank_cases(first_seed, draws, preset, num_temperatures=None, num_runs=4):
-    """The default at R = min(I, J) on :func:`full_rank_data` against the exact value, with AIS beside it at
-    ``num_temperatures`` (none: without)."""
+    """``preset``'s estimate at R = min(I, J) on :func:`full_rank_data` against the exact value, with AIS beside
+    it at ``num_temperatures`` (none: without)."""
     from sepsti.core.evidence.reference_path import NMFLogDensity, annealed_importance_bound
     from sepsti.core.evidence.small_counts import small_counts_log_evidence
 

@@ -883,8 +883,9 @@ def test_quick_makes_a_shorter_recording_of_fewer_noise_changes(tmp_path, monkey
 
 @pytest.mark.parametrize("draws", ["QUICK_FULL_RANK_DRAWS", "FULL_RANK_DRAWS"])
 def test_the_full_rank_draws_are_within_the_exact_references_reach(draws):
-    """Every matrix of the validation's full-rank cases has few enough entries of H and splits of each row's
-    counts for ``small_counts_log_evidence`` (a draw beyond them would end the full run in its last cases)."""
+    """Every matrix of the validation's full-rank cases at the default seed has few enough entries of H and
+    splits of each row's counts for ``small_counts_log_evidence`` (a draw beyond them would end the run in its
+    last cases)."""
     import sti_validation
     from sepsti.core.evidence.small_counts import MAX_ENTRIES, _Splits
 

@@ -92,6 +92,12 @@ def test_the_label_mixture_covers_the_mirror_mode_the_pilot_never_visits():
     assert abs(estimate.log_evidence - reference) < 4 * np.hypot(estimate.stderr, error), (estimate, reference, error)
 
 
+def test_batches_smaller_than_the_labellings_are_estimated():
+    """A batch of one sample leaves labellings without a draw (it failed to reshape their empty selection)."""
+    result = small_counts_log_evidence(np.array([[3, 1], [2, 5], [0, 1]]), 2, 0.5, num_samples=2, num_batches=2)
+    assert np.all(np.isfinite(result.batches))
+
+
 def test_the_standard_error_is_the_batches_spread():
     X = np.array([[3, 1], [2, 5], [0, 1]])
     result = small_counts_log_evidence(X, 2, 0.5, num_samples=20_000, num_batches=5, seed=0)

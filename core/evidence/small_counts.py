@@ -236,7 +236,7 @@ class _LabelMixedT:
                          - np.log(np.diag(self.factor)).sum())
 
     def _relabel(self, z, labelling):
-        return z.reshape(len(z), *self.shape)[:, labelling].reshape(len(z), -1)
+        return z.reshape(len(z), *self.shape)[:, labelling].reshape(z.shape)
 
     def draw(self, count, rng):
         nu = _DEGREES_OF_FREEDOM

@@ -887,8 +887,8 @@ def test_the_full_rank_draws_are_within_the_exact_references_reach(draws):
     splits of each row's counts for ``small_counts_log_evidence`` (a draw beyond them would end the run in its
     last cases)."""
     import sti_validation
-    from sepsti.core.evidence.small_counts import MAX_ENTRIES, _Splits
+    from sepsti.core.evidence.small_counts import _within_reach
 
     for seed, rank, rate, X in sti_validation.full_rank_data(0, getattr(sti_validation, draws)):
-        assert rank == min(X.shape) and rank * X.shape[1] <= MAX_ENTRIES
-        _Splits(X.astype(np.int64), rank)  # refuses a row of too many splits
+        assert rank == min(X.shape)
+        _within_reach(X, rank)  # refuses too many entries of H or a row of too many splits

@@ -83,10 +83,7 @@ def small_counts_log_evidence(X, rank, rate, *, num_samples=200_000, num_batches
     rate = positive_number("rate", rate)
     num_batches = integer_at_least("num_batches", num_batches, 2)
     num_samples = integer_at_least("num_samples", num_samples, num_batches)
-    if rank * X.shape[1] > MAX_ENTRIES:
-        raise ParameterError(f"rank {rank} x {X.shape[1]} columns: H has more than {MAX_ENTRIES} entries to "
-                             "integrate by importance sampling")
-    target = _LogTarget(_Splits(X.astype(np.int64), rank), rank, X.shape[1], rate)
+    target = _LogTarget(_within_reach(X, rank), rank, X.shape[1], rate)
     rng = stream(seed, 0)
     proposal = _LabelMixedT(_pilot_draws(target, rng), rank, X.shape[1])
     per_batch = num_samples // num_batches
@@ -125,6 +122,15 @@ def row_log_likelihood(x, H, rate):
                              f"got shape {H.shape}")
     value = _Splits(x.astype(np.int64), H.shape[1])(np.log(H), np.log(rate + H.sum(axis=2)), rate)
     return float(value[0]) if single else value
+
+
+def _within_reach(X, rank):
+    """The rows' :class:`_Splits`, unless H has more than :data:`MAX_ENTRIES` entries to sample or a row more than
+    :data:`MAX_SPLITS` splits."""
+    if rank * X.shape[1] > MAX_ENTRIES:
+        raise ParameterError(f"rank {rank} x {X.shape[1]} columns: H has more than {MAX_ENTRIES} entries to "
+                             "integrate by importance sampling")
+    return _Splits(X.astype(np.int64), rank)
 
 
 class _Splits:

@@ -29,7 +29,8 @@ model can explain goes to the noise part, while frames well above the noise floo
 alone. Where the noise dominates a bin, the speech estimate is averaged with the neighbouring
 frames' (:func:`smooth_speech`); the speech is then rebuilt with the Wiener-style mask
 ``S / (S + N)`` (``N`` the whole noise part), at least :data:`MASK_FLOOR`, applied to the complex
-noisy STFT.
+noisy STFT. The speech part ``S`` is rebuilt from the fitted speech activations with the atoms' centre frame,
+or with atoms learned for the mask where the dictionary has them (``mask_atoms``, :mod:`sepsti.mask_atoms`).
 
 :func:`denoise` and :func:`denoise_blocks` take the dictionary's framing and enhance in frames of its
 window every quarter window (:func:`sepsti.features.enhancement_framing`), twice as dense as the
@@ -121,6 +122,26 @@ def _validate_dictionary(W, framing):
     if not np.any(W.sum(axis=0) >= np.finfo(np.float64).tiny):
         raise ParameterError("W: no atom has a positive entry (the dictionary is zero or subnormal)")
     return W
+
+
+def _with_mask_atoms(W, mask_atoms, framing):
+    """``W``'s atoms scaled to sum 1, and the atoms the speech is rebuilt with for the mask on the same scale:
+    ``mask_atoms``, or the atoms' centre frame."""
+    n_bins, rank = framing.n_bins, W.shape[1]
+    if mask_atoms is None:
+        context = _context(W, framing)
+        mask_atoms = W[context * n_bins:(context + 1) * n_bins]
+    else:
+        from sepsti.core.checks import real_array
+
+        mask_atoms = real_array("mask_atoms", mask_atoms)
+        if mask_atoms.shape != (n_bins, rank):
+            raise ParameterError(f"mask_atoms: expected ({n_bins}, {rank}), a frame of bins for each of W's atoms, "
+                                 f"got shape {mask_atoms.shape}")
+        if not np.all(np.isfinite(mask_atoms)) or mask_atoms.min() < 0:
+            raise ParameterError("mask_atoms: must be finite and non-negative")
+    sums = np.maximum(W.sum(axis=0, keepdims=True), np.finfo(np.float64).tiny)
+    return W / sums, mask_atoms / sums
 
 
 def _context(W, framing):
@@ -328,13 +349,14 @@ def speech_mask(speech, noise, floor=MASK_FLOOR):
 
 class _Setting(NamedTuple):
     W: np.ndarray          # speech dictionary, (n_bins * (2 * context + 1), rank), unit-sum columns
+    mask_atoms: np.ndarray  # (n_bins, rank): the atoms the speech is rebuilt with for the mask, on W's scale
     context: int           # frames on each side of an atom's centre frame
     noise: NoiseModel
     level: float           # mean frame magnitude: sets the least start of a frame's activations
 
 
 def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
-    """Speech and noise magnitudes of frames ``start : start + m``.
+    """Speech activations and noise magnitudes of frames ``start : start + m``.
 
     ``V`` and ``noise_power`` are ``(n_bins, m + 2 · context)``: the frames with ``setting.context``
     neighbours on each side (:func:`_in_context`). Frames are independent given the fixed
@@ -344,7 +366,7 @@ def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
     magnitude predicted for that frame by the noise power tracker (:mod:`sepsti.noise_power`);
     the dictionaries explain what it does not. With atoms of several frames, each frame is
     fitted stacked with its neighbours (:func:`sepsti.features.in_context`), each noise atom and
-    the predicted noise repeated likewise, and keeps the centre frame's part of the fit.
+    the predicted noise repeated likewise, and keeps the centre frame's part of the noise.
     Every activation of a frame starts equal, together explaining the frame's magnitude beyond
     the predicted noise (at least a thousandth of the mean frame's): a start that depends on
     the frame alone, so pieces of a long signal start where the whole would.
@@ -352,7 +374,7 @@ def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
     n_bins, frames, rank = V.shape[0], 2 * setting.context + 1, setting.W.shape[1]
     centre = slice(setting.context * n_bins, (setting.context + 1) * n_bins)
     end = V.shape[1] - 2 * setting.context
-    speech, noise = np.empty((n_bins, end)), np.empty((n_bins, end))
+    activations, noise = np.empty((rank, end)), np.empty((n_bins, end))
     position = 0
     while position < end:
         segment = setting.noise.segment(start + position)
@@ -372,10 +394,10 @@ def _separate_frames(V, noise_power, setting, start, *, max_iter, sparsity):
             rates[:rank] = _prior_rates(part, level, sparsity)[None, :]
         result = poisson_nmf_em(part, W_all, H, update_W=False, prior_rate_H=rates, max_iter=max_iter, tol=0,
                                 track_log_likelihood=False, background=known)
-        speech[:, position:stop] = result.W[centre, :rank] @ result.H[:rank]
+        activations[:, position:stop] = result.H[:rank]
         noise[:, position:stop] = result.W[centre, rank:] @ result.H[rank:] + known[centre]
         position = stop
-    return speech, noise
+    return activations, noise
 
 
 def _in_context(pieces, context, dtype=np.float64):
@@ -409,7 +431,7 @@ def _in_context(pieces, context, dtype=np.float64):
 
 
 def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None, seed=0,
-             framing=features.NARROWBAND):
+             framing=features.NARROWBAND, mask_atoms=None):
     """Split noisy magnitudes into speech and noise parts with a fixed speech dictionary.
 
     The noise model follows the noise through the recording (:func:`sepsti.noise_model.track_noise`), unless
@@ -446,11 +468,14 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
         Seed of the noise dictionaries' initialisations, in [0, 2**32) (checked with ``noise`` too).
     framing : sepsti.features.Framing
         The STFT of ``V`` (:func:`sepsti.noise_model.track_noise` counts its durations in its frames).
+    mask_atoms : ndarray, shape (n_bins, rank), optional
+        The atoms the speech part is rebuilt with, on the scale of ``W``'s columns
+        (:attr:`sepsti.dictionary.Dictionary.mask_atoms`; default the atoms' centre frame).
 
     Returns
     -------
     speech, noise : ndarray, shape (n_bins, n_frames)
-        ``W_sp H_sp``, and ``W_no H_no`` plus the predicted noise magnitude.
+        ``W_sp H_sp`` (``W_sp`` the mask atoms), and ``W_no H_no`` plus the predicted noise magnitude.
 
     Raises
     ------
@@ -459,7 +484,7 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
         ``framing``'s; without ``noise``, if too little of ``V`` is other than digital silence to learn a noise
         model from (:func:`sepsti.noise_model.track_noise`).
     """
-    W = _validate_dictionary(W, framing)
+    W, mask_atoms = _with_mask_atoms(_validate_dictionary(W, framing), mask_atoms, framing)
     _validate_options(noise_rank, max_iter, sparsity, seed, framing)
     V = np.asarray(V)
     if V.dtype.kind not in "iuf" or V.ndim != 2 or V.shape[0] != framing.n_bins or V.shape[1] < 1:
@@ -475,13 +500,13 @@ def separate(V, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, n
         noise = validate_noise_model(noise, framing)
     level = max(float(V.sum(axis=0).mean()), np.finfo(np.float64).tiny)
     noise_power = track_noise_power(V, _initial_noise_power(noise), framing)
-    setting = _Setting(W, _context(W, framing), noise, level)
+    setting = _Setting(W, mask_atoms, _context(W, framing), noise, level)
     parts, start = [], 0
     for _, part, power in _in_context(iter(((V, noise_power),)), setting.context):
         parts.append(_separate_frames(part, power, setting, start, max_iter=max_iter, sparsity=sparsity))
         start += parts[-1][0].shape[1]
-    speech, noise_part = zip(*parts)
-    return np.concatenate(speech, axis=1), np.concatenate(noise_part, axis=1)
+    activations, noise_part = zip(*parts)
+    return mask_atoms @ np.concatenate(activations, axis=1), np.concatenate(noise_part, axis=1)
 
 
 def _initial_noise_power(noise):
@@ -579,7 +604,8 @@ def _read_only(array):
 
 
 def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None,
-                   seed=0, chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_fn=None, mask_floor=MASK_FLOOR):
+                   seed=0, chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_fn=None, mask_floor=MASK_FLOOR,
+                   mask_atoms=None, activations_fn=None):
     """Enhance a signal given block by block; memory does not grow with its length.
 
     The method is :func:`denoise`'s, computed in passes over the signal: mains hum
@@ -607,7 +633,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         Length of the signal (at least 0): the samples (of each channel) ``blocks()`` gives in every pass.
     W : ndarray, shape (n_bins · (2 · context + 1), rank)
         Speech dictionary (:attr:`sepsti.dictionary.Dictionary.W`).
-    noise_rank, max_iter, sparsity, noise, seed, framing, mask_floor
+    noise_rank, max_iter, sparsity, noise, seed, framing, mask_floor, mask_atoms
         As :func:`denoise`.
     chunk_frames : int
         STFT frames per piece (:data:`CHUNK_FRAMES`).
@@ -617,6 +643,11 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         samples are yielded (the upper-band extension of :mod:`sepsti.bandwidth` takes its gains
         from them, at least the mask's floor); a signal too short to be enhanced gives its magnitudes as speech and zero
         noise (gain 1). The arrays are the enhancer's own, read-only: copy them to change them.
+    activations_fn : callable, optional
+        Called as ``activations_fn(H, noise)`` with each piece's speech activations, shape (rank, m), and noise
+        magnitudes, shape (n_bins, m), as fitted (before the speech is rebuilt and smoothed), in order: what
+        :func:`sepsti.mask_atoms.record_separation` records. Read-only, like ``mask_fn``'s; not called for a
+        signal too short to be enhanced.
 
     Warns
     -----
@@ -644,7 +675,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     if noise is not None:
         noise = validate_noise_model(noise, framing)
     tiny = np.finfo(np.float64).tiny
-    W = W / np.maximum(W.sum(axis=0, keepdims=True), tiny)
+    W, mask_atoms = _with_mask_atoms(W, mask_atoms, framing)
 
     analysis = features.enhancement_framing(framing)  # the dictionary's window, a quarter-window hop
 
@@ -686,7 +717,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
                 yield np.zeros(np.shape(block))
             return
     noise = noise._replace(segment_frames=noise.segment_frames * (framing.hop_length // analysis.hop_length))
-    setting = _Setting(W, _context(W, framing), noise, max(float(energies.mean()), tiny))
+    setting = _Setting(W, mask_atoms, _context(W, framing), noise, max(float(energies.mean()), tiny))
 
     def separated():
         start = 0
@@ -694,10 +725,12 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         spectra = _with_noise_power(features.stft_chunks(blocks(), chunk_frames, framing=analysis), tracker)
         # single precision: magnitudes of 16-bit audio need no more, and the EM runs twice as fast
         for S, V, noise_power in _in_context(spectra, setting.context, np.float32):
-            speech, noise_part = _separate_frames(V, noise_power, setting, start, max_iter=max_iter,
-                                                  sparsity=sparsity)
+            activations, noise_part = _separate_frames(V, noise_power, setting, start, max_iter=max_iter,
+                                                       sparsity=sparsity)
+            if activations_fn is not None:
+                activations_fn(_read_only(activations), _read_only(noise_part))
             start += S.shape[1]
-            yield S, speech, noise_part
+            yield S, setting.mask_atoms.astype(activations.dtype) @ activations, noise_part
 
     # activations, smoothing, mask and resynthesis, piece by piece
     synthesis = features.OverlapAdd(analysis)
@@ -716,7 +749,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
 
 
 def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None, seed=0,
-            chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_floor=MASK_FLOOR):
+            chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_floor=MASK_FLOOR, mask_atoms=None):
     """Enhance a noisy speech signal.
 
     Parameters
@@ -750,6 +783,9 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
         window (:func:`sepsti.features.enhancement_framing`).
     mask_floor : float
         The least gain of the mask, in (0, 1] (:data:`MASK_FLOOR`; 1 returns the input).
+    mask_atoms : ndarray, shape (n_bins, rank), optional
+        The atoms the speech is rebuilt with for the mask, on the scale of ``W``'s columns
+        (:attr:`sepsti.dictionary.Dictionary.mask_atoms`; default the atoms' centre frame).
 
     Returns
     -------
@@ -766,5 +802,5 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
     _validate_options(noise_rank, max_iter, sparsity, seed, framing, chunk_frames, mask_floor)
     pieces = denoise_blocks(lambda: iter((y,)), y.size, W, noise_rank=noise_rank, max_iter=max_iter,
                             sparsity=sparsity, noise=noise, seed=seed, chunk_frames=chunk_frames, framing=framing,
-                            mask_floor=mask_floor)
+                            mask_floor=mask_floor, mask_atoms=mask_atoms)
     return np.concatenate(list(pieces))

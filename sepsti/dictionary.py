@@ -15,8 +15,9 @@ maximum likelihood), provenance: ``corpus``, ``files``, ``iterations``,
 ``seed``, ``version``, and ``context``: atoms of ``2 · context + 1`` consecutive frames of the
 enhancer's framing (a quarter window apart, :func:`sepsti.features.enhancement_framing`), stacked
 in ``W``'s rows frame by frame, ``W`` then ``(n_bins · (2 · context + 1), rank)``; 0 (single
-frames) in files written before the field existed. Everything is stored as plain arrays, so files load with
-``allow_pickle=False``.
+frames) in files written before the field existed; and ``mask_atoms``, ``(n_bins, rank)``: the atoms the enhancer
+rebuilds the speech with for its mask, learned for it (:mod:`sepsti.mask_atoms`), in files that have them (without
+them, the atoms' centre frame). Everything is stored as plain arrays, so files load with ``allow_pickle=False``.
 """
 
 import numbers
@@ -34,7 +35,7 @@ __all__ = ["Dictionary", "save_dictionary", "load_dictionary", "validate_diction
 FIELDS = ("W", "rank", "sample_rate", "n_fft", "hop_length", "window", "scale", "prior_rate",
           "corpus", "files", "iterations", "seed", "version")
 #: Fields a file may lack, with the value such a file means.
-OPTIONAL_FIELDS = {"context": 0}
+OPTIONAL_FIELDS = {"context": 0, "mask_atoms": None}
 #: Fields held as 64-bit integers.
 _INTEGER_FIELDS = ("rank", "sample_rate", "n_fft", "hop_length", "iterations", "seed", "context")
 #: The most entries a dictionary's ``W`` may hold (256 MiB in float64), checked before it is read:
@@ -75,6 +76,9 @@ class Dictionary(NamedTuple):
         sepsti version that trained it.
     context : int
         Frames on each side of an atom's centre frame, a quarter window apart (0: single frames).
+    mask_atoms : ndarray, shape (n_bins, rank), optional
+        The atoms the speech is rebuilt with for the enhancer's mask, on the scale of ``W``'s columns (None:
+        their centre frame).
     """
 
     W: np.ndarray
@@ -91,6 +95,7 @@ class Dictionary(NamedTuple):
     seed: int
     version: str
     context: int = 0
+    mask_atoms: np.ndarray = None
 
     @property
     def framing(self):
@@ -150,7 +155,9 @@ def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
                                  "holds")
     with np.errstate(over="ignore"):  # entries beyond the storage type's range, refused below
         stored = np.ascontiguousarray(dictionary.W, dtype=storage)
-    validate_dictionary(dictionary._replace(W=stored), name=f"{path} (W stored as {storage})")
+        mask_atoms = None if dictionary.mask_atoms is None else np.ascontiguousarray(dictionary.mask_atoms,
+                                                                                     dtype=storage)
+    validate_dictionary(dictionary._replace(W=stored, mask_atoms=mask_atoms), name=f"{path} (stored as {storage})")
     arrays = {
         "W": stored,
         "rank": np.int64(dictionary.rank),
@@ -167,6 +174,8 @@ def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
         "version": np.str_(dictionary.version),
         "context": np.int64(dictionary.context),
     }
+    if mask_atoms is not None:
+        arrays["mask_atoms"] = mask_atoms
     with atomic_path(path, suffix=".npz", overwrite=overwrite) as tmp:
         with open(tmp, "wb") as handle:
             np.savez_compressed(handle, **arrays)
@@ -230,8 +239,10 @@ def load_dictionary(path, *, features=True):
     fields = {}
     for field in ("rank", "sample_rate", "n_fft", "hop_length", "iterations", "seed"):
         fields[field] = _scalar(raw[field], field, name, kind="i")
-    for field, value in optional.items():
-        fields[field] = _scalar(value, field, name, kind="i")
+    if "context" in optional:
+        fields["context"] = _scalar(optional["context"], "context", name, kind="i")
+    if "mask_atoms" in optional:
+        fields["mask_atoms"] = optional["mask_atoms"]
     for field in ("scale", "prior_rate"):
         fields[field] = _scalar(raw[field], field, name, kind="f")
     for field in ("window", "corpus", "version"):
@@ -300,6 +311,8 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
         atom = int(np.argmax(~np.isfinite(sums)))
         raise ParameterError(f"{name}: field 'W': atom {atom} sums to {sums[atom]:.3g}, too large to be scaled "
                              f"to sum 1 (atoms of a dictionary sum to 1)")
+    mask_atoms = None if dictionary.mask_atoms is None else _valid_mask_atoms(dictionary.mask_atoms, bins, W.shape[1],
+                                                                              name)
     if not np.isfinite(dictionary.scale) or dictionary.scale <= 0:
         raise ParameterError(f"{name}: field 'scale'={dictionary.scale} must be positive")
     if not np.isfinite(dictionary.prior_rate) or dictionary.prior_rate < 0:
@@ -315,7 +328,21 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
                 raise ParameterError(f"{name}: field {field!r}={value!r} does not match the features "
                                      f"({field}={want!r}); retrain the dictionary with `sepsti train`")
         feat.validate_framing(dictionary.sample_rate, dictionary.n_fft, dictionary.hop_length, name=name)
-    return dictionary._replace(W=W, files=tuple(dictionary.files))
+    return dictionary._replace(W=W, files=tuple(dictionary.files), mask_atoms=mask_atoms)
+
+
+def _valid_mask_atoms(mask_atoms, bins, rank, name):
+    """``mask_atoms`` as float64, checked: real, ``(bins, rank)``, finite and non-negative."""
+    atoms = np.asarray(mask_atoms)
+    if atoms.dtype.kind not in "fiu":
+        raise ParameterError(f"{name}: field 'mask_atoms' must be a real array, got dtype {atoms.dtype}")
+    if atoms.shape != (bins, rank):
+        raise ParameterError(f"{name}: field 'mask_atoms' must have shape ({bins}, {rank}), a frame of bins per "
+                             f"atom, got {atoms.shape}")
+    atoms = atoms.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(atoms)) or np.any(atoms < 0):
+        raise ParameterError(f"{name}: field 'mask_atoms' must be finite and non-negative")
+    return atoms
 
 
 def _check_sizes(archive, fields, name):
@@ -328,10 +355,11 @@ def _check_sizes(archive, fields, name):
                 np.lib.format.read_array_header_2_0
             shape, _, dtype = read_header(member)
         entries = int(np.prod(shape, dtype=object))
-        if field == "W" and entries > MAX_ENTRIES:
-            raise ParameterError(f"{name}: field 'W' has shape {shape} ({entries:,} entries), more than the "
+        atoms = field in ("W", "mask_atoms")
+        if atoms and entries > MAX_ENTRIES:
+            raise ParameterError(f"{name}: field {field!r} has shape {shape} ({entries:,} entries), more than the "
                                  f"{MAX_ENTRIES:,} a dictionary may hold")
-        limit = 8 * MAX_ENTRIES if field == "W" else MAX_FIELD_BYTES
+        limit = 8 * MAX_ENTRIES if atoms else MAX_FIELD_BYTES
         if entries * dtype.itemsize > limit:
             raise ParameterError(f"{name}: field {field!r} has shape {shape} of {dtype} "
                                  f"({entries * dtype.itemsize:,} bytes), more than the {limit:,} it may hold")

@@ -51,7 +51,21 @@ def test_shipped_8_kHz_dictionary_has_atoms_of_three_frames_from_the_16_kHz_ones
     assert narrow.W.shape == (3 * 257, narrow.rank)
     np.testing.assert_allclose(narrow.W.sum(axis=0), 1.0, rtol=1e-6)
     assert (narrow.corpus, narrow.files) == (wide.corpus, wide.files)  # the same training speakers
-    assert narrowband_dictionary_path().stat().st_size < 500_000
+    assert narrowband_dictionary_path().stat().st_size < 640_000  # with its mask atoms, 257 x 128 in float32
+
+
+def test_shipped_8_kHz_dictionary_has_mask_atoms_learned_within_the_telephone_band():
+    """recipes/train_mask_atoms.py: the atoms' centre frame outside the band the NOIZEUS training speech has, the
+    learned atoms inside it, raised above the centre frame where the fit leaves the speech low."""
+    narrow = load_dictionary(narrowband_dictionary_path())
+    centre = narrow.W[257:514]
+    assert narrow.mask_atoms.shape == (257, narrow.rank)
+    learned = ~np.all(narrow.mask_atoms == centre, axis=1)
+    band = np.flatnonzero(learned) * 8000 / 512
+    assert np.all(np.diff(np.flatnonzero(learned)) == 1)  # one band
+    assert band.min() < 300 and 3400 < band.max() < 3700
+    above = narrow.mask_atoms[learned] > centre[learned]
+    assert above.mean() > 0.5
 
 
 def _pieces(y, sizes):
@@ -169,7 +183,8 @@ def test_enhance_picks_the_dictionary_per_rate(tmp_path, rng, monkeypatch):
     real = command.enhance_file
 
     def recorder(audio, target, W, framing, **options):
-        used.append((audio.sample_rate, framing, W.shape[0]))
+        atoms = options["mask_atoms"]
+        used.append((audio.sample_rate, framing, W.shape[0], None if atoms is None else atoms.shape))
         return real(audio, target, W, framing, **options)
 
     monkeypatch.setattr(command, "enhance_file", recorder)
@@ -180,8 +195,8 @@ def test_enhance_picks_the_dictionary_per_rate(tmp_path, rng, monkeypatch):
                   "--iterations", 2])
     assert result.exit_code == 0, result.stderr
     narrow, wide = features.NARROWBAND, WIDE
-    assert used == [(8000, narrow, 3 * 257), (11025, wide, 513), (16000, wide, 513), (22050, wide, 513),
-                    (48000, wide, 513)]
+    assert used == [(8000, narrow, 3 * 257, (257, 128)), (11025, wide, 513, None), (16000, wide, 513, None),
+                    (22050, wide, 513, None), (48000, wide, 513, None)]  # the 8 kHz dictionary's mask atoms
     for rate in rates:
         info = soundfile.info(tmp_path / "out" / f"in{rate}.wav")
         assert (info.samplerate, info.frames) == (rate, 2 * rate)
@@ -190,7 +205,7 @@ def test_enhance_picks_the_dictionary_per_rate(tmp_path, rng, monkeypatch):
     result = run(["enhance", tmp_path / "in48000.wav", tmp_path / "in8000.wav", "--out-dir", tmp_path / "again",
                   "--dictionary", default_dictionary_path(), "--iterations", 2])
     assert result.exit_code == 0, result.stderr
-    assert used == [(48000, narrow, 257), (8000, narrow, 257)]
+    assert used == [(48000, narrow, 257, None), (8000, narrow, 257, None)]
 
 
 def test_noise_sample_is_learned_with_the_framing_of_each_input_dictionary(tmp_path, rng, monkeypatch):

@@ -168,7 +168,8 @@ def test_options_reach_the_core(tiny_corpus, tiny_dictionary, tmp_path, monkeypa
     assert result.exit_code == 0, result.stderr
     from sepsti.features import NARROWBAND
 
-    assert calls == [{"noise_rank": 2, "max_iter": 9, "seed": 7, "framing": NARROWBAND}] * (len(TEST) * len(SNRS))
+    assert calls == [{"noise_rank": 2, "max_iter": 9, "seed": 7, "framing": NARROWBAND, "mask_atoms": None}] * (
+        len(TEST) * len(SNRS))
     assert scored == [True, False] * (len(TEST) * len(SNRS))  # the input, then the enhanced speech
 
 
@@ -623,15 +624,16 @@ def test_pairs_are_scored_by_name_with_the_dictionary_of_their_rate(tmp_path):
 
 
 def test_each_pair_is_enhanced_with_the_dictionary_of_its_own_rate(tmp_path, monkeypatch):
-    """An 8 kHz pair with the 8 kHz dictionary, a 16 kHz one with the 16 kHz dictionary, whichever was checked last."""
+    """An 8 kHz pair with the 8 kHz dictionary, a 16 kHz one with the 16 kHz dictionary, whichever was checked last;
+    each with its own mask atoms (the 16 kHz dictionary has none)."""
     import sepsti.denoise
     import sepsti.metrics
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path, wideband_dictionary_path
 
     used = []
 
-    def recorder(y, W, framing, **options):
-        used.append((framing.sample_rate, W.shape))
+    def recorder(y, W, framing, mask_atoms=None, **options):
+        used.append((framing.sample_rate, W.shape, None if mask_atoms is None else mask_atoms.sum()))
         return 0.5 * y
 
     monkeypatch.setattr(sepsti.denoise, "denoise", recorder)
@@ -639,8 +641,9 @@ def test_each_pair_is_enhanced_with_the_dictionary_of_its_own_rate(tmp_path, mon
     clean, noisy, _ = make_pairs(tmp_path / "pairs", rates=(8000, 16000))
     result = run(["evaluate", "--clean", clean, "--noisy", noisy])
     assert result.exit_code == 0, result.stderr
-    assert used == [(8000, load_dictionary(narrowband_dictionary_path()).W.shape),
-                    (16000, load_dictionary(wideband_dictionary_path()).W.shape)]
+    narrow = load_dictionary(narrowband_dictionary_path())
+    assert used == [(8000, narrow.W.shape, narrow.mask_atoms.sum()),
+                    (16000, load_dictionary(wideband_dictionary_path()).W.shape, None)]
 
 
 def test_an_undefined_score_warns_once_per_file_naming_it(tmp_path, rng):

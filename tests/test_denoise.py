@@ -1014,3 +1014,44 @@ def test_a_dictionary_s_column_scales_do_not_change_the_enhancement(rng, toy_dic
     scaled = toy_dictionary * rng.uniform(0.5, 4.0, toy_dictionary.shape[1])
     np.testing.assert_allclose(denoise(y, scaled, max_iter=10), denoise(y, toy_dictionary, max_iter=10), rtol=0,
                                atol=1e-6 * np.abs(y).max())
+
+
+def test_mask_atoms_rebuild_the_speech_and_leave_the_fit_alone(rng, toy_context_dictionary):
+    """With mask atoms the fitted activations are those without them, and the speech the mask is made of is the
+    mask atoms (on the scale of W's columns) times the activations, smoothed; separate() rebuilds it alike."""
+    from sepsti.denoise import denoise_blocks, smooth_speech
+
+    W = 3.0 * toy_context_dictionary  # atoms that do not sum to 1: the mask atoms are scaled with them
+    atoms = rng.gamma(1.0, 1.0, (features.N_BINS, W.shape[1]))
+    y = toy_speech(np.random.default_rng(5), 2.0) + 0.01 * rng.standard_normal(2 * SR)
+
+    def run(mask_atoms):
+        fitted, masked = [], []
+        out = np.concatenate(list(denoise_blocks(
+            lambda: iter((y,)), len(y), W, max_iter=5, mask_atoms=mask_atoms,
+            activations_fn=lambda H, noise: fitted.append((H.copy(), noise.copy())),
+            mask_fn=lambda speech, noise, floor: masked.append(speech.copy()))))
+        H, noise = (np.hstack(part) for part in zip(*fitted))
+        return out, H, noise, np.hstack(masked)
+
+    plain, H, noise, _ = run(None)
+    out, H_with, noise_with, speech = run(atoms)
+    np.testing.assert_array_equal(H_with, H)
+    np.testing.assert_array_equal(noise_with, noise)
+    rebuilt = (atoms / W.sum(axis=0)).astype(np.float32) @ H
+    np.testing.assert_allclose(speech, smooth_speech(rebuilt, noise), rtol=1e-4, atol=1e-6 * speech.max())
+    assert not np.allclose(out, plain)
+    V = features.magnitude(y, framing=features.enhancement_framing(features.NARROWBAND))
+    separated, _ = separate(V, W, max_iter=5, mask_atoms=atoms)
+    centre, _ = separate(V, W, max_iter=5)
+    assert separated.shape == centre.shape == V.shape and not np.allclose(separated, centre)
+
+
+@pytest.mark.parametrize("shape, message", [((features.N_BINS, 3), r"mask_atoms: expected \(257, 4\)"),
+                                            ((3 * features.N_BINS, 4), r"mask_atoms: expected \(257, 4\)")])
+def test_mask_atoms_of_another_shape_are_refused(toy_dictionary, shape, message):
+    y = 0.01 * np.random.default_rng(0).standard_normal(SR)
+    with pytest.raises(ParameterError, match=message):
+        denoise(y, toy_dictionary[:, :4], mask_atoms=np.ones(shape))
+    with pytest.raises(ParameterError, match="mask_atoms: must be finite and non-negative"):
+        denoise(y, toy_dictionary[:, :4], mask_atoms=-np.ones((features.N_BINS, 4)))

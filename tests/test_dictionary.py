@@ -28,12 +28,13 @@ def _fields(dictionary):
 
 
 def test_round_trip(tmp_path, rng):
-    original = _dictionary(rng)
+    original = _dictionary(rng)._replace(mask_atoms=rng.gamma(1.0, 1.0, (257, 4)))
     path = tmp_path / "d.npz"
     save_dictionary(path, original)
     loaded = load_dictionary(path)
     np.testing.assert_array_equal(loaded.W, original.W)
-    for field in FIELDS[1:] + tuple(OPTIONAL_FIELDS):
+    np.testing.assert_array_equal(loaded.mask_atoms, original.mask_atoms)
+    for field in FIELDS[1:] + ("context",):
         assert getattr(loaded, field) == getattr(original, field), field
     assert os.listdir(tmp_path) == ["d.npz"]
     with np.load(path, allow_pickle=False) as archive:
@@ -59,6 +60,32 @@ def test_atoms_of_several_frames_round_trip(tmp_path, rng):
 def test_a_file_without_context_holds_single_frames(tmp_path, rng):
     np.savez(tmp_path / "d.npz", **_fields(_dictionary(rng)))  # as files were written before the field
     assert load_dictionary(tmp_path / "d.npz").context == 0
+
+
+def test_a_file_without_mask_atoms_has_none_and_writes_none(tmp_path, rng):
+    np.savez(tmp_path / "d.npz", **_fields(_dictionary(rng)))
+    loaded = load_dictionary(tmp_path / "d.npz")
+    assert loaded.mask_atoms is None
+    save_dictionary(tmp_path / "again.npz", loaded)
+    with np.load(tmp_path / "again.npz", allow_pickle=False) as archive:
+        assert "mask_atoms" not in archive.files
+
+
+@pytest.mark.parametrize("value, message", [
+    (np.ones((256, 4)), r"'mask_atoms' must have shape \(257, 4\), a frame of bins per atom, got \(256, 4\)"),
+    (np.ones((771, 4)), r"'mask_atoms' must have shape \(257, 4\)"),
+    (np.ones((257, 3)), r"'mask_atoms' must have shape \(257, 4\)"),
+    (-np.ones((257, 4)), "'mask_atoms' must be finite and non-negative"),
+    (np.full((257, 4), np.inf), "'mask_atoms' must be finite and non-negative"),
+    (np.array([["a"] * 4] * 257), "'mask_atoms' must be a real array"),
+])
+def test_bad_mask_atoms_are_named(tmp_path, rng, value, message):
+    arrays = {**_fields(_dictionary(rng)), "mask_atoms": value}
+    np.savez(tmp_path / "d.npz", **arrays)
+    with pytest.raises(ParameterError, match=message):
+        load_dictionary(tmp_path / "d.npz")
+    with pytest.raises(ParameterError, match=message):
+        save_dictionary(tmp_path / "e.npz", _dictionary(rng)._replace(mask_atoms=value))
 
 
 @pytest.mark.parametrize("context, rows, message", [
@@ -431,7 +458,7 @@ def test_save_refuses_a_W_its_storage_type_cannot_hold(tmp_path, rng):
     """Checked as stored: W · 1e39 is inf in float32, a file the loader would refuse; nothing is written."""
     big = _dictionary(rng)._replace(W=_dictionary(rng).W * 1e39)
     beyond = int(np.sum(big.W > np.finfo(np.float32).max))
-    with pytest.raises(ParameterError, match=rf"d.npz \(W stored as float32\): field 'W' has {beyond} NaN or infinite"):
+    with pytest.raises(ParameterError, match=rf"d.npz \(stored as float32\): field 'W' has {beyond} NaN or infinite"):
         save_dictionary(tmp_path / "d.npz", big, dtype=np.float32)
     assert os.listdir(tmp_path) == []
     save_dictionary(tmp_path / "d.npz", big)

@@ -323,7 +323,7 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
                                                  enabled=file_bar[0], force=file_bar[1]) as bar:
         try:
             return enhance_file(audio, target, speech_dictionary.W, framing, overwrite=overwrite,
-                                written=bar.update, **options)
+                                written=bar.update, mask_atoms=speech_dictionary.mask_atoms, **options)
         except UnchangedSignalWarning as reason:
             # a file of (nearly) nothing but digital silence: no output is kept, the input is copied
             return copy_file(audio, target, overwrite=overwrite), str(reason)

@@ -22,7 +22,8 @@ mask for all channels, from their magnitudes' power mean,
 :func:`sepsti.features.channel_magnitude`; or each channel enhanced as a file of
 its own where the channels hold different talkers, ``--channels``). Without
 ``--dictionary``, inputs up to 8 kHz use the shipped 8 kHz dictionary (atoms of
-three frames, :attr:`sepsti.dictionary.Dictionary.context`) and
+three frames, :attr:`sepsti.dictionary.Dictionary.context`, and atoms learned for
+the mask, :attr:`sepsti.dictionary.Dictionary.mask_atoms`) and
 inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`); the band
 of an input above its dictionary's is enhanced with the speech share of the top
 modelled band (:class:`sepsti.bandwidth.UpperBand`).

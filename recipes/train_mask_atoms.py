@@ -47,14 +47,14 @@ def main(argv=None):
     from sepsti.mask_atoms import MaskTraining, learn_mask_atoms, mask_atoms, record_separation, speech_band
     from sepsti.metrics import bss_eval
 
-    if args.dictionary is None:
+    corpus = noizeus_corpus(args.corpus)
+    index = corpus_index(corpus)
+    if args.dictionary is None:  # the input checked first: a bad one leaves no folder behind
         args.out.mkdir(parents=True, exist_ok=True)
     target = args.dictionary or args.out / "narrowband_dictionary.npz"
     check_output_path(target, overwrite=args.overwrite)
-    corpus = noizeus_corpus(args.corpus)
     dictionary = load_dictionary(narrowband_dictionary_path())
     training = MaskTraining(max_iter=5, scales=(0.5, 0.8)) if args.quick else MaskTraining()
-    index = corpus_index(corpus)
     ids = ["sp01", "sp02", "sp16"] if args.quick else list(TRAIN_IDS)
     snrs = [min(index.snrs)] if args.quick else None
     mixtures = list(iter_mixtures(index, split=ids, snrs=snrs))

@@ -5,7 +5,7 @@ train split (sp01–sp20, each noise and SNR the corpus holds); its speech activ
 recorded frame by frame with the mixture's and the clean speech's magnitudes. Atoms are learned on sp01–sp15
 from the dictionary's centre frame; sp16–sp20 (another talker) choose the update kept. The band is read from
 the clean training speech (:func:`sepsti.mask_atoms.speech_band`); the factor on the atoms is the one of
-:attr:`sepsti.mask_atoms.MaskTraining.scales` with which the enhancer (``sepsti evaluate``'s code) gives the
+:attr:`sepsti.mask_atoms.MaskTraining.factors` with which the enhancer (``sepsti evaluate``'s code) gives the
 held-out mixtures the highest mean SDR. The dictionary is written again with the atoms in its ``mask_atoms``
 field (``--dictionary``; copy it to ``sepsti/data/narrowband_dictionary.npz`` to ship it). ``--quick``:
 sp01–sp02 and sp16 at one SNR, five updates, two factors.
@@ -54,7 +54,7 @@ def main(argv=None):
     target = args.dictionary or args.out / "narrowband_dictionary.npz"
     check_output_path(target, overwrite=args.overwrite)
     dictionary = load_dictionary(narrowband_dictionary_path())
-    training = MaskTraining(max_iter=5, scales=(0.5, 0.8)) if args.quick else MaskTraining()
+    training = MaskTraining(max_iter=5, factors=(0.5, 0.8)) if args.quick else MaskTraining()
     ids = ["sp01", "sp02", "sp16"] if args.quick else list(TRAIN_IDS)
     snrs = [min(index.snrs)] if args.quick else None
     mixtures = list(iter_mixtures(index, split=ids, snrs=snrs))
@@ -74,7 +74,7 @@ def main(argv=None):
     learned, history = learn_mask_atoms(start, fit, held_out, max_iter=training.max_iter)
     band = speech_band(np.concatenate([record.clean for record in fit + held_out], axis=1), training.band_db)
     candidates = {factor: dictionary._replace(mask_atoms=mask_atoms(learned, start, band, factor) * sums)
-                  for factor in training.scales}
+                  for factor in training.factors}
     sdr = {}
     with progress_bar(len(candidates) * len(held_out_mixtures), desc="choosing the factor", unit="mixture") as bar:
         for factor, candidate in candidates.items():

@@ -5,7 +5,7 @@ part of its mask ``M = S / (S + N)`` as ``S = W̄ H``, by default with the atoms
 noise dominates, that fit leaves the speech low (docs/enhance.md). Mask atoms are a ``W̄`` learned instead,
 ``H`` and ``N`` held as the enhancer fitted them on training mixtures, so that the masked noisy magnitudes
 ``M |Y|`` come closest to the clean ``|X|`` in squared error (multiplicative updates from the centre frame,
-stopped where mixtures held out from the fit stop improving). They are used within the band the training
+the update kept where mixtures held out from the fit come closest). They are used within the band the training
 speech has (:func:`speech_band`; outside it the training mixtures teach only that there is no speech there),
 scaled by a factor chosen on the held-out mixtures by the enhancer's SDR (the squared error on magnitudes keeps
 more of the noise-dominated bins than BSS_EVAL counts as interference), and stored in the dictionary file
@@ -30,7 +30,7 @@ class MaskTraining(NamedTuple):
     max_iter : int
         Multiplicative updates at most; the atoms kept are those of the update where the held-out
         mixtures' masked magnitudes come closest to their clean ones.
-    scales : tuple of float
+    factors : tuple of float
         Factors on the learned atoms tried on the held-out mixtures; the one of the highest mean SDR is kept.
     band_db : float
         The band is the bins whose long-term mean clean magnitude is within this many dB of the strongest
@@ -38,7 +38,7 @@ class MaskTraining(NamedTuple):
     """
 
     max_iter: int = 50
-    scales: tuple = (0.35, 0.5, 0.65, 0.8)
+    factors: tuple = (0.35, 0.5, 0.65, 0.8)
     band_db: float = 40.0
 
 
@@ -169,6 +169,6 @@ def learn_mask_atoms(start, fit, held_out, *, max_iter=MaskTraining().max_iter):
     return best, history
 
 
-def mask_atoms(learned, start, band, scale):
-    """The atoms a dictionary file carries: ``scale`` times the learned ones within ``band``, ``start`` outside."""
-    return np.where(np.asarray(band)[:, None], scale * np.asarray(learned), np.asarray(start))
+def mask_atoms(learned, start, band, factor):
+    """The atoms a dictionary file carries: ``factor`` times the learned ones within ``band``, ``start`` outside."""
+    return np.where(np.asarray(band)[:, None], factor * np.asarray(learned), np.asarray(start))

@@ -44,7 +44,8 @@ def main(argv=None):
     from sepsti.core.progress import progress_bar
     from sepsti.corpora.noizeus import TRAIN_IDS, corpus_index, iter_mixtures
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path, save_dictionary
-    from sepsti.mask_atoms import MaskTraining, learn_mask_atoms, mask_atoms, record_separation, speech_band
+    from sepsti.mask_atoms import (MaskTraining, centre_frame, learn_mask_atoms, mask_atoms, record_separation,
+                                   speech_band)
     from sepsti.metrics import bss_eval
 
     corpus = noizeus_corpus(args.corpus)
@@ -68,9 +69,8 @@ def main(argv=None):
                 if mixture.utterance not in FIT_IDS:
                     held_out_mixtures.append(mixture)
             bar.update(1)
-    sums = dictionary.W.sum(axis=0)
-    context, bins = dictionary.context, dictionary.framing.n_bins
-    start = dictionary.W[context * bins:(context + 1) * bins] / sums
+    sums, bins = dictionary.W.sum(axis=0), dictionary.framing.n_bins
+    start = centre_frame(dictionary.W, dictionary.framing)
     learned, history = learn_mask_atoms(start, fit, held_out, max_iter=training.max_iter)
     band = speech_band(np.concatenate([record.clean for record in fit + held_out], axis=1), training.band_db)
     candidates = {factor: dictionary._replace(mask_atoms=mask_atoms(learned, start, band, factor) * sums)

@@ -730,7 +730,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
             if activations_fn is not None:
                 activations_fn(_read_only(activations), _read_only(noise_part))
             start += S.shape[1]
-            yield S, setting.mask_atoms.astype(activations.dtype) @ activations, noise_part
+            yield S, setting.mask_atoms @ activations, noise_part
 
     # activations, smoothing, mask and resynthesis, piece by piece
     synthesis = features.OverlapAdd(analysis)

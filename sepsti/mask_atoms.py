@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["MaskTraining", "SeparationRecord", "record_separation", "speech_band", "learn_mask_atoms",
-           "mask_atoms", "masked_snr"]
+__all__ = ["MaskTraining", "SeparationRecord", "record_separation", "centre_frame", "speech_band",
+           "learn_mask_atoms", "mask_atoms", "masked_snr"]
 
 _EPS = 1e-12
 
@@ -98,6 +98,14 @@ def record_separation(noisy, clean, W, *, framing, **options):
     Y, X = (np.abs(np.concatenate(list(features.stft_chunks(iter((signal,)), H.shape[1], framing=analysis)), axis=1))
             for signal in (noisy, clean))
     return SeparationRecord(H, noise, Y, X)
+
+
+def centre_frame(W, framing):
+    """The atoms the enhancer rebuilds the speech with when a dictionary has no mask atoms: each atom's centre
+    frame, ``(n_bins, rank)``, on the scale of ``W``'s columns scaled to sum 1 (where learning starts)."""
+    from sepsti.denoise import _with_mask_atoms
+
+    return _with_mask_atoms(W, None, framing)[1]
 
 
 def speech_band(clean, band_db=MaskTraining().band_db):

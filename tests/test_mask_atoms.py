@@ -71,7 +71,8 @@ def test_the_file_atoms_are_the_scaled_learned_ones_inside_the_band_and_the_star
 def test_a_recorded_separation_is_the_one_the_enhancer_masks_with(rng):
     """The activations and noise recorded rebuild, with the dictionary's centre frame, the speech the enhancer's
     mask is made of (before smoothing, frame by frame), and the magnitudes are those of the enhancer's frames."""
-    from sepsti.denoise import _with_mask_atoms, denoise_blocks, smooth_speech
+    from sepsti.denoise import denoise_blocks, smooth_speech
+    from sepsti.mask_atoms import centre_frame
 
     W = rng.gamma(1.0, 1.0, (features.N_BINS, 6))
     clean = np.sin(2 * np.pi * 440 * np.arange(16000) / 8000) * np.repeat(rng.uniform(0, 0.3, 20), 800)
@@ -84,7 +85,7 @@ def test_a_recorded_separation_is_the_one_the_enhancer_masks_with(rng):
     list(denoise_blocks(lambda: iter((noisy,)), noisy.size, W, max_iter=5,
                         mask_fn=lambda speech, noise, floor: masked.append((speech.copy(), noise.copy()))))
     speech, noise = (np.hstack(part) for part in zip(*masked))
-    _, centre = _with_mask_atoms(W, None, features.NARROWBAND)
+    centre = centre_frame(W, features.NARROWBAND)
     np.testing.assert_allclose(noise, record.noise, rtol=1e-5)
     np.testing.assert_allclose(speech, smooth_speech(centre @ record.H, record.noise), rtol=1e-4,
                                atol=1e-6 * speech.max())

@@ -7,8 +7,10 @@ from the dictionary's centre frame; sp16–sp20 (another talker) choose the upda
 the clean training speech (:func:`sepsti.mask_atoms.speech_band`); the factor on the atoms is the one of
 :attr:`sepsti.mask_atoms.MaskTraining.factors` with which the enhancer (``sepsti evaluate``'s code) gives the
 held-out mixtures the highest mean SDR. The dictionary is written again with the atoms in its ``mask_atoms``
-field (``--dictionary``; copy it to ``sepsti/data/narrowband_dictionary.npz`` to ship it). ``--quick``:
-sp01–sp02 and sp16 at one SNR, five updates, two factors.
+field, to ``DIR/<its name>.npz`` (``--out``; for the shipped one copy it to
+``sepsti/data/narrowband_dictionary.npz`` to ship it). ``--dictionary``: another speech dictionary at the
+corpus's rate (``sepsti train``'s), whose own fields are kept. ``--quick``: sp01–sp02 and sp16 at one SNR, five
+updates, two factors.
 
 Usage::
 
@@ -32,14 +34,17 @@ SUMMARY_BANDS = (0, 300, 1000, 2000, 3000, 3500, 4000)
 
 
 def main(argv=None):
-    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True, writes="the dictionary with them (--dictionary)")
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True,
+                           writes="DIR/<the dictionary's name>.npz, the dictionary with them")
     parser.add_argument("--corpus", type=Path, default=None,
                         help="NOIZEUS-style folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
-    parser.add_output_file("--dictionary", help="where to write the dictionary with its mask atoms (default: "
-                                                "DIR/narrowband_dictionary.npz)")
+    parser.add_argument("--dictionary", type=Path, default=None,
+                        help="the speech dictionary to learn mask atoms for, at the corpus's rate (default: the "
+                             "shipped 8 kHz one)")
     args = parser.parse_args(argv)
 
     from sepsti.commands.evaluate import enhance_signal
+    from sepsti.core.errors import ParameterError
     from sepsti.core.io import check_output_path
     from sepsti.core.progress import progress_bar
     from sepsti.corpora.noizeus import TRAIN_IDS, corpus_index, iter_mixtures
@@ -48,17 +53,22 @@ def main(argv=None):
                                    speech_band)
     from sepsti.metrics import bss_eval
 
+    source = args.dictionary or narrowband_dictionary_path()
+    dictionary = load_dictionary(source)
+    with np.load(source) as stored:
+        storage = stored["W"].dtype  # written back as it was stored
     corpus = noizeus_corpus(args.corpus)
     index = corpus_index(corpus)
-    if args.dictionary is None:  # the input checked first: a bad one leaves no folder behind
-        args.out.mkdir(parents=True, exist_ok=True)
-    target = args.dictionary or args.out / "narrowband_dictionary.npz"
-    check_output_path(target, overwrite=args.overwrite)
-    dictionary = load_dictionary(narrowband_dictionary_path())
     training = MaskTraining(max_iter=5, factors=(0.5, 0.8)) if args.quick else MaskTraining()
     ids = ["sp01", "sp02", "sp16"] if args.quick else list(TRAIN_IDS)
     snrs = [min(index.snrs)] if args.quick else None
     mixtures = list(iter_mixtures(index, split=ids, snrs=snrs))
+    rates = {mixture.sample_rate for mixture in mixtures} - {dictionary.sample_rate}
+    if rates:
+        raise ParameterError(f"--dictionary {source}: a {dictionary.sample_rate} Hz dictionary; the corpus has "
+                             f"{min(rates)} Hz files")
+    args.out.mkdir(parents=True, exist_ok=True)  # the inputs checked first: a bad one leaves no folder behind
+    target = check_output_path(args.out / f"{Path(source).stem}.npz", overwrite=args.overwrite, inputs=[source])
 
     fit, held_out, held_out_mixtures = [], [], []
     with progress_bar(len(mixtures), desc="separating", unit="mixture") as bar:
@@ -85,7 +95,7 @@ def main(argv=None):
                 bar.update(1)
             sdr[factor] = float(np.mean(scores))
     factor = max(sdr, key=sdr.get)
-    save_dictionary(target, candidates[factor], overwrite=args.overwrite, dtype=np.float32)
+    save_dictionary(target, candidates[factor], overwrite=args.overwrite, dtype=storage)
 
     frequencies = np.arange(bins) * dictionary.sample_rate / dictionary.n_fft
     growth = learned / np.maximum(start, np.finfo(np.float64).tiny)  # learned over the centre frame, entry by entry
@@ -99,7 +109,8 @@ def main(argv=None):
     print("held-out mean SDR by factor: " + ", ".join(f"{key}: {value:.2f} dB" for key, value in sdr.items())
           + f"; {factor} kept")
     print(f"wrote {target}")
-    results = {"corpus": str(corpus), "dictionary": str(target), "training": training._asdict(),
+    results = {"corpus": str(corpus), "speech_dictionary": str(source), "dictionary": str(target),
+               "training": training._asdict(),
                "fit_mixtures": len(fit), "held_out_mixtures": len(held_out), "update_kept": kept,
                "history": [{"update": update, "fit_snr_db": fit_snr, "held_out_snr_db": held_snr}
                            for update, fit_snr, held_snr in history],

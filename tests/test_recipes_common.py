@@ -173,10 +173,10 @@ def test_the_results_name_may_depend_on_the_options(tmp_path):
     ("pltf_parafac_chib", ["--quick", "--chib-runs", "1"], "argument --chib-runs: '1': expected an integer of at "
                                                            "least 2"),
     ("raman_nuts", ["--quick", "--workers", "0"], "argument --workers: '0': expected an integer of at least 1"),
-    # a corpus that is not one, and a dictionary already there: refused before any folder is made
+    # a corpus that is not one, and a dictionary that is not one: refused before any folder is made
     ("train_mask_atoms", ["--corpus", "{tmp}/nowhere"], "{tmp}/nowhere: no such corpus folder"),
-    ("train_mask_atoms", ["--corpus", "{tmp}/nowhere", "--dictionary", "{tmp}/a_file"], "--dictionary {tmp}/a_file: "
-                                                                                         "output exists"),
+    ("train_mask_atoms", ["--corpus", "{tmp}/nowhere", "--dictionary", "{tmp}/a_file"], "dictionary {tmp}/a_file: "
+                                                                                         "empty file, not a dictionary"),
     # a select-rank JSON to reuse: read before the dictionaries are trained (was read after them)
     ("sti_speech", ["--quick", "--corpus", "{tmp}", "--sti-json", "{tmp}/none.json"], "--sti-json {tmp}/none.json: "
                                                                                        "cannot read it"),

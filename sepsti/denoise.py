@@ -644,8 +644,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         from them, at least the mask's floor); a signal too short to be enhanced gives its magnitudes as speech and zero
         noise (gain 1). The arrays are the enhancer's own, read-only: copy them to change them.
     activations_fn : callable, optional
-        Called as ``activations_fn(H, noise)`` with each piece's speech activations, shape (rank, m), and noise
-        magnitudes, shape (n_bins, m), as fitted (before the speech is rebuilt and smoothed), in order: what
+        Called as ``activations_fn(H, noise, S)`` with each piece's speech activations, shape (rank, m), noise
+        magnitudes, shape (n_bins, m), as fitted (before the speech is rebuilt and smoothed), and the STFT the
+        mask is applied to (its hum removed; shape (n_bins, m), or (n_bins, m, channels)), in order: what
         :func:`sepsti.mask_atoms.record_separation` records. Read-only, like ``mask_fn``'s; not called for a
         signal too short to be enhanced.
 
@@ -728,7 +729,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
             activations, noise_part = _separate_frames(V, noise_power, setting, start, max_iter=max_iter,
                                                        sparsity=sparsity)
             if activations_fn is not None:
-                activations_fn(_read_only(activations), _read_only(noise_part))
+                activations_fn(_read_only(activations), _read_only(noise_part), _read_only(S))
             start += S.shape[1]
             yield S, setting.mask_atoms @ activations, noise_part
 

@@ -52,7 +52,7 @@ class SeparationRecord(NamedTuple):
     noise : ndarray, shape (n_bins, m)
         Noise part.
     noisy, clean : ndarray, shape (n_bins, m)
-        Magnitudes of the mixture and of its clean speech.
+        Magnitudes of the mixture as the mask is applied to it (its mains hum removed) and of its clean speech.
     """
 
     H: np.ndarray
@@ -89,14 +89,14 @@ def record_separation(noisy, clean, W, *, framing, **options):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnchangedSignalWarning)
         for _ in denoise_blocks(lambda: iter((noisy,)), len(noisy), W, framing=framing,
-                                activations_fn=lambda H, noise: parts.append((H.copy(), noise.copy())), **options):
+                                activations_fn=lambda H, noise, S: parts.append((H.copy(), noise.copy(), np.abs(S))),
+                                **options):
             pass
     if not parts:
         return None
+    H, noise, Y = (np.concatenate(part, axis=1).astype(np.float64) for part in zip(*parts))
     analysis = features.enhancement_framing(framing)
-    H, noise = (np.concatenate(part, axis=1).astype(np.float64) for part in zip(*parts))
-    Y, X = (np.abs(np.concatenate(list(features.stft_chunks(iter((signal,)), H.shape[1], framing=analysis)), axis=1))
-            for signal in (noisy, clean))
+    X = np.abs(np.concatenate(list(features.stft_chunks(iter((clean,)), H.shape[1], framing=analysis)), axis=1))
     return SeparationRecord(H, noise, Y, X)
 
 

@@ -1029,7 +1029,7 @@ def test_mask_atoms_rebuild_the_speech_and_leave_the_fit_alone(rng, toy_context_
         fitted, masked = [], []
         out = np.concatenate(list(denoise_blocks(
             lambda: iter((y,)), len(y), W, max_iter=5, mask_atoms=mask_atoms,
-            activations_fn=lambda H, noise: fitted.append((H.copy(), noise.copy())),
+            activations_fn=lambda H, noise, S: fitted.append((H.copy(), noise.copy())),
             mask_fn=lambda speech, noise, floor: masked.append(speech.copy()))))
         H, noise = (np.hstack(part) for part in zip(*fitted))
         return out, H, noise, np.hstack(masked)

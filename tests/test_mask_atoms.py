@@ -91,6 +91,24 @@ def test_a_recorded_separation_is_the_one_the_enhancer_masks_with(rng):
                                atol=1e-6 * speech.max())
 
 
+def test_a_recorded_mixture_is_the_one_masked_its_mains_hum_removed(rng):
+    """With hum, the record holds the mixture the enhancer masks, the hum subtracted, not the recording."""
+    from sepsti.hum import hum_free
+    from test_hum import _hum, _speech
+
+    rate, W = 8000, rng.gamma(1.0, 1.0, (features.N_BINS, 6))
+    clean = _speech(rng, 6, rate)
+    noisy = clean + 0.05 * np.std(clean) * rng.standard_normal(clean.size)
+    hum = _hum(clean.size, rate, 60.0, range(1, 6), 0.5 * np.std(clean), rng)
+    record = record_separation(noisy + hum, clean, W, framing=features.NARROWBAND, max_iter=2)
+    analysis = features.enhancement_framing(features.NARROWBAND)
+    without = np.concatenate(list(hum_free(lambda: iter((noisy + hum,)), rate)()))
+    np.testing.assert_allclose(record.noisy, features.magnitude(without, framing=analysis), rtol=1e-9)
+    hum_bin = round(60.0 * analysis.n_fft / rate)
+    with_hum = features.magnitude(noisy + hum, framing=analysis)
+    assert np.median(with_hum[hum_bin] / record.noisy[hum_bin]) > 3  # the recording's hum is not in it
+
+
 def test_too_short_a_mixture_gives_no_record(rng):
     W = rng.gamma(1.0, 1.0, (features.N_BINS, 6))
     noisy = 0.01 * rng.standard_normal(600)

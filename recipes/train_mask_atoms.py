@@ -65,8 +65,8 @@ def main(argv=None):
     mixtures = list(iter_mixtures(index, split=ids, snrs=snrs))
     rates = {mixture.sample_rate for mixture in mixtures} - {dictionary.sample_rate}
     if rates:
-        raise ParameterError(f"--dictionary {source}: a {dictionary.sample_rate} Hz dictionary; the corpus has "
-                             f"{min(rates)} Hz files")
+        raise ParameterError(f"dictionary {source}: at {dictionary.sample_rate} Hz, the corpus's files at {min(rates)} "
+                             f"Hz; pass --dictionary with one at the corpus's rate")
     args.out.mkdir(parents=True, exist_ok=True)  # the inputs checked first: a bad one leaves no folder behind
     target = check_output_path(args.out / f"{Path(source).stem}.npz", overwrite=args.overwrite, inputs=[source])
 

@@ -46,7 +46,7 @@ def test_a_quick_run_writes_the_callers_dictionary_with_mask_atoms_and_its_choic
     assert "wrote" in capsys.readouterr().out
 
 
-def _refusal(noizeus_root, tmp_path, *options):
+def _refusal(noizeus_root, *options):
     from sepsti.core.errors import ParameterError
 
     with pytest.raises(ParameterError) as refused:
@@ -57,8 +57,9 @@ def _refusal(noizeus_root, tmp_path, *options):
 def test_a_dictionary_at_another_rate_is_refused_before_any_work(noizeus_root, tmp_path):
     from sepsti.dictionary import wideband_dictionary_path
 
-    message = _refusal(noizeus_root, tmp_path, "--dictionary", wideband_dictionary_path(), "--out", tmp_path / "out")
-    assert message.endswith("a 16000 Hz dictionary; the corpus has 8000 Hz files")
+    message = _refusal(noizeus_root, "--dictionary", wideband_dictionary_path(), "--out", tmp_path / "out")
+    assert message == (f"dictionary {wideband_dictionary_path()}: at 16000 Hz, the corpus's files at 8000 Hz; pass "
+                       f"--dictionary with one at the corpus's rate")
     assert not (tmp_path / "out").exists()
 
 
@@ -68,7 +69,7 @@ def test_the_input_dictionary_is_never_the_output(noizeus_root, tmp_path):
     mine = tmp_path / "narrowband_dictionary.npz"
     save_dictionary(mine, load_dictionary(narrowband_dictionary_path()))
     before = mine.read_bytes()
-    message = _refusal(noizeus_root, tmp_path, "--dictionary", mine, "--out", tmp_path, "--overwrite")
+    message = _refusal(noizeus_root, "--dictionary", mine, "--out", tmp_path, "--overwrite")
     assert message == f"{mine}: output is also an input; choose another output path"
     assert mine.read_bytes() == before
 
@@ -76,6 +77,6 @@ def test_the_input_dictionary_is_never_the_output(noizeus_root, tmp_path):
 def test_the_shipped_dictionary_is_written_under_its_own_name_and_not_over_an_earlier_one(noizeus_root, tmp_path):
     earlier = tmp_path / "narrowband_dictionary.npz"
     earlier.write_bytes(b"an earlier run's")
-    message = _refusal(noizeus_root, tmp_path, "--out", tmp_path)
+    message = _refusal(noizeus_root, "--out", tmp_path)
     assert message == f"{earlier}: output exists; pass --overwrite to replace it"
     assert earlier.read_bytes() == b"an earlier run's"

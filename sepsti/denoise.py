@@ -129,8 +129,7 @@ def _with_mask_atoms(W, mask_atoms, framing):
     ``mask_atoms``, or the atoms' centre frame."""
     n_bins, rank = framing.n_bins, W.shape[1]
     if mask_atoms is None:
-        context = _context(W, framing)
-        mask_atoms = W[context * n_bins:(context + 1) * n_bins]
+        mask_atoms = _centre(W, framing)
     else:
         from sepsti.core.checks import real_array
 
@@ -149,10 +148,15 @@ def _context(W, framing):
     return (W.shape[0] // framing.n_bins - 1) // 2
 
 
+def _centre(W, framing):
+    """The centre frame of each of ``W``'s atoms, ``(n_bins, rank)``, as it is in ``W``."""
+    context = _context(W, framing)
+    return W[context * framing.n_bins:(context + 1) * framing.n_bins]
+
+
 def _centre_frame(W, framing):
     """The centre frame of each atom, renormalised: a single-frame dictionary for the noise model."""
-    context = _context(W, framing)
-    centre = W[context * framing.n_bins:(context + 1) * framing.n_bins]
+    centre = _centre(W, framing)
     return centre / np.maximum(centre.sum(axis=0, keepdims=True), np.finfo(np.float64).tiny)
 
 

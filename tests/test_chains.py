@@ -59,13 +59,16 @@ def test_auto_metric_picks_the_kind_that_whitens_the_gaussian(name):
     assert [p.metric for p in result.metric.pilots] == ["diagonal", "dense"]
     # The pilots measured what the covariance implies: the work per independent draw of NUTS grows with the
     # square root of the condition number a metric leaves, so the dense pilot's gain over the diagonal one is
-    # about √κ of the covariance scaled to unit variances (measured 1.44 / 0.97 / 58.1 against 1 / 1 / 103.3;
-    # a factor of 3 either way allows for 150 pilot draws and trees that grow in powers of two).
+    # about √κ of the covariance scaled to unit variances (1 / 1 / 103.3). Over seeds 0–39 the measured gain of
+    # 150 pilot draws spreads with a standard deviation of 0.31 (independent) and 0.63 (badly scaled) in logs,
+    # 0.15 to 4.1 on the badly scaled one (whose choice was dense at one seed of the 40), 21 to 80 on the
+    # correlated one (0.38, seeds 0–15); a factor of 12 either way is four of the widest deviations, and still
+    # tells a dense pilot that whitens the correlated one from one that does not (a gain of 1).
     diagonal, dense = (p.ess_per_work for p in result.metric.pilots)
     scale = np.sqrt(np.diag(covariance))
     eigenvalues = np.linalg.eigvalsh(covariance / np.outer(scale, scale))
     expected_gain = np.sqrt(eigenvalues.max() / eigenvalues.min())
-    assert expected_gain / 3 < dense / diagonal < 3 * expected_gain, (dense / diagonal, expected_gain)
+    assert expected_gain / 12 < dense / diagonal < 12 * expected_gain, (dense / diagonal, expected_gain)
     assert result.diagnostics.num_divergent == 0
     assert_moments(result.draws, 0.0, np.diag(covariance))
 

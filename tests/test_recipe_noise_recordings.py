@@ -151,9 +151,10 @@ def test_wideband_mixtures_of_other_settings_are_refused_unless_overwrite(tmp_pa
     def held(folders):
         # the samples, rate and format, not the bytes: libsndfile stamps a float file's PEAK chunk with the second
         # it was written in
-        return {(folder.name, path.name): (soundfile.read(path)[0].tobytes(), soundfile.info(path).samplerate,
-                                           soundfile.info(path).subtype)
-                for folder in folders for path in folder.glob("*.wav")}
+        def content(path):
+            with soundfile.SoundFile(path) as audio:
+                return audio.read().tobytes(), audio.samplerate, audio.subtype
+        return {(folder.name, path.name): content(path) for folder in folders for path in folder.glob("*.wav")}
 
     def mix(seed, overwrite=False):
         make_mixtures(corpus, "test", noisy, clean_folder=clean, files=1, noises=["white"], snrs=[5], seconds=1.0,

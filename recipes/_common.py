@@ -155,6 +155,10 @@ def run_recipe(main, name):
         sys.exit(2)
 
 
+#: Packages imported under another name than pip's.
+IMPORT_NAMES = {"scikit-learn": "sklearn"}
+
+
 def require_packages(needs, extra):
     """Refuse a run (:class:`ParameterError`, one line through :func:`run_recipe`) that needs a package which is not
     installed, before any work: each is looked up (:func:`importlib.util.find_spec`), not imported.
@@ -163,7 +167,7 @@ def require_packages(needs, extra):
     ----------
     needs : dict
         ``{what: package}``: what the run would do (a method, a timed run) and the package it needs, as pip
-        names it (imported with ``_`` for ``-``).
+        names it (imported with ``_`` for ``-``, or as :data:`IMPORT_NAMES` gives).
     extra : str
         The project's extra that installs them.
     """
@@ -171,7 +175,7 @@ def require_packages(needs, extra):
 
     missing = {}
     for what, package in needs.items():
-        if importlib.util.find_spec(package.replace("-", "_")) is None:
+        if importlib.util.find_spec(IMPORT_NAMES.get(package, package.replace("-", "_"))) is None:
             missing.setdefault(package, []).append(what)
     if missing:
         names = " and ".join(f"{package} (for {', '.join(whats)})" for package, whats in missing.items())
@@ -309,6 +313,19 @@ def default_corpus():
         if candidate and Path(candidate, "clean").is_dir():
             return Path(candidate).resolve()
     return None
+
+
+def dictionary_to_extend(path):
+    """The dictionary a recipe learns a part of for: ``path`` or, if None, the shipped 8 kHz one; as
+    ``(path, Dictionary, the dtype its W is stored in)``, so that it is written back as it was stored."""
+    import numpy as np
+
+    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
+
+    source = path or narrowband_dictionary_path()
+    dictionary = load_dictionary(source)
+    with np.load(source) as stored:
+        return source, dictionary, stored["W"].dtype
 
 
 def noizeus_corpus(corpus, option="--corpus"):

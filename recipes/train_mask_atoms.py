@@ -24,7 +24,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from _common import noizeus_corpus, recipe_parser, run_recipe, write_results  # noqa: E402
+from _common import dictionary_to_extend, noizeus_corpus, recipe_parser, run_recipe, write_results  # noqa: E402
 
 NAME = "train_mask_atoms"
 #: The train split's sentences the atoms are learned on; the rest of it chooses the update kept.
@@ -48,15 +48,12 @@ def main(argv=None):
     from sepsti.core.io import check_output_path
     from sepsti.core.progress import progress_bar
     from sepsti.corpora.noizeus import TRAIN_IDS, corpus_index, iter_mixtures
-    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path, save_dictionary
+    from sepsti.dictionary import save_dictionary
     from sepsti.mask_atoms import (MaskTraining, centre_frame, learn_mask_atoms, mask_atoms, record_separation,
                                    speech_band)
     from sepsti.metrics import bss_eval
 
-    source = args.dictionary or narrowband_dictionary_path()
-    dictionary = load_dictionary(source)
-    with np.load(source) as stored:
-        storage = stored["W"].dtype  # written back as it was stored
+    source, dictionary, storage = dictionary_to_extend(args.dictionary)
     corpus = noizeus_corpus(args.corpus)
     index = corpus_index(corpus)
     training = MaskTraining(max_iter=5, factors=(0.5, 0.8)) if args.quick else MaskTraining()

@@ -30,7 +30,9 @@ alone. Where the noise dominates a bin, the speech estimate is averaged with the
 frames' (:func:`smooth_speech`); the speech is then rebuilt with the Wiener-style mask
 ``S / (S + N)`` (``N`` the whole noise part), at least :data:`MASK_FLOOR`, applied to the complex
 noisy STFT. The speech part ``S`` is rebuilt from the fitted speech activations with the atoms' centre frame,
-or with atoms learned for the mask where the dictionary has them (``mask_atoms``, :mod:`sepsti.mask_atoms`).
+or with atoms learned for the mask where the dictionary has them (``mask_atoms``, :mod:`sepsti.mask_atoms`); where it
+has a learned correction of the mask's band gains (``band_gains``, :mod:`sepsti.band_gains`), the mask then moves
+toward the gains its networks agree on.
 
 :func:`denoise` and :func:`denoise_blocks` take the dictionary's framing and enhance in frames of its
 window every quarter window (:func:`sepsti.features.enhancement_framing`), twice as dense as the
@@ -609,7 +611,7 @@ def _read_only(array):
 
 def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None,
                    seed=0, chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_fn=None, mask_floor=MASK_FLOOR,
-                   mask_atoms=None, activations_fn=None):
+                   mask_atoms=None, band_gains=None, activations_fn=None):
     """Enhance a signal given block by block; memory does not grow with its length.
 
     The method is :func:`denoise`'s, computed in passes over the signal: mains hum
@@ -619,7 +621,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     with ``noise`` given), then, in frames every quarter window, the tracked noise power, MAP-EM,
     the speech smoothing and the mask in pieces of about ``chunk_frames`` frames (each piece
     waits for its noise power's lookahead, :class:`NoisePowerTracker`, for the frames after it that
-    atoms of several frames span, and for one frame more, :func:`smooth_speech`).
+    atoms of several frames span, for one frame more, :func:`smooth_speech`, and, with ``band_gains``, for
+    :data:`sepsti.band_gains.CONTEXT` more).
     Frames are independent once the dictionaries, the tracked noise power and the prior rates
     are fixed, the tracker's result does not depend on how the frames are cut, and each frame's
     activations start from the frame alone, so the result does not depend on
@@ -637,7 +640,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         Length of the signal (at least 0): the samples (of each channel) ``blocks()`` gives in every pass.
     W : ndarray, shape (n_bins · (2 · context + 1), rank)
         Speech dictionary (:attr:`sepsti.dictionary.Dictionary.W`).
-    noise_rank, max_iter, sparsity, noise, seed, framing, mask_floor, mask_atoms
+    noise_rank, max_iter, sparsity, noise, seed, framing, mask_floor, mask_atoms, band_gains
         As :func:`denoise`.
     chunk_frames : int
         STFT frames per piece (:data:`CHUNK_FRAMES`).
@@ -681,6 +684,10 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         noise = validate_noise_model(noise, framing)
     tiny = np.finfo(np.float64).tiny
     W, mask_atoms = _with_mask_atoms(W, mask_atoms, framing)
+    if band_gains is not None:
+        from sepsti.band_gains import validate_band_gains
+
+        band_gains = validate_band_gains(band_gains, framing.sample_rate)
 
     analysis = features.enhancement_framing(framing)  # the dictionary's window, a quarter-window hop
 
@@ -737,13 +744,23 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
             start += S.shape[1]
             yield S, setting.mask_atoms @ activations, noise_part
 
+    def masked():
+        for S, speech, noise_part in _smoothed(separated()):
+            if mask_fn is not None:
+                mask_fn(_read_only(speech), _read_only(noise_part), mask_floor)
+            yield S, speech, noise_part, speech_mask(speech, noise_part, mask_floor)
+
     # activations, smoothing, mask and resynthesis, piece by piece
+    if band_gains is None:
+        masks = ((S, mask) for S, _, _, mask in masked())
+    else:
+        from sepsti.band_gains import corrected_masks
+
+        masks = corrected_masks(((S, features.channel_magnitude(S), speech, noise_part, mask)
+                                 for S, speech, noise_part, mask in masked()), band_gains, analysis, mask_floor)
     synthesis = features.OverlapAdd(analysis)
     produced = 0
-    for S, speech, noise_part in _smoothed(separated()):
-        if mask_fn is not None:
-            mask_fn(_read_only(speech), _read_only(noise_part), mask_floor)
-        mask = speech_mask(speech, noise_part, mask_floor)
+    for S, mask in masks:
         samples = synthesis.push(mask.reshape(*mask.shape, *[1] * (S.ndim - 2)) * S)[:num_samples - produced]
         produced += len(samples)
         if len(samples):
@@ -754,7 +771,8 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
 
 
 def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None, seed=0,
-            chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_floor=MASK_FLOOR, mask_atoms=None):
+            chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_floor=MASK_FLOOR, mask_atoms=None,
+            band_gains=None):
     """Enhance a noisy speech signal.
 
     Parameters
@@ -791,6 +809,8 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
     mask_atoms : ndarray, shape (n_bins, rank), optional
         The atoms the speech is rebuilt with for the mask, on the scale of ``W``'s columns
         (:attr:`sepsti.dictionary.Dictionary.mask_atoms`; default the atoms' centre frame).
+    band_gains : sepsti.band_gains.BandGains, optional
+        The mask's learned band-gain correction (:attr:`sepsti.dictionary.Dictionary.band_gains`; default none).
 
     Returns
     -------
@@ -807,5 +827,5 @@ def denoise(y, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, no
     _validate_options(noise_rank, max_iter, sparsity, seed, framing, chunk_frames, mask_floor)
     pieces = denoise_blocks(lambda: iter((y,)), y.size, W, noise_rank=noise_rank, max_iter=max_iter,
                             sparsity=sparsity, noise=noise, seed=seed, chunk_frames=chunk_frames, framing=framing,
-                            mask_floor=mask_floor, mask_atoms=mask_atoms)
+                            mask_floor=mask_floor, mask_atoms=mask_atoms, band_gains=band_gains)
     return np.concatenate(list(pieces))

@@ -17,7 +17,10 @@ enhancer's framing (a quarter window apart, :func:`sepsti.features.enhancement_f
 in ``W``'s rows frame by frame, ``W`` then ``(n_bins · (2 · context + 1), rank)``; 0 (single
 frames) in files written before the field existed; and ``mask_atoms``, ``(n_bins, rank)``: the atoms the enhancer
 rebuilds the speech with for its mask, learned for it (:mod:`sepsti.mask_atoms`), in files that have them (without
-them, the atoms' centre frame). Everything is stored as plain arrays, so files load with ``allow_pickle=False``.
+them, the atoms' centre frame); and ``band_gains``, the networks of the mask's learned band-gain correction
+(:mod:`sepsti.band_gains`), in files that have them, stored as ``band_gains_mean``, ``band_gains_scale``,
+``band_gains_hidden_1`` … ``band_gains_hidden_<n>`` and ``band_gains_output``. Everything is stored as plain arrays,
+so files load with ``allow_pickle=False``.
 """
 
 import numbers
@@ -35,7 +38,9 @@ __all__ = ["Dictionary", "save_dictionary", "load_dictionary", "validate_diction
 FIELDS = ("W", "rank", "sample_rate", "n_fft", "hop_length", "window", "scale", "prior_rate",
           "corpus", "files", "iterations", "seed", "version")
 #: Fields a file may lack, with the value such a file means.
-OPTIONAL_FIELDS = {"context": 0, "mask_atoms": None}
+OPTIONAL_FIELDS = {"context": 0, "mask_atoms": None, "band_gains": None}
+#: The prefix of the arrays ``band_gains`` is stored in.
+_BAND_GAINS = "band_gains_"
 #: Fields held as 64-bit integers.
 _INTEGER_FIELDS = ("rank", "sample_rate", "n_fft", "hop_length", "iterations", "seed", "context")
 #: The most entries a dictionary's ``W`` may hold (256 MiB in float64), checked before it is read:
@@ -79,6 +84,8 @@ class Dictionary(NamedTuple):
     mask_atoms : ndarray, shape (n_bins, rank), optional
         The atoms the speech is rebuilt with for the enhancer's mask, on the scale of ``W``'s columns (None:
         their centre frame).
+    band_gains : sepsti.band_gains.BandGains, optional
+        The networks of the mask's learned band-gain correction (None: no correction).
     """
 
     W: np.ndarray
@@ -96,6 +103,7 @@ class Dictionary(NamedTuple):
     version: str
     context: int = 0
     mask_atoms: np.ndarray = None
+    band_gains: tuple = None
 
     @property
     def framing(self):
@@ -176,6 +184,8 @@ def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
     }
     if mask_atoms is not None:
         arrays["mask_atoms"] = mask_atoms
+    if dictionary.band_gains is not None:
+        arrays.update(_band_gain_arrays(dictionary.band_gains))
     with atomic_path(path, suffix=".npz", overwrite=overwrite) as tmp:
         with open(tmp, "wb") as handle:
             np.savez_compressed(handle, **arrays)
@@ -226,10 +236,13 @@ def load_dictionary(path, *, features=True):
             if missing:
                 raise ParameterError(f"{name}: field {missing[0]!r} is missing (a dictionary holds "
                                      f"{', '.join(FIELDS)}); retrain it with `sepsti train`")
-            present = [*FIELDS, *(field for field in OPTIONAL_FIELDS if field in archive.files)]
+            band_gains = [field for field in archive.files if field.startswith(_BAND_GAINS)]
+            present = [*FIELDS, *(field for field in OPTIONAL_FIELDS if field in archive.files), *band_gains]
             _check_sizes(archive, present, name)
             raw = {field: archive[field] for field in FIELDS}
             optional = {field: archive[field] for field in OPTIONAL_FIELDS if field in archive.files}
+            if band_gains:
+                optional["band_gains"] = _band_gains_from(archive, band_gains, name)
     except ParameterError:
         raise
     except Exception as error:  # noqa: BLE001  any failure to parse the archive means a corrupt file
@@ -241,8 +254,9 @@ def load_dictionary(path, *, features=True):
         fields[field] = _scalar(raw[field], field, name, kind="i")
     if "context" in optional:
         fields["context"] = _scalar(optional["context"], "context", name, kind="i")
-    if "mask_atoms" in optional:
-        fields["mask_atoms"] = optional["mask_atoms"]
+    for field in ("mask_atoms", "band_gains"):
+        if field in optional:
+            fields[field] = optional[field]
     for field in ("scale", "prior_rate"):
         fields[field] = _scalar(raw[field], field, name, kind="f")
     for field in ("window", "corpus", "version"):
@@ -313,6 +327,12 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
                              f"to sum 1 (atoms of a dictionary sum to 1)")
     mask_atoms = None if dictionary.mask_atoms is None else _valid_mask_atoms(dictionary.mask_atoms, bins, W.shape[1],
                                                                               name)
+    band_gains = None
+    if dictionary.band_gains is not None:
+        from sepsti.band_gains import validate_band_gains
+
+        band_gains = validate_band_gains(dictionary.band_gains, dictionary.sample_rate,
+                                         name=f"{name}: field 'band_gains'")
     if not np.isfinite(dictionary.scale) or dictionary.scale <= 0:
         raise ParameterError(f"{name}: field 'scale'={dictionary.scale} must be positive")
     if not np.isfinite(dictionary.prior_rate) or dictionary.prior_rate < 0:
@@ -328,7 +348,7 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
                 raise ParameterError(f"{name}: field {field!r}={value!r} does not match the features "
                                      f"({field}={want!r}); retrain the dictionary with `sepsti train`")
         feat.validate_framing(dictionary.sample_rate, dictionary.n_fft, dictionary.hop_length, name=name)
-    return dictionary._replace(W=W, files=tuple(dictionary.files), mask_atoms=mask_atoms)
+    return dictionary._replace(W=W, files=tuple(dictionary.files), mask_atoms=mask_atoms, band_gains=band_gains)
 
 
 def _valid_mask_atoms(mask_atoms, bins, rank, name):
@@ -343,6 +363,31 @@ def _valid_mask_atoms(mask_atoms, bins, rank, name):
     if not np.all(np.isfinite(atoms)) or np.any(atoms < 0):
         raise ParameterError(f"{name}: field 'mask_atoms' must be finite and non-negative")
     return atoms
+
+
+def _band_gain_arrays(band_gains):
+    """The arrays a file stores ``band_gains`` in, by name."""
+    arrays = {f"{_BAND_GAINS}mean": band_gains.mean, f"{_BAND_GAINS}scale": band_gains.scale,
+              f"{_BAND_GAINS}output": band_gains.output}
+    arrays.update({f"{_BAND_GAINS}hidden_{i}": layer for i, layer in enumerate(band_gains.hidden, start=1)})
+    return {field: np.ascontiguousarray(array, dtype=np.float64) for field, array in arrays.items()}
+
+
+def _band_gains_from(archive, fields, name):
+    """The :class:`sepsti.band_gains.BandGains` stored in ``fields`` of ``archive`` (checked later)."""
+    from sepsti.band_gains import BandGains
+
+    layers = sum(1 for field in fields if field.startswith(f"{_BAND_GAINS}hidden_"))
+    expected = {f"{_BAND_GAINS}{part}" for part in ("mean", "scale", "output")}
+    expected |= {f"{_BAND_GAINS}hidden_{i}" for i in range(1, layers + 1)}
+    if set(fields) != expected:
+        odd = sorted(set(fields) ^ expected)[0]
+        raise ParameterError(f"{name}: field {odd!r}: the band gains are stored as {_BAND_GAINS}mean, "
+                             f"{_BAND_GAINS}scale, {_BAND_GAINS}hidden_1 … {_BAND_GAINS}hidden_<n> and "
+                             f"{_BAND_GAINS}output, all of them")
+    return BandGains(archive[f"{_BAND_GAINS}mean"], archive[f"{_BAND_GAINS}scale"],
+                     tuple(archive[f"{_BAND_GAINS}hidden_{i}"] for i in range(1, layers + 1)),
+                     archive[f"{_BAND_GAINS}output"])
 
 
 def _check_sizes(archive, fields, name):

@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["MaskTraining", "SeparationRecord", "record_separation", "centre_frame", "speech_band",
-           "learn_mask_atoms", "mask_atoms", "masked_snr"]
+__all__ = ["MaskTraining", "SeparationRecord", "record_separation", "centre_frame", "speech_atoms",
+           "speech_band", "learn_mask_atoms", "mask_atoms", "masked_snr"]
 
 _EPS = 1e-12
 
@@ -103,9 +103,15 @@ def record_separation(noisy, clean, W, *, framing, **options):
 def centre_frame(W, framing):
     """The atoms the enhancer rebuilds the speech with when a dictionary has no mask atoms: each atom's centre
     frame, ``(n_bins, rank)``, on the scale of ``W``'s columns scaled to sum 1 (where learning starts)."""
+    return speech_atoms(W, None, framing)
+
+
+def speech_atoms(W, mask_atoms, framing):
+    """The atoms the enhancer rebuilds the speech with for its mask, ``(n_bins, rank)``: ``mask_atoms`` (None: each
+    atom's centre frame), on the scale of ``W``'s columns scaled to sum 1, as the activations it fits are."""
     from sepsti.denoise import _with_mask_atoms
 
-    return _with_mask_atoms(W, None, framing)[1]
+    return _with_mask_atoms(W, mask_atoms, framing)[1]
 
 
 def speech_band(clean, band_db=MaskTraining().band_db):

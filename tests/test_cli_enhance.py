@@ -395,7 +395,7 @@ def test_options_reach_the_enhancer(workdir, tiny_dictionary, monkeypatch):
     n = soundfile.info(workdir / "noisy.wav").frames
     dictionary = load_dictionary(tiny_dictionary)
     assert calls == [(n, dictionary.W.shape, {"noise_rank": 3, "max_iter": 17, "seed": 4, "chunk_frames": 1024,
-                                              "framing": dictionary.framing, "mask_atoms": None})]
+                                              "framing": dictionary.framing, "mask_atoms": None, "band_gains": None})]
     out, _ = soundfile.read(workdir / "out.wav")
     noisy, _ = soundfile.read(workdir / "noisy.wav")
     np.testing.assert_allclose(out, 0.5 * noisy, atol=1 / 32768)

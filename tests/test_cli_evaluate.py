@@ -168,7 +168,8 @@ def test_options_reach_the_core(tiny_corpus, tiny_dictionary, tmp_path, monkeypa
     assert result.exit_code == 0, result.stderr
     from sepsti.features import NARROWBAND
 
-    assert calls == [{"noise_rank": 2, "max_iter": 9, "seed": 7, "framing": NARROWBAND, "mask_atoms": None}] * (
+    assert calls == [{"noise_rank": 2, "max_iter": 9, "seed": 7, "framing": NARROWBAND, "mask_atoms": None,
+                      "band_gains": None}] * (
         len(TEST) * len(SNRS))
     assert scored == [True, False] * (len(TEST) * len(SNRS))  # the input, then the enhanced speech
 

@@ -1055,3 +1055,41 @@ def test_mask_atoms_of_another_shape_are_refused(toy_dictionary, shape, message)
         denoise(y, toy_dictionary[:, :4], mask_atoms=np.ones(shape))
     with pytest.raises(ParameterError, match="mask_atoms: must be finite and non-negative"):
         denoise(y, toy_dictionary[:, :4], mask_atoms=-np.ones((features.N_BINS, 4)))
+
+
+def _constant_band_gains(values):
+    """Band-gain networks that predict ``values`` (one per network, logs) whatever their inputs."""
+    from sepsti.band_gains import NUM_INPUTS, BandGains
+
+    count = len(values)
+    output = np.zeros((count, 2))
+    output[:, -1] = values
+    return BandGains(np.zeros((count, NUM_INPUTS)), np.ones((count, NUM_INPUTS)),
+                     (np.zeros((count, NUM_INPUTS + 1, 1)),), output)
+
+
+def test_band_gains_correct_the_mask_the_speech_is_rebuilt_with(rng, toy_dictionary):
+    """Networks that disagree everywhere leave the output as it is without them (to rounding: the frames are given
+    to the resynthesis in other pieces); networks agreeing on
+    a gain of one raise the mask (the output comes closer to the input) however the signal is cut into pieces."""
+    from sepsti.band_gains import CONTEXT
+    from sepsti.denoise import MASK_FLOOR, denoise_blocks
+
+    y = toy_speech(np.random.default_rng(5), 2.0) + 0.02 * rng.standard_normal(2 * SR)
+    plain = denoise(y, toy_dictionary, max_iter=5)
+    disagreeing = _constant_band_gains([0.0, np.log(MASK_FLOOR)])
+    np.testing.assert_allclose(denoise(y, toy_dictionary, max_iter=5, band_gains=disagreeing), plain, rtol=0,
+                               atol=1e-12 * np.abs(y).max())
+    raising = _constant_band_gains([0.0, 0.0])
+    raised = denoise(y, toy_dictionary, max_iter=5, band_gains=raising)
+    assert np.linalg.norm(raised - y) < np.linalg.norm(plain - y)
+    for chunk_frames in (CONTEXT, 7, 50):
+        pieces = denoise_blocks(lambda: iter((y,)), len(y), toy_dictionary, max_iter=5, band_gains=raising,
+                                chunk_frames=chunk_frames)
+        np.testing.assert_allclose(np.concatenate(list(pieces)), raised, rtol=0, atol=1e-6 * np.abs(y).max())
+
+
+def test_band_gains_are_checked_at_the_entrance(toy_dictionary):
+    y = 0.01 * np.random.default_rng(0).standard_normal(SR)
+    with pytest.raises(ParameterError, match="band_gains must be a sepsti.band_gains.BandGains, got tuple"):
+        denoise(y, toy_dictionary, band_gains=tuple(_constant_band_gains([0.0])))

@@ -27,18 +27,58 @@ def _fields(dictionary):
             "seed": np.int64(dictionary.seed), "version": np.str_(dictionary.version)}
 
 
+def _band_gains(rng, hidden=(5, 3)):
+    from sepsti.band_gains import NUM_INPUTS, BandGains
+
+    sizes = (NUM_INPUTS, *hidden)
+    return BandGains(rng.standard_normal((2, NUM_INPUTS)), rng.uniform(0.5, 2.0, (2, NUM_INPUTS)),
+                     tuple(rng.standard_normal((2, a + 1, b)) for a, b in zip(sizes, sizes[1:])),
+                     rng.standard_normal((2, hidden[-1] + 1)))
+
+
+def _band_gain_fields(band_gains):
+    hidden = {f"band_gains_hidden_{i}": layer for i, layer in enumerate(band_gains.hidden, start=1)}
+    return {"band_gains_mean": band_gains.mean, "band_gains_scale": band_gains.scale, **hidden,
+            "band_gains_output": band_gains.output}
+
+
 def test_round_trip(tmp_path, rng):
-    original = _dictionary(rng)._replace(mask_atoms=rng.gamma(1.0, 1.0, (257, 4)))
+    original = _dictionary(rng)._replace(mask_atoms=rng.gamma(1.0, 1.0, (257, 4)), band_gains=_band_gains(rng))
     path = tmp_path / "d.npz"
-    save_dictionary(path, original)
+    save_dictionary(path, original, dtype=np.float32)
     loaded = load_dictionary(path)
-    np.testing.assert_array_equal(loaded.W, original.W)
-    np.testing.assert_array_equal(loaded.mask_atoms, original.mask_atoms)
+    np.testing.assert_array_equal(loaded.W, original.W.astype(np.float32))
+    np.testing.assert_array_equal(loaded.mask_atoms, original.mask_atoms.astype(np.float32))
     for field in FIELDS[1:] + ("context",):
         assert getattr(loaded, field) == getattr(original, field), field
+    stored = _band_gain_fields(loaded.band_gains)
+    for name, array in _band_gain_fields(original.band_gains).items():
+        np.testing.assert_array_equal(stored[name], array)  # in full precision, whatever W's storage
+        assert stored[name].dtype == np.float64
     assert os.listdir(tmp_path) == ["d.npz"]
     with np.load(path, allow_pickle=False) as archive:
-        assert set(archive.files) == set(FIELDS) | set(OPTIONAL_FIELDS)
+        assert set(archive.files) == set(FIELDS) | {"context", "mask_atoms"} | set(stored)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda arrays: arrays.pop("band_gains_output"), "field 'band_gains_output': the band gains are stored as"),
+    (lambda arrays: arrays.pop("band_gains_hidden_1"), "field 'band_gains_hidden_1': the band gains are stored as"),
+    (lambda arrays: arrays.update(band_gains_extra=np.ones(3)), "field 'band_gains_extra': the band gains are"),
+    (lambda arrays: arrays.update(band_gains_mean=np.ones((2, 5))), "field 'band_gains': shapes .* do not chain"),
+    (lambda arrays: arrays.update(band_gains_scale=-np.ones((2, 107))), "field 'band_gains' must be finite, with "
+                                                                        "positive scales"),
+])
+def test_bad_band_gains_are_named(tmp_path, rng, change, message):
+    arrays = {**_fields(_dictionary(rng)), **_band_gain_fields(_band_gains(rng))}
+    change(arrays)
+    np.savez(tmp_path / "d.npz", **arrays)
+    with pytest.raises(ParameterError, match=message):
+        load_dictionary(tmp_path / "d.npz")
+
+
+def test_band_gains_of_a_dictionary_whose_nyquist_frequency_lies_inside_their_bands_are_refused(tmp_path, rng):
+    with pytest.raises(ParameterError, match="'band_gains': its bands reach 3900 Hz"):
+        save_dictionary(tmp_path / "d.npz", _dictionary(rng)._replace(sample_rate=6000, band_gains=_band_gains(rng)))
 
 
 def test_numbers_that_need_their_full_width_round_trip(tmp_path, rng):
@@ -62,13 +102,14 @@ def test_a_file_without_context_holds_single_frames(tmp_path, rng):
     assert load_dictionary(tmp_path / "d.npz").context == 0
 
 
-def test_a_file_without_mask_atoms_has_none_and_writes_none(tmp_path, rng):
+def test_a_file_without_mask_atoms_or_band_gains_has_none_and_writes_none(tmp_path, rng):
     np.savez(tmp_path / "d.npz", **_fields(_dictionary(rng)))
     loaded = load_dictionary(tmp_path / "d.npz")
-    assert loaded.mask_atoms is None
+    assert loaded.mask_atoms is None and loaded.band_gains is None
     save_dictionary(tmp_path / "again.npz", loaded)
     with np.load(tmp_path / "again.npz", allow_pickle=False) as archive:
         assert "mask_atoms" not in archive.files
+        assert not [name for name in archive.files if name.startswith("band_gains")]
 
 
 @pytest.mark.parametrize("value, message", [

@@ -811,7 +811,8 @@ def _fake_noizeus(monkeypatch, utterances, noises, snrs, seconds=2.0):
     monkeypatch.setattr(sepsti.denoise, "denoise", lambda noisy, W, **options: 0.5 * noisy)
     monkeypatch.setattr(sepsti.noise_model, "learn_noise", lambda frames, rank, seed: None)
     monkeypatch.setattr(sepsti.dictionary, "load_dictionary", lambda path: SimpleNamespace(
-        W=np.ones((257, 2)), sample_rate=8000, framing=sepsti.features.NARROWBAND, rank=2, mask_atoms=None))
+        W=np.ones((257, 2)), sample_rate=8000, framing=sepsti.features.NARROWBAND, rank=2, mask_atoms=None,
+        band_gains=None))
     for name, score in (("bss_eval", lambda clean, noisy, estimate: {"sdr": float(np.std(estimate))}),
                         ("stoi", lambda clean, estimate, rate: 0.5), ("pesq", lambda clean, estimate, rate: 2.0)):
         monkeypatch.setattr(sepsti.metrics, name, score)

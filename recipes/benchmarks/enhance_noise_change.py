@@ -76,10 +76,10 @@ def main(argv=None):
         V = features.magnitude(noisy)
         quietest = np.sort(np.argsort(V.sum(axis=0), kind="stable")[:int(np.ceil(NOISE_FRACTION * V.shape[1]))])
         one_model = learn_noise(lambda: iter((V[:, quietest],)), 5, seed=args.seed)
-        atoms = dictionary.mask_atoms
+        learned = {"mask_atoms": dictionary.mask_atoms, "band_gains": dictionary.band_gains}
         estimates = {"input": noisy,
-                     "global": denoise(noisy, dictionary.W, noise=one_model, seed=args.seed, mask_atoms=atoms),
-                     "tracked": denoise(noisy, dictionary.W, seed=args.seed, mask_atoms=atoms)}
+                     "global": denoise(noisy, dictionary.W, noise=one_model, seed=args.seed, **learned),
+                     "tracked": denoise(noisy, dictionary.W, seed=args.seed, **learned)}
         row = {"first": [first, snr_first], "second": [second, snr_second], "seconds": len(clean) / rate}
         for name, estimate in estimates.items():
             row[name] = {"sdr": bss_eval(clean, noisy, estimate)["sdr"], "stoi": stoi(clean, estimate, rate),

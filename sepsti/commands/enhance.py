@@ -26,7 +26,8 @@ three frames, :attr:`sepsti.dictionary.Dictionary.context`, and atoms learned fo
 the mask, :attr:`sepsti.dictionary.Dictionary.mask_atoms`) and
 inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`); the band
 of an input above its dictionary's is enhanced with the speech share of the top
-modelled band (:class:`sepsti.bandwidth.UpperBand`).
+modelled band (:class:`sepsti.bandwidth.UpperBand`). A dictionary's learned correction of the mask's band gains
+(:attr:`sepsti.dictionary.Dictionary.band_gains`), where it has one, is applied too.
 """
 
 import contextlib
@@ -324,7 +325,8 @@ def process_file(audio, target, speech_dictionary, overwrite, file_bar, options)
                                                  enabled=file_bar[0], force=file_bar[1]) as bar:
         try:
             return enhance_file(audio, target, speech_dictionary.W, framing, overwrite=overwrite,
-                                written=bar.update, mask_atoms=speech_dictionary.mask_atoms, **options)
+                                written=bar.update, mask_atoms=speech_dictionary.mask_atoms,
+                                band_gains=speech_dictionary.band_gains, **options)
         except UnchangedSignalWarning as reason:
             # a file of (nearly) nothing but digital silence: no output is kept, the input is copied
             return copy_file(audio, target, overwrite=overwrite), str(reason)

@@ -1,0 +1,357 @@
+"""The learned correction of the 8 kHz dictionary's band gains (:mod:`sepsti.band_gains`), trained on recorded noises.
+
+Training mixtures, all of the NOIZEUS training sentences (sp01–sp20): the corpus's own noisy files; the same
+noises at 20, 25, 30 and 40 dB (each file's noise at the corpus's highest SNR, ``noisy − clean``, scaled); the
+clean sentences themselves, each :attr:`Training.clean_copies` times; and seventeen types of recorded noise
+(:data:`RECORDED`: ambiences, machines, music, keystrokes and weather from Debian's game packages) at
+:attr:`Training.snrs`, each an excerpt of the type's recordings band-limited like NOIZEUS, the file's energy
+ratio its label minus 0.48 dB as in ``benchmarks/unseen_noise_corpus.py``. The enhancer, as ``sepsti enhance``
+runs it with the dictionary, separates every mixture (:func:`sepsti.mask_atoms.record_separation`); per band and
+frame the networks read its separation and learn the ideal band gain (:func:`sepsti.band_gains.training_example`).
+The noise types (the corpus's, the recorded ones and the clean speech) are dealt in alphabetical order into
+:attr:`Training.groups` groups, and one network (scikit-learn's ``MLPRegressor``) is trained without each, on
+:attr:`Training.rows` band-frames drawn from the rest. The dictionary is written again with the networks in its
+``band_gains`` field, to ``DIR/<its name>.npz`` (``--out``; to ship it, copy it to
+``sepsti/data/narrowband_dictionary.npz``). ``--quick``: two sentences, four recorded types, two SNRs, two
+groups, 20,000 rows.
+
+The recorded noises come from Debian's packages, installed (``--root /``, the default) or unpacked into one
+folder (``dpkg-deb -x PACKAGE.deb DIR`` for each, ``--root DIR``)::
+
+    apt-get install megaglest-data wesnoth-1.16-data xmoto-data bucklespring-data flightgear-data-base \\
+        supertuxkart-data widelands-data
+
+Usage::
+
+    python recipes/train_band_gains.py [--corpus DIR] [--root DIR] [--dictionary PATH] [--quick] [--out DIR]
+"""
+
+import functools
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import NamedTuple
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
+
+import numpy as np  # noqa: E402
+
+from _common import (dictionary_to_extend, noizeus_corpus, recipe_parser, require_packages, run_recipe,  # noqa: E402
+                     write_results)
+
+NAME = "train_band_gains"
+_MEGAGLEST = "usr/share/games/megaglest"
+_WESNOTH = "usr/share/games/wesnoth/1.16/data/core/sounds"
+_FLIGHTGEAR = "usr/share/games/flightgear"
+_KART = "usr/share/games/supertuxkart/data"
+_WIDELANDS = "usr/share/games/widelands/data/sound"
+#: The recorded noise types: each a list of glob patterns under the packages' root.
+RECORDED = {
+    "animals": [f"{_WIDELANDS}/animals/*.ogg", f"{_KART}/tracks/scotland/sheep.ogg", f"{_KART}/sfx/exotic-birds_2.ogg"],
+    "birds": [f"{_MEGAGLEST}/tilesets/{tileset}/sounds/day.ogg"
+              for tileset in ("birch_forest", "dark_forest", "fernland", "spring")]
+             + [f"{_MEGAGLEST}/tilesets/autumn/sounds/sunny_day.ogg",
+                f"{_MEGAGLEST}/tilesets/mediterran/sounds/desertday.ogg"],
+    "drums": [f"{_WESNOTH}/ambient/wardrums.ogg"],
+    "engine": [f"{_FLIGHTGEAR}/Aircraft/c172p/Sounds/{name}" for name in ("engine-idle.wav", "engine.wav")]
+              + [f"{_FLIGHTGEAR}/Sounds/{name}" for name in ("engine-prop.wav", "prop.wav", "exhaust_loop.wav",
+                                                              "R-1535Slow.wav", "turbojet_fan.wav")]
+              + [f"{_KART}/sfx/airplane_jetEngine.ogg", f"{_KART}/sfx/engine_small.ogg"],
+    "fire": [f"{_WESNOTH}/ambient/campfire.ogg", f"{_MEGAGLEST}/tilesets/hell/sounds/hell.ogg"],
+    "locomotive": [f"{_KART}/library/stklib_steamLocomotive_a/steamLocomotive.ogg",
+                   f"{_KART}/tracks/black_forest/steamLocomotive.ogg"],
+    "music": [f"{_MEGAGLEST}/techs/megapack/factions/*/music/*.ogg", "usr/share/games/xmoto/Textures/Musics/*.ogg"],
+    "night": [f"{_MEGAGLEST}/tilesets/{tileset}/sounds/night.ogg"
+              for tileset in ("birch_forest", "dark_forest", "fernland", "mediterran")]
+             + [f"{_MEGAGLEST}/tilesets/autumn/sounds/nightime.ogg"],
+    "rain": [f"{_MEGAGLEST}/tilesets/{tileset}/sounds/rain.ogg" for tileset in ("autumn", "birch_forest")]
+            + [f"{_MEGAGLEST}/tilesets/desert2/sounds/rain.wav"],
+    "rolling": [f"{_FLIGHTGEAR}/Aircraft/c172p/Sounds/tires-rolling-{ground}.wav" for ground in ("asphalt", "gravel")]
+               + [f"{_FLIGHTGEAR}/Sounds/rattleroll.wav"],
+    "ship": [f"{_WESNOTH}/ambient/ship.ogg", f"{_WESNOTH}/rumble.ogg"],
+    "static": [f"{_KART}/sfx/{name}.ogg" for name in ("static-radio", "spaceship", "tractor_beam")],
+    "storm": [f"{_FLIGHTGEAR}/Sounds/{name}.wav" for name in ("thunder", "thunder1", "rain-windshield", "rain")],
+    "typing": ["usr/share/buckle/wav/*.wav"],
+    "water": [f"{_FLIGHTGEAR}/Aircraft/c172p/Sounds/water-{speed}.wav" for speed in ("fast", "still")]
+             + [f"{_FLIGHTGEAR}/Sounds/wave.wav", f"{_KART}/sfx/river_loop.ogg", f"{_KART}/sfx/waterfall_loop_2.ogg"],
+    "wind": [f"{_MEGAGLEST}/tilesets/winter/sounds/wind.ogg"],
+    "workshop": [f"{_WIDELANDS}/atlanteans/saw/*.ogg", f"{_WIDELANDS}/atlanteans/cutting/*.ogg",
+                 f"{_WIDELANDS}/smiths/*.ogg", f"{_WIDELANDS}/mill/*.ogg"],
+}
+#: Keystrokes a second in ``typing``, each at a gain drawn from this range, over a faint hiss (RMS).
+KEYSTROKES_PER_SECOND = 7.0
+KEYSTROKE_GAINS = (0.4, 1.2)
+TYPING_HISS = 1e-4
+#: The noise type of the clean sentences.
+CLEAN = "clean"
+
+
+class Training(NamedTuple):
+    """How the correction is trained.
+
+    Attributes
+    ----------
+    snrs : tuple of int
+        The recorded noises' SNRs (dB).
+    higher_snrs : tuple of int
+        The corpus's noises' SNRs beyond its own files'.
+    clean_copies : int
+        How many times each clean sentence counts.
+    groups : int
+        Groups the noise types are dealt into: networks trained, each without one group.
+    rows : int
+        Band-frames each network is trained on, drawn with :attr:`sepsti.band_gains.TrainingExample.weight`.
+    hidden : tuple of int
+        Units of the hidden layers.
+    max_iter : int
+        Epochs at most (scikit-learn's early stopping on a tenth of the rows ends most runs before).
+    """
+
+    snrs: tuple = (0, 5, 10, 15, 20, 25, 30, 40)
+    higher_snrs: tuple = (20, 25, 30, 40)
+    clean_copies: int = 10
+    groups: int = 4
+    rows: int = 400_000
+    hidden: tuple = (64, 32)
+    max_iter: int = 60
+
+
+QUICK = Training(snrs=(0, 20), higher_snrs=(30,), clean_copies=2, groups=2, rows=20_000, max_iter=10)
+
+
+def main(argv=None):
+    parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True,
+                           writes="DIR/<the dictionary's name>.npz, the dictionary with them")
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="NOIZEUS-style folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
+    parser.add_argument("--root", type=Path, default=Path("/"),
+                        help="the folder Debian's packages of recorded noises are installed or unpacked in "
+                             "(default: /)")
+    parser.add_argument("--dictionary", type=Path, default=None,
+                        help="the 8 kHz speech dictionary to learn the correction for (default: the shipped one)")
+    args = parser.parse_args(argv)
+    require_packages({"training the networks": "scikit-learn"}, "train")
+
+    from sepsti.core.errors import ParameterError
+    from sepsti.core.io import check_output_path
+    from sepsti.corpora.noizeus import TRAIN_IDS, corpus_index
+    from sepsti.dictionary import save_dictionary
+
+    source, dictionary, storage = dictionary_to_extend(args.dictionary)
+    corpus = noizeus_corpus(args.corpus)
+    index = corpus_index(corpus)
+    training = QUICK if args.quick else Training()
+    kinds = sorted(RECORDED)[:4] if args.quick else sorted(RECORDED)
+    recordings = {kind: _recordings(args.root, kind) for kind in kinds}
+    if dictionary.sample_rate != 8000:
+        raise ParameterError(f"dictionary {source}: at {dictionary.sample_rate} Hz; the correction's bands are "
+                             f"the telephone band's, for an 8 kHz dictionary")
+    args.out.mkdir(parents=True, exist_ok=True)  # the inputs checked first: a bad one leaves no folder behind
+    target = check_output_path(args.out / f"{Path(source).stem}.npz", overwrite=args.overwrite, inputs=[source])
+
+    sentences = list(TRAIN_IDS[:2] if args.quick else TRAIN_IDS)
+    mixtures = _mixtures(index, sentences, recordings, training, args.seed)
+    examples = _separated(mixtures, dictionary)
+    networks, fits = _trained(examples, training, args.seed)
+    save_dictionary(target, dictionary._replace(band_gains=networks), overwrite=args.overwrite, dtype=storage)
+
+    counts = {}
+    for kind, _ in examples:
+        counts[kind] = counts.get(kind, 0) + 1
+    print(f"{len(examples)} mixtures of {len(counts)} noise types; " + "; ".join(
+        f"network {k + 1} without {', '.join(fit['without'])}: {fit['epochs']} epochs"
+        f"{'' if fit['stopped_early'] else ' (the most allowed)'}, validation R² {fit['validation_r2']:.3f}"
+        for k, fit in enumerate(fits)))
+    print(f"wrote {target}")
+    results = {"corpus": str(corpus), "root": str(args.root), "speech_dictionary": str(source),
+               "dictionary": str(target), "training": training._asdict(), "sentences": sentences,
+               "mixtures_by_type": counts, "networks": fits}
+    write_results(args, results, _figure(fits))
+
+
+def _recordings(root, kind):
+    """The files of a recorded noise type under ``root``, sorted; :class:`ParameterError` if a pattern finds none."""
+    from sepsti.core.errors import ParameterError
+
+    files = []
+    for pattern in RECORDED[kind]:
+        found = sorted(str(path) for path in Path(root).glob(pattern))
+        if not found:
+            raise ParameterError(f"--root {root}: no {pattern} (noise type {kind!r}); install or unpack the "
+                                 f"packages the recipe's docstring lists")
+        files += found
+    return files
+
+
+def _mixtures(index, sentences, recordings, training, seed):
+    """``(kind, noisy, clean)`` of every training mixture (8 kHz)."""
+    from sepsti.corpora.noizeus import iter_mixtures
+    from sepsti.corpora.synth import telephone_band
+    from unseen_noise_corpus import NOIZEUS_OFFSET_DB
+
+    from _recordings import excerpt, snr_gain
+
+    mixtures, cleans = [], {}
+    highest = max(index.snrs)
+    for mixture in iter_mixtures(index, split=sentences):
+        mixtures.append((mixture.noise, mixture.noisy, mixture.clean))
+        cleans[mixture.utterance] = mixture.clean
+        if mixture.snr == highest:
+            for snr in training.higher_snrs:
+                gain = snr_gain(mixture.clean, mixture.noise_signal, snr + NOIZEUS_OFFSET_DB)
+                mixtures.append((mixture.noise, mixture.clean + gain * mixture.noise_signal, mixture.clean))
+    for utterance in sorted(cleans):
+        mixtures += [(CLEAN, cleans[utterance], cleans[utterance])] * training.clean_copies
+    for number, (kind, files) in enumerate(sorted(recordings.items())):
+        rng = np.random.default_rng([seed, number])
+        for utterance in sorted(cleans):
+            clean = cleans[utterance]
+            for snr in training.snrs:
+                noise = _typing(files, len(clean), rng) if kind == "typing" else excerpt(files, len(clean), 8000, rng)
+                noise = telephone_band(noise)
+                gain = snr_gain(clean, noise, snr + NOIZEUS_OFFSET_DB)
+                mixtures.append((kind, np.clip(clean + gain * noise, -1.0, 1.0), clean))
+    return mixtures
+
+
+def _typing(keys, n, rng):
+    """``n`` samples of keystrokes (recordings of single keys) at random times over a faint hiss, at 8 kHz."""
+    y = TYPING_HISS * rng.standard_normal(n)
+    position = 0
+    while True:
+        position += int(rng.exponential(8000 / KEYSTROKES_PER_SECOND))
+        key = _keystroke(keys[rng.integers(len(keys))]) * rng.uniform(*KEYSTROKE_GAINS)
+        if position + len(key) >= n:
+            return y
+        y[position:position + len(key)] += key
+
+
+@functools.cache
+def _keystroke(path):
+    """A key's recording at 8 kHz, its channels averaged (each read once)."""
+    import soundfile
+
+    from sepsti.audio import resample
+
+    key, rate = soundfile.read(path, always_2d=True)
+    return resample(key.mean(axis=1), rate, 8000)
+
+
+def _separated(mixtures, dictionary):
+    """``(kind, TrainingExample)`` of each mixture the enhancer could separate, two at a time."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from sepsti.core.progress import progress_bar
+
+    examples = []
+    with ProcessPoolExecutor(max_workers=2, initializer=_use, initargs=(dictionary,)) as pool, \
+            progress_bar(len(mixtures), desc="separating", unit="mixture") as bar:
+        work = [(noisy, clean) for _, noisy, clean in mixtures]
+        for (kind, _, _), example in zip(mixtures, pool.map(_example, work, chunksize=8)):
+            if example is not None:
+                examples.append((kind, example))
+            bar.update(1)
+    return examples
+
+
+_DICTIONARY = []  # a worker's dictionary
+
+
+def _use(dictionary):
+    _DICTIONARY.append(dictionary)
+
+
+def _example(work):
+    from sepsti import features
+    from sepsti.band_gains import training_example
+    from sepsti.denoise import MASK_FLOOR
+    from sepsti.mask_atoms import record_separation, speech_atoms
+
+    noisy, clean = work
+    dictionary = _DICTIONARY[0]
+    record = record_separation(noisy, clean, dictionary.W, framing=dictionary.framing)
+    if record is None:
+        return None
+    atoms = speech_atoms(dictionary.W, dictionary.mask_atoms, dictionary.framing)
+    example = training_example(record, atoms, features.enhancement_framing(dictionary.framing), MASK_FLOOR)
+    return example._replace(**{field: value.astype(np.float32) for field, value in example._asdict().items()})
+
+
+def _trained(examples, training, seed):
+    """The networks, one trained without each group of noise types, and how each fit went."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPRegressor
+    from sklearn.preprocessing import StandardScaler
+
+    kinds = sorted({kind for kind, _ in examples})
+    groups = [kinds[k::training.groups] for k in range(training.groups)]
+    rng = np.random.default_rng(seed)
+    picks = []  # per network, the band-frames drawn from each example
+    for group in groups:
+        weights = [example.weight.reshape(-1) if kind not in group else np.zeros(example.weight.size)
+                   for kind, example in examples]
+        totals = np.array([w.sum() for w in weights])
+        counts = rng.multinomial(training.rows, totals / totals.sum())
+        picks.append([rng.choice(w.size, count, p=w / w.sum()) if count else np.zeros(0, dtype=int)
+                      for w, count in zip(weights, counts)])
+    inputs = [[] for _ in groups]
+    targets = [[] for _ in groups]
+    for e, (_, example) in enumerate(examples):
+        rows, target = example.inputs(), example.target.reshape(-1)
+        for k in range(len(groups)):
+            inputs[k].append(rows[picks[k][e]])
+            targets[k].append(target[picks[k][e]])
+    fitted, fits = [], []
+    for k, group in enumerate(groups):
+        X, y = np.concatenate(inputs[k]), np.concatenate(targets[k])
+        inputs[k] = targets[k] = None
+        scaler = StandardScaler().fit(X)
+        network = MLPRegressor(hidden_layer_sizes=training.hidden, early_stopping=True, max_iter=training.max_iter,
+                               random_state=seed, batch_size=1024, n_iter_no_change=5)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            network.fit(scaler.transform(X), y)
+        fitted.append((scaler, network))
+        fits.append({"without": group, "rows": len(X), "epochs": int(network.n_iter_),
+                     "stopped_early": not any(issubclass(w.category, ConvergenceWarning) for w in caught),
+                     "loss": [float(value) for value in network.loss_curve_],
+                     "validation_r2": float(network.best_validation_score_),
+                     "validation": [float(value) for value in network.validation_scores_]})
+    return band_gains_of(fitted), fits
+
+
+def band_gains_of(fitted):
+    """:class:`sepsti.band_gains.BandGains` of scikit-learn's fitted ``(StandardScaler, MLPRegressor)`` pairs (ReLU
+    networks of one shape)."""
+    from sepsti.band_gains import BandGains
+
+    layers = [[np.vstack([weights, bias[None]]) for weights, bias in zip(network.coefs_, network.intercepts_)]
+              for _, network in fitted]
+    hidden = tuple(np.stack([network[i] for network in layers]) for i in range(len(layers[0]) - 1))
+    scalers = [scaler for scaler, _ in fitted]
+    return BandGains(np.stack([scaler.mean_ for scaler in scalers]), np.stack([scaler.scale_ for scaler in scalers]),
+                     hidden, np.stack([network[-1][:, 0] for network in layers]))
+
+
+def _figure(fits):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for k, fit in enumerate(fits):
+        label = f"without {', '.join(fit['without'][:3])}{' …' if len(fit['without']) > 3 else ''}"
+        left.plot(np.arange(1, len(fit["loss"]) + 1), fit["loss"], label=label)
+        right.plot(np.arange(1, len(fit["validation"]) + 1), fit["validation"], label=label)
+    left.set(xlabel="epoch", ylabel="training loss (half the squared error)", title="the networks' training")
+    right.set(xlabel="epoch", ylabel="R² on the held-back tenth", title="validation")
+    right.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+if __name__ == "__main__":
+    run_recipe(main, NAME)

@@ -1,0 +1,288 @@
+"""A correction of the enhancer's band gains, learned from its own separations of training mixtures.
+
+Per frame and band (:data:`NUM_BANDS` triangular bands, log-spaced from :data:`LOWEST_HZ` to :data:`HIGHEST_HZ`),
+small networks read the band powers of the mixture, of the speech part and of the noise part and the mask's band
+gain over ±:data:`CONTEXT` frames, and predict the band's ideal gain ``sqrt(B|X|² / B|Y|²)`` in logs (``X`` the
+clean speech, ``Y`` the mixture). Each network is trained without a share of the training's noise types; the mask
+moves toward the predictions only where every network moves it the same way, by the least of their moves,
+:data:`BLEND` of it in logs, and is not lowered in a band where the separation puts the speech part more than
+:data:`SPEECH_GATE_DB` above the noise part (there the networks' lowering lost on near-clean input). The moves are
+spread to the bins by the bands' weights. docs/enhance.md ("A learned correction of the band gains") has the
+measurements; ``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary file
+(:attr:`sepsti.dictionary.Dictionary.band_gains`).
+
+Conventions
+-----------
+Magnitudes are ``(n_bins, m)`` in the enhancer's analysis framing (:func:`sepsti.features.enhancement_framing`),
+band values ``(NUM_BANDS, m)``, and a network's inputs one row per band and frame, bands first.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "HIGHEST_HZ", "CONTEXT", "NUM_INPUTS", "BLEND", "SPEECH_GATE_DB",
+           "validate_band_gains", "band_weights", "band_levels", "network_inputs", "ideal_band_gains",
+           "TrainingExample", "training_example", "agreed_moves", "corrected_mask", "corrected_masks"]
+
+NUM_BANDS = 20
+LOWEST_HZ = 100.0
+HIGHEST_HZ = 3900.0
+#: Frames read on each side of a frame.
+CONTEXT = 3
+#: Inputs per band and frame: for the band and its two neighbours, the speech and noise parts' band power over the
+#: mixture's, the mixture's band power over the frame's, and the mask's band gain, each over ``2 · CONTEXT + 1``
+#: frames, and the band's power over the mean of the frame's bands; then which band it is.
+NUM_INPUTS = 3 * (4 * (2 * CONTEXT + 1) + 1) + NUM_BANDS
+#: The share of the agreed move (in logs) the mask takes.
+BLEND = 0.5
+#: No lowering where the separation's speech part is this far (dB) above its noise part in the band.
+SPEECH_GATE_DB = 15.0
+_TINY = 1e-10
+
+
+class BandGains(NamedTuple):
+    """Networks predicting a band's ideal gain in logs, stacked along the first axis (all of one shape).
+
+    Each is a ReLU network on standardised inputs: ``h = (x - mean) / scale``, then
+    ``h = max(h @ W + b, 0)`` for each hidden layer (weights and bias stacked as ``[W; b]``), then ``h @ w + c``.
+
+    Attributes
+    ----------
+    mean, scale : ndarray, shape (num_networks, NUM_INPUTS)
+    hidden : tuple of ndarray, each shape (num_networks, inputs + 1, units)
+    output : ndarray, shape (num_networks, units + 1)
+    """
+
+    mean: np.ndarray
+    scale: np.ndarray
+    hidden: tuple
+    output: np.ndarray
+
+    @property
+    def num_networks(self):
+        return self.mean.shape[0]
+
+    def predict(self, rows):
+        """Each network's prediction for ``rows`` (n, NUM_INPUTS): shape (num_networks, n)."""
+        predictions = np.empty((self.num_networks, rows.shape[0]))
+        for k in range(self.num_networks):
+            h = (rows - self.mean[k]) / self.scale[k]
+            for layer in self.hidden:
+                h = h @ layer[k, :-1] + layer[k, -1]
+                np.maximum(h, 0.0, out=h)
+            predictions[k] = h @ self.output[k, :-1] + self.output[k, -1]
+        return predictions
+
+
+def validate_band_gains(band_gains, sample_rate, *, name="band_gains"):
+    """Check ``band_gains`` and return it with float64 arrays.
+
+    Parameters
+    ----------
+    band_gains : BandGains
+    sample_rate : int
+        The rate of the frames it corrects: its bands must lie below the Nyquist frequency.
+    name : str
+        How to name it in messages.
+
+    Raises
+    ------
+    ParameterError
+        Not a :class:`BandGains`, arrays that are not real or finite, scales that are not positive, shapes that do
+        not chain, or bands above the Nyquist frequency.
+    """
+    from sepsti.core.errors import ParameterError
+
+    if not isinstance(band_gains, BandGains):
+        raise ParameterError(f"{name} must be a sepsti.band_gains.BandGains, got {type(band_gains).__name__}")
+    if not HIGHEST_HZ < sample_rate / 2:
+        raise ParameterError(f"{name}: its bands reach {HIGHEST_HZ:g} Hz, above the Nyquist frequency of "
+                             f"sample_rate={sample_rate}")
+    arrays = [np.asarray(array) for array in (band_gains.mean, band_gains.scale, *band_gains.hidden,
+                                              band_gains.output)]
+    if not band_gains.hidden or any(array.dtype.kind not in "fiu" for array in arrays):
+        raise ParameterError(f"{name} must hold real arrays and at least one hidden layer")
+    mean, scale, *hidden, output = (array.astype(np.float64) for array in arrays)
+    networks = mean.shape[0] if mean.ndim == 2 else 0
+    inputs, chained = NUM_INPUTS, True
+    for layer in hidden:
+        chained &= layer.ndim == 3 and layer.shape[:2] == (networks, inputs + 1) and layer.shape[2] > 0
+        inputs = layer.shape[-1] if layer.ndim else 0
+    if (networks < 1 or mean.shape != (networks, NUM_INPUTS) or scale.shape != mean.shape or not chained
+            or output.shape != (networks, inputs + 1)):
+        shapes = ", ".join(str(array.shape) for array in arrays)
+        raise ParameterError(f"{name}: shapes {shapes} do not chain: expected mean and scale (networks, "
+                             f"{NUM_INPUTS}), each hidden layer (networks, inputs + 1, units) and the output "
+                             f"(networks, units + 1)")
+    if not all(np.all(np.isfinite(array)) for array in (mean, scale, output, *hidden)) or np.any(scale <= 0):
+        raise ParameterError(f"{name} must be finite, with positive scales")
+    return BandGains(mean, scale, tuple(hidden), output)
+
+
+def band_weights(framing):
+    """The bands' triangular weights over the bins of ``framing`` (:class:`sepsti.features.Framing`),
+    shape (NUM_BANDS, n_bins)."""
+    frequencies = np.arange(framing.n_bins) * framing.sample_rate / framing.n_fft
+    corners = np.geomspace(LOWEST_HZ, HIGHEST_HZ, NUM_BANDS + 2)
+    low, centre, high = corners[:-2, None], corners[1:-1, None], corners[2:, None]
+    rising = (frequencies - low) / (centre - low)
+    falling = (high - frequencies) / (high - centre)
+    return np.clip(np.minimum(rising, falling), 0.0, None)
+
+
+def band_levels(bands, mixture, speech, noise, mask):
+    """Per band and frame, in logs: the mixture's power, the speech and noise parts' over it, the mask's gain.
+
+    Parameters
+    ----------
+    bands : ndarray, shape (NUM_BANDS, n_bins)
+        :func:`band_weights`.
+    mixture, speech, noise, mask : ndarray, shape (n_bins, m)
+        Magnitudes of the mixture and of the separation's parts, and the mask.
+
+    Returns
+    -------
+    ndarray, shape (4, NUM_BANDS, m)
+    """
+    power = mixture ** 2
+    mixture_level = np.log(bands @ power + _TINY)
+    return np.stack([mixture_level,
+                     np.log(bands @ speech ** 2 + _TINY) - mixture_level,
+                     np.log(bands @ noise ** 2 + _TINY) - mixture_level,
+                     0.5 * (np.log(bands @ (mask ** 2 * power) + _TINY) - mixture_level)])
+
+
+def network_inputs(levels, start, stop):
+    """The networks' inputs for frames ``start:stop`` of ``levels`` (:func:`band_levels`), which holds
+    :data:`CONTEXT` frames on each side of them; shape ((stop - start) · NUM_BANDS, NUM_INPUTS), bands first."""
+    span = np.stack([levels[:, :, start + offset:stop + offset] for offset in range(-CONTEXT, CONTEXT + 1)],
+                    axis=1)  # (4, 2 CONTEXT + 1, NUM_BANDS, m)
+    level = levels[0, :, start:stop]
+    own = np.concatenate([span[1], span[2], span[0] - level, span[3],
+                          (level - level.mean(axis=0))[None]])  # (4 (2 CONTEXT + 1) + 1, NUM_BANDS, m)
+    below = np.concatenate([own[:, :1], own[:, :-1]], axis=1)
+    above = np.concatenate([own[:, 1:], own[:, -1:]], axis=1)
+    which = np.broadcast_to(np.eye(NUM_BANDS)[:, :, None], (NUM_BANDS, NUM_BANDS, stop - start))
+    inputs = np.concatenate([below, own, above, which], axis=0)  # (NUM_INPUTS, NUM_BANDS, m)
+    return inputs.reshape(NUM_INPUTS, -1).T
+
+
+def ideal_band_gains(bands, mixture, clean, floor):
+    """The target: the clean speech's band power over the mixture's, square-rooted, in [floor, 1], in logs;
+    shape (NUM_BANDS, m)."""
+    ratio = (bands @ clean ** 2 + _TINY) / (bands @ mixture ** 2 + _TINY)
+    return np.clip(0.5 * np.log(ratio), np.log(floor), 0.0)
+
+
+class TrainingExample(NamedTuple):
+    """One training mixture as the networks learn from it.
+
+    Attributes
+    ----------
+    levels : ndarray, shape (4, NUM_BANDS, m)
+        :func:`band_levels` of the enhancer's separation.
+    target : ndarray, shape (NUM_BANDS, m)
+        :func:`ideal_band_gains`.
+    weight : ndarray, shape (NUM_BANDS, m)
+        How often a band-frame is drawn for training: the square root of the mixture's band power over its mean
+        (the SDR counts the loud bands).
+    """
+
+    levels: np.ndarray
+    target: np.ndarray
+    weight: np.ndarray
+
+    def inputs(self):
+        """The networks' inputs for every band-frame, ``(NUM_BANDS · m, NUM_INPUTS)``, bands first; the first and
+        last frames stand for the frames before and after, as in :func:`corrected_masks`."""
+        frames = self.levels.shape[2]
+        padded = np.pad(self.levels, ((0, 0), (0, 0), (CONTEXT, CONTEXT)), mode="edge")
+        return network_inputs(padded, CONTEXT, CONTEXT + frames)
+
+
+def training_example(record, atoms, framing, floor):
+    """The :class:`TrainingExample` of a mixture the enhancer separated.
+
+    Parameters
+    ----------
+    record : sepsti.mask_atoms.SeparationRecord
+    atoms : ndarray, shape (n_bins, rank)
+        The atoms the speech is rebuilt with (:func:`sepsti.mask_atoms.speech_atoms`).
+    framing : sepsti.features.Framing
+        The record's framing (the enhancer's analysis framing).
+    floor : float
+        The mask's least gain.
+    """
+    from sepsti.denoise import smooth_speech, speech_mask
+
+    bands = band_weights(framing)
+    speech = smooth_speech(atoms @ record.H, record.noise)
+    mask = speech_mask(speech, record.noise, floor)
+    power = bands @ record.noisy ** 2
+    weight = np.sqrt(power / max(power.mean(), _TINY))
+    return TrainingExample(band_levels(bands, record.noisy, speech, record.noise, mask),
+                           ideal_band_gains(bands, record.noisy, record.clean, floor), weight)
+
+
+def agreed_moves(moves):
+    """Where all of ``moves`` (num_networks, ...) have one sign, the least of them; elsewhere 0."""
+    sign = np.sign(moves[0])
+    agree = np.all(np.sign(moves) == sign, axis=0)
+    return np.where(agree, sign * np.abs(moves).min(axis=0), 0.0)
+
+
+def corrected_mask(band_gains, bands, mask, levels, start, stop, floor):
+    """The mask of frames ``start:stop`` of ``levels`` (:func:`band_levels`, with :data:`CONTEXT` frames on each
+    side), corrected; ``mask`` holds those frames only."""
+    gains = levels[3, :, start:stop]
+    predicted = band_gains.predict(network_inputs(levels, start, stop)).reshape(-1, NUM_BANDS, stop - start)
+    moves = agreed_moves(np.clip(predicted, np.log(floor), 0.0) - gains)
+    speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1, :, start:stop] - levels[2, :, start:stop])
+    moves[(moves < 0) & (speech_over_noise_db > SPEECH_GATE_DB)] = 0.0
+    spread = bands / np.maximum(bands.sum(axis=0), _TINY)
+    return np.clip(mask * np.exp(spread.T @ (BLEND * moves)), floor, 1.0)
+
+
+def corrected_masks(pieces, band_gains, framing, floor):
+    """The masks of consecutive pieces, corrected; each piece waits for :data:`CONTEXT` frames after it.
+
+    Parameters
+    ----------
+    pieces : iterable of tuple
+        ``(S, mixture, speech, noise, mask)`` of consecutive frames: the STFT the mask is applied to (any trailing
+        channel axis), and magnitudes and mask of shape (n_bins, m).
+    band_gains : BandGains
+    framing : sepsti.features.Framing
+        The frames' framing.
+    floor : float
+        The mask's least gain.
+
+    Yields
+    ------
+    tuple
+        ``(S, mask)`` of consecutive frames, all of them in the end; the signal's first and last frames stand for
+        the frames before and after it.
+    """
+    bands = band_weights(framing)
+    before = None  # levels of the CONTEXT frames before the held ones
+    held = None  # (S, mask, levels) of frames not yet given out
+    for S, mixture, speech, noise, mask in pieces:
+        levels = band_levels(bands, mixture, speech, noise, mask)
+        if before is None:
+            before = np.repeat(levels[:, :, :1], CONTEXT, axis=2)
+        if held is not None:
+            S, mask, levels = (np.concatenate([held[0], S], axis=1), np.concatenate([held[1], mask], axis=1),
+                               np.concatenate([held[2], levels], axis=2))
+        held = (S, mask, levels)
+        ready = held[2].shape[2] - CONTEXT
+        if ready > 0:
+            window = np.concatenate([before, held[2]], axis=2)
+            yield held[0][:, :ready], corrected_mask(band_gains, bands, held[1][:, :ready], window, CONTEXT,
+                                                     CONTEXT + ready, floor)
+            before = window[:, :, ready:ready + CONTEXT]
+            held = (held[0][:, ready:], held[1][:, ready:], held[2][:, :, ready:])
+    if held is not None and held[2].shape[2]:
+        frames = held[2].shape[2]
+        window = np.concatenate([before, held[2], np.repeat(held[2][:, :, -1:], CONTEXT, axis=2)], axis=2)
+        yield held[0], corrected_mask(band_gains, bands, held[1], window, CONTEXT, CONTEXT + frames, floor)

@@ -1,0 +1,197 @@
+"""The learned band-gain correction: its networks against scikit-learn's, its inputs against a band-by-band
+reference, the agreement and the gate, the same mask however the frames are cut, and its checks."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sepsti import band_gains as bg
+from sepsti import features
+from sepsti.core.errors import ParameterError
+
+ANALYSIS = features.enhancement_framing(features.NARROWBAND)
+
+
+def _networks(rng, count=3, hidden=(6, 4), spread=0.3):
+    """Random ReLU networks whose predictions (logs) vary around -1."""
+    sizes = (bg.NUM_INPUTS, *hidden)
+    layers = tuple(spread * rng.standard_normal((count, n_in + 1, n_out)) for n_in, n_out in zip(sizes, sizes[1:]))
+    output = spread * rng.standard_normal((count, hidden[-1] + 1))
+    output[:, -1] = -1.0
+    return bg.BandGains(rng.standard_normal((count, bg.NUM_INPUTS)), rng.uniform(0.5, 2.0, (count, bg.NUM_INPUTS)),
+                        layers, output)
+
+
+def _constant(values):
+    """Networks that predict ``values`` (one per network) whatever their inputs."""
+    count = len(values)
+    output = np.zeros((count, 2))
+    output[:, -1] = values
+    return bg.BandGains(np.zeros((count, bg.NUM_INPUTS)), np.ones((count, bg.NUM_INPUTS)),
+                        (np.zeros((count, bg.NUM_INPUTS + 1, 1)),), output)
+
+
+def _separation(rng, frames=40):
+    n_bins = ANALYSIS.n_bins
+    speech = rng.gamma(0.5, 1.0, (n_bins, frames)) * np.linspace(3.0, 0.1, n_bins)[:, None]
+    noise = rng.gamma(2.0, 0.3, (n_bins, frames))
+    mixture = speech + noise
+    mask = np.maximum(speech / (speech + noise), 0.1)
+    S = mixture * np.exp(2j * np.pi * rng.random((n_bins, frames)))
+    return S, mixture, speech, noise, mask
+
+
+def test_predictions_are_scikit_learns(rng):
+    """The NumPy forward pass of the recipe's conversion gives MLPRegressor's predictions (a peer)."""
+    pytest.importorskip("sklearn")
+    from sklearn.neural_network import MLPRegressor
+    from sklearn.preprocessing import StandardScaler
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes"))
+    from train_band_gains import band_gains_of
+
+    X = rng.normal(3.0, 2.0, (400, bg.NUM_INPUTS))
+    fitted = []
+    for seed in range(2):
+        y = np.tanh(X[:, seed]) + 0.1 * rng.standard_normal(400)
+        scaler = StandardScaler().fit(X)
+        network = MLPRegressor(hidden_layer_sizes=(8, 5), max_iter=2000, random_state=seed)
+        fitted.append((scaler, network.fit(scaler.transform(X), y)))
+    networks = bg.validate_band_gains(band_gains_of(fitted), 8000)
+    Z = rng.normal(3.0, 2.0, (50, bg.NUM_INPUTS))
+    want = np.stack([network.predict(scaler.transform(Z)) for scaler, network in fitted])
+    np.testing.assert_allclose(networks.predict(Z), want, rtol=1e-10, atol=1e-10)
+
+
+def _reference_inputs(levels):
+    """The networks' inputs built band by band over the whole file, its edges repeated (as the correction was
+    first written): for band b, the rows of bands b - 1, b, b + 1 (edges repeated), then which band it is."""
+    frames = levels.shape[2]
+    padded = np.pad(levels, ((0, 0), (0, 0), (bg.CONTEXT, bg.CONTEXT)), mode="edge")
+
+    def around(row):  # (frames,) of a padded row -> (2 CONTEXT + 1, frames)
+        return np.stack([row[offset:offset + frames] for offset in range(2 * bg.CONTEXT + 1)])
+
+    level = levels[0]
+    own = []
+    for band in range(bg.NUM_BANDS):
+        own.append(np.concatenate([around(padded[1, band]), around(padded[2, band]),
+                                   around(padded[0, band]) - level[band], around(padded[3, band]),
+                                   (level[band] - level.mean(axis=0))[None]]))
+    rows = []
+    for band in range(bg.NUM_BANDS):
+        which = np.zeros((bg.NUM_BANDS, frames))
+        which[band] = 1.0
+        rows.append(np.concatenate([own[max(band - 1, 0)], own[band], own[min(band + 1, bg.NUM_BANDS - 1)], which]).T)
+    return np.concatenate(rows)
+
+
+def test_inputs_are_the_band_by_band_reference(rng):
+    S, mixture, speech, noise, mask = _separation(rng)
+    levels = bg.band_levels(bg.band_weights(ANALYSIS), mixture, speech, noise, mask)
+    example = bg.TrainingExample(levels, np.zeros(levels.shape[1:]), np.ones(levels.shape[1:]))
+    inputs = example.inputs()
+    assert inputs.shape == (bg.NUM_BANDS * S.shape[1], bg.NUM_INPUTS)
+    np.testing.assert_allclose(inputs, _reference_inputs(levels), rtol=0, atol=1e-12)
+
+
+def test_the_bands_cover_the_telephone_band_and_sum_to_one_inside():
+    bands = bg.band_weights(ANALYSIS)
+    frequencies = np.arange(ANALYSIS.n_bins) * ANALYSIS.sample_rate / ANALYSIS.n_fft
+    total = bands.sum(axis=0)
+    inside = (frequencies >= np.geomspace(bg.LOWEST_HZ, bg.HIGHEST_HZ, bg.NUM_BANDS + 2)[1]) & \
+             (frequencies <= np.geomspace(bg.LOWEST_HZ, bg.HIGHEST_HZ, bg.NUM_BANDS + 2)[-2])
+    np.testing.assert_allclose(total[inside], 1.0, atol=1e-12)
+    assert np.all(total[(frequencies <= bg.LOWEST_HZ) | (frequencies >= bg.HIGHEST_HZ)] == 0)
+
+
+@pytest.mark.parametrize("moves, expected", [
+    ([[-0.2, 0.3, 0.1, 0.0]], [-0.2, 0.3, 0.1, 0.0]),
+    ([[-0.2, 0.3, 0.1, 0.0], [-0.5, 0.1, -0.1, 0.2]], [-0.2, 0.1, 0.0, 0.0]),
+    ([[-0.2, 0.3], [-0.5, 0.1], [-0.1, 0.4]], [-0.1, 0.1]),
+])
+def test_only_moves_of_one_sign_count_by_the_least(moves, expected):
+    np.testing.assert_array_equal(bg.agreed_moves(np.array(moves)), expected)
+
+
+def _corrected(pieces, networks):
+    """The corrected mask of all the pieces' frames."""
+    return np.concatenate([mask for _, mask in bg.corrected_masks(pieces, networks, ANALYSIS, 0.1)], axis=1)
+
+
+def test_networks_that_disagree_leave_the_mask_as_it_is(rng):
+    S, mixture, speech, noise, mask = _separation(rng)
+    corrected = _corrected([(S, mixture, speech, noise, mask)], _constant([0.0, np.log(0.1)]))
+    np.testing.assert_array_equal(corrected, mask)
+
+
+def test_agreed_raises_move_the_mask_halfway_and_the_gate_stops_only_lowering(rng):
+    """Networks agreeing on a gain of one raise every band's gain halfway in logs; on the floor's gain they lower
+    it, but not in a band whose speech part is more than SPEECH_GATE_DB above its noise part."""
+    S, mixture, speech, noise, mask = _separation(rng)
+    bands = bg.band_weights(ANALYSIS)
+    levels = bg.band_levels(bands, mixture, speech, noise, mask)
+    spread = bands / np.maximum(bands.sum(axis=0), 1e-10)
+    raised = _corrected([(S, mixture, speech, noise, mask)], _constant([0.0, 0.5]))
+    want = np.clip(mask * np.exp(spread.T @ (-bg.BLEND * levels[3])), 0.1, 1.0)
+    np.testing.assert_allclose(raised, want, rtol=1e-12)
+    assert np.all(raised >= mask) and np.any(raised > mask)
+
+    low = np.log(0.1)
+    lowered = _corrected([(S, mixture, speech, noise, mask)], _constant([low, low - 1.0]))
+    gated = 10 * np.log10(np.e) * (levels[1] - levels[2]) > bg.SPEECH_GATE_DB
+    assert 0 < gated.mean() < 1  # some band-frames of each
+    moves = np.where(gated, 0.0, low - levels[3])
+    np.testing.assert_allclose(lowered, np.clip(mask * np.exp(spread.T @ (bg.BLEND * moves)), 0.1, 1.0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("cut", ["whole", "frames", "random"])
+def test_the_mask_does_not_depend_on_how_the_frames_are_cut(rng, cut):
+    S, mixture, speech, noise, mask = _separation(rng, frames=37)
+    networks = _networks(rng)
+    whole = _corrected([(S, mixture, speech, noise, mask)], networks)
+    assert not np.allclose(whole, mask)
+    frames = S.shape[1]
+    edges = {"whole": [0, frames], "frames": list(range(frames + 1)),
+             "random": [0, *sorted(rng.choice(np.arange(1, frames), 9, replace=False)), frames]}[cut]
+    pieces = [tuple(part[:, a:b] for part in (S, mixture, speech, noise, mask)) for a, b in zip(edges, edges[1:])]
+    given = list(bg.corrected_masks(pieces, networks, ANALYSIS, 0.1))
+    np.testing.assert_array_equal(np.concatenate([S_part for S_part, _ in given], axis=1), S)
+    np.testing.assert_allclose(np.concatenate([part for _, part in given], axis=1), whole, rtol=0, atol=1e-13)
+
+
+def test_a_stft_of_several_channels_is_held_back_with_its_mask(rng):
+    S, mixture, speech, noise, mask = _separation(rng, frames=12)
+    stereo = np.stack([S, 0.5 * S], axis=-1)
+    pieces = [(stereo[:, a:a + 5], mixture[:, a:a + 5], speech[:, a:a + 5], noise[:, a:a + 5], mask[:, a:a + 5])
+              for a in range(0, 12, 5)]
+    given = list(bg.corrected_masks(pieces, _networks(rng), ANALYSIS, 0.1))
+    np.testing.assert_array_equal(np.concatenate([part for part, _ in given], axis=1), stereo)
+    assert sum(m.shape[1] for _, m in given) == 12
+
+
+def _valid(rng):
+    return _networks(rng, count=2)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda g: g._replace(mean=g.mean[:, :-1]), "do not chain"),
+    (lambda g: g._replace(scale=g.scale[:1]), "do not chain"),
+    (lambda g: g._replace(hidden=(g.hidden[0][:, :-1],) + g.hidden[1:]), "do not chain"),
+    (lambda g: g._replace(output=g.output[:, :-1]), "do not chain"),
+    (lambda g: g._replace(hidden=()), "at least one hidden layer"),
+    (lambda g: g._replace(scale=np.zeros_like(g.scale)), "positive scales"),
+    (lambda g: g._replace(output=np.full_like(g.output, np.nan)), "finite"),
+    (lambda g: g._replace(mean=g.mean.astype(str)), "real arrays"),
+    (lambda g: tuple(g), "must be a sepsti.band_gains.BandGains, got tuple"),
+])
+def test_bad_networks_are_named(rng, change, message):
+    with pytest.raises(ParameterError, match=message):
+        bg.validate_band_gains(change(_valid(rng)), 8000)
+
+
+def test_bands_above_the_nyquist_frequency_are_refused(rng):
+    with pytest.raises(ParameterError, match="3900 Hz, above the Nyquist frequency of sample_rate=6000"):
+        bg.validate_band_gains(_valid(rng), 6000)

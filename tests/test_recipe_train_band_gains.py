@@ -1,0 +1,84 @@
+"""``recipes/train_band_gains.py``: a reduced run on the NOIZEUS copy and stand-ins for the recorded noises writes
+a dictionary whose band-gain networks the enhancer loads and uses, leaving the dictionary it started from as it
+was; missing recordings and a dictionary of another rate are refused before any work."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes"))
+
+import train_band_gains  # noqa: E402
+
+pytest.importorskip("sklearn")
+QUICK_KINDS = sorted(train_band_gains.RECORDED)[:4]
+
+
+def _stand_ins(root, rng):
+    """A short recording of coloured noise at each path the quick run's noise types name (``*`` read as ``x``)."""
+    import soundfile
+
+    for kind in QUICK_KINDS:
+        for pattern in train_band_gains.RECORDED[kind]:
+            path = root / pattern.replace("*", "x")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            noise = np.cumsum(rng.standard_normal(3 * 22050)) * 0.002
+            soundfile.write(path, noise - noise.mean(), 22050, format="OGG", subtype="VORBIS")
+
+
+def test_a_quick_run_writes_the_callers_dictionary_with_networks_the_enhancer_uses(noizeus_root, tmp_path, rng,
+                                                                                    capsys):
+    from sepsti.commands.evaluate import enhance_signal
+    from sepsti.corpora.noizeus import mixtures
+    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path, save_dictionary
+
+    _stand_ins(tmp_path / "root", rng)
+    shipped = load_dictionary(narrowband_dictionary_path())
+    mine = tmp_path / "mine.npz"
+    save_dictionary(mine, shipped._replace(band_gains=None), dtype=np.float32)
+    before = mine.read_bytes()
+    train_band_gains.main(["--quick", "--corpus", str(noizeus_root), "--root", str(tmp_path / "root"),
+                           "--dictionary", str(mine), "--out", str(tmp_path / "out")])
+    assert mine.read_bytes() == before
+    written = load_dictionary(tmp_path / "out" / "mine.npz")
+    np.testing.assert_array_equal(written.W, load_dictionary(mine).W)
+    networks = written.band_gains
+    assert networks.num_networks == 2 and [layer.shape[2] for layer in networks.hidden] == [64, 32]
+    results = json.loads((tmp_path / "out" / "train_band_gains.json").read_text())
+    counts = results["mixtures_by_type"]
+    # sp01-sp02: the corpus's files (4 SNRs) and one higher SNR; the clean sentences twice; 2 SNRs of each recording
+    assert counts == {"clean": 4, **{kind: 2 * 2 for kind in QUICK_KINDS},
+                      **{noise: 2 * 5 for noise in ("babble", "car", "street", "train")}}
+    assert [fit["rows"] for fit in results["networks"]] == [20_000, 20_000]
+    kinds = sorted(counts)
+    assert [fit["without"] for fit in results["networks"]] == [kinds[0::2], kinds[1::2]]
+    assert (tmp_path / "out" / "train_band_gains.png").stat().st_size > 0
+    assert "wrote" in capsys.readouterr().out
+    mixture = mixtures(noizeus_root, split="test", noises=["car"], snrs=[5])[0]
+    corrected = enhance_signal(mixture.noisy, mixture.sample_rate, written)
+    plain = enhance_signal(mixture.noisy, mixture.sample_rate, written._replace(band_gains=None))
+    assert corrected.shape == plain.shape and not np.allclose(corrected, plain)
+
+
+def test_missing_recordings_are_named_before_any_work(noizeus_root, tmp_path):
+    from sepsti.core.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=r"--root .*: no usr/share/games/widelands/data/sound/animals/\*\.ogg "
+                                             r"\(noise type 'animals'\)"):
+        train_band_gains.main(["--quick", "--corpus", str(noizeus_root), "--root", str(tmp_path),
+                               "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dictionary_at_another_rate_is_refused(noizeus_root, tmp_path, rng):
+    from sepsti.core.errors import ParameterError
+    from sepsti.dictionary import wideband_dictionary_path
+
+    _stand_ins(tmp_path / "root", rng)
+    with pytest.raises(ParameterError, match="at 16000 Hz; the correction's bands are the telephone band's"):
+        train_band_gains.main(["--quick", "--corpus", str(noizeus_root), "--root", str(tmp_path / "root"),
+                               "--dictionary", str(wideband_dictionary_path()), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()

@@ -3,7 +3,7 @@
 Training mixtures, all of the NOIZEUS training sentences (sp01–sp20): the corpus's own noisy files; the same
 noises at 20, 25, 30 and 40 dB (each file's noise at the corpus's highest SNR, ``noisy − clean``, scaled); the
 clean sentences themselves, each :attr:`Training.clean_copies` times; and seventeen types of recorded noise
-(:data:`RECORDED`: ambiences, machines, music, keystrokes and weather from Debian's game packages) at
+(:data:`RECORDED`: ambiences, machines, music, keystrokes and weather from Debian's packages, mostly games') at
 :attr:`Training.snrs`, each an excerpt of the type's recordings band-limited like NOIZEUS, the file's energy
 ratio its label minus 0.48 dB as in ``benchmarks/unseen_noise_corpus.py``. The enhancer, as ``sepsti enhance``
 runs it with the dictionary, separates every mixture (:func:`sepsti.mask_atoms.record_separation`); per band and

@@ -143,7 +143,8 @@ def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
         appeared after the caller's check (:func:`sepsti.core.io.atomic_path`).
     dtype : numpy dtype
         Type ``W`` is stored in: float64, or float32 for a file half the size (atoms
-        need no more than single precision; loading returns float64 either way).
+        need no more than single precision; loading returns float64 either way). ``mask_atoms`` is stored alike;
+        ``band_gains`` always in float64.
 
     Raises
     ------

@@ -26,6 +26,7 @@ Usage::
     python recipes/train_band_gains.py [--corpus DIR] [--root DIR] [--dictionary PATH] [--quick] [--out DIR]
 """
 
+import collections
 import functools
 import os
 import sys
@@ -157,9 +158,7 @@ def main(argv=None):
     networks, fits = _trained(examples, training, args.seed)
     save_dictionary(target, dictionary._replace(band_gains=networks), overwrite=args.overwrite, dtype=storage)
 
-    counts = {}
-    for kind, _ in examples:
-        counts[kind] = counts.get(kind, 0) + 1
+    counts = dict(collections.Counter(kind for kind, _ in examples))
     print(f"{len(examples)} mixtures of {len(counts)} noise types; " + "; ".join(
         f"network {k + 1} without {', '.join(fit['without'])}: {fit['epochs']} epochs"
         f"{'' if fit['stopped_early'] else ' (the most allowed)'}, validation R² {fit['validation_r2']:.3f}"
@@ -256,26 +255,28 @@ def _separated(mixtures, dictionary):
     return examples
 
 
-_DICTIONARY = []  # a worker's dictionary
+_WORKER = {}  # a worker's dictionary, the atoms its mask rebuilds the speech with, and its analysis framing
 
 
 def _use(dictionary):
-    _DICTIONARY.append(dictionary)
+    from sepsti import features
+    from sepsti.mask_atoms import speech_atoms
+
+    _WORKER.update(dictionary=dictionary, atoms=speech_atoms(dictionary.W, dictionary.mask_atoms, dictionary.framing),
+                   framing=features.enhancement_framing(dictionary.framing))
 
 
 def _example(work):
-    from sepsti import features
     from sepsti.band_gains import training_example
     from sepsti.denoise import MASK_FLOOR
-    from sepsti.mask_atoms import record_separation, speech_atoms
+    from sepsti.mask_atoms import record_separation
 
     noisy, clean = work
-    dictionary = _DICTIONARY[0]
+    dictionary = _WORKER["dictionary"]
     record = record_separation(noisy, clean, dictionary.W, framing=dictionary.framing)
     if record is None:
         return None
-    atoms = speech_atoms(dictionary.W, dictionary.mask_atoms, dictionary.framing)
-    example = training_example(record, atoms, features.enhancement_framing(dictionary.framing), MASK_FLOOR)
+    example = training_example(record, _WORKER["atoms"], _WORKER["framing"], MASK_FLOOR)
     return example._replace(**{field: value.astype(np.float32) for field, value in example._asdict().items()})
 
 

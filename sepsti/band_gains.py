@@ -232,15 +232,15 @@ def agreed_moves(moves):
     return np.where(agree, sign * np.abs(moves).min(axis=0), 0.0)
 
 
-def corrected_mask(band_gains, bands, mask, levels, start, stop, floor):
+def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
     """The mask of frames ``start:stop`` of ``levels`` (:func:`band_levels`, with :data:`CONTEXT` frames on each
-    side), corrected; ``mask`` holds those frames only."""
+    side), corrected; ``mask`` holds those frames only, ``spread`` the bands' weights over the sum of them in each
+    bin (``(NUM_BANDS, n_bins)``: how a band's move reaches the bins)."""
     gains = levels[3, :, start:stop]
     predicted = band_gains.predict(network_inputs(levels, start, stop)).reshape(-1, NUM_BANDS, stop - start)
     moves = agreed_moves(np.clip(predicted, np.log(floor), 0.0) - gains)
     speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1, :, start:stop] - levels[2, :, start:stop])
     moves[(moves < 0) & (speech_over_noise_db > SPEECH_GATE_DB)] = 0.0
-    spread = bands / np.maximum(bands.sum(axis=0), _TINY)
     return np.clip(mask * np.exp(spread.T @ (BLEND * moves)), floor, 1.0)
 
 
@@ -265,6 +265,7 @@ def corrected_masks(pieces, band_gains, framing, floor):
         the frames before and after it.
     """
     bands = band_weights(framing)
+    spread = bands / np.maximum(bands.sum(axis=0), _TINY)
     before = None  # levels of the CONTEXT frames before the held ones
     held = None  # (S, mask, levels) of frames not yet given out
     for S, mixture, speech, noise, mask in pieces:
@@ -278,11 +279,11 @@ def corrected_masks(pieces, band_gains, framing, floor):
         ready = held[2].shape[2] - CONTEXT
         if ready > 0:
             window = np.concatenate([before, held[2]], axis=2)
-            yield held[0][:, :ready], corrected_mask(band_gains, bands, held[1][:, :ready], window, CONTEXT,
+            yield held[0][:, :ready], corrected_mask(band_gains, spread, held[1][:, :ready], window, CONTEXT,
                                                      CONTEXT + ready, floor)
             before = window[:, :, ready:ready + CONTEXT]
             held = (held[0][:, ready:], held[1][:, ready:], held[2][:, :, ready:])
     if held is not None and held[2].shape[2]:
         frames = held[2].shape[2]
         window = np.concatenate([before, held[2], np.repeat(held[2][:, :, -1:], CONTEXT, axis=2)], axis=2)
-        yield held[0], corrected_mask(band_gains, bands, held[1], window, CONTEXT, CONTEXT + frames, floor)
+        yield held[0], corrected_mask(band_gains, spread, held[1], window, CONTEXT, CONTEXT + frames, floor)

@@ -5,15 +5,21 @@ noises at 20, 25, 30 and 40 dB (each file's noise at the corpus's highest SNR, `
 clean sentences themselves, each :attr:`Training.clean_copies` times; and seventeen types of recorded noise
 (:data:`RECORDED`: ambiences, machines, music, keystrokes and weather from Debian's packages, mostly games') at
 :attr:`Training.snrs`, each an excerpt of the type's recordings band-limited like NOIZEUS, the file's energy
-ratio its label minus 0.48 dB as in ``benchmarks/unseen_noise_corpus.py``. The enhancer, as ``sepsti enhance``
+ratio its label minus 0.48 dB as in ``benchmarks/unseen_noise_corpus.py``. Beside the NOIZEUS talkers, the
+wideband corpus's ``train`` talkers (``--wideband``; :mod:`sepsti.corpora.wideband`, 108 utterances of 140
+LibriSpeech speakers, none of them in the split the benchmarks draw crowds from) resampled to 8 kHz, at −26 dBFS and
+not band-limited, as an 8 kHz microphone recording gives them: each clean once and in
+:attr:`Training.talker_mixtures` mixtures, each with a noise type drawn from all the others (the corpus's as the
+noise of its training files at their highest SNR, end to end) at an SNR drawn from :attr:`Training.snrs`. The
+enhancer, as ``sepsti enhance``
 runs it with the dictionary, separates every mixture (:func:`sepsti.mask_atoms.record_separation`); per band and
 frame the networks read its separation and learn the ideal band gain (:func:`sepsti.band_gains.training_example`).
 The noise types (the corpus's, the recorded ones and the clean speech) are dealt in alphabetical order into
 :attr:`Training.groups` groups, and one network (scikit-learn's ``MLPRegressor``) is trained without each, on
 :attr:`Training.rows` band-frames drawn from the rest. The dictionary is written again with the networks in its
 ``band_gains`` field, to ``DIR/<its name>.npz`` (``--out``; to ship it, copy it to
-``sepsti/data/narrowband_dictionary.npz``). ``--quick``: two sentences, four recorded types, two SNRs, two
-groups, 20,000 rows.
+``sepsti/data/narrowband_dictionary.npz``). ``--quick``: two sentences, two wideband talkers, four recorded
+types, two SNRs, two groups, 20,000 rows.
 
 The recorded noises come from Debian's packages, installed (``--root /``, the default) or unpacked into one
 folder (``dpkg-deb -x PACKAGE.deb DIR`` for each, ``--root DIR``)::
@@ -23,7 +29,8 @@ folder (``dpkg-deb -x PACKAGE.deb DIR`` for each, ``--root DIR``)::
 
 Usage::
 
-    python recipes/train_band_gains.py [--corpus DIR] [--root DIR] [--dictionary PATH] [--quick] [--out DIR]
+    python recipes/train_band_gains.py [--corpus DIR] [--wideband DIR] [--root DIR] [--dictionary PATH] \\
+        [--quick] [--out DIR]
 """
 
 import collections
@@ -39,8 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 
 import numpy as np  # noqa: E402
 
-from _common import (dictionary_to_extend, noizeus_corpus, recipe_parser, require_packages, run_recipe,  # noqa: E402
-                     write_results)
+from _common import (ROOT, dictionary_to_extend, noizeus_corpus, recipe_parser, require_packages,  # noqa: E402
+                     run_recipe, write_results)
+from enhance_wideband import wideband_folder  # noqa: E402
 
 NAME = "train_band_gains"
 _MEGAGLEST = "usr/share/games/megaglest"
@@ -87,6 +95,8 @@ KEYSTROKE_GAINS = (0.4, 1.2)
 TYPING_HISS = 1e-4
 #: The noise type of the clean sentences.
 CLEAN = "clean"
+#: RMS (dBFS) the wideband talkers are set to.
+TALKER_LEVEL_DB = -26.0
 
 
 class Training(NamedTuple):
@@ -99,7 +109,9 @@ class Training(NamedTuple):
     higher_snrs : tuple of int
         The corpus's noises' SNRs beyond its own files'.
     clean_copies : int
-        How many times each clean sentence counts.
+        How many times each clean NOIZEUS sentence counts (a wideband talker's counts once).
+    talker_mixtures : int
+        Noisy mixtures of each wideband talker.
     groups : int
         Groups the noise types are dealt into: networks trained, each without one group.
     rows : int
@@ -113,13 +125,15 @@ class Training(NamedTuple):
     snrs: tuple = (0, 5, 10, 15, 20, 25, 30, 40)
     higher_snrs: tuple = (20, 25, 30, 40)
     clean_copies: int = 10
+    talker_mixtures: int = 6
     groups: int = 4
     rows: int = 400_000
     hidden: tuple = (64, 32)
     max_iter: int = 60
 
 
-QUICK = Training(snrs=(0, 20), higher_snrs=(30,), clean_copies=2, groups=2, rows=20_000, max_iter=10)
+QUICK = Training(snrs=(0, 20), higher_snrs=(30,), clean_copies=2, talker_mixtures=2, groups=2, rows=20_000,
+                 max_iter=10)
 
 
 def main(argv=None):
@@ -127,6 +141,9 @@ def main(argv=None):
                            writes="DIR/<the dictionary's name>.npz, the dictionary with them")
     parser.add_argument("--corpus", type=Path, default=None,
                         help="NOIZEUS-style folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
+    parser.add_argument("--wideband", type=wideband_folder, default=str(ROOT.parent / "shared" / "data" / "wideband"),
+                        help="wideband corpus whose train-split talkers join the NOIZEUS ones "
+                             "(default: ../shared/data/wideband)")
     parser.add_argument("--root", type=Path, default=Path("/"),
                         help="the folder Debian's packages of recorded noises are installed or unpacked in "
                              "(default: /)")
@@ -137,6 +154,7 @@ def main(argv=None):
 
     from sepsti.core.errors import ParameterError
     from sepsti.core.io import check_output_path
+    from sepsti.corpora import wideband
     from sepsti.corpora.noizeus import TRAIN_IDS, corpus_index
     from sepsti.dictionary import save_dictionary
 
@@ -152,8 +170,10 @@ def main(argv=None):
     args.out.mkdir(parents=True, exist_ok=True)  # the inputs checked first: a bad one leaves no folder behind
     target = check_output_path(args.out / f"{Path(source).stem}.npz", overwrite=args.overwrite, inputs=[source])
 
+    talkers = wideband.select(args.wideband, "train")[:2 if args.quick else None]
     sentences = list(TRAIN_IDS[:2] if args.quick else TRAIN_IDS)
     mixtures = _mixtures(index, sentences, recordings, training, args.seed)
+    mixtures += _talker_mixtures(talkers, recordings, _corpus_noises(index, sentences), training, args.seed)
     examples = _separated(mixtures, dictionary)
     networks, fits = _trained(examples, training, args.seed)
     save_dictionary(target, dictionary._replace(band_gains=networks), overwrite=args.overwrite, dtype=storage)
@@ -164,8 +184,9 @@ def main(argv=None):
         f"{'' if fit['stopped_early'] else ' (the most allowed)'}, validation R² {fit['validation_r2']:.3f}"
         for k, fit in enumerate(fits)))
     print(f"wrote {target}")
-    results = {"corpus": str(corpus), "root": str(args.root), "speech_dictionary": str(source),
-               "dictionary": str(target), "training": training._asdict(), "sentences": sentences,
+    results = {"corpus": str(corpus), "wideband": str(args.wideband), "root": str(args.root),
+               "speech_dictionary": str(source), "dictionary": str(target), "training": training._asdict(),
+               "sentences": sentences, "talkers": [talker.path.stem for talker in talkers],
                "mixtures_by_type": counts, "networks": fits}
     write_results(args, results, _figure(fits))
 
@@ -212,6 +233,45 @@ def _mixtures(index, sentences, recordings, training, seed):
                 noise = telephone_band(noise)
                 gain = snr_gain(clean, noise, snr + NOIZEUS_OFFSET_DB)
                 mixtures.append((kind, np.clip(clean + gain * noise, -1.0, 1.0), clean))
+    return mixtures
+
+
+def _corpus_noises(index, sentences):
+    """``{noise type: signal}``: the noise of the corpus's files of ``sentences`` at their highest SNR, end to end."""
+    from sepsti.corpora.noizeus import iter_mixtures
+
+    noises = collections.defaultdict(list)
+    for mixture in iter_mixtures(index, split=sentences, snrs=[max(index.snrs)]):
+        noises[mixture.noise].append(mixture.noise_signal)
+    return {kind: np.concatenate(signals) for kind, signals in noises.items()}
+
+
+def _talker_mixtures(talkers, recordings, corpus_noises, training, seed):
+    """``(kind, noisy, clean)`` of the wideband talkers (8 kHz): each clean, and in
+    :attr:`Training.talker_mixtures` mixtures of a noise type and an SNR drawn at random."""
+    from sepsti.audio import resample
+    from sepsti.corpora.audio import read_audio
+    from sepsti.corpora.wideband import highpass
+
+    from _recordings import at_level, excerpt, looped_window, snr_gain
+
+    kinds = sorted([*recordings, *corpus_noises])
+    mixtures = []
+    for number, talker in enumerate(talkers):
+        rng = np.random.default_rng([seed, len(recordings), number])
+        y, rate = read_audio(talker.path)
+        clean = at_level(resample(highpass(y, rate), rate, 8000), TALKER_LEVEL_DB)
+        mixtures.append((CLEAN, clean, clean))
+        for _ in range(training.talker_mixtures):
+            kind = kinds[rng.integers(len(kinds))]
+            if kind in corpus_noises:
+                noise = looped_window(corpus_noises[kind], len(clean), rng)
+            elif kind == "typing":
+                noise = _typing(recordings[kind], len(clean), rng)
+            else:
+                noise = excerpt(recordings[kind], len(clean), 8000, rng)
+            gain = snr_gain(clean, noise, training.snrs[rng.integers(len(training.snrs))])
+            mixtures.append((kind, np.clip(clean + gain * noise, -1.0, 1.0), clean))
     return mixtures
 
 

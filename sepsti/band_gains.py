@@ -5,8 +5,10 @@ small networks read the band powers of the mixture, of the speech part and of th
 gain over ±:data:`CONTEXT` frames, and predict the band's ideal gain ``sqrt(B|X|² / B|Y|²)`` in logs (``X`` the
 clean speech, ``Y`` the mixture). Each network is trained without a share of the training's noise types; the mask
 moves toward the predictions only where every network moves it the same way, by the least of their moves,
-:data:`BLEND` of it in logs, and is not lowered in a band where the separation puts the speech part more than
-:data:`SPEECH_GATE_DB` above the noise part (there the networks' lowering lost on near-clean input). The moves are
+:data:`BLEND` of it in logs; it is not lowered in a band where the separation puts the speech part more than
+:data:`SPEECH_GATE_DB` above the noise part (there the networks' lowering lost on near-clean input), nor raised
+where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the raising lowered PESQ
+under talkers unlike the NOIZEUS ones). The moves are
 spread to the bins by the bands' weights. docs/enhance.md ("A learned correction of the band gains") has the
 measurements; ``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary file
 (:attr:`sepsti.dictionary.Dictionary.band_gains`).
@@ -22,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "HIGHEST_HZ", "CONTEXT", "NUM_INPUTS", "BLEND", "SPEECH_GATE_DB",
-           "validate_band_gains", "band_weights", "band_levels", "network_inputs", "ideal_band_gains",
+           "NOISE_GATE_DB", "validate_band_gains", "band_weights", "band_levels", "network_inputs", "ideal_band_gains",
            "TrainingExample", "training_example", "agreed_moves", "corrected_mask", "corrected_masks"]
 
 NUM_BANDS = 20
@@ -38,6 +40,8 @@ NUM_INPUTS = 3 * (4 * (2 * CONTEXT + 1) + 1) + NUM_BANDS
 BLEND = 0.5
 #: No lowering where the separation's speech part is this far (dB) above its noise part in the band.
 SPEECH_GATE_DB = 15.0
+#: No raising where the separation's noise part is this far (dB) above its speech part in the band.
+NOISE_GATE_DB = 0.0
 _TINY = 1e-10
 
 
@@ -240,7 +244,9 @@ def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
     predicted = band_gains.predict(network_inputs(levels, start, stop)).reshape(-1, NUM_BANDS, stop - start)
     moves = agreed_moves(np.clip(predicted, np.log(floor), 0.0) - gains)
     speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1, :, start:stop] - levels[2, :, start:stop])
-    moves[(moves < 0) & (speech_over_noise_db > SPEECH_GATE_DB)] = 0.0
+    gated = ((moves < 0) & (speech_over_noise_db > SPEECH_GATE_DB)
+             | (moves > 0) & (speech_over_noise_db < -NOISE_GATE_DB))
+    moves[gated] = 0.0
     return np.clip(mask * np.exp(spread.T @ (BLEND * moves)), floor, 1.0)
 
 

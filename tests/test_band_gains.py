@@ -127,21 +127,25 @@ def test_networks_that_disagree_leave_the_mask_as_it_is(rng):
     np.testing.assert_array_equal(corrected, mask)
 
 
-def test_agreed_raises_move_the_mask_halfway_and_the_gate_stops_only_lowering(rng):
-    """Networks agreeing on a gain of one raise every band's gain halfway in logs; on the floor's gain they lower
-    it, but not in a band whose speech part is more than SPEECH_GATE_DB above its noise part."""
+def test_agreed_moves_take_the_mask_halfway_where_the_gates_let_them(rng):
+    """Networks agreeing on a gain of one raise a band's gain halfway in logs, but not where its noise part is more
+    than NOISE_GATE_DB above its speech part; on the floor's gain they lower it, but not where its speech part is
+    more than SPEECH_GATE_DB above its noise part."""
     S, mixture, speech, noise, mask = _separation(rng)
     bands = bg.band_weights(ANALYSIS)
     levels = bg.band_levels(bands, mixture, speech, noise, mask)
     spread = bands / np.maximum(bands.sum(axis=0), 1e-10)
+    speech_over_noise_db = 10 * np.log10(np.e) * (levels[1] - levels[2])
     raised = _corrected([(S, mixture, speech, noise, mask)], _constant([0.0, 0.5]))
-    want = np.clip(mask * np.exp(spread.T @ (-bg.BLEND * levels[3])), 0.1, 1.0)
+    gated = speech_over_noise_db < -bg.NOISE_GATE_DB
+    assert 0 < gated.mean() < 1  # some band-frames of each
+    want = np.clip(mask * np.exp(spread.T @ (bg.BLEND * np.where(gated, 0.0, -levels[3]))), 0.1, 1.0)
     np.testing.assert_allclose(raised, want, rtol=1e-12)
     assert np.all(raised >= mask) and np.any(raised > mask)
 
     low = np.log(0.1)
     lowered = _corrected([(S, mixture, speech, noise, mask)], _constant([low, low - 1.0]))
-    gated = 10 * np.log10(np.e) * (levels[1] - levels[2]) > bg.SPEECH_GATE_DB
+    gated = speech_over_noise_db > bg.SPEECH_GATE_DB
     assert 0 < gated.mean() < 1  # some band-frames of each
     moves = np.where(gated, 0.0, low - levels[3])
     np.testing.assert_allclose(lowered, np.clip(mask * np.exp(spread.T @ (bg.BLEND * moves)), 0.1, 1.0), rtol=1e-12)

@@ -12,8 +12,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes"))
 
 import train_band_gains  # noqa: E402
+from test_cli_train import _wideband_corpus  # noqa: E402
 
 pytest.importorskip("sklearn")
+# the stand-in wideband corpus is not the distributed speaker set, whose split it would move
+pytestmark = pytest.mark.filterwarnings("ignore:wideband manifest:UserWarning")
 QUICK_KINDS = sorted(train_band_gains.RECORDED)[:4]
 
 
@@ -40,8 +43,9 @@ def test_a_quick_run_writes_the_callers_dictionary_with_networks_the_enhancer_us
     mine = tmp_path / "mine.npz"
     save_dictionary(mine, shipped._replace(band_gains=None), dtype=np.float32)
     before = mine.read_bytes()
-    train_band_gains.main(["--quick", "--corpus", str(noizeus_root), "--root", str(tmp_path / "root"),
-                           "--dictionary", str(mine), "--out", str(tmp_path / "out")])
+    wide = _wideband_corpus(tmp_path / "wide", rng)
+    train_band_gains.main(["--quick", "--corpus", str(noizeus_root), "--wideband", str(wide), "--root",
+                           str(tmp_path / "root"), "--dictionary", str(mine), "--out", str(tmp_path / "out")])
     assert mine.read_bytes() == before
     written = load_dictionary(tmp_path / "out" / "mine.npz")
     np.testing.assert_array_equal(written.W, load_dictionary(mine).W)
@@ -49,9 +53,13 @@ def test_a_quick_run_writes_the_callers_dictionary_with_networks_the_enhancer_us
     assert networks.num_networks == 2 and [layer.shape[2] for layer in networks.hidden] == [64, 32]
     results = json.loads((tmp_path / "out" / "train_band_gains.json").read_text())
     counts = results["mixtures_by_type"]
-    # sp01-sp02: the corpus's files (4 SNRs) and one higher SNR; the clean sentences twice; 2 SNRs of each recording
-    assert counts == {"clean": 4, **{kind: 2 * 2 for kind in QUICK_KINDS},
-                      **{noise: 2 * 5 for noise in ("babble", "car", "street", "train")}}
+    # sp01-sp02: the corpus's files (4 SNRs) and one higher SNR; the clean sentences twice; 2 SNRs of each
+    # recording; two wideband talkers (the train split's first two), each clean and in two mixtures
+    assert results["talkers"] == ["13-1-0000", "15-1-0000"]
+    talkers = sum(counts.values()) - (4 + 2 * 2 * len(QUICK_KINDS) + 2 * 5 * 4)
+    assert talkers == 2 * 3 and counts["clean"] == 4 + 2
+    assert all(counts[kind] >= 2 * 2 for kind in QUICK_KINDS)
+    assert all(counts[noise] >= 2 * 5 for noise in ("babble", "car", "street", "train"))
     assert [fit["rows"] for fit in results["networks"]] == [20_000, 20_000]
     kinds = sorted(counts)
     assert [fit["without"] for fit in results["networks"]] == [kinds[0::2], kinds[1::2]]
@@ -68,7 +76,8 @@ def test_missing_recordings_are_named_before_any_work(noizeus_root, tmp_path):
 
     with pytest.raises(ParameterError, match=r"--root .*: no usr/share/games/widelands/data/sound/animals/\*\.ogg "
                                              r"\(noise type 'animals'\)"):
-        train_band_gains.main(["--quick", "--corpus", str(noizeus_root), "--root", str(tmp_path),
+        train_band_gains.main(["--quick", "--corpus", str(noizeus_root), "--root", str(tmp_path), "--wideband",
+                               str(_wideband_corpus(tmp_path / "wide", np.random.default_rng(0))),
                                "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
 
@@ -80,5 +89,6 @@ def test_a_dictionary_at_another_rate_is_refused(noizeus_root, tmp_path, rng):
     _stand_ins(tmp_path / "root", rng)
     with pytest.raises(ParameterError, match="at 16000 Hz; the correction's bands are the telephone band's"):
         train_band_gains.main(["--quick", "--corpus", str(noizeus_root), "--root", str(tmp_path / "root"),
+                               "--wideband", str(_wideband_corpus(tmp_path / "wide", rng)),
                                "--dictionary", str(wideband_dictionary_path()), "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()

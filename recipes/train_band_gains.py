@@ -5,15 +5,14 @@ noises at 20, 25, 30 and 40 dB (each file's noise at the corpus's highest SNR, `
 clean sentences themselves, each :attr:`Training.clean_copies` times; and seventeen types of recorded noise
 (:data:`RECORDED`: ambiences, machines, music, keystrokes and weather from Debian's packages, mostly games') at
 :attr:`Training.snrs`, each an excerpt of the type's recordings band-limited like NOIZEUS, the file's energy
-ratio its label minus 0.48 dB as in ``benchmarks/unseen_noise_corpus.py``. Beside the NOIZEUS talkers, the
-wideband corpus's ``train`` talkers (``--wideband``; :mod:`sepsti.corpora.wideband`, 108 utterances of 140
-LibriSpeech speakers, none of them in the split the benchmarks draw crowds from) resampled to 8 kHz, at −26 dBFS and
-not band-limited, as an 8 kHz microphone recording gives them: each clean once and in
-:attr:`Training.talker_mixtures` mixtures, each with a noise type drawn from all the others (the corpus's as the
-noise of its training files at their highest SNR, end to end) at an SNR drawn from :attr:`Training.snrs`. The
-enhancer, as ``sepsti enhance``
-runs it with the dictionary, separates every mixture (:func:`sepsti.mask_atoms.record_separation`); per band and
-frame the networks read its separation and learn the ideal band gain (:func:`sepsti.band_gains.training_example`).
+ratio its label minus 0.48 dB as in ``benchmarks/unseen_noise_corpus.py``. Beside the NOIZEUS talkers, the wideband
+corpus's ``train`` talkers (``--wideband``; :mod:`sepsti.corpora.wideband`, 108 utterances of 140 LibriSpeech
+speakers, none of them in the split the benchmarks draw crowds from) resampled to 8 kHz, at −26 dBFS and not
+band-limited, as an 8 kHz microphone recording gives them: each clean once and in :attr:`Training.talker_mixtures`
+mixtures, each with a noise type drawn from all the others (the corpus's as the noise of its training files at their
+highest SNR, end to end) at an SNR drawn from :attr:`Training.snrs`. The enhancer, as ``sepsti enhance`` runs it
+with the dictionary, separates every mixture (:func:`sepsti.mask_atoms.record_separation`); per band and frame the
+networks read its separation and learn the ideal band gain (:func:`sepsti.band_gains.training_example`).
 The noise types (the corpus's, the recorded ones and the clean speech) are dealt in alphabetical order into
 :attr:`Training.groups` groups, and one network (scikit-learn's ``MLPRegressor``) is trained without each, on
 :attr:`Training.rows` band-frames drawn from the rest. The dictionary is written again with the networks in its

@@ -8,10 +8,9 @@ moves toward the predictions only where every network moves it the same way, by 
 :data:`BLEND` of it in logs; it is not lowered in a band where the separation puts the speech part more than
 :data:`SPEECH_GATE_DB` above the noise part (there the networks' lowering lost on near-clean input), nor raised
 where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the raising lowered PESQ
-under talkers unlike the NOIZEUS ones). The moves are
-spread to the bins by the bands' weights. docs/enhance.md ("A learned correction of the band gains") has the
-measurements; ``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary file
-(:attr:`sepsti.dictionary.Dictionary.band_gains`).
+under talkers unlike the NOIZEUS ones). The moves are spread to the bins by the bands' weights. docs/enhance.md ("A
+learned correction of the band gains") has the measurements; ``recipes/train_band_gains.py`` trains the networks and
+stores them in a dictionary file (:attr:`sepsti.dictionary.Dictionary.band_gains`).
 
 Conventions
 -----------

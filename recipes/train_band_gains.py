@@ -210,7 +210,7 @@ def _mixtures(index, sentences, recordings, training, seed):
     from sepsti.corpora.synth import telephone_band
     from unseen_noise_corpus import NOIZEUS_OFFSET_DB
 
-    from _recordings import excerpt, snr_gain
+    from _recordings import snr_gain
 
     mixtures, cleans = [], {}
     highest = max(index.snrs)
@@ -228,8 +228,7 @@ def _mixtures(index, sentences, recordings, training, seed):
         for utterance in sorted(cleans):
             clean = cleans[utterance]
             for snr in training.snrs:
-                noise = _typing(files, len(clean), rng) if kind == "typing" else excerpt(files, len(clean), 8000, rng)
-                noise = telephone_band(noise)
+                noise = telephone_band(_recorded_noise(kind, files, len(clean), rng))
                 gain = snr_gain(clean, noise, snr + NOIZEUS_OFFSET_DB)
                 mixtures.append((kind, np.clip(clean + gain * noise, -1.0, 1.0), clean))
     return mixtures
@@ -252,7 +251,7 @@ def _talker_mixtures(talkers, recordings, corpus_noises, training, seed):
     from sepsti.corpora.audio import read_audio
     from sepsti.corpora.wideband import highpass
 
-    from _recordings import at_level, excerpt, looped_window, snr_gain
+    from _recordings import at_level, looped_window, snr_gain
 
     kinds = sorted([*recordings, *corpus_noises])
     mixtures = []
@@ -265,13 +264,18 @@ def _talker_mixtures(talkers, recordings, corpus_noises, training, seed):
             kind = kinds[rng.integers(len(kinds))]
             if kind in corpus_noises:
                 noise = looped_window(corpus_noises[kind], len(clean), rng)
-            elif kind == "typing":
-                noise = _typing(recordings[kind], len(clean), rng)
             else:
-                noise = excerpt(recordings[kind], len(clean), 8000, rng)
+                noise = _recorded_noise(kind, recordings[kind], len(clean), rng)
             gain = snr_gain(clean, noise, training.snrs[rng.integers(len(training.snrs))])
             mixtures.append((kind, np.clip(clean + gain * noise, -1.0, 1.0), clean))
     return mixtures
+
+
+def _recorded_noise(kind, files, n, rng):
+    """``n`` samples at 8 kHz of a recorded noise type: an excerpt of one of its ``files``, or keystrokes."""
+    from _recordings import excerpt
+
+    return _typing(files, n, rng) if kind == "typing" else excerpt(files, n, 8000, rng)
 
 
 def _typing(keys, n, rng):

@@ -23,8 +23,9 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "HIGHEST_HZ", "CONTEXT", "NUM_INPUTS", "BLEND", "SPEECH_GATE_DB",
-           "NOISE_GATE_DB", "validate_band_gains", "band_weights", "band_levels", "network_inputs", "ideal_band_gains",
-           "TrainingExample", "training_example", "agreed_moves", "corrected_mask", "corrected_masks"]
+           "NOISE_GATE_DB", "INPUT_FRAMES", "validate_band_gains", "band_weights", "band_levels", "network_inputs",
+           "ideal_band_gains", "TrainingExample", "training_example", "agreed_moves", "corrected_mask",
+           "corrected_masks"]
 
 NUM_BANDS = 20
 LOWEST_HZ = 100.0
@@ -41,6 +42,8 @@ BLEND = 0.5
 SPEECH_GATE_DB = 15.0
 #: No raising where the separation's noise part is this far (dB) above its speech part in the band.
 NOISE_GATE_DB = 0.0
+#: Frames whose networks' inputs are built at once (17 kB a frame), so that memory does not grow with a piece.
+INPUT_FRAMES = 128
 _TINY = 1e-10
 
 
@@ -240,7 +243,9 @@ def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
     side), corrected; ``mask`` holds those frames only, ``spread`` the bands' weights over the sum of them in each
     bin (``(NUM_BANDS, n_bins)``: how a band's move reaches the bins)."""
     gains = levels[3, :, start:stop]
-    predicted = band_gains.predict(network_inputs(levels, start, stop)).reshape(-1, NUM_BANDS, stop - start)
+    predicted = np.concatenate([
+        band_gains.predict(network_inputs(levels, first, min(first + INPUT_FRAMES, stop)))
+        .reshape(band_gains.num_networks, NUM_BANDS, -1) for first in range(start, stop, INPUT_FRAMES)], axis=2)
     moves = agreed_moves(np.clip(predicted, np.log(floor), 0.0) - gains)
     speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1, :, start:stop] - levels[2, :, start:stop])
     gated = ((moves < 0) & (speech_over_noise_db > SPEECH_GATE_DB)

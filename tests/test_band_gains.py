@@ -166,6 +166,14 @@ def test_the_mask_does_not_depend_on_how_the_frames_are_cut(rng, cut):
     np.testing.assert_allclose(np.concatenate([part for _, part in given], axis=1), whole, rtol=0, atol=1e-13)
 
 
+def test_the_inputs_built_in_blocks_of_frames_give_the_same_mask(rng, monkeypatch):
+    S, mixture, speech, noise, mask = _separation(rng, frames=37)
+    networks = _networks(rng)
+    whole = _corrected([(S, mixture, speech, noise, mask)], networks)
+    monkeypatch.setattr(bg, "INPUT_FRAMES", 5)  # 37 frames: seven blocks and two frames
+    np.testing.assert_allclose(_corrected([(S, mixture, speech, noise, mask)], networks), whole, rtol=0, atol=1e-13)
+
+
 def test_a_stft_of_several_channels_is_held_back_with_its_mask(rng):
     S, mixture, speech, noise, mask = _separation(rng, frames=12)
     stereo = np.stack([S, 0.5 * S], axis=-1)

@@ -51,7 +51,17 @@ def test_shipped_8_kHz_dictionary_has_atoms_of_three_frames_from_the_16_kHz_ones
     assert narrow.W.shape == (3 * 257, narrow.rank)
     np.testing.assert_allclose(narrow.W.sum(axis=0), 1.0, rtol=1e-6)
     assert (narrow.corpus, narrow.files) == (wide.corpus, wide.files)  # the same training speakers
-    assert narrowband_dictionary_path().stat().st_size < 640_000  # with its mask atoms, 257 x 128 in float32
+    # with its mask atoms (257 x 128 in float32) and its band-gain networks (float64)
+    assert narrowband_dictionary_path().stat().st_size < 800_000
+
+
+def test_shipped_8_kHz_dictionary_alone_has_band_gain_networks():
+    """recipes/train_band_gains.py: four networks, each trained without a quarter of the noise types; none at 16 kHz,
+    where no full-band recordings of the training's noises were mixed."""
+    networks = load_dictionary(narrowband_dictionary_path()).band_gains
+    assert networks is not None and networks.num_networks == 4
+    assert [layer.shape[2] for layer in networks.hidden] == [64, 32]
+    assert load_dictionary(wideband_dictionary_path()).band_gains is None
 
 
 def test_shipped_8_kHz_dictionary_has_mask_atoms_learned_within_the_telephone_band():

@@ -22,12 +22,13 @@ mask for all channels, from their magnitudes' power mean,
 :func:`sepsti.features.channel_magnitude`; or each channel enhanced as a file of
 its own where the channels hold different talkers, ``--channels``). Without
 ``--dictionary``, inputs up to 8 kHz use the shipped 8 kHz dictionary (atoms of
-three frames, :attr:`sepsti.dictionary.Dictionary.context`, and atoms learned for
-the mask, :attr:`sepsti.dictionary.Dictionary.mask_atoms`) and
+three frames, :attr:`sepsti.dictionary.Dictionary.context`, atoms learned for
+the mask, :attr:`sepsti.dictionary.Dictionary.mask_atoms`, and a learned correction of the mask's band gains,
+:attr:`sepsti.dictionary.Dictionary.band_gains`) and
 inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`); the band
 of an input above its dictionary's is enhanced with the speech share of the top
-modelled band (:class:`sepsti.bandwidth.UpperBand`). A dictionary's learned correction of the mask's band gains
-(:attr:`sepsti.dictionary.Dictionary.band_gains`), where it has one, is applied too.
+modelled band (:class:`sepsti.bandwidth.UpperBand`). Any dictionary's band-gain correction, where it has one, is
+applied.
 """
 
 import contextlib

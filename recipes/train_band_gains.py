@@ -6,7 +6,7 @@ clean sentences themselves, each :attr:`Training.clean_copies` times; and sevent
 (:data:`RECORDED`: ambiences, machines, music, keystrokes and weather from Debian's packages, mostly games') at
 :attr:`Training.snrs`, each an excerpt of the type's recordings band-limited like NOIZEUS, the file's energy
 ratio its label minus 0.48 dB as in ``benchmarks/unseen_noise_corpus.py``. Beside the NOIZEUS talkers, the wideband
-corpus's ``train`` talkers (``--wideband``; :mod:`sepsti.corpora.wideband`, 108 utterances of 140 LibriSpeech
+corpus's ``train`` talkers (``--wideband``; :mod:`sepsti.corpora.wideband`, 108 LibriSpeech utterances of as many
 speakers, none of them in the split the benchmarks draw crowds from) resampled to 8 kHz, at −26 dBFS and not
 band-limited, as an 8 kHz microphone recording gives them: each clean once and in :attr:`Training.talker_mixtures`
 mixtures, each with a noise type drawn from all the others (the corpus's as the noise of its training files at their

@@ -307,6 +307,10 @@ def lead_text(cell, digits):
     return f"{cell['mean']:+.{digits}f} {interval}{cell['wins']}/{cell['pairs']}"
 
 
+#: The wideband corpus beside the checkout, the recipes' default ``--wideband``.
+DEFAULT_WIDEBAND = ROOT.parent / "shared" / "data" / "wideband"
+
+
 def default_corpus():
     """The NOIZEUS folder: ``$SEPSTI_NOIZEUS`` or ``../shared/data/noizeus`` beside the checkout, else None."""
     for candidate in (os.environ.get("SEPSTI_NOIZEUS"), ROOT.parent / "shared" / "data" / "noizeus"):

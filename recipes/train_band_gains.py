@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 
 import numpy as np  # noqa: E402
 
-from _common import (ROOT, dictionary_to_extend, noizeus_corpus, recipe_parser, require_packages,  # noqa: E402
-                     run_recipe, write_results)
+from _common import (DEFAULT_WIDEBAND, dictionary_to_extend, noizeus_corpus, recipe_parser,  # noqa: E402
+                     require_packages, run_recipe, write_results)
 from enhance_wideband import wideband_folder  # noqa: E402
 
 NAME = "train_band_gains"
@@ -140,7 +140,7 @@ def main(argv=None):
                            writes="DIR/<the dictionary's name>.npz, the dictionary with them")
     parser.add_argument("--corpus", type=Path, default=None,
                         help="NOIZEUS-style folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
-    parser.add_argument("--wideband", type=wideband_folder, default=str(ROOT.parent / "shared" / "data" / "wideband"),
+    parser.add_argument("--wideband", type=wideband_folder, default=str(DEFAULT_WIDEBAND),
                         help="wideband corpus whose train-split talkers join the NOIZEUS ones "
                              "(default: ../shared/data/wideband)")
     parser.add_argument("--root", type=Path, default=Path("/"),

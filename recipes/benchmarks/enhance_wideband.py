@@ -60,9 +60,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import (ROOT, checkout_folder, checkout_package, choice_list, claim_folders, integer_list,  # noqa: E402
-                     lead_text, non_negative_float, non_negative_int, paired_lead, positive_float, positive_int,
-                     recipe_parser, run_recipe, write_results)
+from _common import (DEFAULT_WIDEBAND, ROOT, checkout_folder, checkout_package, choice_list,  # noqa: E402
+                     claim_folders, integer_list, lead_text, non_negative_float, non_negative_int, paired_lead,
+                     positive_float, positive_int, recipe_parser, run_recipe, write_results)
 from _recordings import at_level, excerpt, looped_window, snr_gain  # noqa: E402
 
 from sepsti.core.errors import ParameterError  # noqa: E402
@@ -86,7 +86,7 @@ def wideband_folder(text):
 def add_mixture_options(parser, *, split, files, noises, recorded=False):
     """Add the options of the wideband mixtures, which the recipes that alter or reuse them share (``recorded``:
     ``--noise ''`` allowed, the noise recordings of ``--noise-dir`` alone)."""
-    parser.add_argument("--data", type=wideband_folder, default=str(ROOT.parent / "shared" / "data" / "wideband"),
+    parser.add_argument("--data", type=wideband_folder, default=str(DEFAULT_WIDEBAND),
                         help="wideband corpus (default: ../shared/data/wideband)")
     parser.add_argument("--split", default=split, choices=("validation", "test"),
                         help=f"its held-out speakers: validation to choose settings, test to report (default {split})")

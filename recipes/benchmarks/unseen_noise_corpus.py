@@ -54,7 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from _common import ROOT, claim_folders, noizeus_corpus, recipe_parser, run_recipe, write_results  # noqa: E402
+from _common import (DEFAULT_WIDEBAND, claim_folders, noizeus_corpus, recipe_parser, run_recipe,  # noqa: E402
+                     write_results)
 from enhance_wideband import wideband_folder  # noqa: E402
 from _recordings import looped_window  # noqa: E402
 
@@ -161,7 +162,7 @@ def main(argv=None):
     parser = recipe_parser(f"benchmarks/{NAME}", __doc__.splitlines()[0], writes="the corpus in DIR/corpus")
     parser.add_argument("--noizeus", type=Path, default=None,
                         help="NOIZEUS folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
-    parser.add_argument("--wideband", type=wideband_folder, default=str(ROOT.parent / "shared" / "data" / "wideband"),
+    parser.add_argument("--wideband", type=wideband_folder, default=str(DEFAULT_WIDEBAND),
                         help="wideband corpus whose test-split talkers make the noises")
     args = parser.parse_args(argv)
 

@@ -1,6 +1,6 @@
-"""The learned correction of the 8 kHz dictionary's band gains (:mod:`sepsti.band_gains`), trained on recorded noises.
+"""The learned correction of a dictionary's band gains (:mod:`sepsti.band_gains`), trained on recorded noises.
 
-Training mixtures, all of the NOIZEUS training sentences (sp01–sp20): the corpus's own noisy files; the same
+At 8 kHz, training mixtures, all of the NOIZEUS training sentences (sp01–sp20): the corpus's own noisy files; the same
 noises at 20, 25, 30 and 40 dB (each file's noise at the corpus's highest SNR, ``noisy − clean``, scaled); the
 clean sentences themselves, each :attr:`Training.clean_copies` times; and seventeen types of recorded noise
 (:data:`RECORDED`: ambiences, machines, music, keystrokes and weather from Debian's packages, mostly games') at
@@ -10,14 +10,16 @@ corpus's ``train`` talkers (``--wideband``; :mod:`sepsti.corpora.wideband`, 108 
 speakers, none of them in the split the benchmarks draw crowds from) resampled to 8 kHz, at −26 dBFS and not
 band-limited, as an 8 kHz microphone recording gives them: each clean once and in :attr:`Training.talker_mixtures`
 mixtures, each with a noise type drawn from all the others (the corpus's as the noise of its training files at their
-highest SNR, end to end) at an SNR drawn from :attr:`Training.snrs`. The enhancer, as ``sepsti enhance`` runs it
+highest SNR, end to end) at an SNR drawn from :attr:`Training.snrs`. At 16 kHz (the wideband dictionary,
+:data:`WIDEBAND`), the wideband talkers alone at the dictionary's rate, each clean :attr:`Training.talker_copies`
+times and in more mixtures, the recorded noises at full band. The enhancer, as ``sepsti enhance`` runs it
 with the dictionary, separates every mixture (:func:`sepsti.mask_atoms.record_separation`); per band and frame the
 networks read its separation and learn the ideal band gain (:func:`sepsti.band_gains.training_example`).
 The noise types (the corpus's, the recorded ones and the clean speech) are dealt in alphabetical order into
 :attr:`Training.groups` groups, and one network (scikit-learn's ``MLPRegressor``) is trained without each, on
 :attr:`Training.rows` band-frames drawn from the rest. The dictionary is written again with the networks in its
-``band_gains`` field, to ``DIR/<its name>.npz`` (``--out``; to ship it, copy it to
-``sepsti/data/narrowband_dictionary.npz``). ``--quick``: two sentences, two wideband talkers, four recorded
+``band_gains`` field, to ``DIR/<its name>.npz`` (``--out``; to ship it, copy it over the shipped dictionary of its
+rate in ``sepsti/data``). ``--quick``: two sentences, two wideband talkers, four recorded
 types, two SNRs, two groups, 20,000 rows.
 
 The recorded noises come from Debian's packages, installed (``--root /``, the default) or unpacked into one
@@ -30,6 +32,8 @@ Usage::
 
     python recipes/train_band_gains.py [--corpus DIR] [--wideband DIR] [--root DIR] [--dictionary PATH] \\
         [--quick] [--out DIR]
+    python recipes/train_band_gains.py --dictionary sepsti/data/wideband_dictionary.npz [--wideband DIR] \\
+        [--root DIR] [--out DIR]
 """
 
 import collections
@@ -108,7 +112,9 @@ class Training(NamedTuple):
     higher_snrs : tuple of int
         The corpus's noises' SNRs beyond its own files'.
     clean_copies : int
-        How many times each clean NOIZEUS sentence counts (a wideband talker's counts once).
+        How many times each clean NOIZEUS sentence counts.
+    talker_copies : int
+        How many times each wideband talker's clean speech counts.
     talker_mixtures : int
         Noisy mixtures of each wideband talker.
     groups : int
@@ -124,6 +130,7 @@ class Training(NamedTuple):
     snrs: tuple = (0, 5, 10, 15, 20, 25, 30, 40)
     higher_snrs: tuple = (20, 25, 30, 40)
     clean_copies: int = 10
+    talker_copies: int = 1
     talker_mixtures: int = 6
     groups: int = 4
     rows: int = 400_000
@@ -131,6 +138,8 @@ class Training(NamedTuple):
     max_iter: int = 60
 
 
+#: At 16 kHz, where the wideband talkers are all the speech: each clean twice and in 18 mixtures.
+WIDEBAND = Training(talker_copies=2, talker_mixtures=18)
 QUICK = Training(snrs=(0, 20), higher_snrs=(30,), clean_copies=2, talker_mixtures=2, groups=2, rows=20_000,
                  max_iter=10)
 
@@ -139,7 +148,8 @@ def main(argv=None):
     parser = recipe_parser(NAME, __doc__.splitlines()[0], plot=True,
                            writes="DIR/<the dictionary's name>.npz, the dictionary with them")
     parser.add_argument("--corpus", type=Path, default=None,
-                        help="NOIZEUS-style folder (default: $SEPSTI_NOIZEUS or ../shared/data/noizeus)")
+                        help="NOIZEUS-style folder, for an 8 kHz dictionary (default: $SEPSTI_NOIZEUS or "
+                             "../shared/data/noizeus)")
     parser.add_argument("--wideband", type=wideband_folder, default=str(DEFAULT_WIDEBAND),
                         help="wideband corpus whose train-split talkers join the NOIZEUS ones "
                              "(default: ../shared/data/wideband)")
@@ -147,7 +157,8 @@ def main(argv=None):
                         help="the folder Debian's packages of recorded noises are installed or unpacked in "
                              "(default: /)")
     parser.add_argument("--dictionary", type=Path, default=None,
-                        help="the 8 kHz speech dictionary to learn the correction for (default: the shipped one)")
+                        help="the speech dictionary (8 or 16 kHz) to learn the correction for (default: the shipped "
+                             "8 kHz one)")
     args = parser.parse_args(argv)
     require_packages({"training the networks": "scikit-learn"}, "train")
 
@@ -158,21 +169,26 @@ def main(argv=None):
     from sepsti.dictionary import save_dictionary
 
     source, dictionary, storage = dictionary_to_extend(args.dictionary)
-    corpus = noizeus_corpus(args.corpus)
-    index = corpus_index(corpus)
-    training = QUICK if args.quick else Training()
+    rate = dictionary.sample_rate
+    if rate not in (8000, 16000):
+        raise ParameterError(f"dictionary {source}: at {rate} Hz; the correction is trained at 8 kHz (the NOIZEUS "
+                             f"sentences and the wideband talkers) or 16 kHz (the wideband talkers)")
+    narrowband = rate == 8000
+    corpus = noizeus_corpus(args.corpus) if narrowband else None
+    training = QUICK if args.quick else Training() if narrowband else WIDEBAND
     kinds = sorted(RECORDED)[:4] if args.quick else sorted(RECORDED)
     recordings = {kind: _recordings(args.root, kind) for kind in kinds}
-    if dictionary.sample_rate != 8000:
-        raise ParameterError(f"dictionary {source}: at {dictionary.sample_rate} Hz; the correction's bands are "
-                             f"the telephone band's, for an 8 kHz dictionary")
     args.out.mkdir(parents=True, exist_ok=True)  # the inputs checked first: a bad one leaves no folder behind
     target = check_output_path(args.out / f"{Path(source).stem}.npz", overwrite=args.overwrite, inputs=[source])
 
     talkers = wideband.select(args.wideband, "train")[:2 if args.quick else None]
-    sentences = list(TRAIN_IDS[:2] if args.quick else TRAIN_IDS)
-    mixtures = _mixtures(index, sentences, recordings, training, args.seed)
-    mixtures += _talker_mixtures(talkers, recordings, _corpus_noises(index, sentences), training, args.seed)
+    sentences, mixtures, corpus_noises = [], [], {}
+    if narrowband:
+        index = corpus_index(corpus)
+        sentences = list(TRAIN_IDS[:2] if args.quick else TRAIN_IDS)
+        mixtures = _mixtures(index, sentences, recordings, training, args.seed)
+        corpus_noises = _corpus_noises(index, sentences)
+    mixtures += _talker_mixtures(talkers, recordings, corpus_noises, training, rate, args.seed)
     examples = _separated(mixtures, dictionary)
     networks, fits = _trained(examples, training, args.seed)
     save_dictionary(target, dictionary._replace(band_gains=networks), overwrite=args.overwrite, dtype=storage)
@@ -183,7 +199,7 @@ def main(argv=None):
         f"{'' if fit['stopped_early'] else ' (the most allowed)'}, validation R² {fit['validation_r2']:.3f}"
         for k, fit in enumerate(fits)))
     print(f"wrote {target}")
-    results = {"corpus": str(corpus), "wideband": str(args.wideband), "root": str(args.root),
+    results = {"corpus": corpus and str(corpus), "sample_rate": rate, "wideband": str(args.wideband), "root": str(args.root),
                "speech_dictionary": str(source), "dictionary": str(target), "training": training._asdict(),
                "sentences": sentences, "talkers": [talker.path.stem for talker in talkers],
                "mixtures_by_type": counts, "networks": fits}
@@ -228,7 +244,7 @@ def _mixtures(index, sentences, recordings, training, seed):
         for utterance in sorted(cleans):
             clean = cleans[utterance]
             for snr in training.snrs:
-                noise = telephone_band(_recorded_noise(kind, files, len(clean), rng))
+                noise = telephone_band(_recorded_noise(kind, files, len(clean), 8000, rng))
                 gain = snr_gain(clean, noise, snr + NOIZEUS_OFFSET_DB)
                 mixtures.append((kind, np.clip(clean + gain * noise, -1.0, 1.0), clean))
     return mixtures
@@ -244,9 +260,9 @@ def _corpus_noises(index, sentences):
     return {kind: np.concatenate(signals) for kind, signals in noises.items()}
 
 
-def _talker_mixtures(talkers, recordings, corpus_noises, training, seed):
-    """``(kind, noisy, clean)`` of the wideband talkers (8 kHz): each clean, and in
-    :attr:`Training.talker_mixtures` mixtures of a noise type and an SNR drawn at random."""
+def _talker_mixtures(talkers, recordings, corpus_noises, training, rate, seed):
+    """``(kind, noisy, clean)`` of the wideband talkers at ``rate``: each clean :attr:`Training.talker_copies` times,
+    and in :attr:`Training.talker_mixtures` mixtures of a noise type and an SNR drawn at random."""
     from sepsti.audio import resample
     from sepsti.corpora.audio import read_audio
     from sepsti.corpora.wideband import highpass
@@ -257,48 +273,48 @@ def _talker_mixtures(talkers, recordings, corpus_noises, training, seed):
     mixtures = []
     for number, talker in enumerate(talkers):
         rng = np.random.default_rng([seed, len(recordings), number])
-        y, rate = read_audio(talker.path)
-        clean = at_level(resample(highpass(y, rate), rate, 8000), TALKER_LEVEL_DB)
-        mixtures.append((CLEAN, clean, clean))
+        y, talker_rate = read_audio(talker.path)
+        clean = at_level(resample(highpass(y, talker_rate), talker_rate, rate), TALKER_LEVEL_DB)
+        mixtures += [(CLEAN, clean, clean)] * training.talker_copies
         for _ in range(training.talker_mixtures):
             kind = kinds[rng.integers(len(kinds))]
             if kind in corpus_noises:
                 noise = looped_window(corpus_noises[kind], len(clean), rng)
             else:
-                noise = _recorded_noise(kind, recordings[kind], len(clean), rng)
+                noise = _recorded_noise(kind, recordings[kind], len(clean), rate, rng)
             gain = snr_gain(clean, noise, training.snrs[rng.integers(len(training.snrs))])
             mixtures.append((kind, np.clip(clean + gain * noise, -1.0, 1.0), clean))
     return mixtures
 
 
-def _recorded_noise(kind, files, n, rng):
-    """``n`` samples at 8 kHz of a recorded noise type: an excerpt of one of its ``files``, or keystrokes."""
+def _recorded_noise(kind, files, n, rate, rng):
+    """``n`` samples at ``rate`` of a recorded noise type: an excerpt of one of its ``files``, or keystrokes."""
     from _recordings import excerpt
 
-    return _typing(files, n, rng) if kind == "typing" else excerpt(files, n, 8000, rng)
+    return _typing(files, n, rate, rng) if kind == "typing" else excerpt(files, n, rate, rng)
 
 
-def _typing(keys, n, rng):
-    """``n`` samples of keystrokes (recordings of single keys) at random times over a faint hiss, at 8 kHz."""
+def _typing(keys, n, rate, rng):
+    """``n`` samples at ``rate`` of keystrokes (recordings of single keys) at random times over a faint hiss."""
     y = TYPING_HISS * rng.standard_normal(n)
     position = 0
     while True:
-        position += int(rng.exponential(8000 / KEYSTROKES_PER_SECOND))
-        key = _keystroke(keys[rng.integers(len(keys))]) * rng.uniform(*KEYSTROKE_GAINS)
+        position += int(rng.exponential(rate / KEYSTROKES_PER_SECOND))
+        key = _keystroke(keys[rng.integers(len(keys))], rate) * rng.uniform(*KEYSTROKE_GAINS)
         if position + len(key) >= n:
             return y
         y[position:position + len(key)] += key
 
 
 @functools.cache
-def _keystroke(path):
-    """A key's recording at 8 kHz, its channels averaged (each read once)."""
+def _keystroke(path, rate):
+    """A key's recording at ``rate``, its channels averaged (each read once at a rate)."""
     import soundfile
 
     from sepsti.audio import resample
 
-    key, rate = soundfile.read(path, always_2d=True)
-    return resample(key.mean(axis=1), rate, 8000)
+    key, key_rate = soundfile.read(path, always_2d=True)
+    return resample(key.mean(axis=1), key_rate, rate)
 
 
 def _separated(mixtures, dictionary):

@@ -1,6 +1,7 @@
 """A correction of the enhancer's band gains, learned from its own separations of training mixtures.
 
-Per frame and band (:data:`NUM_BANDS` triangular bands, log-spaced from :data:`LOWEST_HZ` to :data:`HIGHEST_HZ`),
+Per frame and band (:data:`NUM_BANDS` triangular bands, log-spaced from :data:`LOWEST_HZ` to :data:`TOP_SHARE` of the
+Nyquist frequency: 3.9 kHz at 8 kHz, 7.8 kHz at 16 kHz),
 small networks read the band powers of the mixture, of the speech part and of the noise part and the mask's band
 gain over ±:data:`CONTEXT` frames, and predict the band's ideal gain ``sqrt(B|X|² / B|Y|²)`` in logs (``X`` the
 clean speech, ``Y`` the mixture). Each network is trained without a share of the training's noise types; the mask
@@ -22,14 +23,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "HIGHEST_HZ", "CONTEXT", "NUM_INPUTS", "BLEND", "SPEECH_GATE_DB",
+__all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "TOP_SHARE", "highest_hz", "CONTEXT", "NUM_INPUTS", "BLEND", "SPEECH_GATE_DB",
            "NOISE_GATE_DB", "INPUT_FRAMES", "validate_band_gains", "band_weights", "band_levels", "network_inputs",
            "ideal_band_gains", "TrainingExample", "training_example", "agreed_moves", "corrected_mask",
            "corrected_masks"]
 
 NUM_BANDS = 20
 LOWEST_HZ = 100.0
-HIGHEST_HZ = 3900.0
+#: The top band's upper edge, as a share of the Nyquist frequency.
+TOP_SHARE = 0.975
 #: Frames read on each side of a frame.
 CONTEXT = 3
 #: Inputs per band and frame: for the band and its two neighbours, the speech and noise parts' band power over the
@@ -87,14 +89,17 @@ class BandGains(NamedTuple):
         return predictions
 
 
-def validate_band_gains(band_gains, sample_rate, *, name="band_gains"):
+def highest_hz(sample_rate):
+    """The top band's upper edge (Hz) at ``sample_rate``: :data:`TOP_SHARE` of the Nyquist frequency."""
+    return TOP_SHARE * sample_rate / 2
+
+
+def validate_band_gains(band_gains, *, name="band_gains"):
     """Check ``band_gains`` and return it with float64 arrays.
 
     Parameters
     ----------
     band_gains : BandGains
-    sample_rate : int
-        The rate of the frames it corrects: its bands must lie below the Nyquist frequency.
     name : str
         How to name it in messages.
 
@@ -102,15 +107,12 @@ def validate_band_gains(band_gains, sample_rate, *, name="band_gains"):
     ------
     ParameterError
         Not a :class:`BandGains`, arrays that are not real or finite, scales that are not positive, shapes that do
-        not chain, or bands above the Nyquist frequency.
+        not chain.
     """
     from sepsti.core.errors import ParameterError
 
     if not isinstance(band_gains, BandGains):
         raise ParameterError(f"{name} must be a sepsti.band_gains.BandGains, got {type(band_gains).__name__}")
-    if not HIGHEST_HZ < sample_rate / 2:
-        raise ParameterError(f"{name}: its bands reach {HIGHEST_HZ:g} Hz, above the Nyquist frequency of "
-                             f"sample_rate={sample_rate}")
     arrays = [np.asarray(array) for array in (band_gains.mean, band_gains.scale, *band_gains.hidden,
                                               band_gains.output)]
     if not band_gains.hidden or any(array.dtype.kind not in "fiu" for array in arrays):
@@ -136,7 +138,7 @@ def band_weights(framing):
     """The bands' triangular weights over the bins of ``framing`` (:class:`sepsti.features.Framing`),
     shape (NUM_BANDS, n_bins)."""
     frequencies = np.arange(framing.n_bins) * framing.sample_rate / framing.n_fft
-    corners = np.geomspace(LOWEST_HZ, HIGHEST_HZ, NUM_BANDS + 2)
+    corners = np.geomspace(LOWEST_HZ, highest_hz(framing.sample_rate), NUM_BANDS + 2)
     low, centre, high = corners[:-2, None], corners[1:-1, None], corners[2:, None]
     rising = (frequencies - low) / (centre - low)
     falling = (high - frequencies) / (high - centre)

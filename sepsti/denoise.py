@@ -687,7 +687,7 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     if band_gains is not None:
         from sepsti.band_gains import validate_band_gains
 
-        band_gains = validate_band_gains(band_gains, framing.sample_rate)
+        band_gains = validate_band_gains(band_gains)
 
     analysis = features.enhancement_framing(framing)  # the dictionary's window, a quarter-window hop
 

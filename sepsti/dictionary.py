@@ -332,8 +332,7 @@ def validate_dictionary(dictionary, *, name="dictionary", features=False):
     if dictionary.band_gains is not None:
         from sepsti.band_gains import validate_band_gains
 
-        band_gains = validate_band_gains(dictionary.band_gains, dictionary.sample_rate,
-                                         name=f"{name}: field 'band_gains'")
+        band_gains = validate_band_gains(dictionary.band_gains, name=f"{name}: field 'band_gains'")
     if not np.isfinite(dictionary.scale) or dictionary.scale <= 0:
         raise ParameterError(f"{name}: field 'scale'={dictionary.scale} must be positive")
     if not np.isfinite(dictionary.prior_rate) or dictionary.prior_rate < 0:

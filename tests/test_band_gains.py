@@ -60,7 +60,7 @@ def test_predictions_are_scikit_learns(rng):
         scaler = StandardScaler().fit(X)
         network = MLPRegressor(hidden_layer_sizes=(8, 5), max_iter=2000, random_state=seed)
         fitted.append((scaler, network.fit(scaler.transform(X), y)))
-    networks = bg.validate_band_gains(band_gains_of(fitted), 8000)
+    networks = bg.validate_band_gains(band_gains_of(fitted))
     Z = rng.normal(3.0, 2.0, (50, bg.NUM_INPUTS))
     want = np.stack([network.predict(scaler.transform(Z)) for scaler, network in fitted])
     np.testing.assert_allclose(networks.predict(Z), want, rtol=0, atol=5e-6)  # computed in single precision
@@ -98,14 +98,18 @@ def test_inputs_are_the_band_by_band_reference(rng):
     np.testing.assert_allclose(inputs, _reference_inputs(levels), rtol=0, atol=1e-12)
 
 
-def test_the_bands_cover_the_telephone_band_and_sum_to_one_inside():
-    bands = bg.band_weights(ANALYSIS)
-    frequencies = np.arange(ANALYSIS.n_bins) * ANALYSIS.sample_rate / ANALYSIS.n_fft
+@pytest.mark.parametrize("framing, top", [(features.NARROWBAND, 3900.0), (features.framing_for_rate(16000), 7800.0)])
+def test_the_bands_cover_the_modelled_band_and_sum_to_one_inside(framing, top):
+    """From LOWEST_HZ to TOP_SHARE of the Nyquist frequency, at either dictionary's rate."""
+    analysis = features.enhancement_framing(framing)
+    bands = bg.band_weights(analysis)
+    frequencies = np.arange(analysis.n_bins) * analysis.sample_rate / analysis.n_fft
     total = bands.sum(axis=0)
-    inside = (frequencies >= np.geomspace(bg.LOWEST_HZ, bg.HIGHEST_HZ, bg.NUM_BANDS + 2)[1]) & \
-             (frequencies <= np.geomspace(bg.LOWEST_HZ, bg.HIGHEST_HZ, bg.NUM_BANDS + 2)[-2])
+    corners = np.geomspace(bg.LOWEST_HZ, top, bg.NUM_BANDS + 2)
+    inside = (frequencies >= corners[1]) & (frequencies <= corners[-2])
     np.testing.assert_allclose(total[inside], 1.0, atol=1e-12)
-    assert np.all(total[(frequencies <= bg.LOWEST_HZ) | (frequencies >= bg.HIGHEST_HZ)] == 0)
+    assert np.all(total[(frequencies <= bg.LOWEST_HZ) | (frequencies >= top)] == 0)
+    assert np.all(total[(frequencies > corners[0]) & (frequencies < top)] > 0)
 
 
 @pytest.mark.parametrize("moves, expected", [
@@ -202,9 +206,4 @@ def _valid(rng):
 ])
 def test_bad_networks_are_named(rng, change, message):
     with pytest.raises(ParameterError, match=message):
-        bg.validate_band_gains(change(_valid(rng)), 8000)
-
-
-def test_bands_above_the_nyquist_frequency_are_refused(rng):
-    with pytest.raises(ParameterError, match="3900 Hz, above the Nyquist frequency of sample_rate=6000"):
-        bg.validate_band_gains(_valid(rng), 6000)
+        bg.validate_band_gains(change(_valid(rng)))

@@ -76,11 +76,6 @@ def test_bad_band_gains_are_named(tmp_path, rng, change, message):
         load_dictionary(tmp_path / "d.npz")
 
 
-def test_band_gains_of_a_dictionary_whose_nyquist_frequency_lies_inside_their_bands_are_refused(tmp_path, rng):
-    with pytest.raises(ParameterError, match="'band_gains': its bands reach 3900 Hz"):
-        save_dictionary(tmp_path / "d.npz", _dictionary(rng)._replace(sample_rate=6000, band_gains=_band_gains(rng)))
-
-
 def test_numbers_that_need_their_full_width_round_trip(tmp_path, rng):
     """A prior rate not exact in float32 and a seed and iteration count beyond 32 bits come back as saved."""
     original = _dictionary(rng)._replace(prior_rate=0.1, seed=2 ** 40 + 1, iterations=2 ** 33, scale=32768.1)

@@ -1,6 +1,6 @@
 """``recipes/train_band_gains.py``: a reduced run on the NOIZEUS copy and stand-ins for the recorded noises writes
 a dictionary whose band-gain networks the enhancer loads and uses, leaving the dictionary it started from as it
-was; missing recordings and a dictionary of another rate are refused before any work."""
+was, at 8 kHz and at 16 kHz; missing recordings and a dictionary of another rate are refused before any work."""
 
 import json
 import sys
@@ -82,13 +82,42 @@ def test_missing_recordings_are_named_before_any_work(noizeus_root, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_dictionary_at_another_rate_is_refused(noizeus_root, tmp_path, rng):
-    from sepsti.core.errors import ParameterError
-    from sepsti.dictionary import wideband_dictionary_path
+def test_a_quick_run_at_16_kHz_trains_on_the_wideband_talkers_alone(tmp_path, rng):
+    """No NOIZEUS corpus needed: the talkers at the dictionary's rate, clean and in mixtures of the recorded noises
+    at full band; the written dictionary's networks change a 16 kHz enhancement."""
+    from sepsti.commands.evaluate import enhance_signal
+    from sepsti.dictionary import load_dictionary, save_dictionary, wideband_dictionary_path
 
     _stand_ins(tmp_path / "root", rng)
-    with pytest.raises(ParameterError, match="at 16000 Hz; the correction's bands are the telephone band's"):
+    mine = tmp_path / "wide16.npz"
+    save_dictionary(mine, load_dictionary(wideband_dictionary_path())._replace(band_gains=None), dtype=np.float32)
+    train_band_gains.main(["--quick", "--corpus", str(tmp_path / "absent"), "--root", str(tmp_path / "root"),
+                           "--wideband", str(_wideband_corpus(tmp_path / "wide", rng)), "--dictionary", str(mine),
+                           "--out", str(tmp_path / "out")])
+    results = json.loads((tmp_path / "out" / "train_band_gains.json").read_text())
+    assert results["sample_rate"] == 16000 and results["sentences"] == [] and results["corpus"] is None
+    counts = results["mixtures_by_type"]
+    # two talkers, each clean once and in two mixtures of the four recorded types
+    assert counts.pop("clean") == 2 and sum(counts.values()) == 2 * 2 and set(counts) <= set(QUICK_KINDS)
+    written = load_dictionary(tmp_path / "out" / "wide16.npz")
+    assert written.sample_rate == 16000 and written.band_gains.num_networks == 2
+    t = np.arange(3 * 16000) / 16000
+    noisy = 0.1 * np.sin(2 * np.pi * 220 * t) * (np.sin(2 * np.pi * 2 * t) > 0) + 0.02 * rng.standard_normal(t.size)
+    corrected = enhance_signal(noisy, 16000, written)
+    assert not np.allclose(corrected, enhance_signal(noisy, 16000, written._replace(band_gains=None)))
+
+
+def test_a_dictionary_at_another_rate_is_refused(noizeus_root, tmp_path, rng):
+    from sepsti.core.errors import ParameterError
+    from sepsti.dictionary import Dictionary, save_dictionary
+
+    _stand_ins(tmp_path / "root", rng)
+    four = tmp_path / "four.npz"
+    save_dictionary(four, Dictionary(W=rng.gamma(1.0, 1.0, (129, 4)), rank=4, sample_rate=4000, n_fft=256,
+                                     hop_length=128, window="hamming", scale=32768.0, prior_rate=0.0, corpus="c",
+                                     files=("a",), iterations=1, seed=0, version="0.1.0"))
+    with pytest.raises(ParameterError, match="at 4000 Hz; the correction is trained at 8 kHz"):
         train_band_gains.main(["--quick", "--corpus", str(noizeus_root), "--root", str(tmp_path / "root"),
                                "--wideband", str(_wideband_corpus(tmp_path / "wide", rng)),
-                               "--dictionary", str(wideband_dictionary_path()), "--out", str(tmp_path / "out")])
+                               "--dictionary", str(four), "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()

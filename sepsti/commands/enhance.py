@@ -25,7 +25,7 @@ its own where the channels hold different talkers, ``--channels``). Without
 three frames, :attr:`sepsti.dictionary.Dictionary.context`, atoms learned for
 the mask, :attr:`sepsti.dictionary.Dictionary.mask_atoms`, and a learned correction of the mask's band gains,
 :attr:`sepsti.dictionary.Dictionary.band_gains`) and
-inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`); the band
+inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`; with a correction of its own); the band
 of an input above its dictionary's is enhanced with the speech share of the top
 modelled band (:class:`sepsti.bandwidth.UpperBand`). Any dictionary's band-gain correction, where it has one, is
 applied.

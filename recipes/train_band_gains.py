@@ -199,10 +199,10 @@ def main(argv=None):
         f"{'' if fit['stopped_early'] else ' (the most allowed)'}, validation R² {fit['validation_r2']:.3f}"
         for k, fit in enumerate(fits)))
     print(f"wrote {target}")
-    results = {"corpus": corpus and str(corpus), "sample_rate": rate, "wideband": str(args.wideband), "root": str(args.root),
-               "speech_dictionary": str(source), "dictionary": str(target), "training": training._asdict(),
-               "sentences": sentences, "talkers": [talker.path.stem for talker in talkers],
-               "mixtures_by_type": counts, "networks": fits}
+    results = {"corpus": corpus and str(corpus), "sample_rate": rate, "wideband": str(args.wideband),
+               "root": str(args.root), "speech_dictionary": str(source), "dictionary": str(target),
+               "training": training._asdict(), "sentences": sentences,
+               "talkers": [talker.path.stem for talker in talkers], "mixtures_by_type": counts, "networks": fits}
     write_results(args, results, _figure(fits))
 
 

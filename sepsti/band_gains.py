@@ -23,10 +23,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "TOP_SHARE", "highest_hz", "CONTEXT", "NUM_INPUTS", "BLEND", "SPEECH_GATE_DB",
-           "NOISE_GATE_DB", "INPUT_FRAMES", "validate_band_gains", "band_weights", "band_levels", "network_inputs",
-           "ideal_band_gains", "TrainingExample", "training_example", "agreed_moves", "corrected_mask",
-           "corrected_masks"]
+__all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "TOP_SHARE", "highest_hz", "CONTEXT", "NUM_INPUTS", "BLEND",
+           "SPEECH_GATE_DB", "NOISE_GATE_DB", "INPUT_FRAMES", "validate_band_gains", "band_weights", "band_levels",
+           "network_inputs", "ideal_band_gains", "TrainingExample", "training_example", "agreed_moves",
+           "corrected_mask", "corrected_masks"]
 
 NUM_BANDS = 20
 LOWEST_HZ = 100.0

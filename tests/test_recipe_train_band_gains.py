@@ -107,6 +107,23 @@ def test_a_quick_run_at_16_kHz_trains_on_the_wideband_talkers_alone(tmp_path, rn
     assert not np.allclose(corrected, enhance_signal(noisy, 16000, written._replace(band_gains=None)))
 
 
+@pytest.mark.parametrize("rate", [8000, 16000])
+def test_the_talkers_mixtures_are_made_at_the_dictionarys_rate(tmp_path, rng, rate):
+    """Each talker's 1.6 s at the rate asked, clean talker_copies times and in talker_mixtures noisy mixtures whose
+    noise (a recording, or keystrokes made at that rate) spans the whole talker."""
+    from sepsti.corpora import wideband
+
+    _stand_ins(tmp_path / "root", rng)
+    talkers = wideband.select(_wideband_corpus(tmp_path / "wide", rng), "train")[:2]
+    recordings = {kind: train_band_gains._recordings(tmp_path / "root", kind) for kind in QUICK_KINDS}
+    training = train_band_gains.QUICK._replace(talker_copies=3)
+    mixtures = train_band_gains._talker_mixtures(talkers, recordings, {}, training, rate, seed=0)
+    assert len(mixtures) == 2 * (3 + training.talker_mixtures)
+    assert all(len(noisy) == len(clean) == int(1.6 * rate) for _, noisy, clean in mixtures)
+    noises = [noisy - clean for kind, noisy, clean in mixtures if kind != train_band_gains.CLEAN]
+    assert len(noises) == 2 * training.talker_mixtures and all(np.all(noise[:rate // 10] != 0) for noise in noises)
+
+
 def test_a_dictionary_at_another_rate_is_refused(noizeus_root, tmp_path, rng):
     from sepsti.core.errors import ParameterError
     from sepsti.dictionary import Dictionary, save_dictionary

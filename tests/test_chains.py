@@ -146,22 +146,25 @@ def quartic(x):
 
 
 def test_divergent_check_raises_the_target_until_the_divergences_are_gone():
-    # At delta = 0.5 the adapted step exceeds the leapfrog's stability limit 2 / sqrt(3 x^2) in the tails.
+    # At delta = 0.3 the adapted step exceeds the leapfrog's stability limit 2 / sqrt(3 x^2) in the tails: about
+    # 45 % of the draws diverge (seeds 0-9), so the 100 check transitions see it whatever the rounding. At 0.5,
+    # 0.2-6 % do, and a check may see none (seeds 0 and 4 of 0-7 on one machine; which ones is chaotic in the
+    # rounding, so a machine with other SIMD paths gets other trajectories).
     options = dict(num_warmup=500, num_draws=500, num_chains=2, metric="diagonal", seed=0, num_workers=1)
     with pytest.warns(ConvergenceWarning) as caught:
-        fixed = sample_nuts(quartic, np.full(10, 0.1), settings=NUTSSettings(target=0.5, raised_targets=()),
+        fixed = sample_nuts(quartic, np.full(10, 0.1), settings=NUTSSettings(target=0.3, raised_targets=()),
                             **options)
-    assert fixed.diagnostics.num_divergent >= 10 and fixed.metric.target == 0.5
+    assert fixed.diagnostics.num_divergent >= 10 and fixed.metric.target == 0.3
     [message] = [str(w.message) for w in caught]
     assert message.startswith(f"sample_nuts: {fixed.diagnostics.num_divergent} of 1000 draws diverged after warm-up")
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         raised = sample_nuts(quartic, np.full(10, 0.1),
-                             settings=NUTSSettings(target=0.5, raised_targets=(0.8, 0.9, 0.95)), **options)
+                             settings=NUTSSettings(target=0.3, raised_targets=(0.8, 0.9, 0.95)), **options)
     checks = raised.metric.checks
     # The first check saw what the fixed run then met in its draws; the target rose until a check passed.
-    assert checks[0][0] == 0.5 and checks[0][1] + checks[0][2] > 0
-    assert checks[-1][1] + checks[-1][2] == 0 and raised.metric.target == checks[-1][0] > 0.5
+    assert checks[0][0] == 0.3 and checks[0][1] + checks[0][2] > 0
+    assert checks[-1][1] + checks[-1][2] == 0 and raised.metric.target == checks[-1][0] > 0.3
     # The first target that passed got one more raise as a margin (where the ladder had one).
     first_pass = next(i for i, check in enumerate(checks) if check[1] + check[2] == 0)
     assert len(checks) == min(first_pass + 2, 4)

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes"))
 
 import train_band_gains  # noqa: E402
 from test_cli_train import _wideband_corpus  # noqa: E402
+from test_dictionary import _dictionary  # noqa: E402
 
 pytest.importorskip("sklearn")
 # the stand-in wideband corpus is not the distributed speaker set, whose split it would move
@@ -126,13 +127,12 @@ def test_the_talkers_mixtures_are_made_at_the_dictionarys_rate(tmp_path, rng, ra
 
 def test_a_dictionary_at_another_rate_is_refused(noizeus_root, tmp_path, rng):
     from sepsti.core.errors import ParameterError
-    from sepsti.dictionary import Dictionary, save_dictionary
+    from sepsti.dictionary import save_dictionary
 
     _stand_ins(tmp_path / "root", rng)
     four = tmp_path / "four.npz"
-    save_dictionary(four, Dictionary(W=rng.gamma(1.0, 1.0, (129, 4)), rank=4, sample_rate=4000, n_fft=256,
-                                     hop_length=128, window="hamming", scale=32768.0, prior_rate=0.0, corpus="c",
-                                     files=("a",), iterations=1, seed=0, version="0.1.0"))
+    save_dictionary(four, _dictionary(rng)._replace(W=rng.gamma(1.0, 1.0, (129, 4)), sample_rate=4000, n_fft=256,
+                                                    hop_length=128))
     with pytest.raises(ParameterError, match="at 4000 Hz; the correction is trained at 8 kHz"):
         train_band_gains.main(["--quick", "--corpus", str(noizeus_root), "--root", str(tmp_path / "root"),
                                "--wideband", str(_wideband_corpus(tmp_path / "wide", rng)),

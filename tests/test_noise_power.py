@@ -292,6 +292,21 @@ def test_a_finished_tracker_takes_no_more_frames(rng):
             after(tracker)
 
 
+def test_the_shipped_framings_biases_are_those_the_simulation_gives():
+    """The biases kept for the shipped dictionaries' enhancement framings are the simulation's (to rounding: the
+    recursion's exp may differ in its last bit from machine to machine), and every shipped dictionary has them."""
+    from sepsti.bandwidth import dictionary_path_for_rate
+    from sepsti.dictionary import load_dictionary
+    from sepsti.noise_power import _SHIPPED_BIASES, _simulated_biases
+
+    shipped = {features.enhancement_framing(load_dictionary(dictionary_path_for_rate(rate)).framing)
+               for rate in (8000, 16000)}
+    assert shipped == set(_SHIPPED_BIASES)
+    for framing, biases in _SHIPPED_BIASES.items():
+        np.testing.assert_allclose(biases, _simulated_biases(framing), rtol=1e-12)
+        assert (stationary_bias(framing), real_bin_bias(framing)) == biases
+
+
 def test_overlapping_frames_settle_higher_than_independent_ones(rng):
     """The bias is measured on framed noise: denser frames are more alike, and the recursion follows them closer."""
     from sepsti.noise_power import _Coefficients, _recursion

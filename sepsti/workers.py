@@ -147,11 +147,16 @@ def _end(pool):
     """Stop the workers of ``pool`` now (SIGTERM), wait a few seconds for each to remove its files, and let go
     of it."""
     processes = list((pool._processes or {}).values())  # no public way before Python 3.14
+    manager = pool._executor_manager_thread  # taken before the shutdown lets go of it
     for process in processes:
         process.terminate()
     for process in processes:
         process.join(timeout=5)
     pool.shutdown(wait=False, cancel_futures=True)
+    # the pool's manager thread closes its wake-up pipe as it ends, and Python 3.11's exit hook may write to that
+    # pipe in the same instant (an ignored "Bad file descriptor" traceback after "Terminated."): let it end first
+    if manager is not None:
+        manager.join(timeout=5)
 
 
 class Workers:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["TEMPORARY_MARKER", "atomic_path", "check_output_path", "check_not_an_input", "existing_path", "input_path",
+__all__ = ["TEMPORARY_MARKER", "atomic_path", "refuse_existing", "check_output_path", "check_not_an_input", "existing_path", "input_path",
            "why_missing", "json_safe", "remove_stale_temporaries"]
 
 
@@ -244,6 +244,14 @@ def remove_stale_temporaries(path):
             continue
         removed.append(Path(entry.path))
     return removed
+
+
+def refuse_existing(path):
+    """Raise :class:`ParameterError` if a file (a broken symbolic link included) is at ``path``: what a writer that
+    was not asked to replace one checks before any work (a folder there is left to :func:`atomic_path`)."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise ParameterError(f"{path}: output exists; it was left as it is (overwrite=True, or --overwrite, "
+                             "replaces it)")
 
 
 def _appeared(path):

@@ -624,7 +624,7 @@ class _Output:
 
 
 @contextlib.contextmanager
-def open_output(path, sample_rate, *, overwrite=True, channels=1, like=None):
+def open_output(path, sample_rate, *, overwrite=False, channels=1, like=None):
     """Write a signal block by block, atomically (temporary file beside ``path``, then rename).
 
     Parameters
@@ -633,8 +633,9 @@ def open_output(path, sample_rate, *, overwrite=True, channels=1, like=None):
         Output file; the format follows the extension (see :func:`output_format`).
     sample_rate : int
     overwrite : bool
-        False: refuse, at the rename, a file that appeared at ``path`` meanwhile
-        (:func:`sepsti.core.io.atomic_path`).
+        True: replace a file at ``path``. False (the default): refuse one at the rename, as one that appeared
+        there meanwhile (:func:`sepsti.core.io.atomic_path`; check beforehand with
+        :func:`sepsti.core.io.refuse_existing` or :func:`sepsti.core.io.check_output_path`).
     channels : int
         Blocks are ``(n,)`` for 1, ``(n, channels)`` for more.
     like : str, optional
@@ -650,8 +651,8 @@ def open_output(path, sample_rate, *, overwrite=True, channels=1, like=None):
     Raises
     ------
     ParameterError
-        If ``path`` is a directory (:func:`sepsti.core.io.atomic_path`), the format cannot hold the
-        signal (:func:`output_format`), a sample is NaN or Inf, or writing fails.
+        If ``path`` is a directory (:func:`sepsti.core.io.atomic_path`), exists at the rename and ``overwrite`` is
+        False, the format cannot hold the signal (:func:`output_format`), a sample is NaN or Inf, or writing fails.
     """
     import soundfile
 
@@ -674,7 +675,7 @@ def open_output(path, sample_rate, *, overwrite=True, channels=1, like=None):
                                  f"{'; the disk is full' if free < 2 ** 20 else ''})") from None
 
 
-def write_audio(path, y, sample_rate, *, overwrite=True):
+def write_audio(path, y, sample_rate, *, overwrite=False):
     """Write a mono signal atomically (temporary file beside ``path``, then rename).
 
     Parameters
@@ -685,7 +686,8 @@ def write_audio(path, y, sample_rate, *, overwrite=True):
         Signal in [-1, 1); integer formats clip it to that range.
     sample_rate : int
     overwrite : bool
-        False: never replace a file (see :func:`open_output`).
+        True: replace a file at ``path``; by default one is refused before anything is written, and one that
+        appears meanwhile at the rename (:func:`open_output`).
 
     Returns
     -------
@@ -697,6 +699,10 @@ def write_audio(path, y, sample_rate, *, overwrite=True):
     ParameterError
         As :func:`open_output`.
     """
+    from sepsti.core.io import refuse_existing
+
+    if not overwrite:
+        refuse_existing(path)
     with open_output(path, sample_rate, overwrite=overwrite) as output:
         output.write(y)
     return output.clipped

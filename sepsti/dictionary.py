@@ -128,19 +128,18 @@ def narrowband_dictionary_path():
     return Path(__file__).resolve().parent / "data" / "narrowband_dictionary.npz"
 
 
-def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
+def save_dictionary(path, dictionary, *, overwrite=False, dtype=np.float64):
     """Write a dictionary atomically (temporary file beside ``path``, then rename).
 
     Parameters
     ----------
     path : str or Path
-        Target ``.npz`` file; it is replaced if it exists (check beforehand
-        with :func:`sepsti.core.io.check_output_path`) unless ``overwrite`` is False.
+        Target ``.npz`` file; a file there is replaced only with ``overwrite``.
     dictionary : Dictionary
         Validated before writing.
     overwrite : bool
-        False: the final rename refuses a file at ``path``, including one that
-        appeared after the caller's check (:func:`sepsti.core.io.atomic_path`).
+        True: replace a file at ``path``. False (the default): refuse one before anything is written, and one that
+        appears meanwhile at the final rename (:func:`sepsti.core.io.atomic_path`).
     dtype : numpy dtype
         Type ``W`` is stored in: float64, or float32 for a file half the size (atoms
         need no more than single precision; loading returns float64 either way). ``mask_atoms`` is stored alike;
@@ -153,7 +152,7 @@ def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
         would not be valid in ``dtype`` (an entry beyond float32's range), ``path`` is a directory, or ``path``
         exists and ``overwrite`` is False.
     """
-    from sepsti.core.io import atomic_path
+    from sepsti.core.io import atomic_path, refuse_existing
 
     storage = _storage_dtype(dtype)
     dictionary = validate_dictionary(dictionary, name=str(path))
@@ -187,6 +186,8 @@ def save_dictionary(path, dictionary, *, overwrite=True, dtype=np.float64):
         arrays["mask_atoms"] = mask_atoms
     if dictionary.band_gains is not None:
         arrays.update(_band_gain_arrays(dictionary.band_gains))
+    if not overwrite:
+        refuse_existing(path)
     with atomic_path(path, suffix=".npz", overwrite=overwrite) as tmp:
         with open(tmp, "wb") as handle:
             np.savez_compressed(handle, **arrays)

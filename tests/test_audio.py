@@ -236,7 +236,7 @@ def test_write_audio_failure_leaves_nothing(tmp_path):
     target.write_bytes(b"old")
     for rate in (-5, 0):  # libsndfile refuses the rate
         with pytest.raises(ParameterError, match=r"out\.wav: cannot write it \(libsndfile"):
-            write_audio(target, np.zeros(10), rate)
+            write_audio(target, np.zeros(10), rate, overwrite=True)
         with pytest.raises(ParameterError, match=r"out\.flac: cannot write it \(libsndfile"):
             write_audio(tmp_path / "out.flac", np.zeros(10), rate)
     assert os.listdir(tmp_path) == ["out.wav"] and target.read_bytes() == b"old"
@@ -342,19 +342,24 @@ def test_inspect_input_and_blocks_match_load_audio(tmp_path, rng, monkeypatch):
 def test_write_audio_refuses_a_file_without_overwrite_and_counts_clipping(tmp_path):
     path = tmp_path / "o.wav"
     assert write_audio(path, np.array([0.5, 1.5, -2.0, 0.0]), 8000, overwrite=False) == 2
-    with pytest.raises(ParameterError, match="created by another program"):
+    with pytest.raises(ParameterError, match="o.wav: output exists; it was left as it is"):
         write_audio(path, np.zeros(4), 8000, overwrite=False)
     assert soundfile.read(path)[0][1] == pytest.approx(1.0, abs=1e-4)
 
 
-def test_an_output_replaces_an_existing_file_by_default(tmp_path):
+def test_an_output_replaces_an_existing_file_only_when_asked(tmp_path):
+    """Nothing the user owns is replaced unless asked: write_audio refuses an existing file by default (it replaced it
+    before), before any work, and the writers replace it with ``overwrite=True``."""
     from sepsti.audio import open_output
 
     path = tmp_path / "o.wav"
     path.write_bytes(b"old")
-    assert write_audio(path, np.array([0.5, -0.25]), 8000) == 0
+    with pytest.raises(ParameterError, match="o.wav: output exists; it was left as it is"):
+        write_audio(path, np.array([0.5, -0.25]), 8000)
+    assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["o.wav"]
+    assert write_audio(path, np.array([0.5, -0.25]), 8000, overwrite=True) == 0
     np.testing.assert_array_equal(soundfile.read(path)[0], [0.5, -0.25])
-    with open_output(path, 8000) as output:
+    with open_output(path, 8000, overwrite=True) as output:
         output.write(np.array([0.125, 0.75, -0.5]))
     np.testing.assert_array_equal(soundfile.read(path)[0], [0.125, 0.75, -0.5])
     assert os.listdir(tmp_path) == ["o.wav"]

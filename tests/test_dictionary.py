@@ -399,11 +399,16 @@ def test_default_dictionary_is_valid():
     assert dictionary.files == tuple(f"sp{i:02d}" for i in range(1, 21))
 
 
-def test_save_replaces_an_existing_file_by_default(tmp_path, rng):
+def test_save_replaces_an_existing_file_only_when_asked(tmp_path, rng):
+    """Refused by default, before anything is written (replaced by default before); replaced with overwrite=True."""
     path = tmp_path / "d.npz"
     save_dictionary(path, _dictionary(rng))
+    before = path.read_bytes()
     replacement = _dictionary(rng, rank=3)
-    save_dictionary(path, replacement)
+    with pytest.raises(ParameterError, match="d.npz: output exists; it was left as it is"):
+        save_dictionary(path, replacement)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["d.npz"]
+    save_dictionary(path, replacement, overwrite=True)
     np.testing.assert_array_equal(load_dictionary(path).W, replacement.W)
     assert os.listdir(tmp_path) == ["d.npz"]
 
@@ -412,7 +417,7 @@ def test_save_without_overwrite_never_replaces(tmp_path, rng):
     path = tmp_path / "d.npz"
     save_dictionary(path, _dictionary(rng), overwrite=False)
     before = path.read_bytes()
-    with pytest.raises(ParameterError, match="created by another program"):
+    with pytest.raises(ParameterError, match="output exists"):
         save_dictionary(path, _dictionary(rng, rank=3), overwrite=False)
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["d.npz"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sepsti.core.errors import ParameterError
-from sepsti.core.io import TEMPORARY_MARKER, atomic_path, remove_stale_temporaries
+from sepsti.core.io import TEMPORARY_MARKER, atomic_path, refuse_existing, remove_stale_temporaries
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,6 +29,20 @@ def test_overwrite_true_replaces(tmp_path):
     with atomic_path(target) as tmp:
         tmp.write_text("new")
     assert target.read_text() == "new"
+
+
+def test_refuse_existing_names_a_file_or_a_broken_link_and_passes_the_rest(tmp_path):
+    """What the library's writers check before any work unless asked to replace: a file, or a broken symbolic link,
+    is refused; a free name passes, and so does a folder, which atomic_path refuses as one."""
+    existing, broken = tmp_path / "out.txt", tmp_path / "link.txt"
+    existing.write_text("old")
+    broken.symlink_to(tmp_path / "missing.txt")
+    for target in (existing, broken):
+        with pytest.raises(ParameterError, match=f"{target.name}: output exists; it was left as it is"):
+            refuse_existing(target)
+    refuse_existing(tmp_path / "free.txt")
+    refuse_existing(tmp_path)
+    assert existing.read_text() == "old" and sorted(os.listdir(tmp_path)) == ["link.txt", "out.txt"]
 
 
 @pytest.mark.parametrize("links", [True, False])

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from sepsti.core.errors import ParameterError
 
-__all__ = ["TEMPORARY_MARKER", "atomic_path", "refuse_existing", "check_output_path", "check_not_an_input", "existing_path", "input_path",
-           "why_missing", "json_safe", "remove_stale_temporaries"]
+__all__ = ["TEMPORARY_MARKER", "atomic_path", "refuse_existing", "check_output_path", "check_not_an_input",
+           "existing_path", "input_path", "why_missing", "json_safe", "remove_stale_temporaries"]
 
 
 def check_output_path(path, *, overwrite=False, inputs=()):

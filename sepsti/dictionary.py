@@ -156,6 +156,8 @@ def save_dictionary(path, dictionary, *, overwrite=False, dtype=np.float64):
 
     storage = _storage_dtype(dtype)
     dictionary = validate_dictionary(dictionary, name=str(path))
+    if not overwrite:  # before the conversions
+        refuse_existing(path)
     for field in _INTEGER_FIELDS:
         value = int(getattr(dictionary, field))
         if not -2 ** 63 <= value < 2 ** 63:
@@ -186,8 +188,6 @@ def save_dictionary(path, dictionary, *, overwrite=False, dtype=np.float64):
         arrays["mask_atoms"] = mask_atoms
     if dictionary.band_gains is not None:
         arrays.update(_band_gain_arrays(dictionary.band_gains))
-    if not overwrite:
-        refuse_existing(path)
     with atomic_path(path, suffix=".npz", overwrite=overwrite) as tmp:
         with open(tmp, "wb") as handle:
             np.savez_compressed(handle, **arrays)

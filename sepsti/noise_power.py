@@ -532,8 +532,7 @@ _SHIPPED_BIASES = {features.Framing(8000, 512, 128): (0.7909435358195942, 0.3438
 
 def _biases(framing):
     """:func:`stationary_bias` and :func:`real_bin_bias`: known for the shipped framings, else simulated."""
-    known = _SHIPPED_BIASES.get(framing)
-    return known if known is not None else _simulated_biases(framing)
+    return _SHIPPED_BIASES.get(framing) or _simulated_biases(framing)
 
 
 @functools.lru_cache

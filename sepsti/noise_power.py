@@ -140,23 +140,26 @@ _CELLS_AT_ONCE = 16
 
 
 class _Coefficients:
+    """The recursion's constants at a hop, as 0-d arrays: a ufunc takes those faster than Python floats."""
+
     def __init__(self, hop_seconds):
         steps = hop_seconds / _PAPER_HOP_SECONDS
-        self.power = POWER_SMOOTHING ** steps
-        self.presence = PRESENCE_SMOOTHING ** steps
         xi = 10.0 ** (SPEECH_SNR_DB / 10.0)
-        self.prior_odds = 1.0 + xi
-        self.exponent = xi / (1.0 + xi)
+        power, presence, exponent = POWER_SMOOTHING ** steps, PRESENCE_SMOOTHING ** steps, xi / (1.0 + xi)
+        constants = dict(power=power, move=1.0 - power, presence=presence, gain=1.0 - presence, prior_odds=1.0 + xi,
+                         negative_exponent=-exponent, silent=_SILENT_POWER, stagnation=STAGNATION, one=1.0)
+        for name, value in constants.items():
+            setattr(self, name, np.array(value))
 
 
 def _recursion(powers, sigma, presence, c, age):
     """Run the tracker over ``powers`` (frames along axis 1; any trailing axes run side by side).
 
-    ``sigma``, ``presence`` and ``age`` are the state (one frame's shape), updated in place.
+    ``sigma``, ``presence`` and ``age`` are the state (one frame's shape, float64), updated in place.
 
     Returns
     -------
-    estimates, ages : ndarray, the shape of ``powers``
+    estimates, ages : ndarray, the shape and type of ``powers``
         The estimate *before* each frame (the frame's noise power predicted from the frames
         already seen, not from the frame itself) and its age in frames.
     """
@@ -164,37 +167,47 @@ def _recursion(powers, sigma, presence, c, age):
     frames = np.ascontiguousarray(np.moveaxis(powers, 1, 0))
     out = np.empty_like(frames)
     ages = np.empty_like(frames)
-    probability, difference, smoothed = np.empty_like(sigma), np.empty_like(sigma), np.empty_like(sigma)
+    # bins of digital silence say nothing about the noise: their state is held (the masked steps below are
+    # slower, so frames heard throughout take the plain ones)
+    heard_throughout = frames.min(axis=tuple(range(1, frames.ndim)), initial=np.inf) > _SILENT_POWER
+    observed, probability, difference, share = (np.empty_like(sigma) for _ in range(4))
     stuck, heard = np.empty(sigma.shape, dtype=bool), np.empty(sigma.shape, dtype=bool)
-    for j, observed in enumerate(frames):
+    # every step is a ufunc on arrays of one type, writing in place (a step that mixes types is twice as slow)
+    for j, frame in enumerate(frames):
         out[j] = sigma
         ages[j] = age
+        np.copyto(observed, frame)
         # P(speech | |Y|²) under the a priori SNR ξ: 1 / (1 + (1 + ξ) exp(−γ ξ / (1 + ξ))), γ = |Y|² / σ²
-        np.maximum(sigma, _SILENT_POWER, out=difference)
+        np.maximum(sigma, c.silent, out=difference)
         np.divide(observed, difference, out=probability)
-        probability *= -c.exponent
+        np.multiply(probability, c.negative_exponent, out=probability)
         np.exp(probability, out=probability)
-        probability *= c.prior_odds
-        probability += 1.0
+        np.multiply(probability, c.prior_odds, out=probability)
+        np.add(probability, c.one, out=probability)
         np.reciprocal(probability, out=probability)
-        # bins of digital silence say nothing about the noise: their state is held
-        np.greater(observed, _SILENT_POWER, out=heard)
         # the probability's smoothed value; where that stays above the cap, the cap applies
-        np.multiply(presence, c.presence, out=smoothed)
-        smoothed += (1.0 - c.presence) * probability
-        np.copyto(presence, smoothed, where=heard)
-        np.greater(presence, STAGNATION, out=stuck)
-        np.minimum(probability, STAGNATION, out=probability, where=stuck)
+        np.multiply(probability, c.gain, out=share)
+        heard_all = heard_throughout[j]
+        if not heard_all:
+            np.greater(observed, c.silent, out=heard)
+        np.multiply(presence, c.presence, out=presence, where=True if heard_all else heard)
+        np.add(presence, share, out=presence, where=True if heard_all else heard)
+        np.greater(presence, c.stagnation, out=stuck)
+        np.minimum(probability, c.stagnation, out=probability, where=stuck)
         # σ ← α σ + (1 − α) E[|N|² | Y] with E[|N|² | Y] = (1 − P) |Y|² + P σ², that is
         # σ ← |Y|² + (σ − |Y|²)(α + (1 − α) P)
         np.subtract(sigma, observed, out=difference)
-        probability *= 1.0 - c.power
-        probability += c.power
-        difference *= probability
-        difference += observed
-        np.copyto(sigma, difference, where=heard)
-        np.multiply(age, probability, out=age, where=heard)
-        age += 1.0
+        np.multiply(probability, c.move, out=probability)
+        np.add(probability, c.power, out=probability)
+        np.multiply(difference, probability, out=difference)
+        if heard_all:
+            np.add(difference, observed, out=sigma)
+            np.multiply(age, probability, out=age)
+        else:
+            np.add(difference, observed, out=difference)
+            np.copyto(sigma, difference, where=heard)
+            np.multiply(age, probability, out=age, where=heard)
+        np.add(age, c.one, out=age)
     return np.moveaxis(out, 0, 1), np.moveaxis(ages, 0, 1)
 
 

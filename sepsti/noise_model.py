@@ -27,8 +27,8 @@ from sepsti.core.random import stream
 from sepsti import features
 
 __all__ = ["MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING", "BESIDE_SPEECH_MAX_RATE", "SMOOTHING_SECONDS",
-           "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "ALONE_FIT_ITERATIONS",
-           "BESIDE_SPEECH_FIT_ITERATIONS", "SAMPLE_FIT_ITERATIONS", "QUIET_FLOOR_POWER",
+           "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "SEGMENT_FIT_ITERATIONS",
+           "SAMPLE_FIT_ITERATIONS", "QUIET_FLOOR_POWER",
            "NoiseModel", "track_noise", "learn_noise", "min_frames", "shortest_seconds", "too_little_sound",
            "validate_noise_model", "validate_noise_rank"]
 
@@ -61,12 +61,9 @@ SHORTEST_SECONDS = 1.3
 SEGMENT_SECONDS = 4.0
 #: Context (s) on each side of a segment whose frames its noise model is also learned on.
 CONTEXT_SECONDS = 2.0
-#: EM iterations of each segment's noise dictionary learned alone (above :data:`BESIDE_SPEECH_MAX_RATE`): 25 score
-#: as 50 did, to 0.02 dB on the 16 kHz validation speakers, in half the time (docs/enhance.md, "Speed").
-ALONE_FIT_ITERATIONS = 25
-#: EM iterations of each segment's noise dictionary learned beside the speech dictionary, whose atoms compete for the
-#: frames: 25 cost four studio voices 0.02–0.04 dB at 0 dB (docs/enhance.md, "Speed").
-BESIDE_SPEECH_FIT_ITERATIONS = 50
+#: EM iterations of each segment's noise dictionary, learned beside the speech dictionary or not: 25 score as 50
+#: did to 0.01 dB on the NOIZEUS development set and the unseen noises, in half the time (docs/enhance.md, "Speed").
+SEGMENT_FIT_ITERATIONS = 25
 #: EM iterations of the noise dictionary of a noise-only recording (``--noise-sample``), learned once.
 SAMPLE_FIT_ITERATIONS = 50
 #: Power of a stationary noise over the power of the median magnitude of its quietest frames, those a segment's
@@ -276,7 +273,6 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
     W_noise = np.empty((n_segments, floors.shape[1], noise_rank))
     noise_floor = np.empty((n_segments, floors.shape[1]))
     learned = np.zeros(n_segments, dtype=bool)
-    iterations = ALONE_FIT_ITERATIONS if speech is None else BESIDE_SPEECH_FIT_ITERATIONS
     bounds = [(max(0, s * segment - context),
                n_frames if s == n_segments - 1 else min(n_frames, (s + 1) * segment + context))
               for s in range(n_segments)]
@@ -296,8 +292,8 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
                 chosen = start + np.sort(heard[np.argsort(loudness[0][start + heard], kind="stable")[:count]])
                 ceiling = None if speech is not None else \
                     NOISE_CEILING * floors[np.minimum((buffer_start + chosen) // block, len(floors) - 1)].T
-                W_noise[s], floor = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset, iterations, ceiling,
-                                               speech)
+                W_noise[s], floor = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset,
+                                               SEGMENT_FIT_ITERATIONS, ceiling, speech)
                 noise_floor[s] = floor / np.sqrt(QUIET_FLOOR_POWER)
                 learned[s] = True
             s += 1

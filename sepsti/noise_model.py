@@ -27,8 +27,7 @@ from sepsti.core.random import stream
 from sepsti import features
 
 __all__ = ["MAX_NOISE_FRAMES", "NOISE_FRACTION", "NOISE_CEILING", "BESIDE_SPEECH_MAX_RATE", "SMOOTHING_SECONDS",
-           "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "SEGMENT_FIT_ITERATIONS",
-           "SAMPLE_FIT_ITERATIONS", "QUIET_FLOOR_POWER",
+           "MINIMUM_SECONDS", "SHORTEST_SECONDS", "SEGMENT_SECONDS", "CONTEXT_SECONDS", "QUIET_FLOOR_POWER",
            "NoiseModel", "track_noise", "learn_noise", "min_frames", "shortest_seconds", "too_little_sound",
            "validate_noise_model", "validate_noise_rank"]
 
@@ -61,11 +60,6 @@ SHORTEST_SECONDS = 1.3
 SEGMENT_SECONDS = 4.0
 #: Context (s) on each side of a segment whose frames its noise model is also learned on.
 CONTEXT_SECONDS = 2.0
-#: EM iterations of each segment's noise dictionary, learned beside the speech dictionary or not: 25 score as 50
-#: did to 0.01 dB on the NOIZEUS development set and the unseen noises, in half the time (docs/enhance.md, "Speed").
-SEGMENT_FIT_ITERATIONS = 25
-#: EM iterations of the noise dictionary of a noise-only recording (``--noise-sample``), learned once.
-SAMPLE_FIT_ITERATIONS = 50
 #: Power of a stationary noise over the power of the median magnitude of its quietest frames, those a segment's
 #: floor is the median of: white noise of 2–3 s (a NOIZEUS sentence) gives 0.73–0.80 alone and 0.78–0.90 under
 #: speech at 0–10 dB, at 8 and 16 kHz, rising towards 0.9 (alone) and 0.96 (under speech) over 30 s. A tracked
@@ -292,8 +286,7 @@ def _segment_noise_models(magnitudes, n_frames, noise_rank, rng, offset, floors,
                 chosen = start + np.sort(heard[np.argsort(loudness[0][start + heard], kind="stable")[:count]])
                 ceiling = None if speech is not None else \
                     NOISE_CEILING * floors[np.minimum((buffer_start + chosen) // block, len(floors) - 1)].T
-                W_noise[s], floor = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset,
-                                               SEGMENT_FIT_ITERATIONS, ceiling, speech)
+                W_noise[s], floor = _fit_noise(frames[0][:, chosen], noise_rank, rng, offset, 50, ceiling, speech)
                 noise_floor[s] = floor / np.sqrt(QUIET_FLOOR_POWER)
                 learned[s] = True
             s += 1
@@ -459,7 +452,7 @@ def learn_noise(magnitudes, noise_rank, *, seed=0, name="noise sample"):
     Vq = np.concatenate(parts, axis=1)
     if not np.any(Vq):
         raise ParameterError(f"{name}: the recording is silent; give a recording of the noise")
-    W_noise, floor = _fit_noise(Vq, noise_rank, stream(seed, 1), _offset(Vq.mean()), SAMPLE_FIT_ITERATIONS)
+    W_noise, floor = _fit_noise(Vq, noise_rank, stream(seed, 1), _offset(Vq.mean()), 50)
     return NoiseModel(W_noise[None], floor[None], max(1, n_frames))
 
 

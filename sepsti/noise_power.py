@@ -169,7 +169,7 @@ def _recursion(powers, sigma, presence, c, age):
     ages = np.empty_like(frames)
     # bins of digital silence say nothing about the noise: their state is held (the masked steps below are
     # slower, so frames heard throughout take the plain ones)
-    heard_throughout = frames.min(axis=tuple(range(1, frames.ndim)), initial=np.inf) > _SILENT_POWER
+    heard_throughout = frames.min(axis=tuple(range(1, frames.ndim)), initial=np.inf) > c.silent  # in float64
     observed, probability, difference, share = (np.empty_like(sigma) for _ in range(4))
     stuck, heard = np.empty(sigma.shape, dtype=bool), np.empty(sigma.shape, dtype=bool)
     # every step is a ufunc on arrays of one type, writing in place (a step that mixes types is twice as slow)

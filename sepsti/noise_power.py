@@ -187,11 +187,11 @@ def _recursion(powers, sigma, presence, c, age):
         np.reciprocal(probability, out=probability)
         # the probability's smoothed value; where that stays above the cap, the cap applies
         np.multiply(probability, c.gain, out=share)
-        heard_all = heard_throughout[j]
-        if not heard_all:
-            np.greater(observed, c.silent, out=heard)
-        np.multiply(presence, c.presence, out=presence, where=True if heard_all else heard)
-        np.add(presence, share, out=presence, where=True if heard_all else heard)
+        mask = True
+        if not heard_throughout[j]:
+            mask = np.greater(observed, c.silent, out=heard)
+        np.multiply(presence, c.presence, out=presence, where=mask)
+        np.add(presence, share, out=presence, where=mask)
         np.greater(presence, c.stagnation, out=stuck)
         np.minimum(probability, c.stagnation, out=probability, where=stuck)
         # σ ← α σ + (1 − α) E[|N|² | Y] with E[|N|² | Y] = (1 − P) |Y|² + P σ², that is
@@ -200,13 +200,8 @@ def _recursion(powers, sigma, presence, c, age):
         np.multiply(probability, c.move, out=probability)
         np.add(probability, c.power, out=probability)
         np.multiply(difference, probability, out=difference)
-        if heard_all:
-            np.add(difference, observed, out=sigma)
-            np.multiply(age, probability, out=age)
-        else:
-            np.add(difference, observed, out=difference)
-            np.copyto(sigma, difference, where=heard)
-            np.multiply(age, probability, out=age, where=heard)
+        np.add(difference, observed, out=sigma, where=mask)
+        np.multiply(age, probability, out=age, where=mask)
         np.add(age, c.one, out=age)
     return np.moveaxis(out, 0, 1), np.moveaxis(ages, 0, 1)
 

@@ -24,7 +24,8 @@ from sepsti.core.checks import integer_at_least
 from sepsti.core.errors import ParameterError
 from sepsti.core.io import existing_path, input_path
 
-__all__ = ["AudioInfo", "audio_info", "audio_files", "read_audio", "read_audio_blocks", "check_aligned"]
+__all__ = ["AudioInfo", "audio_info", "audio_files", "visible_files", "read_audio", "read_audio_blocks",
+           "check_aligned"]
 
 
 class AudioInfo(NamedTuple):
@@ -225,7 +226,7 @@ _FORMAT_EXTENSIONS = {"AIFF": (".aif", ".aifc", ".aiff"), "AU": (".au", ".snd"),
 
 
 def audio_files(root):
-    """The audio files below a folder, in the order of a sorted walk (symbolic links followed).
+    """The audio files below a folder, in the order of :func:`visible_files`.
 
     A file is audio when its extension is one of the formats' this libsndfile reads
     (:data:`_FORMAT_EXTENSIONS`); names starting with a dot, files or folders, are passed over.
@@ -248,12 +249,33 @@ def audio_files(root):
 
     root = input_path("root", root)
     extensions = {extension for name in soundfile.available_formats() for extension in _FORMAT_EXTENSIONS.get(name, ())}
-    found = []
+    return [path for path in visible_files(root) if path.suffix.lower() in extensions]
+
+
+def visible_files(root):
+    """The files below ``root`` in sorted order, following links to folders, each folder once.
+
+    Names starting with a dot (a trash, a cache, the temporary files of atomic writes) are passed
+    over. A folder reached a second time (a link back up the tree, two links to one folder) is not
+    entered again, so a link loop ends the walk instead of repeating it.
+
+    Parameters
+    ----------
+    root : Path
+
+    Yields
+    ------
+    Path
+    """
+    entered = set()
     for folder, subfolders, names in os.walk(root, followlinks=True):
+        status = os.stat(folder)
+        if (status.st_dev, status.st_ino) in entered:
+            subfolders[:] = []
+            continue
+        entered.add((status.st_dev, status.st_ino))
         subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
-        found += [Path(folder) / name for name in sorted(names)
-                  if not name.startswith(".") and Path(name).suffix.lower() in extensions]
-    return found
+        yield from (Path(folder) / name for name in sorted(names) if not name.startswith("."))
 
 
 def check_aligned(noisy_path, noisy, noisy_rate, clean_path, clean, clean_rate):

@@ -22,7 +22,6 @@ what exists.
 """
 
 import filecmp
-import os
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -32,7 +31,7 @@ import numpy as np
 from sepsti.core.checks import integer_within, is_number
 from sepsti.core.errors import ParameterError
 from sepsti.core.io import input_path
-from sepsti.corpora.audio import check_aligned, read_audio
+from sepsti.corpora.audio import check_aligned, read_audio, visible_files
 
 __all__ = ["TRAIN_IDS", "TEST_IDS", "ALL_IDS", "Mixture", "CorpusIndex", "corpus_index", "split_ids",
            "clean_signals", "select", "mixtures", "iter_mixtures", "utterance_id", "clean_name", "noisy_name"]
@@ -177,19 +176,14 @@ def corpus_index(root):
     if not root.is_dir():
         raise ParameterError(f"{root}: not a folder; pass the corpus folder")
     clean, noisy = {}, {}
-    for folder, subfolders, files in os.walk(root, followlinks=True):
-        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))  # a trash, a cache
-        for name in sorted(files):
-            if name.startswith("."):  # temporary files of atomic writes, editor files
-                continue
-            path = Path(folder) / name
-            match = _CLEAN.match(name)
-            if match:
-                _add(clean, _id(match[1]), path)
-                continue
-            match = _NOISY.match(name)
-            if match:
-                _add(noisy, (_id(match[1]), match[2].lower(), int(match[3])), path)
+    for path in visible_files(root):
+        match = _CLEAN.match(path.name)
+        if match:
+            _add(clean, _id(match[1]), path)
+            continue
+        match = _NOISY.match(path.name)
+        if match:
+            _add(noisy, (_id(match[1]), match[2].lower(), int(match[3])), path)
     if not clean and not noisy:
         raise ParameterError(f"{root}: no NOIZEUS-style files found (expected clean spNN.wav and noisy "
                              f"spNN_<noise>_sn<snr>.wav anywhere below it)")

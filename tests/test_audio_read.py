@@ -167,6 +167,20 @@ def test_audio_files_below_a_link_to_a_folder_are_found(tmp_path, rng):
     assert audio_files(tmp_path / "root") == [tmp_path / "root" / "linked" / "a.wav"]
 
 
+def test_a_link_loop_or_a_second_link_to_a_folder_is_walked_once(tmp_path, rng):
+    """A link back up the tree was followed until the path grew too long to resolve, every file found 40 times
+    (two such links in one folder: 2^40 folders, a walk that never ended)."""
+    from sepsti.corpora.audio import audio_files
+
+    root = tmp_path / "root"
+    (root / "deeper").mkdir(parents=True)
+    _write(root / "a.wav", rng.uniform(-0.5, 0.5, 800))
+    _write(root / "deeper" / "b.wav", rng.uniform(-0.5, 0.5, 800))
+    (root / "deeper" / "up").symlink_to("..", target_is_directory=True)
+    (root / "again").symlink_to(root / "deeper", target_is_directory=True)
+    assert [path.relative_to(root).as_posix() for path in audio_files(root)] == ["a.wav", "again/b.wav"]
+
+
 @pytest.mark.parametrize("block_size", [0, -1, None, 1.5, True])
 def test_a_bad_block_size_is_refused_by_name(tmp_path, block_size):
     """The file was blamed ('corrupt audio file') for a block size of 0, None or 1.5."""

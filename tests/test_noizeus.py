@@ -288,6 +288,18 @@ def test_folders_behind_symbolic_links_are_searched(tmp_path, rng):
     assert corpus_index(root).clean == {"sp21": root / "clean" / "sp21.wav"}
 
 
+def test_links_back_up_the_tree_end_the_search(tmp_path, rng):
+    """Two links to '..' in one folder made the search walk 2^40 folders: corpus info, train and evaluate hung."""
+    root = tmp_path / "c"
+    _int16(root / "clean" / "sp21.wav", rng.integers(-8000, 8000, 100))
+    _int16(root / "noisy" / "sp21_car_sn5.wav", rng.integers(-8000, 8000, 100))
+    for name in ("up", "parent"):
+        (root / "noisy" / name).symlink_to("..", target_is_directory=True)
+    index = corpus_index(root)
+    assert index.clean == {"sp21": root / "clean" / "sp21.wav"}
+    assert index.noisy == {("sp21", "car", 5): root / "noisy" / "sp21_car_sn5.wav"}
+
+
 def test_a_corpus_of_noisy_files_alone_is_indexed_and_described(tmp_path, rng):
     """Noisy files without clean ones are a corpus still (corpus info describes it; mixtures need the clean ones):
     its clean files are 'none', its noisy ones named as they are, not as the clean ones."""

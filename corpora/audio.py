@@ -25,7 +25,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.io import existing_path, input_path
 
 __all__ = ["AudioInfo", "audio_info", "audio_files", "visible_files", "read_audio", "read_audio_blocks",
-           "check_aligned"]
+           "check_aligned", "check_channels"]
 
 
 class AudioInfo(NamedTuple):
@@ -276,6 +276,21 @@ def visible_files(root):
         entered.add((status.st_dev, status.st_ino))
         subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
         yield from (Path(folder) / name for name in sorted(names) if not name.startswith("."))
+
+
+def check_channels(noisy_path, noisy, clean_path, clean):
+    """Check that a noisy file has its multichannel clean file's channels (a mono clean file fits any).
+
+    Raises
+    ------
+    ParameterError
+        ``<noisy_path>: ...`` naming the clean file, if the clean file has several channels and the noisy
+        file another number.
+    """
+    channels = [1 if y.ndim == 1 else y.shape[1] for y in (noisy, clean)]
+    if channels[1] > 1 and channels[0] != channels[1]:
+        raise ParameterError(f"{noisy_path}: has {channels[0]} channels but its clean file {clean_path} has "
+                             f"{channels[1]}; a pair's files must have as many channels, or the clean file one")
 
 
 def check_aligned(noisy_path, noisy, noisy_rate, clean_path, clean, clean_rate):

@@ -31,7 +31,7 @@ import numpy as np
 from sepsti.core.checks import integer_within, is_number
 from sepsti.core.errors import ParameterError
 from sepsti.core.io import input_path
-from sepsti.corpora.audio import check_aligned, read_audio, visible_files
+from sepsti.corpora.audio import check_aligned, check_channels, read_audio, visible_files
 
 __all__ = ["TRAIN_IDS", "TEST_IDS", "ALL_IDS", "Mixture", "CorpusIndex", "corpus_index", "split_ids",
            "clean_signals", "select", "mixtures", "iter_mixtures", "utterance_id", "clean_name", "noisy_name"]
@@ -325,14 +325,17 @@ def iter_mixtures(corpus, split="test", noises=None, snrs=None):
 
 
 def _load(index, keys):
+    """The mixtures, each file downmixed once its channels are checked as a pair's are."""
     cache = {}
     for utterance, noise, snr in keys:
         if utterance not in cache:
-            cache = {utterance: read_audio(index.clean[utterance])}
+            cache = {utterance: read_audio(index.clean[utterance], downmix=False)}
         clean, clean_rate = cache[utterance]
         path = index.noisy[utterance, noise, snr]
-        noisy, noisy_rate = read_audio(path)
+        noisy, noisy_rate = read_audio(path, downmix=False)
         check_aligned(path, noisy, noisy_rate, index.clean[utterance], clean, clean_rate)
+        check_channels(path, noisy, index.clean[utterance], clean)
+        clean, noisy = (y.mean(axis=1) if y.ndim == 2 else y for y in (clean, noisy))
         yield Mixture(utterance, noise, snr, clean, noisy, noisy - clean, noisy_rate, path)
 
 
@@ -358,6 +361,7 @@ def mixtures(corpus, split="test", noises=None, snrs=None):
     ParameterError
         If nothing matches (the message names what was asked and what exists),
         a noisy file has no clean file, a file is unreadable, or a noisy file's
-        sample rate or length differs from its clean file's.
+        sample rate or length differs from its clean file's, or its number of channels from a
+        multichannel clean file's. Multichannel files are downmixed by the mean.
     """
     return list(iter_mixtures(corpus, split, noises, snrs))

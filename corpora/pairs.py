@@ -25,7 +25,7 @@ import numpy as np
 
 from sepsti.core.errors import ParameterError
 from sepsti.core.io import input_path
-from sepsti.corpora.audio import audio_files, check_aligned, read_audio
+from sepsti.corpora.audio import audio_files, check_aligned, check_channels, read_audio
 
 __all__ = ["Pair", "PairPaths", "pair_index", "load_pair"]
 
@@ -137,8 +137,5 @@ def load_pair(paths):
     clean, clean_rate = read_audio(paths.clean, downmix=False)
     noisy, noisy_rate = read_audio(paths.noisy, downmix=False)
     check_aligned(paths.noisy, noisy, noisy_rate, paths.clean, clean, clean_rate)
-    channels = [1 if y.ndim == 1 else y.shape[1] for y in (noisy, clean)]
-    if channels[1] > 1 and channels[0] != channels[1]:
-        raise ParameterError(f"{paths.noisy}: has {channels[0]} channels but its clean file {paths.clean} has "
-                             f"{channels[1]}; a pair's files must have as many channels, or the clean file one")
+    check_channels(paths.noisy, noisy, paths.clean, clean)
     return Pair(paths.name, clean, noisy, noisy_rate, paths.noisy)

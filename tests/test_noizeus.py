@@ -178,6 +178,23 @@ def test_length_mismatch_names_the_file(tmp_path, rng):
         mixtures(root)
 
 
+def test_a_stereo_clean_file_needs_a_stereo_noisy_file(tmp_path, rng):
+    """A stereo clean file was downmixed beside a mono noisy one and scored without a word; pairs refused it."""
+    clean = rng.uniform(-0.3, 0.3, (400, 2))
+    soundfile.write(tmp_path / "sp21.wav", clean, 8000)
+    soundfile.write(tmp_path / "sp21_car_sn5.wav", clean[:, 0], 8000)
+    with pytest.raises(ParameterError, match=r"sp21_car_sn5\.wav: has 1 channels but its clean file .*sp21\.wav "
+                                             r"has 2; a pair's files must have as many channels, or the clean"):
+        mixtures(tmp_path)
+    noisy = clean + rng.uniform(-0.1, 0.1, (400, 2))
+    soundfile.write(tmp_path / "sp21_car_sn5.wav", noisy, 8000, subtype="FLOAT")
+    [mixture] = mixtures(tmp_path)
+    np.testing.assert_allclose(mixture.noisy, noisy.mean(axis=1), atol=1e-7)
+    np.testing.assert_allclose(mixture.clean, clean.mean(axis=1), atol=1e-4)
+    soundfile.write(tmp_path / "sp21.wav", clean[:, 0], 8000)  # a mono clean file is each channel's reference
+    assert mixtures(tmp_path)[0].clean.ndim == 1
+
+
 def test_sample_rate_mismatch_names_the_file(tmp_path, rng):
     root = tmp_path / "c"
     _make_corpus(root, "flat", rng, ids=("sp21",), noises=("car",), snrs=(5,))

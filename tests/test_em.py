@@ -385,6 +385,16 @@ def test_tolerance_and_iteration_count(rng):
     assert np.array_equal(again.W, loose.W)
 
 
+def test_a_tolerance_above_one_stops_after_one_iteration_without_overflow(rng):
+    """tol=1e308 multiplied the objective into an overflow warning (train --tol 1e308)."""
+    X, _, _ = planted(rng)
+    W, H = initialize_nmf(X, 4, rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        huge = poisson_nmf_em(X, W, H, max_iter=50, tol=1e308)
+    assert huge.n_iter == 1 and np.array_equal(huge.W, poisson_nmf_em(X, W, H, max_iter=50, tol=1.0).W)
+
+
 def test_convergence_warning_at_cap(rng):
     X, _, _ = planted(rng)
     W, H = initialize_nmf(X, 4, rng)

@@ -675,4 +675,4 @@ def _converged(history, index, saturated, tol):
         return False
     previous, current = history[index - 1], history[index]
     objective = abs(saturated - previous)
-    return (current - previous) <= tol * objective
+    return (current - previous) <= min(tol, 1.0) * objective  # a tol above 1 stops as 1 does, without overflow

@@ -31,6 +31,7 @@ speakers and must not score it.
 
 import hashlib
 import json
+import math
 import warnings
 from pathlib import Path, PurePath
 from typing import NamedTuple
@@ -96,9 +97,9 @@ def read_manifest(folder):
     ------
     ParameterError
         A ``folder`` that is not a path, a missing or unparsable manifest, an entry without ``file``, ``rate``,
-        ``speaker``, a rate below 1 Hz or not a whole number of Hz (``16000.5``, ``true``, ``Infinity``), a
-        duration that is negative or not finite, a ``file`` that is not a path inside the folder, or a file
-        listed twice.
+        ``speaker``, a field of another kind (``null``, a number for a path), a rate below 1 Hz or not a whole
+        number of Hz (``16000.5``, ``true``, ``Infinity``), a duration that is negative or not finite, a
+        ``file`` that is not a path inside the folder, or a file listed twice; the message names the field.
     """
     folder = input_path("folder", folder)
     path = folder / MANIFEST
@@ -115,32 +116,65 @@ def read_manifest(folder):
         if not isinstance(entry, dict):
             raise ParameterError(f"{path}: entry {number} is a {type(entry).__name__}; each entry is an object "
                                  "with 'file', 'rate' and 'speaker'")
-        if not isinstance(entry.get("flags", []), list):
-            raise ParameterError(f"{path}: entry {number} has 'flags' {entry['flags']!r}; expected a list of names")
-        rate = entry.get("rate")
-        if isinstance(rate, bool) or isinstance(rate, float) and not rate.is_integer():  # true; 16000.5; Infinity
-            raise ParameterError(f"{path}: entry {number} has 'rate' {rate!r}; expected a whole number of Hz")
-        try:
-            utterances.append(Utterance(folder / str(entry["file"]), str(entry["speaker"]), int(entry["rate"]),
-                                        float(entry.get("duration_s", 0.0)),
-                                        tuple(str(flag) for flag in entry.get("flags", []))))
-        except (KeyError, TypeError, ValueError) as error:
-            raise ParameterError(f"{path}: entry {number} lacks or garbles {error}; each entry needs "
-                                 "'file', 'rate' and 'speaker'") from None
-        if utterances[-1].rate < 1 or not 0.0 <= utterances[-1].duration < float("inf"):
-            raise ParameterError(f"{path}: entry {number} has 'rate' {entry['rate']!r} and 'duration_s' "
-                                 f"{entry.get('duration_s')!r}; expected a positive rate (Hz) and a finite "
-                                 "duration of at least 0 s")
-        name = PurePath(str(entry["file"]))
+        utterances.append(Utterance(folder / _field(path, number, entry, "file"),
+                                    _field(path, number, entry, "speaker"), _field(path, number, entry, "rate"),
+                                    _field(path, number, entry, "duration_s"), _field(path, number, entry, "flags")))
+        name = PurePath(entry["file"])
         if not name.parts or name.is_absolute() or ".." in name.parts:
-            raise ParameterError(f"{path}: entry {number} has 'file' {entry['file']!r}; expected a path inside "
-                                 f"{folder}, relative to it")
+            raise ParameterError(f"{path}: entry {number} has 'file' {json.dumps(entry['file'])}; expected a path "
+                                 f"inside {folder}, relative to it")
         real = utterances[-1].path.resolve()
         if real in listed:
             raise ParameterError(f"{path}: entry {number} ({entry['file']}) lists the file of entry {listed[real]} "
                                  "again; list each file once")
         listed[real] = number
     return utterances
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _text(value):
+    return value if isinstance(value, str) and value else None
+
+
+def _speaker(value):
+    return str(value) if _text(value) or isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _whole_hz(value):
+    return int(value) if _is_number(value) and value == int(value) and value >= 1 else None
+
+
+def _seconds(value):
+    return float(value) if _is_number(value) and value >= 0 else None
+
+
+def _names(value):
+    return tuple(value) if isinstance(value, list) and all(map(_text, value)) else None
+
+
+#: Each entry field: (required, what it must be, its reader: the value, or None for one it refuses).
+_FIELDS = {"file": (True, "a non-empty path", _text), "speaker": (True, "a name", _speaker),
+           "rate": (True, "a whole number of Hz, at least 1", _whole_hz),
+           "duration_s": (False, "a finite number of seconds, at least 0", _seconds),
+           "flags": (False, "a list of names", _names)}
+_ABSENT = {"duration_s": 0.0, "flags": ()}
+
+
+def _field(path, number, entry, name):
+    """One field of manifest entry ``number``, checked; a one-line error naming the field otherwise."""
+    required, expected, read = _FIELDS[name]
+    if name not in entry:
+        if required:
+            raise ParameterError(f"{path}: entry {number} lacks {name!r}; each entry needs 'file', 'rate' and "
+                                 "'speaker'")
+        return _ABSENT[name]
+    value = read(entry[name])
+    if value is None:
+        raise ParameterError(f"{path}: entry {number} has {name!r} {json.dumps(entry[name])}; expected {expected}")
+    return value
 
 
 def split_of(utterances):

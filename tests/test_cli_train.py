@@ -292,14 +292,14 @@ def test_wideband_split_and_high_pass(tmp_path, rng):
         wideband.read_manifest(corpus)
     # a flag given as a string, not a list: refused (read letter by letter it would exclude nothing)
     (corpus / "manifest.json").write_text('[{"file": "x.wav", "rate": 16000, "speaker": "1", "flags": "clipped"}]')
-    with pytest.raises(ParameterError, match="entry 0 has 'flags' 'clipped'"):
+    with pytest.raises(ParameterError, match="entry 0 has 'flags' \"clipped\""):
         wideband.read_manifest(corpus)
     # rates and durations out of range were taken (corpus info printed 'rates -5 Hz' and minutes of nan)
     for rate, duration in ((-5, 1.0), (0, 1.0), (16000, "NaN"), (16000, -3), (16000, "Infinity")):
         (corpus / "manifest.json").write_text(f'[{{"file": "x.wav", "rate": {rate}, "speaker": "1", '
                                               f'"duration_s": {duration}}}]')
-        with pytest.raises(ParameterError, match=rf"entry 0 has 'rate' {rate} and 'duration_s' .*; expected a "
-                                                 "positive rate"):
+        field, value = ("rate", rate) if rate < 1 else ("duration_s", duration)
+        with pytest.raises(ParameterError, match=rf"entry 0 has '{field}' {value}; expected a (whole|finite) number"):
             wideband.read_manifest(corpus)
 
 

@@ -40,10 +40,12 @@ def test_a_file_listed_twice_or_outside_the_folder_is_refused(tmp_path):
     assert [u.path for u in wideband.read_manifest(tmp_path / "ok")][-1] == tmp_path / "ok" / "more" / "x.flac"
     cases = [("11/11-1-0000.flac", "lists the file of entry 0 again"),  # under a second speaker: train and test
              ("alias/11-1-0000.flac", "lists the file of entry 0 again"),
-             ("./12/../12/12-1-0000.flac", "has 'file' './12/../12/12-1-0000.flac'; expected a path inside"),
-             ("/etc/hostname", "has 'file' '/etc/hostname'; expected a path inside"),
-             ("../elsewhere/x.flac", "has 'file' '../elsewhere/x.flac'; expected a path inside"),
-             ("", "has 'file' ''; expected a path inside")]
+             ("./12/../12/12-1-0000.flac", "has 'file' \"./12/../12/12-1-0000.flac\"; expected a path inside"),
+             ("/etc/hostname", "has 'file' \"/etc/hostname\"; expected a path inside"),
+             ("../elsewhere/x.flac", "has 'file' \"../elsewhere/x.flac\"; expected a path inside"),
+             ("", "has 'file' \"\"; expected a non-empty path"),
+             (None, "has 'file' null; expected a non-empty path"),
+             (7, "has 'file' 7; expected a non-empty path")]
     for file, message in cases:
         entries = json.loads((root / "manifest.json").read_text())[:3]
         (root / "manifest.json").write_text(json.dumps(entries + [{"file": file, "rate": 16000, "speaker": "99"}]))
@@ -54,11 +56,12 @@ def test_a_file_listed_twice_or_outside_the_folder_is_refused(tmp_path):
 def test_a_rate_that_is_not_a_whole_number_of_hz_is_refused(tmp_path):
     root = _corpus(tmp_path / "wide", ["11"])
     entries = json.loads((root / "manifest.json").read_text())
-    for rate, shown in ((float("inf"), "inf"), (1e400, "inf"), (16000.5, "16000.5"), (True, "True")):
+    for rate, shown in ((float("inf"), "Infinity"), (1e400, "Infinity"), (16000.5, "16000.5"), (True, "true"),
+                        (None, "null"), ("abc", '"abc"'), (0, "0"), (-16000, "-16000")):
         entries[0]["rate"] = rate
         (root / "manifest.json").write_text(json.dumps(entries))  # Infinity, as Python's json writes it
         with pytest.raises(ParameterError, match=f"manifest.json: entry 0 has 'rate' {shown}; expected a whole "
-                                                 "number of Hz"):
+                                                 "number of Hz, at least 1$"):
             wideband.read_manifest(root)
     entries[0]["rate"] = 16000.0
     (root / "manifest.json").write_text(json.dumps(entries))
@@ -171,17 +174,23 @@ def test_a_file_at_another_rate_than_its_manifest_says_is_refused(tmp_path, rng)
     ({"file": "a.flac", "rate": 16000, "speaker": "1"}, "expected a list of entries, got dict"),
     (["a.flac"], "entry 0 is a str; each entry is an object with 'file', 'rate' and 'speaker'"),
     ([{"file": "a.flac", "rate": 16000, "speaker": "1", "flags": "clipped"}],
-     "entry 0 has 'flags' 'clipped'; expected a list of names"),
-    ([{"file": "a.flac", "rate": 0, "speaker": "1"}], "entry 0 has 'rate' 0 and 'duration_s' None; expected a "
-                                                      "positive rate"),
-    ([{"file": "a.flac", "rate": 16000, "speaker": "1", "duration_s": -1.0}], "entry 0 has 'rate' 16000 and "
-                                                                             r"'duration_s' -1\.0; expected"),
-    ([{"file": "a.flac", "rate": 16000, "speaker": "1", "duration_s": float("inf")}], "entry 0 has 'rate' 16000 and "
-                                                                                      "'duration_s' inf; expected"),
+     "entry 0 has 'flags' \"clipped\"; expected a list of names"),
+    ([{"file": "a.flac", "rate": 16000, "speaker": "1", "flags": ["clipped", None]}],
+     r"entry 0 has 'flags' \[\"clipped\", null\]; expected a list of names"),
+    ([{"file": "a.flac", "rate": 16000, "speaker": "1", "duration_s": -1.0}],
+     r"entry 0 has 'duration_s' -1\.0; expected a finite number of seconds, at least 0$"),
+    ([{"file": "a.flac", "rate": 16000, "speaker": "1", "duration_s": float("inf")}],
+     "entry 0 has 'duration_s' Infinity; expected"),
+    ([{"file": "a.flac", "rate": 16000, "speaker": "1", "duration_s": None}], "entry 0 has 'duration_s' null"),
+    ([{"file": "a.flac", "rate": 16000, "speaker": None}], "entry 0 has 'speaker' null; expected a name$"),
+    ([{"file": "a.flac", "rate": 16000, "speaker": ""}], "entry 0 has 'speaker' \"\"; expected a name$"),
+    ([{"file": "a.flac", "speaker": "1"}], "entry 0 lacks 'rate'; each entry needs 'file', 'rate' and 'speaker'$"),
 ])
 def test_a_manifest_of_garbled_entries_is_refused(tmp_path, manifest, message):
-    """A flag given as one string was read letter by letter (a 'clipped' file kept); rate 0, a negative or an
-    infinite duration, an object or a list of names for the entries are each refused by the entry's number."""
+    """A flag given as one string was read letter by letter (a 'clipped' file kept); a negative or an infinite
+    duration, an object or a list of names for the entries are each refused by the entry's number. A null
+    duration or rate gave Python's exception text in place of the field's name, a null speaker or file was read
+    as the name 'None'."""
     root = tmp_path / "wide"
     root.mkdir()
     (root / "manifest.json").write_text(json.dumps(manifest))

@@ -445,7 +445,9 @@ def test_summary_skips_undefined_scores_and_json_has_no_nan():
              "enhanced": {"sdr": 4.0, "sir": 6.0, "sar": 8.0}}]
     summary = summarize(rows)
     entry = summary["by_snr"][0]
-    assert entry["input"] == {"sdr": 2.0, "sir": 2.0, "sar": 4.0}
+    # sp21's undefined enhanced scores take its input's out of the means too: both columns are over sp22 (the
+    # input's SDR was the mean over both files beside an enhanced one over sp22 alone)
+    assert entry["input"] == {"sdr": 3.0, "sir": 2.0, "sar": 5.0}
     assert entry["enhanced"] == {"sdr": 4.0, "sir": 6.0, "sar": 8.0}
     assert entry["interval"] == {"sdr": None, "sir": None, "sar": None}  # one sentence with both scores
     text = json.dumps(json_safe({"results": rows, "summary": summary}), allow_nan=False)

@@ -42,7 +42,9 @@ sentence is read, and ``"noise"`` / ``"snr"`` as read).
 The input's SAR is infinite (the mixture has no artifacts by construction),
 so it and its difference print as ∞ and – and are ``null`` in the JSON, which
 has no infinities. Undefined scores (NaN: silent signals, too little speech
-for STOI, a pair PESQ refuses) are ``null`` too and left out of the means.
+for STOI, a pair PESQ refuses) are ``null`` too; a file whose input or enhanced
+score is undefined or infinite (a noiseless mixture's SIR) is left out of both
+means of that score, so that the two columns are over the same files.
 Each warns once per file, but the two levels of the band above 4 kHz, which clean
 speech without that band leaves undefined in every file: the first warning of each
 is given at the end, with the count of the other files.
@@ -87,28 +89,32 @@ def _metrics(rows):
     return [metric for metric in METRICS if rows and metric in rows[0]["input"]]
 
 
-def _mean(rows, key):
-    """Mean over the rows with a finite score (silent estimates score NaN; a noiseless mixture's SIR is inf).
+def _means(rows):
+    """Input and enhanced means of each score, both over the rows where both are finite.
 
-    A score infinite in every row (the unprocessed input's SAR) stays infinite.
+    Silent estimates score NaN and a noiseless mixture's input SIR is inf: such a row leaves both means, so that
+    the two columns and their improvement are over the same files. A score with no such row (the unprocessed
+    input's SAR, infinite in every row) has each side's own mean over its finite values, or its common value.
     """
     import numpy as np
 
-    means = {}
+    means = {"input": {}, "enhanced": {}}
     for metric in _metrics(rows):
-        values = np.array([row[key][metric] for row in rows], dtype=float)
-        finite = values[np.isfinite(values)]
-        if finite.size:
-            means[metric] = float(finite.mean())
-        else:
-            means[metric] = float(values[0]) if values.size and np.all(values == values[0]) else float("nan")
+        values = {key: np.array([row[key][metric] for row in rows], dtype=float) for key in means}
+        both = np.isfinite(values["input"]) & np.isfinite(values["enhanced"])
+        for key, side in values.items():
+            kept = side[both] if both.any() else side[np.isfinite(side)]
+            if kept.size:
+                means[key][metric] = float(kept.mean())
+            else:
+                means[key][metric] = float(side[0]) if side.size and np.all(side == side[0]) else float("nan")
     return means
 
 
 def _group(rows):
-    enhanced = _mean(rows, "enhanced")
-    leads = {metric: _lead(rows, metric) for metric in enhanced}
-    return {"count": len(rows), "input": _mean(rows, "input"), "enhanced": enhanced,
+    means = _means(rows)
+    leads = {metric: _lead(rows, metric) for metric in means["enhanced"]}
+    return {"count": len(rows), **means,
             "improvement": {metric: lead.mean if lead else float("nan") for metric, lead in leads.items()},
             "interval": {metric: [lead.low, lead.high] if lead and math.isfinite(lead.low) else None
                          for metric, lead in leads.items()}}

@@ -8,8 +8,8 @@ that order too), and at most two tasks per worker are submitted ahead of the fir
 so that a long list of files is never read into memory at once. :meth:`Workers.outcomes` gives each
 task's exception in its place: after one, no task starts, and the outcomes of those running still come.
 
-Workers ignore SIGINT. On Ctrl-C the tasks running finish (their outputs are complete files) and
-their results still come out, the tasks not started are skipped, and then the ``KeyboardInterrupt``
+Workers ignore SIGINT. On Ctrl-C the tasks running finish (their outputs are complete files; one
+line on stderr says how many, and that a second Ctrl-C stops them) and their results still come out, the tasks not started are skipped, and then the ``KeyboardInterrupt``
 is raised; a second Ctrl-C ends the running tasks too. SIGTERM, once :func:`raise_on_sigterm` has
 armed it, ends the running tasks at once, in the workers as here: it is raised as :class:`Terminated`
 where the task is, so that a file being written is removed (only ``kill -9`` leaves a temporary file,
@@ -159,6 +159,15 @@ def _end(pool):
         manager.join(timeout=5)
 
 
+def _say_what_finishes(running):
+    """One line on stderr after the first Ctrl-C: what is still to come, and how to stop it."""
+    import sys
+
+    if running:
+        print(f"Ctrl-C: finishing the {running} file{'s' if running > 1 else ''} in progress; press Ctrl-C again "
+              "to stop now", file=sys.stderr, flush=True)
+
+
 class Workers:
     """``jobs`` worker processes (none for 1: every task runs in this process), as a context manager.
 
@@ -253,6 +262,7 @@ class Workers:
             if isinstance(interrupt, Terminated):
                 self._abandoned = True
                 raise
+            _say_what_finishes(min(self.jobs, sum(not future.done() for future in pending)))
             try:
                 while pending and (outcome := _outcome(pending)) is not None:
                     yield outcome

@@ -650,8 +650,12 @@ def _parse_snrs(snrs):
         snrs = [int(snr) for snr in snrs]
     except (TypeError, ValueError):
         raise ParameterError(f"snrs={snrs}: expected integers (dB)") from None
-    if not snrs or any(not SNR_RANGE[0] <= snr <= SNR_RANGE[1] for snr in snrs):
-        raise ParameterError(f"snrs={snrs}: expected integers in {SNR_RANGE[0]}..{SNR_RANGE[1]} dB")
+    if not snrs:
+        raise ParameterError(f"snrs: none given; expected integers in {SNR_RANGE[0]}..{SNR_RANGE[1]} dB")
+    outside = [snr for snr in snrs if not SNR_RANGE[0] <= snr <= SNR_RANGE[1]]
+    if outside:
+        raise ParameterError(f"SNR {', '.join(map(str, outside))} dB: outside {SNR_RANGE[0]}..{SNR_RANGE[1]} dB; "
+                             "expected SNRs in that range")
     return list(dict.fromkeys(snrs))
 
 

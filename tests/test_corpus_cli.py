@@ -71,6 +71,7 @@ def test_overwrite_replaces(tmp_path):
     result = _run("synth", root, "--utterances", "sp21", "--noise", "pink", "--snr", "-5", "--overwrite",
                   "--no-progress")
     assert result.exit_code == 0, result.stderr
+    assert result.stdout.endswith("/c: 1 utterance, noises pink, SNRs -5 dB, seed 0\n"), result.stdout
     assert {path.name for path in root.rglob("*.wav")} == {"sp21.wav", "sp21_pink_sn-5.wav"}
 
 

@@ -248,8 +248,9 @@ def test_refuses_to_clobber_and_overwrite_replaces(tmp_path):
     ({"snrs": ["loud"]}, "snrs="),
     ({"seed": -1}, "seed=-1"),
     ({"seed": 2 ** 32}, "seed=4294967296"),
-    ({"snrs": [-21]}, r"-20\.\.40 dB"),
-    ({"snrs": [0, 41]}, r"-20\.\.40 dB"),
+    ({"snrs": [-21]}, r"^SNR -21 dB: outside -20\.\.40 dB"),  # not 'snrs=[-21]', which --snr does not spell
+    ({"snrs": [0, 41, 50]}, r"^SNR 41, 50 dB: outside -20\.\.40 dB"),
+    ({"snrs": []}, r"^snrs: none given"),
 ])
 def test_bad_settings(tmp_path, options, why):
     with pytest.raises(ParameterError, match=why):

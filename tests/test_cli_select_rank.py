@@ -506,15 +506,20 @@ def test_checkpoint_is_a_new_or_empty_folder_or_a_checkpoint(tiny_corpus, tmp_pa
     assert_one_line_error(_invoke("--corpus", tiny_corpus, *TINY, "--checkpoint", audio),
                           f"--checkpoint {audio}: not a folder")
     assert audio.read_bytes() == b"RIFF"
-    for name, files in (("notes", {"notes.txt": "mine"}), ("config", {"settings.json": '{"my": "config"}'}),
-                        ("grid", {"settings.json": '{"grid": {"num_intervals": 2}}'})):
+    # a corrupt settings.json was reported as missing
+    for name, files, why in (("notes", {"notes.txt": "mine"}, "a folder that holds other files than a select-rank "
+                                                              "checkpoint (no settings.json of one)"),
+                             ("config", {"settings.json": '{"my": "config"}'}, "its settings.json is not a "
+                                                                               "select-rank checkpoint's"),
+                             ("grid", {"settings.json": '{"grid": {"num_intervals": 2}}'}, "its settings.json is not"),
+                             ("cut", {"settings.json": '{"grid": {"num_int'}, "its settings.json is unreadable "
+                                                                             "(Unterminated string")):
         folder = tmp_path / name
         folder.mkdir()
         for file, text in files.items():
             (folder / file).write_text(text)
         result = _invoke("--corpus", tiny_corpus, *TINY, "--checkpoint", folder)
-        assert_one_line_error(result, f"--checkpoint {folder}: a folder that holds other files than a select-rank "
-                                      "checkpoint")
+        assert_one_line_error(result, f"--checkpoint {folder}: {why}")
         assert {path.name: path.read_text() for path in folder.iterdir()} == files  # nothing written into it
     # an empty folder becomes a checkpoint, which a rerun resumes
     (tmp_path / "ck").mkdir()

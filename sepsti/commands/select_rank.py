@@ -318,13 +318,18 @@ def _check_checkpoint(folder):
         raise ParameterError(f"--checkpoint {folder}: not a folder; give a new or empty folder")
     if not folder.exists() or not any(folder.iterdir()):
         return
-    try:
-        settings = json.loads((folder / "settings.json").read_text())
-    except (OSError, ValueError):
-        settings = None
-    if not isinstance(settings, dict) or not {"grid", "data"} <= set(settings):
+    manifest = folder / "settings.json"
+    if not manifest.is_file():
         raise ParameterError(f"--checkpoint {folder}: a folder that holds other files than a select-rank "
                              "checkpoint (no settings.json of one); give a new or empty folder")
+    try:
+        settings = json.loads(manifest.read_text())
+    except (OSError, ValueError) as error:
+        raise ParameterError(f"--checkpoint {folder}: its settings.json is unreadable ({error}); use another "
+                             "checkpoint folder or delete it") from None
+    if not isinstance(settings, dict) or not {"grid", "data"} <= set(settings):
+        raise ParameterError(f"--checkpoint {folder}: its settings.json is not a select-rank checkpoint's; give a "
+                             "new or empty folder")
 
 
 #: Figure formats --plot writes, chosen by the file's extension.

@@ -158,10 +158,10 @@ def test_the_pairs_panels_give_the_mean_gain_and_its_interval_over_the_files(dra
 
 
 def test_no_reduction_is_written_as_zero_and_every_image_format_the_help_names_is_written(tmp_path, rng):
-    from sepsti.commands.evaluate import _PLOT_EXTENSIONS
+    from sepsti.commands import PLOT_EXTENSIONS
 
     help_text = " ".join(run(["evaluate", "--help"]).stdout.split())
-    assert f"({', '.join(_PLOT_EXTENSIONS)})" in help_text and ".jpg" in _PLOT_EXTENSIONS
+    assert f"({', '.join(PLOT_EXTENSIONS)})" in help_text and ".jpg" in PLOT_EXTENSIONS
     clean = speech_like(rng, seconds=1.0, rate=8000)
     for kind, y in (("clean", clean), ("noisy", clean + 0.01 * rng.standard_normal(clean.size))):
         (tmp_path / kind).mkdir()

@@ -31,6 +31,20 @@ def shown(path):
     return repr(text) if any(unicodedata.category(character) in ("Cc", "Zl", "Zp") for character in text) else text
 
 
+#: Figure formats the commands' ``--plot`` writes, chosen by the file's extension (matplotlib's writers).
+PLOT_EXTENSIONS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def check_plot_format(plot_path):
+    """Refuse a ``--plot`` file whose extension is not one of :data:`PLOT_EXTENSIONS` (None passes)."""
+    from pathlib import Path
+
+    from sepsti.core.errors import ParameterError
+
+    if plot_path is not None and Path(plot_path).suffix.lower() not in PLOT_EXTENSIONS:
+        raise ParameterError(f"--plot {plot_path}: unknown image format; use one of {', '.join(PLOT_EXTENSIONS)}")
+
+
 def single_blas_thread_by_default():
     """Use one BLAS thread unless the user chose otherwise (effective only before NumPy loads): ``enhance``
     and ``evaluate``.

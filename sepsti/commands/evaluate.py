@@ -66,8 +66,9 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from sepsti.commands import (ITERATIONS, MAX_REDUCTION, SEED, Command, EnhancerIterations, InputPath, OutputPath,
-                             parse_list, progress_option, shown, single_blas_thread_by_default)
+from sepsti.commands import (ITERATIONS, MAX_REDUCTION, PLOT_EXTENSIONS, SEED, Command, EnhancerIterations, InputPath,
+                             OutputPath, check_plot_format, parse_list, progress_option, shown,
+                             single_blas_thread_by_default)
 
 __all__ = ["evaluate", "summarize", "format_table", "enhance_and_score",
            "enhance_signal", "enhance_channels", "score_signals", "score_mixture"]
@@ -78,7 +79,6 @@ METRICS = ("sdr", "sir", "sar", "stoi", "estoi", "pesq", "high_band_db", "fricat
 _SHOWN = {"sdr": (2, "dB"), "sir": (2, "dB"), "sar": (2, "dB"), "stoi": (3, ""), "pesq": (2, "MOS-LQO")}
 #: The scores computed by each optional package (for the message when it is missing).
 _PERCEPTUAL = {"stoi": ("stoi", "estoi"), "pesq": ("pesq",)}
-_PLOT_EXTENSIONS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 #: The scores of the band above 4 kHz, not in the table, whose warnings (one per file where band-limited clean
 #: speech leaves them undefined) the command gives once each (:func:`_band_warnings_collapsed`).
 _BAND_WARNINGS = ("high_band_level", "fricative_level")
@@ -311,7 +311,7 @@ def _draw_pairs(axis, summary, results, metric):
 @click.option("--plot", "plot_path", type=OutputPath(path_type=Path), default=None,
               help="Plot SDR/SIR/SAR/STOI/PESQ against SNR, input vs enhanced, with the 95 % interval of "
                    "the gain over the sentences; for pairs without SNR labels, each file's enhanced score "
-                   f"against its input's ({', '.join(_PLOT_EXTENSIONS)}).")
+                   f"against its input's ({', '.join(PLOT_EXTENSIONS)}).")
 @click.option("--noise-rank", type=click.IntRange(min=1, max=257), default=5, show_default=True,
               help="Number of noise atoms learned on each mixture (at most 257, the frequency bins of the "
                    "8 kHz dictionary).")
@@ -357,8 +357,7 @@ def evaluate(corpus, clean_root, noisy_root, names, dictionary, noises, snrs, js
     outputs = [path for path in (json_path, plot_path) if path is not None]
     if json_path is not None and plot_path is not None and Path(json_path).resolve() == Path(plot_path).resolve():
         raise ParameterError(f"--json and --plot are the same file {json_path}")
-    if plot_path is not None and Path(plot_path).suffix.lower() not in _PLOT_EXTENSIONS:
-        raise ParameterError(f"--plot {plot_path}: unknown image format; use one of {', '.join(_PLOT_EXTENSIONS)}")
+    check_plot_format(plot_path)
     dictionaries = Dictionaries(dictionary)
     recordings = find_recordings(corpus, clean_root, noisy_root, noise_list, snr_list, names)
     for path in outputs:

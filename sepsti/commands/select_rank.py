@@ -22,7 +22,8 @@ from pathlib import Path
 
 import click
 
-from sepsti.commands import SEED, Command, FiniteRange, InputPath, OutputPath, parse_list, progress_option, shown
+from sepsti.commands import (PLOT_EXTENSIONS, SEED, Command, FiniteRange, InputPath, OutputPath, check_plot_format,
+                             parse_list, progress_option, shown)
 
 __all__ = ["SPEECH_MODEL", "compile_kernels", "select_rank"]
 
@@ -125,7 +126,7 @@ _OVERRIDES = {"num_intervals": "num_intervals", "schedule": "schedule", "power":
                    "folder, or the checkpoint of an earlier run.")
 @click.option("--json", "json_path", type=OutputPath(path_type=Path), default=None, help="Write results as JSON.")
 @click.option("--plot", "plot_path", type=OutputPath(path_type=Path), default=None,
-              help="Plot log p(X | R) against R (.png, .pdf, .svg).")
+              help=f"Plot log p(X | R) against R ({', '.join(PLOT_EXTENSIONS)}).")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
 @progress_option("over the chains")
 @click.option("--quiet", is_flag=True, hidden=True, help="--no-progress, as earlier versions spelt it.")
@@ -332,18 +333,13 @@ def _check_checkpoint(folder):
                              "new or empty folder")
 
 
-#: Figure formats --plot writes, chosen by the file's extension.
-PLOT_EXTENSIONS = (".png", ".pdf", ".svg")
-
-
 def _check_outputs(json_path, plot_path, overwrite, checkpoint):
     """Refuse a --plot format not written, files there without --overwrite, two options naming one path, and
     outputs inside the checkpoint folder."""
     from sepsti.core.errors import ParameterError
     from sepsti.core.io import check_output_path
 
-    if plot_path is not None and Path(plot_path).suffix.lower() not in PLOT_EXTENSIONS:
-        raise ParameterError(f"--plot {plot_path}: expected a {', '.join(PLOT_EXTENSIONS)} file")
+    check_plot_format(plot_path)
 
     for option, path in (("--json", json_path), ("--plot", plot_path)):
         if path is not None and checkpoint is not None and Path(checkpoint).resolve() in (

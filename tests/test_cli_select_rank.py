@@ -191,6 +191,10 @@ def test_plot_format_follows_its_extension(tmp_path, tiny_corpus):
     result = _invoke("--corpus", tiny_corpus, *TINY, "--plot", tmp_path / "P.PDF")  # an extension in capitals
     assert result.exit_code == 0, result.output
     assert (tmp_path / "P.PDF").read_bytes().startswith(b"%PDF-")
+    # the formats evaluate's --plot writes (a .jpg was refused here and written there)
+    result = _invoke("--corpus", tiny_corpus, *TINY, "--plot", tmp_path / "p.jpg")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "p.jpg").read_bytes().startswith(b"\xff\xd8\xff")
 
 
 def test_option_errors_name_the_option(tmp_path):
@@ -337,6 +341,15 @@ def test_messages_name_the_options_as_typed(tiny_corpus, monkeypatch, args, frag
     assert not any(name in result.stderr for name in _FIELD_NAMES), result.stderr
 
 
+def _stop_at_the_engine(monkeypatch, sampled):
+    """``sampled`` in place of select_rank_sti, and no kernel compilation on the way (its line on a cold numba
+    cache, 'compiled the sampling kernels in 21 s', made a second stderr line in whichever test came first)."""
+    import sepsti.core.evidence.sti_nmf
+
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "warm_up", lambda dtypes: None)
+    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
+
+
 @pytest.mark.parametrize("args, reached", [
     (["--preset", "blocks", "--ranks", "2,257"], "ranks [2, 257], 257 x "),  # a rank of every frequency bin
     (["--preset", "blocks", "--frames", "50", "--blocks", "50"], "257 x 50, 50 blocks,"),
@@ -347,7 +360,6 @@ def test_messages_name_the_options_as_typed(tiny_corpus, monkeypatch, args, frag
     (["--preset", "blocks", "--evaluate", "after-update"], "scored after_update"),
 ])
 def test_settings_at_their_bounds_are_taken(tiny_corpus, monkeypatch, args, reached):
-    import sepsti.core.evidence.sti_nmf
     from sepsti.core.errors import ParameterError
 
     def sampled(X, ranks, *, grid, chain, num_replicates, **options):
@@ -355,25 +367,23 @@ def test_settings_at_their_bounds_are_taken(tiny_corpus, monkeypatch, args, reac
                              f"{chain.num_steps} samples, {chain.num_keep} kept, {num_replicates} replicates, "
                              f"a {grid.schedule} schedule of c = {grid.power}, scored {chain.evaluate}")
 
-    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
+    _stop_at_the_engine(monkeypatch, sampled)
     assert_one_line_error(_invoke("--corpus", tiny_corpus, *args), "reached: ", reached)
 
 
 @pytest.mark.parametrize("options, seed", [([], 0), (["--seed", "7"], 7)])
 def test_the_seed_reaches_the_engine(tiny_corpus, monkeypatch, options, seed):
-    import sepsti.core.evidence.sti_nmf
     from sepsti.core.errors import ParameterError
 
     def sampled(X, ranks, **settings):
         raise ParameterError(f"sampling with seed {settings['seed']!r}")
 
-    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
+    _stop_at_the_engine(monkeypatch, sampled)
     assert_one_line_error(_invoke("--corpus", tiny_corpus, *TINY, *options), f"sampling with seed {seed}")
 
 
 def _handed_to_the_engine(monkeypatch, *args):
     """The arguments select-rank hands select_rank_sti, the run stopped there."""
-    import sepsti.core.evidence.sti_nmf
     from sepsti.core.errors import ParameterError
 
     given = {}
@@ -382,7 +392,7 @@ def _handed_to_the_engine(monkeypatch, *args):
         given.update(options, X=X)
         raise ParameterError("reached")
 
-    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
+    _stop_at_the_engine(monkeypatch, sampled)
     assert_one_line_error(_invoke(*args), "reached")
     return given
 
@@ -443,7 +453,6 @@ def test_an_unused_option_at_the_presets_own_value_is_taken(tiny_corpus, monkeyp
 
 
 def test_the_smallest_dispersion_suggested_is_taken(tiny_corpus, monkeypatch):
-    import sepsti.core.evidence.sti_nmf
     from sepsti.core.errors import ParameterError
 
     result = _invoke("--corpus", tiny_corpus, *TINY, "--dispersion", "1e-30")
@@ -452,7 +461,7 @@ def test_the_smallest_dispersion_suggested_is_taken(tiny_corpus, monkeypatch):
     def sampled(X, ranks, **options):
         raise ParameterError(f"sampling with dispersion {options['dispersion']}")
 
-    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
+    _stop_at_the_engine(monkeypatch, sampled)
     assert_one_line_error(_invoke("--corpus", tiny_corpus, *TINY, "--dispersion", suggested),
                           f"sampling with dispersion {float(suggested)}")
 
@@ -472,7 +481,6 @@ def test_a_slow_compilation_is_reported_unless_progress_is_off(tiny_corpus, monk
     import itertools
     import time
 
-    import sepsti.core.evidence.sti_nmf
     from sepsti.core.errors import ParameterError
 
     def sampled(X, ranks, **settings):
@@ -480,8 +488,7 @@ def test_a_slow_compilation_is_reported_unless_progress_is_off(tiny_corpus, monk
 
     ticks = itertools.count(0.0, 3.0)  # every reading of the clock 3 s after the last
     monkeypatch.setattr(time, "perf_counter", lambda: next(ticks))
-    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "warm_up", lambda dtypes: None)
-    monkeypatch.setattr(sepsti.core.evidence.sti_nmf, "select_rank_sti", sampled)
+    _stop_at_the_engine(monkeypatch, sampled)
     result = _invoke("--corpus", tiny_corpus, "--preset", "blocks", *options)
     assert result.stderr.endswith("Error: reached\n"), result.stderr
     assert ("compiled the sampling kernels in 3 s" in result.stderr) == said, result.stderr

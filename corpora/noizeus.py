@@ -33,12 +33,15 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.io import input_path
 from sepsti.corpora.audio import check_aligned, check_channels, read_audio, visible_files
 
-__all__ = ["TRAIN_IDS", "TEST_IDS", "ALL_IDS", "Mixture", "CorpusIndex", "corpus_index", "split_ids",
+__all__ = ["TRAIN_IDS", "TEST_IDS", "ALL_IDS", "SYNTH_MARKER", "Mixture", "CorpusIndex", "corpus_index", "split_ids",
            "clean_signals", "select", "mixtures", "iter_mixtures", "utterance_id", "clean_name", "noisy_name"]
 
 ALL_IDS = tuple(f"sp{number:02d}" for number in range(1, 31))
 TRAIN_IDS = ALL_IDS[:20]
 TEST_IDS = ALL_IDS[20:]
+
+#: The settings file ``sepsti corpus synth`` writes first in a corpus it makes (:mod:`sepsti.corpora.synth`).
+SYNTH_MARKER = "synth.json"
 
 _CLEAN = re.compile(r"^sp(\d+)\.wav$", re.IGNORECASE)
 _NOISY = re.compile(r"^sp(\d+)_(.+)_sn(-?\d+)\.wav$", re.IGNORECASE)
@@ -187,7 +190,23 @@ def corpus_index(root):
     if not clean and not noisy:
         raise ParameterError(f"{root}: no NOIZEUS-style files found (expected clean spNN.wav and noisy "
                              f"spNN_<noise>_sn<snr>.wav anywhere below it)")
+    _warn_if_unfinished(root)
     return CorpusIndex(root, clean, noisy)
+
+
+def _warn_if_unfinished(root):
+    """Warn of a synthetic corpus whose writing stopped before its end (its settings say it is not complete)."""
+    import json
+    import warnings
+
+    try:
+        settings = json.loads((root / SYNTH_MARKER).read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(settings, dict) and settings.get("complete") is False:
+        warnings.warn(f"{root}: a synthetic corpus whose writing was interrupted ({SYNTH_MARKER} says it is not "
+                      "complete): only the files written before are here; rerun `sepsti corpus synth` with "
+                      "--overwrite to finish it", UserWarning, stacklevel=3)
 
 
 def _as_index(corpus):

@@ -69,7 +69,7 @@ from sepsti.core.errors import ParameterError
 from sepsti.core.io import atomic_path
 from sepsti.core.progress import progress_bar
 from sepsti.core.random import stream
-from sepsti.corpora.noizeus import ALL_IDS, clean_name, noisy_name, split_ids
+from sepsti.corpora.noizeus import ALL_IDS, SYNTH_MARKER, clean_name, noisy_name, split_ids
 
 __all__ = ["SAMPLE_RATE", "NOISE_TYPES", "SNRS", "Speaker", "make_speaker", "corpus_speakers",
            "synth_utterance", "synth_noise", "clatter", "room_tail", "telephone_band", "mix", "write_corpus",
@@ -659,7 +659,7 @@ def _parse_snrs(snrs):
     return list(dict.fromkeys(snrs))
 
 
-MARKER = "synth.json"
+MARKER = SYNTH_MARKER
 _GENERATOR = "corpora.synth"
 
 

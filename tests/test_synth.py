@@ -3,6 +3,7 @@
 import errno
 import hashlib
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -423,6 +424,14 @@ def test_an_interrupted_run_leaves_a_marker_with_the_hash_of_every_file_it_wrote
     written = [path.relative_to(root).as_posix() for path in root.rglob("*.wav")]
     assert written == ["clean/sp02.wav"] and all(paths.values())
     assert paths["clean/sp02.wav"] == hashlib.sha256((root / "clean/sp02.wav").read_bytes()).hexdigest()
+    # reading it says that it is unfinished (corpus info and train used it without a word)
+    with pytest.warns(UserWarning, match=r"a synthetic corpus whose writing was interrupted .*--overwrite"):
+        assert corpus_index(root).ids == ["sp02"]
+    monkeypatch.undo()
+    write_corpus(root, seed=0, utterances=["sp02"], noises=["white"], snrs=[5], overwrite=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert corpus_index(root).ids == ["sp02"]
 
 
 def test_overwrite_accepts_a_marker_from_before_file_lists(tmp_path):

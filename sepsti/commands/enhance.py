@@ -362,10 +362,11 @@ def _process(checked, outputs, overwrite, options, noise_models, progress, jobs)
               {**options, **({"noise": noise_models[speech_dictionary.framing]} if noise_models else {})})
              for (audio, speech_dictionary), target in zip(checked, outputs))
     show = len(checked) > 1 and progress is not False
-    failure = None
+    failure, finished = None, 0
     with progress_bar(len(checked), desc="enhance", unit="file", enabled=show, force=bool(progress)) as bar, \
             warnings_above(bar), Workers(workers) as pool:
         for (audio, _), target, (result, error) in zip(checked, outputs, pool.outcomes(process_file, tasks)):
+            finished += 1
             if error is not None:
                 failure = failure or error
                 continue
@@ -382,7 +383,17 @@ def _process(checked, outputs, overwrite, options, noise_models, progress, jobs)
                                f"input's peak is {audio.peak:.3g}); {remedy}", err=True)
                 click.echo(f"wrote {shown(target)}")
     if failure is not None:
-        raise failure
+        raise _with_the_inputs_left(failure, [audio.path for audio, _ in checked[finished:]])
+
+
+def _with_the_inputs_left(failure, left):
+    """A failure's error, naming the inputs no file started for after it (a ParameterError's one line)."""
+    from sepsti.core.errors import ParameterError
+
+    if not left or not isinstance(failure, ParameterError):
+        return failure
+    others = f" and {len(left) - 1} other input{'s' * (len(left) > 2)}" if len(left) > 1 else ""
+    return ParameterError(f"{failure}; not enhanced after it: {shown(left[0])}{others}")
 
 
 @click.command("enhance", cls=Command)

@@ -30,7 +30,7 @@ from sepsti.core.evidence.rank_selection import (SHARED_KEY, ChainRecord, ChainS
                                                  balance, data_digest, resolve_settings, select_rank)
 from sepsti.core.evidence.reference_path import REFERENCE_PRESET
 from sepsti.core.evidence.sti import LangevinSettings
-from sepsti.core.models.poisson_nmf import MATCHED, prior_rate_at, validate_nonnegative_matrix, validate_prior_rate
+from sepsti.core.models.poisson_nmf import prior_rate_at, validate_nonnegative_matrix, validate_prior_rate
 from sepsti.core.random import stream
 
 __all__ = ["NMFChains", "PRESETS", "RAYLEIGH_VARIANCE_RATIO", "em_start", "rayleigh_dispersion", "select_rank_sti",
@@ -281,7 +281,7 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
     prior_rate : float or "matched"
         lambda of the exponential priors on W and H; ``"matched"`` puts the prior on the scale of
         the modelled data at every rank (:func:`sepsti.core.models.poisson_nmf.prior_rate_at`). A number
-        must keep the prior mean of an entry of W H, R / lambda^2, within 1e+-300 of the modelled data's mean.
+        must have a square within float64's normal range (:func:`sepsti.core.models.poisson_nmf.validate_prior_rate`).
     dispersion : float or "rayleigh"
         Model X / dispersion (quasi-Poisson): the estimates are log p(X / dispersion | R). At least
         sum(X) / 2**53, so that X / dispersion totals at most 2**53 counts (beyond, float64 does not
@@ -325,7 +325,6 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
         if not np.any(X):
             raise ParameterError(f"dispersion={dispersion!r}: X / dispersion rounds to zero in {X.dtype.name}; "
                                  "expected a smaller dispersion")
-    _check_prior_scale(prior_rate, ranks, float(np.mean(X, dtype=np.float64)))
     model_settings = {"dispersion": float(dispersion)}
     if chain.sampler == "mala":
         from sepsti.core.evidence.reference_path import NMFLogDensity, ReferencePathChains
@@ -337,19 +336,6 @@ def select_rank_sti(X, ranks, *, preset="reference", grid=None, chain=None, num_
         factory = NMFChains(X, chain, prior_rate=prior_rate, model_settings=model_settings)
     return select_rank(factory, ranks, grid=grid, num_replicates=num_replicates, seed=seed, checkpoint=checkpoint,
                        comm=comm, threads=threads, progress=progress)
-
-
-def _check_prior_scale(prior_rate, ranks, data_mean):
-    """Refuse a fixed rate whose prior mean of an entry of W H, R / lambda^2, is beyond 1e+-300 of the data's
-    mean: float64 cannot hold factors at that scale beside the data (from about 1e200 on, NaN estimates)."""
-    if prior_rate == MATCHED:
-        return
-    low, high = (float(np.sqrt(rank / (data_mean * ratio))) for rank, ratio in ((max(ranks), 1e300),
-                                                                                 (min(ranks), 1e-300)))
-    if not low <= prior_rate <= high:
-        raise ParameterError(f"prior_rate={prior_rate!r}: puts the prior mean of an entry of W H, R / lambda^2, "
-                             f"more than 1e300 times from the data's mean {data_mean:.3g}; expected a rate between "
-                             f"{low:.3g} and {high:.3g} (or 'matched')")
 
 
 def warm_up(dtypes=(np.float64, np.float32)):

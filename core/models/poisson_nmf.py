@@ -51,13 +51,23 @@ def validate_nonnegative_matrix(X, name="X", dtype=None):
     return X
 
 
+#: The rates whose square (the scale of the prior's curvature and of R / lambda^2) is a normal float64.
+RATE_RANGE = (float(np.sqrt(np.finfo(np.float64).tiny)), float(np.sqrt(np.finfo(np.float64).max)))
+
+
 def validate_prior_rate(prior_rate):
-    """Return a positive float rate, or :data:`MATCHED`; raise ParameterError otherwise."""
+    """Return a positive float rate within :data:`RATE_RANGE`, or :data:`MATCHED`; raise ParameterError otherwise.
+
+    A rate whose square overflows (1e200) made the reference path's moments NaN, after NumPy's warnings.
+    """
     if isinstance(prior_rate, str):
         if prior_rate == MATCHED:
             return prior_rate
     elif isinstance(prior_rate, (int, float, np.integer, np.floating)) and not isinstance(prior_rate, bool):
         if np.isfinite(prior_rate) and prior_rate > 0:
+            if not RATE_RANGE[0] <= prior_rate <= RATE_RANGE[1]:
+                raise ParameterError(f"prior_rate={prior_rate!r}: its square is beyond float64's range; expected a "
+                                     f"rate between {RATE_RANGE[0]:.2g} and {RATE_RANGE[1]:.2g}, or {MATCHED!r}")
             return float(prior_rate)
     raise ParameterError(f"prior_rate={prior_rate!r}: expected a positive number or {MATCHED!r}")
 

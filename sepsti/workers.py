@@ -9,8 +9,9 @@ so that a long list of files is never read into memory at once. :meth:`Workers.o
 task's exception in its place: after one, no task starts, and the outcomes of those running still come.
 
 Workers ignore SIGINT. On Ctrl-C the tasks running finish (their outputs are complete files; one
-line on stderr says how many, and that a second Ctrl-C stops them) and their results still come out, the tasks not started are skipped, and then the ``KeyboardInterrupt``
-is raised; a second Ctrl-C ends the running tasks too. SIGTERM, once :func:`raise_on_sigterm` has
+line on stderr says how many, and that a second Ctrl-C stops them) and their results still come
+out, the tasks not started are skipped, and then the ``KeyboardInterrupt`` is raised; a second
+Ctrl-C ends the running tasks too. SIGTERM, once :func:`raise_on_sigterm` has
 armed it, ends the running tasks at once, in the workers as here: it is raised as :class:`Terminated`
 where the task is, so that a file being written is removed (only ``kill -9`` leaves a temporary file,
 until the next write of the same output). On Linux the workers end with this process, however it ends.

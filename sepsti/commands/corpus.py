@@ -151,7 +151,8 @@ def synth(directory, seed, overwrite, utterances, noises, snrs, progress):
     settings = write_corpus(directory, seed=seed, utterances=parse_utterances(utterances),
                             noises=parse_list(noises, "noise"), snrs=parse_list(snrs, "snr", int, "0,5,10,15"),
                             overwrite=overwrite, progress=progress is not False)
-    click.echo(f"wrote {settings['files']} files to {shown(directory)}: {len(settings['ids'])} utterance{'s' * (len(settings['ids']) != 1)}, "
+    count = len(settings["ids"])
+    click.echo(f"wrote {settings['files']} files to {shown(directory)}: {count} utterance{'s' * (count != 1)}, "
                f"noises {', '.join(settings['noises'])}, SNRs {', '.join(map(str, settings['snrs']))} dB, "
                f"seed {settings['seed']}")
 

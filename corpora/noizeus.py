@@ -348,14 +348,20 @@ def _load(index, keys):
     cache = {}
     for utterance, noise, snr in keys:
         if utterance not in cache:
-            cache = {utterance: read_audio(index.clean[utterance], downmix=False)}
-        clean, clean_rate = cache[utterance]
+            clean, clean_rate = read_audio(index.clean[utterance], downmix=False)
+            cache = {utterance: (clean, clean_rate, _downmix(clean))}
+        clean, clean_rate, clean_mono = cache[utterance]
         path = index.noisy[utterance, noise, snr]
         noisy, noisy_rate = read_audio(path, downmix=False)
         check_aligned(path, noisy, noisy_rate, index.clean[utterance], clean, clean_rate)
         check_channels(path, noisy, index.clean[utterance], clean)
-        clean, noisy = (y.mean(axis=1) if y.ndim == 2 else y for y in (clean, noisy))
-        yield Mixture(utterance, noise, snr, clean, noisy, noisy - clean, noisy_rate, path)
+        noisy = _downmix(noisy)
+        yield Mixture(utterance, noise, snr, clean_mono, noisy, noisy - clean_mono, noisy_rate, path)
+
+
+def _downmix(y):
+    """A signal's channels averaged, as :func:`sepsti.corpora.audio.read_audio` downmixes (mono as it is)."""
+    return y.mean(axis=1) if y.ndim == 2 else y
 
 
 def mixtures(corpus, split="test", noises=None, snrs=None):

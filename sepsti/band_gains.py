@@ -3,15 +3,17 @@
 Per frame and band (:data:`NUM_BANDS` triangular bands, log-spaced from :data:`LOWEST_HZ` to :data:`TOP_SHARE` of the
 Nyquist frequency: 3.9 kHz at 8 kHz, 7.8 kHz at 16 kHz),
 small networks read the band powers of the mixture, of the speech part and of the noise part and the mask's band
-gain over ±:data:`CONTEXT` frames, and predict the band's ideal gain ``sqrt(B|X|² / B|Y|²)`` in logs (``X`` the
+gain at :data:`OFFSETS` (up to ±:data:`CONTEXT` frames, half a second), and how far the mixture's band power rises
+and falls within them, and predict the band's ideal gain ``sqrt(B|X|² / B|Y|²)`` in logs (``X`` the
 clean speech, ``Y`` the mixture). Each network is trained without a share of the training's noise types; the mask
 moves toward the predictions only where every network moves it the same way, by the least of their moves,
 :data:`BLEND` of it in logs; it is not lowered in a band where the separation puts the speech part more than
 :data:`SPEECH_GATE_DB` above the noise part (there the networks' lowering lost on near-clean input), nor raised
 where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the raising lowered PESQ
-under talkers unlike the NOIZEUS ones). The moves are spread to the bins by the bands' weights. docs/enhance.md ("A
-learned correction of the band gains") has the measurements; ``recipes/train_band_gains.py`` trains the networks and
-stores them in a dictionary file (:attr:`sepsti.dictionary.Dictionary.band_gains`).
+under talkers unlike the NOIZEUS ones); a network after the first is run only on the band-frames still in
+question. The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned correction of the
+band gains", "Half a second around the frame") has the measurements; ``recipes/train_band_gains.py`` trains the
+networks and stores them in a dictionary file (:attr:`sepsti.dictionary.Dictionary.band_gains`).
 
 Conventions
 -----------
@@ -23,28 +25,32 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "TOP_SHARE", "highest_hz", "CONTEXT", "NUM_INPUTS", "BLEND",
-           "SPEECH_GATE_DB", "NOISE_GATE_DB", "INPUT_FRAMES", "validate_band_gains", "band_weights", "band_levels",
-           "network_inputs", "ideal_band_gains", "TrainingExample", "training_example", "agreed_moves",
+__all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "TOP_SHARE", "highest_hz", "OFFSETS", "CONTEXT", "NUM_INPUTS",
+           "BLEND", "SPEECH_GATE_DB", "NOISE_GATE_DB", "INPUT_FRAMES", "validate_band_gains", "band_weights",
+           "band_levels", "network_inputs", "ideal_band_gains", "TrainingExample", "training_example", "agreed_moves",
            "corrected_mask", "corrected_masks"]
 
 NUM_BANDS = 20
 LOWEST_HZ = 100.0
 #: The top band's upper edge, as a share of the Nyquist frequency.
 TOP_SHARE = 0.975
+#: The frames read around a frame (in the enhancer's frames, 16 ms apart): the three on each side, and three pairs
+#: further out, the furthest half a second away.
+OFFSETS = (-32, -16, -8, -3, -2, -1, 0, 1, 2, 3, 8, 16, 32)
 #: Frames read on each side of a frame.
-CONTEXT = 3
+CONTEXT = max(OFFSETS)
 #: Inputs per band and frame: for the band and its two neighbours, the speech and noise parts' band power over the
-#: mixture's, the mixture's band power over the frame's, and the mask's band gain, each over ``2 · CONTEXT + 1``
-#: frames, and the band's power over the mean of the frame's bands; then which band it is.
-NUM_INPUTS = 3 * (4 * (2 * CONTEXT + 1) + 1) + NUM_BANDS
+#: mixture's, the mixture's band power over the frame's, and the mask's band gain, each at :data:`OFFSETS`; the
+#: band's power over the mean of the frame's bands; the highest and the lowest of the mixture's band power within
+#: ±:data:`CONTEXT` frames over the frame's; then which band it is.
+NUM_INPUTS = 3 * (4 * len(OFFSETS) + 3) + NUM_BANDS
 #: The share of the agreed move (in logs) the mask takes.
 BLEND = 0.5
 #: No lowering where the separation's speech part is this far (dB) above its noise part in the band.
 SPEECH_GATE_DB = 15.0
 #: No raising where the separation's noise part is this far (dB) above its speech part in the band.
 NOISE_GATE_DB = 0.0
-#: Frames whose networks' inputs are built at once (17 kB a frame), so that memory does not grow with a piece.
+#: Frames whose networks' inputs are built at once (30 kB a frame), so that memory does not grow with a piece.
 INPUT_FRAMES = 128
 _TINY = 1e-10
 
@@ -72,21 +78,21 @@ class BandGains(NamedTuple):
         return self.mean.shape[0]
 
     def predict(self, rows):
-        """Each network's prediction for ``rows`` (n, NUM_INPUTS): shape (num_networks, n).
+        """Each network's prediction for ``rows`` (n, NUM_INPUTS): shape (num_networks, n)."""
+        return np.stack([self.predict_with(k, rows) for k in range(self.num_networks)])
+
+    def predict_with(self, k, rows):
+        """Network ``k``'s prediction for ``rows`` (n, NUM_INPUTS): shape (n,).
 
         Computed in single precision (four times as fast as in double, to about 1e-5 in logs)."""
         single = np.float32
-        rows = np.asarray(rows, dtype=single)
-        predictions = np.empty((self.num_networks, rows.shape[0]))
-        for k in range(self.num_networks):
-            h = (rows - self.mean[k].astype(single)) / self.scale[k].astype(single)
-            for layer in self.hidden:
-                weights = layer[k].astype(single)
-                h = h @ weights[:-1] + weights[-1]
-                np.maximum(h, 0.0, out=h)
-            output = self.output[k].astype(single)
-            predictions[k] = h @ output[:-1] + output[-1]
-        return predictions
+        h = (np.asarray(rows, dtype=single) - self.mean[k].astype(single)) / self.scale[k].astype(single)
+        for layer in self.hidden:
+            weights = layer[k].astype(single)
+            h = h @ weights[:-1] + weights[-1]
+            np.maximum(h, 0.0, out=h)
+        output = self.output[k].astype(single)
+        return (h @ output[:-1] + output[-1]).astype(np.float64)
 
 
 def highest_hz(sample_rate):
@@ -170,11 +176,14 @@ def band_levels(bands, mixture, speech, noise, mask):
 def network_inputs(levels, start, stop):
     """The networks' inputs for frames ``start:stop`` of ``levels`` (:func:`band_levels`), which holds
     :data:`CONTEXT` frames on each side of them; shape ((stop - start) · NUM_BANDS, NUM_INPUTS), bands first."""
-    span = np.stack([levels[:, :, start + offset:stop + offset] for offset in range(-CONTEXT, CONTEXT + 1)],
-                    axis=1)  # (4, 2 CONTEXT + 1, NUM_BANDS, m)
+    span = np.stack([levels[:, :, start + offset:stop + offset] for offset in OFFSETS],
+                    axis=1)  # (4, len(OFFSETS), NUM_BANDS, m)
     level = levels[0, :, start:stop]
-    own = np.concatenate([span[1], span[2], span[0] - level, span[3],
-                          (level - level.mean(axis=0))[None]])  # (4 (2 CONTEXT + 1) + 1, NUM_BANDS, m)
+    around = np.lib.stride_tricks.sliding_window_view(levels[0, :, start - CONTEXT:stop + CONTEXT],
+                                                      2 * CONTEXT + 1, axis=1)  # (NUM_BANDS, m, 2 CONTEXT + 1)
+    own = np.concatenate([span[1], span[2], span[0] - level, span[3], (level - level.mean(axis=0))[None],
+                          (around.max(axis=2) - level)[None],
+                          (around.min(axis=2) - level)[None]])  # (4 len(OFFSETS) + 3, NUM_BANDS, m)
     below = np.concatenate([own[:, :1], own[:, :-1]], axis=1)
     above = np.concatenate([own[:, 1:], own[:, -1:]], axis=1)
     which = np.broadcast_to(np.eye(NUM_BANDS)[:, :, None], (NUM_BANDS, NUM_BANDS, stop - start))
@@ -239,26 +248,59 @@ def training_example(record, atoms, framing, floor):
                            ideal_band_gains(bands, record.noisy, record.clean, floor), weight)
 
 
-def agreed_moves(moves):
-    """Where all of ``moves`` (num_networks, ...) have one sign, the least of them; elsewhere 0."""
-    sign = np.sign(moves[0])
-    agree = np.all(np.sign(moves) == sign, axis=0)
-    return np.where(agree, sign * np.abs(moves).min(axis=0), 0.0)
+def agreed_moves(band_gains, rows, gains, lowering, raising, floor):
+    """The moves of the band gains (in logs) the networks agree on, where the gates let them through.
+
+    Where every network moves the gain ``gains`` one way (to its prediction, clipped to ``[log(floor), 0]``), by the
+    least of their moves, if that way is lowering where ``lowering`` or raising where ``raising``; elsewhere 0. A
+    network after the first is run only on the rows still in question.
+
+    Parameters
+    ----------
+    band_gains : BandGains
+    rows : ndarray, shape (n, NUM_INPUTS)
+        The networks' inputs (:func:`network_inputs`).
+    gains : ndarray, shape (n,)
+        The mask's band gains (logs).
+    lowering, raising : ndarray of bool, shape (n,)
+        Where a lowering, a raising may pass.
+    floor : float
+        The mask's least gain.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+    """
+    def move(k, live):
+        return np.clip(band_gains.predict_with(k, rows[live]), np.log(floor), 0.0) - gains[live]
+
+    first = move(0, slice(None))
+    sign = np.sign(first)
+    least = np.abs(first)
+    live = np.flatnonzero((sign < 0) & lowering | (sign > 0) & raising)
+    for k in range(1, band_gains.num_networks):
+        if not live.size:
+            break
+        moved = move(k, live)
+        least[live] = np.minimum(least[live], np.abs(moved))
+        live = live[sign[live] * moved > 0]
+    agreed = np.zeros(len(gains))
+    agreed[live] = sign[live] * least[live]
+    return agreed
 
 
 def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
     """The mask of frames ``start:stop`` of ``levels`` (:func:`band_levels`, with :data:`CONTEXT` frames on each
     side), corrected; ``mask`` holds those frames only, ``spread`` the bands' weights over the sum of them in each
     bin (``(NUM_BANDS, n_bins)``: how a band's move reaches the bins)."""
-    gains = levels[3, :, start:stop]
-    predicted = np.concatenate([
-        band_gains.predict(network_inputs(levels, first, min(first + INPUT_FRAMES, stop)))
-        .reshape(band_gains.num_networks, NUM_BANDS, -1) for first in range(start, stop, INPUT_FRAMES)], axis=2)
-    moves = agreed_moves(np.clip(predicted, np.log(floor), 0.0) - gains)
-    speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1, :, start:stop] - levels[2, :, start:stop])
-    gated = ((moves < 0) & (speech_over_noise_db > SPEECH_GATE_DB)
-             | (moves > 0) & (speech_over_noise_db < -NOISE_GATE_DB))
-    moves[gated] = 0.0
+    speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1] - levels[2])
+    moves = np.empty((NUM_BANDS, stop - start))
+    for first in range(start, stop, INPUT_FRAMES):
+        last = min(first + INPUT_FRAMES, stop)
+        snr = speech_over_noise_db[:, first:last].reshape(-1)
+        moves[:, first - start:last - start] = agreed_moves(
+            band_gains, network_inputs(levels, first, last), levels[3, :, first:last].reshape(-1),
+            snr <= SPEECH_GATE_DB, snr >= -NOISE_GATE_DB, floor).reshape(NUM_BANDS, -1)
     return np.clip(mask * np.exp(spread.T @ (BLEND * moves)), floor, 1.0)
 
 

@@ -142,8 +142,9 @@ def save_dictionary(path, dictionary, *, overwrite=False, dtype=np.float64):
         appears meanwhile at the final rename (:func:`sepsti.core.io.atomic_path`).
     dtype : numpy dtype
         Type ``W`` is stored in: float64, or float32 for a file half the size (atoms
-        need no more than single precision; loading returns float64 either way). ``mask_atoms`` is stored alike;
-        ``band_gains`` always in float64.
+        need no more than single precision; loading returns float64 either way). ``mask_atoms`` and ``band_gains``
+        are stored alike (the networks run in single precision, :meth:`sepsti.band_gains.BandGains.predict`, so
+        their predictions are the same either way).
 
     Raises
     ------
@@ -187,7 +188,7 @@ def save_dictionary(path, dictionary, *, overwrite=False, dtype=np.float64):
     if mask_atoms is not None:
         arrays["mask_atoms"] = mask_atoms
     if dictionary.band_gains is not None:
-        arrays.update(_band_gain_arrays(dictionary.band_gains))
+        arrays.update(_band_gain_arrays(dictionary.band_gains, storage))
     with atomic_path(path, suffix=".npz", overwrite=overwrite) as tmp:
         with open(tmp, "wb") as handle:
             np.savez_compressed(handle, **arrays)
@@ -366,12 +367,12 @@ def _valid_mask_atoms(mask_atoms, bins, rank, name):
     return atoms
 
 
-def _band_gain_arrays(band_gains):
-    """The arrays a file stores ``band_gains`` in, by name."""
+def _band_gain_arrays(band_gains, storage):
+    """The arrays a file stores ``band_gains`` in, by name, of the type ``storage``."""
     arrays = {f"{_BAND_GAINS}mean": band_gains.mean, f"{_BAND_GAINS}scale": band_gains.scale,
               f"{_BAND_GAINS}output": band_gains.output}
     arrays.update({f"{_BAND_GAINS}hidden_{i}": layer for i, layer in enumerate(band_gains.hidden, start=1)})
-    return {field: np.ascontiguousarray(array, dtype=np.float64) for field, array in arrays.items()}
+    return {field: np.ascontiguousarray(array, dtype=storage) for field, array in arrays.items()}
 
 
 def _band_gains_from(archive, fields, name):

@@ -8,6 +8,7 @@ import pytest
 
 from sepsti.core.errors import ParameterError
 from sepsti import features
+from sepsti.band_gains import NUM_INPUTS
 from sepsti.dictionary import (FIELDS, OPTIONAL_FIELDS, Dictionary, default_dictionary_path, load_dictionary,
                                save_dictionary)
 
@@ -53,8 +54,10 @@ def test_round_trip(tmp_path, rng):
         assert getattr(loaded, field) == getattr(original, field), field
     stored = _band_gain_fields(loaded.band_gains)
     for name, array in _band_gain_fields(original.band_gains).items():
-        np.testing.assert_array_equal(stored[name], array)  # in full precision, whatever W's storage
+        np.testing.assert_array_equal(stored[name], array.astype(np.float32))  # stored as W is
         assert stored[name].dtype == np.float64
+    rows = rng.normal(0.0, 2.0, (30, loaded.band_gains.mean.shape[1]))  # the networks run in single precision
+    np.testing.assert_array_equal(loaded.band_gains.predict(rows), original.band_gains.predict(rows))
     assert os.listdir(tmp_path) == ["d.npz"]
     with np.load(path, allow_pickle=False) as archive:
         assert set(archive.files) == set(FIELDS) | {"context", "mask_atoms"} | set(stored)
@@ -65,8 +68,8 @@ def test_round_trip(tmp_path, rng):
     (lambda arrays: arrays.pop("band_gains_hidden_1"), "field 'band_gains_hidden_1': the band gains are stored as"),
     (lambda arrays: arrays.update(band_gains_extra=np.ones(3)), "field 'band_gains_extra': the band gains are"),
     (lambda arrays: arrays.update(band_gains_mean=np.ones((2, 5))), "field 'band_gains': shapes .* do not chain"),
-    (lambda arrays: arrays.update(band_gains_scale=-np.ones((2, 107))), "field 'band_gains' must be finite, with "
-                                                                        "positive scales"),
+    (lambda arrays: arrays.update(band_gains_scale=-np.ones((2, NUM_INPUTS))),
+     "field 'band_gains' must be finite, with positive scales"),
 ])
 def test_bad_band_gains_are_named(tmp_path, rng, change, message):
     arrays = {**_fields(_dictionary(rng)), **_band_gain_fields(_band_gains(rng))}

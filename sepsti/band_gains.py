@@ -44,6 +44,8 @@ CONTEXT = max(OFFSETS)
 #: band's power over the mean of the frame's bands; the highest and the lowest of the mixture's band power within
 #: ±:data:`CONTEXT` frames over the frame's; then which band it is.
 NUM_INPUTS = 3 * (4 * len(OFFSETS) + 3) + NUM_BANDS
+#: Inputs per band and frame of the networks of earlier versions, which read ±3 frames.
+_EARLIER_INPUTS = 107
 #: The share of the agreed move (in logs) the mask takes.
 BLEND = 0.5
 #: No lowering where the separation's speech part is this far (dB) above its noise part in the band.
@@ -129,6 +131,10 @@ def validate_band_gains(band_gains, *, name="band_gains"):
     for layer in hidden:
         chained &= layer.ndim == 3 and layer.shape[:2] == (networks, inputs + 1) and layer.shape[2] > 0
         inputs = layer.shape[-1] if layer.ndim else 0
+    if mean.ndim == 2 and mean.shape[1] == _EARLIER_INPUTS:
+        raise ParameterError(f"{name}: networks of {_EARLIER_INPUTS} inputs, which read ±3 frames around the frame as "
+                             f"earlier versions did; this one reads half a second ({NUM_INPUTS} inputs): train them "
+                             "again with recipes/train_band_gains.py")
     if (networks < 1 or mean.shape != (networks, NUM_INPUTS) or scale.shape != mean.shape or not chained
             or output.shape != (networks, inputs + 1)):
         shapes = ", ".join(str(array.shape) for array in arrays)

@@ -237,6 +237,8 @@ def _valid(rng):
 
 @pytest.mark.parametrize("change, message", [
     (lambda g: g._replace(mean=g.mean[:, :-1]), "do not chain"),
+    (lambda g: g._replace(mean=g.mean[:, :107]), "networks of 107 inputs, which read ±3 frames around the frame as "
+                                                 "earlier versions did; this one reads half a second"),
     (lambda g: g._replace(scale=g.scale[:1]), "do not chain"),
     (lambda g: g._replace(hidden=(g.hidden[0][:, :-1],) + g.hidden[1:]), "do not chain"),
     (lambda g: g._replace(output=g.output[:, :-1]), "do not chain"),

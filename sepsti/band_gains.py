@@ -79,10 +79,6 @@ class BandGains(NamedTuple):
     def num_networks(self):
         return self.mean.shape[0]
 
-    def predict(self, rows):
-        """Each network's prediction for ``rows`` (n, NUM_INPUTS): shape (num_networks, n)."""
-        return np.stack([self.predict_with(k, rows) for k in range(self.num_networks)])
-
     def predict_with(self, k, rows):
         """Network ``k``'s prediction for ``rows`` (n, NUM_INPUTS): shape (n,).
 
@@ -277,6 +273,8 @@ def agreed_moves(band_gains, rows, gains, lowering, raising, floor):
     -------
     ndarray, shape (n,)
     """
+    rows = np.asarray(rows, dtype=np.float32)  # the networks' precision, once for all of them
+
     def move(k, live):
         return np.clip(band_gains.predict_with(k, rows[live]), np.log(floor), 0.0) - gains[live]
 
@@ -299,11 +297,11 @@ def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
     """The mask of frames ``start:stop`` of ``levels`` (:func:`band_levels`, with :data:`CONTEXT` frames on each
     side), corrected; ``mask`` holds those frames only, ``spread`` the bands' weights over the sum of them in each
     bin (``(NUM_BANDS, n_bins)``: how a band's move reaches the bins)."""
-    speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1] - levels[2])
+    speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1, :, start:stop] - levels[2, :, start:stop])
     moves = np.empty((NUM_BANDS, stop - start))
     for first in range(start, stop, INPUT_FRAMES):
         last = min(first + INPUT_FRAMES, stop)
-        snr = speech_over_noise_db[:, first:last].reshape(-1)
+        snr = speech_over_noise_db[:, first - start:last - start].reshape(-1)
         moves[:, first - start:last - start] = agreed_moves(
             band_gains, network_inputs(levels, first, last), levels[3, :, first:last].reshape(-1),
             snr <= SPEECH_GATE_DB, snr >= -NOISE_GATE_DB, floor).reshape(NUM_BANDS, -1)

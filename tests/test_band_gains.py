@@ -64,7 +64,8 @@ def test_predictions_are_scikit_learns(rng):
     networks = bg.validate_band_gains(band_gains_of(fitted))
     Z = rng.normal(3.0, 2.0, (50, bg.NUM_INPUTS))
     want = np.stack([network.predict(scaler.transform(Z)) for scaler, network in fitted])
-    np.testing.assert_allclose(networks.predict(Z), want, rtol=0, atol=5e-6)  # computed in single precision
+    predicted = np.stack([networks.predict_with(k, Z) for k in range(networks.num_networks)])
+    np.testing.assert_allclose(predicted, want, rtol=0, atol=5e-6)  # computed in single precision
 
 
 def _reference_inputs(levels):

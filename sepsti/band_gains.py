@@ -6,14 +6,14 @@ small networks read the band powers of the mixture, of the speech part and of th
 gain at :data:`OFFSETS` (up to ±:data:`CONTEXT` frames, half a second), and how far the mixture's band power rises
 and falls within them, and predict the band's ideal gain ``sqrt(B|X|² / B|Y|²)`` in logs (``X`` the
 clean speech, ``Y`` the mixture). Each network is trained without a share of the training's noise types; the mask
-moves toward the predictions only where every network moves it the same way, by the least of their moves,
-:data:`BLEND` of it in logs; it is not lowered in a band where the separation puts the speech part more than
-:data:`SPEECH_GATE_DB` above the noise part (there the networks' lowering lost on near-clean input), nor raised
-where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the raising lowered PESQ
-under talkers unlike the NOIZEUS ones); a network after the first is run only on the band-frames still in
-question. The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned correction of the
-band gains", "Half a second around the frame") has the measurements; ``recipes/train_band_gains.py`` trains the
-networks and stores them in a dictionary file (:attr:`sepsti.dictionary.Dictionary.band_gains`).
+moves :data:`BLEND` of the way (in logs) toward the mean of their predictions; it is not lowered in a band where
+the separation puts the speech part more than :data:`SPEECH_GATE_DB` above the noise part (there the networks'
+lowering lost on near-clean input), nor raised where it puts the noise part more than :data:`NOISE_GATE_DB` above
+the speech part (there the raising lowered PESQ under talkers unlike the NOIZEUS ones); band-frames that no move
+may leave are not asked about. The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned
+correction of the band gains", "Half a second around the frame", "The networks' mean") has the measurements;
+``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary file
+(:attr:`sepsti.dictionary.Dictionary.band_gains`).
 
 Conventions
 -----------
@@ -27,7 +27,7 @@ import numpy as np
 
 __all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "TOP_SHARE", "highest_hz", "OFFSETS", "CONTEXT", "NUM_INPUTS",
            "BLEND", "SPEECH_GATE_DB", "NOISE_GATE_DB", "INPUT_FRAMES", "validate_band_gains", "band_weights",
-           "band_levels", "network_inputs", "ideal_band_gains", "TrainingExample", "training_example", "agreed_moves",
+           "band_levels", "network_inputs", "ideal_band_gains", "TrainingExample", "training_example", "mean_moves",
            "corrected_mask", "corrected_masks"]
 
 NUM_BANDS = 20
@@ -46,7 +46,7 @@ CONTEXT = max(OFFSETS)
 NUM_INPUTS = 3 * (4 * len(OFFSETS) + 3) + NUM_BANDS
 #: Inputs per band and frame of the networks of earlier versions, which read ±3 frames.
 _EARLIER_INPUTS = 107
-#: The share of the agreed move (in logs) the mask takes.
+#: The share of the move to the networks' mean prediction (in logs) the mask takes.
 BLEND = 0.5
 #: No lowering where the separation's speech part is this far (dB) above its noise part in the band.
 SPEECH_GATE_DB = 15.0
@@ -250,12 +250,12 @@ def training_example(record, atoms, framing, floor):
                            ideal_band_gains(bands, record.noisy, record.clean, floor), weight)
 
 
-def agreed_moves(band_gains, rows, gains, lowering, raising, floor):
-    """The moves of the band gains (in logs) the networks agree on, where the gates let them through.
+def mean_moves(band_gains, rows, gains, lowering, raising, floor):
+    """The moves of the band gains (in logs) to the networks' mean prediction, where the gates let them through.
 
-    Where every network moves the gain ``gains`` one way (to its prediction, clipped to ``[log(floor), 0]``), by the
-    least of their moves, if that way is lowering where ``lowering`` or raising where ``raising``; elsewhere 0. A
-    network after the first is run only on the rows still in question.
+    Each network's prediction is clipped to ``[log(floor), 0]``; the move from ``gains`` to their mean is kept if it
+    lowers where ``lowering`` or raises where ``raising``, elsewhere 0. Rows that no move may leave (a gain at the
+    floor where raising is shut, at one where lowering is) are not asked about.
 
     Parameters
     ----------
@@ -273,24 +273,17 @@ def agreed_moves(band_gains, rows, gains, lowering, raising, floor):
     -------
     ndarray, shape (n,)
     """
-    rows = np.asarray(rows, dtype=np.float32)  # the networks' precision, once for all of them
-
-    def move(k, live):
-        return np.clip(band_gains.predict_with(k, rows[live]), np.log(floor), 0.0) - gains[live]
-
-    first = move(0, slice(None))
-    sign = np.sign(first)
-    least = np.abs(first)
-    live = np.flatnonzero((sign < 0) & lowering | (sign > 0) & raising)
-    for k in range(1, band_gains.num_networks):
-        if not live.size:
-            break
-        moved = move(k, live)
-        least[live] = np.minimum(least[live], np.abs(moved))
-        live = live[sign[live] * moved > 0]
-    agreed = np.zeros(len(gains))
-    agreed[live] = sign[live] * least[live]
-    return agreed
+    low = np.log(floor)
+    live = np.flatnonzero(lowering & (gains > low) | raising & (gains < 0.0))
+    moves = np.zeros(len(gains))
+    if not live.size:
+        return moves
+    rows = np.asarray(rows[live], dtype=np.float32)  # the networks' precision, once for all of them
+    mean = sum(np.clip(band_gains.predict_with(k, rows), low, 0.0)
+               for k in range(band_gains.num_networks)) / band_gains.num_networks
+    move = mean - gains[live]
+    moves[live] = np.where((move < 0) & lowering[live] | (move > 0) & raising[live], move, 0.0)
+    return moves
 
 
 def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
@@ -302,7 +295,7 @@ def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
     for first in range(start, stop, INPUT_FRAMES):
         last = min(first + INPUT_FRAMES, stop)
         snr = speech_over_noise_db[:, first - start:last - start].reshape(-1)
-        moves[:, first - start:last - start] = agreed_moves(
+        moves[:, first - start:last - start] = mean_moves(
             band_gains, network_inputs(levels, first, last), levels[3, :, first:last].reshape(-1),
             snr <= SPEECH_GATE_DB, snr >= -NOISE_GATE_DB, floor).reshape(NUM_BANDS, -1)
     return np.clip(mask * np.exp(spread.T @ (BLEND * moves)), floor, 1.0)

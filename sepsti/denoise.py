@@ -32,7 +32,7 @@ frames' (:func:`smooth_speech`); the speech is then rebuilt with the Wiener-styl
 noisy STFT. The speech part ``S`` is rebuilt from the fitted speech activations with the atoms' centre frame,
 or with atoms learned for the mask where the dictionary has them (``mask_atoms``, :mod:`sepsti.mask_atoms`); where it
 has a learned correction of the mask's band gains (``band_gains``, :mod:`sepsti.band_gains`), the mask then moves
-toward the gains its networks agree on.
+toward the mean of the gains its networks predict.
 
 :func:`denoise` and :func:`denoise_blocks` take the dictionary's framing and enhance in frames of its
 window every quarter window (:func:`sepsti.features.enhancement_framing`), twice as dense as the

@@ -1,5 +1,5 @@
 """The learned band-gain correction: its networks against scikit-learn's, its inputs against a band-by-band
-reference, the agreement and the gate, the same mask however the frames are cut, and its checks."""
+reference, the networks' mean and the gates, the same mask however the frames are cut, and its checks."""
 
 import sys
 from pathlib import Path
@@ -131,36 +131,37 @@ def _fixed(moves):
     return Fixed([])
 
 
-@pytest.mark.parametrize("moves, expected, calls", [
-    ([[-0.2, 0.3, 0.1, 0.0]], [-0.2, 0.3, 0.1, 0.0], [4]),
-    ([[-0.2, 0.3, 0.1, 0.0], [-0.5, 0.1, -0.1, 0.2]], [-0.2, 0.1, 0.0, 0.0], [4, 3]),
-    ([[-0.2, 0.3], [-0.5, 0.1], [-0.1, 0.4]], [-0.1, 0.1], [2, 2, 2]),
-    ([[-0.2, 0.3], [0.5, 0.1], [-0.1, 0.4]], [0.0, 0.1], [2, 2, 1]),
+@pytest.mark.parametrize("moves, expected", [
+    ([[-0.2, 0.3, 0.1, 0.0]], [-0.2, 0.3, 0.1, 0.0]),
+    ([[-0.2, 0.3, 0.1, 0.0], [-0.5, 0.1, -0.1, 0.2]], [-0.35, 0.2, 0.0, 0.1]),
+    ([[-0.2, 0.3], [0.5, 0.1], [-0.6, 0.2]], [-0.1, 0.2]),
 ])
-def test_only_moves_of_one_sign_count_by_the_least(moves, expected, calls):
-    """A network after the first is asked only about the rows on which all before it agree."""
+def test_the_move_is_to_the_mean_of_the_networks(moves, expected):
     networks = _fixed(moves)
     rows = np.arange(len(expected), dtype=float)[:, None]
     everywhere = np.ones(len(expected), dtype=bool)
-    agreed = bg.agreed_moves(networks, rows, np.full(len(expected), -1.0), everywhere, everywhere, 0.1)
-    np.testing.assert_allclose(agreed, expected, rtol=0, atol=1e-15)
-    assert networks.calls == calls
+    moved = bg.mean_moves(networks, rows, np.full(len(expected), -1.0), everywhere, everywhere, 0.1)
+    np.testing.assert_allclose(moved, expected, rtol=0, atol=1e-7)  # the networks' single precision
+    assert networks.calls == [len(expected)] * len(moves)
 
 
-def test_predictions_beyond_the_floor_and_one_are_clipped():
-    networks = _fixed([[-2.0, 1.5, 0.5]])  # to gains of -3 (below log 0.1), 0.5 (above 0) and -0.5
-    agreed = bg.agreed_moves(networks, np.arange(3.0)[:, None], np.full(3, -1.0), *np.ones((2, 3), bool), 0.1)
-    np.testing.assert_allclose(agreed, [np.log(0.1) + 1.0, 1.0, 0.5], rtol=0, atol=1e-15)
+def test_predictions_beyond_the_floor_and_one_are_clipped_before_the_mean():
+    networks = _fixed([[-2.0, 1.5, 0.5], [-0.5, -0.5, 0.3]])  # gains of -3 (below log 0.1) and 0.5 (above 0) clipped
+    moved = bg.mean_moves(networks, np.arange(3.0)[:, None], np.full(3, -1.0), *np.ones((2, 3), bool), 0.1)
+    np.testing.assert_allclose(moved, [(np.log(0.1) + 1.0 - 0.5) / 2, (1.0 - 0.5) / 2, 0.4], rtol=0, atol=1e-7)
 
 
-def test_gated_moves_are_not_asked_of_the_other_networks():
-    networks = _fixed([[-0.2, -0.2, 0.3, 0.3], [-0.1, -0.1, 0.1, 0.1]])
-    rows = np.arange(4.0)[:, None]
-    lowering = np.array([True, False, True, True])
-    raising = np.array([True, True, True, False])
-    np.testing.assert_allclose(bg.agreed_moves(networks, rows, np.full(4, -1.0), lowering, raising, 0.1),
-                               [-0.1, 0.0, 0.1, 0.0], rtol=0, atol=1e-15)
-    assert networks.calls == [4, 2]
+def test_gated_moves_are_dropped_and_rows_that_cannot_move_are_not_asked():
+    """A lowering where lowering is shut, a raising where raising is, is dropped; a gain at the floor where raising is
+    shut, or at one where lowering is, is not given to the networks."""
+    networks = _fixed([[-0.2, 0.3, 0.3, -0.2, 0.5, -0.5], [-0.4, 0.1, 0.1, -0.4, 0.5, -0.5]])
+    rows = np.arange(6.0)[:, None]
+    gains = np.array([-1.0, -1.0, -1.0, -1.0, np.log(0.1), 0.0])
+    lowering = np.array([False, True, True, True, True, False])
+    raising = np.array([True, False, True, True, False, True])
+    np.testing.assert_allclose(bg.mean_moves(networks, rows, gains, lowering, raising, 0.1),
+                               [0.0, 0.0, 0.2, -0.3, 0.0, 0.0], rtol=0, atol=1e-7)
+    assert networks.calls == [4, 4]
 
 
 def _corrected(pieces, networks):
@@ -168,34 +169,29 @@ def _corrected(pieces, networks):
     return np.concatenate([mask for _, mask in bg.corrected_masks(pieces, networks, ANALYSIS, 0.1)], axis=1)
 
 
-def test_networks_that_disagree_leave_the_mask_as_it_is(rng):
-    S, mixture, speech, noise, mask = _separation(rng)
-    corrected = _corrected([(S, mixture, speech, noise, mask)], _constant([0.0, np.log(0.1)]))
-    np.testing.assert_array_equal(corrected, mask)
-
-
-def test_agreed_moves_take_the_mask_halfway_where_the_gates_let_them(rng):
+@pytest.mark.parametrize("values, gated_by", [([0.0, 0.0], "noise"), ([np.log(0.1), np.log(0.1) - 1.0], "speech"),
+                                              ([0.0, np.log(0.1)], None)])
+def test_the_mask_moves_halfway_to_the_mean_where_the_gates_let_it(rng, values, gated_by):
     """Networks agreeing on a gain of one raise a band's gain halfway in logs, but not where its noise part is more
-    than NOISE_GATE_DB above its speech part; on the floor's gain they lower it, but not where its speech part is
-    more than SPEECH_GATE_DB above its noise part."""
+    than NOISE_GATE_DB above its speech part; on the floor's gain (one of them below it) they lower it, but not where
+    its speech part is more than SPEECH_GATE_DB above its noise part; on one and the floor, the mean of the two."""
     S, mixture, speech, noise, mask = _separation(rng)
     bands = bg.band_weights(ANALYSIS)
     levels = bg.band_levels(bands, mixture, speech, noise, mask)
     spread = bands / np.maximum(bands.sum(axis=0), 1e-10)
     speech_over_noise_db = 10 * np.log10(np.e) * (levels[1] - levels[2])
-    raised = _corrected([(S, mixture, speech, noise, mask)], _constant([0.0, 0.5]))
-    gated = speech_over_noise_db < -bg.NOISE_GATE_DB
-    assert 0 < gated.mean() < 1  # some band-frames of each
-    want = np.clip(mask * np.exp(spread.T @ (bg.BLEND * np.where(gated, 0.0, -levels[3]))), 0.1, 1.0)
-    np.testing.assert_allclose(raised, want, rtol=1e-12)
-    assert np.all(raised >= mask) and np.any(raised > mask)
-
-    low = np.log(0.1)
-    lowered = _corrected([(S, mixture, speech, noise, mask)], _constant([low, low - 1.0]))
-    gated = speech_over_noise_db > bg.SPEECH_GATE_DB
-    assert 0 < gated.mean() < 1  # some band-frames of each
-    moves = np.where(gated, 0.0, low - levels[3])
-    np.testing.assert_allclose(lowered, np.clip(mask * np.exp(spread.T @ (bg.BLEND * moves)), 0.1, 1.0), rtol=1e-12)
+    moves = np.mean(np.clip(values, np.log(0.1), 0.0)) - levels[3]
+    passes = (moves < 0) & (speech_over_noise_db <= bg.SPEECH_GATE_DB) | (moves > 0) & (
+        speech_over_noise_db >= -bg.NOISE_GATE_DB)
+    if gated_by is not None:
+        gated = speech_over_noise_db < -bg.NOISE_GATE_DB if gated_by == "noise" else (
+            speech_over_noise_db > bg.SPEECH_GATE_DB)
+        assert 0 < gated.mean() < 1  # some band-frames of each
+        np.testing.assert_array_equal(passes[moves != 0], ~gated[moves != 0])
+    want = np.clip(mask * np.exp(spread.T @ (bg.BLEND * np.where(passes, moves, 0.0))), 0.1, 1.0)
+    corrected = _corrected([(S, mixture, speech, noise, mask)], _constant(values))
+    np.testing.assert_allclose(corrected, want, rtol=1e-6)  # the networks' single precision
+    assert not np.allclose(corrected, mask)
 
 
 @pytest.mark.parametrize("cut", ["whole", "frames", "random"])
@@ -210,7 +206,7 @@ def test_the_mask_does_not_depend_on_how_the_frames_are_cut(rng, cut):
     pieces = [tuple(part[:, a:b] for part in (S, mixture, speech, noise, mask)) for a, b in zip(edges, edges[1:])]
     given = list(bg.corrected_masks(pieces, networks, ANALYSIS, 0.1))
     np.testing.assert_array_equal(np.concatenate([S_part for S_part, _ in given], axis=1), S)
-    # the networks run in single precision on the rows still in question, whose number depends on the cut
+    # the networks run in single precision on blocks of rows whose size depends on the cut
     np.testing.assert_allclose(np.concatenate([part for _, part in given], axis=1), whole, rtol=0, atol=1e-7)
 
 

@@ -10,11 +10,15 @@ mono by the mean over channels, unless the reader is asked to keep them
 :class:`sepsti.core.errors.ParameterError` with a one-line message ``<path>: <why>``.
 
 File names go to libsndfile as bytes (``os.fsencode``), so names that are not
-valid UTF-8 (read from the command line as surrogate escapes) work too.
+valid UTF-8 (read from the command line as surrogate escapes) work too. While libsndfile reads, the process's
+standard error (file descriptor 2) goes to the null device: its MP3 decoder (libmpg123) prints its own diagnostics
+of a corrupt stream there, and the reader's one line says what went wrong.
 """
 
+import contextlib
 import os
 import struct
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -41,6 +45,28 @@ class AudioInfo(NamedTuple):
     def duration(self):
         """Length in seconds."""
         return self.num_samples / self.sample_rate
+
+
+@contextlib.contextmanager
+def _decoders_quiet():
+    """File descriptor 2 sent to the null device for the block, then restored."""
+    try:
+        sys.stderr.flush()  # what Python has written goes out first
+    except (AttributeError, OSError, ValueError):
+        pass
+    try:
+        saved = os.dup(2)
+    except OSError:  # no standard error to quiet
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def _check_file(path):
@@ -107,7 +133,8 @@ def audio_info(path):
 
     path = _check_file(path)
     try:
-        info = soundfile.info(os.fsencode(path))
+        with _decoders_quiet():
+            info = soundfile.info(os.fsencode(path))
     except (RuntimeError, soundfile.SoundFileError, TypeError) as error:
         raise ParameterError(f"{path}: not a readable audio file ({_describe(error)})") from None
     missing = _wav_data_shortfall(path)
@@ -145,7 +172,8 @@ def read_audio(path, *, downmix=True):
     info = audio_info(path)
     path = Path(path)
     try:
-        data, sample_rate = soundfile.read(os.fsencode(path), dtype="float64", always_2d=True)
+        with _decoders_quiet():
+            data, sample_rate = soundfile.read(os.fsencode(path), dtype="float64", always_2d=True)
     except (RuntimeError, soundfile.SoundFileError, TypeError, ValueError) as error:
         raise ParameterError(f"{path}: corrupt audio file ({_describe(error)})") from None
     if data.shape[0] != info.num_samples:
@@ -191,10 +219,13 @@ def read_audio_blocks(path, *, block_size=1 << 16, downmix=True):
     path = Path(path)
     count = 0
     try:
-        with soundfile.SoundFile(os.fsencode(path)) as handle:
+        with _decoders_quiet():
+            handle = soundfile.SoundFile(os.fsencode(path))
+        with handle:
             while True:
                 try:
-                    data = handle.read(block_size, dtype="float64", always_2d=True)
+                    with _decoders_quiet():  # not held over the yield below
+                        data = handle.read(block_size, dtype="float64", always_2d=True)
                 except (RuntimeError, soundfile.SoundFileError, TypeError, ValueError) as error:
                     raise ParameterError(f"{path}: corrupt audio file ({_describe(error)})") from None
                 if data.shape[0] == 0:

@@ -294,3 +294,44 @@ def test_check_aligned_refuses_another_rate_or_length_naming_both_files():
     with pytest.raises(ParameterError, match=r"^n\.wav: 100 samples but its clean file c\.wav has 99; files must be "
                                              r"sample-aligned$"):
         check_aligned("n.wav", y, 8000, "c.wav", y[:99], 8000)
+
+
+def _corrupt_mp3(path):
+    """A 3 s MP3 with 300 of its bytes past the first frame overwritten: libmpg123 prints errors as it decodes."""
+    if "MP3" not in soundfile.available_formats():
+        pytest.skip("this libsndfile writes no MP3")
+    soundfile.write(str(path), 0.1 * np.random.default_rng(0).standard_normal(48000), 16000, format="MP3")
+    data = bytearray(path.read_bytes())
+    rng = np.random.default_rng(1)
+    for position in rng.integers(500, len(data), 300):
+        data[position] = rng.integers(256)
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("read", [read_audio, lambda path: list(read_audio_blocks(path, block_size=4096))])
+def test_a_corrupt_mp3_is_refused_in_one_line_without_the_decoders_own(tmp_path, capfd, monkeypatch, read):
+    import contextlib
+
+    from sepsti.corpora import audio
+
+    path = _corrupt_mp3(tmp_path / "a.mp3")
+    with pytest.raises(ParameterError, match=r"a\.mp3: corrupt audio file \(header says 48000 samples, \d+ could"):
+        read(path)
+    assert capfd.readouterr().err == ""
+    monkeypatch.setattr(audio, "_decoders_quiet", contextlib.nullcontext)
+    with pytest.raises(ParameterError):
+        read(path)
+    assert "libmpg123" in capfd.readouterr().err  # what the quieting keeps from the terminal
+
+
+def test_standard_error_is_back_between_blocks_and_after(tmp_path, capfd):
+    import sys
+
+    path = _write(tmp_path / "a.wav", np.zeros(300))
+    print("before", file=sys.stderr, end=" ")  # buffered by Python: flushed before the quieting, not lost
+    for number, _ in enumerate(read_audio_blocks(path, block_size=100)):
+        os.write(2, f"block {number} ".encode())
+    read_audio(path)
+    os.write(2, b"after")
+    assert capfd.readouterr().err == "before block 0 block 1 block 2 after"

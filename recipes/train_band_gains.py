@@ -133,9 +133,9 @@ class Training(NamedTuple):
     talker_copies: int = 1
     talker_mixtures: int = 6
     groups: int = 4
-    rows: int = 400_000
+    rows: int = 1_200_000
     hidden: tuple = (64, 32)
-    max_iter: int = 60
+    max_iter: int = 150
 
 
 #: At 16 kHz, where the wideband talkers are all the speech: each clean twice and in 18 mixtures.

@@ -376,23 +376,15 @@ def _trained(examples, training, seed):
         counts = rng.multinomial(training.rows, totals / totals.sum())
         picks.append([rng.choice(w.size, count, p=w / w.sum()) if count else np.zeros(0, dtype=int)
                       for w, count in zip(weights, counts)])
-    inputs = [[] for _ in groups]
-    targets = [[] for _ in groups]
-    for e, (_, example) in enumerate(examples):
-        rows, target = example.inputs(), example.target.reshape(-1)
-        for k in range(len(groups)):
-            inputs[k].append(rows[picks[k][e]])
-            targets[k].append(target[picks[k][e]])
     fitted, fits = [], []
     for k, group in enumerate(groups):
-        X, y = np.concatenate(inputs[k]), np.concatenate(targets[k])
-        inputs[k] = targets[k] = None
+        X, y = _rows(examples, picks[k])
         scaler = StandardScaler().fit(X)
         network = MLPRegressor(hidden_layer_sizes=training.hidden, early_stopping=True, max_iter=training.max_iter,
                                random_state=seed, batch_size=1024, n_iter_no_change=5)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
-            network.fit(scaler.transform(X), y)
+            network.fit(scaler.transform(X, copy=False), y)
         fitted.append((scaler, network))
         fits.append({"without": group, "rows": len(X), "epochs": int(network.n_iter_),
                      "stopped_early": not any(issubclass(w.category, ConvergenceWarning) for w in caught),
@@ -400,6 +392,22 @@ def _trained(examples, training, seed):
                      "validation_r2": float(network.best_validation_score_),
                      "validation": [float(value) for value in network.validation_scores_]})
     return band_gains_of(fitted), fits
+
+
+def _rows(examples, picks):
+    """One network's inputs and targets: the band-frames ``picks`` (an index array per example), in the examples'
+    order. The inputs are built into one array of their final size, and a network's alone at a time: each example's
+    inputs are computed again for each network, so that the recipe holds a quarter of the rows it would at once."""
+    from sepsti.band_gains import NUM_INPUTS
+
+    X = np.empty((sum(len(chosen) for chosen in picks), NUM_INPUTS))
+    targets, start = [], 0
+    for (_, example), chosen in zip(examples, picks):
+        if len(chosen):
+            X[start:start + len(chosen)] = example.inputs()[chosen]
+            targets.append(example.target.reshape(-1)[chosen])
+            start += len(chosen)
+    return X, np.concatenate(targets)
 
 
 def band_gains_of(fitted):

@@ -125,6 +125,23 @@ def test_the_talkers_mixtures_are_made_at_the_dictionarys_rate(tmp_path, rng, ra
     assert len(noises) == 2 * training.talker_mixtures and all(np.all(noise[:rate // 10] != 0) for noise in noises)
 
 
+def test_a_networks_rows_are_its_picks_of_each_separation_in_order(rng):
+    """One network's rows, built into one array: each example's inputs and targets at its picked band-frames (none,
+    repeated, out of order), the examples in turn."""
+    from sepsti.band_gains import NUM_BANDS, NUM_INPUTS, TrainingExample
+
+    examples = [("kind", TrainingExample(rng.standard_normal((4, NUM_BANDS, m)).astype(np.float32),
+                                         rng.random((NUM_BANDS, m), dtype=np.float32), np.ones((NUM_BANDS, m))))
+                for m in (3, 40, 7)]
+    picks = [np.array([5, 5, 0]), np.zeros(0, dtype=int), np.array([139, 2, 60, 2])]
+    X, y = train_band_gains._rows(examples, picks)
+    assert X.shape == (7, NUM_INPUTS) and X.dtype == np.float64 and y.dtype == np.float32
+    np.testing.assert_array_equal(X[:3], examples[0][1].inputs()[[5, 5, 0]])
+    np.testing.assert_array_equal(X[3:], examples[2][1].inputs()[[139, 2, 60, 2]])
+    np.testing.assert_array_equal(y, np.concatenate([examples[0][1].target.reshape(-1)[[5, 5, 0]],
+                                                     examples[2][1].target.reshape(-1)[[139, 2, 60, 2]]]))
+
+
 def test_a_dictionary_at_another_rate_is_refused(noizeus_root, tmp_path, rng):
     from sepsti.core.errors import ParameterError
     from sepsti.dictionary import save_dictionary

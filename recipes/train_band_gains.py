@@ -396,8 +396,8 @@ def _trained(examples, training, seed):
 
 def _rows(examples, picks):
     """One network's inputs and targets: the band-frames ``picks`` (an index array per example), in the examples'
-    order. The inputs are built into one array of their final size, and a network's alone at a time: each example's
-    inputs are computed again for each network, so that the recipe holds a quarter of the rows it would at once."""
+    order, built into one array of their final size. Each example's inputs are computed again for each network, so
+    that the recipe holds one network's rows at a time, not every network's."""
     from sepsti.band_gains import NUM_INPUTS
 
     X = np.empty((sum(len(chosen) for chosen in picks), NUM_INPUTS))

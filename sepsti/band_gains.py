@@ -8,9 +8,11 @@ and falls within them, and predict the band's ideal gain ``sqrt(B|X|² / B|Y|²)
 clean speech, ``Y`` the mixture). Each network is trained without a share of the training's noise types; the mask
 moves :data:`BLEND` of the way (in logs) toward the mean of their predictions; it is not lowered in a band where
 the separation puts the speech part more than :data:`SPEECH_GATE_DB` above the noise part (there the networks'
-lowering lost on near-clean input), nor raised where it puts the noise part more than :data:`NOISE_GATE_DB` above
-the speech part (there the raising lowered PESQ under talkers unlike the NOIZEUS ones); band-frames that no move
-may leave are not asked about. The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned
+lowering lost on near-clean input) unless it puts the speech part no more than :data:`NOISY_CONTEXT_DB` above the
+noise part over all bands within ±:data:`CONTEXT` frames (there the voice-like parts of a noise are what the gate
+kept), nor raised where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the
+raising lowered PESQ under talkers unlike the NOIZEUS ones); band-frames that no move may leave are not asked about.
+The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned
 correction of the band gains", "Half a second around the frame", "The networks' mean") has the measurements;
 ``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary file
 (:attr:`sepsti.dictionary.Dictionary.band_gains`).
@@ -26,9 +28,9 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "TOP_SHARE", "highest_hz", "OFFSETS", "CONTEXT", "NUM_INPUTS",
-           "BLEND", "SPEECH_GATE_DB", "NOISE_GATE_DB", "INPUT_FRAMES", "validate_band_gains", "band_weights",
-           "band_levels", "network_inputs", "ideal_band_gains", "TrainingExample", "training_example", "mean_moves",
-           "corrected_mask", "corrected_masks"]
+           "BLEND", "SPEECH_GATE_DB", "NOISY_CONTEXT_DB", "NOISE_GATE_DB", "INPUT_FRAMES", "validate_band_gains",
+           "band_weights", "band_levels", "network_inputs", "noisy_context", "ideal_band_gains", "TrainingExample",
+           "training_example", "mean_moves", "corrected_mask", "corrected_masks"]
 
 NUM_BANDS = 20
 LOWEST_HZ = 100.0
@@ -50,6 +52,9 @@ _EARLIER_INPUTS = 107
 BLEND = 0.5
 #: No lowering where the separation's speech part is this far (dB) above its noise part in the band.
 SPEECH_GATE_DB = 15.0
+#: Lowering is let through in every band of a frame where the separation's speech part is at most this far (dB) above
+#: its noise part, their powers summed over all bands and the frames within ±:data:`CONTEXT` (:func:`noisy_context`).
+NOISY_CONTEXT_DB = 5.0
 #: No raising where the separation's noise part is this far (dB) above its speech part in the band.
 NOISE_GATE_DB = 0.0
 #: Frames whose networks' inputs are built at once (30 kB a frame), so that memory does not grow with a piece.
@@ -286,18 +291,29 @@ def mean_moves(band_gains, rows, gains, lowering, raising, floor):
     return moves
 
 
+def noisy_context(levels, start, stop):
+    """Whether the separation puts the speech part at most :data:`NOISY_CONTEXT_DB` above the noise part, their
+    powers summed over all bands and the frames within ±:data:`CONTEXT`, for frames ``start:stop`` of ``levels``
+    (:func:`band_levels`, with :data:`CONTEXT` frames on each side of them); shape (stop − start,)."""
+    powers = np.exp(levels[0] + levels[1:3]).sum(axis=1)  # (2, frames): the speech and noise parts' power
+    windows = np.lib.stride_tricks.sliding_window_view(powers[:, start - CONTEXT:stop + CONTEXT], 2 * CONTEXT + 1,
+                                                       axis=1).sum(axis=2)
+    return windows[0] <= 10.0 ** (NOISY_CONTEXT_DB / 10.0) * windows[1]
+
+
 def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
     """The mask of frames ``start:stop`` of ``levels`` (:func:`band_levels`, with :data:`CONTEXT` frames on each
     side), corrected; ``mask`` holds those frames only, ``spread`` the bands' weights over the sum of them in each
     bin (``(NUM_BANDS, n_bins)``: how a band's move reaches the bins)."""
     speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1, :, start:stop] - levels[2, :, start:stop])
+    lowering = (speech_over_noise_db <= SPEECH_GATE_DB) | noisy_context(levels, start, stop)
     moves = np.empty((NUM_BANDS, stop - start))
     for first in range(start, stop, INPUT_FRAMES):
         last = min(first + INPUT_FRAMES, stop)
         snr = speech_over_noise_db[:, first - start:last - start].reshape(-1)
         moves[:, first - start:last - start] = mean_moves(
             band_gains, network_inputs(levels, first, last), levels[3, :, first:last].reshape(-1),
-            snr <= SPEECH_GATE_DB, snr >= -NOISE_GATE_DB, floor).reshape(NUM_BANDS, -1)
+            lowering[:, first - start:last - start].reshape(-1), snr >= -NOISE_GATE_DB, floor).reshape(NUM_BANDS, -1)
     return np.clip(mask * np.exp(spread.T @ (BLEND * moves)), floor, 1.0)
 
 

@@ -34,9 +34,11 @@ def _constant(values):
                         (np.zeros((count, bg.NUM_INPUTS + 1, 1)),), output)
 
 
-def _separation(rng, frames=40):
+def _separation(rng, frames=40, loudness=1.0):
+    """``(S, mixture, speech, noise, mask)`` of random parts, the speech scaled by ``loudness`` (each frame's or
+    one)."""
     n_bins = ANALYSIS.n_bins
-    speech = rng.gamma(0.5, 1.0, (n_bins, frames)) * np.linspace(3.0, 0.1, n_bins)[:, None]
+    speech = rng.gamma(0.5, 1.0, (n_bins, frames)) * np.linspace(3.0, 0.1, n_bins)[:, None] * loudness
     noise = rng.gamma(2.0, 0.3, (n_bins, frames))
     mixture = speech + noise
     mask = np.maximum(speech / (speech + noise), 0.1)
@@ -169,25 +171,51 @@ def _corrected(pieces, networks):
     return np.concatenate([mask for _, mask in bg.corrected_masks(pieces, networks, ANALYSIS, 0.1)], axis=1)
 
 
+def _noisy_context_of(levels):
+    """Per frame, whether the speech part's power over the ±CONTEXT frames is at most NOISY_CONTEXT_DB above the
+    noise part's, the first and last frames standing for those beyond them (a frame at a time)."""
+    ends = [np.repeat(levels[:, :, :1], bg.CONTEXT, axis=2), np.repeat(levels[:, :, -1:], bg.CONTEXT, axis=2)]
+    padded = np.concatenate([ends[0], levels, ends[1]], axis=2)
+    speech, noise = (np.exp(padded[0] + padded[part]).sum(axis=0) for part in (1, 2))
+    width = 2 * bg.CONTEXT + 1
+    return np.array([10 * np.log10(speech[t:t + width].sum() / noise[t:t + width].sum()) <= bg.NOISY_CONTEXT_DB
+                     for t in range(levels.shape[2])])
+
+
+def test_a_noisy_context_is_the_speech_and_noise_parts_power_over_half_a_second(rng):
+    levels = rng.normal(-1.0, 1.0, (4, bg.NUM_BANDS, 200))
+    levels[1, :, :100] -= 2.0  # the speech part well below the noise part until frame 100, well above it after
+    levels[1, :, 100:] += 3.0
+    want = _noisy_context_of(levels)[40:160]
+    assert 0 < want.mean() < 1
+    np.testing.assert_array_equal(bg.noisy_context(levels, 40, 160), want)
+
+
 @pytest.mark.parametrize("values, gated_by", [([0.0, 0.0], "noise"), ([np.log(0.1), np.log(0.1) - 1.0], "speech"),
                                               ([0.0, np.log(0.1)], None)])
 def test_the_mask_moves_halfway_to_the_mean_where_the_gates_let_it(rng, values, gated_by):
     """Networks agreeing on a gain of one raise a band's gain halfway in logs, but not where its noise part is more
     than NOISE_GATE_DB above its speech part; on the floor's gain (one of them below it) they lower it, but not where
-    its speech part is more than SPEECH_GATE_DB above its noise part; on one and the floor, the mean of the two."""
-    S, mixture, speech, noise, mask = _separation(rng)
+    its speech part is more than SPEECH_GATE_DB above its noise part and the half second around the frame is not
+    noisy; on one and the floor, the mean of the two."""
+    frames = 160  # the speech 30 dB louder in the first half: a clean context there, a noisy one in the second
+    S, mixture, speech, noise, mask = _separation(rng, frames, np.where(np.arange(frames) < frames // 2, 10.0, 0.3))
     bands = bg.band_weights(ANALYSIS)
     levels = bg.band_levels(bands, mixture, speech, noise, mask)
     spread = bands / np.maximum(bands.sum(axis=0), 1e-10)
     speech_over_noise_db = 10 * np.log10(np.e) * (levels[1] - levels[2])
+    noisy = _noisy_context_of(levels)
+    assert 0 < noisy.mean() < 1
     moves = np.mean(np.clip(values, np.log(0.1), 0.0)) - levels[3]
-    passes = (moves < 0) & (speech_over_noise_db <= bg.SPEECH_GATE_DB) | (moves > 0) & (
+    passes = (moves < 0) & ((speech_over_noise_db <= bg.SPEECH_GATE_DB) | noisy) | (moves > 0) & (
         speech_over_noise_db >= -bg.NOISE_GATE_DB)
     if gated_by is not None:
         gated = speech_over_noise_db < -bg.NOISE_GATE_DB if gated_by == "noise" else (
-            speech_over_noise_db > bg.SPEECH_GATE_DB)
+            (speech_over_noise_db > bg.SPEECH_GATE_DB) & ~noisy)
         assert 0 < gated.mean() < 1  # some band-frames of each
         np.testing.assert_array_equal(passes[moves != 0], ~gated[moves != 0])
+        if gated_by == "speech":  # lowered for the noisy context alone
+            assert (passes & (speech_over_noise_db > bg.SPEECH_GATE_DB)).any()
     want = np.clip(mask * np.exp(spread.T @ (bg.BLEND * np.where(passes, moves, 0.0))), 0.1, 1.0)
     corrected = _corrected([(S, mixture, speech, noise, mask)], _constant(values))
     np.testing.assert_allclose(corrected, want, rtol=1e-6)  # the networks' single precision

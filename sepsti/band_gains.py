@@ -12,10 +12,9 @@ lowering lost on near-clean input) unless it puts the speech part no more than :
 noise part over all bands within ±:data:`CONTEXT` frames (there the voice-like parts of a noise are what the gate
 kept), nor raised where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the
 raising lowered PESQ under talkers unlike the NOIZEUS ones); band-frames that no move may leave are not asked about.
-The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned
-correction of the band gains", "Half a second around the frame", "The networks' mean", "The speech gate opened
-where the half second is noisy") has the measurements;
-``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary file
+The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned correction of the band gains",
+"Half a second around the frame", "The networks' mean", "The speech gate opened where the half second is noisy")
+has the measurements; ``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary file
 (:attr:`sepsti.dictionary.Dictionary.band_gains`).
 
 Conventions

@@ -307,13 +307,14 @@ def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
     bin (``(NUM_BANDS, n_bins)``: how a band's move reaches the bins)."""
     speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1, :, start:stop] - levels[2, :, start:stop])
     lowering = (speech_over_noise_db <= SPEECH_GATE_DB) | noisy_context(levels, start, stop)
+    raising = speech_over_noise_db >= -NOISE_GATE_DB
     moves = np.empty((NUM_BANDS, stop - start))
     for first in range(start, stop, INPUT_FRAMES):
         last = min(first + INPUT_FRAMES, stop)
-        snr = speech_over_noise_db[:, first - start:last - start].reshape(-1)
-        moves[:, first - start:last - start] = mean_moves(
+        block = slice(first - start, last - start)
+        moves[:, block] = mean_moves(
             band_gains, network_inputs(levels, first, last), levels[3, :, first:last].reshape(-1),
-            lowering[:, first - start:last - start].reshape(-1), snr >= -NOISE_GATE_DB, floor).reshape(NUM_BANDS, -1)
+            lowering[:, block].reshape(-1), raising[:, block].reshape(-1), floor).reshape(NUM_BANDS, -1)
     return np.clip(mask * np.exp(spread.T @ (BLEND * moves)), floor, 1.0)
 
 

@@ -319,15 +319,16 @@ def default_corpus():
     return None
 
 
-def dictionary_to_extend(path):
+def dictionary_to_extend(path, *, band_gains=True):
     """The dictionary a recipe learns a part of for: ``path`` or, if None, the shipped 8 kHz one; as
-    ``(path, Dictionary, the dtype its W is stored in)``, so that it is written back as it was stored."""
+    ``(path, Dictionary, the dtype its W is stored in)``, so that it is written back as it was stored. With
+    ``band_gains`` False its learned band-gain correction is left out unread (a recipe that trains it again)."""
     import numpy as np
 
     from sepsti.dictionary import load_dictionary, narrowband_dictionary_path
 
     source = path or narrowband_dictionary_path()
-    dictionary = load_dictionary(source)
+    dictionary = load_dictionary(source, band_gains=band_gains)
     with np.load(source) as stored:
         return source, dictionary, stored["W"].dtype
 

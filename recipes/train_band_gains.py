@@ -19,8 +19,8 @@ The noise types (the corpus's, the recorded ones and the clean speech) are dealt
 :attr:`Training.groups` groups, and one network (scikit-learn's ``MLPRegressor``) is trained without each, on
 :attr:`Training.rows` band-frames drawn from the rest. The dictionary is written again with the networks in its
 ``band_gains`` field, to ``DIR/<its name>.npz`` (``--out``; to ship it, copy it over the shipped dictionary of its
-rate in ``sepsti/data``). ``--quick``: two sentences, two wideband talkers, four recorded
-types, two SNRs, two groups, 20,000 rows.
+rate in ``sepsti/data``); networks the given file already holds are left out unread, whichever version trained
+them. ``--quick``: two sentences, two wideband talkers, four recorded types, two SNRs, two groups, 20,000 rows.
 
 The recorded noises come from Debian's packages, installed (``--root /``, the default) or unpacked into one
 folder (``dpkg-deb -x PACKAGE.deb DIR`` for each, ``--root DIR``)::
@@ -168,7 +168,7 @@ def main(argv=None):
     from sepsti.corpora.noizeus import TRAIN_IDS, corpus_index
     from sepsti.dictionary import save_dictionary
 
-    source, dictionary, storage = dictionary_to_extend(args.dictionary)
+    source, dictionary, storage = dictionary_to_extend(args.dictionary, band_gains=False)
     rate = dictionary.sample_rate
     if rate not in (8000, 16000):
         raise ParameterError(f"dictionary {source}: at {rate} Hz; the correction is trained at 8 kHz (the NOIZEUS "

@@ -3,8 +3,9 @@
 Per frame and band (:data:`NUM_BANDS` triangular bands, log-spaced from :data:`LOWEST_HZ` to :data:`TOP_SHARE` of the
 Nyquist frequency: 3.9 kHz at 8 kHz, 7.8 kHz at 16 kHz),
 small networks read the band powers of the mixture, of the speech part and of the noise part and the mask's band
-gain at :data:`OFFSETS` (up to ±:data:`CONTEXT` frames, half a second), and how far the mixture's band power rises
-and falls within them, and predict the band's ideal gain ``sqrt(B|X|² / B|Y|²)`` in logs (``X`` the
+gain and how periodic the mixture is in the band at the frame's voice period (:func:`periodicity`), each at
+:data:`OFFSETS` (up to ±:data:`CONTEXT` frames, half a second), and how far the mixture's band power rises and falls
+within them, and predict the band's ideal gain ``sqrt(B|X|² / B|Y|²)`` in logs (``X`` the
 clean speech, ``Y`` the mixture). Each network is trained without a share of the training's noise types; the mask
 moves :data:`BLEND` of the way (in logs) toward the mean of their predictions; it is not lowered in a band where
 the separation puts the speech part more than :data:`SPEECH_GATE_DB` above the noise part (there the networks'
@@ -23,14 +24,15 @@ Magnitudes are ``(n_bins, m)`` in the enhancer's analysis framing (:func:`sepsti
 band values ``(NUM_BANDS, m)``, and a network's inputs one row per band and frame, bands first.
 """
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
 
 __all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "TOP_SHARE", "highest_hz", "OFFSETS", "CONTEXT", "NUM_INPUTS",
-           "BLEND", "SPEECH_GATE_DB", "NOISY_CONTEXT_DB", "NOISE_GATE_DB", "INPUT_FRAMES", "validate_band_gains",
-           "band_weights", "band_levels", "network_inputs", "noisy_context", "ideal_band_gains", "TrainingExample",
-           "training_example", "mean_moves", "corrected_mask", "corrected_masks"]
+           "PITCH_HZ", "BLEND", "SPEECH_GATE_DB", "NOISY_CONTEXT_DB", "NOISE_GATE_DB", "INPUT_FRAMES",
+           "validate_band_gains", "band_weights", "periodicity", "band_levels", "network_inputs", "noisy_context",
+           "ideal_band_gains", "TrainingExample", "training_example", "mean_moves", "corrected_mask", "corrected_masks"]
 
 NUM_BANDS = 20
 LOWEST_HZ = 100.0
@@ -42,12 +44,14 @@ OFFSETS = (-32, -16, -8, -3, -2, -1, 0, 1, 2, 3, 8, 16, 32)
 #: Frames read on each side of a frame.
 CONTEXT = max(OFFSETS)
 #: Inputs per band and frame: for the band and its two neighbours, the speech and noise parts' band power over the
-#: mixture's, the mixture's band power over the frame's, and the mask's band gain, each at :data:`OFFSETS`; the
-#: band's power over the mean of the frame's bands; the highest and the lowest of the mixture's band power within
-#: ±:data:`CONTEXT` frames over the frame's; then which band it is.
-NUM_INPUTS = 3 * (4 * len(OFFSETS) + 3) + NUM_BANDS
-#: Inputs per band and frame of the networks of earlier versions, which read ±3 frames.
-_EARLIER_INPUTS = 107
+#: mixture's, the mixture's band power over the frame's, the mask's band gain and the mixture's periodicity, each at
+#: :data:`OFFSETS`; the band's power over the mean of the frame's bands; the highest and the lowest of the mixture's
+#: band power within ±:data:`CONTEXT` frames over the frame's; then which band it is.
+NUM_INPUTS = 3 * (5 * len(OFFSETS) + 3) + NUM_BANDS
+#: Inputs per band and frame of the networks of earlier versions, and what they lack.
+_EARLIER_INPUTS = {107: "read ±3 frames around the frame", 185: "do not read the mixture's periodicity"}
+#: The voice's fundamental frequencies (Hz) whose periods :func:`periodicity` searches.
+PITCH_HZ = (60.0, 400.0)
 #: The share of the move to the networks' mean prediction (in logs) the mask takes.
 BLEND = 0.5
 #: No lowering where the separation's speech part is this far (dB) above its noise part in the band.
@@ -87,10 +91,14 @@ class BandGains(NamedTuple):
     def predict_with(self, k, rows):
         """Network ``k``'s prediction for ``rows`` (n, NUM_INPUTS): shape (n,).
 
-        Computed in single precision (four times as fast as in double, to about 1e-5 in logs)."""
+        Computed in single precision (four times as fast as in double, to about 1e-5 in logs), the standardisation
+        folded into the first layer's weights."""
         single = np.float32
-        h = (np.asarray(rows, dtype=single) - self.mean[k].astype(single)) / self.scale[k].astype(single)
-        for layer in self.hidden:
+        first, mean, scale = (array[k].astype(single) for array in (self.hidden[0], self.mean, self.scale))
+        weights = first[:-1] / scale[:, None]
+        h = np.asarray(rows, dtype=single) @ weights + (first[-1] - mean @ weights)
+        np.maximum(h, 0.0, out=h)
+        for layer in self.hidden[1:]:
             weights = layer[k].astype(single)
             h = h @ weights[:-1] + weights[-1]
             np.maximum(h, 0.0, out=h)
@@ -132,10 +140,10 @@ def validate_band_gains(band_gains, *, name="band_gains"):
     for layer in hidden:
         chained &= layer.ndim == 3 and layer.shape[:2] == (networks, inputs + 1) and layer.shape[2] > 0
         inputs = layer.shape[-1] if layer.ndim else 0
-    if mean.ndim == 2 and mean.shape[1] == _EARLIER_INPUTS:
-        raise ParameterError(f"{name}: networks of {_EARLIER_INPUTS} inputs, which read ±3 frames around the frame as "
-                             f"earlier versions did; this one reads half a second ({NUM_INPUTS} inputs): train them "
-                             "again with recipes/train_band_gains.py")
+    if mean.ndim == 2 and mean.shape[1] in _EARLIER_INPUTS:
+        raise ParameterError(f"{name}: networks of {mean.shape[1]} inputs, which {_EARLIER_INPUTS[mean.shape[1]]} as "
+                             f"an earlier version's did ({NUM_INPUTS} inputs now): train them again with "
+                             "recipes/train_band_gains.py")
     if (networks < 1 or mean.shape != (networks, NUM_INPUTS) or scale.shape != mean.shape or not chained
             or output.shape != (networks, inputs + 1)):
         shapes = ", ".join(str(array.shape) for array in arrays)
@@ -158,8 +166,50 @@ def band_weights(framing):
     return np.clip(np.minimum(rising, falling), 0.0, None)
 
 
-def band_levels(bands, mixture, speech, noise, mask):
-    """Per band and frame, in logs: the mixture's power, the speech and noise parts' over it, the mask's gain.
+def periodicity(bands, power, sample_rate):
+    """Per band and frame, how periodic the windowed frame is at its voice period: its autocorrelation at that lag,
+    band-limited by the band's weights, over the band's power (1 where the band holds harmonics of the period alone,
+    about 0 for noise).
+
+    The period is the lag of :data:`PITCH_HZ` at which the frame's autocorrelation over the window's is highest.
+
+    Parameters
+    ----------
+    bands : ndarray, shape (NUM_BANDS, n_bins)
+        :func:`band_weights`.
+    power : ndarray, shape (n_bins, m)
+        The mixture's power spectra, the frames windowed by :func:`sepsti.features.window` of ``2 (n_bins - 1)``
+        points.
+    sample_rate : int
+
+    Returns
+    -------
+    ndarray, shape (NUM_BANDS, m)
+    """
+    n_fft = 2 * (power.shape[0] - 1)
+    shortest, windows, cosines = _period_search(sample_rate, n_fft)
+    frames = np.fft.irfft(power.T, n=n_fft)[:, shortest:shortest + len(windows)]  # autocorrelations at the lags
+    cosines = np.ascontiguousarray(cosines[np.argmax(frames / windows, axis=1)].T)  # (n_bins, m): at each period
+    return (bands @ (power * cosines)) / (bands @ power + _TINY)
+
+
+@functools.lru_cache(maxsize=4)
+def _period_search(sample_rate, n_fft):
+    """The lags :func:`periodicity` searches: the shortest, the window's autocorrelation at each, and
+    ``cos(2π k lag / n_fft)`` for each lag and bin ``k``."""
+    from sepsti.features import Framing, window
+
+    lags = np.arange(int(sample_rate / PITCH_HZ[1]), int(sample_rate / PITCH_HZ[0]) + 1)
+    windows = np.fft.irfft(np.abs(np.fft.rfft(window(Framing(sample_rate, n_fft, n_fft)))) ** 2, n=n_fft)
+    cosines = np.ascontiguousarray(np.cos(2 * np.pi * np.arange(n_fft // 2 + 1)[:, None] * lags[None, :] / n_fft).T)
+    for array in (windows, cosines):
+        array.setflags(write=False)  # shared by every call
+    return lags[0], windows[lags], cosines
+
+
+def band_levels(bands, mixture, speech, noise, mask, sample_rate):
+    """Per band and frame: in logs, the mixture's power, the speech and noise parts' over it, the mask's gain; then
+    the mixture's :func:`periodicity`.
 
     Parameters
     ----------
@@ -167,30 +217,32 @@ def band_levels(bands, mixture, speech, noise, mask):
         :func:`band_weights`.
     mixture, speech, noise, mask : ndarray, shape (n_bins, m)
         Magnitudes of the mixture and of the separation's parts, and the mask.
+    sample_rate : int
 
     Returns
     -------
-    ndarray, shape (4, NUM_BANDS, m)
+    ndarray, shape (5, NUM_BANDS, m)
     """
     power = mixture ** 2
     mixture_level = np.log(bands @ power + _TINY)
     return np.stack([mixture_level,
                      np.log(bands @ speech ** 2 + _TINY) - mixture_level,
                      np.log(bands @ noise ** 2 + _TINY) - mixture_level,
-                     0.5 * (np.log(bands @ (mask ** 2 * power) + _TINY) - mixture_level)])
+                     0.5 * (np.log(bands @ (mask ** 2 * power) + _TINY) - mixture_level),
+                     periodicity(bands, power, sample_rate)])
 
 
 def network_inputs(levels, start, stop):
     """The networks' inputs for frames ``start:stop`` of ``levels`` (:func:`band_levels`), which holds
     :data:`CONTEXT` frames on each side of them; shape ((stop - start) · NUM_BANDS, NUM_INPUTS), bands first."""
     span = np.stack([levels[:, :, start + offset:stop + offset] for offset in OFFSETS],
-                    axis=1)  # (4, len(OFFSETS), NUM_BANDS, m)
+                    axis=1)  # (5, len(OFFSETS), NUM_BANDS, m)
     level = levels[0, :, start:stop]
     around = np.lib.stride_tricks.sliding_window_view(levels[0, :, start - CONTEXT:stop + CONTEXT],
                                                       2 * CONTEXT + 1, axis=1)  # (NUM_BANDS, m, 2 CONTEXT + 1)
-    own = np.concatenate([span[1], span[2], span[0] - level, span[3], (level - level.mean(axis=0))[None],
+    own = np.concatenate([span[1], span[2], span[0] - level, span[3], span[4], (level - level.mean(axis=0))[None],
                           (around.max(axis=2) - level)[None],
-                          (around.min(axis=2) - level)[None]])  # (4 len(OFFSETS) + 3, NUM_BANDS, m)
+                          (around.min(axis=2) - level)[None]])  # (5 len(OFFSETS) + 3, NUM_BANDS, m)
     below = np.concatenate([own[:, :1], own[:, :-1]], axis=1)
     above = np.concatenate([own[:, 1:], own[:, -1:]], axis=1)
     which = np.broadcast_to(np.eye(NUM_BANDS)[:, :, None], (NUM_BANDS, NUM_BANDS, stop - start))
@@ -210,7 +262,7 @@ class TrainingExample(NamedTuple):
 
     Attributes
     ----------
-    levels : ndarray, shape (4, NUM_BANDS, m)
+    levels : ndarray, shape (5, NUM_BANDS, m)
         :func:`band_levels` of the enhancer's separation.
     target : ndarray, shape (NUM_BANDS, m)
         :func:`ideal_band_gains`.
@@ -251,7 +303,7 @@ def training_example(record, atoms, framing, floor):
     mask = speech_mask(speech, record.noise, floor)
     power = bands @ record.noisy ** 2
     weight = np.sqrt(power / max(power.mean(), _TINY))
-    return TrainingExample(band_levels(bands, record.noisy, speech, record.noise, mask),
+    return TrainingExample(band_levels(bands, record.noisy, speech, record.noise, mask, framing.sample_rate),
                            ideal_band_gains(bands, record.noisy, record.clean, floor), weight)
 
 
@@ -343,7 +395,7 @@ def corrected_masks(pieces, band_gains, framing, floor):
     before = None  # levels of the CONTEXT frames before the held ones
     held = None  # (S, mask, levels) of frames not yet given out
     for S, mixture, speech, noise, mask in pieces:
-        levels = band_levels(bands, mixture, speech, noise, mask)
+        levels = band_levels(bands, mixture, speech, noise, mask, framing.sample_rate)
         if before is None:
             before = np.repeat(levels[:, :, :1], CONTEXT, axis=2)
         if held is not None:

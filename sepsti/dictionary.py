@@ -194,7 +194,7 @@ def save_dictionary(path, dictionary, *, overwrite=False, dtype=np.float64):
             np.savez_compressed(handle, **arrays)
 
 
-def load_dictionary(path, *, features=True):
+def load_dictionary(path, *, features=True, band_gains=True):
     """Read a dictionary file and check every field.
 
     Parameters
@@ -204,6 +204,9 @@ def load_dictionary(path, *, features=True):
     features : bool
         Also require what :mod:`sepsti.features` can compute: the Hamming window, the int16
         scale and a framing of 50 % overlap (:func:`sepsti.features.validate_framing`).
+    band_gains : bool
+        Read the learned correction of the band gains; False leaves it out unread, for a recipe that
+        trains it again (whichever version trained the stored one).
 
     Returns
     -------
@@ -239,13 +242,13 @@ def load_dictionary(path, *, features=True):
             if missing:
                 raise ParameterError(f"{name}: field {missing[0]!r} is missing (a dictionary holds "
                                      f"{', '.join(FIELDS)}); retrain it with `sepsti train`")
-            band_gains = [field for field in archive.files if field.startswith(_BAND_GAINS)]
-            present = [*FIELDS, *(field for field in OPTIONAL_FIELDS if field in archive.files), *band_gains]
+            networks = [field for field in archive.files if band_gains and field.startswith(_BAND_GAINS)]
+            present = [*FIELDS, *(field for field in OPTIONAL_FIELDS if field in archive.files), *networks]
             _check_sizes(archive, present, name)
             raw = {field: archive[field] for field in FIELDS}
             optional = {field: archive[field] for field in OPTIONAL_FIELDS if field in archive.files}
-            if band_gains:
-                optional["band_gains"] = _band_gains_from(archive, band_gains, name)
+            if networks:
+                optional["band_gains"] = _band_gains_from(archive, networks, name)
     except ParameterError:
         raise
     except Exception as error:  # noqa: BLE001  any failure to parse the archive means a corrupt file

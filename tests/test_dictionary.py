@@ -81,6 +81,20 @@ def test_bad_band_gains_are_named(tmp_path, rng, change, message):
         load_dictionary(tmp_path / "d.npz")
 
 
+def test_networks_of_an_earlier_version_are_refused_unless_left_out(tmp_path, rng):
+    """A recipe that trains the networks again reads a file whose networks an earlier version trained."""
+    networks = _band_gains(rng)
+    earlier = networks._replace(mean=networks.mean[:, :185], scale=networks.scale[:, :185],
+                                hidden=(networks.hidden[0][:, -186:], *networks.hidden[1:]))
+    original = _dictionary(rng)
+    np.savez(tmp_path / "d.npz", **_fields(original), **_band_gain_fields(earlier))
+    with pytest.raises(ParameterError, match="networks of 185 inputs, .* train them again"):
+        load_dictionary(tmp_path / "d.npz")
+    loaded = load_dictionary(tmp_path / "d.npz", band_gains=False)
+    assert loaded.band_gains is None
+    np.testing.assert_array_equal(loaded.W, original.W)
+
+
 def test_numbers_that_need_their_full_width_round_trip(tmp_path, rng):
     """A prior rate not exact in float32 and a seed and iteration count beyond 32 bits come back as saved."""
     original = _dictionary(rng)._replace(prior_rate=0.1, seed=2 ** 40 + 1, iterations=2 ** 33, scale=32768.1)

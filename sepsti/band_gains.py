@@ -200,11 +200,11 @@ def _period_search(sample_rate, n_fft):
     from sepsti.features import Framing, window
 
     lags = np.arange(int(sample_rate / PITCH_HZ[1]), int(sample_rate / PITCH_HZ[0]) + 1)
-    windows = np.fft.irfft(np.abs(np.fft.rfft(window(Framing(sample_rate, n_fft, n_fft)))) ** 2, n=n_fft)
+    windows = np.fft.irfft(np.abs(np.fft.rfft(window(Framing(sample_rate, n_fft, n_fft)))) ** 2, n=n_fft)[lags]
     cosines = np.ascontiguousarray(np.cos(2 * np.pi * np.arange(n_fft // 2 + 1)[:, None] * lags[None, :] / n_fft).T)
     for array in (windows, cosines):
         array.setflags(write=False)  # shared by every call
-    return lags[0], windows[lags], cosines
+    return lags[0], windows, cosines
 
 
 def band_levels(bands, mixture, speech, noise, mask, sample_rate):

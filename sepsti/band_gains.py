@@ -88,22 +88,26 @@ class BandGains(NamedTuple):
     def num_networks(self):
         return self.mean.shape[0]
 
-    def predict_with(self, k, rows):
-        """Network ``k``'s prediction for ``rows`` (n, NUM_INPUTS): shape (n,).
+    def predict(self, rows):
+        """Every network's prediction for ``rows`` (n, NUM_INPUTS): shape (num_networks, n).
 
         Computed in single precision (four times as fast as in double, to about 1e-5 in logs), the standardisation
-        folded into the first layer's weights."""
+        folded into the first layer's weights, the networks' first layers side by side in one matrix product."""
         single = np.float32
-        first, mean, scale = (array[k].astype(single) for array in (self.hidden[0], self.mean, self.scale))
-        weights = first[:-1] / scale[:, None]
-        h = np.asarray(rows, dtype=single) @ weights + (first[-1] - mean @ weights)
+        first = self.hidden[0].astype(single)  # (networks, NUM_INPUTS + 1, units)
+        weights = first[:, :-1] / self.scale.astype(single)[:, :, None]
+        bias = first[:, -1] - np.einsum("ki,kiu->ku", self.mean.astype(single), weights)
+        units = weights.shape[2]
+        side_by_side = weights.transpose(1, 0, 2).reshape(weights.shape[1], -1)
+        h = np.asarray(rows, dtype=single) @ side_by_side + bias.reshape(-1)
         np.maximum(h, 0.0, out=h)
+        h = h.reshape(len(h), self.num_networks, units).transpose(1, 0, 2)  # (networks, n, units)
         for layer in self.hidden[1:]:
-            weights = layer[k].astype(single)
-            h = h @ weights[:-1] + weights[-1]
+            weights = layer.astype(single)
+            h = h @ weights[:, :-1] + weights[:, -1:]
             np.maximum(h, 0.0, out=h)
-        output = self.output[k].astype(single)
-        return (h @ output[:-1] + output[-1]).astype(np.float64)
+        output = self.output.astype(single)
+        return ((h @ output[:, :-1, None])[:, :, 0] + output[:, -1:]).astype(np.float64)
 
 
 def highest_hz(sample_rate):
@@ -245,7 +249,7 @@ def network_inputs(levels, start, stop):
                           (around.min(axis=2) - level)[None]])  # (5 len(OFFSETS) + 3, NUM_BANDS, m)
     below = np.concatenate([own[:, :1], own[:, :-1]], axis=1)
     above = np.concatenate([own[:, 1:], own[:, -1:]], axis=1)
-    which = np.broadcast_to(np.eye(NUM_BANDS)[:, :, None], (NUM_BANDS, NUM_BANDS, stop - start))
+    which = np.broadcast_to(np.eye(NUM_BANDS, dtype=levels.dtype)[:, :, None], (NUM_BANDS, NUM_BANDS, stop - start))
     inputs = np.concatenate([below, own, above, which], axis=0)  # (NUM_INPUTS, NUM_BANDS, m)
     return inputs.reshape(NUM_INPUTS, -1).T
 
@@ -335,9 +339,8 @@ def mean_moves(band_gains, rows, gains, lowering, raising, floor):
     moves = np.zeros(len(gains))
     if not live.size:
         return moves
-    rows = np.asarray(rows[live], dtype=np.float32)  # the networks' precision, once for all of them
-    mean = sum(np.clip(band_gains.predict_with(k, rows), low, 0.0)
-               for k in range(band_gains.num_networks)) / band_gains.num_networks
+    rows = np.asarray(rows[live], dtype=np.float32)  # the networks' precision
+    mean = np.clip(band_gains.predict(rows), low, 0.0).mean(axis=0)
     move = mean - gains[live]
     moves[live] = np.where((move < 0) & lowering[live] | (move > 0) & raising[live], move, 0.0)
     return moves
@@ -361,11 +364,12 @@ def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
     lowering = (speech_over_noise_db <= SPEECH_GATE_DB) | noisy_context(levels, start, stop)
     raising = speech_over_noise_db >= -NOISE_GATE_DB
     moves = np.empty((NUM_BANDS, stop - start))
+    single = levels.astype(np.float32)  # the networks' precision: their inputs built in it
     for first in range(start, stop, INPUT_FRAMES):
         last = min(first + INPUT_FRAMES, stop)
         block = slice(first - start, last - start)
         moves[:, block] = mean_moves(
-            band_gains, network_inputs(levels, first, last), levels[3, :, first:last].reshape(-1),
+            band_gains, network_inputs(single, first, last), levels[3, :, first:last].reshape(-1),
             lowering[:, block].reshape(-1), raising[:, block].reshape(-1), floor).reshape(NUM_BANDS, -1)
     return np.clip(mask * np.exp(spread.T @ (BLEND * moves)), floor, 1.0)
 

@@ -143,7 +143,7 @@ def save_dictionary(path, dictionary, *, overwrite=False, dtype=np.float64):
     dtype : numpy dtype
         Type ``W`` is stored in: float64, or float32 for a file half the size (atoms
         need no more than single precision; loading returns float64 either way). ``mask_atoms`` and ``band_gains``
-        are stored alike (the networks run in single precision, :meth:`sepsti.band_gains.BandGains.predict_with`, so
+        are stored alike (the networks run in single precision, :meth:`sepsti.band_gains.BandGains.predict`, so
         their predictions are the same either way).
 
     Raises

@@ -167,11 +167,9 @@ def test_the_bands_cover_the_modelled_band_and_sum_to_one_inside(framing, top):
 
 def _fixed(moves):
     """Networks moving a gain of -1 (in logs) by ``moves`` (num_networks, n) for the rows 0 .. n - 1 (a row's first
-    input is its number), each counting the rows it is given."""
+    input is its number), counting the rows each call gives them."""
     class Fixed(NamedTuple):
         calls: list
-
-        num_networks = len(moves)
 
         def predict(self, rows):
             self.calls.append(len(rows))

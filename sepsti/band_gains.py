@@ -7,14 +7,16 @@ gain and how periodic the mixture is in the band at the frame's voice period (:f
 :data:`OFFSETS` (up to ±:data:`CONTEXT` frames, half a second), and how far the mixture's band power rises and falls
 within them, and predict the band's ideal gain ``sqrt(B|X|² / B|Y|²)`` in logs (``X`` the
 clean speech, ``Y`` the mixture). Each network is trained without a share of the training's noise types; the mask
-moves :data:`BLEND` of the way (in logs) toward the mean of their predictions; it is not lowered in a band where
+moves toward the mean of their predictions (in logs), :data:`BLEND` of the way up and down as far as the networks
+agree (:func:`agreement_share`); it is not lowered in a band where
 the separation puts the speech part more than :data:`SPEECH_GATE_DB` above the noise part (there the networks'
 lowering lost on near-clean input) unless it puts the speech part no more than :data:`NOISY_CONTEXT_DB` above the
 noise part over all bands within ±:data:`CONTEXT` frames (there the voice-like parts of a noise are what the gate
 kept), nor raised where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the
 raising lowered PESQ under talkers unlike the NOIZEUS ones); band-frames that no move may leave are not asked about.
 The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned correction of the band gains",
-"Half a second around the frame", "The networks' mean", "The speech gate opened where the half second is noisy")
+"Half a second around the frame", "The networks' mean", "The speech gate opened where the half second is noisy",
+"Lowered as far as the networks agree")
 has the measurements; ``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary file
 (:attr:`sepsti.dictionary.Dictionary.band_gains`).
 
@@ -32,7 +34,8 @@ import numpy as np
 __all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "TOP_SHARE", "highest_hz", "OFFSETS", "CONTEXT", "NUM_INPUTS",
            "PITCH_HZ", "BLEND", "SPEECH_GATE_DB", "NOISY_CONTEXT_DB", "NOISE_GATE_DB", "INPUT_FRAMES",
            "validate_band_gains", "band_weights", "periodicity", "band_levels", "network_inputs", "noisy_context",
-           "ideal_band_gains", "TrainingExample", "training_example", "mean_moves", "corrected_mask", "corrected_masks"]
+           "ideal_band_gains", "TrainingExample", "training_example", "agreement_share", "mean_moves", "corrected_mask",
+           "corrected_masks"]
 
 NUM_BANDS = 20
 LOWEST_HZ = 100.0
@@ -52,7 +55,8 @@ NUM_INPUTS = 3 * (5 * len(OFFSETS) + 3) + NUM_BANDS
 _EARLIER_INPUTS = {107: "read ±3 frames around the frame", 185: "do not read the mixture's periodicity"}
 #: The voice's fundamental frequencies (Hz) whose periods :func:`periodicity` searches.
 PITCH_HZ = (60.0, 400.0)
-#: The share of the move to the networks' mean prediction (in logs) the mask takes.
+#: The share of a raising to the networks' mean prediction (in logs) the mask takes, and of a lowering when there is
+#: one network (:func:`agreement_share`).
 BLEND = 0.5
 #: No lowering where the separation's speech part is this far (dB) above its noise part in the band.
 SPEECH_GATE_DB = 15.0
@@ -311,12 +315,36 @@ def training_example(record, atoms, framing, floor):
                            ideal_band_gains(bands, record.noisy, record.clean, floor), weight)
 
 
+def agreement_share(predictions, move):
+    """The share of a lowering ``move`` to the networks' mean prediction the mask takes: ``d² / (d² + s²)``, ``d``
+    the move and ``s`` the standard error of the mean (the predictions' sample variance over their number), so that
+    a lowering the networks agree on is taken whole and one they disagree on shrinks toward none; with one network,
+    whose error is not measured, :data:`BLEND`.
+
+    Parameters
+    ----------
+    predictions : ndarray, shape (num_networks, n)
+        The networks' clipped predictions (logs).
+    move : ndarray, shape (n,)
+        Their mean less the band gain.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+    """
+    if len(predictions) < 2:
+        return np.full(move.shape, BLEND)
+    square = move ** 2
+    return square / np.maximum(square + predictions.var(axis=0, ddof=1) / len(predictions), _TINY)
+
+
 def mean_moves(band_gains, rows, gains, lowering, raising, floor):
-    """The moves of the band gains (in logs) to the networks' mean prediction, where the gates let them through.
+    """The moves of the band gains (in logs) toward the networks' mean prediction, where the gates let them through.
 
     Each network's prediction is clipped to ``[log(floor), 0]``; the move from ``gains`` to their mean is kept if it
-    lowers where ``lowering`` or raises where ``raising``, elsewhere 0. Rows that no move may leave (a gain at the
-    floor where raising is shut, at one where lowering is) are not asked about.
+    lowers where ``lowering`` (its :func:`agreement_share` of it) or raises where ``raising`` (:data:`BLEND` of it),
+    elsewhere 0. Rows that no move may leave (a gain at the floor where raising is shut, at one where lowering is)
+    are not asked about.
 
     Parameters
     ----------
@@ -340,9 +368,10 @@ def mean_moves(band_gains, rows, gains, lowering, raising, floor):
     if not live.size:
         return moves
     rows = np.asarray(rows[live], dtype=np.float32)  # the networks' precision
-    mean = np.clip(band_gains.predict(rows), low, 0.0).mean(axis=0)
-    move = mean - gains[live]
-    moves[live] = np.where((move < 0) & lowering[live] | (move > 0) & raising[live], move, 0.0)
+    predictions = np.clip(band_gains.predict(rows), low, 0.0)
+    move = predictions.mean(axis=0) - gains[live]
+    taken = np.where(move < 0, agreement_share(predictions, move), BLEND) * move
+    moves[live] = np.where((move < 0) & lowering[live] | (move > 0) & raising[live], taken, 0.0)
     return moves
 
 
@@ -371,7 +400,7 @@ def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
         moves[:, block] = mean_moves(
             band_gains, network_inputs(single, first, last), levels[3, :, first:last].reshape(-1),
             lowering[:, block].reshape(-1), raising[:, block].reshape(-1), floor).reshape(NUM_BANDS, -1)
-    return np.clip(mask * np.exp(spread.T @ (BLEND * moves)), floor, 1.0)
+    return np.clip(mask * np.exp(spread.T @ moves), floor, 1.0)
 
 
 def corrected_masks(pieces, band_gains, framing, floor):

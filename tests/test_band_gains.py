@@ -179,11 +179,16 @@ def _fixed(moves):
 
 
 @pytest.mark.parametrize("moves, expected", [
-    ([[-0.2, 0.3, 0.1, 0.0]], [-0.2, 0.3, 0.1, 0.0]),
-    ([[-0.2, 0.3, 0.1, 0.0], [-0.5, 0.1, -0.1, 0.2]], [-0.35, 0.2, 0.0, 0.1]),
-    ([[-0.2, 0.3], [0.5, 0.1], [-0.6, 0.2]], [-0.1, 0.2]),
+    ([[-0.2, 0.3, 0.1, 0.0]], [-0.1, 0.15, 0.05, 0.0]),  # one network: BLEND of its move either way
+    ([[-0.2, 0.3, 0.1], [-0.2, 0.1, 0.1]], [-0.2, 0.1, 0.05]),  # lowering they agree on taken whole
+    ([[-0.2, 0.3, 0.1, 0.0], [-0.5, 0.1, -0.1, 0.2]],  # a mean lowering of 0.35, its standard error 0.15
+     [-0.35 * 0.35 ** 2 / (0.35 ** 2 + 0.15 ** 2), 0.1, 0.0, 0.05]),
+    ([[-0.4, 0.3], [-0.2, 0.1], [-0.2, 0.2], [0.0, 0.2]],  # sample variance 0.08 / 3 over four: s² = 0.02 / 3
+     [-0.2 * 0.04 / (0.04 + 0.02 / 3), 0.1]),
 ])
-def test_the_move_is_to_the_mean_of_the_networks(moves, expected):
+def test_the_move_is_toward_the_mean_of_the_networks_lowering_as_far_as_they_agree(moves, expected):
+    """A raising takes BLEND of the move to the networks' mean, a lowering d² / (d² + s²) of it, s the standard
+    error of their mean (with one network, BLEND)."""
     networks = _fixed(moves)
     rows = np.arange(len(expected), dtype=float)[:, None]
     everywhere = np.ones(len(expected), dtype=bool)
@@ -195,7 +200,10 @@ def test_the_move_is_to_the_mean_of_the_networks(moves, expected):
 def test_predictions_beyond_the_floor_and_one_are_clipped_before_the_mean():
     networks = _fixed([[-2.0, 1.5, 0.5], [-0.5, -0.5, 0.3]])  # gains of -3 (below log 0.1) and 0.5 (above 0) clipped
     moved = bg.mean_moves(networks, np.arange(3.0)[:, None], np.full(3, -1.0), *np.ones((2, 3), bool), 0.1)
-    np.testing.assert_allclose(moved, [(np.log(0.1) + 1.0 - 0.5) / 2, (1.0 - 0.5) / 2, 0.4], rtol=0, atol=1e-7)
+    lowered = [np.log(0.1) + 1.0, -0.5]  # the two predictions of the first row as moves
+    mean, error = np.mean(lowered), np.std(lowered, ddof=1) / np.sqrt(2)
+    np.testing.assert_allclose(moved, [mean * mean ** 2 / (mean ** 2 + error ** 2), bg.BLEND * (1.0 - 0.5) / 2,
+                                       bg.BLEND * 0.4], rtol=0, atol=1e-7)
 
 
 def test_gated_moves_are_dropped_and_rows_that_cannot_move_are_not_asked():
@@ -206,8 +214,9 @@ def test_gated_moves_are_dropped_and_rows_that_cannot_move_are_not_asked():
     gains = np.array([-1.0, -1.0, -1.0, -1.0, np.log(0.1), 0.0])
     lowering = np.array([False, True, True, True, True, False])
     raising = np.array([True, False, True, True, False, True])
+    lowered = -0.3 * 0.3 ** 2 / (0.3 ** 2 + 0.01)  # predictions 0.1 apart: a standard error of 0.1 about the mean
     np.testing.assert_allclose(bg.mean_moves(networks, rows, gains, lowering, raising, 0.1),
-                               [0.0, 0.0, 0.2, -0.3, 0.0, 0.0], rtol=0, atol=1e-7)
+                               [0.0, 0.0, bg.BLEND * 0.2, lowered, 0.0, 0.0], rtol=0, atol=1e-7)
     assert networks.calls == [4]
 
 
@@ -238,11 +247,11 @@ def test_a_noisy_context_is_the_speech_and_noise_parts_power_over_half_a_second(
 
 @pytest.mark.parametrize("values, gated_by", [([0.0, 0.0], "noise"), ([np.log(0.1), np.log(0.1) - 1.0], "speech"),
                                               ([0.0, np.log(0.1)], None)])
-def test_the_mask_moves_halfway_to_the_mean_where_the_gates_let_it(rng, values, gated_by):
+def test_the_mask_moves_toward_the_mean_where_the_gates_let_it(rng, values, gated_by):
     """Networks agreeing on a gain of one raise a band's gain halfway in logs, but not where its noise part is more
-    than NOISE_GATE_DB above its speech part; on the floor's gain (one of them below it) they lower it, but not where
-    its speech part is more than SPEECH_GATE_DB above its noise part and the half second around the frame is not
-    noisy; on one and the floor, the mean of the two."""
+    than NOISE_GATE_DB above its speech part; on the floor's gain (one of them below it) they lower it to the floor,
+    but not where its speech part is more than SPEECH_GATE_DB above its noise part and the half second around the
+    frame is not noisy; on one and the floor, toward the mean of the two, a lowering shrunk by their spread."""
     frames = 160  # the speech 30 dB louder in the first half: a clean context there, a noisy one in the second
     S, mixture, speech, noise, mask = _separation(rng, frames, np.where(np.arange(frames) < frames // 2, 10.0, 0.3))
     bands = bg.band_weights(ANALYSIS)
@@ -251,7 +260,10 @@ def test_the_mask_moves_halfway_to_the_mean_where_the_gates_let_it(rng, values, 
     speech_over_noise_db = 10 * np.log10(np.e) * (levels[1] - levels[2])
     noisy = _noisy_context_of(levels)
     assert 0 < noisy.mean() < 1
-    moves = np.mean(np.clip(values, np.log(0.1), 0.0)) - levels[3]
+    clipped = np.clip(values, np.log(0.1), 0.0)
+    moves = np.mean(clipped) - levels[3]
+    error = np.var(clipped, ddof=1) / len(clipped)  # the squared standard error of the networks' mean
+    taken = np.where(moves < 0, moves ** 2 / (moves ** 2 + error), bg.BLEND) * moves
     passes = (moves < 0) & ((speech_over_noise_db <= bg.SPEECH_GATE_DB) | noisy) | (moves > 0) & (
         speech_over_noise_db >= -bg.NOISE_GATE_DB)
     if gated_by is not None:
@@ -261,7 +273,7 @@ def test_the_mask_moves_halfway_to_the_mean_where_the_gates_let_it(rng, values, 
         np.testing.assert_array_equal(passes[moves != 0], ~gated[moves != 0])
         if gated_by == "speech":  # lowered for the noisy context alone
             assert (passes & (speech_over_noise_db > bg.SPEECH_GATE_DB)).any()
-    want = np.clip(mask * np.exp(spread.T @ (bg.BLEND * np.where(passes, moves, 0.0))), 0.1, 1.0)
+    want = np.clip(mask * np.exp(spread.T @ np.where(passes, taken, 0.0)), 0.1, 1.0)
     corrected = _corrected([(S, mixture, speech, noise, mask)], _constant(values))
     np.testing.assert_allclose(corrected, want, rtol=1e-6)  # the networks' single precision
     assert not np.allclose(corrected, mask)

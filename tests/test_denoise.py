@@ -1069,19 +1069,19 @@ def _constant_band_gains(values):
 
 
 def test_band_gains_correct_the_mask_the_speech_is_rebuilt_with(rng, toy_dictionary, monkeypatch):
-    """Networks whose moves are not taken (a blend of 0) leave the output as it is without them (to rounding: the
-    frames are given to the resynthesis in other pieces); networks predicting
+    """Networks whose moves are all gated (raising shut everywhere) leave the output as it is without them (to
+    rounding: the frames are given to the resynthesis in other pieces); networks predicting
     a gain of one raise the mask (the output comes closer to the input) however the signal is cut into pieces."""
     from sepsti import band_gains
     from sepsti.band_gains import CONTEXT
-    from sepsti.denoise import MASK_FLOOR, denoise_blocks
+    from sepsti.denoise import denoise_blocks
 
     y = toy_speech(np.random.default_rng(5), 2.0) + 0.02 * rng.standard_normal(2 * SR)
     plain = denoise(y, toy_dictionary, max_iter=5)
     with monkeypatch.context() as patch:
-        patch.setattr(band_gains, "BLEND", 0.0)
-        lowering = _constant_band_gains([np.log(MASK_FLOOR), np.log(MASK_FLOOR)])
-        np.testing.assert_allclose(denoise(y, toy_dictionary, max_iter=5, band_gains=lowering), plain, rtol=0,
+        patch.setattr(band_gains, "NOISE_GATE_DB", -np.inf)
+        shut = _constant_band_gains([0.0, 0.0])
+        np.testing.assert_allclose(denoise(y, toy_dictionary, max_iter=5, band_gains=shut), plain, rtol=0,
                                    atol=1e-12 * np.abs(y).max())
     raising = _constant_band_gains([0.0, 0.0])
     raised = denoise(y, toy_dictionary, max_iter=5, band_gains=raising)

@@ -1078,12 +1078,11 @@ def test_band_gains_correct_the_mask_the_speech_is_rebuilt_with(rng, toy_diction
 
     y = toy_speech(np.random.default_rng(5), 2.0) + 0.02 * rng.standard_normal(2 * SR)
     plain = denoise(y, toy_dictionary, max_iter=5)
+    raising = _constant_band_gains([0.0, 0.0])
     with monkeypatch.context() as patch:
         patch.setattr(band_gains, "NOISE_GATE_DB", -np.inf)
-        shut = _constant_band_gains([0.0, 0.0])
-        np.testing.assert_allclose(denoise(y, toy_dictionary, max_iter=5, band_gains=shut), plain, rtol=0,
+        np.testing.assert_allclose(denoise(y, toy_dictionary, max_iter=5, band_gains=raising), plain, rtol=0,
                                    atol=1e-12 * np.abs(y).max())
-    raising = _constant_band_gains([0.0, 0.0])
     raised = denoise(y, toy_dictionary, max_iter=5, band_gains=raising)
     assert np.linalg.norm(raised - y) < np.linalg.norm(plain - y)
     for chunk_frames in (CONTEXT, 7, 50):

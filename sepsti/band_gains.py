@@ -12,11 +12,12 @@ agree (:func:`agreement_share`); it is not lowered in a band where
 the separation puts the speech part more than :data:`SPEECH_GATE_DB` above the noise part (there the networks'
 lowering lost on near-clean input) unless it puts the speech part no more than :data:`NOISY_CONTEXT_DB` above the
 noise part over all bands within ±:data:`CONTEXT` frames (there the voice-like parts of a noise are what the gate
-kept), nor raised where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the
+kept) or the lowering taken is itself :data:`SPEECH_GATE_DB` or more (there the separation took a noise's clinks for
+speech), nor raised where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the
 raising lowered PESQ under talkers unlike the NOIZEUS ones); band-frames that no move may leave are not asked about.
 The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned correction of the band gains",
 "Half a second around the frame", "The networks' mean", "The speech gate opened where the half second is noisy",
-"Lowered as far as the networks agree")
+"Lowered as far as the networks agree", "The speech gate yields to a lowering of its own size")
 has the measurements; ``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary file
 (:attr:`sepsti.dictionary.Dictionary.band_gains`).
 
@@ -58,7 +59,8 @@ PITCH_HZ = (60.0, 400.0)
 #: The share of a raising to the networks' mean prediction (in logs) the mask takes, and of a lowering when there is
 #: one network (:func:`agreement_share`).
 BLEND = 0.5
-#: No lowering where the separation's speech part is this far (dB) above its noise part in the band.
+#: No lowering where the separation's speech part is this far (dB) above its noise part in the band, unless the
+#: lowering taken is this far (dB) or further.
 SPEECH_GATE_DB = 15.0
 #: Lowering is let through in every band of a frame where the separation's speech part is at most this far (dB) above
 #: its noise part, their powers summed over all bands and the frames within ±:data:`CONTEXT` (:func:`noisy_context`).
@@ -68,6 +70,7 @@ NOISE_GATE_DB = 0.0
 #: Frames whose networks' inputs are built at once (30 kB a frame), so that memory does not grow with a piece.
 INPUT_FRAMES = 128
 _TINY = 1e-10
+_DB_PER_LOG = 20.0 / np.log(10.0)  # decibels per unit of a gain's log
 
 
 class BandGains(NamedTuple):
@@ -342,9 +345,9 @@ def mean_moves(band_gains, rows, gains, lowering, raising, floor):
     """The moves of the band gains (in logs) toward the networks' mean prediction, where the gates let them through.
 
     Each network's prediction is clipped to ``[log(floor), 0]``; the move from ``gains`` to their mean is kept if it
-    lowers where ``lowering`` (its :func:`agreement_share` of it) or raises where ``raising`` (:data:`BLEND` of it),
-    elsewhere 0. Rows that no move may leave (a gain at the floor where raising is shut, at one where lowering is)
-    are not asked about.
+    lowers (its :func:`agreement_share` of it) where ``lowering`` or by :data:`SPEECH_GATE_DB` or more, or if it
+    raises (:data:`BLEND` of it) where ``raising``, elsewhere 0. Rows that no move may leave (a gain at the floor
+    where raising is shut) are not asked about.
 
     Parameters
     ----------
@@ -354,7 +357,7 @@ def mean_moves(band_gains, rows, gains, lowering, raising, floor):
     gains : ndarray, shape (n,)
         The mask's band gains (logs).
     lowering, raising : ndarray of bool, shape (n,)
-        Where a lowering, a raising may pass.
+        Where a lowering of any size, a raising may pass.
     floor : float
         The mask's least gain.
 
@@ -363,7 +366,7 @@ def mean_moves(band_gains, rows, gains, lowering, raising, floor):
     ndarray, shape (n,)
     """
     low = np.log(floor)
-    live = np.flatnonzero(lowering & (gains > low) | raising & (gains < 0.0))
+    live = np.flatnonzero((gains > low) | raising & (gains < 0.0))
     moves = np.zeros(len(gains))
     if not live.size:
         return moves
@@ -371,7 +374,8 @@ def mean_moves(band_gains, rows, gains, lowering, raising, floor):
     predictions = np.clip(band_gains.predict(rows), low, 0.0)
     move = predictions.mean(axis=0) - gains[live]
     taken = np.where(move < 0, agreement_share(predictions, move), BLEND) * move
-    moves[live] = np.where((move < 0) & lowering[live] | (move > 0) & raising[live], taken, 0.0)
+    lowers = (move < 0) & (lowering[live] | (taken <= -SPEECH_GATE_DB / _DB_PER_LOG))
+    moves[live] = np.where(lowers | (move > 0) & raising[live], taken, 0.0)
     return moves
 
 

@@ -207,17 +207,24 @@ def test_predictions_beyond_the_floor_and_one_are_clipped_before_the_mean():
 
 
 def test_gated_moves_are_dropped_and_rows_that_cannot_move_are_not_asked():
-    """A lowering where lowering is shut, a raising where raising is, is dropped; a gain at the floor where raising is
-    shut, or at one where lowering is, is not given to the networks."""
-    networks = _fixed([[-0.2, 0.3, 0.3, -0.2, 0.5, -0.5], [-0.4, 0.1, 0.1, -0.4, 0.5, -0.5]])
-    rows = np.arange(6.0)[:, None]
-    gains = np.array([-1.0, -1.0, -1.0, -1.0, np.log(0.1), 0.0])
-    lowering = np.array([False, True, True, True, True, False])
-    raising = np.array([True, False, True, True, False, True])
+    """A lowering of less than SPEECH_GATE_DB where lowering is shut, a raising where raising is, is dropped; a
+    lowering of SPEECH_GATE_DB or more passes; a gain at the floor where raising is shut is not given to the
+    networks."""
+    networks = _fixed([[-0.2, 0.3, 0.3, -0.2, 0.5, -0.5, -1.0, -0.3],
+                       [-0.4, 0.1, 0.1, -0.4, 0.5, -0.5, -1.0, -1.3]])
+    rows = np.arange(8.0)[:, None]
+    gains = np.array([-1.0, -1.0, -1.0, -1.0, np.log(0.1), 0.0, 0.0, 0.0])
+    lowering = np.array([False, True, True, True, True, False, False, False])
+    raising = np.array([True, False, True, True, False, True, False, False])
     lowered = -0.3 * 0.3 ** 2 / (0.3 ** 2 + 0.01)  # predictions 0.1 apart: a standard error of 0.1 about the mean
+    # where lowering is shut, from a gain of one: to -1.5 in logs (13.0 dB) dropped, to -2.0 (17.4 dB) taken whole,
+    # to -1.3 and -2.3 (a mean of 15.6 dB, of which their spread leaves 14.5) dropped
+    in_db = 20 / np.log(10)
+    assert 1.5 * in_db < bg.SPEECH_GATE_DB < 2.0 * in_db
+    assert 1.8 * 1.8 ** 2 / (1.8 ** 2 + 0.25) * in_db < bg.SPEECH_GATE_DB < 1.8 * in_db
     np.testing.assert_allclose(bg.mean_moves(networks, rows, gains, lowering, raising, 0.1),
-                               [0.0, 0.0, bg.BLEND * 0.2, lowered, 0.0, 0.0], rtol=0, atol=1e-7)
-    assert networks.calls == [4]
+                               [0.0, 0.0, bg.BLEND * 0.2, lowered, 0.0, 0.0, -2.0, 0.0], rtol=0, atol=1e-7)
+    assert networks.calls == [7]
 
 
 def _corrected(pieces, networks):
@@ -245,13 +252,15 @@ def test_a_noisy_context_is_the_speech_and_noise_parts_power_over_half_a_second(
     np.testing.assert_array_equal(bg.noisy_context(levels, 40, 160), want)
 
 
-@pytest.mark.parametrize("values, gated_by", [([0.0, 0.0], "noise"), ([np.log(0.1), np.log(0.1) - 1.0], "speech"),
+@pytest.mark.parametrize("values, gated_by", [([0.0, 0.0], "noise"), ([-1.0, -1.3], "speech"),
+                                              ([np.log(0.1), np.log(0.1) - 1.0], "yielding"),
                                               ([0.0, np.log(0.1)], None)])
 def test_the_mask_moves_toward_the_mean_where_the_gates_let_it(rng, values, gated_by):
     """Networks agreeing on a gain of one raise a band's gain halfway in logs, but not where its noise part is more
-    than NOISE_GATE_DB above its speech part; on the floor's gain (one of them below it) they lower it to the floor,
-    but not where its speech part is more than SPEECH_GATE_DB above its noise part and the half second around the
-    frame is not noisy; on one and the floor, toward the mean of the two, a lowering shrunk by their spread."""
+    than NOISE_GATE_DB above its speech part; on a gain 10 dB down they lower a band's, but not where its speech part
+    is more than SPEECH_GATE_DB above its noise part and the half second around the frame is not noisy; on the
+    floor's gain (one of them below it) they lower it to the floor there too where that is SPEECH_GATE_DB or more;
+    on one and the floor, toward the mean of the two, a lowering shrunk by their spread."""
     frames = 160  # the speech 30 dB louder in the first half: a clean context there, a noisy one in the second
     S, mixture, speech, noise, mask = _separation(rng, frames, np.where(np.arange(frames) < frames // 2, 10.0, 0.3))
     bands = bg.band_weights(ANALYSIS)
@@ -264,15 +273,18 @@ def test_the_mask_moves_toward_the_mean_where_the_gates_let_it(rng, values, gate
     moves = np.mean(clipped) - levels[3]
     error = np.var(clipped, ddof=1) / len(clipped)  # the squared standard error of the networks' mean
     taken = np.where(moves < 0, moves ** 2 / (moves ** 2 + error), bg.BLEND) * moves
-    passes = (moves < 0) & ((speech_over_noise_db <= bg.SPEECH_GATE_DB) | noisy) | (moves > 0) & (
+    shut = (speech_over_noise_db > bg.SPEECH_GATE_DB) & ~noisy
+    passes = (moves < 0) & (~shut | (taken <= -bg.SPEECH_GATE_DB * np.log(10) / 20)) | (moves > 0) & (
         speech_over_noise_db >= -bg.NOISE_GATE_DB)
-    if gated_by is not None:
-        gated = speech_over_noise_db < -bg.NOISE_GATE_DB if gated_by == "noise" else (
-            (speech_over_noise_db > bg.SPEECH_GATE_DB) & ~noisy)
+    if gated_by in ("noise", "speech"):
+        gated = speech_over_noise_db < -bg.NOISE_GATE_DB if gated_by == "noise" else shut
         assert 0 < gated.mean() < 1  # some band-frames of each
-        np.testing.assert_array_equal(passes[moves != 0], ~gated[moves != 0])
+        moving = moves > 0 if gated_by == "noise" else moves < 0
+        np.testing.assert_array_equal(passes[moving], ~gated[moving])
         if gated_by == "speech":  # lowered for the noisy context alone
             assert (passes & (speech_over_noise_db > bg.SPEECH_GATE_DB)).any()
+    if gated_by == "yielding":  # lowered to the floor, by up to 20 dB, where the gate is shut
+        assert (passes & shut).any()
     want = np.clip(mask * np.exp(spread.T @ np.where(passes, taken, 0.0)), 0.1, 1.0)
     corrected = _corrected([(S, mixture, speech, noise, mask)], _constant(values))
     np.testing.assert_allclose(corrected, want, rtol=1e-6)  # the networks' single precision

@@ -12,8 +12,8 @@ agree (:func:`agreement_share`); it is not lowered in a band where
 the separation puts the speech part more than :data:`SPEECH_GATE_DB` above the noise part (there the networks'
 lowering lost on near-clean input) unless it puts the speech part no more than :data:`NOISY_CONTEXT_DB` above the
 noise part over all bands within ±:data:`CONTEXT` frames (there the voice-like parts of a noise are what the gate
-kept) or the lowering taken is itself :data:`SPEECH_GATE_DB` or more (there the separation took a noise's clinks for
-speech), nor raised where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the
+kept) or the frame holds a band so shut whose lowering taken is :data:`SPEECH_GATE_DB` or more (there the separation
+took a noise's clinks for speech), nor raised where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the
 raising lowered PESQ under talkers unlike the NOIZEUS ones); band-frames that no move may leave are not asked about.
 The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned correction of the band gains",
 "Half a second around the frame", "The networks' mean", "The speech gate opened where the half second is noisy",
@@ -59,8 +59,8 @@ PITCH_HZ = (60.0, 400.0)
 #: The share of a raising to the networks' mean prediction (in logs) the mask takes, and of a lowering when there is
 #: one network (:func:`agreement_share`).
 BLEND = 0.5
-#: No lowering where the separation's speech part is this far (dB) above its noise part in the band, unless the
-#: lowering taken is this far (dB) or further.
+#: No lowering where the separation's speech part is this far (dB) above its noise part in the band, unless in a
+#: frame where the lowering taken in such a band is this far (dB) or further.
 SPEECH_GATE_DB = 15.0
 #: Lowering is let through in every band of a frame where the separation's speech part is at most this far (dB) above
 #: its noise part, their powers summed over all bands and the frames within ±:data:`CONTEXT` (:func:`noisy_context`).
@@ -341,13 +341,12 @@ def agreement_share(predictions, move):
     return square / np.maximum(square + predictions.var(axis=0, ddof=1) / len(predictions), _TINY)
 
 
-def mean_moves(band_gains, rows, gains, lowering, raising, floor):
-    """The moves of the band gains (in logs) toward the networks' mean prediction, where the gates let them through.
+def mean_moves(band_gains, rows, gains, raising, floor):
+    """The moves of the band gains (in logs) toward the networks' mean prediction, where the raising gate lets them.
 
-    Each network's prediction is clipped to ``[log(floor), 0]``; the move from ``gains`` to their mean is kept if it
-    lowers (its :func:`agreement_share` of it) where ``lowering`` or by :data:`SPEECH_GATE_DB` or more, or if it
-    raises (:data:`BLEND` of it) where ``raising``, elsewhere 0. Rows that no move may leave (a gain at the floor
-    where raising is shut) are not asked about.
+    Each network's prediction is clipped to ``[log(floor), 0]``; the move from ``gains`` to their mean is taken if it
+    lowers (its :func:`agreement_share` of it), or if it raises (:data:`BLEND` of it) where ``raising``, elsewhere 0.
+    Rows that no move may leave (a gain at the floor where raising is shut) are not asked about.
 
     Parameters
     ----------
@@ -356,8 +355,8 @@ def mean_moves(band_gains, rows, gains, lowering, raising, floor):
         The networks' inputs (:func:`network_inputs`).
     gains : ndarray, shape (n,)
         The mask's band gains (logs).
-    lowering, raising : ndarray of bool, shape (n,)
-        Where a lowering of any size, a raising may pass.
+    raising : ndarray of bool, shape (n,)
+        Where a raising may pass.
     floor : float
         The mask's least gain.
 
@@ -374,8 +373,7 @@ def mean_moves(band_gains, rows, gains, lowering, raising, floor):
     predictions = np.clip(band_gains.predict(rows), low, 0.0)
     move = predictions.mean(axis=0) - gains[live]
     taken = np.where(move < 0, agreement_share(predictions, move), BLEND) * move
-    lowers = (move < 0) & (lowering[live] | (taken <= -SPEECH_GATE_DB / _DB_PER_LOG))
-    moves[live] = np.where(lowers | (move > 0) & raising[live], taken, 0.0)
+    moves[live] = np.where((move < 0) | (move > 0) & raising[live], taken, 0.0)
     return moves
 
 
@@ -394,7 +392,7 @@ def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
     side), corrected; ``mask`` holds those frames only, ``spread`` the bands' weights over the sum of them in each
     bin (``(NUM_BANDS, n_bins)``: how a band's move reaches the bins)."""
     speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1, :, start:stop] - levels[2, :, start:stop])
-    lowering = (speech_over_noise_db <= SPEECH_GATE_DB) | noisy_context(levels, start, stop)
+    shut = (speech_over_noise_db > SPEECH_GATE_DB) & ~noisy_context(levels, start, stop)  # to a lowering
     raising = speech_over_noise_db >= -NOISE_GATE_DB
     moves = np.empty((NUM_BANDS, stop - start))
     single = levels.astype(np.float32)  # the networks' precision: their inputs built in it
@@ -403,7 +401,9 @@ def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
         block = slice(first - start, last - start)
         moves[:, block] = mean_moves(
             band_gains, network_inputs(single, first, last), levels[3, :, first:last].reshape(-1),
-            lowering[:, block].reshape(-1), raising[:, block].reshape(-1), floor).reshape(NUM_BANDS, -1)
+            raising[:, block].reshape(-1), floor).reshape(NUM_BANDS, -1)
+    yielding = (shut & (moves <= -SPEECH_GATE_DB / _DB_PER_LOG)).any(axis=0)  # frames whose shut bands open
+    moves[(moves < 0) & shut & ~yielding] = 0.0
     return np.clip(mask * np.exp(spread.T @ moves), floor, 1.0)
 
 

@@ -8,13 +8,13 @@ gain and how periodic the mixture is in the band at the frame's voice period (:f
 within them, and predict the band's ideal gain ``sqrt(B|X|² / B|Y|²)`` in logs (``X`` the
 clean speech, ``Y`` the mixture). Each network is trained without a share of the training's noise types; the mask
 moves toward the mean of their predictions (in logs), :data:`BLEND` of the way up and down as far as the networks
-agree (:func:`agreement_share`); it is not lowered in a band where
-the separation puts the speech part more than :data:`SPEECH_GATE_DB` above the noise part (there the networks'
-lowering lost on near-clean input) unless it puts the speech part no more than :data:`NOISY_CONTEXT_DB` above the
-noise part over all bands within ±:data:`CONTEXT` frames (there the voice-like parts of a noise are what the gate
-kept) or the frame holds a band so shut whose lowering taken is :data:`SPEECH_GATE_DB` or more (there the separation
-took a noise's clinks for speech), nor raised where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the
-raising lowered PESQ under talkers unlike the NOIZEUS ones); band-frames that no move may leave are not asked about.
+agree (:func:`agreement_share`); it is not lowered in a band where the separation puts the speech part more than
+:data:`SPEECH_GATE_DB` above the noise part (there the networks' lowering lost on near-clean input) unless it puts
+the speech part no more than :data:`NOISY_CONTEXT_DB` above the noise part over all bands within ±:data:`CONTEXT`
+frames (there the voice-like parts of a noise are what the gate kept) or the frame holds a band so shut whose
+lowering taken is :data:`SPEECH_GATE_DB` or more (there the separation took a noise's clinks for speech), nor raised
+where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the raising lowered PESQ
+under talkers unlike the NOIZEUS ones); band-frames that no move may leave are not asked about.
 The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned correction of the band gains",
 "Half a second around the frame", "The networks' mean", "The speech gate opened where the half second is noisy",
 "Lowered as far as the networks agree", "The speech gate yields to a lowering of its own size")

@@ -252,8 +252,7 @@ def test_the_mask_moves_toward_the_mean_where_the_gates_let_it(rng, values, gate
     than NOISE_GATE_DB above its speech part; on a gain 10 dB down they lower a band's, but not where its speech part
     is more than SPEECH_GATE_DB above its noise part and the half second around the frame is not noisy; on the
     floor's gain (one of them below it) they lower it to the floor there too in frames where that is SPEECH_GATE_DB
-    or more in such a band;
-    on one and the floor, toward the mean of the two, a lowering shrunk by their spread."""
+    or more in such a band; on one and the floor, toward the mean of the two, a lowering shrunk by their spread."""
     frames = 160  # the speech 30 dB louder in the first half: a clean context there, a noisy one in the second
     S, mixture, speech, noise, mask = _separation(rng, frames, np.where(np.arange(frames) < frames // 2, 10.0, 0.3))
     bands = bg.band_weights(ANALYSIS)

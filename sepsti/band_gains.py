@@ -424,8 +424,8 @@ def corrected_masks(pieces, band_gains, framing, floor):
     Yields
     ------
     tuple
-        ``(S, mask)`` of consecutive frames, all of them in the end; the signal's first and last frames stand for
-        the frames before and after it.
+        ``(S, mask, corrected)`` of consecutive frames, all of them in the end: the mask given and the mask
+        corrected; the signal's first and last frames stand for the frames before and after it.
     """
     bands = band_weights(framing)
     spread = bands / np.maximum(bands.sum(axis=0), _TINY)
@@ -442,11 +442,11 @@ def corrected_masks(pieces, band_gains, framing, floor):
         ready = held[2].shape[2] - CONTEXT
         if ready > 0:
             window = np.concatenate([before, held[2]], axis=2)
-            yield held[0][:, :ready], corrected_mask(band_gains, spread, held[1][:, :ready], window, CONTEXT,
-                                                     CONTEXT + ready, floor)
+            yield held[0][:, :ready], held[1][:, :ready], corrected_mask(band_gains, spread, held[1][:, :ready],
+                                                                         window, CONTEXT, CONTEXT + ready, floor)
             before = window[:, :, ready:ready + CONTEXT]
             held = (held[0][:, ready:], held[1][:, ready:], held[2][:, :, ready:])
     if held is not None and held[2].shape[2]:
         frames = held[2].shape[2]
         window = np.concatenate([before, held[2], np.repeat(held[2][:, :, -1:], CONTEXT, axis=2)], axis=2)
-        yield held[0], corrected_mask(band_gains, spread, held[1], window, CONTEXT, CONTEXT + frames, floor)
+        yield held[0], held[1], corrected_mask(band_gains, spread, held[1], window, CONTEXT, CONTEXT + frames, floor)

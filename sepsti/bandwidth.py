@@ -16,7 +16,11 @@ modelled band (:data:`TOP_BAND`, 4–7.6 kHz for the 16 kHz dictionary, 2–3.8 
 one; at least :data:`sepsti.denoise.MASK_FLOOR`, like every modelled bin, through
 :func:`sepsti.denoise.speech_mask`), interpolated linearly between frame centres: fricatives
 (speech in the top band) keep their upper band, noise-only frames lose it as the top band's noise
-does. Nothing is removed without the model saying so.
+does. Where a dictionary's learned correction of the band gains (:mod:`sepsti.band_gains`) lowers
+the top band, the gain is lowered alike: times the corrected mask's mean over the top band over
+the mask's, both weighted by the mixture's magnitudes (a raising is not carried upward: the band
+above holds more of a flat noise than the top band does). Nothing is removed without the model
+saying so.
 """
 
 import numpy as np
@@ -62,8 +66,9 @@ class UpperBand:
     """The upper band of an input, enhanced with the speech share of the top modelled band.
 
     Feed it the enhancer's speech and noise magnitudes with :meth:`add_mask` (the ``mask_fn`` of
-    :func:`sepsti.denoise.denoise_blocks`) and pass each piece of the enhanced, re-upsampled
-    signal through :meth:`apply`, in order. The gains a piece needs are known by then: the
+    :func:`sepsti.denoise.denoise_blocks`), any band-gain correction with :meth:`add_correction`
+    (its ``correction_fn``), and pass each piece of the enhanced, re-upsampled signal through
+    :meth:`apply`, in order. The gains a piece needs are known by then: the
     overlap-add has released a sample only once the frames around it are done.
 
     Parameters
@@ -88,6 +93,7 @@ class UpperBand:
         frequencies = np.arange(framing.n_bins) / framing.n_fft
         self._top = (frequencies >= TOP_BAND[0] / 2) & (frequencies <= TOP_BAND[1] / 2)
         self._gains = []
+        self._corrections = []
         self._down = Resampler(self._rate, framing.sample_rate, self._length)
         self._up = Resampler(framing.sample_rate, self._rate, self._down.num_output)
         self._upper = self._upper_blocks(blocks)
@@ -97,6 +103,14 @@ class UpperBand:
     def add_mask(self, speech, noise, floor=MASK_FLOOR):
         """Record the gains of frames (speech and noise magnitudes, shape (n_bins, m), in order), at least ``floor``."""
         self._gains.append(speech_mask(speech[self._top].sum(axis=0), noise[self._top].sum(axis=0), floor))
+
+    def add_correction(self, mask, corrected, magnitude):
+        """Record how far a correction lowered the top band in frames (mask before and after it and the mixture's
+        magnitudes, shape (n_bins, m), in order): ``min(Σ M' |Y| / Σ M |Y|, 1)`` over the top band."""
+        weights = magnitude[self._top]
+        before = (mask[self._top] * weights).sum(axis=0)
+        after = (corrected[self._top] * weights).sum(axis=0)
+        self._corrections.append(np.minimum(np.divide(after, before, out=np.ones_like(before), where=before > 0), 1.0))
 
     def _upper_blocks(self, blocks):
         """The input minus its round trip through the processing rate, block by block."""
@@ -131,6 +145,10 @@ class UpperBand:
             return piece
         gains = np.concatenate(self._gains) if len(self._gains) > 1 else self._gains[0]
         self._gains = [gains]
+        if self._corrections:  # the frames of the samples asked for are corrected by now
+            corrections = np.concatenate(self._corrections) if len(self._corrections) > 1 else self._corrections[0]
+            self._corrections = [corrections]
+            gains = gains * np.concatenate([corrections, np.ones(len(gains) - len(corrections))])
         # frame j is centred on processing sample j·hop, i.e. input sample j·hop·rate / processing rate
         centres = np.arange(len(gains)) * (self._framing.hop_length * self._rate / self._framing.sample_rate)
         where = np.arange(self._next, self._next + len(piece))

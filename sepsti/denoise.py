@@ -609,9 +609,17 @@ def _read_only(array):
     return view
 
 
+def _reported(corrections, correction_fn):
+    """``(S, corrected)`` of each ``(S, mask, corrected)``, each handed to ``correction_fn`` first (if given)."""
+    for S, mask, corrected in corrections:
+        if correction_fn is not None:
+            correction_fn(_read_only(mask), _read_only(corrected), _read_only(features.channel_magnitude(S)))
+        yield S, corrected
+
+
 def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIONS, sparsity=SPARSITY, noise=None,
                    seed=0, chunk_frames=CHUNK_FRAMES, framing=features.NARROWBAND, mask_fn=None, mask_floor=MASK_FLOOR,
-                   mask_atoms=None, band_gains=None, activations_fn=None):
+                   mask_atoms=None, band_gains=None, activations_fn=None, correction_fn=None):
     """Enhance a signal given block by block; memory does not grow with its length.
 
     The method is :func:`denoise`'s, computed in passes over the signal: mains hum
@@ -650,6 +658,11 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
         samples are yielded (the upper-band extension of :mod:`sepsti.bandwidth` takes its gains
         from them, at least the mask's floor); a signal too short to be enhanced gives its magnitudes as speech and zero
         noise (gain 1). The arrays are the enhancer's own, read-only: copy them to change them.
+    correction_fn : callable, optional
+        With ``band_gains``, called as ``correction_fn(mask, corrected, magnitude)`` with each piece's mask before
+        and after the correction and the mixture's magnitudes, shape (n_bins, m), in order, before that piece's
+        samples are yielded (the upper band follows the correction's lowering of the top band). Read-only, like
+        ``mask_fn``'s.
     activations_fn : callable, optional
         Called as ``activations_fn(H, noise, S)`` with each piece's speech activations, shape (rank, m), noise
         magnitudes, shape (n_bins, m), as fitted (before the speech is rebuilt and smoothed), and the STFT the
@@ -756,8 +769,9 @@ def denoise_blocks(blocks, num_samples, W, *, noise_rank=5, max_iter=EM_ITERATIO
     else:
         from sepsti.band_gains import corrected_masks
 
-        masks = corrected_masks(((S, features.channel_magnitude(S), speech, noise_part, mask)
-                                 for S, speech, noise_part, mask in masked()), band_gains, analysis, mask_floor)
+        masks = _reported(corrected_masks(((S, features.channel_magnitude(S), speech, noise_part, mask)
+                                           for S, speech, noise_part, mask in masked()), band_gains, analysis,
+                                          mask_floor), correction_fn)
     synthesis = features.OverlapAdd(analysis)
     produced = 0
     for S, mask in masks:

@@ -221,7 +221,7 @@ def test_gated_raisings_are_dropped_and_rows_that_cannot_move_are_not_asked():
 
 def _corrected(pieces, networks):
     """The corrected mask of all the pieces' frames."""
-    return np.concatenate([mask for _, mask in bg.corrected_masks(pieces, networks, ANALYSIS, 0.1)], axis=1)
+    return np.concatenate([mask for _, _, mask in bg.corrected_masks(pieces, networks, ANALYSIS, 0.1)], axis=1)
 
 
 def _noisy_context_of(levels):
@@ -326,9 +326,10 @@ def test_the_mask_does_not_depend_on_how_the_frames_are_cut(rng, cut):
              "random": [0, *sorted(rng.choice(np.arange(1, frames), 9, replace=False)), frames]}[cut]
     pieces = [tuple(part[:, a:b] for part in (S, mixture, speech, noise, mask)) for a, b in zip(edges, edges[1:])]
     given = list(bg.corrected_masks(pieces, networks, ANALYSIS, 0.1))
-    np.testing.assert_array_equal(np.concatenate([S_part for S_part, _ in given], axis=1), S)
+    np.testing.assert_array_equal(np.concatenate([S_part for S_part, _, _ in given], axis=1), S)
+    np.testing.assert_array_equal(np.concatenate([part for _, part, _ in given], axis=1), mask)
     # the networks run in single precision on blocks of rows whose size depends on the cut
-    np.testing.assert_allclose(np.concatenate([part for _, part in given], axis=1), whole, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(np.concatenate([part for _, _, part in given], axis=1), whole, rtol=0, atol=1e-7)
 
 
 def test_the_inputs_built_in_blocks_of_frames_give_the_same_mask(rng, monkeypatch):
@@ -345,8 +346,9 @@ def test_a_stft_of_several_channels_is_held_back_with_its_mask(rng):
     pieces = [(stereo[:, a:a + 5], mixture[:, a:a + 5], speech[:, a:a + 5], noise[:, a:a + 5], mask[:, a:a + 5])
               for a in range(0, 12, 5)]
     given = list(bg.corrected_masks(pieces, _networks(rng), ANALYSIS, 0.1))
-    np.testing.assert_array_equal(np.concatenate([part for part, _ in given], axis=1), stereo)
-    assert sum(m.shape[1] for _, m in given) == 12
+    np.testing.assert_array_equal(np.concatenate([part for part, _, _ in given], axis=1), stereo)
+    np.testing.assert_array_equal(np.concatenate([part for _, part, _ in given], axis=1), mask)
+    assert sum(m.shape[1] for _, _, m in given) == 12
 
 
 def _valid(rng):

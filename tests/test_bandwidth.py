@@ -338,6 +338,37 @@ def test_the_upper_band_of_noise_alone_is_lowered_to_the_mask_floor_it_is_given(
     np.testing.assert_allclose(out, floor * upper, rtol=0, atol=1e-12)
 
 
+def test_the_upper_band_is_lowered_as_far_as_the_correction_lowers_the_top_band(rng):
+    """A speech share of 1/2 in every bin; the correction lowers the top band's mask in frames 0-29 (to a fifth in
+    its lower 116 bins, whose mixture is three times as loud, kept in its upper 115: the mean weighted by the mixture
+    falls to (3 · 116 · 0.2 + 115) / (3 · 116 + 115) of it), raises it in frames 30-49 (not carried upward), is not
+    yet reported for frames 50-69 (the enhanced band is left at zero: what comes out is the gain times the upper
+    band, the input minus resample_poly down to 16 kHz and back)."""
+    from scipy.signal import resample_poly
+
+    rate, frames = 48000, 70
+    y = 0.1 * rng.standard_normal(rate)
+    upper = y - resample_poly(resample_poly(y, 1, 3), 3, 1)
+    bins = np.arange(WIDE.n_bins)
+    top = np.flatnonzero((bins >= WIDE.n_fft / 4) & (bins <= 0.475 * WIDE.n_fft))  # bins 256 .. 486
+    lower = top[:len(top) // 2 + 1]  # 116 bins of 231: the halves weighted 3 · 116 against 115
+    magnitude = np.ones((WIDE.n_bins, 50))
+    magnitude[lower] = 3.0
+    mask = np.full((WIDE.n_bins, 50), 0.5)
+    corrected = mask.copy()
+    corrected[lower, :30] *= 0.2
+    corrected[:, 30:] = 1.0
+    band = bandwidth.UpperBand(lambda: _pieces(y, [7000]), rate, len(y), WIDE)
+    band.add_mask(np.full((WIDE.n_bins, frames), 0.5), np.full((WIDE.n_bins, frames), 0.5))
+    band.add_correction(mask[:, :20], corrected[:, :20], magnitude[:, :20])
+    band.add_correction(mask[:, 20:], corrected[:, 20:], magnitude[:, 20:])
+    out = np.concatenate([band.apply(piece) for piece in (np.zeros(9000), np.zeros(len(y) - 9000))])
+    lowered = (3 * 116 * 0.2 + 115) / (3 * 116 + 115)
+    frame_gains = 0.5 * np.concatenate([np.full(30, lowered), np.ones(40)])
+    gain = np.interp(np.arange(len(y)), np.arange(frames) * 768, frame_gains)
+    np.testing.assert_allclose(out, gain * upper, rtol=0, atol=1e-12)
+
+
 def test_upper_band_gain_is_interpolated_between_frame_centres_a_fraction_of_a_sample_apart(rng):
     """At 44.1 kHz frame j of the 16 kHz dictionary's enhancer (hop 256 at 16 kHz) is centred on input sample
     j · 256 · 44100 / 16000 = j · 705.6, not on a whole number of samples: gains alternating between 1 and the

@@ -1091,6 +1091,31 @@ def test_band_gains_correct_the_mask_the_speech_is_rebuilt_with(rng, toy_diction
         np.testing.assert_allclose(np.concatenate(list(pieces)), raised, rtol=0, atol=1e-6 * np.abs(y).max())
 
 
+def test_the_correction_hook_sees_each_frames_mask_before_and_after_the_band_gains(rng, toy_dictionary):
+    """correction_fn gets, frame by frame in order, the mask mask_fn's parts make, the mask the networks moved it
+    to (a raising, here, of every band) and the mixture's magnitudes; without band gains it is not called."""
+    from sepsti.denoise import denoise_blocks, speech_mask
+
+    y = toy_speech(np.random.default_rng(5), 2.0) + 0.02 * rng.standard_normal(2 * SR)
+    parts, corrections = [], []
+
+    def run(band_gains):
+        return np.concatenate(list(denoise_blocks(
+            lambda: iter((y,)), len(y), toy_dictionary, max_iter=5, band_gains=band_gains, chunk_frames=7,
+            mask_fn=lambda speech, noise, floor: parts.append(speech_mask(speech, noise, floor)),
+            correction_fn=lambda *masks: corrections.append([part.copy() for part in masks]))))
+
+    run(None)
+    assert parts and not corrections
+    parts.clear()
+    run(_constant_band_gains([0.0, 0.0]))
+    mask, corrected, magnitude = (np.hstack(part) for part in zip(*corrections))
+    np.testing.assert_array_equal(mask, np.hstack(parts))
+    np.testing.assert_allclose(magnitude, features.magnitude(y, framing=features.enhancement_framing(
+        features.NARROWBAND)), rtol=1e-6, atol=1e-9)
+    assert np.all(corrected >= mask - 1e-12) and np.any(corrected > mask + 1e-3)
+
+
 def test_band_gains_are_checked_at_the_entrance(toy_dictionary):
     y = 0.01 * np.random.default_rng(0).standard_normal(SR)
     with pytest.raises(ParameterError, match="band_gains must be a sepsti.band_gains.BandGains, got tuple"):

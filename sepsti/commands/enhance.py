@@ -27,8 +27,8 @@ the mask, :attr:`sepsti.dictionary.Dictionary.mask_atoms`, and a learned correct
 :attr:`sepsti.dictionary.Dictionary.band_gains`) and
 inputs above 8 kHz the 16 kHz one (:mod:`sepsti.bandwidth`; with a correction of its own); the band
 of an input above its dictionary's is enhanced with the speech share of the top
-modelled band (:class:`sepsti.bandwidth.UpperBand`). Any dictionary's band-gain correction, where it has one, is
-applied.
+modelled band, lowered where the correction lowers that band (:class:`sepsti.bandwidth.UpperBand`).
+Any dictionary's band-gain correction, where it has one, is applied.
 """
 
 import contextlib
@@ -161,7 +161,7 @@ def _enhanced(audio, W, framing, channel, chunk_frames, options):
     upper = None
     if has_upper_band(audio.sample_rate, framing):
         upper = UpperBand(lambda: blocks(audio.sample_rate), audio.sample_rate, audio.length, framing)
-        options = {**options, "mask_fn": upper.add_mask}
+        options = {**options, "mask_fn": upper.add_mask, "correction_fn": upper.add_correction}
 
     def at_own_rate():
         for piece in denoise.denoise_blocks(lambda: blocks(rate), audio.num_samples, W, framing=framing,
@@ -446,7 +446,8 @@ def enhance(inputs, output, out_dir, dictionary, noise_rank, noise_sample, itera
     dictionary and back; 16 kHz, the 16 kHz dictionary as is (full band); above
     16 kHz (22.05-48 kHz), the 16 kHz dictionary up to 8 kHz. The band above the dictionary's is kept and
     enhanced with the speech share the model finds in the top of its band
-    (frame by frame), never cut. The noise model follows the noise through each
+    (frame by frame, lowered where its learned correction lowers that band),
+    never cut. The noise model follows the noise through each
     file, learned from the frames it judges noise-dominated (no pauses needed),
     or comes from --noise-sample (learned at the rate of each file's dictionary);
     either way each frame's noise is also predicted from the frames around it,

@@ -562,6 +562,7 @@ def enhance_signal(noisy, sample_rate, speech_dictionary, **options):
         upper = UpperBand(lambda: iter((noisy,)), sample_rate, len(noisy), framing)
         speech = np.concatenate(list(denoise_blocks(lambda: iter((signal,)), len(signal), speech_dictionary.W,
                                                     framing=framing, mask_fn=upper.add_mask,
+                                                    correction_fn=upper.add_correction,
                                                     mask_atoms=speech_dictionary.mask_atoms,
                                                     band_gains=speech_dictionary.band_gains, **options)))
         return upper.apply(resample(speech, rate, sample_rate, length=len(noisy)))

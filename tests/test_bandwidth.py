@@ -272,6 +272,29 @@ def test_evaluate_enhance_signal_keeps_the_upper_band_as_enhance_does(tmp_path, 
     assert abs(10 * np.log10(_band_energy(speech, 48000, 8000) / _band_energy(clean, 48000, 8000))) < 3.0
 
 
+def test_networks_that_lower_every_band_lower_the_band_above_as_much(tmp_path, rng):
+    """Band-gain networks that all predict the mask's floor take every band of the mask there (agreed, and in every
+    frame a lowering of the speech gate's size); the upper band follows: its output is the floor times the upper
+    band (the correction's ratio over the top band times the separation's share there), in `enhance` and in
+    `evaluate` alike (without the ratio it keeps 0.88 of its power here)."""
+    from sepsti.commands.evaluate import enhance_signal
+    from sepsti.dictionary import save_dictionary
+    from test_denoise import _constant_band_gains
+
+    clean, noisy = _fricative_test_signal(rng, 48000, seconds=2.0)
+    upper = noisy - resample(resample(noisy, 48000, 16000), 16000, 48000, length=len(noisy))
+    shipped = load_dictionary(wideband_dictionary_path())
+    lowering = shipped._replace(band_gains=_constant_band_gains([np.log(MASK_FLOOR)] * 2))
+    speech = enhance_signal(noisy, 48000, lowering, max_iter=10)
+    above = _band_energy(speech, 48000, 9000, 22000) / _band_energy(upper, 48000, 9000, 22000)
+    assert above == pytest.approx(MASK_FLOOR ** 2, rel=0.05)
+    save_dictionary(tmp_path / "lowering.npz", lowering)
+    soundfile.write(tmp_path / "noisy.wav", noisy, 48000, subtype="FLOAT")
+    assert run(["enhance", tmp_path / "noisy.wav", "-o", tmp_path / "out.wav", "--iterations", 10, "--dictionary",
+                tmp_path / "lowering.npz"]).exit_code == 0
+    np.testing.assert_allclose(soundfile.read(tmp_path / "out.wav")[0], speech, rtol=0, atol=1.01 / 32768)
+
+
 def test_shipped_dictionary_trained_on_train_speakers_only():
     from pathlib import Path
 

@@ -92,8 +92,8 @@ class UpperBand:
         self._framing = features.enhancement_framing(framing)  # the frames the enhancer's gains come in
         frequencies = np.arange(framing.n_bins) / framing.n_fft
         self._top = (frequencies >= TOP_BAND[0] / 2) & (frequencies <= TOP_BAND[1] / 2)
-        self._gains = []
-        self._corrections = []
+        self._gains = []  # per frame, pieces joined when read
+        self._corrected = 0  # frames whose gains a correction has reached
         self._down = Resampler(self._rate, framing.sample_rate, self._length)
         self._up = Resampler(framing.sample_rate, self._rate, self._down.num_output)
         self._upper = self._upper_blocks(blocks)
@@ -102,15 +102,20 @@ class UpperBand:
 
     def add_mask(self, speech, noise, floor=MASK_FLOOR):
         """Record the gains of frames (speech and noise magnitudes, shape (n_bins, m), in order), at least ``floor``."""
-        self._gains.append(speech_mask(speech[self._top].sum(axis=0), noise[self._top].sum(axis=0), floor))
+        share = speech_mask(speech[self._top].sum(axis=0), noise[self._top].sum(axis=0), floor)
+        self._gains.append(share.astype(np.float64))  # corrections multiply them in place, in double precision
 
     def add_correction(self, mask, corrected, magnitude):
-        """Record how far a correction lowered the top band in frames (mask before and after it and the mixture's
-        magnitudes, shape (n_bins, m), in order): ``min(Σ M' |Y| / Σ M |Y|, 1)`` over the top band."""
+        """Lower the gains of the next frames recorded as far as a correction lowered their top band (mask before and
+        after it and the mixture's magnitudes, shape (n_bins, m), in order): times ``min(Σ M' |Y| / Σ M |Y|, 1)``
+        over the top band."""
         weights = magnitude[self._top]
         before = (mask[self._top] * weights).sum(axis=0)
         after = (corrected[self._top] * weights).sum(axis=0)
-        self._corrections.append(np.minimum(np.divide(after, before, out=np.ones_like(before), where=before > 0), 1.0))
+        stop = self._corrected + len(before)
+        _joined(self._gains)[self._corrected:stop] *= np.minimum(
+            np.divide(after, before, out=np.ones_like(before), where=before > 0), 1.0)
+        self._corrected = stop
 
     def _upper_blocks(self, blocks):
         """The input minus its round trip through the processing rate, block by block."""
@@ -143,15 +148,17 @@ class UpperBand:
             return piece
         if not self._gains:  # all-zero input: the enhancer computed no frames and the band is silent
             return piece
-        gains = np.concatenate(self._gains) if len(self._gains) > 1 else self._gains[0]
-        self._gains = [gains]
-        if self._corrections:  # the frames of the samples asked for are corrected by now
-            corrections = np.concatenate(self._corrections) if len(self._corrections) > 1 else self._corrections[0]
-            self._corrections = [corrections]
-            gains = gains * np.concatenate([corrections, np.ones(len(gains) - len(corrections))])
+        gains = _joined(self._gains)  # with band gains, the frames of the samples asked for are corrected by now
         # frame j is centred on processing sample j·hop, i.e. input sample j·hop·rate / processing rate
         centres = np.arange(len(gains)) * (self._framing.hop_length * self._rate / self._framing.sample_rate)
         where = np.arange(self._next, self._next + len(piece))
         self._next += len(piece)
         gain = np.interp(where, centres, gains).reshape(-1, *[1] * (piece.ndim - 1))  # one per sample
         return piece + gain * self._take(len(piece))
+
+
+def _joined(parts):
+    """The arrays of the list ``parts`` as one array, which the list then holds alone."""
+    if len(parts) > 1:
+        parts[:] = [np.concatenate(parts)]
+    return parts[0]

@@ -15,11 +15,12 @@ frames (there the voice-like parts of a noise are what the gate kept) or the fra
 lowering taken is :data:`SPEECH_GATE_DB` or more (there the separation took a noise's clinks for speech), nor raised
 where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the raising lowered PESQ
 under talkers unlike the NOIZEUS ones); band-frames that no move may leave are not asked about.
-The moves are spread to the bins by the bands' weights. docs/enhance.md ("A learned correction of the band gains",
+The moves are spread to the bins by the bands' weights (:func:`move_weights`), the bins below the lowest band and
+above the top one taking that band's move. docs/enhance.md ("A learned correction of the band gains",
 "Half a second around the frame", "The networks' mean", "The speech gate opened where the half second is noisy",
-"Lowered as far as the networks agree", "The speech gate yields to a lowering of its own size")
-has the measurements; ``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary file
-(:attr:`sepsti.dictionary.Dictionary.band_gains`).
+"Lowered as far as the networks agree", "The speech gate yields to a lowering of its own size", "The bins beyond
+the bands") has the measurements; ``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary
+file (:attr:`sepsti.dictionary.Dictionary.band_gains`).
 
 Conventions
 -----------
@@ -34,9 +35,9 @@ import numpy as np
 
 __all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "TOP_SHARE", "highest_hz", "OFFSETS", "CONTEXT", "NUM_INPUTS",
            "PITCH_HZ", "BLEND", "SPEECH_GATE_DB", "NOISY_CONTEXT_DB", "NOISE_GATE_DB", "INPUT_FRAMES",
-           "validate_band_gains", "band_weights", "periodicity", "band_levels", "network_inputs", "noisy_context",
-           "ideal_band_gains", "TrainingExample", "training_example", "agreement_share", "mean_moves", "corrected_mask",
-           "corrected_masks"]
+           "validate_band_gains", "band_weights", "move_weights", "periodicity", "band_levels", "network_inputs",
+           "noisy_context", "ideal_band_gains", "TrainingExample", "training_example", "agreement_share", "mean_moves",
+           "corrected_mask", "corrected_masks"]
 
 NUM_BANDS = 20
 LOWEST_HZ = 100.0
@@ -175,6 +176,17 @@ def band_weights(framing):
     rising = (frequencies - low) / (centre - low)
     falling = (high - frequencies) / (high - centre)
     return np.clip(np.minimum(rising, falling), 0.0, None)
+
+
+def move_weights(framing):
+    """How the bands' moves reach the bins of ``framing``: each band's weight over the bands' sum in the bin, and the
+    bins below the lowest band and above the top one taking that band's move whole, shape (NUM_BANDS, n_bins)."""
+    bands = band_weights(framing)
+    weights = bands / np.maximum(bands.sum(axis=0), _TINY)
+    frequencies = np.arange(framing.n_bins) * framing.sample_rate / framing.n_fft
+    weights[0, frequencies <= LOWEST_HZ] = 1.0
+    weights[-1, frequencies >= highest_hz(framing.sample_rate)] = 1.0
+    return weights
 
 
 def periodicity(bands, power, sample_rate):
@@ -389,8 +401,8 @@ def noisy_context(levels, start, stop):
 
 def corrected_mask(band_gains, spread, mask, levels, start, stop, floor):
     """The mask of frames ``start:stop`` of ``levels`` (:func:`band_levels`, with :data:`CONTEXT` frames on each
-    side), corrected; ``mask`` holds those frames only, ``spread`` the bands' weights over the sum of them in each
-    bin (``(NUM_BANDS, n_bins)``: how a band's move reaches the bins)."""
+    side), corrected; ``mask`` holds those frames only, ``spread`` how a band's move reaches the bins
+    (:func:`move_weights`)."""
     speech_over_noise_db = 10.0 / np.log(10.0) * (levels[1, :, start:stop] - levels[2, :, start:stop])
     shut = (speech_over_noise_db > SPEECH_GATE_DB) & ~noisy_context(levels, start, stop)  # to a lowering
     raising = speech_over_noise_db >= -NOISE_GATE_DB
@@ -427,8 +439,7 @@ def corrected_masks(pieces, band_gains, framing, floor):
         ``(S, mask, corrected)`` of consecutive frames, all of them in the end: the mask given and the mask
         corrected; the signal's first and last frames stand for the frames before and after it.
     """
-    bands = band_weights(framing)
-    spread = bands / np.maximum(bands.sum(axis=0), _TINY)
+    bands, spread = band_weights(framing), move_weights(framing)
     before = None  # levels of the CONTEXT frames before the held ones
     held = None  # (S, mask, levels) of frames not yet given out
     for S, mixture, speech, noise, mask in pieces:

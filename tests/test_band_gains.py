@@ -165,6 +165,22 @@ def test_the_bands_cover_the_modelled_band_and_sum_to_one_inside(framing, top):
     assert np.all(total[(frequencies > corners[0]) & (frequencies < top)] > 0)
 
 
+@pytest.mark.parametrize("framing", [features.NARROWBAND, features.framing_for_rate(16000)])
+def test_every_bin_takes_a_weighted_mean_of_the_moves_beyond_the_bands_the_nearest_bands(framing):
+    """Inside the bands a bin takes their moves by their weights over the weights' sum; below LOWEST_HZ the lowest
+    band's move, above TOP_SHARE of the Nyquist frequency the top band's, whole."""
+    analysis = features.enhancement_framing(framing)
+    bands, weights = bg.band_weights(analysis), bg.move_weights(analysis)
+    frequencies = np.arange(analysis.n_bins) * analysis.sample_rate / analysis.n_fft
+    below, above = frequencies <= bg.LOWEST_HZ, frequencies >= bg.highest_hz(analysis.sample_rate)
+    assert below.sum() >= 6 and above.sum() >= 1
+    np.testing.assert_allclose(weights.sum(axis=0), 1.0, atol=1e-12)
+    np.testing.assert_array_equal(weights[:, below], np.eye(bg.NUM_BANDS)[:, [0]] * np.ones(below.sum()))
+    np.testing.assert_array_equal(weights[:, above], np.eye(bg.NUM_BANDS)[:, [-1]] * np.ones(above.sum()))
+    inside = ~below & ~above
+    np.testing.assert_allclose(weights[:, inside] * bands[:, inside].sum(axis=0), bands[:, inside], atol=1e-12)
+
+
 def _fixed(moves):
     """Networks moving a gain of -1 (in logs) by ``moves`` (num_networks, n) for the rows 0 .. n - 1 (a row's first
     input is its number), counting the rows each call gives them."""
@@ -257,7 +273,7 @@ def test_the_mask_moves_toward_the_mean_where_the_gates_let_it(rng, values, gate
     S, mixture, speech, noise, mask = _separation(rng, frames, np.where(np.arange(frames) < frames // 2, 10.0, 0.3))
     bands = bg.band_weights(ANALYSIS)
     levels = bg.band_levels(bands, mixture, speech, noise, mask, ANALYSIS.sample_rate)
-    spread = bands / np.maximum(bands.sum(axis=0), 1e-10)
+    spread = bg.move_weights(ANALYSIS)
     speech_over_noise_db = 10 * np.log10(np.e) * (levels[1] - levels[2])
     noisy = _noisy_context_of(levels)
     assert 0 < noisy.mean() < 1
@@ -309,7 +325,7 @@ def test_a_lowering_of_the_gates_size_opens_the_shut_bands_of_its_frame(rng):
     assert 0 < (yielding & shut[1:].any(axis=0)).sum() < shut[1:].any(axis=0).sum()  # some frames of each
     passes = (moves < 0) & (~shut | yielding) | (moves > 0) & (speech_over_noise_db >= -bg.NOISE_GATE_DB)
     assert (passes[1:] & shut[1:]).any()
-    spread = bands / np.maximum(bands.sum(axis=0), 1e-10)
+    spread = bg.move_weights(ANALYSIS)
     want = np.clip(mask * np.exp(spread.T @ np.where(passes, taken, 0.0)), 0.1, 1.0)
     corrected = _corrected([(S, mixture, speech, noise, mask)], _by_band(np.log(0.1), -0.5))
     np.testing.assert_allclose(corrected, want, rtol=1e-6)  # the networks' single precision

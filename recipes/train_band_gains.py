@@ -17,10 +17,12 @@ with the dictionary, separates every mixture (:func:`sepsti.mask_atoms.record_se
 networks read its separation and learn the ideal band gain (:func:`sepsti.band_gains.training_example`).
 The noise types (the corpus's, the recorded ones and the clean speech) are dealt in alphabetical order into
 :attr:`Training.groups` groups, and one network (scikit-learn's ``MLPRegressor``) is trained without each, on
-:attr:`Training.rows` band-frames drawn from the rest. The dictionary is written again with the networks in its
-``band_gains`` field, to ``DIR/<its name>.npz`` (``--out``; to ship it, copy it over the shipped dictionary of its
-rate in ``sepsti/data``); networks the given file already holds are left out unread, whichever version trained
-them. ``--quick``: two sentences, two wideband talkers, four recorded types, two SNRs, two groups, 20,000 rows.
+:attr:`Training.rows` band-frames drawn from the rest; :attr:`Training.trainings` such trainings at successive
+seeds (three at 8 kHz, ``--trainings``) are stacked into one ensemble. The dictionary is written again with the
+networks in its ``band_gains`` field, to ``DIR/<its name>.npz`` (``--out``; to ship it, copy it over the shipped
+dictionary of its rate in ``sepsti/data``); networks the given file already holds are left out unread, whichever
+version trained them. ``--quick``: two sentences, two wideband talkers, four recorded types, two SNRs, two groups,
+20,000 rows, one training.
 
 The recorded noises come from Debian's packages, installed (``--root /``, the default) or unpacked into one
 folder (``dpkg-deb -x PACKAGE.deb DIR`` for each, ``--root DIR``)::
@@ -31,7 +33,7 @@ folder (``dpkg-deb -x PACKAGE.deb DIR`` for each, ``--root DIR``)::
 Usage::
 
     python recipes/train_band_gains.py [--corpus DIR] [--wideband DIR] [--root DIR] [--dictionary PATH] \\
-        [--quick] [--out DIR]
+        [--trainings N] [--quick] [--out DIR]
     python recipes/train_band_gains.py --dictionary sepsti/data/wideband_dictionary.npz [--wideband DIR] \\
         [--root DIR] [--out DIR]
 """
@@ -49,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 
 import numpy as np  # noqa: E402
 
-from _common import (DEFAULT_WIDEBAND, dictionary_to_extend, noizeus_corpus, recipe_parser,  # noqa: E402
-                     require_packages, run_recipe, write_results)
+from _common import (DEFAULT_WIDEBAND, dictionary_to_extend, noizeus_corpus, positive_int,  # noqa: E402
+                     recipe_parser, require_packages, run_recipe, write_results)
 from enhance_wideband import wideband_folder  # noqa: E402
 
 NAME = "train_band_gains"
@@ -125,6 +127,10 @@ class Training(NamedTuple):
         Units of the hidden layers.
     max_iter : int
         Epochs at most (scikit-learn's early stopping on a tenth of the rows ends most runs before).
+    trainings : int
+        Independent trainings whose networks are stacked into one ensemble: the k-th (from 0) draws its mixtures,
+        rows and initial weights from seed ``--seed + k``, so that its networks are those a run with that seed
+        alone writes.
     """
 
     snrs: tuple = (0, 5, 10, 15, 20, 25, 30, 40)
@@ -136,12 +142,14 @@ class Training(NamedTuple):
     rows: int = 1_200_000
     hidden: tuple = (64, 32)
     max_iter: int = 150
+    trainings: int = 3
 
 
-#: At 16 kHz, where the wideband talkers are all the speech: each clean twice and in 18 mixtures.
-WIDEBAND = Training(talker_copies=2, talker_mixtures=18)
+#: At 16 kHz, where the wideband talkers are all the speech: each clean twice and in 18 mixtures; one training, as
+#: three stacked would take a 10-minute 16 kHz file below 50 times real time.
+WIDEBAND = Training(talker_copies=2, talker_mixtures=18, trainings=1)
 QUICK = Training(snrs=(0, 20), higher_snrs=(30,), clean_copies=2, talker_mixtures=2, groups=2, rows=20_000,
-                 max_iter=10)
+                 max_iter=10, trainings=1)
 
 
 def main(argv=None):
@@ -159,6 +167,9 @@ def main(argv=None):
     parser.add_argument("--dictionary", type=Path, default=None,
                         help="the speech dictionary (8 or 16 kHz) to learn the correction for (default: the shipped "
                              "8 kHz one)")
+    parser.add_argument("--trainings", type=positive_int, default=None,
+                        help="independent trainings stacked, at seeds --seed, --seed + 1, ... (default: 3 at 8 kHz, "
+                             "1 at 16 kHz and with --quick)")
     args = parser.parse_args(argv)
     require_packages({"training the networks": "scikit-learn"}, "train")
 
@@ -176,33 +187,45 @@ def main(argv=None):
     narrowband = rate == 8000
     corpus = noizeus_corpus(args.corpus) if narrowband else None
     training = QUICK if args.quick else Training() if narrowband else WIDEBAND
+    training = training._replace(trainings=args.trainings or training.trainings)
+    seeds = [args.seed + k for k in range(training.trainings)]
+    if seeds[-1] >= 2 ** 32:
+        raise ParameterError(f"--seed {args.seed} with {training.trainings} trainings: their seeds must stay below "
+                             f"2**32")
     kinds = sorted(RECORDED)[:4] if args.quick else sorted(RECORDED)
     recordings = {kind: _recordings(args.root, kind) for kind in kinds}
     args.out.mkdir(parents=True, exist_ok=True)  # the inputs checked first: a bad one leaves no folder behind
     target = check_output_path(args.out / f"{Path(source).stem}.npz", overwrite=args.overwrite, inputs=[source])
 
     talkers = wideband.select(args.wideband, "train")[:2 if args.quick else None]
-    sentences, mixtures, corpus_noises = [], [], {}
+    sentences, corpus_noises, index = [], {}, None
     if narrowband:
         index = corpus_index(corpus)
         sentences = list(TRAIN_IDS[:2] if args.quick else TRAIN_IDS)
-        mixtures = _mixtures(index, sentences, recordings, training, args.seed)
         corpus_noises = _corpus_noises(index, sentences)
-    mixtures += _talker_mixtures(talkers, recordings, corpus_noises, training, rate, args.seed)
-    examples = _separated(mixtures, dictionary)
-    networks, fits = _trained(examples, training, args.seed)
-    save_dictionary(target, dictionary._replace(band_gains=networks), overwrite=args.overwrite, dtype=storage)
+    fitted, fits, counts = [], [], collections.Counter()
+    for seed in seeds:
+        mixtures = _mixtures(index, sentences, recordings, training, seed) if narrowband else []
+        mixtures += _talker_mixtures(talkers, recordings, corpus_noises, training, rate, seed)
+        examples = _separated(mixtures, dictionary)
+        counts.update(kind for kind, _ in examples)
+        trained = _trained(examples, training, seed)
+        fitted += [pair for pair, _ in trained]
+        fits += [{"seed": seed, **fit} for _, fit in trained]
+        del examples  # one training's separations held at a time
+    save_dictionary(target, dictionary._replace(band_gains=band_gains_of(fitted)), overwrite=args.overwrite,
+                    dtype=storage)
 
-    counts = dict(collections.Counter(kind for kind, _ in examples))
-    print(f"{len(examples)} mixtures of {len(counts)} noise types; " + "; ".join(
-        f"network {k + 1} without {', '.join(fit['without'])}: {fit['epochs']} epochs"
+    print(f"{counts.total()} mixtures of {len(counts)} noise types in {len(seeds)} training(s); " + "; ".join(
+        f"network {k + 1} (seed {fit['seed']}) without {', '.join(fit['without'])}: {fit['epochs']} epochs"
         f"{'' if fit['stopped_early'] else ' (the most allowed)'}, validation R² {fit['validation_r2']:.3f}"
         for k, fit in enumerate(fits)))
     print(f"wrote {target}")
     results = {"corpus": corpus and str(corpus), "sample_rate": rate, "wideband": str(args.wideband),
                "root": str(args.root), "speech_dictionary": str(source), "dictionary": str(target),
-               "training": training._asdict(), "sentences": sentences,
-               "talkers": [talker.path.stem for talker in talkers], "mixtures_by_type": counts, "networks": fits}
+               "training": training._asdict(), "seeds": seeds, "sentences": sentences,
+               "talkers": [talker.path.stem for talker in talkers], "mixtures_by_type": dict(counts),
+               "networks": fits}
     write_results(args, results, _figure(fits))
 
 
@@ -360,7 +383,8 @@ def _example(work):
 
 
 def _trained(examples, training, seed):
-    """The networks, one trained without each group of noise types, and how each fit went."""
+    """``((scaler, network), fit)`` of each network, one trained without each group of noise types: the fitted
+    scikit-learn pair and how the fit went."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.neural_network import MLPRegressor
     from sklearn.preprocessing import StandardScaler
@@ -376,7 +400,7 @@ def _trained(examples, training, seed):
         counts = rng.multinomial(training.rows, totals / totals.sum())
         picks.append([rng.choice(w.size, count, p=w / w.sum()) if count else np.zeros(0, dtype=int)
                       for w, count in zip(weights, counts)])
-    fitted, fits = [], []
+    trained = []
     for k, group in enumerate(groups):
         X, y = _rows(examples, picks[k])
         scaler = StandardScaler().fit(X)
@@ -385,13 +409,12 @@ def _trained(examples, training, seed):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
             network.fit(scaler.transform(X, copy=False), y)
-        fitted.append((scaler, network))
-        fits.append({"without": group, "rows": len(X), "epochs": int(network.n_iter_),
+        trained.append(((scaler, network), {"without": group, "rows": len(X), "epochs": int(network.n_iter_),
                      "stopped_early": not any(issubclass(w.category, ConvergenceWarning) for w in caught),
                      "loss": [float(value) for value in network.loss_curve_],
                      "validation_r2": float(network.best_validation_score_),
-                     "validation": [float(value) for value in network.validation_scores_]})
-    return band_gains_of(fitted), fits
+                     "validation": [float(value) for value in network.validation_scores_]}))
+    return trained
 
 
 def _rows(examples, picks):
@@ -431,7 +454,8 @@ def _figure(fits):
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     for k, fit in enumerate(fits):
-        label = f"without {', '.join(fit['without'][:3])}{' …' if len(fit['without']) > 3 else ''}"
+        kinds = ", ".join(fit["without"][:3]) + (" …" if len(fit["without"]) > 3 else "")
+        label = f"seed {fit['seed']}, without {kinds}"
         left.plot(np.arange(1, len(fit["loss"]) + 1), fit["loss"], label=label)
         right.plot(np.arange(1, len(fit["validation"]) + 1), fit["validation"], label=label)
     left.set(xlabel="epoch", ylabel="training loss (half the squared error)", title="the networks' training")

@@ -115,6 +115,36 @@ def test_a_quick_run_at_16_kHz_trains_on_the_wideband_talkers_alone(tmp_path, rn
     assert not np.allclose(corrected, enhance_signal(noisy, 16000, written._replace(band_gains=None)))
 
 
+def test_trainings_stack_the_networks_each_seed_trains_alone(tmp_path, rng):
+    """``--trainings 2 --seed 5`` writes the networks of a run at seed 5 followed by those of a run at seed 6, which
+    differ: a training draws everything from its own seed and nothing from the one before it."""
+    from sepsti.dictionary import load_dictionary, save_dictionary, wideband_dictionary_path
+
+    _stand_ins(tmp_path / "root", rng)
+    mine = tmp_path / "wide16.npz"
+    save_dictionary(mine, load_dictionary(wideband_dictionary_path())._replace(band_gains=None), dtype=np.float32)
+    wide = _wideband_corpus(tmp_path / "wide", rng)
+
+    def trained(*options):
+        out = tmp_path / "_".join(options)
+        train_band_gains.main(["--quick", "--root", str(tmp_path / "root"), "--wideband", str(wide), "--dictionary",
+                               str(mine), "--out", str(out), *options])
+        return load_dictionary(out / "wide16.npz").band_gains, json.loads((out / "train_band_gains.json").read_text())
+
+    (stacked, results), (first, _), (second, _) = (trained("--trainings", "2", "--seed", "5"),
+                                                   trained("--seed", "5"), trained("--seed", "6"))
+    assert results["seeds"] == [5, 6] and [fit["seed"] for fit in results["networks"]] == [5, 5, 6, 6]
+    assert stacked.num_networks == 4 and first.num_networks == second.num_networks == 2
+    for part, alone in zip(_arrays(stacked), zip(_arrays(first), _arrays(second))):
+        np.testing.assert_array_equal(part, np.concatenate(alone))
+    assert not np.allclose(first.output, second.output)
+
+
+def _arrays(networks):
+    """The arrays of a :class:`sepsti.band_gains.BandGains`, in order."""
+    return [networks.mean, networks.scale, *networks.hidden, networks.output]
+
+
 @pytest.mark.parametrize("rate", [8000, 16000])
 def test_the_talkers_mixtures_are_made_at_the_dictionarys_rate(tmp_path, rng, rate):
     """Each talker's 1.6 s at the rate asked, clean talker_copies times and in talker_mixtures noisy mixtures whose

@@ -140,6 +140,16 @@ def test_trainings_stack_the_networks_each_seed_trains_alone(tmp_path, rng):
     assert not np.allclose(first.output, second.output)
 
 
+def test_trainings_whose_seeds_pass_2_to_the_32_are_refused_before_any_work(tmp_path):
+    from sepsti.core.errors import ParameterError
+    from sepsti.dictionary import wideband_dictionary_path
+
+    with pytest.raises(ParameterError, match=r"--seed 4294967295 with 2 trainings: their seeds must stay below"):
+        train_band_gains.main(["--quick", "--root", str(tmp_path), "--seed", str(2 ** 32 - 1), "--trainings", "2",
+                               "--dictionary", str(wideband_dictionary_path()), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
 def _arrays(networks):
     """The arrays of a :class:`sepsti.band_gains.BandGains`, in order."""
     return [networks.mean, networks.scale, *networks.hidden, networks.output]

@@ -24,6 +24,11 @@ dictionary of its rate in ``sepsti/data``); networks the given file already hold
 version trained them. ``--quick``: two sentences, two wideband talkers, four recorded types, two SNRs, two groups,
 20,000 rows, one training.
 
+``--distil``: the networks the given dictionary holds (predicting the ideal gain) are the teacher, and one network
+(:class:`Distillation`) learns the moves they make (:func:`sepsti.band_gains.ensemble_moves`) on band-frames of the
+separations of one training's mixtures (seed ``--seed``); the dictionary is written with it alone, predicting the
+move (:attr:`sepsti.band_gains.BandGains.predicts`): about the stack's correction at the cost of one network.
+
 The recorded noises come from Debian's packages, installed (``--root /``, the default) or unpacked into one
 folder (``dpkg-deb -x PACKAGE.deb DIR`` for each, ``--root DIR``)::
 
@@ -36,6 +41,7 @@ Usage::
         [--trainings N] [--quick] [--out DIR]
     python recipes/train_band_gains.py --dictionary sepsti/data/wideband_dictionary.npz [--wideband DIR] \\
         [--root DIR] [--out DIR]
+    python recipes/train_band_gains.py --dictionary TEACHER.npz --distil [--seed N] [--out DIR]
 """
 
 import collections
@@ -145,6 +151,27 @@ class Training(NamedTuple):
     trainings: int = 3
 
 
+class Distillation(NamedTuple):
+    """How the networks of a dictionary are distilled into one (``--distil``).
+
+    Attributes
+    ----------
+    rows : int
+        Band-frames the network learns from, drawn with :attr:`sepsti.band_gains.TrainingExample.weight` from the
+        separations of all of one training's mixtures.
+    hidden : tuple of int
+        Units of its hidden layers: twice the teacher's, where 64/32 units fell short of the teacher on recorded
+        crowds and music (docs/enhance.md, "One network learns the stack's moves").
+    max_iter : int
+        Epochs at most.
+    """
+
+    rows: int = 1_200_000
+    hidden: tuple = (128, 64)
+    max_iter: int = 150
+
+
+QUICK_DISTILLATION = Distillation(rows=20_000, hidden=(16, 8), max_iter=10)
 #: At 16 kHz, where the wideband talkers are all the speech: each clean twice and in 18 mixtures; one training, as
 #: three stacked would take a 10-minute 16 kHz file below 50 times real time.
 WIDEBAND = Training(talker_copies=2, talker_mixtures=18, trainings=1)
@@ -170,6 +197,9 @@ def main(argv=None):
     parser.add_argument("--trainings", type=positive_int, default=None,
                         help="independent trainings stacked, at seeds --seed, --seed + 1, ... (default: 3 at 8 kHz, "
                              "1 at 16 kHz and with --quick)")
+    parser.add_argument("--distil", action="store_true",
+                        help="distil the networks the dictionary holds into one network predicting their moves, "
+                             "learned on the mixtures of seed --seed")
     args = parser.parse_args(argv)
     require_packages({"training the networks": "scikit-learn"}, "train")
 
@@ -179,7 +209,9 @@ def main(argv=None):
     from sepsti.corpora.noizeus import TRAIN_IDS, corpus_index
     from sepsti.dictionary import save_dictionary
 
-    source, dictionary, storage = dictionary_to_extend(args.dictionary, band_gains=False)
+    source, dictionary, storage = dictionary_to_extend(args.dictionary, band_gains=args.distil)
+    teacher = _teacher(dictionary, source, args) if args.distil else None
+    dictionary = dictionary._replace(band_gains=None)
     rate = dictionary.sample_rate
     if rate not in (8000, 16000):
         raise ParameterError(f"dictionary {source}: at {rate} Hz; the correction is trained at 8 kHz (the NOIZEUS "
@@ -187,7 +219,7 @@ def main(argv=None):
     narrowband = rate == 8000
     corpus = noizeus_corpus(args.corpus) if narrowband else None
     training = QUICK if args.quick else Training() if narrowband else WIDEBAND
-    training = training._replace(trainings=args.trainings or training.trainings)
+    training = training._replace(trainings=1 if args.distil else args.trainings or training.trainings)
     seeds = [args.seed + k for k in range(training.trainings)]
     if seeds[-1] >= 2 ** 32:
         raise ParameterError(f"--seed {args.seed} with {training.trainings} trainings: their seeds must stay below "
@@ -209,24 +241,48 @@ def main(argv=None):
         mixtures += _talker_mixtures(talkers, recordings, corpus_noises, training, rate, seed)
         examples = _separated(mixtures, dictionary)
         counts.update(kind for kind, _ in examples)
-        trained = _trained(examples, training, seed)
+        trained = _distilled(examples, teacher, QUICK_DISTILLATION if args.quick else Distillation(), seed) \
+            if args.distil else _trained(examples, training, seed)
         fitted += [pair for pair, _ in trained]
         fits += [{"seed": seed, **fit} for _, fit in trained]
         del examples  # one training's separations held at a time
-    save_dictionary(target, dictionary._replace(band_gains=band_gains_of(fitted)), overwrite=args.overwrite,
-                    dtype=storage)
+    band_gains = band_gains_of(fitted)._replace(predicts="move" if args.distil else "gain")
+    save_dictionary(target, dictionary._replace(band_gains=band_gains), overwrite=args.overwrite, dtype=storage)
 
     print(f"{counts.total()} mixtures of {len(counts)} noise types in {len(seeds)} training(s); " + "; ".join(
-        f"network {k + 1} (seed {fit['seed']}) without {', '.join(fit['without'])}: {fit['epochs']} epochs"
+        f"network {k + 1} (seed {fit['seed']}) {_learned(fit)}: {fit['epochs']} epochs"
         f"{'' if fit['stopped_early'] else ' (the most allowed)'}, validation R² {fit['validation_r2']:.3f}"
         for k, fit in enumerate(fits)))
     print(f"wrote {target}")
     results = {"corpus": corpus and str(corpus), "sample_rate": rate, "wideband": str(args.wideband),
                "root": str(args.root), "speech_dictionary": str(source), "dictionary": str(target),
-               "training": training._asdict(), "seeds": seeds, "sentences": sentences,
+               "training": training._asdict(), "seeds": seeds, "distilled_from": teacher and teacher.num_networks,
+               "sentences": sentences,
                "talkers": [talker.path.stem for talker in talkers], "mixtures_by_type": dict(counts),
                "networks": fits}
     write_results(args, results, _figure(fits))
+
+
+def _teacher(dictionary, source, args):
+    """The networks ``--distil`` distils; :class:`ParameterError` if the dictionary has none predicting the gain or
+    ``--trainings`` is given (the distillation learns from one training's mixtures)."""
+    from sepsti.core.errors import ParameterError
+
+    if args.trainings:
+        raise ParameterError("--distil learns from the mixtures of one training (seed --seed): drop --trainings")
+    teacher = dictionary.band_gains
+    if teacher is None or teacher.predicts != "gain":
+        what = "no networks" if teacher is None else "a network predicting the move, already distilled"
+        raise ParameterError(f"dictionary {source}: holds {what}; --distil needs networks predicting the gain "
+                             f"(written by this recipe without --distil)")
+    return teacher
+
+
+def _learned(fit):
+    """What a network learned from, for the summary line."""
+    if "distilled_from" in fit:
+        return f"distilled from {fit['distilled_from']} networks"
+    return f"without {', '.join(fit['without'])}"
 
 
 def _recordings(root, kind):
@@ -385,52 +441,82 @@ def _example(work):
 def _trained(examples, training, seed):
     """``((scaler, network), fit)`` of each network, one trained without each group of noise types: the fitted
     scikit-learn pair and how the fit went."""
+    kinds = sorted({kind for kind, _ in examples})
+    groups = [kinds[k::training.groups] for k in range(training.groups)]
+    rng = np.random.default_rng(seed)
+    picks = [_draw([example.weight.reshape(-1) if kind not in group else np.zeros(example.weight.size)
+                    for kind, example in examples], training.rows, rng)
+             for group in groups]  # per network, the band-frames drawn from each example
+    trained = []
+    for k, group in enumerate(groups):
+        X, y, _ = _rows(examples, picks[k])
+        pair, fit = _fit(X, y, training.hidden, training.max_iter, seed)
+        trained.append((pair, {"without": group, **fit}))
+    return trained
+
+
+def _distilled(examples, teacher, distillation, seed):
+    """``[((scaler, network), fit)]`` of one network learning ``teacher``'s moves
+    (:func:`sepsti.band_gains.ensemble_moves`) on band-frames drawn from all the examples."""
+    from sepsti.band_gains import ensemble_moves
+    from sepsti.denoise import MASK_FLOOR
+
+    picks = _draw([example.weight.reshape(-1) for _, example in examples], distillation.rows,
+                  np.random.default_rng(seed))
+    X, _, gains = _rows(examples, picks)
+    moves = np.empty(len(X))
+    for start in range(0, len(X), 100_000):  # the teacher's activations held for a part of the rows at a time
+        block = slice(start, start + 100_000)
+        predictions = np.clip(teacher.predict(X[block].astype(np.float32)), np.log(MASK_FLOOR), 0.0)
+        moves[block] = ensemble_moves(predictions, gains[block])
+    pair, fit = _fit(X, moves, distillation.hidden, distillation.max_iter, seed)
+    return [(pair, {"distilled_from": teacher.num_networks, **fit})]
+
+
+def _draw(weights, rows, rng):
+    """``rows`` band-frames drawn with ``weights`` (one array per example): the indices drawn from each example."""
+    totals = np.array([w.sum() for w in weights])
+    counts = rng.multinomial(rows, totals / totals.sum())
+    return [rng.choice(w.size, count, p=w / w.sum()) if count else np.zeros(0, dtype=int)
+            for w, count in zip(weights, counts)]
+
+
+def _fit(X, y, hidden, max_iter, seed):
+    """``((scaler, network), fit)``: scikit-learn's standardisation and ReLU network fitted to ``X``, ``y`` (early
+    stopping on a tenth), and how the fit went."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.neural_network import MLPRegressor
     from sklearn.preprocessing import StandardScaler
 
-    kinds = sorted({kind for kind, _ in examples})
-    groups = [kinds[k::training.groups] for k in range(training.groups)]
-    rng = np.random.default_rng(seed)
-    picks = []  # per network, the band-frames drawn from each example
-    for group in groups:
-        weights = [example.weight.reshape(-1) if kind not in group else np.zeros(example.weight.size)
-                   for kind, example in examples]
-        totals = np.array([w.sum() for w in weights])
-        counts = rng.multinomial(training.rows, totals / totals.sum())
-        picks.append([rng.choice(w.size, count, p=w / w.sum()) if count else np.zeros(0, dtype=int)
-                      for w, count in zip(weights, counts)])
-    trained = []
-    for k, group in enumerate(groups):
-        X, y = _rows(examples, picks[k])
-        scaler = StandardScaler().fit(X)
-        network = MLPRegressor(hidden_layer_sizes=training.hidden, early_stopping=True, max_iter=training.max_iter,
-                               random_state=seed, batch_size=1024, n_iter_no_change=5)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            network.fit(scaler.transform(X, copy=False), y)
-        trained.append(((scaler, network), {"without": group, "rows": len(X), "epochs": int(network.n_iter_),
-                     "stopped_early": not any(issubclass(w.category, ConvergenceWarning) for w in caught),
-                     "loss": [float(value) for value in network.loss_curve_],
-                     "validation_r2": float(network.best_validation_score_),
-                     "validation": [float(value) for value in network.validation_scores_]}))
-    return trained
+    scaler = StandardScaler().fit(X)
+    network = MLPRegressor(hidden_layer_sizes=hidden, early_stopping=True, max_iter=max_iter, random_state=seed,
+                           batch_size=1024, n_iter_no_change=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        network.fit(scaler.transform(X, copy=False), y)
+    return (scaler, network), {"rows": len(X), "epochs": int(network.n_iter_),
+                               "stopped_early": not any(issubclass(w.category, ConvergenceWarning) for w in caught),
+                               "loss": [float(value) for value in network.loss_curve_],
+                               "validation_r2": float(network.best_validation_score_),
+                               "validation": [float(value) for value in network.validation_scores_]}
 
 
 def _rows(examples, picks):
-    """One network's inputs and targets: the band-frames ``picks`` (an index array per example), in the examples'
-    order, built into one array of their final size. Each example's inputs are computed again for each network, so
-    that the recipe holds one network's rows at a time, not every network's."""
+    """One network's inputs, targets and the mask's band gains (logs): the band-frames ``picks`` (an index array
+    per example), in the examples' order, the inputs built into one array of their final size. Each example's
+    inputs are computed again for each network, so that the recipe holds one network's rows at a time, not every
+    network's."""
     from sepsti.band_gains import NUM_INPUTS
 
     X = np.empty((sum(len(chosen) for chosen in picks), NUM_INPUTS))
-    targets, start = [], 0
+    targets, gains, start = [], [], 0
     for (_, example), chosen in zip(examples, picks):
         if len(chosen):
             X[start:start + len(chosen)] = example.inputs()[chosen]
             targets.append(example.target.reshape(-1)[chosen])
+            gains.append(example.levels[3].reshape(-1)[chosen])
             start += len(chosen)
-    return X, np.concatenate(targets)
+    return X, np.concatenate(targets), np.concatenate(gains).astype(np.float64)
 
 
 def band_gains_of(fitted):
@@ -454,8 +540,11 @@ def _figure(fits):
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     for k, fit in enumerate(fits):
-        kinds = ", ".join(fit["without"][:3]) + (" …" if len(fit["without"]) > 3 else "")
-        label = f"seed {fit['seed']}, without {kinds}"
+        if "distilled_from" in fit:
+            label = f"seed {fit['seed']}, distilled from {fit['distilled_from']} networks"
+        else:
+            label = f"seed {fit['seed']}, without " + ", ".join(fit["without"][:3]) + (
+                " …" if len(fit["without"]) > 3 else "")
         left.plot(np.arange(1, len(fit["loss"]) + 1), fit["loss"], label=label)
         right.plot(np.arange(1, len(fit["validation"]) + 1), fit["validation"], label=label)
     left.set(xlabel="epoch", ylabel="training loss (half the squared error)", title="the networks' training")

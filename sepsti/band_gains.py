@@ -15,12 +15,15 @@ frames (there the voice-like parts of a noise are what the gate kept) or the fra
 lowering taken is :data:`SPEECH_GATE_DB` or more (there the separation took a noise's clinks for speech), nor raised
 where it puts the noise part more than :data:`NOISE_GATE_DB` above the speech part (there the raising lowered PESQ
 under talkers unlike the NOIZEUS ones); band-frames that no move may leave are not asked about.
+A single network may instead predict those moves themselves, learned from such an ensemble's (distilled,
+:attr:`BandGains.predicts`): about the ensemble's correction at one network's cost.
 The moves are spread to the bins by the bands' weights (:func:`move_weights`), the bins below the lowest band and
 above the top one taking that band's move. docs/enhance.md ("A learned correction of the band gains",
 "Half a second around the frame", "The networks' mean", "The speech gate opened where the half second is noisy",
 "Lowered as far as the networks agree", "The speech gate yields to a lowering of its own size", "The bins beyond
-the bands") has the measurements; ``recipes/train_band_gains.py`` trains the networks and stores them in a dictionary
-file (:attr:`sepsti.dictionary.Dictionary.band_gains`).
+the bands", "Three trainings stacked", "One network learns the stack's moves") has the measurements;
+``recipes/train_band_gains.py`` trains the networks (and distils them) and stores them in a dictionary file
+(:attr:`sepsti.dictionary.Dictionary.band_gains`).
 
 Conventions
 -----------
@@ -36,8 +39,8 @@ import numpy as np
 __all__ = ["BandGains", "NUM_BANDS", "LOWEST_HZ", "TOP_SHARE", "highest_hz", "OFFSETS", "CONTEXT", "NUM_INPUTS",
            "PITCH_HZ", "BLEND", "SPEECH_GATE_DB", "NOISY_CONTEXT_DB", "NOISE_GATE_DB", "INPUT_FRAMES",
            "validate_band_gains", "band_weights", "move_weights", "periodicity", "band_levels", "network_inputs",
-           "noisy_context", "ideal_band_gains", "TrainingExample", "training_example", "agreement_share", "mean_moves",
-           "corrected_mask", "corrected_masks"]
+           "noisy_context", "ideal_band_gains", "TrainingExample", "training_example", "agreement_share", "PREDICTS",
+           "ensemble_moves", "mean_moves", "corrected_mask", "corrected_masks"]
 
 NUM_BANDS = 20
 LOWEST_HZ = 100.0
@@ -55,6 +58,8 @@ CONTEXT = max(OFFSETS)
 NUM_INPUTS = 3 * (5 * len(OFFSETS) + 3) + NUM_BANDS
 #: Inputs per band and frame of the networks of earlier versions, and what they lack.
 _EARLIER_INPUTS = {107: "read ±3 frames around the frame", 185: "do not read the mixture's periodicity"}
+#: What networks may predict (:attr:`BandGains.predicts`).
+PREDICTS = ("gain", "move")
 #: The voice's fundamental frequencies (Hz) whose periods :func:`periodicity` searches.
 PITCH_HZ = (60.0, 400.0)
 #: The share of a raising to the networks' mean prediction (in logs) the mask takes, and of a lowering when there is
@@ -75,7 +80,8 @@ _DB_PER_LOG = 20.0 / np.log(10.0)  # decibels per unit of a gain's log
 
 
 class BandGains(NamedTuple):
-    """Networks predicting a band's ideal gain in logs, stacked along the first axis (all of one shape).
+    """Networks stacked along the first axis (all of one shape), predicting either a band's ideal gain in logs or
+    the move of the mask's band gain (in logs) that an ensemble of such networks makes (:attr:`predicts`).
 
     Each is a ReLU network on standardised inputs: ``h = (x - mean) / scale``, then
     ``h = max(h @ W + b, 0)`` for each hidden layer (weights and bias stacked as ``[W; b]``), then ``h @ w + c``.
@@ -85,12 +91,17 @@ class BandGains(NamedTuple):
     mean, scale : ndarray, shape (num_networks, NUM_INPUTS)
     hidden : tuple of ndarray, each shape (num_networks, inputs + 1, units)
     output : ndarray, shape (num_networks, units + 1)
+    predicts : str
+        ``"gain"``: the ideal band gain, the mask moving toward the networks' mean as far as they agree
+        (:func:`ensemble_moves`); ``"move"``: that move itself, learned from such an ensemble (a distilled network,
+        one matrix product where the ensemble has one per network), their mean taken.
     """
 
     mean: np.ndarray
     scale: np.ndarray
     hidden: tuple
     output: np.ndarray
+    predicts: str = "gain"
 
     @property
     def num_networks(self):
@@ -136,7 +147,7 @@ def validate_band_gains(band_gains, *, name="band_gains"):
     ------
     ParameterError
         Not a :class:`BandGains`, arrays that are not real or finite, scales that are not positive, shapes that do
-        not chain.
+        not chain, :attr:`BandGains.predicts` not one of :data:`PREDICTS`.
     """
     from sepsti.core.errors import ParameterError
 
@@ -164,7 +175,9 @@ def validate_band_gains(band_gains, *, name="band_gains"):
                              f"(networks, units + 1)")
     if not all(np.all(np.isfinite(array)) for array in (mean, scale, output, *hidden)) or np.any(scale <= 0):
         raise ParameterError(f"{name} must be finite, with positive scales")
-    return BandGains(mean, scale, tuple(hidden), output)
+    if not isinstance(band_gains.predicts, str) or band_gains.predicts not in PREDICTS:
+        raise ParameterError(f"{name}: predicts {band_gains.predicts!r}, expected one of {', '.join(PREDICTS)}")
+    return BandGains(mean, scale, tuple(hidden), output, band_gains.predicts)
 
 
 def band_weights(framing):
@@ -353,12 +366,33 @@ def agreement_share(predictions, move):
     return square / np.maximum(square + predictions.var(axis=0, ddof=1) / len(predictions), _TINY)
 
 
-def mean_moves(band_gains, rows, gains, raising, floor):
-    """The moves of the band gains (in logs) toward the networks' mean prediction, where the raising gate lets them.
+def ensemble_moves(predictions, gains):
+    """The moves of the band gains (in logs) toward the mean of networks predicting the ideal gain: the move ``d``
+    from ``gains`` to the mean of ``predictions`` times its :func:`agreement_share` if it lowers, :data:`BLEND` of it
+    if it raises.
 
-    Each network's prediction is clipped to ``[log(floor), 0]``; the move from ``gains`` to their mean is taken if it
-    lowers (its :func:`agreement_share` of it), or if it raises (:data:`BLEND` of it) where ``raising``, elsewhere 0.
-    Rows that no move may leave (a gain at the floor where raising is shut) are not asked about.
+    Parameters
+    ----------
+    predictions : ndarray, shape (num_networks, n)
+        The networks' predictions (logs), clipped to ``[log(floor), 0]``.
+    gains : ndarray, shape (n,)
+        The mask's band gains (logs).
+
+    Returns
+    -------
+    ndarray, shape (n,)
+    """
+    move = predictions.mean(axis=0) - gains
+    return np.where(move < 0, agreement_share(predictions, move), BLEND) * move
+
+
+def mean_moves(band_gains, rows, gains, raising, floor):
+    """The moves of the band gains (in logs) the networks make, where the raising gate lets them.
+
+    Networks predicting the ideal gain make :func:`ensemble_moves`, each prediction clipped to ``[log(floor), 0]``;
+    networks predicting the move make the mean of their predictions, clipped so that the gain stays in
+    ``[floor, 1]``. A lowering is taken, a raising only where ``raising``. Rows that no move may leave (a gain at the
+    floor where raising is shut) are not asked about.
 
     Parameters
     ----------
@@ -381,11 +415,12 @@ def mean_moves(band_gains, rows, gains, raising, floor):
     moves = np.zeros(len(gains))
     if not live.size:
         return moves
-    rows = np.asarray(rows[live], dtype=np.float32)  # the networks' precision
-    predictions = np.clip(band_gains.predict(rows), low, 0.0)
-    move = predictions.mean(axis=0) - gains[live]
-    taken = np.where(move < 0, agreement_share(predictions, move), BLEND) * move
-    moves[live] = np.where((move < 0) | (move > 0) & raising[live], taken, 0.0)
+    predictions = band_gains.predict(np.asarray(rows[live], dtype=np.float32))  # the networks' precision
+    if band_gains.predicts == "move":
+        move = np.clip(predictions.mean(axis=0), low - gains[live], -gains[live])
+    else:
+        move = ensemble_moves(np.clip(predictions, low, 0.0), gains[live])
+    moves[live] = np.where((move < 0) | (move > 0) & raising[live], move, 0.0)
     return moves
 
 

@@ -19,8 +19,9 @@ frames) in files written before the field existed; and ``mask_atoms``, ``(n_bins
 rebuilds the speech with for its mask, learned for it (:mod:`sepsti.mask_atoms`), in files that have them (without
 them, the atoms' centre frame); and ``band_gains``, the networks of the mask's learned band-gain correction
 (:mod:`sepsti.band_gains`), in files that have them, stored as ``band_gains_mean``, ``band_gains_scale``,
-``band_gains_hidden_1`` … ``band_gains_hidden_<n>`` and ``band_gains_output``. Everything is stored as plain arrays,
-so files load with ``allow_pickle=False``.
+``band_gains_hidden_1`` … ``band_gains_hidden_<n>`` and ``band_gains_output``, and ``band_gains_predicts`` where the
+networks predict the move (:attr:`sepsti.band_gains.BandGains.predicts`; without it, the ideal gain). Everything is
+stored as plain arrays, so files load with ``allow_pickle=False``.
 """
 
 import numbers
@@ -375,7 +376,10 @@ def _band_gain_arrays(band_gains, storage):
     arrays = {f"{_BAND_GAINS}mean": band_gains.mean, f"{_BAND_GAINS}scale": band_gains.scale,
               f"{_BAND_GAINS}output": band_gains.output}
     arrays.update({f"{_BAND_GAINS}hidden_{i}": layer for i, layer in enumerate(band_gains.hidden, start=1)})
-    return {field: np.ascontiguousarray(array, dtype=storage) for field, array in arrays.items()}
+    arrays = {field: np.ascontiguousarray(array, dtype=storage) for field, array in arrays.items()}
+    if band_gains.predicts != "gain":
+        arrays[f"{_BAND_GAINS}predicts"] = np.str_(band_gains.predicts)
+    return arrays
 
 
 def _band_gains_from(archive, fields, name):
@@ -385,14 +389,16 @@ def _band_gains_from(archive, fields, name):
     layers = sum(1 for field in fields if field.startswith(f"{_BAND_GAINS}hidden_"))
     expected = {f"{_BAND_GAINS}{part}" for part in ("mean", "scale", "output")}
     expected |= {f"{_BAND_GAINS}hidden_{i}" for i in range(1, layers + 1)}
-    if set(fields) != expected:
-        odd = sorted(set(fields) ^ expected)[0]
+    predicts = f"{_BAND_GAINS}predicts"
+    if set(fields) - {predicts} != expected:
+        odd = sorted((set(fields) - {predicts}) ^ expected)[0]
         raise ParameterError(f"{name}: field {odd!r}: the band gains are stored as {_BAND_GAINS}mean, "
                              f"{_BAND_GAINS}scale, {_BAND_GAINS}hidden_1 … {_BAND_GAINS}hidden_<n> and "
-                             f"{_BAND_GAINS}output, all of them")
+                             f"{_BAND_GAINS}output, all of them, and optionally {predicts}")
+    what = _scalar(archive[predicts], predicts, name, kind="U") if predicts in fields else "gain"
     return BandGains(archive[f"{_BAND_GAINS}mean"], archive[f"{_BAND_GAINS}scale"],
                      tuple(archive[f"{_BAND_GAINS}hidden_{i}"] for i in range(1, layers + 1)),
-                     archive[f"{_BAND_GAINS}output"])
+                     archive[f"{_BAND_GAINS}output"], what)
 
 
 def _check_sizes(archive, fields, name):

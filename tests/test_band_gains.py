@@ -181,17 +181,19 @@ def test_every_bin_takes_a_weighted_mean_of_the_moves_beyond_the_bands_the_neare
     np.testing.assert_allclose(weights[:, inside] * bands[:, inside].sum(axis=0), bands[:, inside], atol=1e-12)
 
 
-def _fixed(moves):
+def _fixed(moves, predicts="gain"):
     """Networks moving a gain of -1 (in logs) by ``moves`` (num_networks, n) for the rows 0 .. n - 1 (a row's first
-    input is its number), counting the rows each call gives them."""
+    input is its number), predicting the gain -1 + move or the move itself, counting the rows each call gives
+    them."""
     class Fixed(NamedTuple):
         calls: list
+        predicts: str
 
         def predict(self, rows):
             self.calls.append(len(rows))
-            return -1.0 + np.asarray(moves, dtype=float)[:, rows[:, 0].astype(int)]
+            return (-1.0 if predicts == "gain" else 0.0) + np.asarray(moves, dtype=float)[:, rows[:, 0].astype(int)]
 
-    return Fixed([])
+    return Fixed([], predicts)
 
 
 @pytest.mark.parametrize("moves, expected", [
@@ -233,6 +235,29 @@ def test_gated_raisings_are_dropped_and_rows_that_cannot_move_are_not_asked():
     np.testing.assert_allclose(bg.mean_moves(networks, rows, gains, raising, 0.1),
                                [lowered, 0.0, bg.BLEND * 0.2, 0.0, -1.5], rtol=0, atol=1e-7)
     assert networks.calls == [4]
+
+
+def test_networks_predicting_the_move_make_their_mean_move_within_the_floor_and_one():
+    """Networks predicting the move: their mean taken whole, clipped so that the gain stays in [floor, 1], a raising
+    only where raising is open, a gain at the floor where raising is shut not asked about."""
+    networks = _fixed([[-0.2, 0.3, 0.3, -3.0, 2.0, 0.4], [-0.4, 0.1, 0.1, -2.0, 1.0, 0.4]], predicts="move")
+    gains = np.array([-1.0, -1.0, -1.0, -1.0, -0.5, np.log(0.1)])
+    raising = np.array([False, False, True, True, True, False])
+    np.testing.assert_allclose(bg.mean_moves(networks, np.arange(6.0)[:, None], gains, raising, 0.1),
+                               [-0.3, 0.0, 0.2, np.log(0.1) + 1.0, 0.5, 0.0], rtol=0, atol=1e-12)
+    assert networks.calls == [5]
+
+
+def test_ensemble_moves_take_blend_of_a_raising_and_the_agreed_share_of_a_lowering(rng):
+    """What a distilled network learns: the move ``d`` to the mean of four networks' predictions, ``d³ / (d² + s²)``
+    if it lowers (``s²`` their sample variance over four), ``BLEND · d`` if it raises."""
+    predictions = np.clip(rng.normal(-1.0, 0.4, (4, 50)), np.log(0.1), 0.0)
+    gains = rng.uniform(np.log(0.1), 0.0, 50)
+    d = predictions.mean(axis=0) - gains
+    lowering = d ** 3 / (d ** 2 + predictions.var(axis=0, ddof=1) / 4)
+    assert 10 < np.sum(d < 0) < 40
+    np.testing.assert_allclose(bg.ensemble_moves(predictions, gains), np.where(d < 0, lowering, bg.BLEND * d),
+                               rtol=1e-12, atol=0)
 
 
 def _corrected(pieces, networks):
@@ -385,6 +410,7 @@ def _valid(rng):
     (lambda g: g._replace(output=np.full_like(g.output, np.nan)), "finite"),
     (lambda g: g._replace(mean=g.mean.astype(str)), "real arrays"),
     (lambda g: tuple(g), "must be a sepsti.band_gains.BandGains, got tuple"),
+    (lambda g: g._replace(predicts="moves"), "predicts 'moves', expected one of gain, move"),
 ])
 def test_bad_networks_are_named(rng, change, message):
     with pytest.raises(ParameterError, match=message):

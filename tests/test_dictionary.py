@@ -61,6 +61,18 @@ def test_round_trip(tmp_path, rng):
     assert os.listdir(tmp_path) == ["d.npz"]
     with np.load(path, allow_pickle=False) as archive:
         assert set(archive.files) == set(FIELDS) | {"context", "mask_atoms"} | set(stored)
+    assert loaded.band_gains.predicts == "gain"
+
+
+def test_networks_predicting_the_move_say_so_in_the_file(tmp_path, rng):
+    """What the networks predict is stored only where it is not the ideal gain, and read back."""
+    original = _dictionary(rng)._replace(band_gains=_band_gains(rng)._replace(predicts="move"))
+    save_dictionary(tmp_path / "d.npz", original)
+    with np.load(tmp_path / "d.npz", allow_pickle=False) as archive:
+        assert str(archive["band_gains_predicts"]) == "move"
+    loaded = load_dictionary(tmp_path / "d.npz")
+    assert loaded.band_gains.predicts == "move"
+    np.testing.assert_array_equal(loaded.band_gains.output, original.band_gains.output)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -70,6 +82,9 @@ def test_round_trip(tmp_path, rng):
     (lambda arrays: arrays.update(band_gains_mean=np.ones((2, 5))), "field 'band_gains': shapes .* do not chain"),
     (lambda arrays: arrays.update(band_gains_scale=-np.ones((2, NUM_INPUTS))),
      "field 'band_gains' must be finite, with positive scales"),
+    (lambda arrays: arrays.update(band_gains_predicts=np.str_("moves")),
+     "field 'band_gains': predicts 'moves', expected one of gain, move"),
+    (lambda arrays: arrays.update(band_gains_predicts=np.ones(2)), "field 'band_gains_predicts' must be a scalar"),
 ])
 def test_bad_band_gains_are_named(tmp_path, rng, change, message):
     arrays = {**_fields(_dictionary(rng)), **_band_gain_fields(_band_gains(rng))}

@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes"))
 
 import train_band_gains  # noqa: E402
+from sepsti.band_gains import OFFSETS  # noqa: E402
 from test_cli_train import _wideband_corpus  # noqa: E402
 from test_dictionary import _dictionary  # noqa: E402
 
@@ -181,12 +182,69 @@ def test_a_networks_rows_are_its_picks_of_each_separation_in_order(rng):
                                          rng.random((NUM_BANDS, m), dtype=np.float32), np.ones((NUM_BANDS, m))))
                 for m in (3, 40, 7)]
     picks = [np.array([5, 5, 0]), np.zeros(0, dtype=int), np.array([139, 2, 60, 2])]
-    X, y = train_band_gains._rows(examples, picks)
+    X, y, gains = train_band_gains._rows(examples, picks)
     assert X.shape == (7, NUM_INPUTS) and X.dtype == np.float64 and y.dtype == np.float32
     np.testing.assert_array_equal(X[:3], examples[0][1].inputs()[[5, 5, 0]])
     np.testing.assert_array_equal(X[3:], examples[2][1].inputs()[[139, 2, 60, 2]])
     np.testing.assert_array_equal(y, np.concatenate([examples[0][1].target.reshape(-1)[[5, 5, 0]],
                                                      examples[2][1].target.reshape(-1)[[139, 2, 60, 2]]]))
+    np.testing.assert_array_equal(gains, X[:, _GAIN_INPUT])  # the mask's band gain, as the networks read it
+
+
+#: The input holding the mask's band gain at the frame: in the band's own inputs (after its lower neighbour's),
+#: the fourth of the kinds read at every offset.
+_GAIN_INPUT = (5 * len(OFFSETS) + 3) + 3 * len(OFFSETS) + OFFSETS.index(0)
+
+
+def test_distil_writes_one_network_learning_the_stacks_moves(tmp_path, rng, monkeypatch):
+    """``--distil``: the dictionary's networks are the teacher; one network learns their moves on the band-frames
+    of the seed's mixtures, and is written alone, predicting the move; the enhancer uses it."""
+    from sepsti.band_gains import ensemble_moves
+    from sepsti.commands.evaluate import enhance_signal
+    from sepsti.denoise import MASK_FLOOR
+    from sepsti.dictionary import load_dictionary, wideband_dictionary_path
+
+    _stand_ins(tmp_path / "root", rng)
+    teacher = load_dictionary(wideband_dictionary_path()).band_gains
+    fitted = []
+    fit = train_band_gains._fit
+    monkeypatch.setattr(train_band_gains, "_fit", lambda X, y, *rest: fitted.append((X.copy(), y)) or fit(X, y, *rest))
+    train_band_gains.main(["--quick", "--root", str(tmp_path / "root"), "--wideband",
+                           str(_wideband_corpus(tmp_path / "wide", rng)), "--dictionary",
+                           str(wideband_dictionary_path()), "--distil", "--out", str(tmp_path / "out")])
+    [(X, y)] = fitted
+    assert len(X) == train_band_gains.QUICK_DISTILLATION.rows
+    predictions = np.clip(teacher.predict(X.astype(np.float32)), np.log(MASK_FLOOR), 0.0)
+    np.testing.assert_allclose(y, ensemble_moves(predictions, X[:, _GAIN_INPUT]), rtol=0, atol=1e-12)
+    assert np.sum(y < 0) > len(y) / 10
+    student = load_dictionary(tmp_path / "out" / wideband_dictionary_path().name)
+    assert student.band_gains.predicts == "move" and student.band_gains.num_networks == 1
+    assert [layer.shape[2] for layer in student.band_gains.hidden] == list(
+        train_band_gains.QUICK_DISTILLATION.hidden)
+    results = json.loads((tmp_path / "out" / "train_band_gains.json").read_text())
+    assert results["distilled_from"] == teacher.num_networks == results["networks"][0]["distilled_from"]
+    t = np.arange(3 * 16000) / 16000
+    noisy = 0.1 * np.sin(2 * np.pi * 220 * t) * (np.sin(2 * np.pi * 2 * t) > 0) + 0.02 * rng.standard_normal(t.size)
+    corrected = enhance_signal(noisy, 16000, student)
+    assert not np.allclose(corrected, enhance_signal(noisy, 16000, student._replace(band_gains=None)))
+
+
+@pytest.mark.parametrize("networks, options, message", [
+    (None, [], "holds no networks; --distil needs networks predicting the gain"),
+    ("move", [], "holds a network predicting the move, already distilled"),
+    ("gain", ["--trainings", "2"], "--distil learns from the mixtures of one training .seed --seed.: drop"),
+])
+def test_distil_refuses_a_dictionary_without_a_teacher_and_several_trainings(tmp_path, networks, options, message):
+    from sepsti.core.errors import ParameterError
+    from sepsti.dictionary import load_dictionary, save_dictionary, wideband_dictionary_path
+
+    shipped = load_dictionary(wideband_dictionary_path())
+    band_gains = networks and shipped.band_gains._replace(predicts=networks)
+    save_dictionary(tmp_path / "d.npz", shipped._replace(band_gains=band_gains), dtype=np.float32)
+    with pytest.raises(ParameterError, match=message):
+        train_band_gains.main(["--quick", "--root", str(tmp_path), "--dictionary", str(tmp_path / "d.npz"),
+                               "--distil", "--out", str(tmp_path / "out"), *options])
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_dictionary_at_another_rate_is_refused(noizeus_root, tmp_path, rng):

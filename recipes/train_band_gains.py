@@ -27,7 +27,8 @@ version trained them. ``--quick``: two sentences, two wideband talkers, four rec
 ``--distil``: the networks the given dictionary holds (predicting the ideal gain) are the teacher, and one network
 (:class:`Distillation`) learns the moves they make (:func:`sepsti.band_gains.ensemble_moves`) on band-frames of the
 separations of one training's mixtures (seed ``--seed``); the dictionary is written with it alone, predicting the
-move (:attr:`sepsti.band_gains.BandGains.predicts`): about the stack's correction at the cost of one network.
+move (:attr:`sepsti.band_gains.BandGains.predicts`): at 16 kHz about the stack's correction at the cost of one
+network, and the shipped 16 kHz dictionary is three trainings distilled so; at 8 kHz it fell short of the stack.
 
 The recorded noises come from Debian's packages, installed (``--root /``, the default) or unpacked into one
 folder (``dpkg-deb -x PACKAGE.deb DIR`` for each, ``--root DIR``)::
@@ -160,8 +161,7 @@ class Distillation(NamedTuple):
         Band-frames the network learns from, drawn with :attr:`sepsti.band_gains.TrainingExample.weight` from the
         separations of all of one training's mixtures.
     hidden : tuple of int
-        Units of its hidden layers: twice the teacher's, where 64/32 units fell short of the teacher on recorded
-        crowds and music (docs/enhance.md, "One network learns the stack's moves").
+        Units of its hidden layers: twice the teacher's networks', one network standing for twelve.
     max_iter : int
         Epochs at most.
     """
@@ -172,8 +172,9 @@ class Distillation(NamedTuple):
 
 
 QUICK_DISTILLATION = Distillation(rows=20_000, hidden=(16, 8), max_iter=10)
-#: At 16 kHz, where the wideband talkers are all the speech: each clean twice and in 18 mixtures; one training, as
-#: three stacked would take a 10-minute 16 kHz file below 50 times real time.
+#: At 16 kHz, where the wideband talkers are all the speech: each clean twice and in 18 mixtures; one training (the
+#: shipped 16 kHz dictionary stacks three, ``--trainings 3``, and distils them into one network, ``--distil``:
+#: twelve networks would take a 10-minute 16 kHz file to the edge of 50 times real time).
 WIDEBAND = Training(talker_copies=2, talker_mixtures=18, trainings=1)
 QUICK = Training(snrs=(0, 20), higher_snrs=(30,), clean_copies=2, talker_mixtures=2, groups=2, rows=20_000,
                  max_iter=10, trainings=1)

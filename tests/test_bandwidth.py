@@ -55,13 +55,15 @@ def test_shipped_8_kHz_dictionary_has_atoms_of_three_frames_from_the_16_kHz_ones
     assert narrowband_dictionary_path().stat().st_size < 1_300_000
 
 
-@pytest.mark.parametrize("path, trainings", [(narrowband_dictionary_path, 3), (wideband_dictionary_path, 1)])
-def test_shipped_dictionaries_have_band_gain_networks(path, trainings):
-    """recipes/train_band_gains.py: per training four networks of 64 and 32 units, each trained without a quarter of
-    the noise types; three trainings stacked in the 8 kHz dictionary, one in the 16 kHz dictionary."""
+@pytest.mark.parametrize("path, count, units, predicts", [(narrowband_dictionary_path, 12, [64, 32], "gain"),
+                                                            (wideband_dictionary_path, 1, [128, 64], "move")])
+def test_shipped_dictionaries_have_band_gain_networks(path, count, units, predicts):
+    """recipes/train_band_gains.py: per training four networks of 64 and 32 units predicting the gain, each trained
+    without a quarter of the noise types; three trainings stacked in the 8 kHz dictionary, and in the 16 kHz
+    dictionary distilled into one network of 128 and 64 units predicting their move."""
     networks = load_dictionary(path()).band_gains
-    assert networks is not None and networks.num_networks == 4 * trainings
-    assert [layer.shape[2] for layer in networks.hidden] == [64, 32]
+    assert networks is not None and networks.num_networks == count and networks.predicts == predicts
+    assert [layer.shape[2] for layer in networks.hidden] == units
 
 
 def test_shipped_8_kHz_dictionary_has_mask_atoms_learned_within_the_telephone_band():

@@ -202,22 +202,25 @@ def test_distil_writes_one_network_learning_the_stacks_moves(tmp_path, rng, monk
     from sepsti.band_gains import ensemble_moves
     from sepsti.commands.evaluate import enhance_signal
     from sepsti.denoise import MASK_FLOOR
-    from sepsti.dictionary import load_dictionary, wideband_dictionary_path
+    from sepsti.dictionary import load_dictionary, narrowband_dictionary_path, save_dictionary, wideband_dictionary_path
 
     _stand_ins(tmp_path / "root", rng)
-    teacher = load_dictionary(wideband_dictionary_path()).band_gains
+    teacher = load_dictionary(narrowband_dictionary_path()).band_gains  # twelve networks predicting the gain
+    mine = tmp_path / "wide16.npz"
+    save_dictionary(mine, load_dictionary(wideband_dictionary_path())._replace(band_gains=teacher), dtype=np.float32)
+    teacher = load_dictionary(mine).band_gains  # as stored
     fitted = []
     fit = train_band_gains._fit
     monkeypatch.setattr(train_band_gains, "_fit", lambda X, y, *rest: fitted.append((X.copy(), y)) or fit(X, y, *rest))
     train_band_gains.main(["--quick", "--root", str(tmp_path / "root"), "--wideband",
-                           str(_wideband_corpus(tmp_path / "wide", rng)), "--dictionary",
-                           str(wideband_dictionary_path()), "--distil", "--out", str(tmp_path / "out")])
+                           str(_wideband_corpus(tmp_path / "wide", rng)), "--dictionary", str(mine), "--distil",
+                           "--out", str(tmp_path / "out")])
     [(X, y)] = fitted
     assert len(X) == train_band_gains.QUICK_DISTILLATION.rows
     predictions = np.clip(teacher.predict(X.astype(np.float32)), np.log(MASK_FLOOR), 0.0)
     np.testing.assert_allclose(y, ensemble_moves(predictions, X[:, _GAIN_INPUT]), rtol=0, atol=1e-12)
     assert np.sum(y < 0) > len(y) / 10
-    student = load_dictionary(tmp_path / "out" / wideband_dictionary_path().name)
+    student = load_dictionary(tmp_path / "out" / "wide16.npz")
     assert student.band_gains.predicts == "move" and student.band_gains.num_networks == 1
     assert [layer.shape[2] for layer in student.band_gains.hidden] == list(
         train_band_gains.QUICK_DISTILLATION.hidden)
@@ -239,6 +242,7 @@ def test_distil_refuses_a_dictionary_without_a_teacher_and_several_trainings(tmp
     from sepsti.dictionary import load_dictionary, save_dictionary, wideband_dictionary_path
 
     shipped = load_dictionary(wideband_dictionary_path())
+    assert shipped.band_gains.predicts == "move"  # the shipped network, distilled
     band_gains = networks and shipped.band_gains._replace(predicts=networks)
     save_dictionary(tmp_path / "d.npz", shipped._replace(band_gains=band_gains), dtype=np.float32)
     with pytest.raises(ParameterError, match=message):

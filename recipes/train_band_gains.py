@@ -221,6 +221,7 @@ def main(argv=None):
     corpus = noizeus_corpus(args.corpus) if narrowband else None
     training = QUICK if args.quick else Training() if narrowband else WIDEBAND
     training = training._replace(trainings=1 if args.distil else args.trainings or training.trainings)
+    distillation = (QUICK_DISTILLATION if args.quick else Distillation()) if args.distil else None
     seeds = [args.seed + k for k in range(training.trainings)]
     if seeds[-1] >= 2 ** 32:
         raise ParameterError(f"--seed {args.seed} with {training.trainings} trainings: their seeds must stay below "
@@ -242,8 +243,10 @@ def main(argv=None):
         mixtures += _talker_mixtures(talkers, recordings, corpus_noises, training, rate, seed)
         examples = _separated(mixtures, dictionary)
         counts.update(kind for kind, _ in examples)
-        trained = _distilled(examples, teacher, QUICK_DISTILLATION if args.quick else Distillation(), seed) \
-            if args.distil else _trained(examples, training, seed)
+        if args.distil:
+            trained = _distilled(examples, teacher, distillation, seed)
+        else:
+            trained = _trained(examples, training, seed)
         fitted += [pair for pair, _ in trained]
         fits += [{"seed": seed, **fit} for _, fit in trained]
         del examples  # one training's separations held at a time
@@ -258,7 +261,7 @@ def main(argv=None):
     results = {"corpus": corpus and str(corpus), "sample_rate": rate, "wideband": str(args.wideband),
                "root": str(args.root), "speech_dictionary": str(source), "dictionary": str(target),
                "training": training._asdict(), "seeds": seeds, "distilled_from": teacher and teacher.num_networks,
-               "sentences": sentences,
+               "distillation": distillation and distillation._asdict(), "sentences": sentences,
                "talkers": [talker.path.stem for talker in talkers], "mixtures_by_type": dict(counts),
                "networks": fits}
     write_results(args, results, _figure(fits))

@@ -226,6 +226,7 @@ def test_distil_writes_one_network_learning_the_stacks_moves(tmp_path, rng, monk
         train_band_gains.QUICK_DISTILLATION.hidden)
     results = json.loads((tmp_path / "out" / "train_band_gains.json").read_text())
     assert results["distilled_from"] == teacher.num_networks == results["networks"][0]["distilled_from"]
+    assert results["distillation"]["hidden"] == list(train_band_gains.QUICK_DISTILLATION.hidden)
     t = np.arange(3 * 16000) / 16000
     noisy = 0.1 * np.sin(2 * np.pi * 220 * t) * (np.sin(2 * np.pi * 2 * t) > 0) + 0.02 * rng.standard_normal(t.size)
     corrected = enhance_signal(noisy, 16000, student)

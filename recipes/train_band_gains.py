@@ -282,11 +282,13 @@ def _teacher(dictionary, source, args):
     return teacher
 
 
-def _learned(fit):
-    """What a network learned from, for the summary line."""
+def _learned(fit, shown=None):
+    """What a network learned from, for the summary line and the figure (the first ``shown`` noise types left out,
+    all by default)."""
     if "distilled_from" in fit:
         return f"distilled from {fit['distilled_from']} networks"
-    return f"without {', '.join(fit['without'])}"
+    kinds = fit["without"][:shown]
+    return f"without {', '.join(kinds)}{' …' if len(kinds) < len(fit['without']) else ''}"
 
 
 def _recordings(root, kind):
@@ -471,8 +473,7 @@ def _distilled(examples, teacher, distillation, seed):
     moves = np.empty(len(X))
     for start in range(0, len(X), 100_000):  # the teacher's activations held for a part of the rows at a time
         block = slice(start, start + 100_000)
-        predictions = np.clip(teacher.predict(X[block].astype(np.float32)), np.log(MASK_FLOOR), 0.0)
-        moves[block] = ensemble_moves(predictions, gains[block])
+        moves[block] = ensemble_moves(teacher.predict(X[block]), gains[block], MASK_FLOOR)
     pair, fit = _fit(X, moves, distillation.hidden, distillation.max_iter, seed)
     return [(pair, {"distilled_from": teacher.num_networks, **fit})]
 
@@ -544,11 +545,7 @@ def _figure(fits):
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     for k, fit in enumerate(fits):
-        if "distilled_from" in fit:
-            label = f"seed {fit['seed']}, distilled from {fit['distilled_from']} networks"
-        else:
-            label = f"seed {fit['seed']}, without " + ", ".join(fit["without"][:3]) + (
-                " …" if len(fit["without"]) > 3 else "")
+        label = f"seed {fit['seed']}, {_learned(fit, shown=3)}"
         left.plot(np.arange(1, len(fit["loss"]) + 1), fit["loss"], label=label)
         right.plot(np.arange(1, len(fit["validation"]) + 1), fit["validation"], label=label)
     left.set(xlabel="epoch", ylabel="training loss (half the squared error)", title="the networks' training")

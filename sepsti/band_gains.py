@@ -366,22 +366,25 @@ def agreement_share(predictions, move):
     return square / np.maximum(square + predictions.var(axis=0, ddof=1) / len(predictions), _TINY)
 
 
-def ensemble_moves(predictions, gains):
-    """The moves of the band gains (in logs) toward the mean of networks predicting the ideal gain: the move ``d``
-    from ``gains`` to the mean of ``predictions`` times its :func:`agreement_share` if it lowers, :data:`BLEND` of it
-    if it raises.
+def ensemble_moves(predictions, gains, floor):
+    """The moves of the band gains (in logs) toward the mean of networks predicting the ideal gain: each prediction
+    clipped to ``[log(floor), 0]``, the move ``d`` from ``gains`` to their mean times its :func:`agreement_share` if
+    it lowers, :data:`BLEND` of it if it raises.
 
     Parameters
     ----------
     predictions : ndarray, shape (num_networks, n)
-        The networks' predictions (logs), clipped to ``[log(floor), 0]``.
+        The networks' predictions (logs).
     gains : ndarray, shape (n,)
         The mask's band gains (logs).
+    floor : float
+        The mask's least gain.
 
     Returns
     -------
     ndarray, shape (n,)
     """
+    predictions = np.clip(predictions, np.log(floor), 0.0)
     move = predictions.mean(axis=0) - gains
     return np.where(move < 0, agreement_share(predictions, move), BLEND) * move
 
@@ -389,10 +392,9 @@ def ensemble_moves(predictions, gains):
 def mean_moves(band_gains, rows, gains, raising, floor):
     """The moves of the band gains (in logs) the networks make, where the raising gate lets them.
 
-    Networks predicting the ideal gain make :func:`ensemble_moves`, each prediction clipped to ``[log(floor), 0]``;
-    networks predicting the move make the mean of their predictions, clipped so that the gain stays in
-    ``[floor, 1]``. A lowering is taken, a raising only where ``raising``. Rows that no move may leave (a gain at the
-    floor where raising is shut) are not asked about.
+    Networks predicting the ideal gain make :func:`ensemble_moves`; networks predicting the move make the mean of
+    their predictions, clipped so that the gain stays in ``[floor, 1]``. A lowering is taken, a raising only where
+    ``raising``. Rows that no move may leave (a gain at the floor where raising is shut) are not asked about.
 
     Parameters
     ----------
@@ -419,7 +421,7 @@ def mean_moves(band_gains, rows, gains, raising, floor):
     if band_gains.predicts == "move":
         move = np.clip(predictions.mean(axis=0), low - gains[live], -gains[live])
     else:
-        move = ensemble_moves(np.clip(predictions, low, 0.0), gains[live])
+        move = ensemble_moves(predictions, gains[live], floor)
     moves[live] = np.where((move < 0) | (move > 0) & raising[live], move, 0.0)
     return moves
 

@@ -256,7 +256,7 @@ def test_ensemble_moves_take_blend_of_a_raising_and_the_agreed_share_of_a_loweri
     d = predictions.mean(axis=0) - gains
     lowering = d ** 3 / (d ** 2 + predictions.var(axis=0, ddof=1) / 4)
     assert 10 < np.sum(d < 0) < 40
-    np.testing.assert_allclose(bg.ensemble_moves(predictions, gains), np.where(d < 0, lowering, bg.BLEND * d),
+    np.testing.assert_allclose(bg.ensemble_moves(predictions, gains, 0.1), np.where(d < 0, lowering, bg.BLEND * d),
                                rtol=1e-12, atol=0)
 
 

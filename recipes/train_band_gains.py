@@ -13,7 +13,8 @@ mixtures, each with a noise type drawn from all the others (the corpus's as the 
 highest SNR, end to end) at an SNR drawn from :attr:`Training.snrs`. At 16 kHz (the wideband dictionary,
 :data:`WIDEBAND`), the wideband talkers alone at the dictionary's rate, each clean :attr:`Training.talker_copies`
 times and in more mixtures, the recorded noises at full band. The enhancer, as ``sepsti enhance`` runs it
-with the dictionary, separates every mixture (:func:`sepsti.mask_atoms.record_separation`); per band and frame the
+with the dictionary, separates every mixture (:func:`sepsti.mask_atoms.record_separation`; each distinct one once:
+a clean file's copies, and the mixtures a later training makes again, take its separation); per band and frame the
 networks read its separation and learn the ideal band gain (:func:`sepsti.band_gains.training_example`).
 The noise types (the corpus's, the recorded ones and the clean speech) are dealt in alphabetical order into
 :attr:`Training.groups` groups, and one network (scikit-learn's ``MLPRegressor``) is trained without each, on
@@ -237,23 +238,24 @@ def main(argv=None):
         index = corpus_index(corpus)
         sentences = list(TRAIN_IDS[:2] if args.quick else TRAIN_IDS)
         corpus_noises = _corpus_noises(index, sentences)
-    fitted, fits, counts = [], [], collections.Counter()
+    fitted, fits, counts, separations, separated = [], [], collections.Counter(), {}, 0
     for seed in seeds:
         mixtures = _mixtures(index, sentences, recordings, training, seed) if narrowband else []
         mixtures += _talker_mixtures(talkers, recordings, corpus_noises, training, rate, seed)
-        examples = _separated(mixtures, dictionary)
+        examples, made = _separated(mixtures, dictionary, separations)
         counts.update(kind for kind, _ in examples)
+        separated += made
         if args.distil:
             trained = _distilled(examples, teacher, distillation, seed)
         else:
             trained = _trained(examples, training, seed)
         fitted += [pair for pair, _ in trained]
         fits += [{"seed": seed, **fit} for _, fit in trained]
-        del examples  # one training's separations held at a time
     band_gains = band_gains_of(fitted)._replace(predicts="move" if args.distil else "gain")
     save_dictionary(target, dictionary._replace(band_gains=band_gains), overwrite=args.overwrite, dtype=storage)
 
-    print(f"{counts.total()} mixtures of {len(counts)} noise types in {len(seeds)} training(s); " + "; ".join(
+    print(f"{counts.total()} mixtures of {len(counts)} noise types in {len(seeds)} training(s), {separated} "
+          f"separated (copies, and mixtures a training makes again, once); " + "; ".join(
         f"network {k + 1} (seed {fit['seed']}) {_learned(fit)}: {fit['epochs']} epochs"
         f"{'' if fit['stopped_early'] else ' (the most allowed)'}, validation R² {fit['validation_r2']:.3f}"
         for k, fit in enumerate(fits)))
@@ -263,7 +265,7 @@ def main(argv=None):
                "training": training._asdict(), "seeds": seeds, "distilled_from": teacher and teacher.num_networks,
                "distillation": distillation and distillation._asdict(), "sentences": sentences,
                "talkers": [talker.path.stem for talker in talkers], "mixtures_by_type": dict(counts),
-               "networks": fits}
+               "separations": separated, "networks": fits}
     write_results(args, results, _figure(fits))
 
 
@@ -402,21 +404,45 @@ def _keystroke(path, rate):
     return resample(key.mean(axis=1), key_rate, rate)
 
 
-def _separated(mixtures, dictionary):
-    """``(kind, TrainingExample)`` of each mixture the enhancer could separate, two at a time."""
+def _separated(mixtures, dictionary, separations):
+    """``(kind, TrainingExample)`` of each mixture the enhancer could separate, and how many separations were made
+    (two at a time). The separation is deterministic, so each distinct mixture is separated once: its copies, and
+    those of the previous training's mixtures made again (the corpus's files, the clean speech), take the one made.
+
+    ``separations`` maps :func:`_digest` of a mixture to its separation (None where it failed): the previous
+    training's on entry, this one's on return. What this training does not make again is let go first, so that one
+    training's separations are held at a time.
+    """
     from concurrent.futures import ProcessPoolExecutor
 
     from sepsti.core.progress import progress_bar
 
-    examples = []
+    digests = [_digest(noisy, clean) for _, noisy, clean in mixtures]
+    for digest in separations.keys() - set(digests):
+        del separations[digest]
+    work = {}
+    for digest, (_, noisy, clean) in zip(digests, mixtures):
+        if digest not in separations:
+            work.setdefault(digest, (noisy, clean))
     with ProcessPoolExecutor(max_workers=2, initializer=_use, initargs=(dictionary,)) as pool, \
-            progress_bar(len(mixtures), desc="separating", unit="mixture") as bar:
-        work = [(noisy, clean) for _, noisy, clean in mixtures]
-        for (kind, _, _), example in zip(mixtures, pool.map(_example, work, chunksize=8)):
-            if example is not None:
-                examples.append((kind, example))
+            progress_bar(len(work), desc="separating", unit="mixture") as bar:
+        for digest, example in zip(work, pool.map(_example, work.values(), chunksize=8)):
+            separations[digest] = example
             bar.update(1)
-    return examples
+    examples = [(kind, separations[digest]) for (kind, _, _), digest in zip(mixtures, digests)]
+    return [(kind, example) for kind, example in examples if example is not None], len(work)
+
+
+def _digest(noisy, clean):
+    """A digest of a mixture's two signals (their dtypes, lengths and samples): equal for mixtures made alike."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=16)
+    for signal in (noisy, clean):
+        signal = np.ascontiguousarray(signal)
+        digest.update(f"{signal.dtype.str}{signal.shape}".encode())
+        digest.update(signal)
+    return digest.digest()
 
 
 _WORKER = {}  # a worker's dictionary, the atoms its mask rebuilds the speech with, and its analysis framing

@@ -67,6 +67,8 @@ def test_a_quick_run_writes_the_callers_dictionary_with_networks_the_enhancer_us
     assert results["talkers"] == ["13-1-0000", "15-1-0000"]
     talkers = sum(counts.values()) - (4 + 2 * 2 * len(QUICK_KINDS) + 2 * 5 * 4)
     assert talkers == 2 * 3 and counts["clean"] == 4 + 2
+    # each clean sentence separated once for its two copies
+    assert results["separations"] == sum(counts.values()) - 2
     assert all(counts[kind] >= 2 * 2 for kind in QUICK_KINDS)
     assert all(counts[noise] >= 2 * 5 for noise in ("babble", "car", "street", "train"))
     assert [fit["rows"] for fit in results["networks"]] == [20_000, 20_000]
@@ -135,6 +137,8 @@ def test_trainings_stack_the_networks_each_seed_trains_alone(tmp_path, rng):
     (stacked, results), (first, _), (second, _) = (trained("--trainings", "2", "--seed", "5"),
                                                    trained("--seed", "5"), trained("--seed", "6"))
     assert results["seeds"] == [5, 6] and [fit["seed"] for fit in results["networks"]] == [5, 5, 6, 6]
+    # the second training takes the first's separations of the two talkers' clean speech
+    assert sum(results["mixtures_by_type"].values()) == 2 * 2 * 3 and results["separations"] == 2 * 2 * 3 - 2
     assert stacked.num_networks == 4 and first.num_networks == second.num_networks == 2
     for part, alone in zip(_arrays(stacked), zip(_arrays(first), _arrays(second))):
         np.testing.assert_array_equal(part, np.concatenate(alone))

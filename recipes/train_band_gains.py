@@ -18,12 +18,12 @@ a clean file's copies, and the mixtures a later training makes again, take its s
 networks read its separation and learn the ideal band gain (:func:`sepsti.band_gains.training_example`).
 The noise types (the corpus's, the recorded ones and the clean speech) are dealt in alphabetical order into
 :attr:`Training.groups` groups, and one network (scikit-learn's ``MLPRegressor``) is trained without each, on
-:attr:`Training.rows` band-frames drawn from the rest; :attr:`Training.trainings` such trainings at successive
-seeds (three at 8 kHz, ``--trainings``) are stacked into one ensemble. The dictionary is written again with the
-networks in its ``band_gains`` field, to ``DIR/<its name>.npz`` (``--out``; to ship it, copy it over the shipped
-dictionary of its rate in ``sepsti/data``); networks the given file already holds are left out unread, whichever
-version trained them. ``--quick``: two sentences, two wideband talkers, four recorded types, two SNRs, two groups,
-20,000 rows, one training.
+:attr:`Training.rows` band-frames drawn from the rest, two networks at a time, each in a process of its own;
+:attr:`Training.trainings` such trainings at successive seeds (three at 8 kHz, ``--trainings``) are stacked into one
+ensemble. The dictionary is written again with the networks in its ``band_gains`` field, to ``DIR/<its name>.npz``
+(``--out``; to ship it, copy it over the shipped dictionary of its rate in ``sepsti/data``); networks the given file
+already holds are left out unread, whichever version trained them. ``--quick``: two sentences, two wideband talkers,
+four recorded types, two SNRs, two groups, 20,000 rows, one training.
 
 ``--distil``: the networks the given dictionary holds (predicting the ideal gain) are the teacher, and one network
 (:class:`Distillation`) learns the moves they make (:func:`sepsti.band_gains.ensemble_moves`) on band-frames of the
@@ -479,12 +479,34 @@ def _trained(examples, training, seed):
     picks = [_draw([example.weight.reshape(-1) if kind not in group else np.zeros(example.weight.size)
                     for kind, example in examples], training.rows, rng)
              for group in groups]  # per network, the band-frames drawn from each example
-    trained = []
-    for k, group in enumerate(groups):
-        X, y, _ = _rows(examples, picks[k])
-        pair, fit = _fit(X, y, training.hidden, training.max_iter, seed)
-        trained.append((pair, {"without": group, **fit}))
-    return trained
+    fitted = _fitted_apart(examples, picks, training, seed)
+    return [(pair, {"without": group, **fit}) for group, (pair, fit) in zip(groups, fitted)]
+
+
+_FITTING = {}  # what the forked fitting processes read: the examples, the picks and the settings
+
+
+def _fitted_apart(examples, picks, training, seed):
+    """``(pair, fit)`` of a network fitted on each of ``picks``, two processes at a time. The processes are forked,
+    so they read the examples without a copy, and each fits with one BLAS thread as a single process would: the
+    networks are those of fitting them one after another, to the bit."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _FITTING.update(examples=examples, picks=picks, training=training, seed=seed)
+    try:
+        fork = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=min(2, len(picks)), mp_context=fork) as pool:
+            return list(pool.map(_fit_one, range(len(picks))))
+    finally:
+        _FITTING.clear()
+
+
+def _fit_one(k):
+    """The network of ``_FITTING``'s ``k``-th picks, in a forked process."""
+    training = _FITTING["training"]
+    X, y, _ = _rows(_FITTING["examples"], _FITTING["picks"][k])
+    return _fit(X, y, training.hidden, training.max_iter, _FITTING["seed"])
 
 
 def _distilled(examples, teacher, distillation, seed):

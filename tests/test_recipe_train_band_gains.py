@@ -195,6 +195,27 @@ def test_a_networks_rows_are_its_picks_of_each_separation_in_order(rng):
     np.testing.assert_array_equal(gains, X[:, _GAIN_INPUT])  # the mask's band gain, as the networks read it
 
 
+def test_networks_fitted_two_at_a_time_are_those_fitted_one_after_another(rng):
+    """The forked fitting processes give every network, and how its fit went, as fitting them in turn would, to the
+    bit, in the order of the picks."""
+    from sepsti.band_gains import NUM_BANDS, TrainingExample
+
+    examples = [(kind, TrainingExample(rng.standard_normal((5, NUM_BANDS, m)).astype(np.float32),
+                                       rng.random((NUM_BANDS, m), dtype=np.float32), np.ones((NUM_BANDS, m))))
+                for kind, m in (("a", 30), ("b", 50))]
+    training = train_band_gains.QUICK._replace(rows=3000, max_iter=4)
+    picks = [[rng.integers(0, NUM_BANDS * m, 1000 + 500 * k) for m in (30, 50)] for k in range(3)]
+    apart = train_band_gains._fitted_apart(examples, picks, training, seed=5)
+    assert len(apart) == 3 and not train_band_gains._FITTING  # nothing held once done
+    for chosen, ((scaler, network), fit) in zip(picks, apart):
+        X, y, _ = train_band_gains._rows(examples, chosen)
+        (scaler_alone, network_alone), fit_alone = train_band_gains._fit(X, y, training.hidden, training.max_iter, 5)
+        assert fit == fit_alone and fit["rows"] == len(X)
+        np.testing.assert_array_equal(scaler.mean_, scaler_alone.mean_)
+        for mine, alone in zip(network.coefs_ + network.intercepts_, network_alone.coefs_ + network_alone.intercepts_):
+            np.testing.assert_array_equal(mine, alone)
+
+
 #: The input holding the mask's band gain at the frame: in the band's own inputs (after its lower neighbour's),
 #: the fourth of the kinds read at every offset.
 _GAIN_INPUT = (5 * len(OFFSETS) + 3) + 3 * len(OFFSETS) + OFFSETS.index(0)

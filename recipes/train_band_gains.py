@@ -106,6 +106,8 @@ RECORDED = {
 KEYSTROKES_PER_SECOND = 7.0
 KEYSTROKE_GAINS = (0.4, 1.2)
 TYPING_HISS = 1e-4
+#: Worker processes separating the mixtures and fitting the networks: one per core of the machine the recipe runs on.
+PROCESSES = 2
 #: The noise type of the clean sentences.
 CLEAN = "clean"
 #: RMS (dBFS) the wideband talkers are set to.
@@ -413,8 +415,7 @@ def _separated(mixtures, dictionary, separations):
     training's on entry, this one's on return. What this training does not make again is let go first, so that one
     training's separations are held at a time.
     """
-    from concurrent.futures import ProcessPoolExecutor
-
+    from sepsti.core.processes import process_pool
     from sepsti.core.progress import progress_bar
 
     digests = [_digest(noisy, clean) for _, noisy, clean in mixtures]
@@ -424,7 +425,7 @@ def _separated(mixtures, dictionary, separations):
     for digest, (_, noisy, clean) in zip(digests, mixtures):
         if digest not in separations:
             work.setdefault(digest, (noisy, clean))
-    with ProcessPoolExecutor(max_workers=2, initializer=_use, initargs=(dictionary,)) as pool, \
+    with process_pool(PROCESSES, _use, (dictionary,)) as pool, \
             progress_bar(len(work), desc="separating", unit="mixture") as bar:
         for digest, example in zip(work, pool.map(_example, work.values(), chunksize=8)):
             separations[digest] = example
@@ -483,27 +484,26 @@ def _trained(examples, training, seed):
     return [(pair, {"without": group, **fit}) for group, (pair, fit) in zip(groups, fitted)]
 
 
-_FITTING = {}  # what the forked fitting processes read: the examples, the picks and the settings
+_FITTING = {}  # a fitting process's examples, picks and settings
 
 
 def _fitted_apart(examples, picks, training, seed):
-    """``(pair, fit)`` of a network fitted on each of ``picks``, two processes at a time. The processes are forked,
-    so they read the examples without a copy, and each fits with one BLAS thread as a single process would: the
-    networks are those of fitting them one after another, to the bit."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    """``(pair, fit)`` of a network fitted on each of ``picks``, :data:`PROCESSES` at a time. Each process fits with
+    one BLAS thread, as a single process would, so the networks are those of fitting them one after another, to the
+    bit; forked (:func:`sepsti.core.processes.process_pool`), the processes read the examples without a copy."""
+    from sepsti.core.processes import process_pool
 
+    with process_pool(min(PROCESSES, len(picks)), _hold, (examples, picks, training, seed)) as pool:
+        return list(pool.map(_fit_one, range(len(picks))))
+
+
+def _hold(examples, picks, training, seed):
+    """A fitting process's start: what it fits from."""
     _FITTING.update(examples=examples, picks=picks, training=training, seed=seed)
-    try:
-        fork = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=min(2, len(picks)), mp_context=fork) as pool:
-            return list(pool.map(_fit_one, range(len(picks))))
-    finally:
-        _FITTING.clear()
 
 
 def _fit_one(k):
-    """The network of ``_FITTING``'s ``k``-th picks, in a forked process."""
+    """The network of the ``k``-th picks, in a fitting process."""
     training = _FITTING["training"]
     X, y, _ = _rows(_FITTING["examples"], _FITTING["picks"][k])
     return _fit(X, y, training.hidden, training.max_iter, _FITTING["seed"])

@@ -196,8 +196,10 @@ def test_a_networks_rows_are_its_picks_of_each_separation_in_order(rng):
 
 
 def test_networks_fitted_two_at_a_time_are_those_fitted_one_after_another(rng):
-    """The forked fitting processes give every network, and how its fit went, as fitting them in turn would, to the
-    bit, in the order of the picks."""
+    """The fitting processes give every network, and how its fit went, as fitting them in turn with one BLAS thread
+    (as the recipe runs) would, to the bit, in the order of the picks."""
+    from threadpoolctl import threadpool_limits
+
     from sepsti.band_gains import NUM_BANDS, TrainingExample
 
     examples = [(kind, TrainingExample(rng.standard_normal((5, NUM_BANDS, m)).astype(np.float32),
@@ -209,7 +211,9 @@ def test_networks_fitted_two_at_a_time_are_those_fitted_one_after_another(rng):
     assert len(apart) == 3 and not train_band_gains._FITTING  # nothing held once done
     for chosen, ((scaler, network), fit) in zip(picks, apart):
         X, y, _ = train_band_gains._rows(examples, chosen)
-        (scaler_alone, network_alone), fit_alone = train_band_gains._fit(X, y, training.hidden, training.max_iter, 5)
+        with threadpool_limits(limits=1, user_api="blas"):
+            fitted_alone = train_band_gains._fit(X, y, training.hidden, training.max_iter, 5)
+        (scaler_alone, network_alone), fit_alone = fitted_alone
         assert fit == fit_alone and fit["rows"] == len(X)
         np.testing.assert_array_equal(scaler.mean_, scaler_alone.mean_)
         for mine, alone in zip(network.coefs_ + network.intercepts_, network_alone.coefs_ + network_alone.intercepts_):
